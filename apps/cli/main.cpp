@@ -1,0 +1,79 @@
+// `hearth`: the command-line front end. Subcommands live in cmd-*.cpp and register themselves.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "command.h"
+
+namespace hearth::cli {
+
+namespace {
+struct ExitRequest {
+  int code;
+};
+}  // namespace
+
+CommandRegistrar::CommandRegistrar(int order, CommandSetup setup) {
+  command_registry().emplace_back(order, setup);
+}
+
+std::vector<std::pair<int, CommandSetup>>& command_registry() {
+  static std::vector<std::pair<int, CommandSetup>> registry;
+  return registry;
+}
+
+void fail(const Status& status, int code) { fail(status.message(), code); }
+
+void fail(const std::string& message, int code) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "hearth: error: %s\n", message.c_str());
+  throw ExitRequest{code};
+}
+
+std::vector<int32_t> parse_token_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == ',' || text[i] == '\n')) ++i;
+    if (i >= text.size()) break;
+    size_t j = i;
+    while (j < text.size() && text[j] != ',' && text[j] != ' ' && text[j] != '\n') ++j;
+    const std::string item = text.substr(i, j - i);
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(item.c_str(), &end, 10);
+    if (errno || !end || *end || v < 0 || v > INT32_MAX)
+      fail("--tokens: '" + item + "' is not a token id (expected comma-separated integers)");
+    ids.push_back(int32_t(v));
+    i = j;
+  }
+  if (ids.empty()) fail("--tokens: no token ids given");
+  return ids;
+}
+
+}  // namespace hearth::cli
+
+int main(int argc, char** argv) {
+  using namespace hearth::cli;
+  CLI::App app{"hearth: run large language models locally"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "hearth 0.1.0");
+  auto& registry = command_registry();
+  std::sort(registry.begin(), registry.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [order, setup] : registry) setup(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const ExitRequest& r) {
+    return r.code;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "hearth: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hearth: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,87 @@
+// mmap-backed MappedFile and small-file helpers.
+#include "base/mapped-file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace hearth {
+
+MappedFile::MappedFile(MappedFile&& o) noexcept { *this = std::move(o); }
+
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+    data_ = o.data_;
+    size_ = o.size_;
+    path_ = std::move(o.path_);
+    identity_ = std::move(o.identity_);
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() {
+  if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+Result<MappedFile> MappedFile::open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::error(path + ": cannot open: " + std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return Status::error(path + ": cannot stat: " + std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::error(path + ": not a regular file");
+  }
+  MappedFile f;
+  f.path_ = path;
+  f.size_ = uint64_t(st.st_size);
+  f.identity_ = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" +
+                std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+                std::to_string(st.st_mtim.tv_nsec);
+  if (f.size_ > 0) {
+    void* p = mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      ::close(fd);
+      return Status::error(path + ": mmap failed: " + std::strerror(e));
+    }
+    f.data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);
+  return f;
+}
+
+void MappedFile::advise_willneed() const {
+  if (data_) madvise(const_cast<uint8_t*>(data_), size_, MADV_WILLNEED);
+}
+
+Result<std::string> read_text_file(const std::string& path, uint64_t max_bytes) {
+  HEARTH_ASSIGN_OR_RETURN(MappedFile f, MappedFile::open(path));
+  if (f.size() > max_bytes)
+    return Status::error(path + ": file is " + std::to_string(f.size()) + " bytes, limit " +
+                         std::to_string(max_bytes));
+  return std::string(reinterpret_cast<const char*>(f.data()), f.size());
+}
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace hearth

@@ -1,0 +1,53 @@
+// The CPU op contract: every op the generic forward pass needs, with shapes and preconditions.
+// Each op family has one file per backend with the same name (ref/rmsnorm.cpp, cpu/..., cuda/...).
+// Conventions (see tensor/tensor-view.h): activations are f32, row-major, tokens outermost;
+// weights are TensorViews of shape {d_out, d_in} in any runnable dtype.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread-pool.h"
+#include "tensor/tensor-view.h"
+
+namespace hearth::kernels {
+
+// W {d, n} (any runnable dtype) @ X [T, n] f32 -> Y [T, d] f32. Y must not alias X.
+// Quantized types may quantize X to an 8-bit activation format inside (as ggml does).
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+// One row of n elements of dtype t (n a multiple of its block size) -> f32.
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+
+// y[i] = x[i] / sqrt(mean(x^2) + eps) * w[i], for each of `rows` rows of n.
+void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps);
+
+enum class RopeStyle {
+  kInterleaved,  // rotate pairs (x[2i], x[2i+1]): llama.cpp's llama layout (Q/K rows permuted)
+  kHalves,       // rotate pairs (x[i], x[i + d/2]): HF / NeoX layout
+};
+
+// Rotates each head of x [T, n_heads, head_dim] in place; position of token t is pos[t].
+// inv_freq [head_dim/2] already includes any scaling (llama3, linear, rope_freqs tensor).
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+          const float* inv_freq, RopeStyle style);
+
+// Causal attention for n_tokens queries at positions pos0 .. pos0+T-1 against a cache that
+// holds positions 0 .. pos0+T-1. q [T, n_heads, hd]; k/v cache [ctx, n_kv_heads, hd] f32 with
+// row stride n_kv_heads*hd; out [T, n_heads, hd]. GQA: head h reads kv head h / (n_heads/n_kv).
+void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
+               int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+               int64_t head_dim, float scale, ThreadPool& pool);
+
+// out[i] = silu(gate[i]) * up[i]
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, int64_t n);
+
+// rows of y [rows, n] += bias [n]
+void add_bias(float* y, const float* bias, int64_t rows, int64_t n);
+
+// In-place numerically stable softmax over n.
+void softmax(float* x, int64_t n);
+
+}  // namespace hearth::kernels
