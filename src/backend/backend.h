@@ -54,6 +54,30 @@ class Backend {
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
   virtual void add_inplace(float* y, const float* x, int64_t n) = 0;
   virtual void add_bias(float* y, const float* bias, int64_t rows, int64_t n) = 0;
+
+  // KV append: rows [n_tokens, row_floats] of src into cache at position `pos`. A backend that
+  // replays captured decode steps reads pos from device memory, so the forward pass must store
+  // K/V through this (not copy() with a host-computed address).
+  virtual void store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats,
+                        int64_t n_tokens) {
+    copy(cache + pos * row_floats, src, n_tokens * row_floats);
+  }
+
+  // Decode-step capture (CUDA graphs). For each single-token decode step the forward pass calls
+  //   if (!b.begin_decode_step(token, pos, ctx_capacity)) { ...this backend's ops... }
+  //   b.end_decode_step();   // then download/sync as usual
+  // begin returns true when it already replayed the recorded step with the new token/pos (skip
+  // the ops). Between begin and end the ops must be the same sequence with the same buffers
+  // every step; embed's ids, rope's pos, attention's pos0 and store_kv's pos are taken from the
+  // step. Call reset_decode_steps() when buffers or the layer split change. Defaults: eager.
+  virtual bool begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) {
+    return false;
+  }
+  virtual void end_decode_step() {}
+  virtual void reset_decode_steps() {}
+
+  // First error an asynchronous backend hit since creation (ops return void); ok for the CPU.
+  virtual Status status() const { return Status::ok(); }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(int n_threads);

@@ -57,6 +57,7 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
     fn(0, 1);
     return;
   }
+  std::lock_guard<std::mutex> serial(run_mutex_);
   job_ = &fn;
   pending_.store(n_threads_ - 1, std::memory_order_release);
   {

@@ -40,6 +40,8 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
   std::condition_variable wake_;
+  // Serialises callers: a pool shared by two sessions runs one job at a time, never interleaved.
+  std::mutex run_mutex_;
 };
 
 // Hardware threads usable by this process (affinity-aware).

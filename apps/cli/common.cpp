@@ -1,0 +1,62 @@
+// Shared option wiring and engine loading for the CLI commands.
+#include "common.h"
+
+#include <cstdio>
+
+#include "backend/gpu-backend.h"
+#include "command.h"
+
+namespace hearth::cli {
+
+void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
+  add_model_options(cmd, &a->model);
+  cmd->add_option("-t,--threads", a->threads, "CPU threads (default: all cores)");
+  cmd->add_option("-c,--ctx-size", a->ctx_size, "context size in tokens (default: model's, max 4096)");
+  cmd->add_option("--gpu-layers,--n-gpu-layers,--ngl", a->gpu_layers,
+                  "layers to place on the GPU: N, 'auto' or 'all' (default 0)");
+}
+
+void add_sampling_options(CLI::App* cmd, SamplingParams* p) {
+  cmd->add_option("--temp", p->temperature, "temperature; 0 = greedy (default 0.8)");
+  cmd->add_option("--top-k", p->top_k, "top-k sampling, 0 = off (default 40)");
+  cmd->add_option("--top-p", p->top_p, "top-p sampling, 1 = off (default 0.95)");
+  cmd->add_option("--min-p", p->min_p, "min-p sampling, 0 = off (default 0.05)");
+  cmd->add_option("--repeat-penalty", p->repeat_penalty, "repetition penalty, 1 = off (default 1)");
+  cmd->add_option("--repeat-last-n", p->repeat_last_n, "tokens the penalty looks back (default 64)");
+  cmd->add_option("--presence-penalty", p->presence_penalty, "presence penalty (default 0)");
+  cmd->add_option("--frequency-penalty", p->frequency_penalty, "frequency penalty (default 0)");
+  cmd->add_option("-s,--seed", p->seed, "RNG seed (default: random)");
+}
+
+static int parse_gpu_layers(const std::string& v) {
+  if (v == "all" || v == "auto") return -1;
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (!end || *end || n < -1) fail("--gpu-layers: '" + v + "' is not a number, 'auto' or 'all'");
+  return int(n);
+}
+
+std::shared_ptr<Engine> load_engine_or_exit(const RuntimeArgs& args, bool quiet) {
+  const std::string path = check(resolve_model(args.model));
+  LoadOptions opt;
+  opt.n_threads = args.threads;
+  opt.gpu_layers = parse_gpu_layers(args.gpu_layers);
+  if (opt.gpu_layers != 0 && !gpu_backend_compiled()) {
+    std::fprintf(stderr,
+                 "hearth: --gpu-layers ignored: this build has no GPU support; running on the CPU\n");
+    opt.gpu_layers = 0;
+  }
+  auto engine = check(Engine::load(path, opt));
+  if (!quiet)
+    std::fprintf(stderr, "hearth: loaded %s (%s, %lld layers) in %.1f ms\n", path.c_str(),
+                 engine->model().arch().gguf_name.c_str(),
+                 (long long)engine->model().hparams().n_layer, engine->load_ms());
+  return engine;
+}
+
+int64_t context_size(const RuntimeArgs& args, const Engine& engine) {
+  if (args.ctx_size > 0) return args.ctx_size;
+  return std::min<int64_t>(engine.model().hparams().n_ctx_train, 4096);
+}
+
+}  // namespace hearth::cli

@@ -1,0 +1,30 @@
+// Options and helpers shared by the model-running commands (run, logits, chat, bench, serve):
+// threads, context, GPU layers, sampling flags with llama.cpp's names, and engine loading.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "model-arg.h"
+#include "runtime/engine.h"
+#include "sampling/sampler.h"
+
+namespace hearth::cli {
+
+struct RuntimeArgs {
+  ModelArg model;
+  int threads = 0;       // -t; 0 = all cores
+  int64_t ctx_size = 0;  // -c; 0 = min(training context, 4096)
+  std::string gpu_layers = "0";  // -ngl N | auto | all
+};
+
+void add_runtime_options(CLI::App* cmd, RuntimeArgs* args);
+void add_sampling_options(CLI::App* cmd, SamplingParams* params);
+
+// Loads the model named by args (resolving repo ids), printing one error line and exiting on
+// failure. `quiet` suppresses the load line on stderr.
+std::shared_ptr<Engine> load_engine_or_exit(const RuntimeArgs& args, bool quiet = false);
+int64_t context_size(const RuntimeArgs& args, const Engine& engine);
+
+}  // namespace hearth::cli

@@ -1,0 +1,483 @@
+// The CUDA backend: one stream, cuBLAS for prefill GEMMs, pinned staging for uploads, and decode
+// steps captured once into a CUDA graph then replayed with (token, pos) read from device memory.
+// New op: add its launcher to kernels/cuda/cuda-ops.h and forward to it here.
+#include "backend/cuda/cuda-backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cuda/cuda-ops.h"
+#include "tensor/dtype.h"
+
+namespace hearth {
+
+namespace {
+
+constexpr uint32_t kWeightMagic = 0x43554457;     // "CUDW": backend_data is ours
+constexpr size_t kStageBytes = size_t(64) << 20;  // per pinned staging buffer (two of them)
+constexpr size_t kRingBytes = size_t(4) << 20;    // small per-op uploads (ids, positions)
+
+struct PreparedWeight {
+  uint32_t magic = kWeightMagic;
+  int device = 0;
+  void* mem = nullptr;
+  cuda::DeviceWeight dw;
+};
+
+struct StepValues {
+  int32_t token = 0;
+  int32_t pos = 0;
+};
+
+struct FreqEntry {
+  std::vector<float> host;  // what was uploaded, to notice a caller reusing the pointer
+  float* pinned = nullptr;
+  float* dev = nullptr;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {}
+
+  Status init() {
+    if (!check(cudaSetDevice(device_), "cudaSetDevice")) return error_;
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+    if (cublasCreate(&blas_) != CUBLAS_STATUS_SUCCESS) fail("cublasCreate failed");
+    for (int i = 0; i < 2; ++i) {
+      check(cudaMallocHost(reinterpret_cast<void**>(&stage_[i]), kStageBytes), "pinned staging");
+      check(cudaEventCreateWithFlags(&stage_done_[i], cudaEventDisableTiming), "event");
+    }
+    check(cudaMallocHost(reinterpret_cast<void**>(&ring_host_), kRingBytes), "pinned ring");
+    check(cudaMalloc(reinterpret_cast<void**>(&ring_dev_), kRingBytes), "device ring");
+    check(cudaMallocHost(reinterpret_cast<void**>(&step_host_), sizeof(StepValues)), "step");
+    check(cudaMalloc(reinterpret_cast<void**>(&step_dev_), sizeof(StepValues)), "step");
+    check(cudaEventCreateWithFlags(&step_copied_, cudaEventDisableTiming), "event");
+    const char* env = std::getenv("HEARTH_CUDA_GRAPHS");
+    graphs_enabled_ = !(env && std::strcmp(env, "0") == 0);
+    return error_;
+  }
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    if (stream_) cudaStreamSynchronize(stream_);
+    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    for (float* p : vectors_) cudaFree(p);
+    for (auto& [k, f] : freqs_) cudaFreeHost(f.pinned), cudaFree(f.dev);
+    cudaFree(workspace_);
+    cudaFree(partials_);
+    cudaFree(ring_dev_);
+    cudaFreeHost(ring_host_);
+    cudaFree(step_dev_);
+    cudaFreeHost(step_host_);
+    if (step_copied_) cudaEventDestroy(step_copied_);
+    for (int i = 0; i < 2; ++i) {
+      cudaFreeHost(stage_[i]);
+      if (stage_done_[i]) cudaEventDestroy(stage_done_[i]);
+    }
+    if (blas_) cublasDestroy(blas_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return "cuda:" + std::to_string(device_); }
+  Status status() const override { return error_; }
+
+  float* alloc(int64_t n) override {
+    void* p = nullptr;
+    const size_t bytes = std::max<size_t>(size_t(n) * sizeof(float), 256);
+    if (!check(cudaMalloc(&p, bytes), "cudaMalloc " + std::to_string(bytes) + " bytes"))
+      throw std::bad_alloc();
+    return static_cast<float*>(p);
+  }
+  void free(float* p) override { check(cudaFree(p), "cudaFree"); }
+
+  void upload(float* dst, const float* src, int64_t n) override {
+    if (capturing()) return fail("upload inside a captured decode step");
+    const size_t bytes = size_t(n) * sizeof(float);
+    if (bytes <= kRingBytes / 4) {
+      const void* d = stage_small(src, bytes);
+      if (d) check(cudaMemcpyAsync(dst, d, bytes, cudaMemcpyDeviceToDevice, stream_), "upload");
+      return;
+    }
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+    check(cudaStreamSynchronize(stream_), "upload");
+  }
+  void download(float* dst, const float* src, int64_t n) override {
+    if (capturing()) return fail("download inside a captured decode step");
+    check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+          "download");
+    check(cudaStreamSynchronize(stream_), "download");
+  }
+  void copy(float* dst, const float* src, int64_t n) override {
+    check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
+          "copy");
+  }
+  void synchronize() override {
+    if (!capturing()) check(cudaStreamSynchronize(stream_), "synchronize");
+  }
+
+  Status prepare_weight(Weight& w) override;
+  Result<float*> prepare_vector(const TensorView& v) override;
+
+  void embed(const Weight& table, const int32_t* ids, int64_t n_tokens, float* out) override {
+    const PreparedWeight* pw = prepared(table, "embed");
+    if (!pw || n_tokens <= 0) return;
+    const int32_t* dev_ids = nullptr;
+    if (capturing()) {
+      if (n_tokens != 1) return fail("embed of several tokens inside a decode step");
+      dev_ids = &step_dev_->token;
+    } else {
+      for (int64_t t = 0; t < n_tokens; ++t)
+        if (ids[t] < 0 || ids[t] >= pw->dw.rows)
+          return fail("embed: token id " + std::to_string(ids[t]) + " outside the table");
+      dev_ids = static_cast<const int32_t*>(stage_small(ids, size_t(n_tokens) * 4));
+      if (!dev_ids) return;
+    }
+    check(cuda::launch_embed(pw->dw, dev_ids, n_tokens, out, stream_), "embed");
+  }
+
+  void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) override {
+    const PreparedWeight* pw = prepared(w, "matmul");
+    if (!pw) return;
+    const size_t need = cuda::matmul_workspace_bytes(pw->dw, n_tokens);
+    if (!ensure(reinterpret_cast<void**>(&workspace_), workspace_bytes_, need, "workspace")) return;
+    check(cuda::launch_matmul(pw->dw, x, n_tokens, y, workspace_, workspace_bytes_, blas_, stream_),
+          "matmul " + w.host.name);
+  }
+
+  void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
+               float eps) override {
+    check(cuda::launch_rmsnorm(x, w, y, rows, n, eps, stream_), "rmsnorm");
+  }
+
+  void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+            const float* inv_freq, kernels::RopeStyle style) override {
+    const float* freq = device_freqs(inv_freq, head_dim / 2);
+    if (!freq) return;
+    const int32_t* dev_pos = nullptr;
+    if (capturing()) {
+      if (n_tokens != 1 || pos[0] != step_host_->pos)
+        return fail("rope inside a decode step must be one token at the step's position");
+      dev_pos = &step_dev_->pos;
+    } else {
+      dev_pos = static_cast<const int32_t*>(stage_small(pos, size_t(n_tokens) * 4));
+      if (!dev_pos) return;
+    }
+    check(cuda::launch_rope(x, n_tokens, n_heads, head_dim, dev_pos, freq,
+                            style == kernels::RopeStyle::kInterleaved ? 0 : 1, stream_),
+          "rope");
+  }
+
+  void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
+                 int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+                 int64_t head_dim, float scale) override {
+    // Inside a decode step the split grid covers the whole cache, so one graph serves every pos.
+    const bool stepping = state_ != State::kIdle;
+    const int64_t max_ctx = stepping ? step_capacity_ : pos0 + n_tokens;
+    const int32_t* pos0_dev = capturing() ? &step_dev_->pos : nullptr;
+    const int64_t need =
+        cuda::attention_partials_floats(n_tokens, n_heads, head_dim, max_ctx) * int64_t(4);
+    if (!ensure(reinterpret_cast<void**>(&partials_), partials_bytes_, size_t(need), "partials"))
+      return;
+    check(cuda::launch_attention(q, k_cache, v_cache, out, n_tokens, pos0, pos0_dev, max_ctx,
+                                 n_heads, n_kv_heads, head_dim, scale, partials_, stream_),
+          "attention");
+  }
+
+  void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
+    check(cuda::launch_swiglu(gate, up, out, n, stream_), "swiglu");
+  }
+  void add_inplace(float* y, const float* x, int64_t n) override {
+    check(cuda::launch_add_inplace(y, x, n, stream_), "add");
+  }
+  void add_bias(float* y, const float* b, int64_t rows, int64_t n) override {
+    check(cuda::launch_add_bias(y, b, rows, n, stream_), "add_bias");
+  }
+
+  void store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats,
+                int64_t n_tokens) override {
+    if (capturing()) {
+      check(cuda::launch_store_rows(cache, src, &step_dev_->pos, row_floats, n_tokens, stream_),
+            "store_kv");
+      return;
+    }
+    copy(cache + pos * row_floats, src, n_tokens * row_floats);
+  }
+
+  bool begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) override;
+  void end_decode_step() override;
+  void reset_decode_steps() override {
+    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    graph_exec_ = nullptr;
+    warmed_capacity_ = -1;
+  }
+
+ private:
+  enum class State { kIdle, kEager, kCapturing, kReplayed };
+
+  bool capturing() const { return state_ == State::kCapturing; }
+
+  void fail(const std::string& what) {
+    if (error_.is_ok()) error_ = Status::error("cuda backend: " + what);
+  }
+  bool check(cudaError_t e, const std::string& what) {
+    if (e == cudaSuccess) return true;
+    fail(what + ": " + cudaGetErrorString(e));
+    return false;
+  }
+
+  const PreparedWeight* prepared(const Weight& w, const char* op) {
+    auto* pw = static_cast<const PreparedWeight*>(w.backend_data.get());
+    if (!pw || pw->magic != kWeightMagic || pw->device != device_) {
+      fail(std::string(op) + ": weight " + w.host.name + " was not prepared on this backend");
+      return nullptr;
+    }
+    return pw;
+  }
+
+  // Grows a device scratch buffer outside capture (a captured step only reuses sizes that its
+  // eager warm-up step already allocated).
+  bool ensure(void** buf, size_t& cap, size_t need, const char* what) {
+    if (need <= cap) return true;
+    if (capturing()) {
+      fail(std::string(what) + " must grow inside a captured decode step");
+      return false;
+    }
+    check(cudaStreamSynchronize(stream_), what);
+    cudaFree(*buf);
+    *buf = nullptr;
+    cap = 0;
+    if (!check(cudaMalloc(buf, need), what)) return false;
+    cap = need;
+    return true;
+  }
+
+  // Copies small host data to device through the pinned ring; returns the device address.
+  const void* stage_small(const void* src, size_t bytes) {
+    const size_t padded = (bytes + 255) / 256 * 256;
+    if (padded > kRingBytes) {
+      fail("staged upload too large");
+      return nullptr;
+    }
+    if (ring_offset_ + padded > kRingBytes) {
+      // Wrapping: earlier copies out of the ring must have run before their bytes are reused.
+      if (!check(cudaStreamSynchronize(stream_), "ring")) return nullptr;
+      ring_offset_ = 0;
+    }
+    std::memcpy(ring_host_ + ring_offset_, src, bytes);
+    uint8_t* dst = ring_dev_ + ring_offset_;
+    if (!check(
+            cudaMemcpyAsync(dst, ring_host_ + ring_offset_, bytes, cudaMemcpyHostToDevice, stream_),
+            "staged upload"))
+      return nullptr;
+    ring_offset_ += padded;
+    return dst;
+  }
+
+  // inv_freq tables are few and constant per model: one device copy per host pointer, refreshed
+  // if the contents change. The upload is an async copy from pinned memory, so it is legal (and
+  // replays correctly) inside graph capture.
+  const float* device_freqs(const float* host, int64_t n) {
+    FreqEntry& e = freqs_[host];
+    if (e.dev && e.host.size() == size_t(n) && std::memcmp(e.host.data(), host, size_t(n) * 4) == 0)
+      return e.dev;
+    if (e.dev && capturing()) {
+      fail("rope inv_freq changed inside a captured decode step");
+      return nullptr;
+    }
+    if (!e.dev) {
+      if (!check(cudaMallocHost(reinterpret_cast<void**>(&e.pinned), size_t(n) * 4), "freqs") ||
+          !check(cudaMalloc(reinterpret_cast<void**>(&e.dev), size_t(n) * 4), "freqs"))
+        return nullptr;
+    } else {
+      check(cudaStreamSynchronize(stream_), "freqs");
+    }
+    e.host.assign(host, host + n);
+    std::memcpy(e.pinned, host, size_t(n) * 4);
+    if (!check(cudaMemcpyAsync(e.dev, e.pinned, size_t(n) * 4, cudaMemcpyHostToDevice, stream_),
+               "freqs"))
+      return nullptr;
+    return e.dev;
+  }
+
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  Status error_;
+  uint8_t* stage_[2] = {nullptr, nullptr};
+  cudaEvent_t stage_done_[2] = {nullptr, nullptr};
+  uint8_t* ring_host_ = nullptr;
+  uint8_t* ring_dev_ = nullptr;
+  size_t ring_offset_ = 0;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  float* partials_ = nullptr;
+  size_t partials_bytes_ = 0;
+  std::vector<float*> vectors_;
+  std::unordered_map<const float*, FreqEntry> freqs_;
+
+  StepValues* step_host_ = nullptr;
+  StepValues* step_dev_ = nullptr;
+  cudaEvent_t step_copied_ = nullptr;
+  State state_ = State::kIdle;
+  bool graphs_enabled_ = true;
+  int64_t step_capacity_ = 0;
+  int64_t warmed_capacity_ = -1;
+  int64_t graph_capacity_ = -1;
+  cudaGraphExec_t graph_exec_ = nullptr;
+};
+
+Status CudaBackend::prepare_weight(Weight& w) {
+  if (auto* pw = static_cast<const PreparedWeight*>(w.backend_data.get());
+      pw && pw->magic == kWeightMagic && pw->device == device_)
+    return Status::ok();
+  const TensorView& h = w.host;
+  if (!cuda::supports_dtype(h.dtype))
+    return Status::error(h.name + ": dtype " + dtype_name(h.dtype) + " has no CUDA kernels");
+  if (h.shape.empty() || h.shape.size() > 2 || h.numel() <= 0)
+    return Status::error(h.name + ": CUDA weights must be 1-D or 2-D, got " +
+                         shape_string(h.shape));
+  const int64_t rows = h.rows(), cols = h.cols();
+  const auto rb = row_bytes(h.dtype, uint64_t(cols));
+  if (!rb)
+    return Status::error(h.name + ": row of " + std::to_string(cols) +
+                         " elements is not a whole number of " + dtype_name(h.dtype) + " blocks");
+  const uint64_t raw_bytes = *rb * uint64_t(rows);
+  if (h.nbytes < raw_bytes || !h.data)
+    return Status::error(h.name + ": holds " + std::to_string(h.nbytes) + " bytes, shape needs " +
+                         std::to_string(raw_bytes));
+  if (capturing()) return Status::error(h.name + ": prepare_weight inside a decode step");
+
+  const cuda::PackedLayout layout = cuda::packed_layout(h.dtype, rows, cols);
+  auto pw = std::make_shared<PreparedWeight>();
+  pw->device = device_;
+  if (!check(cudaMalloc(&pw->mem, layout.total_bytes), "weight " + h.name)) return error_;
+  std::shared_ptr<void> holder(pw.get(), [pw](void*) mutable {
+    cudaFree(pw->mem);
+    pw.reset();
+  });
+  uint8_t* raw = static_cast<uint8_t*>(pw->mem);
+  if (layout.needs_repack &&
+      !check(cudaMalloc(reinterpret_cast<void**>(&raw), raw_bytes), "weight " + h.name))
+    return error_;
+  // Double-buffered: memcpy from the mapped file into one pinned buffer while the other's DMA
+  // to the device runs.
+  const auto* src = static_cast<const uint8_t*>(h.data);
+  int slot = 0;
+  for (uint64_t off = 0; off < raw_bytes; off += kStageBytes, slot ^= 1) {
+    const size_t n = size_t(std::min<uint64_t>(kStageBytes, raw_bytes - off));
+    check(cudaEventSynchronize(stage_done_[slot]), "staging");
+    std::memcpy(stage_[slot], src + off, n);
+    check(cudaMemcpyAsync(raw + off, stage_[slot], n, cudaMemcpyHostToDevice, stream_), "upload");
+    check(cudaEventRecord(stage_done_[slot], stream_), "staging");
+  }
+  if (layout.needs_repack) {
+    check(cuda::launch_repack(h.dtype, raw, static_cast<uint8_t*>(pw->mem), rows, cols, stream_),
+          "repack " + h.name);
+    check(cudaStreamSynchronize(stream_), "repack");
+    cudaFree(raw);
+  }
+  if (!error_.is_ok()) return error_;
+  pw->dw = cuda::make_device_weight(h.dtype, rows, cols, static_cast<uint8_t*>(pw->mem));
+  w.backend_data = std::move(holder);
+  return Status::ok();
+}
+
+Result<float*> CudaBackend::prepare_vector(const TensorView& v) {
+  const int64_t n = v.numel();
+  if (n <= 0) return Status::error(v.name + ": empty vector");
+  if (v.dtype != DType::F32 && v.dtype != DType::F16 && v.dtype != DType::BF16)
+    return Status::error(v.name + ": vector dtype " + dtype_name(v.dtype) + " is not a float type");
+  std::vector<float> host(static_cast<size_t>(n));
+  kernels::dequantize_row(v.dtype, v.data, host.data(), n);
+  float* out = alloc(n);
+  vectors_.push_back(out);
+  if (!check(cudaMemcpy(out, host.data(), size_t(n) * 4, cudaMemcpyHostToDevice), v.name))
+    return error_;
+  return out;
+}
+
+bool CudaBackend::begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) {
+  if (state_ != State::kIdle) {
+    fail("begin_decode_step without end_decode_step");
+    return false;
+  }
+  if (pos < 0 || pos >= ctx_capacity || ctx_capacity > INT32_MAX) {
+    fail("decode step position " + std::to_string(pos) + " outside the context");
+    return false;
+  }
+  step_capacity_ = ctx_capacity;
+  // The previous step's copy reads step_host_; wait for it before overwriting.
+  check(cudaEventSynchronize(step_copied_), "step");
+  step_host_->token = token;
+  step_host_->pos = int32_t(pos);
+  check(cudaMemcpyAsync(step_dev_, step_host_, sizeof(StepValues), cudaMemcpyHostToDevice, stream_),
+        "step");
+  check(cudaEventRecord(step_copied_, stream_), "step");
+  if (!graphs_enabled_ || !error_.is_ok()) {
+    state_ = State::kEager;
+    return false;
+  }
+  if (graph_exec_ && graph_capacity_ == ctx_capacity) {
+    check(cudaGraphLaunch(graph_exec_, stream_), "graph launch");
+    state_ = State::kReplayed;
+    return true;
+  }
+  if (warmed_capacity_ != ctx_capacity) {
+    // First step at this capacity runs eagerly: it sizes every scratch buffer and uploads the
+    // rope tables, so the capture that follows allocates nothing.
+    warmed_capacity_ = ctx_capacity;
+    state_ = State::kEager;
+    return false;
+  }
+  if (graph_exec_) cudaGraphExecDestroy(graph_exec_), graph_exec_ = nullptr;
+  if (!check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capture")) {
+    state_ = State::kEager;
+    return false;
+  }
+  state_ = State::kCapturing;
+  return false;
+}
+
+void CudaBackend::end_decode_step() {
+  if (state_ == State::kCapturing) {
+    cudaGraph_t graph = nullptr;
+    state_ = State::kIdle;
+    if (check(cudaStreamEndCapture(stream_, &graph), "end capture") && error_.is_ok()) {
+      if (check(cudaGraphInstantiate(&graph_exec_, graph, 0), "graph instantiate")) {
+        graph_capacity_ = step_capacity_;
+        check(cudaGraphLaunch(graph_exec_, stream_), "graph launch");
+      }
+    }
+    if (graph) cudaGraphDestroy(graph);
+  }
+  state_ = State::kIdle;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device, Status* error) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  auto set = [&](const std::string& msg) {
+    if (error) *error = Status::error(msg);
+    return nullptr;
+  };
+  if (e != cudaSuccess) return set(std::string("no CUDA device: ") + cudaGetErrorString(e));
+  if (device < 0 || device >= count)
+    return set("CUDA device " + std::to_string(device) + " does not exist (" +
+               std::to_string(count) + " found)");
+  auto backend = std::make_unique<CudaBackend>(device);
+  if (Status s = backend->init(); !s.is_ok()) return set(s.message());
+  if (error) *error = Status::ok();
+  return backend;
+}
+
+}  // namespace hearth

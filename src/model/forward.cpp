@@ -1,0 +1,176 @@
+// The ONE generic forward pass (Llama family): embed -> N x [RMSNorm, attention with RoPE and
+// KV append, residual, RMSNorm, SwiGLU MLP, residual] -> RMSNorm -> LM head. Written against the
+// Backend interface; layer groups on different backends exchange activations once per group.
+#include <algorithm>
+#include <cmath>
+
+#include "model/model.h"
+
+namespace hearth {
+
+namespace {
+constexpr int64_t kMaxTokensPerPass = 512;  // prefill is chunked so scratch stays bounded
+}
+
+ForwardScratch::~ForwardScratch() {
+  for (auto& b : per_backend) {
+    for (float* p : {b.x, b.xn, b.q, b.k, b.v, b.attn, b.gate, b.up, b.logits})
+      if (p) b.backend->free(p);
+  }
+}
+
+Status Model::prepare_scratch(ForwardScratch& s, int64_t n_tokens) const {
+  if (s.per_backend.size() != groups_.size()) {
+    s.per_backend.clear();
+    s.per_backend.resize(groups_.size());
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    auto& b = s.per_backend[g];
+    if (b.backend == groups_[g].backend && b.capacity_tokens >= n_tokens) continue;
+    for (float* p : {b.x, b.xn, b.q, b.k, b.v, b.attn, b.gate, b.up, b.logits})
+      if (p) b.backend->free(p);
+    b = {};
+    Backend* be = groups_[g].backend;
+    b.backend = be;
+    b.capacity_tokens = n_tokens;
+    const int64_t T = n_tokens;
+    b.x = be->alloc(T * hp_.n_embd);
+    b.xn = be->alloc(T * hp_.n_embd);
+    b.q = be->alloc(T * hp_.q_dim());
+    b.k = be->alloc(T * hp_.kv_dim());
+    b.v = be->alloc(T * hp_.kv_dim());
+    b.attn = be->alloc(T * hp_.q_dim());
+    b.gate = be->alloc(T * hp_.n_ff);
+    b.up = be->alloc(T * hp_.n_ff);
+    if (g + 1 == groups_.size()) b.logits = be->alloc(T * hp_.n_vocab);
+  }
+  return Status::ok();
+}
+
+void Model::tap(const std::string& name, Backend* b, const float* data, int64_t n) const {
+  if (!debug_tap) return;
+  std::vector<float> host(static_cast<size_t>(n));
+  b->download(host.data(), data, n);
+  debug_tap(name, host.data(), n);
+}
+
+Status Model::forward(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segs,
+                      ForwardScratch& scratch, std::vector<float>* logits) const {
+  int64_t T = 0;
+  for (const auto& s : segs) {
+    if (!s.kv || s.n_tokens <= 0) return Status::error("forward: empty batch segment");
+    if (s.pos0 + s.n_tokens > s.kv->capacity())
+      return Status::error("context is full: " + std::to_string(s.pos0 + s.n_tokens) +
+                           " positions needed, the context holds " +
+                           std::to_string(s.kv->capacity()));
+    T += s.n_tokens;
+  }
+  if (T != int64_t(tokens.size())) return Status::error("forward: token count mismatch");
+  if (T > kMaxTokensPerPass) return Status::error("forward: batch larger than one pass");
+  for (int32_t id : tokens)
+    if (id < 0 || id >= hp_.n_vocab)
+      return Status::error("token id " + std::to_string(id) + " is out of range (vocabulary has " +
+                           std::to_string(hp_.n_vocab) + " tokens)");
+  HEARTH_TRY(prepare_scratch(scratch, T));
+
+  std::vector<int32_t> pos(static_cast<size_t>(T));
+  {
+    size_t t = 0;
+    for (const auto& s : segs)
+      for (int64_t i = 0; i < s.n_tokens; ++i) pos[t++] = int32_t(s.pos0 + i);
+  }
+  const int64_t E = hp_.n_embd, HD = hp_.head_dim, QD = hp_.q_dim(), KVD = hp_.kv_dim();
+  const float scale = float(1.0 / std::sqrt(double(HD)));
+
+  Backend* first = groups_.front().backend;
+  first->embed(tok_embd_, tokens.data(), T, scratch.per_backend[0].x);
+  tap("token_embd", first, scratch.per_backend[0].x, T * E);
+
+  std::vector<float> host_x;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Backend* be = groups_[g].backend;
+    auto& b = scratch.per_backend[g];
+    if (g > 0) {  // hand the residual stream to the next group's backend
+      host_x.resize(size_t(T * E));
+      groups_[g - 1].backend->download(host_x.data(), scratch.per_backend[g - 1].x, T * E);
+      be->upload(b.x, host_x.data(), T * E);
+    }
+    for (int64_t l = groups_[g].first; l < groups_[g].last; ++l) {
+      const LayerWeights& w = layers_[size_t(l)];
+      const std::string blk = "blk." + std::to_string(l) + ".";
+      be->rmsnorm(b.x, w.attn_norm, b.xn, T, E, hp_.rms_eps);
+      be->matmul(w.wq, b.xn, T, b.q);
+      be->matmul(w.wk, b.xn, T, b.k);
+      be->matmul(w.wv, b.xn, T, b.v);
+      if (w.q_bias) be->add_bias(b.q, w.q_bias, T, QD);
+      if (w.k_bias) be->add_bias(b.k, w.k_bias, T, KVD);
+      if (w.v_bias) be->add_bias(b.v, w.v_bias, T, KVD);
+      be->rope(b.q, T, hp_.n_head, HD, pos.data(), inv_freq_.data(), rope_style_);
+      be->rope(b.k, T, hp_.n_head_kv, HD, pos.data(), inv_freq_.data(), rope_style_);
+      tap(blk + "q", be, b.q, T * QD);
+      tap(blk + "k", be, b.k, T * KVD);
+      int64_t row = 0;
+      for (const auto& s : segs) {
+        be->copy(s.kv->k(l) + s.pos0 * KVD, b.k + row * KVD, s.n_tokens * KVD);
+        be->copy(s.kv->v(l) + s.pos0 * KVD, b.v + row * KVD, s.n_tokens * KVD);
+        be->attention(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD, s.n_tokens,
+                      s.pos0, hp_.n_head, hp_.n_head_kv, HD, scale);
+        row += s.n_tokens;
+      }
+      tap(blk + "attn_out", be, b.attn, T * QD);
+      be->matmul(w.wo, b.attn, T, b.xn);
+      be->add_inplace(b.x, b.xn, T * E);
+      be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
+      be->matmul(w.w_gate, b.xn, T, b.gate);
+      be->matmul(w.w_up, b.xn, T, b.up);
+      be->swiglu(b.gate, b.up, b.gate, T * hp_.n_ff);
+      be->matmul(w.w_down, b.gate, T, b.xn);
+      be->add_inplace(b.x, b.xn, T * E);
+      tap(blk + "out", be, b.x, T * E);
+    }
+  }
+
+  // LM head only on the rows whose logits are wanted.
+  Backend* last = groups_.back().backend;
+  auto& b = scratch.per_backend.back();
+  int64_t n_out = 0, row = 0;
+  for (const auto& s : segs) {
+    const int64_t take = s.all_logits ? s.n_tokens : 1;
+    const int64_t from = row + s.n_tokens - take;
+    if (from != n_out) last->copy(b.x + n_out * E, b.x + from * E, take * E);
+    n_out += take;
+    row += s.n_tokens;
+  }
+  last->rmsnorm(b.x, output_norm_, b.xn, n_out, E, hp_.rms_eps);
+  last->matmul(output_, b.xn, n_out, b.logits);
+  for (const auto& s : segs) s.kv->set_used(std::max(s.kv->used(), s.pos0 + s.n_tokens));
+  if (logits) {
+    const size_t old = logits->size();
+    logits->resize(old + size_t(n_out * hp_.n_vocab));
+    last->download(logits->data() + old, b.logits, n_out * hp_.n_vocab);
+  }
+  return Status::ok();
+}
+
+Status Model::prefill(KvCache& kv, const std::vector<int32_t>& tokens, ForwardScratch& scratch,
+                      std::vector<float>* logits, bool all_logits) const {
+  if (tokens.empty()) return Status::error("prefill: no tokens");
+  if (logits) logits->clear();
+  for (size_t begin = 0; begin < tokens.size(); begin += kMaxTokensPerPass) {
+    const size_t end = std::min(tokens.size(), begin + size_t(kMaxTokensPerPass));
+    const bool last_chunk = end == tokens.size();
+    std::vector<int32_t> chunk(tokens.begin() + long(begin), tokens.begin() + long(end));
+    BatchSegment seg{&kv, kv.used(), int64_t(chunk.size()), all_logits};
+    HEARTH_TRY(forward(chunk, {seg}, scratch, (all_logits || last_chunk) ? logits : nullptr));
+  }
+  return Status::ok();
+}
+
+Status Model::decode(KvCache& kv, int32_t token, ForwardScratch& scratch,
+                     std::vector<float>* logits) const {
+  if (logits) logits->clear();
+  BatchSegment seg{&kv, kv.used(), 1, false};
+  return forward({token}, {seg}, scratch, logits);
+}
+
+}  // namespace hearth

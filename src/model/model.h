@@ -1,0 +1,153 @@
+// A loaded model: hyper-parameters, weights (zero-copy views into the mapped source), the layer
+// groups placed on backends, and the ONE generic forward pass (prefill and decode entry points).
+// The model is immutable after load and may be shared by sessions on several threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "base/status.h"
+#include "kv/kv-cache.h"
+#include "model/arch.h"
+
+namespace hearth {
+
+class GgufFile;
+class SafetensorsCheckpoint;
+
+struct HParams {
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+  int64_t n_ff = 0;
+  int64_t n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+  double rope_theta = 10000.0;
+  std::string rope_scaling = "none";  // none, linear, llama3 (from config), freqs (GGUF tensor)
+  double rope_factor = 1.0;
+  bool tied_embeddings = false;
+  int64_t q_dim() const { return n_head * head_dim; }
+  int64_t kv_dim() const { return n_head_kv * head_dim; }
+};
+
+struct LayerWeights {
+  Weight attn_norm_src, ffn_norm_src;  // views of the norm vectors (any float dtype)
+  Weight wq, wk, wv, wo;
+  Weight bq, bk, bv;  // present when the arch has qkv_bias
+  Weight w_gate, w_up, w_down;
+  // Backend copies of the small vectors in f32.
+  float* attn_norm = nullptr;
+  float* ffn_norm = nullptr;
+  float* q_bias = nullptr;
+  float* k_bias = nullptr;
+  float* v_bias = nullptr;
+};
+
+// A contiguous range of layers on one backend ("chunk"): activations cross once per group.
+struct LayerGroup {
+  int64_t first = 0, last = 0;  // [first, last)
+  Backend* backend = nullptr;
+};
+
+struct LoadOptions {
+  int n_threads = 0;        // 0: all available cores
+  int gpu_layers = 0;       // layers placed on the GPU backend (-1: all)
+  // Called with a fraction in [0,1]; returning false cancels the load.
+  std::function<bool(float)> progress;
+};
+
+// One segment of a batch: n_tokens consecutive tokens of one sequence starting at pos0.
+struct BatchSegment {
+  KvCache* kv = nullptr;
+  int64_t pos0 = 0;
+  int64_t n_tokens = 0;
+  bool all_logits = false;  // logits for every token (else only the last)
+};
+
+// Per-caller scratch memory for the forward pass (one per session/thread).
+class ForwardScratch {
+ public:
+  ForwardScratch() = default;
+  ForwardScratch(const ForwardScratch&) = delete;
+  ~ForwardScratch();
+  struct Buffers {
+    Backend* backend = nullptr;
+    int64_t capacity_tokens = 0;
+    float *x = nullptr, *xn = nullptr, *q = nullptr, *k = nullptr, *v = nullptr;
+    float *attn = nullptr, *gate = nullptr, *up = nullptr, *logits = nullptr;
+  };
+  std::vector<Buffers> per_backend;
+};
+
+class Model {
+ public:
+  ~Model();
+  const HParams& hparams() const { return hp_; }
+  const ArchSpec& arch() const { return *arch_; }
+  const std::string& source_path() const { return path_; }
+  const std::string& source_format() const { return format_; }  // "gguf" or "safetensors"
+  const GgufFile* gguf() const { return gguf_.get(); }        // null for HF directories
+  kernels::RopeStyle rope_style() const { return rope_style_; }
+  const std::vector<float>& inv_freq() const { return inv_freq_; }
+  const std::vector<LayerGroup>& groups() const { return groups_; }
+  std::vector<Backend*> layer_backends() const;
+  // Bytes of weights streamed per decoded token, and a histogram of weight types for `info`.
+  uint64_t weight_bytes() const;
+  std::vector<std::pair<std::string, int>> weight_type_counts() const;
+
+  // Runs the batch: tokens are the segments' tokens concatenated. Appends to each segment's KV
+  // cache. Writes logits for each segment (all rows or the last row) into `logits`, in order.
+  Status forward(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segments,
+                 ForwardScratch& scratch, std::vector<float>* logits) const;
+
+  // Prefill: a prompt for one sequence at its cache's current end; logits of the last token (or
+  // of all tokens with all_logits). Decode: one token. Both advance kv.used().
+  Status prefill(KvCache& kv, const std::vector<int32_t>& tokens, ForwardScratch& scratch,
+                 std::vector<float>* logits, bool all_logits = false) const;
+  Status decode(KvCache& kv, int32_t token, ForwardScratch& scratch,
+                std::vector<float>* logits) const;
+
+  Result<KvCache> new_kv_cache(int64_t n_ctx) const;
+
+  // Debug taps: when set, called with ("blk.3.attn_out", data, n) after each named stage
+  // (host copies; slow — for locating divergences, not for production).
+  std::function<void(const std::string&, const float*, int64_t)> debug_tap;
+
+ private:
+  friend Result<std::shared_ptr<Model>> load_model(const std::string&, const LoadOptions&);
+  friend class ModelBuilder;
+  Model() = default;
+  Status prepare_scratch(ForwardScratch& scratch, int64_t n_tokens) const;
+  void tap(const std::string& name, Backend* b, const float* data, int64_t n) const;
+
+  HParams hp_;
+  const ArchSpec* arch_ = nullptr;
+  std::string path_, format_;
+  std::shared_ptr<GgufFile> gguf_;
+  std::shared_ptr<SafetensorsCheckpoint> st_;
+  std::vector<std::vector<uint8_t>> owned_;  // buffers made at load (rare: converted vectors)
+  Weight tok_embd_, output_norm_src_, output_;
+  float* output_norm_ = nullptr;
+  std::vector<LayerWeights> layers_;
+  kernels::RopeStyle rope_style_ = kernels::RopeStyle::kHalves;
+  std::vector<float> inv_freq_;
+  std::vector<std::unique_ptr<Backend>> backends_;
+  std::vector<LayerGroup> groups_;
+};
+
+// Loads a GGUF file or a Hugging Face directory (config.json + safetensors).
+Result<std::shared_ptr<Model>> load_model(const std::string& path, const LoadOptions& options);
+
+// RoPE inverse frequencies [head_dim/2] for theta and HF-style scaling (none, linear, llama3).
+std::vector<float> rope_inv_freq(int64_t head_dim, double theta, const std::string& scaling,
+                                 double factor, double low_freq_factor, double high_freq_factor,
+                                 int64_t original_context);
+
+}  // namespace hearth

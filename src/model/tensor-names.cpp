@@ -1,0 +1,50 @@
+// The name table behind gguf_tensor_name / hf_tensor_name.
+#include "model/tensor-names.h"
+
+namespace hearth {
+
+namespace {
+struct Names {
+  TensorRole role;
+  const char* gguf;  // per-layer names get "blk.N." prefixed
+  const char* hf;    // per-layer names get "model.layers.N." prefixed
+  bool per_layer;
+};
+constexpr Names kNames[] = {
+    {TensorRole::kTokenEmbedding, "token_embd.weight", "model.embed_tokens.weight", false},
+    {TensorRole::kOutputNorm, "output_norm.weight", "model.norm.weight", false},
+    {TensorRole::kOutput, "output.weight", "lm_head.weight", false},
+    {TensorRole::kRopeFreqs, "rope_freqs.weight", "", false},
+    {TensorRole::kAttnNorm, "attn_norm.weight", "input_layernorm.weight", true},
+    {TensorRole::kAttnQ, "attn_q.weight", "self_attn.q_proj.weight", true},
+    {TensorRole::kAttnK, "attn_k.weight", "self_attn.k_proj.weight", true},
+    {TensorRole::kAttnV, "attn_v.weight", "self_attn.v_proj.weight", true},
+    {TensorRole::kAttnOut, "attn_output.weight", "self_attn.o_proj.weight", true},
+    {TensorRole::kAttnQBias, "attn_q.bias", "self_attn.q_proj.bias", true},
+    {TensorRole::kAttnKBias, "attn_k.bias", "self_attn.k_proj.bias", true},
+    {TensorRole::kAttnVBias, "attn_v.bias", "self_attn.v_proj.bias", true},
+    {TensorRole::kFfnNorm, "ffn_norm.weight", "post_attention_layernorm.weight", true},
+    {TensorRole::kFfnGate, "ffn_gate.weight", "mlp.gate_proj.weight", true},
+    {TensorRole::kFfnUp, "ffn_up.weight", "mlp.up_proj.weight", true},
+    {TensorRole::kFfnDown, "ffn_down.weight", "mlp.down_proj.weight", true},
+};
+
+const Names& lookup(TensorRole role) {
+  for (const auto& n : kNames)
+    if (n.role == role) return n;
+  return kNames[0];
+}
+}  // namespace
+
+std::string gguf_tensor_name(TensorRole role, int64_t layer) {
+  const Names& n = lookup(role);
+  return n.per_layer ? "blk." + std::to_string(layer) + "." + n.gguf : n.gguf;
+}
+
+std::string hf_tensor_name(TensorRole role, int64_t layer) {
+  const Names& n = lookup(role);
+  if (!*n.hf) return "";
+  return n.per_layer ? "model.layers." + std::to_string(layer) + "." + n.hf : n.hf;
+}
+
+}  // namespace hearth

@@ -1,0 +1,64 @@
+// Engine::load: model, tokenizer (GGUF metadata or HF files) and chat template, with timing.
+#include "runtime/engine.h"
+
+#include "base/mapped-file.h"
+#include "base/timer.h"
+#include "formats/gguf.h"
+#include "formats/hf-config.h"
+
+namespace hearth {
+
+namespace {
+std::string base_name(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t slash = p.find_last_of('/');
+  return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+}  // namespace
+
+Result<std::shared_ptr<Engine>> Engine::load(const std::string& path, const LoadOptions& options) {
+  Timer timer;
+  auto engine = std::make_shared<Engine>();
+  engine->path_ = path;
+  HEARTH_ASSIGN_OR_RETURN(engine->model_, load_model(path, options));
+  const Model& m = *engine->model_;
+  engine->name_ = base_name(path);
+  if (const GgufFile* g = m.gguf()) {
+    auto tok = Tokenizer::from_gguf(*g);
+    if (!tok.is_ok()) return tok.status().with_context(path);
+    engine->tokenizer_ = std::move(tok).value();
+    auto tmpl = g->get_string("tokenizer.chat_template");
+    if (tmpl.is_ok() && tmpl.value()) engine->chat_template_ = *tmpl.value();
+    auto name = g->get_string("general.name");
+    if (name.is_ok() && name.value() && !name.value()->empty()) engine->name_ = *name.value();
+  } else {
+    auto tok = Tokenizer::from_hf_dir(path);
+    if (!tok.is_ok()) return tok.status().with_context(path);
+    engine->tokenizer_ = std::move(tok).value();
+    const std::string tc_path = path + "/tokenizer_config.json";
+    if (file_exists(tc_path)) {
+      HEARTH_ASSIGN_OR_RETURN(std::string text, read_text_file(tc_path));
+      HEARTH_ASSIGN_OR_RETURN(HfTokenizerConfig tc, parse_hf_tokenizer_config(text, tc_path));
+      engine->chat_template_ = tc.chat_template;
+    }
+  }
+  if (engine->tokenizer_->n_vocab() > m.hparams().n_vocab)
+    return Status::error(path + ": tokenizer has " +
+                         std::to_string(engine->tokenizer_->n_vocab()) +
+                         " tokens but the embedding has only " +
+                         std::to_string(m.hparams().n_vocab) + " rows");
+  engine->load_ms_ = timer.elapsed_ms();
+  return engine;
+}
+
+std::string Engine::bos_text() const {
+  const int32_t id = tokenizer_->bos_id();
+  return id >= 0 ? tokenizer_->token_text(id) : "";
+}
+
+std::string Engine::eos_text() const {
+  const int32_t id = tokenizer_->eos_id();
+  return id >= 0 ? tokenizer_->token_text(id) : "";
+}
+
+}  // namespace hearth

@@ -1,0 +1,37 @@
+// An Engine is a loaded model plus everything needed to talk to it in text: its tokenizer, its
+// chat template and its special-token strings. Immutable after load; shared by sessions.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hearth {
+
+class Engine {
+ public:
+  static Result<std::shared_ptr<Engine>> load(const std::string& path, const LoadOptions& options);
+
+  const Model& model() const { return *model_; }
+  std::shared_ptr<const Model> model_ptr() const { return model_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const std::string& path() const { return path_; }
+  double load_ms() const { return load_ms_; }
+  // The model's own Jinja chat template ("" when it carries none).
+  const std::string& chat_template() const { return chat_template_; }
+  std::string bos_text() const;
+  std::string eos_text() const;
+  // Short human name: general.name, or the file/directory name.
+  const std::string& name() const { return name_; }
+
+ private:
+  std::shared_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::string path_, chat_template_, name_;
+  double load_ms_ = 0;
+};
+
+}  // namespace hearth

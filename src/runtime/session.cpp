@@ -1,0 +1,134 @@
+// Session: prefix reuse, the generate loop (sampling, EOS, stop strings, UTF-8 streaming, timing).
+#include "runtime/session.h"
+
+#include <algorithm>
+
+#include "base/timer.h"
+#include "runtime/stop-strings.h"
+
+namespace hearth {
+
+Session::Session(std::shared_ptr<const Engine> engine, int64_t n_ctx)
+    : engine_(std::move(engine)), n_ctx_(n_ctx) {}
+
+Status Session::init() {
+  if (n_ctx_ <= 0) n_ctx_ = engine_->model().hparams().n_ctx_train;
+  HEARTH_ASSIGN_OR_RETURN(kv_, engine_->model().new_kv_cache(n_ctx_));
+  return Status::ok();
+}
+
+void Session::reset() {
+  history_.clear();
+  kv_.set_used(0);
+}
+
+Status Session::evaluate(const std::vector<int32_t>& prompt, std::vector<float>* logits,
+                         int64_t* evaluated) {
+  if (prompt.empty()) return Status::error("empty prompt");
+  if (int64_t(prompt.size()) > n_ctx_)
+    return Status::error("prompt has " + std::to_string(prompt.size()) +
+                         " tokens but the context holds " + std::to_string(n_ctx_));
+  // Reuse the longest common prefix, but always recompute at least the last token for logits.
+  size_t keep = 0;
+  while (keep < history_.size() && keep < prompt.size() && history_[keep] == prompt[keep]) ++keep;
+  if (keep == prompt.size()) --keep;
+  kv_.set_used(int64_t(keep));
+  history_.resize(keep);
+  std::vector<int32_t> rest(prompt.begin() + long(keep), prompt.end());
+  HEARTH_TRY(engine_->model().prefill(kv_, rest, scratch_, logits));
+  history_.insert(history_.end(), rest.begin(), rest.end());
+  if (evaluated) *evaluated = int64_t(rest.size());
+  return Status::ok();
+}
+
+Status Session::decode_one(int32_t token, std::vector<float>* logits) {
+  if (kv_.used() >= n_ctx_) return Status::error("context is full");
+  HEARTH_TRY(engine_->model().decode(kv_, token, scratch_, logits));
+  history_.push_back(token);
+  return Status::ok();
+}
+
+Result<std::vector<float>> Session::all_logits(const std::vector<int32_t>& tokens) {
+  reset();
+  if (int64_t(tokens.size()) > n_ctx_)
+    return Status::error("sequence of " + std::to_string(tokens.size()) +
+                         " tokens exceeds the context of " + std::to_string(n_ctx_));
+  std::vector<float> logits;
+  HEARTH_TRY(engine_->model().prefill(kv_, tokens, scratch_, &logits, true));
+  history_ = tokens;
+  return logits;
+}
+
+Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt,
+                                         const GenerateOptions& opt,
+                                         const TokenCallback& on_token) {
+  const Tokenizer& tok = engine_->tokenizer();
+  const int32_t n_vocab = int32_t(engine_->model().hparams().n_vocab);
+  GenerateResult result;
+  GenerateStats& st = result.stats;
+  st.prompt_tokens = int64_t(prompt.size());
+
+  Timer timer;
+  std::vector<float> logits;
+  HEARTH_TRY(evaluate(prompt, &logits, &st.prompt_evaluated));
+  st.prompt_ms = timer.elapsed_ms();
+
+  Sampler sampler(opt.sampling);
+  StreamDecoder decoder(tok);
+  StopStringFilter stops(opt.stop);
+  Timer gen_timer;
+  st.finish_reason = "length";
+  for (int32_t i = 0; opt.max_tokens < 0 || i < opt.max_tokens; ++i) {
+    const int32_t id = sampler.sample(logits.data(), n_vocab, history_);
+    if (i == 0) {
+      st.ttft_ms = timer.elapsed_ms();
+      gen_timer.reset();
+    }
+    if (!opt.ignore_eos && tok.is_end_of_generation(id)) {
+      st.finish_reason = "stop";
+      break;
+    }
+    result.tokens.push_back(id);
+    st.generated_tokens++;
+    const std::string piece = stops.push(decoder.push(id));
+    result.text += piece;
+    const bool keep_going = on_token ? on_token(id, piece) : true;
+    if (stops.matched()) {
+      st.finish_reason = "stop";
+      break;
+    }
+    if (!keep_going) {
+      st.finish_reason = "cancelled";
+      break;
+    }
+    if (opt.max_tokens >= 0 && i + 1 >= opt.max_tokens) break;
+    if (kv_.used() >= n_ctx_) {
+      st.finish_reason = "context";
+      break;
+    }
+    HEARTH_TRY(decode_one(id, &logits));
+  }
+  st.gen_ms = st.generated_tokens > 1 ? gen_timer.elapsed_ms() : 0;
+  if (!stops.matched()) {
+    const std::string tail = stops.flush(decoder.flush());
+    if (!tail.empty()) {
+      result.text += tail;
+      if (on_token) on_token(-1, tail);
+    }
+  }
+  return result;
+}
+
+Status Session::save_state(std::vector<int32_t>* tokens, std::vector<float>* kv) {
+  *tokens = history_;
+  return kv_.save(int64_t(history_.size()), kv);
+}
+
+Status Session::restore_state(const std::vector<int32_t>& tokens, const std::vector<float>& kv) {
+  if (int64_t(tokens.size()) > n_ctx_) return Status::error("saved state exceeds the context");
+  HEARTH_TRY(kv_.restore(kv, int64_t(tokens.size())));
+  history_ = tokens;
+  return Status::ok();
+}
+
+}  // namespace hearth

@@ -1,0 +1,81 @@
+// A Session is one conversation with an Engine: its own KV cache, scratch, sampler and token
+// history. Prompts that share a prefix with the history reuse the cached positions.
+// Not thread-safe itself; use one session per thread (the Engine is shared).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "sampling/sampler.h"
+
+namespace hearth {
+
+struct GenerateOptions {
+  int32_t max_tokens = -1;  // -1: until EOS or the context is full
+  bool ignore_eos = false;
+  std::vector<std::string> stop;  // stop strings (not included in the output)
+  SamplingParams sampling;
+};
+
+struct GenerateStats {
+  int64_t prompt_tokens = 0;      // tokens in the prompt
+  int64_t prompt_evaluated = 0;   // of which actually computed (the rest came from the cache)
+  int64_t generated_tokens = 0;
+  double prompt_ms = 0;
+  double gen_ms = 0;  // time of generated tokens after the first (decode)
+  double ttft_ms = 0; // prompt processing + first sampled token
+  std::string finish_reason;  // "stop" (EOS or stop string), "length", "cancelled", "context"
+  double prompt_tok_s() const { return prompt_ms > 0 ? prompt_evaluated * 1000.0 / prompt_ms : 0; }
+  double gen_tok_s() const {
+    return gen_ms > 0 && generated_tokens > 1 ? (generated_tokens - 1) * 1000.0 / gen_ms : 0;
+  }
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated ids (a stop string's tokens included, EOS excluded)
+  std::string text;             // generated text, stop string removed
+  GenerateStats stats;
+};
+
+// Called with each new token and the text it completes (may be "" while UTF-8 or a possible stop
+// string is held back). Return false to stop generating.
+using TokenCallback = std::function<bool(int32_t id, const std::string& text_piece)>;
+
+class Session {
+ public:
+  Session(std::shared_ptr<const Engine> engine, int64_t n_ctx);
+  Status init();  // allocates the KV cache; call once
+
+  const Engine& engine() const { return *engine_; }
+  int64_t n_ctx() const { return n_ctx_; }
+  const std::vector<int32_t>& history() const { return history_; }
+  void reset();  // forget the conversation (the cache is reused)
+
+  // Evaluates `prompt` (reusing a common prefix with the history) and generates.
+  Result<GenerateResult> generate(const std::vector<int32_t>& prompt, const GenerateOptions& opt,
+                                  const TokenCallback& on_token = nullptr);
+
+  // Low level: evaluate tokens and get the logits of the last one (prefix reuse included).
+  Status evaluate(const std::vector<int32_t>& prompt, std::vector<float>* last_logits,
+                  int64_t* evaluated = nullptr);
+  Status decode_one(int32_t token, std::vector<float>* logits);
+
+  // Logits for every position of a sequence (fresh context). [T, n_vocab].
+  Result<std::vector<float>> all_logits(const std::vector<int32_t>& tokens);
+
+  // Save/restore the conversation (tokens + KV) for resuming later.
+  Status save_state(std::vector<int32_t>* tokens, std::vector<float>* kv) ;
+  Status restore_state(const std::vector<int32_t>& tokens, const std::vector<float>& kv);
+
+ private:
+  std::shared_ptr<const Engine> engine_;
+  int64_t n_ctx_;
+  KvCache kv_;
+  ForwardScratch scratch_;
+  std::vector<int32_t> history_;
+};
+
+}  // namespace hearth

@@ -1,0 +1,55 @@
+// StopStringFilter: a held-back tail no longer than the longest stop string minus one.
+#include "runtime/stop-strings.h"
+
+#include <algorithm>
+
+namespace hearth {
+
+StopStringFilter::StopStringFilter(std::vector<std::string> stops) {
+  for (auto& s : stops)
+    if (!s.empty()) stops_.push_back(std::move(s));
+}
+
+std::string StopStringFilter::push(const std::string& text) {
+  if (matched_) return "";
+  held_ += text;
+  if (stops_.empty()) {
+    std::string out;
+    out.swap(held_);
+    return out;
+  }
+  size_t cut = std::string::npos;
+  for (const auto& s : stops_) {
+    const size_t at = held_.find(s);
+    if (at != std::string::npos) cut = std::min(cut, at);
+  }
+  if (cut != std::string::npos) {
+    matched_ = true;
+    std::string out = held_.substr(0, cut);
+    held_.clear();
+    return out;
+  }
+  // Keep the longest suffix of held_ that is a proper prefix of some stop string.
+  size_t keep = 0;
+  for (const auto& s : stops_) {
+    for (size_t len = std::min(s.size() - 1, held_.size()); len > keep; --len) {
+      if (held_.compare(held_.size() - len, len, s, 0, len) == 0) {
+        keep = len;
+        break;
+      }
+    }
+  }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+std::string StopStringFilter::flush(const std::string& text) {
+  std::string out = push(text);
+  if (matched_) return out;
+  out += held_;
+  held_.clear();
+  return out;
+}
+
+}  // namespace hearth

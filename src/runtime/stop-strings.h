@@ -1,0 +1,25 @@
+// Stop strings over streamed text: emits text as soon as it cannot be the start of a stop string,
+// holds back a possible partial match, and cuts the output where a stop string begins.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace hearth {
+
+class StopStringFilter {
+ public:
+  explicit StopStringFilter(std::vector<std::string> stops);
+  // Feeds new text; returns what can be shown now.
+  std::string push(const std::string& text);
+  // End of stream: returns whatever is still held back (nothing once a stop matched).
+  std::string flush(const std::string& text = "");
+  bool matched() const { return matched_; }
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+  bool matched_ = false;
+};
+
+}  // namespace hearth

@@ -1,0 +1,119 @@
+// The `hearth` command-line contract as scripts use it: run (text, --tokens, --json), logits,
+// tokenize, info — on the golden models, checked against the HF reference outputs.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "formats/safetensors.h"
+#include "support/golden-data.h"
+#include "support/test-data.h"
+
+namespace hearth {
+namespace {
+
+using test::run_command;
+using test::shared_path;
+
+std::string join_ids(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+TEST(CliRun, JsonGreedyReproducesGoldenFromTokens) {
+  test::Golden g = test::load_golden(shared_path("goldens/llama2-tiny"));
+  auto r = run_command({test::hearth_cli(), "run", "-m", shared_path("goldens/llama2-tiny/llama2-tiny-bf16.gguf"),
+                        "--tokens", join_ids(g.gen_prompt), "-n", std::to_string(g.gen_ids.size()),
+                        "--temp", "0", "--ignore-eos", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_tokens"].get<std::vector<int32_t>>(), g.gen_prompt);
+  EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), g.gen_ids);
+  EXPECT_TRUE(j["text"].is_string());
+  for (const char* k : {"load_ms", "prompt_tok_s", "gen_tok_s"})
+    EXPECT_TRUE(j["timings"][k].is_number()) << k;
+}
+
+TEST(CliRun, StreamsReadableTextAndReportsTimings) {
+  auto r = run_command({test::hearth_cli(), "run", "-m", shared_path("goldens/kjv-13m"), "-p",
+                        "And the king said", "-n", "24", "--temp", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // The README's demo: the trained model continues in King James English.
+  EXPECT_NE(r.out.find("And the king said unto me"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("tok/s"), std::string::npos);
+  EXPECT_NE(r.err.find("ms/token"), std::string::npos);
+}
+
+TEST(CliRun, SameSeedSameOutput) {
+  auto once = [] {
+    return run_command({test::hearth_cli(), "run", "-m", shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf"),
+                        "-p", "In the beginning", "-n", "20", "--temp", "0.9", "--seed", "42",
+                        "--json"});
+  };
+  auto a = once(), b = once();
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["tokens"], nlohmann::json::parse(b.out)["tokens"]);
+}
+
+TEST(CliLogits, WritesSafetensorsMatchingGolden) {
+  test::Golden g = test::load_golden(shared_path("goldens/qwen2-tiny"));
+  const std::string out = test::temp_dir() + "/qwen2-logits.safetensors";
+  auto r = run_command({test::hearth_cli(), "logits", "-m", shared_path("goldens/qwen2-tiny"),
+                        "--tokens", join_ids(g.input_ids), "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto f = SafetensorsFile::open(out);
+  ASSERT_TRUE(f.is_ok()) << f.message();
+  const TensorView* t = f->find_tensor("logits");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->dtype, DType::F32);
+  ASSERT_EQ(t->shape, (std::vector<int64_t>{int64_t(g.input_ids.size()), g.n_vocab}));
+  std::vector<float> got(static_cast<const float*>(t->data),
+                         static_cast<const float*>(t->data) + t->numel());
+  EXPECT_LE(test::max_row_relative_error(got, g.logits, g.n_vocab), 1e-4);
+}
+
+TEST(CliTokenize, JsonFileAndNoBos) {
+  const std::string model = shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf");
+  auto r = run_command({test::hearth_cli(), "tokenize", "-m", model, "-p", "And the king said", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).get<std::vector<int32_t>>(),
+            (std::vector<int32_t>{1, 1126, 278, 6989, 1497}));  // golden gen_prompt of kjv-13m
+  auto nb = run_command({test::hearth_cli(), "tokenize", "-m", model, "-p", "And the king said", "--json", "--no-bos"});
+  EXPECT_EQ(nlohmann::json::parse(nb.out).get<std::vector<int32_t>>(),
+            (std::vector<int32_t>{1126, 278, 6989, 1497}));
+  // --file tokenizes the exact bytes, trailing newline included.
+  const std::string path = test::temp_dir() + "/prompt.txt";
+  test::write_file(path, "And the king said\n");
+  auto f = run_command({test::hearth_cli(), "tokenize", "-m", model, "--file", path, "--json"});
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  auto ids = nlohmann::json::parse(f.out).get<std::vector<int32_t>>();
+  ASSERT_EQ(ids.size(), 6u);
+  EXPECT_EQ(ids.back(), 13);  // <0x0A>
+}
+
+TEST(CliInfo, DescribesModel) {
+  auto r = run_command({test::hearth_cli(), "info", "-m", shared_path("goldens/llama3-tiny/llama3-tiny-bf16.gguf"), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["architecture"], "llama");
+  EXPECT_EQ(j["n_layer"], 2);
+  EXPECT_EQ(j["n_head"], 4);
+  EXPECT_EQ(j["n_head_kv"], 2);
+  EXPECT_EQ(j["n_vocab"], 32000);
+  EXPECT_EQ(j["rope_scaling"], "freqs");
+  EXPECT_TRUE(j["tensor_types"].contains("BF16"));
+  EXPECT_EQ(j["tokenizer"]["n_vocab"], 32000);
+  auto text = run_command({test::hearth_cli(), "info", "-m", shared_path("goldens/qwen2-tiny")});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("qwen2"), std::string::npos);
+}
+
+TEST(CliRun, GpuLayersWithoutGpuFallsBackToCpu) {
+  auto r = run_command({test::hearth_cli(), "run", "-m", shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf"),
+                        "-p", "And", "-n", "4", "--temp", "0", "--gpu-layers", "99"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("--gpu-layers ignored"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace hearth

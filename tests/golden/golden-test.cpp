@@ -1,0 +1,107 @@
+// Every golden model, from its safetensors directory and from each GGUF, against HF transformers'
+// outputs: full-precision files must match logits to 1e-4 and reproduce greedy gen_ids exactly;
+// quantized files are held to mean KL(golden || hearth) <= 1.10 x ideal + 1e-4 (goldens/README).
+#include <gtest/gtest.h>
+
+#include "support/golden-data.h"
+#include "runtime/session.h"
+#include "support/test-data.h"
+
+namespace hearth {
+namespace {
+
+struct Case {
+  std::string dir;   // under goldens/
+  std::string file;  // "" = the safetensors directory, else a GGUF in it
+  double ideal_kld;  // < 0: full precision (exact comparison)
+};
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  std::string n = info.param.file.empty() ? info.param.dir + "_safetensors" : info.param.file;
+  for (char& c : n)
+    if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+}
+
+class GoldenTest : public testing::TestWithParam<Case> {
+ protected:
+  std::shared_ptr<Engine> load() {
+    const Case& c = GetParam();
+    const std::string dir = test::shared_path("goldens/" + c.dir);
+    const std::string path = c.file.empty() ? dir : dir + "/" + c.file;
+    LoadOptions opt;
+    opt.n_threads = 2;
+    auto engine = Engine::load(path, opt);
+    EXPECT_TRUE(engine.is_ok()) << engine.message();
+    return engine.is_ok() ? engine.value() : nullptr;
+  }
+};
+
+TEST_P(GoldenTest, LogitsMatchReference) {
+  const Case& c = GetParam();
+  test::Golden g = test::load_golden(test::shared_path("goldens/" + c.dir));
+  auto engine = load();
+  ASSERT_TRUE(engine);
+  ASSERT_EQ(engine->model().hparams().n_vocab, g.n_vocab);
+  Session s(engine, 64);
+  ASSERT_TRUE(s.init().is_ok());
+  auto logits = s.all_logits(g.input_ids);
+  ASSERT_TRUE(logits.is_ok()) << logits.message();
+  if (c.ideal_kld < 0) {
+    EXPECT_LE(test::max_row_relative_error(*logits, g.logits, g.n_vocab), 1e-4);
+  } else {
+    const double kld = test::mean_kl_divergence(*logits, g.logits, g.n_vocab);
+    RecordProperty("kld", std::to_string(kld));
+    std::printf("[ kld ] %s/%s mean KL %.6f (ideal %.6f, bound %.6f), top-1 %.2f\n",
+                c.dir.c_str(), c.file.c_str(), kld, c.ideal_kld, 1.10 * c.ideal_kld + 1e-4,
+                test::top1_agreement(*logits, g.logits, g.n_vocab));
+    EXPECT_LE(kld, 1.10 * c.ideal_kld + 1e-4);
+  }
+}
+
+// Greedy continuation is asked of full-precision files only: quantized ones are judged by KLD.
+class GoldenGreedyTest : public GoldenTest {};
+
+TEST_P(GoldenGreedyTest, GreedyGenerationMatchesReference) {
+  const Case& c = GetParam();
+  test::Golden g = test::load_golden(test::shared_path("goldens/" + c.dir));
+  auto engine = load();
+  ASSERT_TRUE(engine);
+  Session s(engine, 256);
+  ASSERT_TRUE(s.init().is_ok());
+  GenerateOptions opt;
+  opt.max_tokens = int32_t(g.gen_ids.size());
+  opt.ignore_eos = true;
+  opt.sampling.temperature = 0;
+  auto r = s.generate(g.gen_prompt, opt);
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_EQ(r->tokens, g.gen_ids);
+}
+
+// clang-format off
+const auto kFullPrecision = testing::Values(
+    Case{"kjv-13m", "", -1},
+    Case{"llama2-tiny", "", -1},
+    Case{"llama2-tiny", "llama2-tiny-bf16.gguf", -1},
+    Case{"llama3-tiny", "", -1},
+    Case{"llama3-tiny", "llama3-tiny-bf16.gguf", -1},
+    Case{"qwen2-tiny", "", -1},
+    Case{"llama-k256", "", -1});
+INSTANTIATE_TEST_SUITE_P(FullPrecision, GoldenTest, kFullPrecision, case_name);
+INSTANTIATE_TEST_SUITE_P(FullPrecision, GoldenGreedyTest, kFullPrecision, case_name);
+
+INSTANTIATE_TEST_SUITE_P(Quantized, GoldenTest, testing::Values(
+    Case{"llama2-tiny", "llama2-tiny-q8_0.gguf", 0.00036},
+    Case{"kjv-13m", "kjv-13m-q8_0.gguf", 0.00012},
+    Case{"kjv-13m", "kjv-13m-q4_k_m.gguf", 0.0112},
+    Case{"kjv-13m", "kjv-13m-q4_0.gguf", 0.0189},
+    Case{"llama3-tiny", "llama3-tiny-q4_0.gguf", 0.0768},
+    Case{"llama-k256", "llama-k256-q8_0.gguf", 0.00176},
+    Case{"llama-k256", "llama-k256-q6_k.gguf", 0.0189},
+    Case{"llama-k256", "llama-k256-q5_k_m.gguf", 0.0426},
+    Case{"llama-k256", "llama-k256-q4_k_m.gguf", 0.158},
+    Case{"llama-k256", "llama-k256-q4_0.gguf", 0.261}), case_name);
+// clang-format on
+
+}  // namespace
+}  // namespace hearth
