@@ -1,6 +1,8 @@
 // cpuid / getauxval probing behind cpu_features().
 #include "base/cpu-features.h"
 
+#include <cstdint>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -103,9 +104,18 @@ class GgufWriter {
   // `shape` outermost-first; `bytes` must be exactly the tensor's byte size.
   void add_tensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
                   std::vector<uint8_t> bytes);
+  // Like add_tensor, but the bytes stay with the caller (e.g. a mapped source file, so that
+  // convert/quantize need not copy whole models) and must outlive write()/to_bytes().
+  void add_tensor_ref(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                      const void* data, uint64_t nbytes);
 
+  // Checks what write() needs: unique keys and names, positive dims, byte sizes matching the
+  // shape and dtype, a valid general.alignment. write() calls it; to_bytes() does not, so tests
+  // can fabricate malformed files with it.
+  Status validate() const;
   Status write(const std::string& path) const;
   std::vector<uint8_t> to_bytes() const;  // the same bytes, in memory (tests, fuzz seeds)
+  uint64_t alignment() const;             // general.alignment when set and valid, else 32
 
  private:
   struct Tensor {
@@ -113,7 +123,14 @@ class GgufWriter {
     DType dtype;
     std::vector<int64_t> shape;
     std::vector<uint8_t> bytes;
+    const uint8_t* ref = nullptr;  // add_tensor_ref: caller-owned bytes instead of `bytes`
+    uint64_t ref_size = 0;
+    const uint8_t* data() const { return ref ? ref : bytes.data(); }
+    uint64_t size() const { return ref ? ref_size : bytes.size(); }
   };
+  void set_scalar(const std::string& key, GgufValue v);
+  // Streams the file's bytes to `sink` (false from the sink = stop); false when it failed.
+  bool emit(const std::function<bool(const void*, uint64_t)>& sink) const;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<Tensor> tensors_;
 };

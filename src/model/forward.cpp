@@ -56,6 +56,17 @@ void Model::tap(const std::string& name, Backend* b, const float* data, int64_t 
 
 Status Model::forward(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segs,
                       ForwardScratch& scratch, std::vector<float>* logits) const {
+  return run(tokens, segs, scratch, logits, false);
+}
+
+Status Model::forward_hidden(const std::vector<int32_t>& tokens,
+                             const std::vector<BatchSegment>& segs, ForwardScratch& scratch,
+                             std::vector<float>* hidden) const {
+  return run(tokens, segs, scratch, hidden, true);
+}
+
+Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segs,
+                  ForwardScratch& scratch, std::vector<float>* out, bool hidden) const {
   int64_t T = 0;
   for (const auto& s : segs) {
     if (!s.kv || s.n_tokens <= 0) return Status::error("forward: empty batch segment");
@@ -73,83 +84,111 @@ Status Model::forward(const std::vector<int32_t>& tokens, const std::vector<Batc
                            std::to_string(hp_.n_vocab) + " tokens)");
   HEARTH_TRY(prepare_scratch(scratch, T));
 
-  std::vector<int32_t> pos(static_cast<size_t>(T));
+  Pass pass{tokens, segs, {}, T, 0, hidden};
+  pass.pos.resize(static_cast<size_t>(T));
   {
     size_t t = 0;
     for (const auto& s : segs)
-      for (int64_t i = 0; i < s.n_tokens; ++i) pos[t++] = int32_t(s.pos0 + i);
+      for (int64_t i = 0; i < s.n_tokens; ++i) pass.pos[t++] = int32_t(s.pos0 + i);
   }
-  const int64_t E = hp_.n_embd, HD = hp_.head_dim, QD = hp_.q_dim(), KVD = hp_.kv_dim();
-  const float scale = float(1.0 / std::sqrt(double(HD)));
+  for (const auto& s : segs) pass.n_out += s.all_logits ? s.n_tokens : 1;
 
-  Backend* first = groups_.front().backend;
-  first->embed(tok_embd_, tokens.data(), T, scratch.per_backend[0].x);
-  tap("token_embd", first, scratch.per_backend[0].x, T * E);
-
+  // A lone decode step may be captured and replayed by the backend (CUDA graphs): same buffers,
+  // new token and position. Debug taps read back mid-step, so they force eager execution.
+  const bool step = T == 1 && segs.size() == 1 && !debug_tap && !hidden;
   std::vector<float> host_x;
   for (size_t g = 0; g < groups_.size(); ++g) {
     Backend* be = groups_[g].backend;
-    auto& b = scratch.per_backend[g];
     if (g > 0) {  // hand the residual stream to the next group's backend
+      const int64_t E = hp_.n_embd;
       host_x.resize(size_t(T * E));
       groups_[g - 1].backend->download(host_x.data(), scratch.per_backend[g - 1].x, T * E);
-      be->upload(b.x, host_x.data(), T * E);
+      be->upload(scratch.per_backend[g].x, host_x.data(), T * E);
     }
-    for (int64_t l = groups_[g].first; l < groups_[g].last; ++l) {
-      const LayerWeights& w = layers_[size_t(l)];
-      const std::string blk = "blk." + std::to_string(l) + ".";
-      be->rmsnorm(b.x, w.attn_norm, b.xn, T, E, hp_.rms_eps);
-      be->matmul(w.wq, b.xn, T, b.q);
-      be->matmul(w.wk, b.xn, T, b.k);
-      be->matmul(w.wv, b.xn, T, b.v);
-      if (w.q_bias) be->add_bias(b.q, w.q_bias, T, QD);
-      if (w.k_bias) be->add_bias(b.k, w.k_bias, T, KVD);
-      if (w.v_bias) be->add_bias(b.v, w.v_bias, T, KVD);
-      be->rope(b.q, T, hp_.n_head, HD, pos.data(), inv_freq_.data(), rope_style_);
-      be->rope(b.k, T, hp_.n_head_kv, HD, pos.data(), inv_freq_.data(), rope_style_);
-      tap(blk + "q", be, b.q, T * QD);
-      tap(blk + "k", be, b.k, T * KVD);
-      int64_t row = 0;
-      for (const auto& s : segs) {
-        be->copy(s.kv->k(l) + s.pos0 * KVD, b.k + row * KVD, s.n_tokens * KVD);
-        be->copy(s.kv->v(l) + s.pos0 * KVD, b.v + row * KVD, s.n_tokens * KVD);
-        be->attention(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD, s.n_tokens,
-                      s.pos0, hp_.n_head, hp_.n_head_kv, HD, scale);
-        row += s.n_tokens;
+    if (step) {
+      std::lock_guard<std::mutex> lock(step_mutex_);
+      // The recorded step is only valid for the buffers it was recorded with.
+      const std::pair<const void*, const void*> key{&scratch.per_backend[g], segs[0].kv->k(0)};
+      if (step_keys_.size() != groups_.size()) step_keys_.assign(groups_.size(), {});
+      if (step_keys_[g] != key) {
+        be->reset_decode_steps();
+        step_keys_[g] = key;
       }
-      tap(blk + "attn_out", be, b.attn, T * QD);
-      be->matmul(w.wo, b.attn, T, b.xn);
-      be->add_inplace(b.x, b.xn, T * E);
-      be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
-      be->matmul(w.w_gate, b.xn, T, b.gate);
-      be->matmul(w.w_up, b.xn, T, b.up);
-      be->swiglu(b.gate, b.up, b.gate, T * hp_.n_ff);
-      be->matmul(w.w_down, b.gate, T, b.xn);
-      be->add_inplace(b.x, b.xn, T * E);
-      tap(blk + "out", be, b.x, T * E);
+      if (!be->begin_decode_step(tokens[0], segs[0].pos0, segs[0].kv->capacity()))
+        run_group(g, pass, scratch);
+      be->end_decode_step();
+    } else {
+      run_group(g, pass, scratch);
     }
+    HEARTH_TRY(be->status());
   }
+  for (const auto& s : segs) s.kv->set_used(std::max(s.kv->used(), s.pos0 + s.n_tokens));
+  if (out) {
+    Backend* last = groups_.back().backend;
+    auto& b = scratch.per_backend.back();
+    const int64_t width = hidden ? hp_.n_embd : hp_.n_vocab;
+    const size_t old = out->size();
+    out->resize(old + size_t(pass.n_out * width));
+    last->download(out->data() + old, hidden ? b.xn : b.logits, pass.n_out * width);
+  }
+  return Status::ok();
+}
 
-  // LM head only on the rows whose logits are wanted.
-  Backend* last = groups_.back().backend;
-  auto& b = scratch.per_backend.back();
+void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
+  const int64_t T = p.n_tokens;
+  const int64_t E = hp_.n_embd, HD = hp_.head_dim, QD = hp_.q_dim(), KVD = hp_.kv_dim();
+  const float scale = float(1.0 / std::sqrt(double(HD)));
+  Backend* be = groups_[g].backend;
+  auto& b = scratch.per_backend[g];
+  if (g == 0) {
+    be->embed(tok_embd_, p.tokens.data(), T, b.x);
+    tap("token_embd", be, b.x, T * E);
+  }
+  for (int64_t l = groups_[g].first; l < groups_[g].last; ++l) {
+    const LayerWeights& w = layers_[size_t(l)];
+    const std::string blk = debug_tap ? "blk." + std::to_string(l) + "." : "";
+    be->rmsnorm(b.x, w.attn_norm, b.xn, T, E, hp_.rms_eps);
+    be->matmul(w.wq, b.xn, T, b.q);
+    be->matmul(w.wk, b.xn, T, b.k);
+    be->matmul(w.wv, b.xn, T, b.v);
+    if (w.q_bias) be->add_bias(b.q, w.q_bias, T, QD);
+    if (w.k_bias) be->add_bias(b.k, w.k_bias, T, KVD);
+    if (w.v_bias) be->add_bias(b.v, w.v_bias, T, KVD);
+    be->rope(b.q, T, hp_.n_head, HD, p.pos.data(), inv_freq_.data(), rope_style_);
+    be->rope(b.k, T, hp_.n_head_kv, HD, p.pos.data(), inv_freq_.data(), rope_style_);
+    tap(blk + "q", be, b.q, T * QD);
+    tap(blk + "k", be, b.k, T * KVD);
+    int64_t row = 0;
+    for (const auto& s : p.segs) {
+      be->store_kv(s.kv->k(l), b.k + row * KVD, s.pos0, KVD, s.n_tokens);
+      be->store_kv(s.kv->v(l), b.v + row * KVD, s.pos0, KVD, s.n_tokens);
+      be->attention(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD, s.n_tokens,
+                    s.pos0, hp_.n_head, hp_.n_head_kv, HD, scale);
+      row += s.n_tokens;
+    }
+    tap(blk + "attn_out", be, b.attn, T * QD);
+    be->matmul(w.wo, b.attn, T, b.xn);
+    be->add_inplace(b.x, b.xn, T * E);
+    be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
+    be->matmul(w.w_gate, b.xn, T, b.gate);
+    be->matmul(w.w_up, b.xn, T, b.up);
+    be->swiglu(b.gate, b.up, b.gate, T * hp_.n_ff);
+    be->matmul(w.w_down, b.gate, T, b.xn);
+    be->add_inplace(b.x, b.xn, T * E);
+    tap(blk + "out", be, b.x, T * E);
+  }
+  if (g + 1 != groups_.size()) return;
+  // LM head only on the rows whose logits are wanted: gather them to the front first.
   int64_t n_out = 0, row = 0;
-  for (const auto& s : segs) {
+  for (const auto& s : p.segs) {
     const int64_t take = s.all_logits ? s.n_tokens : 1;
     const int64_t from = row + s.n_tokens - take;
-    if (from != n_out) last->copy(b.x + n_out * E, b.x + from * E, take * E);
+    if (from != n_out) be->copy(b.x + n_out * E, b.x + from * E, take * E);
     n_out += take;
     row += s.n_tokens;
   }
-  last->rmsnorm(b.x, output_norm_, b.xn, n_out, E, hp_.rms_eps);
-  last->matmul(output_, b.xn, n_out, b.logits);
-  for (const auto& s : segs) s.kv->set_used(std::max(s.kv->used(), s.pos0 + s.n_tokens));
-  if (logits) {
-    const size_t old = logits->size();
-    logits->resize(old + size_t(n_out * hp_.n_vocab));
-    last->download(logits->data() + old, b.logits, n_out * hp_.n_vocab);
-  }
-  return Status::ok();
+  be->rmsnorm(b.x, output_norm_, b.xn, n_out, E, hp_.rms_eps);
+  if (!p.hidden) be->matmul(output_, b.xn, n_out, b.logits);
 }
 
 Status Model::prefill(KvCache& kv, const std::vector<int32_t>& tokens, ForwardScratch& scratch,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,12 @@ class Model {
   Status forward(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segments,
                  ForwardScratch& scratch, std::vector<float>* logits) const;
 
+  // Like forward, but outputs the final RMS-normed hidden states [rows, n_embd] instead of
+  // logits (for embeddings: the caller pools them).
+  Status forward_hidden(const std::vector<int32_t>& tokens,
+                        const std::vector<BatchSegment>& segments, ForwardScratch& scratch,
+                        std::vector<float>* hidden) const;
+
   // Prefill: a prompt for one sequence at its cache's current end; logits of the last token (or
   // of all tokens with all_logits). Decode: one token. Both advance kv.used().
   Status prefill(KvCache& kv, const std::vector<int32_t>& tokens, ForwardScratch& scratch,
@@ -125,6 +132,19 @@ class Model {
   friend class ModelBuilder;
   Model() = default;
   Status prepare_scratch(ForwardScratch& scratch, int64_t n_tokens) const;
+  Status run(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segments,
+             ForwardScratch& scratch, std::vector<float>* out, bool hidden) const;
+  // One forward pass in flight: what run_group needs besides the weights.
+  struct Pass {
+    const std::vector<int32_t>& tokens;
+    const std::vector<BatchSegment>& segs;
+    std::vector<int32_t> pos;
+    int64_t n_tokens;
+    int64_t n_out;
+    bool hidden;
+  };
+  // Embedding (first group), the group's layers, and the head (last group) on one backend.
+  void run_group(size_t g, const Pass& pass, ForwardScratch& scratch) const;
   void tap(const std::string& name, Backend* b, const float* data, int64_t n) const;
 
   HParams hp_;
@@ -140,6 +160,9 @@ class Model {
   std::vector<float> inv_freq_;
   std::vector<std::unique_ptr<Backend>> backends_;
   std::vector<LayerGroup> groups_;
+  // Decode-step capture bookkeeping: which buffers each group's recorded step belongs to.
+  mutable std::mutex step_mutex_;
+  mutable std::vector<std::pair<const void*, const void*>> step_keys_;
 };
 
 // Loads a GGUF file or a Hugging Face directory (config.json + safetensors).

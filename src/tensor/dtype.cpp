@@ -5,6 +5,8 @@
 
 #include <array>
 
+#include "base/checked-math.h"
+
 namespace hearth {
 
 namespace {
@@ -49,7 +51,7 @@ std::optional<DType> dtype_from_name(const std::string& name) {
 std::optional<uint64_t> row_bytes(DType t, uint64_t n) {
   const DTypeInfo& info = dtype_info(t);
   if (n % info.block_size != 0) return std::nullopt;
-  return n / info.block_size * info.block_bytes;
+  return checked_mul(n / info.block_size, info.block_bytes);  // nullopt on overflow
 }
 
 }  // namespace hearth

@@ -48,7 +48,8 @@ inline const DTypeInfo& dtype_info(DType t) { return *dtype_info(uint32_t(t)); }
 inline const char* dtype_name(DType t) { return dtype_info(t).name; }
 std::optional<DType> dtype_from_name(const std::string& name);  // case-insensitive
 
-// Bytes of a row of n elements; nullopt when n is not a multiple of the block size.
+// Bytes of a row of n elements; nullopt when n is not a multiple of the block size or the
+// byte count overflows 64 bits.
 std::optional<uint64_t> row_bytes(DType t, uint64_t n);
 
 }  // namespace hearth

@@ -15,7 +15,12 @@ namespace hearth {
 class GgufFile;
 
 enum class TokenType : int32_t {  // GGUF tokenizer.ggml.token_type values
-  kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5,
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
   kByte = 6,
 };
 

@@ -1,49 +1,92 @@
-// Matmul driver on the CPU. PLACEHOLDER-FREE MINIMUM: F32/F16/BF16 rows dequantized then dotted
-// in f32; the kernels owner replaces this with ISA-dispatched, quantized-activation kernels.
+// The CPU matmul driver: quantizes X once into the weight's vec-dot type, then streams weight
+// rows in chunks handed out dynamically to the pool's threads; each chunk's rows are dotted
+// against tiles of tokens so a prefill reads every weight byte from memory once per call.
+#include <algorithm>
+#include <atomic>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
-#include "base/half.h"
+#include "kernels/cpu/kernel-table.h"
 #include "kernels/ops.h"
+#include "kernels/quantize.h"
 
 namespace hearth::kernels {
 
-void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
-  switch (t) {
-    case DType::F32: {
-      const float* s = static_cast<const float*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = s[i];
-      return;
-    }
-    case DType::F16: {
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_f32(s[i]);
-      return;
-    }
-    case DType::BF16: {
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
-      return;
-    }
-    default:
-      throw std::logic_error(std::string("dequantize_row: no kernel for ") + dtype_name(t));
-  }
+namespace {
+
+constexpr int kTokenTile = 16;               // tokens per kernel call (activations stay in L1/L2)
+constexpr uint64_t kChunkBytes = 64u << 10;  // weight bytes per chunk: stays in L2 over tiles
+constexpr int64_t kChunksPerThread = 8;      // enough chunks that nobody waits on a straggler
+
+// Reused across calls on the same caller thread: decode calls matmul hundreds of times a token.
+std::vector<uint8_t>& activation_scratch() {
+  thread_local std::vector<uint8_t> buf;
+  return buf;
 }
 
-void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+}  // namespace
+
+void matmul_with_table(const KernelTable& table, const TensorView& w, const float* x,
+                       int64_t n_tokens, float* y, ThreadPool& pool) {
   const int64_t d = w.rows(), n = w.cols();
-  pool.parallel_for(d, 16, [&](int64_t begin, int64_t end) {
-    std::vector<float> row(static_cast<size_t>(n));
-    for (int64_t r = begin; r < end; ++r) {
-      dequantize_row(w.dtype, w.row(r), row.data(), n);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        const float* xt = x + t * n;
-        float s = 0;
-        for (int64_t i = 0; i < n; ++i) s += row[size_t(i)] * xt[i];
-        y[t * d + r] = s;
+  const TypeKernels& k = table.of(w.dtype);
+  if (!k.dot)
+    throw std::invalid_argument(std::string("matmul: no kernel for ") + dtype_name(w.dtype));
+  if (d <= 0 || n_tokens <= 0) return;
+
+  // X -> activation rows in the kernel's format, once per call.
+  const void* xq = x;
+  uint64_t x_stride = uint64_t(n) * sizeof(float);
+  if (k.act_type != DType::F32) {
+    const auto act_bytes = row_bytes(k.act_type, uint64_t(n));
+    if (!act_bytes)
+      throw std::invalid_argument("matmul: row length not a multiple of the block size");
+    x_stride = *act_bytes;
+    std::vector<uint8_t>& buf = activation_scratch();
+    buf.resize(x_stride * uint64_t(n_tokens));
+    uint8_t* out = buf.data();
+    const DType act = k.act_type;
+    pool.parallel_for(n_tokens, 4, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t)
+        (void)quantize_row(act, x + t * n, out + uint64_t(t) * x_stride, n);
+    });
+    xq = out;
+  }
+
+  const uint64_t w_row_bytes = w.row_stride_bytes();
+  const int threads = pool.size();
+  int64_t chunk_rows =
+      std::max<int64_t>(1, int64_t(kChunkBytes / std::max<uint64_t>(1, w_row_bytes)));
+  chunk_rows =
+      std::min(chunk_rows, std::max<int64_t>(1, d / (int64_t(threads) * kChunksPerThread)));
+  const int64_t n_chunks = (d + chunk_rows - 1) / chunk_rows;
+  std::atomic<int64_t> next{0};
+  const auto* xb = static_cast<const uint8_t*>(xq);
+
+  pool.run([&](int, int) {
+    for (;;) {
+      const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= n_chunks) return;
+      const int64_t r0 = c * chunk_rows, r1 = std::min(d, r0 + chunk_rows);
+      for (int64_t t0 = 0; t0 < n_tokens; t0 += kTokenTile) {
+        const int nt = int(std::min<int64_t>(kTokenTile, n_tokens - t0));
+        for (int64_t r = r0; r < r1; ++r)
+          k.dot(n, w.row(r), xb + uint64_t(t0) * x_stride, x_stride, nt, y + t0 * d + r, d);
       }
     }
   });
+}
+
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  matmul_with_table(active_kernel_table(), w, x, n_tokens, y, pool);
+}
+
+void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
+  const TypeKernels& k = active_kernel_table().of(t);
+  if (!k.dequantize)
+    throw std::invalid_argument(std::string("dequantize_row: no kernel for ") + dtype_name(t));
+  k.dequantize(src, dst, n);
 }
 
 }  // namespace hearth::kernels

@@ -1,0 +1,440 @@
+// OpenAI request parsing and response building. Every field is type- and range-checked; the
+// message names the field (param) the way OpenAI's own errors do.
+// New sampling fields go in parse_common(); new response fields in the *_response builders.
+#include "openai-api.h"
+
+#include <atomic>
+#include <cstring>
+#include <random>
+
+#include "runtime/chat/chat-template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hearth::server {
+
+json error_body(const ApiError& e) {
+  json err = {{"message", e.message}, {"type", e.type}};
+  err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
+  err["code"] = e.code.empty() ? json(nullptr) : json(e.code);
+  return json{{"error", err}};
+}
+
+namespace {
+
+bool fail(ApiError* err, const std::string& param, const std::string& message,
+          const std::string& code = "") {
+  err->status = 400;
+  err->type = "invalid_request_error";
+  err->param = param;
+  err->message = message;
+  err->code = code;
+  return false;
+}
+
+bool get_number(const json& j, const char* key, double lo, double hi, double* out, ApiError* err) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return true;
+  if (!it->is_number())
+    return fail(err, key, std::string("'") + key + "' must be a number");
+  const double v = it->get<double>();
+  if (!(v >= lo && v <= hi))
+    return fail(err, key,
+                std::string("'") + key + "' is " + it->dump() + "; it must be between " +
+                    json(lo).dump() + " and " + json(hi).dump());
+  *out = v;
+  return true;
+}
+
+bool get_int(const json& j, const char* key, int64_t lo, int64_t hi, std::optional<int64_t>* out,
+             ApiError* err) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return true;
+  if (!it->is_number_integer())
+    return fail(err, key, std::string("'") + key + "' must be an integer");
+  // Compare before converting so huge unsigned values cannot wrap.
+  if (it->is_number_unsigned() ? it->get<uint64_t>() > uint64_t(hi) : it->get<int64_t>() > hi ||
+                                                                         it->get<int64_t>() < lo)
+    return fail(err, key,
+                std::string("'") + key + "' is " + it->dump() + "; it must be between " +
+                    std::to_string(lo) + " and " + std::to_string(hi));
+  *out = it->is_number_unsigned() ? int64_t(it->get<uint64_t>()) : it->get<int64_t>();
+  return true;
+}
+
+bool check_string(const json& v, const std::string& param, size_t max, ApiError* err) {
+  if (!v.is_string()) return fail(err, param, "'" + param + "' must be a string");
+  if (v.get_ref<const std::string&>().size() > max)
+    return fail(err, param,
+                "'" + param + "' is " + std::to_string(v.get_ref<const std::string&>().size()) +
+                    " bytes; the limit is " + std::to_string(max));
+  return true;
+}
+
+// Sampling, length and stop fields shared by both completion endpoints.
+bool parse_common(const json& j, const ApiConfig& cfg, Job* job, std::optional<int64_t>* max_tokens,
+                  ApiError* err) {
+  SamplingParams& s = job->sampling;
+  s = cfg.defaults;
+  double v = s.temperature;
+  if (!get_number(j, "temperature", 0, 2, &v, err)) return false;
+  s.temperature = float(v);
+  v = s.top_p;
+  if (!get_number(j, "top_p", 0, 1, &v, err)) return false;
+  s.top_p = float(v);
+  v = s.min_p;
+  if (!get_number(j, "min_p", 0, 1, &v, err)) return false;
+  s.min_p = float(v);
+  v = s.presence_penalty;
+  if (!get_number(j, "presence_penalty", -2, 2, &v, err)) return false;
+  s.presence_penalty = float(v);
+  v = s.frequency_penalty;
+  if (!get_number(j, "frequency_penalty", -2, 2, &v, err)) return false;
+  s.frequency_penalty = float(v);
+  std::optional<int64_t> iv;
+  if (!get_int(j, "top_k", 0, 1 << 20, &iv, err)) return false;
+  if (iv) s.top_k = int32_t(*iv);
+  iv.reset();
+  if (!get_int(j, "seed", INT64_MIN, INT64_MAX, &iv, err)) return false;
+  if (iv) s.seed = uint64_t(*iv) == 0xFFFFFFFFull ? 0xFFFFFFFEull : uint64_t(*iv);
+  iv.reset();
+  if (!get_int(j, "n", 1, 1, &iv, err)) return false;
+  if (!get_int(j, "max_completion_tokens", 1, INT32_MAX, max_tokens, err)) return false;
+  if (!get_int(j, "max_tokens", 1, INT32_MAX, max_tokens, err)) return false;
+  if (auto it = j.find("logprobs"); it != j.end() && !it->is_null() && *it != false && *it != 0)
+    return fail(err, "logprobs", "'logprobs' is not supported by this server");
+  if (auto it = j.find("ignore_eos"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) return fail(err, "ignore_eos", "'ignore_eos' must be a boolean");
+    job->ignore_eos = it->get<bool>();
+  }
+  if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
+    json list = it->is_array() ? *it : json::array({*it});
+    if (list.size() > cfg.limits.max_stop)
+      return fail(err, "stop",
+                  "'stop' has " + std::to_string(list.size()) + " entries; the limit is " +
+                      std::to_string(cfg.limits.max_stop));
+    for (const auto& s : list) {
+      if (!check_string(s, "stop", cfg.limits.max_stop_bytes, err)) return false;
+      if (!s.get_ref<const std::string&>().empty()) job->stop.push_back(s.get<std::string>());
+    }
+  }
+  return true;
+}
+
+bool parse_token_ids(const json& arr, const Engine& engine, const std::string& param,
+                     std::vector<int32_t>* out, ApiError* err) {
+  const int64_t n_vocab = engine.model().hparams().n_vocab;
+  for (const auto& t : arr) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab)
+      return fail(err, param,
+                  "'" + param + "' holds " + t.dump() + ", which is not a token id (0.." +
+                      std::to_string(n_vocab - 1) + ")");
+    out->push_back(int32_t(t.get<int64_t>()));
+  }
+  return true;
+}
+
+// Message content: a string, null, or an array of {"type":"text","text":...} parts.
+bool message_text(const json& content, size_t index, const ApiLimits& limits, std::string* out,
+                  ApiError* err) {
+  const std::string param = "messages[" + std::to_string(index) + "].content";
+  if (content.is_null()) return true;
+  if (content.is_string()) {
+    if (!check_string(content, param, limits.max_string_bytes, err)) return false;
+    *out = content.get<std::string>();
+    return true;
+  }
+  if (!content.is_array()) return fail(err, param, "'" + param + "' must be a string or an array");
+  for (const auto& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text"))
+      return fail(err, param, "'" + param + "' may only hold text parts ({\"type\":\"text\"})");
+    if (!check_string(part["text"], param, limits.max_string_bytes, err)) return false;
+    *out += part["text"].get<std::string>();
+  }
+  return true;
+}
+
+bool chat_prompt(const json& j, const ApiConfig& cfg, const Engine& engine,
+                 std::vector<int32_t>* prompt, ApiError* err) {
+  auto it = j.find("messages");
+  if (it == j.end()) return fail(err, "messages", "'messages' is required");
+  if (!it->is_array() || it->empty())
+    return fail(err, "messages", "'messages' must be a non-empty array");
+  if (it->size() > cfg.limits.max_messages)
+    return fail(err, "messages",
+                "'messages' has " + std::to_string(it->size()) + " entries; the limit is " +
+                    std::to_string(cfg.limits.max_messages));
+  if (cfg.chat_template.empty())
+    return fail(err, "messages", "this model has no chat template; use /v1/completions");
+  std::vector<ChatMessage> messages;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return fail(err, p, "'" + p + "' must be an object");
+    if (!m.contains("role")) return fail(err, p + ".role", "'" + p + ".role' is required");
+    if (!check_string(m["role"], p + ".role", 64, err)) return false;
+    ChatMessage msg;
+    msg.role = m["role"].get<std::string>();
+    if (!message_text(m.value("content", json(nullptr)), i, cfg.limits, &msg.content, err))
+      return false;
+    messages.push_back(std::move(msg));
+  }
+  auto text = render_chat_template(cfg.chat_template, messages, true, engine.bos_text(),
+                                   engine.eos_text());
+  if (!text.is_ok())
+    return fail(err, "messages", "the chat template failed: " + text.message());
+  // The template writes BOS itself (bos_token), so only special-token texts are parsed.
+  *prompt = engine.tokenizer().encode(*text, /*add_special=*/false, /*parse_special=*/true);
+  return true;
+}
+
+bool completion_prompt(const json& j, const ApiConfig& cfg, const Engine& engine,
+                       std::vector<int32_t>* prompt, ApiError* err) {
+  auto it = j.find("prompt");
+  if (it == j.end() || it->is_null()) return fail(err, "prompt", "'prompt' is required");
+  json p = *it;
+  if (p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array())) p = p[0];
+  if (p.is_string()) {
+    if (!check_string(p, "prompt", cfg.limits.max_string_bytes, err)) return false;
+    *prompt = engine.tokenizer().encode(p.get_ref<const std::string&>(), /*add_special=*/true);
+    return true;
+  }
+  if (p.is_array() && !p.empty() && p[0].is_number_integer())
+    return parse_token_ids(p, engine, "prompt", prompt, err);
+  return fail(err, "prompt",
+              "'prompt' must be a string or an array of token ids (one prompt per request)");
+}
+
+}  // namespace
+
+std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const Engine& engine,
+                                                  const std::string& body, bool chat,
+                                                  ApiError* err) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    fail(err, "", "the request body is not a JSON object");
+    return std::nullopt;
+  }
+  CompletionRequest req;
+  req.chat = chat;
+  req.job = std::make_shared<Job>();
+  Job& job = *req.job;
+  if (auto it = j.find("model"); it != j.end() && !check_string(*it, "model", 256, err))
+    return std::nullopt;
+  if (auto it = j.find("stream"); it != j.end() && !it->is_null()) {
+    if (!it->is_boolean()) return fail(err, "stream", "'stream' must be a boolean"), std::nullopt;
+    req.stream = it->get<bool>();
+  }
+  if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
+    if (!it->is_object())
+      return fail(err, "stream_options", "'stream_options' must be an object"), std::nullopt;
+    req.include_usage = it->value("include_usage", false) == true;
+  }
+  std::optional<int64_t> max_tokens;
+  if (!parse_common(j, cfg, &job, &max_tokens, err)) return std::nullopt;
+  if (chat) {
+    if (!chat_prompt(j, cfg, engine, &job.prompt, err)) return std::nullopt;
+    for (const auto& s : cfg.chat_stops) job.stop.push_back(s);
+  } else if (!completion_prompt(j, cfg, engine, &job.prompt, err)) {
+    return std::nullopt;
+  }
+  const int64_t n_prompt = int64_t(job.prompt.size());
+  if (n_prompt == 0) return fail(err, chat ? "messages" : "prompt", "the prompt is empty"), std::nullopt;
+  const std::string param = chat ? "messages" : "prompt";
+  if (n_prompt >= cfg.ctx_size) {
+    fail(err, param,
+         "This model's maximum context length is " + std::to_string(cfg.ctx_size) +
+             " tokens, but the prompt has " + std::to_string(n_prompt) +
+             " tokens (at least one token must be left for the completion).",
+         "context_length_exceeded");
+    err->fallback_reason = "context-length";
+    return std::nullopt;
+  }
+  if (max_tokens && n_prompt + *max_tokens > cfg.ctx_size) {
+    fail(err, "max_tokens",
+         "This model's maximum context length is " + std::to_string(cfg.ctx_size) +
+             " tokens. However, you requested " + std::to_string(n_prompt + *max_tokens) +
+             " tokens (" + std::to_string(n_prompt) + " in the prompt, " +
+             std::to_string(*max_tokens) + " for the completion). Reduce the prompt or max_tokens.",
+         "context_length_exceeded");
+    err->fallback_reason = "context-length";
+    return std::nullopt;
+  }
+  job.max_tokens = int32_t(max_tokens ? *max_tokens : cfg.ctx_size - n_prompt);
+  return req;
+}
+
+std::shared_ptr<Job> parse_embeddings(const ApiConfig& cfg, const Engine& engine,
+                                      const std::string& body, bool* base64, ApiError* err) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return fail(err, "", "the request body is not a JSON object"), nullptr;
+  if (auto it = j.find("model"); it != j.end() && !check_string(*it, "model", 256, err))
+    return nullptr;
+  *base64 = false;
+  if (auto it = j.find("encoding_format"); it != j.end() && !it->is_null()) {
+    if (*it != "float" && *it != "base64")
+      return fail(err, "encoding_format", "'encoding_format' must be \"float\" or \"base64\""),
+             nullptr;
+    *base64 = *it == "base64";
+  }
+  if (auto it = j.find("dimensions"); it != j.end() && !it->is_null() &&
+                                      *it != engine.model().hparams().n_embd)
+    return fail(err, "dimensions",
+                "'dimensions' must be " + std::to_string(engine.model().hparams().n_embd) +
+                    " for this model"),
+           nullptr;
+  auto it = j.find("input");
+  if (it == j.end() || it->is_null()) return fail(err, "input", "'input' is required"), nullptr;
+  auto job = std::make_shared<Job>();
+  job->kind = Job::Kind::kEmbed;
+  json list;
+  if (it->is_string() || (it->is_array() && !it->empty() && (*it)[0].is_number_integer()))
+    list = json::array({*it});
+  else if (it->is_array())
+    list = *it;
+  else
+    return fail(err, "input", "'input' must be a string, an array of strings or of token ids"),
+           nullptr;
+  if (list.empty()) return fail(err, "input", "'input' must not be empty"), nullptr;
+  if (list.size() > cfg.limits.max_embedding_inputs)
+    return fail(err, "input",
+                "'input' has " + std::to_string(list.size()) + " entries; the limit is " +
+                    std::to_string(cfg.limits.max_embedding_inputs)),
+           nullptr;
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::vector<int32_t> ids;
+    if (list[i].is_string()) {
+      if (!check_string(list[i], "input", cfg.limits.max_string_bytes, err)) return nullptr;
+      if (list[i].get_ref<const std::string&>().empty())
+        return fail(err, "input", "'input[" + std::to_string(i) + "]' is an empty string"),
+               nullptr;
+      ids = engine.tokenizer().encode(list[i].get_ref<const std::string&>(), true);
+    } else if (list[i].is_array() && !list[i].empty()) {
+      if (!parse_token_ids(list[i], engine, "input", &ids, err)) return nullptr;
+    } else {
+      return fail(err, "input", "'input[" + std::to_string(i) + "]' must be a string or token ids"),
+             nullptr;
+    }
+    if (int64_t(ids.size()) > cfg.ctx_size) {
+      fail(err, "input",
+           "'input[" + std::to_string(i) + "]' has " + std::to_string(ids.size()) +
+               " tokens; this model's maximum context length is " + std::to_string(cfg.ctx_size),
+           "context_length_exceeded");
+      err->fallback_reason = "context-length";
+      return nullptr;
+    }
+    job->inputs.push_back(std::move(ids));
+  }
+  return job;
+}
+
+std::string new_request_id(const char* prefix) {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = std::random_device{}();
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%s-%08llx%08llx", prefix, (unsigned long long)(salt & 0xffffffff),
+                (unsigned long long)(++counter));
+  return buf;
+}
+
+const char* api_finish_reason(const Job& job) {
+  return job.finish_reason() == "length" ? "length" : "stop";
+}
+
+json usage_json(const Job& job) {
+  return json{{"prompt_tokens", job.prompt_tokens()},
+              {"completion_tokens", job.completion_tokens()},
+              {"total_tokens", job.prompt_tokens() + job.completion_tokens()},
+              {"prompt_tokens_details", {{"cached_tokens", job.cached_tokens()}}}};
+}
+
+json completion_response(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
+                         int64_t created, const std::string& text) {
+  json choice = {{"index", 0}, {"finish_reason", api_finish_reason(*req.job)}, {"logprobs", nullptr}};
+  if (req.chat)
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else
+    choice["text"] = text;
+  return json{{"id", id},
+              {"object", req.chat ? "chat.completion" : "text_completion"},
+              {"created", created},
+              {"model", cfg.model_id},
+              {"choices", json::array({choice})},
+              {"usage", usage_json(*req.job)}};
+}
+
+json completion_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
+                      int64_t created, const std::string& text, const char* finish_reason,
+                      bool first) {
+  json choice = {{"index", 0}, {"logprobs", nullptr}};
+  choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
+  if (req.chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!finish_reason || !text.empty()) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+  }
+  json chunk = {{"id", id},
+                {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", created},
+                {"model", cfg.model_id},
+                {"choices", json::array({choice})}};
+  if (req.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+json usage_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
+                 int64_t created) {
+  return json{{"id", id},
+              {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", created},
+              {"model", cfg.model_id},
+              {"choices", json::array()},
+              {"usage", usage_json(*req.job)}};
+}
+
+static std::string base64_encode(const uint8_t* data, size_t n) {
+  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t b = (uint32_t(data[i]) << 16) | (i + 1 < n ? uint32_t(data[i + 1]) << 8 : 0) |
+                       (i + 2 < n ? uint32_t(data[i + 2]) : 0);
+    out += k[(b >> 18) & 63];
+    out += k[(b >> 12) & 63];
+    out += i + 1 < n ? k[(b >> 6) & 63] : '=';
+    out += i + 2 < n ? k[b & 63] : '=';
+  }
+  return out;
+}
+
+json embeddings_response(const Job& job, const ApiConfig& cfg, bool base64) {
+  json data = json::array();
+  for (size_t i = 0; i < job.embeddings().size(); ++i) {
+    const auto& v = job.embeddings()[i];
+    json e = {{"object", "embedding"}, {"index", i}};
+    // Little-endian float32 bytes, as OpenAI's base64 format is (x86 and arm64 hosts are LE).
+    if (base64)
+      e["embedding"] = base64_encode(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4);
+    else
+      e["embedding"] = v;
+    data.push_back(std::move(e));
+  }
+  return json{{"object", "list"},
+              {"data", data},
+              {"model", cfg.model_id},
+              {"usage", {{"prompt_tokens", job.prompt_tokens()}, {"total_tokens", job.prompt_tokens()}}}};
+}
+
+json models_response(const ApiConfig& cfg, int64_t created) {
+  return json{{"object", "list"},
+              {"data", json::array({{{"id", cfg.model_id},
+                                     {"object", "model"},
+                                     {"created", created},
+                                     {"owned_by", "hearth"},
+                                     {"context_length", cfg.ctx_size}}})}};
+}
+
+}  // namespace hearth::server

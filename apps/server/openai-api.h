@@ -1,0 +1,84 @@
+// The OpenAI wire format: request bodies -> validated jobs (with field limits and context
+// checks), and jobs -> response / stream-chunk JSON, plus the error shape. A new request field is
+// parsed in parse_common(); a new endpoint gets its own parse_* here and a route in http-server.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "runtime/engine.h"
+#include "scheduler.h"
+
+namespace hearth::server {
+
+using json = nlohmann::json;
+
+// An error as the API reports it: HTTP status + {"error": {message, type, param, code}}.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // "" -> null
+  std::string code;   // "" -> null
+  // Set when the local model cannot take the request but a remote one might (fallback).
+  std::string fallback_reason;
+};
+json error_body(const ApiError& e);
+
+struct ApiLimits {
+  size_t max_messages = 1024;
+  size_t max_string_bytes = 1 << 20;  // any one string field
+  size_t max_stop = 8;                // stop strings
+  size_t max_stop_bytes = 256;        // each
+  size_t max_embedding_inputs = 256;
+};
+
+// Server-wide settings the parser needs.
+struct ApiConfig {
+  std::string model_id;
+  int64_t ctx_size = 0;
+  SamplingParams defaults;  // from the command line; request fields override them
+  std::string chat_template;  // "" -> /v1/chat/completions answers 400
+  std::vector<std::string> chat_stops;  // end-of-turn texts of the template's family
+  ApiLimits limits;
+};
+
+// A parsed completion or chat request ready for the scheduler.
+struct CompletionRequest {
+  bool chat = false;
+  bool stream = false;
+  bool include_usage = false;
+  std::shared_ptr<Job> job;
+};
+
+// Parses a /v1/chat/completions (chat=true) or /v1/completions body. On error returns nullopt
+// and fills *err (status 400 for bad input, with fallback_reason when the prompt is too long).
+std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const Engine& engine,
+                                                  const std::string& body, bool chat,
+                                                  ApiError* err);
+
+// Parses /v1/embeddings. Also returns whether the client asked for base64 output.
+std::shared_ptr<Job> parse_embeddings(const ApiConfig& cfg, const Engine& engine,
+                                      const std::string& body, bool* base64, ApiError* err);
+
+// Response documents.
+std::string new_request_id(const char* prefix);
+json completion_response(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
+                         int64_t created, const std::string& text);
+// One SSE chunk: a text delta (finish_reason null) or the last chunk (finish_reason set).
+json completion_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
+                      int64_t created, const std::string& text, const char* finish_reason,
+                      bool first);
+json usage_json(const Job& job);
+json usage_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
+                 int64_t created);
+json embeddings_response(const Job& job, const ApiConfig& cfg, bool base64);
+json models_response(const ApiConfig& cfg, int64_t created);
+
+// The finish_reason OpenAI clients know, for a job's internal reason.
+const char* api_finish_reason(const Job& job);
+
+}  // namespace hearth::server

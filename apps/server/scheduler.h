@@ -1,0 +1,144 @@
+// Continuous batching for `hearth serve`: one scheduler thread owns N slots (each a KV cache of
+// ctx_size positions) and, every step, runs all active slots' decode tokens plus chunks of pending
+// prompts through ONE Model::forward call. Jobs come in through a bounded queue; HTTP threads read
+// their streamed text from the Job. New kinds of work = a new Job::Kind handled in step().
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "runtime/engine.h"
+#include "sampling/sampler.h"
+
+namespace hearth::server {
+
+// One request's work and its output channel. The HTTP thread fills the inputs, submits the job
+// and then only calls wait_text()/cancel()/the accessors; the scheduler thread produces.
+class Job {
+ public:
+  enum class Kind { kGenerate, kEmbed };
+  Kind kind = Kind::kGenerate;
+
+  // Inputs (set before submit, then read-only).
+  std::vector<int32_t> prompt;                    // kGenerate
+  std::vector<std::vector<int32_t>> inputs;       // kEmbed: one pooled vector per input
+  int32_t max_tokens = 0;                         // kGenerate: > 0, checked against the context
+  bool ignore_eos = false;
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+
+  // Consumer side. Waits up to `timeout` for text or the end; appends new text to *text.
+  // Returns true once the job has finished and all its text was handed out.
+  bool wait_text(std::chrono::milliseconds timeout, std::string* text);
+  // The client went away: the scheduler drops the job at its next step and frees the slot.
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
+  // Results, valid once wait_text() returned true.
+  const std::string& finish_reason() const { return finish_reason_; }  // stop, length, error, ...
+  const std::string& error() const { return error_; }  // set when finish_reason is "error"
+  int64_t prompt_tokens() const { return prompt_tokens_; }
+  int64_t cached_tokens() const { return cached_tokens_; }
+  int64_t completion_tokens() const { return completion_tokens_; }
+  const std::vector<std::vector<float>>& embeddings() const { return embeddings_; }
+
+  // Producer side (scheduler thread only).
+  void push_text(const std::string& text);
+  void finish(const std::string& reason, const std::string& error = "");
+
+ private:
+  friend class Scheduler;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string pending_;
+  bool done_ = false;
+  std::atomic<bool> cancelled_{false};
+  std::string finish_reason_, error_;
+  int64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
+  std::vector<std::vector<float>> embeddings_;
+};
+
+struct SchedulerOptions {
+  int parallel = 4;            // slots (sequences decoded together)
+  int64_t ctx_size = 2048;     // positions per slot
+  int max_queue = 64;          // jobs waiting for a slot before submit() says kQueueFull
+  int64_t batch_tokens = 512;  // tokens per forward pass (decode tokens first, then prompt chunks)
+};
+
+// Counters for /metrics and /health. Totals are since start.
+struct SchedulerStats {
+  int64_t prompt_tokens = 0;     // prompt tokens of finished and running requests
+  int64_t prompt_evaluated = 0;  // of which computed (the rest reused a slot's cached prefix)
+  int64_t generated_tokens = 0;
+  int64_t embedded_tokens = 0;
+  int64_t requests_finished = 0;
+  int64_t requests_cancelled = 0;
+  int64_t requests_failed = 0;
+  int64_t steps = 0;
+  double forward_seconds = 0;
+  double gen_tok_s_10s = 0;  // generated tokens per second over the last 10 s
+  int queue_depth = 0;
+  int slots_busy = 0;
+  int slots_total = 0;
+  int64_t kv_used = 0;      // positions holding valid entries, all slots
+  int64_t kv_capacity = 0;  // slots * ctx_size
+  uint64_t kv_bytes = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(std::shared_ptr<const Engine> engine, SchedulerOptions options);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+
+  Status start();  // allocates the slots' caches and starts the thread
+  void stop();     // finishes every remaining job with "cancelled" and joins the thread
+
+  enum class Submit { kOk, kQueueFull, kDraining };
+  Submit submit(const std::shared_ptr<Job>& job);
+  // Refuse new jobs from now on (graceful shutdown); running and queued ones still finish.
+  void begin_drain();
+  // Waits until no job is queued or running, at most `timeout`. True when idle.
+  bool wait_idle(std::chrono::milliseconds timeout);
+
+  SchedulerStats stats() const;
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  struct Slot;
+  struct EmbedState;
+  void loop();
+  void admit_locked();
+  void drop_cancelled();
+  void step();
+  void embed_step();
+  void finish_slot(Slot& slot, const std::string& reason, const std::string& error = "");
+  void sample_and_emit(Slot& slot, const float* logits);
+
+  std::shared_ptr<const Engine> engine_;
+  SchedulerOptions options_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::unique_ptr<EmbedState> embed_;
+  ForwardScratch scratch_;  // the batched pass's activations (scheduler thread only)
+  std::thread thread_;
+
+  mutable std::mutex mu_;  // guards the fields below
+  std::condition_variable cv_, idle_cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stopping_ = false, draining_ = false;
+  int running_ = 0;  // jobs in slots or the embedding pipeline
+  SchedulerStats totals_;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_;  // for tok/s
+  uint64_t clock_ = 0;  // admission counter, for least-recently-used slot choice
+};
+
+}  // namespace hearth::server

@@ -1,0 +1,27 @@
+// The AArch64 kernels: one set per NEON level (namespaces neon and neon_dotprod), same names.
+// The tables are built in arm-tables.cpp, compiled for baseline ARMv8-A.
+#pragma once
+
+#include <cstdint>
+
+#define HEARTH_DECLARE_NEON_KERNELS                        \
+  float dot_q4_0(int64_t n, const void* w, const void* x); \
+  float dot_q4_1(int64_t n, const void* w, const void* x); \
+  float dot_q5_0(int64_t n, const void* w, const void* x); \
+  float dot_q5_1(int64_t n, const void* w, const void* x); \
+  float dot_q8_0(int64_t n, const void* w, const void* x); \
+  float dot_q4_k(int64_t n, const void* w, const void* x); \
+  float dot_q5_k(int64_t n, const void* w, const void* x); \
+  float dot_q6_k(int64_t n, const void* w, const void* x); \
+  float dot_f32(int64_t n, const void* w, const void* x);  \
+  float dot_f16(int64_t n, const void* w, const void* x);  \
+  float dot_bf16(int64_t n, const void* w, const void* x);
+
+namespace hearth::kernels::neon {
+HEARTH_DECLARE_NEON_KERNELS
+}
+namespace hearth::kernels::neon_dotprod {
+HEARTH_DECLARE_NEON_KERNELS
+}
+
+#undef HEARTH_DECLARE_NEON_KERNELS

@@ -1,0 +1,340 @@
+// AVX2 + FMA + F16C kernels (compiled with -mavx2 -mfma -mf16c; only called when cpuid has them).
+// Integer block dots use maddubs (u8 x s8 -> s16 pairs) then madd -> s32, one f32 FMA per block.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "base/half.h"
+#include "kernels/cpu/arch/x86/x86-kernels.h"
+#include "kernels/quant-blocks.h"
+
+namespace hearth::kernels::avx2 {
+
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+inline float h2f(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+// 16 bytes of packed nibbles -> 32 bytes: low nibbles (elements 0..15) then high (16..31).
+inline __m256i unpack_nibbles(const uint8_t* p) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(0xF));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0xF));
+  return _mm256_set_m128i(hi, lo);
+}
+
+// Bit i of the 32-bit word at p -> byte i = 0x10 if set, else 0 (the Q5 fifth bit).
+inline __m256i fifth_bits(const uint8_t* p) {
+  uint32_t bits;
+  std::memcpy(&bits, p, 4);
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(int(bits)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i mask = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// Signed x signed bytes -> 8 s32 sums of 4 products (maddubs needs an unsigned operand).
+inline __m256i dot_i8(__m256i x, __m256i y) {
+  const __m256i ax = _mm256_sign_epi8(x, x);
+  const __m256i sy = _mm256_sign_epi8(y, x);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
+}
+
+// Unsigned x signed bytes -> 8 s32 sums (the u8 side at most 63, so s16 pairs cannot saturate).
+inline __m256i dot_u8(__m256i x, __m256i y) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+}
+
+inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+}  // namespace
+
+float dot_q4_0(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const BlockQ4_0*>(wv);
+  const auto* x = static_cast<const BlockQ8_0*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK32; ++i) {
+    const __m256i q = _mm256_sub_epi8(unpack_nibbles(w[i].qs), _mm256_set1_epi8(8));
+    const __m256 p = _mm256_cvtepi32_ps(dot_i8(q, load256(x[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), p, acc);
+  }
+  return hsum(acc);
+}
+
+float dot_q4_1(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const BlockQ4_1*>(wv);
+  const auto* x = static_cast<const BlockQ8_1*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0;
+  for (int64_t i = 0; i < n / kQK32; ++i) {
+    const __m256 p = _mm256_cvtepi32_ps(dot_u8(unpack_nibbles(w[i].qs), load256(x[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), p, acc);
+    mins += h2f(w[i].m) * h2f(x[i].s);
+  }
+  return hsum(acc) + mins;
+}
+
+float dot_q5_0(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const BlockQ5_0*>(wv);
+  const auto* x = static_cast<const BlockQ8_0*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK32; ++i) {
+    __m256i q = _mm256_or_si256(unpack_nibbles(w[i].qs), fifth_bits(w[i].qh));
+    q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+    const __m256 p = _mm256_cvtepi32_ps(dot_i8(q, load256(x[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), p, acc);
+  }
+  return hsum(acc);
+}
+
+float dot_q5_1(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const BlockQ5_1*>(wv);
+  const auto* x = static_cast<const BlockQ8_1*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0;
+  for (int64_t i = 0; i < n / kQK32; ++i) {
+    const __m256i q = _mm256_or_si256(unpack_nibbles(w[i].qs), fifth_bits(w[i].qh));
+    const __m256 p = _mm256_cvtepi32_ps(dot_u8(q, load256(x[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), p, acc);
+    mins += h2f(w[i].m) * h2f(x[i].s);
+  }
+  return hsum(acc) + mins;
+}
+
+float dot_q8_0(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const BlockQ8_0*>(wv);
+  const auto* x = static_cast<const BlockQ8_0*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK32; ++i) {
+    const __m256 p = _mm256_cvtepi32_ps(dot_i8(load256(w[i].qs), load256(x[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), p, acc);
+  }
+  return hsum(acc);
+}
+
+namespace {
+
+// The 8 six-bit scales and mins of a Q4_K/Q5_K block, and the min term sum_j m_j * sum(x_j)
+// (each sub-block of 32 spans two 16-element bsums).
+inline int kquant_scales(const uint8_t* packed, const int16_t* bsums, int16_t* sc) {
+  int sum_m = 0;
+  for (int j = 0; j < 8; ++j) {
+    uint8_t s, m;
+    kquant_scale_min(j, packed, &s, &m);
+    sc[j] = s;
+    sum_m += m * (bsums[2 * j] + bsums[2 * j + 1]);
+  }
+  return sum_m;
+}
+
+}  // namespace
+
+float dot_q4_k(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const BlockQ4_K*>(wv);
+  const auto* x = static_cast<const BlockQ8_K*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    int16_t sc[8];
+    const int sum_m = kquant_scales(w[i].scales, x[i].bsums, sc);
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(w[i].qs + 32 * c);
+      const __m256i lo = _mm256_and_si256(q, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      const __m256i p0 = _mm256_maddubs_epi16(lo, load256(x[i].qs + 64 * c));
+      const __m256i p1 = _mm256_maddubs_epi16(hi, load256(x[i].qs + 64 * c + 32));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(x[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(isum), acc);
+    mins += x[i].d * h2f(w[i].dmin) * float(sum_m);
+  }
+  return hsum(acc) - mins;
+}
+
+float dot_q5_k(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const BlockQ5_K*>(wv);
+  const auto* x = static_cast<const BlockQ8_K*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i one = _mm256_set1_epi8(1);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    int16_t sc[8];
+    const int sum_m = kquant_scales(w[i].scales, x[i].bsums, sc);
+    const __m256i qh = load256(w[i].qh);
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(w[i].qs + 32 * c);
+      // Bit j of qh[l] is the fifth bit of sub-block j; move it to bit 4 of each byte.
+      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4);
+      const __m256i h1 =
+          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4);
+      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
+      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
+      const __m256i p0 = _mm256_maddubs_epi16(lo, load256(x[i].qs + 64 * c));
+      const __m256i p1 = _mm256_maddubs_epi16(hi, load256(x[i].qs + 64 * c + 32));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
+      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(x[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(isum), acc);
+    mins += x[i].d * h2f(w[i].dmin) * float(sum_m);
+  }
+  return hsum(acc) - mins;
+}
+
+float dot_q6_k(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const BlockQ6_K*>(wv);
+  const auto* x = static_cast<const BlockQ8_K*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i m2 = _mm256_set1_epi8(3);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    // q in [0, 63]: sum (q - 32) * x = sum q * x - 32 * sum x, the x sums being bsums.
+    int offset = 0;
+    for (int j = 0; j < 16; ++j) offset += w[i].scales[j] * x[i].bsums[j];
+    __m256i isum = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = load256(w[i].ql + 64 * h);
+      const __m256i ql1 = load256(w[i].ql + 64 * h + 32);
+      const __m256i qh = load256(w[i].qh + 32 * h);
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                          _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
+      };
+      for (int k = 0; k < 4; ++k) {
+        const int8_t* s = w[i].scales + 8 * h + 2 * k;
+        const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(s[1]), _mm_set1_epi16(s[0]));
+        const __m256i p = _mm256_maddubs_epi16(q[k], load256(x[i].qs + 128 * h + 32 * k));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scale));
+      }
+    }
+    const float d = x[i].d * h2f(w[i].d);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
+    acc = _mm256_add_ps(acc, _mm256_setr_ps(-32.f * d * float(offset), 0, 0, 0, 0, 0, 0, 0));
+  }
+  return hsum(acc);
+}
+
+float dot_f32(int64_t n, const void* wv, const void* xv) {
+  const float* w = static_cast<const float*>(wv);
+  const float* x = static_cast<const float*>(xv);
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+  }
+  for (; i + 8 <= n; i += 8)
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+  float sum = hsum(_mm256_add_ps(a0, a1));
+  for (; i < n; ++i) sum += w[i] * x[i];
+  return sum;
+}
+
+namespace {
+inline __m256 load_f16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load_bf16(const uint16_t* p) {
+  const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+}  // namespace
+
+float dot_f16(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const uint16_t*>(wv);
+  const float* x = static_cast<const float*>(xv);
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_fmadd_ps(load_f16(w + i), _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(load_f16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_f16(w + i), _mm256_loadu_ps(x + i), a0);
+  float sum = hsum(_mm256_add_ps(a0, a1));
+  for (; i < n; ++i) sum += fp16_to_f32(w[i]) * x[i];
+  return sum;
+}
+
+float dot_bf16(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const uint16_t*>(wv);
+  const float* x = static_cast<const float*>(xv);
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_fmadd_ps(load_bf16(w + i), _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(load_bf16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_bf16(w + i), _mm256_loadu_ps(x + i), a0);
+  float sum = hsum(_mm256_add_ps(a0, a1));
+  for (; i < n; ++i) sum += bf16_to_f32(w[i]) * x[i];
+  return sum;
+}
+
+void dequantize_q4_0(const void* src, float* y, int64_t n) {
+  const auto* w = static_cast<const BlockQ4_0*>(src);
+  for (int64_t i = 0; i < n / kQK32; ++i, y += kQK32) {
+    const __m256i q = _mm256_sub_epi8(unpack_nibbles(w[i].qs), _mm256_set1_epi8(8));
+    const __m256 d = _mm256_set1_ps(h2f(w[i].d));
+    for (int k = 0; k < 4; ++k) {
+      const __m128i b = k < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
+      const __m128i part = (k & 1) ? _mm_srli_si128(b, 8) : b;
+      _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part)), d));
+    }
+  }
+}
+
+void dequantize_q8_0(const void* src, float* y, int64_t n) {
+  const auto* w = static_cast<const BlockQ8_0*>(src);
+  for (int64_t i = 0; i < n / kQK32; ++i, y += kQK32) {
+    const __m256 d = _mm256_set1_ps(h2f(w[i].d));
+    for (int k = 0; k < 4; ++k) {
+      const __m128i part = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w[i].qs + 8 * k));
+      _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part)), d));
+    }
+  }
+}
+
+void dequantize_f16(const void* src, float* y, int64_t n) {
+  const auto* w = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load_f16(w + i));
+  for (; i < n; ++i) y[i] = fp16_to_f32(w[i]);
+}
+
+void dequantize_bf16(const void* src, float* y, int64_t n) {
+  const auto* w = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load_bf16(w + i));
+  for (; i < n; ++i) y[i] = bf16_to_f32(w[i]);
+}
+
+}  // namespace hearth::kernels::avx2

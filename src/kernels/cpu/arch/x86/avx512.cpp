@@ -1,0 +1,151 @@
+// AVX-512 kernels (F/BW/VL/DQ + VNNI): two 32-element blocks per 512-bit register, int8 dots
+// with vpdpbusd. Float weights stay f32 math: bf16/f16 widen exactly, activations are not rounded
+// (AVX512-BF16's dpbf16ps would round activations to bf16; decode is bandwidth-bound anyway).
+#include <immintrin.h>
+
+#include "base/half.h"
+#include "kernels/cpu/arch/x86/x86-kernels.h"
+#include "kernels/quant-blocks.h"
+
+namespace hearth::kernels::avx512 {
+
+namespace {
+
+inline float h2f(uint16_t h) {
+  return _cvtsh_ss(h);
+}
+
+// 16 packed-nibble bytes -> 32 bytes: low nibbles (elements 0..15) then high (16..31).
+inline __m256i unpack_nibbles(const uint8_t* p) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(0xF));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0xF));
+  return _mm256_set_m128i(hi, lo);
+}
+
+inline __m512i join(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+// Per-lane block scales: lanes 0..7 get a, lanes 8..15 get b.
+inline __m512 two_scales(float a, float b) {
+  return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
+}
+
+// Signed x signed bytes -> s32 sums of 4 (vpdpbusd wants u8 x s8: move x's sign onto y).
+inline __m512i dot_i8(__m512i x, __m512i y) {
+  const __mmask64 neg = _mm512_movepi8_mask(x);
+  const __m512i sy = _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y);
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(x), sy);
+}
+
+}  // namespace
+
+float dot_q4_0(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const BlockQ4_0*>(wv);
+  const auto* x = static_cast<const BlockQ8_0*>(xv);
+  const int64_t nb = n / kQK32;
+  __m512 acc = _mm512_setzero_ps();
+  const __m512i eights = _mm512_set1_epi8(8);
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    // q in [0, 15]: sum (q - 8) * y = dpbusd(q, y) - dpbusd(8, y).
+    const __m512i q = join(unpack_nibbles(w[i].qs), unpack_nibbles(w[i + 1].qs));
+    const __m512i y = join(load256(x[i].qs), load256(x[i + 1].qs));
+    const __m512i s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, y),
+                                       _mm512_dpbusd_epi32(_mm512_setzero_si512(), eights, y));
+    const __m512 d = two_scales(h2f(w[i].d) * h2f(x[i].d), h2f(w[i + 1].d) * h2f(x[i + 1].d));
+    acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
+  }
+  float sum = _mm512_reduce_add_ps(acc);
+  if (i < nb) sum += avx2::dot_q4_0(kQK32, w + i, x + i);
+  return sum;
+}
+
+float dot_q8_0(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const BlockQ8_0*>(wv);
+  const auto* x = static_cast<const BlockQ8_0*>(xv);
+  const int64_t nb = n / kQK32;
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    const __m512i q = join(load256(w[i].qs), load256(w[i + 1].qs));
+    const __m512i y = join(load256(x[i].qs), load256(x[i + 1].qs));
+    const __m512 d = two_scales(h2f(w[i].d) * h2f(x[i].d), h2f(w[i + 1].d) * h2f(x[i + 1].d));
+    acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dot_i8(q, y)), acc);
+  }
+  float sum = _mm512_reduce_add_ps(acc);
+  if (i < nb) sum += avx2::dot_q8_0(kQK32, w + i, x + i);
+  return sum;
+}
+
+namespace {
+
+inline __m512 load_f16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m512 load_bf16(const uint16_t* p) {
+  const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+
+// sum w[i] * x[i] with weights widened by Load, 32 per step, masked tail (no scalar loop).
+template <class T, __m512 (*Load)(const T*), __m512 (*LoadMasked)(const T*, __mmask16)>
+float dot_wide(int64_t n, const T* w, const float* x) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm512_fmadd_ps(Load(w + i), _mm512_loadu_ps(x + i), a0);
+    a1 = _mm512_fmadd_ps(Load(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    a0 = _mm512_fmadd_ps(LoadMasked(w + i, m), _mm512_maskz_loadu_ps(m, x + i), a0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+inline __m512 load_f32(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+inline __m512 load_f32_masked(const float* p, __mmask16 m) {
+  return _mm512_maskz_loadu_ps(m, p);
+}
+inline __m512 load_f16_masked(const uint16_t* p, __mmask16 m) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+inline __m512 load_bf16_masked(const uint16_t* p, __mmask16 m) {
+  const __m512i v = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+
+}  // namespace
+
+float dot_f32(int64_t n, const void* w, const void* x) {
+  return dot_wide<float, load_f32, load_f32_masked>(n, static_cast<const float*>(w),
+                                                    static_cast<const float*>(x));
+}
+
+float dot_f16(int64_t n, const void* w, const void* x) {
+  return dot_wide<uint16_t, load_f16, load_f16_masked>(n, static_cast<const uint16_t*>(w),
+                                                       static_cast<const float*>(x));
+}
+
+float dot_bf16(int64_t n, const void* w, const void* x) {
+  return dot_wide<uint16_t, load_bf16, load_bf16_masked>(n, static_cast<const uint16_t*>(w),
+                                                         static_cast<const float*>(x));
+}
+
+void dequantize_f16(const void* src, float* y, int64_t n) {
+  const auto* w = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, load_f16_masked(w + i, m));
+  }
+}
+
+}  // namespace hearth::kernels::avx512

@@ -1,0 +1,59 @@
+// The x86-64 kernel tables, best first, with the CPU features each needs. Built here, in a
+// baseline-compiled file; adding an x86 ISA level = its kernel file and one table here.
+#include "kernels/cpu/arch/x86/x86-kernels.h"
+#include "kernels/ref/quant-ref.h"
+
+namespace hearth::kernels {
+
+namespace {
+
+void set(KernelTable& t, DType w, DType act, VecDotFn dot, DequantizeFn dq) {
+  t.types[uint32_t(w)] = TypeKernels{act, dot, dq};
+}
+
+KernelTable make_avx2_table() {
+  KernelTable t;
+  t.isa = Isa::kAvx2;
+  t.name = "avx2";
+  set(t, DType::F32, DType::F32, dot_each_token<avx2::dot_f32>, ref::dequantize_f32);
+  set(t, DType::F16, DType::F32, dot_each_token<avx2::dot_f16>, avx2::dequantize_f16);
+  set(t, DType::BF16, DType::F32, dot_each_token<avx2::dot_bf16>, avx2::dequantize_bf16);
+  set(t, DType::Q4_0, DType::Q8_0, dot_each_token<avx2::dot_q4_0>, avx2::dequantize_q4_0);
+  set(t, DType::Q4_1, DType::Q8_1, dot_each_token<avx2::dot_q4_1>, ref::dequantize_q4_1);
+  set(t, DType::Q5_0, DType::Q8_0, dot_each_token<avx2::dot_q5_0>, ref::dequantize_q5_0);
+  set(t, DType::Q5_1, DType::Q8_1, dot_each_token<avx2::dot_q5_1>, ref::dequantize_q5_1);
+  set(t, DType::Q8_0, DType::Q8_0, dot_each_token<avx2::dot_q8_0>, avx2::dequantize_q8_0);
+  set(t, DType::Q4_K, DType::Q8_K, dot_each_token<avx2::dot_q4_k>, ref::dequantize_q4_k);
+  set(t, DType::Q5_K, DType::Q8_K, dot_each_token<avx2::dot_q5_k>, ref::dequantize_q5_k);
+  set(t, DType::Q6_K, DType::Q8_K, dot_each_token<avx2::dot_q6_k>, ref::dequantize_q6_k);
+  return t;
+}
+
+KernelTable make_avx512_table() {
+  KernelTable t = make_avx2_table();
+  t.isa = Isa::kAvx512;
+  t.name = "avx512";
+  set(t, DType::F32, DType::F32, dot_each_token<avx512::dot_f32>, ref::dequantize_f32);
+  set(t, DType::F16, DType::F32, dot_each_token<avx512::dot_f16>, avx512::dequantize_f16);
+  set(t, DType::BF16, DType::F32, dot_each_token<avx512::dot_bf16>, avx2::dequantize_bf16);
+  set(t, DType::Q4_0, DType::Q8_0, dot_each_token<avx512::dot_q4_0>, avx2::dequantize_q4_0);
+  set(t, DType::Q8_0, DType::Q8_0, dot_each_token<avx512::dot_q8_0>, avx2::dequantize_q8_0);
+  return t;
+}
+
+}  // namespace
+
+std::vector<ArchTable> arch_kernel_tables() {
+  static const KernelTable avx512_table = make_avx512_table();
+  static const KernelTable avx2_table = make_avx2_table();
+  return {
+      {&avx512_table,
+       [](const CpuFeatures& f) {
+         return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512_vnni && f.avx2 &&
+                f.fma && f.f16c;
+       }},
+      {&avx2_table, [](const CpuFeatures& f) { return f.avx2 && f.fma && f.f16c; }},
+  };
+}
+
+}  // namespace hearth::kernels

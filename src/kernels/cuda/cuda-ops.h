@@ -1,0 +1,86 @@
+// The CUDA op launchers: host-callable entry points for every kernel in src/kernels/cuda/*.cu.
+// Shapes and semantics are kernels/ops.h's; to add an op, declare its launcher here, one .cu per
+// family.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+typedef struct cublasContext* cublasHandle_t;
+
+namespace hearth::cuda {
+
+// A weight matrix {rows, cols} in device memory, in the packed layout of packed_layout():
+// 16-byte-aligned block bodies (quants) in `body`, small per-block fields split out into
+// aux arrays so no load straddles a block boundary. Plain and 16-byte-sized blocks (F32, F16,
+// BF16, Q4_K, Q5_K) keep ggml's bytes unchanged in `body`.
+struct DeviceWeight {
+  DType dtype = DType::F32;
+  int64_t rows = 0, cols = 0;
+  int64_t blocks_per_row = 0;
+  const uint8_t* body = nullptr;
+  const uint32_t* aux0 = nullptr;  // Q4_1/Q5_1: d|m<<16; Q5_0/Q5_1: qh (aux0) and d|m (aux1)
+  const uint32_t* aux1 = nullptr;
+  const uint16_t* aux16 = nullptr;  // fp16 scale d (Q4_0, Q5_0, Q8_0, Q6_K)
+};
+
+struct PackedLayout {
+  size_t body_offset = 0, aux0_offset = 0, aux1_offset = 0, aux16_offset = 0;
+  size_t total_bytes = 0;
+  bool needs_repack = false;  // false: the raw ggml bytes are the packed layout
+};
+
+bool supports_dtype(DType t);
+PackedLayout packed_layout(DType t, int64_t rows, int64_t cols);
+DeviceWeight make_device_weight(DType t, int64_t rows, int64_t cols, const uint8_t* packed);
+
+// raw: ggml blocks exactly as in the file (device memory); packed: packed_layout() bytes.
+cudaError_t launch_repack(DType t, const uint8_t* raw, uint8_t* packed, int64_t rows, int64_t cols,
+                          cudaStream_t s);
+
+// Rows ids[t] of `table` dequantized to f32: out [T, cols]. ids are device int32.
+cudaError_t launch_embed(const DeviceWeight& table, const int32_t* ids, int64_t n_tokens,
+                         float* out, cudaStream_t s);
+
+// Y [T, rows] = X [T, cols] @ W^T. n_tokens <= kGemvMaxTokens runs the streaming GEMV (one pass
+// over W); larger batches dequantize W to fp16 in `workspace` and run a cuBLAS tensor-core GEMM.
+constexpr int64_t kGemvMaxTokens = 4;
+size_t matmul_workspace_bytes(const DeviceWeight& w, int64_t n_tokens);
+cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_tokens, float* y,
+                          void* workspace, size_t workspace_bytes, cublasHandle_t blas,
+                          cudaStream_t s);
+
+cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
+                           float eps, cudaStream_t s);
+
+// pos: device int32 [T]; inv_freq: device f32 [head_dim/2]. style: 0 interleaved, 1 halves.
+cudaError_t launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                        const int32_t* pos, const float* inv_freq, int style, cudaStream_t s);
+
+// Causal attention (ops.h). pos0_dev, when not null, overrides pos0 from device memory (CUDA
+// graph replay). Small batches use split-K over the context: `partials` must hold
+// attention_partials_floats(...) floats and max_ctx bounds pos0+T (sizes the split grid).
+int64_t attention_partials_floats(int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                                  int64_t max_ctx);
+cudaError_t launch_attention(const float* q, const float* k_cache, const float* v_cache, float* out,
+                             int64_t n_tokens, int64_t pos0, const int32_t* pos0_dev,
+                             int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                             float scale, float* partials, cudaStream_t s);
+
+cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_t n,
+                          cudaStream_t s);
+cudaError_t launch_add_inplace(float* y, const float* x, int64_t n, cudaStream_t s);
+cudaError_t launch_add_bias(float* y, const float* bias, int64_t rows, int64_t n, cudaStream_t s);
+// cache[(*pos) * row_floats ...] = src [n_tokens * row_floats]; pos is device int32.
+cudaError_t launch_store_rows(float* cache, const float* src, const int32_t* pos,
+                              int64_t row_floats, int64_t n_tokens, cudaStream_t s);
+cudaError_t launch_fill(float* p, float value, int64_t n, cudaStream_t s);
+// dst = src with 16-byte loads/stores on the SMs (the bench's bandwidth ceiling; a graph memcpy
+// node may run on a copy engine instead). n % 4 == 0, both 16-byte aligned.
+cudaError_t launch_copy16(float* dst, const float* src, int64_t n, cudaStream_t s);
+
+}  // namespace hearth::cuda

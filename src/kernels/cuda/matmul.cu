@@ -1,0 +1,162 @@
+// Matmul on CUDA. Decode (T <= kGemvMaxTokens): a streaming GEMV, one warp per kRows rows, each
+// lane decoding 8-element groups in registers (16/8-byte loads, unrolled so several are in
+// flight). Prefill: W dequantized to fp16 once per call, then a cuBLAS tensor-core GEMM.
+#include <cublas_v2.h>
+
+#include "kernels/cuda/dequantize.cuh"
+
+namespace hearth::cuda {
+
+namespace {
+
+constexpr int kWarps = 8;  // warps per block
+constexpr int kRows = 2;   // rows per warp: each x load feeds kRows rows
+constexpr int kUnroll = 4;
+
+// W {d, n} @ X [NT, n] -> Y [NT, d]; n % 8 == 0 (every quant block size is; plain types with
+// other n take gemv_scalar_kernel).
+template <DType T, int NT>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_kernel(DeviceWeight w, const float* __restrict__ x, float* __restrict__ y) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t d = w.rows, n = w.cols;
+  const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * kRows;
+  if (row0 >= d) return;
+  int64_t rows[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) rows[r] = row0 + r < d ? row0 + r : d - 1;  // dup, never stored
+  const int64_t ng = n >> 3;
+  float acc[kRows][NT];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = 0.f;
+
+  for (int64_t g0 = lane; g0 < ng; g0 += 32 * kUnroll) {
+    float wv[kUnroll][kRows][8];
+    // All weight loads of this iteration first, so kUnroll*kRows loads are in flight per lane.
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t g = g0 + 32 * u < ng ? g0 + 32 * u : ng - 1;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) dq8<T>(w, rows[r], g, wv[u][r]);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t g = g0 + 32 * u;
+      if (g >= ng) break;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        const float4* xp = reinterpret_cast<const float4*>(x + t * n + g * 8);
+        const float4 a = __ldg(xp), b = __ldg(xp + 1);
+        const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+        for (int r = 0; r < kRows; ++r)
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[r][t] = fmaf(wv[u][r][i], xv[i], acc[r][t]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      float v = acc[r][t];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0 && row0 + r < d) y[t * d + row0 + r] = v;
+    }
+}
+
+// Plain dtypes with n % 8 != 0: one warp per row, one element per lane step.
+__global__ void gemv_scalar_kernel(DeviceWeight w, const float* __restrict__ x,
+                                   float* __restrict__ y, int64_t n_tokens) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t row = int64_t(blockIdx.x) * kWarps + warp;
+  if (row >= w.rows) return;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float acc = 0.f;
+    for (int64_t i = lane; i < w.cols; i += 32)
+      acc = fmaf(plain_at(w, row * w.cols + i), x[t * w.cols + i], acc);
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) y[t * w.rows + row] = acc;
+  }
+}
+
+template <DType T>
+cudaError_t gemv_typed(const DeviceWeight& w, const float* x, int64_t nt, float* y,
+                       cudaStream_t s) {
+  const unsigned grid = unsigned((w.rows + kWarps * kRows - 1) / (kWarps * kRows));
+  switch (nt) {
+    case 1:
+      gemv_kernel<T, 1><<<grid, kWarps * 32, 0, s>>>(w, x, y);
+      break;
+    case 2:
+      gemv_kernel<T, 2><<<grid, kWarps * 32, 0, s>>>(w, x, y);
+      break;
+    case 3:
+      gemv_kernel<T, 3><<<grid, kWarps * 32, 0, s>>>(w, x, y);
+      break;
+    default:
+      gemv_kernel<T, 4><<<grid, kWarps * 32, 0, s>>>(w, x, y);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+size_t align256(size_t v) {
+  return (v + 255) / 256 * 256;
+}
+
+}  // namespace
+
+size_t matmul_workspace_bytes(const DeviceWeight& w, int64_t n_tokens) {
+  if (n_tokens <= kGemvMaxTokens || w.dtype == DType::F32) return 0;
+  const size_t x16 = align256(size_t(n_tokens) * size_t(w.cols) * 2);
+  const size_t w16 = w.dtype == DType::F16 ? 0 : align256(size_t(w.rows) * size_t(w.cols) * 2);
+  return x16 + w16;
+}
+
+cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_tokens, float* y,
+                          void* workspace, size_t workspace_bytes, cublasHandle_t blas,
+                          cudaStream_t s) {
+  if (n_tokens <= 0 || w.rows <= 0) return cudaSuccess;
+  if (n_tokens <= kGemvMaxTokens) {
+    if (w.cols % 8 != 0) {
+      const unsigned grid = unsigned((w.rows + kWarps - 1) / kWarps);
+      gemv_scalar_kernel<<<grid, kWarps * 32, 0, s>>>(w, x, y, n_tokens);
+      return cudaGetLastError();
+    }
+    cudaError_t err = cudaErrorInvalidValue;
+    dispatch_dtype(w.dtype,
+                   [&](auto tag) { err = gemv_typed<decltype(tag)::value>(w, x, n_tokens, y, s); });
+    return err;
+  }
+  // Column-major view: W row-major {d, n} is W^T col-major (n x d, ld n); X [T, n] is n x T;
+  // Y [T, d] is d x T. So Y = op_T(W) * X.
+  const int m = int(w.rows), nn = int(n_tokens), k = int(w.cols);
+  const float alpha = 1.f, beta = 0.f;
+  if (cublasSetStream(blas, s) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
+  if (w.dtype == DType::F32) {
+    const cublasStatus_t st =
+        cublasSgemm(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &alpha,
+                    reinterpret_cast<const float*>(w.body), k, x, k, &beta, y, m);
+    return st == CUBLAS_STATUS_SUCCESS ? cudaGetLastError() : cudaErrorUnknown;
+  }
+  if (workspace_bytes < matmul_workspace_bytes(w, n_tokens)) return cudaErrorInvalidValue;
+  auto* x16 = static_cast<__half*>(workspace);
+  const __half* w16 = reinterpret_cast<const __half*>(w.body);
+  if (w.dtype != DType::F16) {
+    auto* dst = reinterpret_cast<__half*>(static_cast<uint8_t*>(workspace) +
+                                          align256(size_t(n_tokens) * size_t(w.cols) * 2));
+    if (cudaError_t e = launch_weight_to_f16(w, dst, s); e != cudaSuccess) return e;
+    w16 = dst;
+  }
+  if (cudaError_t e = launch_f32_to_f16(x, x16, n_tokens * w.cols, s); e != cudaSuccess) return e;
+  const cublasStatus_t st =
+      cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &alpha, w16, CUDA_R_16F, k, x16,
+                   CUDA_R_16F, k, &beta, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  return st == CUBLAS_STATUS_SUCCESS ? cudaGetLastError() : cudaErrorUnknown;
+}
+
+}  // namespace hearth::cuda

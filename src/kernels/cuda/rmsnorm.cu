@@ -1,0 +1,38 @@
+// RMSNorm on CUDA: one block per row, sum of squares reduced in float across the block, then
+// y = x * rsqrt(mean + eps) * w. Rows up to any length (threads stride the row).
+#include "kernels/cuda/cuda-ops.h"
+
+namespace hearth::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
+                   int64_t n, float eps) {
+  const float* xr = x + int64_t(blockIdx.x) * n;
+  float* yr = y + int64_t(blockIdx.x) * n;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) ss = fmaf(xr[i], xr[i], ss);
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  __shared__ float partial[kThreads / 32];
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float total = 0.f;
+#pragma unroll
+  for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
+  const float scale = rsqrtf(total / float(n) + eps);
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) yr[i] = xr[i] * scale * w[i];
+}
+
+}  // namespace
+
+cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
+                           float eps, cudaStream_t s) {
+  if (rows <= 0 || n <= 0) return cudaSuccess;
+  rmsnorm_kernel<<<unsigned(rows), kThreads, 0, s>>>(x, w, y, n, eps);
+  return cudaGetLastError();
+}
+
+}  // namespace hearth::cuda

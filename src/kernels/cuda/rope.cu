@@ -1,0 +1,43 @@
+// Rotary position embedding on CUDA, both pair layouts (ops.h RopeStyle). One thread per
+// (token, head, pair); angles in double as on the CPU, since at positions in the thousands a
+// float angle drifts visibly in the logits.
+#include "kernels/cuda/cuda-ops.h"
+
+namespace hearth::cuda {
+
+namespace {
+
+__global__ void rope_kernel(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                            const int32_t* __restrict__ pos, const float* __restrict__ inv_freq,
+                            int style) {
+  const int64_t half = head_dim / 2;
+  const int64_t total = n_tokens * n_heads * half;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = idx % half, th = idx / half, t = th / n_heads;
+    double sd, cd;
+    sincos(double(pos[t]) * double(inv_freq[i]), &sd, &cd);
+    const float c = float(cd), s = float(sd);
+    float* v = x + th * head_dim;
+    const int64_t a = style == 0 ? 2 * i : i;
+    const int64_t b = style == 0 ? 2 * i + 1 : i + half;
+    const float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x0 * s + x1 * c;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                        const int32_t* pos, const float* inv_freq, int style, cudaStream_t s) {
+  const int64_t total = n_tokens * n_heads * (head_dim / 2);
+  if (total <= 0) return cudaSuccess;
+  int64_t blocks = (total + 255) / 256;
+  if (blocks > 65535) blocks = 65535;
+  rope_kernel<<<unsigned(blocks), 256, 0, s>>>(x, n_tokens, n_heads, head_dim, pos, inv_freq,
+                                               style);
+  return cudaGetLastError();
+}
+
+}  // namespace hearth::cuda

@@ -1,0 +1,106 @@
+// Quantized block layouts, bit-compatible with ggml/GGUF (little-endian, no padding).
+// Adding a type: declare its block here, static_assert its size, add its row to tensor/dtype.cpp.
+#pragma once
+
+#include <cstdint>
+
+namespace hearth::kernels {
+
+// Elements per block for the legacy (32) and K-quant (256) families.
+inline constexpr int kQK32 = 32;
+inline constexpr int kQKK = 256;
+// K-quant scale bytes: 8 sub-blocks x (6-bit scale + 6-bit min) packed into 12 bytes.
+inline constexpr int kKScaleBytes = 12;
+
+// fp16 fields are IEEE half bits (base/half.h converts them).
+
+// x = d * q, q in [-127, 127].
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQK32];
+};
+// Activation block for Q4_1/Q5_1 dots: s = d * sum(qs) so the weight's min term costs one FMA.
+struct BlockQ8_1 {
+  uint16_t d;
+  uint16_t s;
+  int8_t qs[kQK32];
+};
+// x = d * (q - 8); qs[j] holds element j (low nibble) and element j+16 (high nibble).
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[kQK32 / 2];
+};
+// x = d * q + m, q in [0, 15]; nibbles as Q4_0.
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[kQK32 / 2];
+};
+// x = d * (q - 16); low 4 bits as Q4_0, bit 4 of element j is bit j of qh (little-endian u32).
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQK32 / 2];
+};
+// x = d * q + m, q in [0, 31]; bits as Q5_0.
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK32 / 2];
+};
+
+// 256 elements in 8 sub-blocks of 32: x = d * sc[j] * q - dmin * m[j], q in [0, 15].
+// qs: for each 64-element half-pair, 32 bytes: low nibbles = sub-block 2k, high = 2k+1.
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qs[kQKK / 2];
+};
+// As Q4_K with a fifth bit: qh[l] bit 2k (sub-block 2k) and 2k+1 (sub-block 2k+1) of element l.
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qh[kQKK / 8];
+  uint8_t qs[kQKK / 2];
+};
+// 256 elements in 16 sub-blocks of 16: x = d * scales[j] * (q - 32), q in [0, 63] split into
+// 4 low bits (ql) and 2 high bits (qh); see ref/quantize-kquants.cpp for the interleave.
+struct BlockQ6_K {
+  uint8_t ql[kQKK / 2];
+  uint8_t qh[kQKK / 4];
+  int8_t scales[kQKK / 16];
+  uint16_t d;
+};
+// Activation block for K-quant dots: f32 scale, and sums of each 16 qs for the min terms.
+struct BlockQ8_K {
+  float d;
+  int8_t qs[kQKK];
+  int16_t bsums[kQKK / 16];
+};
+
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
+
+// Unpacks the 6-bit scale and min of sub-block j (0..7) from a Q4_K/Q5_K scales[12].
+inline void kquant_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = uint8_t((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = uint8_t((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+}  // namespace hearth::kernels

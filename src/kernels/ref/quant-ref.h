@@ -1,0 +1,62 @@
+// Scalar reference kernels (the truth every SIMD kernel is tested against): quantize,
+// dequantize and weight-row x activation-row dot products per block type.
+// Adding a type: declare its three functions here and add them to ref/ref-table.cpp.
+#pragma once
+
+#include <cstdint>
+
+namespace hearth::kernels::ref {
+
+// Quantize n floats (multiple of the block size) into blocks; ggml's reference algorithms.
+void quantize_q4_0(const float* x, void* y, int64_t n);
+void quantize_q4_1(const float* x, void* y, int64_t n);
+void quantize_q5_0(const float* x, void* y, int64_t n);
+void quantize_q5_1(const float* x, void* y, int64_t n);
+void quantize_q8_0(const float* x, void* y, int64_t n);
+void quantize_q8_1(const float* x, void* y, int64_t n);
+void quantize_q4_k(const float* x, void* y, int64_t n);
+void quantize_q5_k(const float* x, void* y, int64_t n);
+void quantize_q6_k(const float* x, void* y, int64_t n);
+void quantize_q8_k(const float* x, void* y, int64_t n);
+void quantize_f16(const float* x, void* y, int64_t n);
+void quantize_bf16(const float* x, void* y, int64_t n);
+
+// Blocks -> n floats.
+void dequantize_q4_0(const void* x, float* y, int64_t n);
+void dequantize_q4_1(const void* x, float* y, int64_t n);
+void dequantize_q5_0(const void* x, float* y, int64_t n);
+void dequantize_q5_1(const void* x, float* y, int64_t n);
+void dequantize_q8_0(const void* x, float* y, int64_t n);
+void dequantize_q8_1(const void* x, float* y, int64_t n);
+void dequantize_q4_k(const void* x, float* y, int64_t n);
+void dequantize_q5_k(const void* x, float* y, int64_t n);
+void dequantize_q6_k(const void* x, float* y, int64_t n);
+void dequantize_q8_k(const void* x, float* y, int64_t n);
+void dequantize_f32(const void* x, float* y, int64_t n);
+void dequantize_f16(const void* x, float* y, int64_t n);
+void dequantize_bf16(const void* x, float* y, int64_t n);
+
+// dot(w row of n, activation row of n) where the activation is in the weight's vec-dot type
+// (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for K-quants, F32 for float weights).
+float dot_q4_0(int64_t n, const void* w, const void* x);
+float dot_q4_1(int64_t n, const void* w, const void* x);
+float dot_q5_0(int64_t n, const void* w, const void* x);
+float dot_q5_1(int64_t n, const void* w, const void* x);
+float dot_q8_0(int64_t n, const void* w, const void* x);
+float dot_q4_k(int64_t n, const void* w, const void* x);
+float dot_q5_k(int64_t n, const void* w, const void* x);
+float dot_q6_k(int64_t n, const void* w, const void* x);
+float dot_f32(int64_t n, const void* w, const void* x);
+float dot_f16(int64_t n, const void* w, const void* x);
+float dot_bf16(int64_t n, const void* w, const void* x);
+
+// ggml's round-half-to-even float -> int for |v| < 2^22 (the K-quant searches depend on it).
+inline int nearest_int(float v) {
+  if (!(v > -4194303.f && v < 4194303.f)) return v > 0 ? 4194303 : -4194303;
+  float shifted = v + 12582912.f;
+  uint32_t bits;
+  __builtin_memcpy(&bits, &shifted, 4);
+  return int(bits & 0x007fffff) - 0x00400000;
+}
+
+}  // namespace hearth::kernels::ref

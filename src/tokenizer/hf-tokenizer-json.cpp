@@ -1,0 +1,203 @@
+// tokenizer.json reader: vocab, merges ("a b" strings or ["a", "b"] pairs), added_tokens,
+// normalizer (none/NFC), pre_tokenizer (ByteLevel, Split, Digits, Sequence), ByteLevel decoder,
+// and BOS/EOS from a TemplateProcessing post-processor.
+#include "tokenizer/hf-tokenizer-json.h"
+
+#include <nlohmann/json.hpp>
+
+namespace hearth {
+namespace {
+
+using json = nlohmann::json;
+
+Status bad(const std::string& source, const std::string& what) {
+  return Status::error(source + ": " + what);
+}
+
+Status read_pre(const json& p, BpeVocab& v, const std::string& source) {
+  if (p.is_null()) return Status::ok();
+  if (!p.is_object() || !p.contains("type") || !p["type"].is_string()) {
+    return bad(source, "pre_tokenizer: not an object with a type");
+  }
+  const std::string type = p["type"];
+  if (type == "Sequence") {
+    if (!p.contains("pretokenizers") || !p["pretokenizers"].is_array()) {
+      return bad(source, "pre_tokenizer.pretokenizers: missing");
+    }
+    for (const json& s : p["pretokenizers"]) HEARTH_TRY(read_pre(s, v, source));
+    return Status::ok();
+  }
+  if (type == "ByteLevel") {
+    if (p.contains("add_prefix_space") && p["add_prefix_space"].is_boolean()) {
+      v.add_prefix_space = p["add_prefix_space"];
+    }
+    const bool use_regex =
+        !p.contains("use_regex") || !p["use_regex"].is_boolean() || p["use_regex"].get<bool>();
+    if (use_regex) v.pre.push_back(PreTokPattern::kGpt2);
+    return Status::ok();
+  }
+  if (type == "Digits") {
+    const bool individual = p.contains("individual_digits") &&
+                            p["individual_digits"].is_boolean() &&
+                            p["individual_digits"].get<bool>();
+    if (!individual) return bad(source, "pre_tokenizer: Digits without individual_digits");
+    v.pre.push_back(PreTokPattern::kDigits);
+    return Status::ok();
+  }
+  if (type == "Split") {
+    const json* pat = p.contains("pattern") ? &p["pattern"] : nullptr;
+    if (!pat || !pat->is_object() || !pat->contains("Regex") || !(*pat)["Regex"].is_string()) {
+      return bad(source, "pre_tokenizer: Split without a Regex pattern");
+    }
+    const std::string behavior = p.value("behavior", std::string("Isolated"));
+    if (behavior != "Isolated" || p.value("invert", false)) {
+      return bad(source, "pre_tokenizer: Split behavior '" + behavior + "' is unsupported");
+    }
+    auto m = pre_tok_pattern_for_regex((*pat)["Regex"].get<std::string>());
+    if (!m) {
+      return bad(source, "pre_tokenizer: unsupported Split regex " + (*pat)["Regex"].dump());
+    }
+    v.pre.push_back(*m);
+    return Status::ok();
+  }
+  return bad(source, "pre_tokenizer: unsupported type '" + type + "'");
+}
+
+Status read_normalizer(const json& n, BpeVocab& v, const std::string& source) {
+  if (n.is_null()) return Status::ok();
+  const std::string type = n.value("type", std::string());
+  if (type == "NFC") {
+    v.nfc = true;
+    return Status::ok();
+  }
+  if (type == "Sequence" && n.contains("normalizers") && n["normalizers"].is_array()) {
+    for (const json& s : n["normalizers"]) HEARTH_TRY(read_normalizer(s, v, source));
+    return Status::ok();
+  }
+  return bad(source, "normalizer: unsupported type '" + type + "'");
+}
+
+int32_t special_id(const json& item) {  // {"SpecialToken": {"id": "<s>", "type_id": 0}}
+  if (!item.is_object() || !item.contains("SpecialToken")) return -2;
+  return -1;
+}
+
+}  // namespace
+
+Result<BpeVocab> parse_hf_tokenizer_json(const std::string& text, const std::string& source) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return bad(source, "not valid JSON");
+  BpeVocab v;
+  if (!j.contains("model") || !j["model"].is_object()) return bad(source, "model: missing");
+  const json& m = j["model"];
+  const std::string type = m.value("type", std::string("BPE"));
+  if (type != "BPE") return bad(source, "model.type '" + type + "' is not BPE");
+  if (m.value("byte_fallback", false)) {
+    return bad(source, "model.byte_fallback: SentencePiece-style BPE needs tokenizer.model");
+  }
+  v.ignore_merges = m.value("ignore_merges", false);
+  if (!m.contains("vocab") || !m["vocab"].is_object()) return bad(source, "model.vocab: missing");
+  std::vector<std::pair<int64_t, std::string>> entries;
+  int64_t max_id = -1;
+  auto add_entry = [&](int64_t id, const std::string& s, const char* field) -> Status {
+    if (id < 0 || id >= 0x7FFFFFFF) {
+      return bad(source, std::string(field) + ": id " + std::to_string(id) + " out of range");
+    }
+    entries.emplace_back(id, s);
+    max_id = std::max(max_id, id);
+    return Status::ok();
+  };
+  for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
+    if (!it.value().is_number_integer()) return bad(source, "model.vocab: non-integer id");
+    HEARTH_TRY(add_entry(it.value().get<int64_t>(), it.key(), "model.vocab"));
+  }
+  std::vector<std::pair<int64_t, bool>> added;
+  if (j.contains("added_tokens") && j["added_tokens"].is_array()) {
+    for (const json& a : j["added_tokens"]) {
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() ||
+          !a.contains("content") || !a["content"].is_string()) {
+        return bad(source, "added_tokens: entry without id and content");
+      }
+      HEARTH_TRY(
+          add_entry(a["id"].get<int64_t>(), a["content"].get<std::string>(), "added_tokens"));
+      added.emplace_back(a["id"].get<int64_t>(), a.value("special", false));
+    }
+  }
+  if (max_id < 0) return bad(source, "model.vocab: empty");
+  if (max_id > 8 * static_cast<int64_t>(entries.size()) + 1024) {
+    return bad(source, "model.vocab: ids are too sparse (max id " + std::to_string(max_id) + ")");
+  }
+  v.tokens.assign(max_id + 1, std::string());
+  v.types.assign(max_id + 1, TokenType::kUnused);
+  for (auto& [id, s] : entries) {
+    v.tokens[id] = s;
+    v.types[id] = TokenType::kNormal;
+  }
+  for (auto [id, special] : added) {
+    v.types[id] = special ? TokenType::kControl : TokenType::kUserDefined;
+  }
+  if (!m.contains("merges") || !m["merges"].is_array()) return bad(source, "model.merges: missing");
+  const json& merges = m["merges"];
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const json& e = merges[i];
+    if (e.is_string()) {
+      const std::string s = e;
+      const size_t sp = s.size() > 1 ? s.find(' ', 1) : std::string::npos;
+      if (sp == std::string::npos) {
+        return bad(source, "model.merges[" + std::to_string(i) + "]: not \"a b\"");
+      }
+      v.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+      v.merges.emplace_back(e[0].get<std::string>(), e[1].get<std::string>());
+    } else {
+      return bad(source, "model.merges[" + std::to_string(i) + "]: not a string or a pair");
+    }
+  }
+  auto find_id = [&](const std::string& s) -> int32_t {
+    for (size_t i = 0; i < v.tokens.size(); ++i) {
+      if (v.tokens[i] == s && v.types[i] != TokenType::kUnused) return static_cast<int32_t>(i);
+    }
+    return -1;
+  };
+  if (m.contains("unk_token") && m["unk_token"].is_string()) {
+    v.unk_id = find_id(m["unk_token"].get<std::string>());
+  }
+  HEARTH_TRY(read_normalizer(j.value("normalizer", json()), v, source));
+  HEARTH_TRY(read_pre(j.value("pre_tokenizer", json()), v, source));
+  const json dec = j.value("decoder", json());
+  if (!dec.is_null() && dec.value("type", std::string()) != "ByteLevel") {
+    return bad(source, "decoder: only ByteLevel is supported for BPE, got " +
+                           dec.value("type", std::string("?")));
+  }
+  // BOS/EOS as the TemplateProcessing post-processor adds them ("<|begin_of_text|> $A").
+  std::vector<const json*> procs;
+  const json post = j.value("post_processor", json());
+  if (post.is_object()) {
+    if (post.value("type", std::string()) == "Sequence" && post.contains("processors") &&
+        post["processors"].is_array()) {
+      for (const json& p : post["processors"]) procs.push_back(&p);
+    } else {
+      procs.push_back(&post);
+    }
+  }
+  for (const json* p : procs) {
+    if (p->value("type", std::string()) != "TemplateProcessing" || !p->contains("single") ||
+        !(*p)["single"].is_array() || (*p)["single"].empty()) {
+      continue;
+    }
+    const json& single = (*p)["single"];
+    auto token_of = [&](const json& item) -> int32_t {
+      if (special_id(item) == -2) return -1;
+      const json& st = item["SpecialToken"];
+      if (!st.is_object() || !st.contains("id") || !st["id"].is_string()) return -1;
+      return find_id(st["id"].get<std::string>());
+    };
+    if (int32_t b = token_of(single.front()); b >= 0) v.bos_id = b, v.add_bos = true;
+    if (single.size() > 1) {
+      if (int32_t e = token_of(single.back()); e >= 0) v.eos_id = e, v.add_eos = true;
+    }
+  }
+  return v;
+}
+
+}  // namespace hearth

@@ -1,0 +1,113 @@
+// Writes the fuzz seed corpus (small GGUF and safetensors files made by Hearth's own writers)
+// into OUT/seeds/{gguf,safetensors}, and empty work dirs OUT/corpus/{gguf,safetensors} for
+// libFuzzer's new inputs. Usage: make-seeds OUT. A new seed: one more put_*() call below.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
+
+namespace {
+
+using namespace hearth;
+
+bool put(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  return bool(out);
+}
+
+std::vector<uint8_t> ramp(size_t n, uint8_t start) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = uint8_t(start + i);
+  return v;
+}
+
+bool gguf_seeds(const std::string& dir) {
+  bool ok = true;
+  GgufWriter empty;
+  ok &= put(dir + "/empty.gguf", empty.to_bytes());
+
+  GgufWriter kv;
+  kv.set_string("general.architecture", "llama");
+  kv.set_u32("llama.block_count", 2);
+  kv.set_i32("i32", -5);
+  kv.set_u64("u64", 1ull << 40);
+  kv.set_f32("llama.rope.freq_base", 10000.0f);
+  kv.set_bool("tokenizer.ggml.add_bos_token", true);
+  kv.set_string_array("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "a", "b"});
+  kv.set_f32_array("tokenizer.ggml.scores", {0, 0, 0, -1, -2});
+  kv.set_i32_array("tokenizer.ggml.token_type", {2, 3, 3, 1, 1});
+  GgufValue nested;
+  nested.type = GgufType::ARRAY;
+  nested.elem_type = GgufType::ARRAY;
+  nested.items.resize(2);
+  for (auto& it : nested.items) {
+    it.type = GgufType::ARRAY;
+    it.elem_type = GgufType::UINT16;
+    it.ints = {1, 2, 3};
+  }
+  kv.set_value("nested", nested);
+  ok &= put(dir + "/metadata.gguf", kv.to_bytes());
+
+  GgufWriter t = kv;
+  t.add_tensor("token_embd.weight", DType::F32, {5, 4}, ramp(80, 1));
+  t.add_tensor("blk.0.attn_q.weight", DType::Q8_0, {2, 32}, ramp(68, 7));
+  t.add_tensor("output_norm.weight", DType::BF16, {4}, ramp(8, 9));
+  ok &= put(dir + "/tensors.gguf", t.to_bytes());
+
+  GgufWriter a;
+  a.set_u32("general.alignment", 8);
+  a.add_tensor("a", DType::F16, {3}, ramp(6, 0));
+  a.add_tensor("b", DType::Q4_K, {1, 256}, ramp(144, 3));
+  a.add_tensor("c", DType::I8, {2, 1, 1, 3}, ramp(6, 5));
+  ok &= put(dir + "/aligned8.gguf", a.to_bytes());
+  return ok;
+}
+
+bool safetensors_seeds(const std::string& dir) {
+  bool ok = true;
+  ok &= write_safetensors(dir + "/empty.safetensors", {}).is_ok();
+  ok &= write_safetensors(dir + "/golden-like.safetensors",
+                          {{"input_ids", DType::I64, {4}, ramp(32, 1)},
+                           {"logits", DType::F32, {4, 3}, ramp(48, 2)}})
+            .is_ok();
+  ok &= write_safetensors(dir + "/mixed.safetensors",
+                          {{"model.embed_tokens.weight", DType::BF16, {3, 2}, ramp(12, 3)},
+                           {"h", DType::F16, {1}, ramp(2, 4)},
+                           {"i", DType::I32, {}, ramp(4, 5)},
+                           {"e", DType::F32, {0}, {}}})
+            .is_ok();
+  // With __metadata__, which the writer does not emit.
+  const std::string header =
+      R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  std::vector<uint8_t> b(8);
+  const uint64_t len = header.size();
+  for (int i = 0; i < 8; ++i) b[size_t(i)] = uint8_t(len >> (8 * i));
+  b.insert(b.end(), header.begin(), header.end());
+  b.resize(b.size() + 8, 0x3f);
+  ok &= put(dir + "/metadata.safetensors", b);
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string out = argv[1];
+  for (const char* sub : {"", "/seeds", "/seeds/gguf", "/seeds/safetensors", "/corpus",
+                          "/corpus/gguf", "/corpus/safetensors"})
+    mkdir((out + sub).c_str(), 0755);  // existing dirs are fine
+  if (!gguf_seeds(out + "/seeds/gguf") || !safetensors_seeds(out + "/seeds/safetensors")) {
+    std::fprintf(stderr, "%s: cannot write seeds under %s\n", argv[0], out.c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,226 @@
+// Every CUDA backend op against the CPU kernels (kernels::*): random data, odd shapes, outputs
+// poisoned with NaN first, a tolerance per op. Matmul covers every weight dtype at T=1 (GEMV),
+// T=3 (multi-token GEMV) and T=17 (fp16 tensor-core GEMM).
+#include <gtest/gtest.h>
+
+#include "cuda-test-util.h"
+#include "random-weights.h"
+
+namespace hearth::test {
+namespace {
+
+const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
+                           DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                           DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+Weight make_weight(DType t, int64_t rows, int64_t cols, std::vector<uint8_t>& bytes) {
+  Weight w;
+  w.host.name = std::string("w.") + dtype_name(t);
+  w.host.dtype = t;
+  w.host.shape = {rows, cols};
+  w.host.data = bytes.data();
+  w.host.nbytes = bytes.size();
+  return w;
+}
+
+// Rows dequantized by the CPU kernels: the reference decode of every dtype.
+std::vector<float> cpu_dequant(const Weight& w) {
+  const int64_t rows = w.host.rows(), cols = w.host.cols();
+  std::vector<float> out(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    kernels::dequantize_row(w.host.dtype, w.host.row(r), out.data() + r * cols, cols);
+  return out;
+}
+
+TEST(CudaBackendCreate, MissingDeviceIsAnErrorNotACrash) {
+  Status err;
+  auto none = make_cuda_backend(4096, &err);
+  EXPECT_EQ(none, nullptr);
+  EXPECT_FALSE(err.is_ok());
+  EXPECT_FALSE(err.message().empty());
+  Status err0;
+  auto first = make_cuda_backend(0, &err0);
+  // Either a backend or a one-line reason, never both and never neither.
+  EXPECT_EQ(first != nullptr, err0.is_ok()) << err0.message();
+}
+
+class CudaMatmul : public CudaTest,
+                   public ::testing::WithParamInterface<std::tuple<DType, int64_t>> {};
+
+TEST_P(CudaMatmul, MatchesCpuDequantizedProduct) {
+  const auto [t, n_tokens] = GetParam();
+  const int64_t block = dtype_info(t).block_size;
+  // Odd row counts; column counts of 1..3 K-quant blocks or odd for plain types.
+  std::vector<int64_t> col_options = block == 256  ? std::vector<int64_t>{256, 768}
+                                     : block == 32 ? std::vector<int64_t>{96, 512}
+                                                   : std::vector<int64_t>{101, 512};
+  for (int64_t cols : col_options) {
+    const int64_t rows = 37;
+    auto bytes = random_weight_bytes(t, rows, cols, uint32_t(cols + n_tokens));
+    Weight w = make_weight(t, rows, cols, bytes);
+    ASSERT_TRUE(backend_->prepare_weight(w).is_ok()) << backend_->status().message();
+    ASSERT_TRUE(backend_->prepare_weight(w).is_ok());  // idempotent
+    const auto x = random_floats(size_t(n_tokens * cols), 11);
+    const auto wf = cpu_dequant(w);
+    std::vector<float> want(size_t(n_tokens * rows));
+    for (int64_t tk = 0; tk < n_tokens; ++tk)
+      for (int64_t r = 0; r < rows; ++r) {
+        double s = 0;
+        for (int64_t i = 0; i < cols; ++i)
+          s += double(wf[size_t(r * cols + i)]) * x[size_t(tk * cols + i)];
+        want[size_t(tk * rows + r)] = float(s);
+      }
+    float* y = poisoned(n_tokens * rows);
+    backend_->matmul(w, dev(x), n_tokens, y);
+    const double err = rel_error(get(y, n_tokens * rows), want);
+    // GEMV accumulates in f32; the GEMM path rounds W and X to fp16 (2^-11 each).
+    const double tol = n_tokens <= 4 ? 2e-5 : 3e-3;
+    EXPECT_LT(err, tol) << dtype_name(t) << " " << rows << "x" << cols << " T=" << n_tokens;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, CudaMatmul,
+                         ::testing::Combine(::testing::ValuesIn(kAllTypes),
+                                            ::testing::Values(int64_t(1), int64_t(3), int64_t(17))),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_T" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+class CudaEmbed : public CudaTest, public ::testing::WithParamInterface<DType> {};
+
+TEST_P(CudaEmbed, RowsMatchCpuDequantize) {
+  const DType t = GetParam();
+  const int64_t cols =
+      dtype_info(t).block_size == 256 ? 512 : (dtype_info(t).block_size == 32 ? 96 : 77);
+  const int64_t rows = 29;
+  auto bytes = random_weight_bytes(t, rows, cols, 5);
+  Weight w = make_weight(t, rows, cols, bytes);
+  ASSERT_TRUE(backend_->prepare_weight(w).is_ok());
+  const std::vector<int32_t> ids = {3, 0, 28, 3, 17};
+  float* out = poisoned(int64_t(ids.size()) * cols);
+  backend_->embed(w, ids.data(), int64_t(ids.size()), out);
+  const auto got = get(out, int64_t(ids.size()) * cols);
+  const auto wf = cpu_dequant(w);
+  std::vector<float> want;
+  for (int32_t id : ids)
+    want.insert(want.end(), wf.begin() + id * cols, wf.begin() + (id + 1) * cols);
+  EXPECT_LT(rel_error(got, want), 1e-6) << dtype_name(t);
+}
+
+TEST_P(CudaEmbed, OutOfRangeIdIsAnError) {
+  const DType t = GetParam();
+  const int64_t cols = dtype_info(t).block_size == 256 ? 256 : 64;
+  auto bytes = random_weight_bytes(t, 4, cols, 9);
+  Weight w = make_weight(t, 4, cols, bytes);
+  ASSERT_TRUE(backend_->prepare_weight(w).is_ok());
+  const int32_t bad = 4;
+  float* out = poisoned(cols);
+  backend_->embed(w, &bad, 1, out);
+  EXPECT_FALSE(backend_->status().is_ok());
+  backend_.reset();  // the expected error must not fail TearDown
+  owned_.clear();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, CudaEmbed, ::testing::ValuesIn(kAllTypes),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST_F(CudaTest, UnsupportedWeightIsAnError) {
+  std::vector<uint8_t> bytes(84 * 2);
+  Weight w = make_weight(DType::Q2_K, 2, 256, bytes);
+  EXPECT_FALSE(backend_->prepare_weight(w).is_ok());
+  std::vector<uint8_t> short_bytes(10);
+  Weight w2 = make_weight(DType::Q4_0, 2, 64, short_bytes);
+  EXPECT_FALSE(backend_->prepare_weight(w2).is_ok());
+}
+
+TEST_F(CudaTest, RmsnormMatchesCpu) {
+  const int64_t rows = 3, n = 4097;
+  const auto x = random_floats(size_t(rows * n), 1, -3.f, 3.f), w = random_floats(size_t(n), 2);
+  std::vector<float> want(x.size());
+  kernels::rmsnorm(x.data(), w.data(), want.data(), rows, n, 1e-5f);
+  float* y = poisoned(rows * n);
+  backend_->rmsnorm(dev(x), dev(w), y, rows, n, 1e-5f);
+  EXPECT_LT(rel_error(get(y, rows * n), want), 1e-6);
+}
+
+TEST_F(CudaTest, RopeMatchesCpuBothLayouts) {
+  for (auto style : {kernels::RopeStyle::kInterleaved, kernels::RopeStyle::kHalves}) {
+    for (int64_t hd : {32, 64, 128}) {
+      const int64_t T = 5, heads = 3;
+      auto x = random_floats(size_t(T * heads * hd), 3);
+      std::vector<float> inv(size_t(hd / 2));
+      for (int64_t i = 0; i < hd / 2; ++i) inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / hd));
+      const std::vector<int32_t> pos = {0, 1, 77, 4095, 5000};
+      float* d = dev(x);
+      backend_->rope(d, T, heads, hd, pos.data(), inv.data(), style);
+      kernels::rope(x.data(), T, heads, hd, pos.data(), inv.data(), style);
+      EXPECT_LT(rel_error(get(d, T * heads * hd), x), 1e-6) << "hd " << hd;
+    }
+  }
+}
+
+struct AttnCase {
+  int64_t T, pos0, heads, kv_heads, hd;
+};
+
+TEST_F(CudaTest, AttentionMatchesCpu) {
+  ThreadPool pool(2);
+  const AttnCase cases[] = {
+      {1, 0, 4, 2, 64},   {1, 700, 4, 2, 64}, {1, 1300, 8, 8, 128}, {3, 257, 4, 1, 32},
+      {37, 0, 4, 4, 128}, {20, 45, 4, 2, 64}, {9, 300, 2, 2, 80},   {64, 100, 3, 3, 32},
+      {2, 10, 2, 1, 256}, {40, 3, 2, 1, 256},
+  };
+  for (const auto& c : cases) {
+    const int64_t ctx = c.pos0 + c.T;
+    const auto q = random_floats(size_t(c.T * c.heads * c.hd), 4, -2.f, 2.f);
+    const auto k = random_floats(size_t(ctx * c.kv_heads * c.hd), 5, -2.f, 2.f);
+    const auto v = random_floats(size_t(ctx * c.kv_heads * c.hd), 6);
+    const float scale = 1.f / std::sqrt(float(c.hd));
+    std::vector<float> want(q.size());
+    kernels::attention(q.data(), k.data(), v.data(), want.data(), c.T, c.pos0, c.heads, c.kv_heads,
+                       c.hd, scale, pool);
+    float* out = poisoned(int64_t(q.size()));
+    backend_->attention(dev(q), dev(k), dev(v), out, c.T, c.pos0, c.heads, c.kv_heads, c.hd, scale);
+    EXPECT_LT(rel_error(get(out, int64_t(q.size())), want), 2e-5)
+        << "T " << c.T << " pos0 " << c.pos0 << " hd " << c.hd;
+  }
+}
+
+TEST_F(CudaTest, ElementwiseMatchCpu) {
+  const int64_t rows = 7, n = 1001;
+  const auto a = random_floats(size_t(rows * n), 7, -6.f, 6.f),
+             b = random_floats(size_t(rows * n), 8);
+  const auto bias = random_floats(size_t(n), 9);
+  std::vector<float> want(a.size());
+  kernels::swiglu(a.data(), b.data(), want.data(), rows * n);
+  float* out = poisoned(rows * n);
+  backend_->swiglu(dev(a), dev(b), out, rows * n);
+  EXPECT_LT(rel_error(get(out, rows * n), want), 1e-6);
+
+  std::vector<float> y = a;
+  kernels::add_inplace(y.data(), b.data(), rows * n);
+  float* dy = dev(a);
+  backend_->add_inplace(dy, dev(b), rows * n);
+  EXPECT_LT(rel_error(get(dy, rows * n), y), 1e-7);
+
+  kernels::add_bias(y.data(), bias.data(), rows, n);
+  backend_->add_bias(dy, dev(bias), rows, n);
+  EXPECT_LT(rel_error(get(dy, rows * n), y), 1e-7);
+}
+
+TEST_F(CudaTest, PrepareVectorConvertsFloatTypes) {
+  std::vector<uint16_t> h = {f32_to_bf16(1.5f), f32_to_bf16(-2.25f), f32_to_bf16(0.125f)};
+  TensorView v;
+  v.name = "norm";
+  v.dtype = DType::BF16;
+  v.shape = {3};
+  v.data = h.data();
+  v.nbytes = 6;
+  auto r = backend_->prepare_vector(v);
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_EQ(get(*r, 3), (std::vector<float>{1.5f, -2.25f, 0.125f}));
+}
+
+}  // namespace
+}  // namespace hearth::test

@@ -1,0 +1,78 @@
+// Helpers for the CUDA op tests: a backend fixture (skips without a GPU unless
+// HEARTH_REQUIRE_GPU=1), device buffers with NaN poisoning, and error norms.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda-backend.h"
+
+namespace hearth::test {
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Status err;
+    backend_ = make_cuda_backend(0, &err);
+    if (!backend_) {
+      const char* req = std::getenv("HEARTH_REQUIRE_GPU");
+      if (req && std::string(req) == "1") FAIL() << "no GPU: " << err.message();
+      GTEST_SKIP() << "no CUDA device (" << err.message() << ")";
+    }
+  }
+  void TearDown() override {
+    if (backend_) {
+      EXPECT_TRUE(backend_->status().is_ok()) << backend_->status().message();
+    }
+  }
+
+  // A device buffer filled from host data.
+  float* dev(const std::vector<float>& host) {
+    float* p = backend_->alloc(int64_t(host.size()));
+    backend_->upload(p, host.data(), int64_t(host.size()));
+    owned_.push_back(p);
+    return p;
+  }
+  // A device buffer of n NaNs, so unwritten outputs show.
+  float* poisoned(int64_t n) {
+    return dev(std::vector<float>(size_t(n), std::numeric_limits<float>::quiet_NaN()));
+  }
+  std::vector<float> get(const float* p, int64_t n) {
+    std::vector<float> h(static_cast<size_t>(n));
+    backend_->download(h.data(), p, n);
+    return h;
+  }
+  ~CudaTest() override {
+    if (backend_)
+      for (float* p : owned_) backend_->free(p);
+  }
+
+  std::unique_ptr<Backend> backend_;
+  std::vector<float*> owned_;
+};
+
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// ||got - want|| / ||want||; infinite when any element of got is not finite.
+inline double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return std::numeric_limits<double>::infinity();
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+}  // namespace hearth::test

@@ -1,0 +1,90 @@
+// Pre-tokenizer splits written by hand from the published regexes (GPT-2, Llama 3, Qwen2):
+// contractions, digit grouping, whitespace runs, newlines, CJK, emoji, invalid UTF-8.
+#include <gtest/gtest.h>
+
+#include "tokenizer/pre-tokenizer.h"
+
+namespace hearth {
+namespace {
+
+using Pieces = std::vector<std::string>;
+
+Pieces split(PreTokenizer pre, std::string_view text) {
+  Pieces out;
+  for (auto [b, e] : pre_tokenize(pre, text)) out.emplace_back(text.substr(b, e - b));
+  return out;
+}
+
+const PreTokenizer kGpt2{PreTokPattern::kGpt2};
+const PreTokenizer kLlama3{PreTokPattern::kLlama3};
+const PreTokenizer kQwen2{PreTokPattern::kQwen2};
+
+TEST(PreTokenizer, Llama3) {
+  EXPECT_EQ(split(kLlama3, "the 12345 he's\n\n  x"),
+            (Pieces{"the", " ", "123", "45", " he", "'s", "\n\n", " ", " x"}));
+  EXPECT_EQ(split(kLlama3, "I'M we'RE they'll don't"),
+            (Pieces{"I", "'M", " we", "'RE", " they", "'ll", " don", "'t"}));
+  EXPECT_EQ(split(kLlama3, "1234567"), (Pieces{"123", "456", "7"}));
+  EXPECT_EQ(split(kLlama3, "a  b   c"), (Pieces{"a", " ", " b", "  ", " c"}));
+  EXPECT_EQ(split(kLlama3, "x\r\n\r\ny \n z"), (Pieces{"x", "\r\n\r\n", "y", " \n", " z"}));
+  EXPECT_EQ(split(kLlama3, "end  "), (Pieces{"end", "  "}));
+  EXPECT_EQ(split(kLlama3, "中文字符 日本"), (Pieces{"中文字符", " 日本"}));
+  EXPECT_EQ(split(kLlama3, "hi👍🏽! ok"), (Pieces{"hi", "👍🏽!", " ok"}));
+  EXPECT_EQ(split(kLlama3, "!!ab ,x.\n\ny"), (Pieces{"!!", "ab", " ,", "x", ".\n\n", "y"}));
+  EXPECT_EQ(split(kLlama3,
+                  "\xFF\xFE"
+                  "ab\xC3"),
+            (Pieces{"\xFF\xFE", "ab", "\xC3"}));
+  EXPECT_EQ(split(kLlama3,
+                  "\xFF"
+                  "ab"),
+            (Pieces{"\xFF"
+                    "ab"}));
+  EXPECT_EQ(split(kLlama3, "½²Ⅻ٣4"), (Pieces{"½²Ⅻ", "٣4"}));
+  EXPECT_EQ(split(kLlama3, "\tword"), (Pieces{"\tword"}));
+  EXPECT_EQ(split(kLlama3, "it'sx 's"), (Pieces{"it", "'s", "x", " '", "s"}));
+}
+
+TEST(PreTokenizer, Qwen2DigitsOneByOne) {
+  EXPECT_EQ(split(kQwen2, "the 12345 he's\n\n  x"),
+            (Pieces{"the", " ", "1", "2", "3", "4", "5", " he", "'s", "\n\n", " ", " x"}));
+  EXPECT_EQ(split(kQwen2, "Q'S 中文 3.14"), (Pieces{"Q", "'S", " 中文", " ", "3", ".", "1", "4"}));
+}
+
+TEST(PreTokenizer, Gpt2) {
+  EXPECT_EQ(split(kGpt2, "the 12345 he's\n\n  x"),
+            (Pieces{"the", " 12345", " he", "'s", "\n\n ", " x"}));
+  // Contractions are case-sensitive in GPT-2's pattern.
+  EXPECT_EQ(split(kGpt2, "I'M don't"), (Pieces{"I", "'", "M", " don", "'t"}));
+  EXPECT_EQ(split(kGpt2, "a  b"), (Pieces{"a", " ", " b"}));
+  EXPECT_EQ(split(kGpt2, " !?x"), (Pieces{" !?", "x"}));
+  EXPECT_EQ(split(kGpt2, "中文 😀😀"), (Pieces{"中文", " 😀😀"}));
+}
+
+TEST(PreTokenizer, DigitsThenGpt2AsStarCoder) {
+  EXPECT_EQ(split(PreTokenizer{PreTokPattern::kDigits, PreTokPattern::kGpt2}, "a 123b"),
+            (Pieces{"a", " ", "1", "2", "3", "b"}));
+}
+
+TEST(PreTokenizer, PiecesAlwaysCoverInput) {
+  const std::string s = "x \xF0\x9F\x98 \xED\xA0\x80 y\n\t\v\f\xC2\xA0z";
+  for (const auto& p : {kGpt2, kLlama3, kQwen2}) {
+    std::string joined;
+    for (const auto& piece : split(p, s)) {
+      EXPECT_FALSE(piece.empty());
+      joined += piece;
+    }
+    EXPECT_EQ(joined, s);
+  }
+}
+
+TEST(PreTokenizer, Lookups) {
+  EXPECT_EQ(pre_tokenizer_for_gguf("llama-bpe"), kLlama3);
+  EXPECT_EQ(pre_tokenizer_for_gguf("qwen2"), kQwen2);
+  EXPECT_EQ(pre_tokenizer_for_gguf("gpt-2"), kGpt2);
+  EXPECT_FALSE(pre_tokenizer_for_gguf("no-such-pre").has_value());
+  EXPECT_FALSE(pre_tok_pattern_for_regex("\\w+").has_value());
+}
+
+}  // namespace
+}  // namespace hearth
