@@ -21,7 +21,9 @@ function(hearth_test name)
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 600)
   endif()
+  # A list value inside PROPERTIES would be split into separate arguments: escape its ';'.
+  string(REPLACE ";" "\\;" labels "${T_LABELS}")
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-    PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
+    PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${labels}"
     ENVIRONMENT "HEARTH_SHARED_DEFAULT=${HEARTH_SHARED_RESOLVED};HEARTH_BIN_DIR=${PROJECT_BINARY_DIR}/apps/cli")
 endfunction()

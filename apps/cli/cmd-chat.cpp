@@ -10,6 +10,7 @@
 
 #include "base/mapped-file.h"
 #include "command.h"
+#include "runtime/chat-format.h"
 #include "common.h"
 #include "runtime/chat/chat-template.h"
 #include "runtime/session.h"
@@ -115,32 +116,10 @@ class Chat {
 
  private:
   void pick_template() {
-    if (!args_.template_file.empty()) {
-      template_ = check(read_text_file(args_.template_file));
-      template_label_ = args_.template_file;
-    } else if (!args_.template_name.empty()) {
-      auto b = builtin_chat_template(args_.template_name);
-      if (!b) fail("--template-name: unknown template '" + args_.template_name + "'");
-      template_ = std::string(*b);
-      template_label_ = "built-in " + args_.template_name;
-    } else if (!engine_->chat_template().empty()) {
-      template_ = engine_->chat_template();
-      template_label_ = "from the model";
-    } else {
-      const std::string name =
-          guess_chat_template_name(engine_->name(), engine_->model().arch().gguf_name)
-              .value_or("llama2");
-      template_ = std::string(*builtin_chat_template(name));
-      template_label_ = "built-in " + name + " (the model has none; choose with --template-name)";
-    }
-    // Family-specific end-of-turn texts, in case the model writes them as plain text.
-    stops_.clear();
-    const auto family = detect_chat_template_family(template_);
-    if (family == "chatml") stops_ = {"<|im_end|>", "<|im_start|>"};
-    if (family == "llama3") stops_ = {"<|eot_id|>", "<|start_header_id|>"};
-    if (family == "gemma") stops_ = {"<end_of_turn>", "<start_of_turn>"};
-    if (family == "llama2" || family == "mistral") stops_ = {"</s>", "[INST]"};
-    if (!engine_->eos_text().empty()) stops_.push_back(engine_->eos_text());
+    ChatFormat f = check(resolve_chat_format(*engine_, args_.template_file, args_.template_name));
+    template_ = f.template_text;
+    template_label_ = f.label;
+    stops_ = f.stops;
   }
 
   void reset_messages() {
@@ -149,11 +128,7 @@ class Chat {
   }
 
   Result<std::vector<int32_t>> tokenize(const std::vector<ChatMessage>& msgs) const {
-    HEARTH_ASSIGN_OR_RETURN(
-        std::string prompt,
-        render_chat_template(template_, msgs, true, engine_->bos_text(), engine_->eos_text()));
-    // The template writes BOS itself (bos_token), so only special-token texts are parsed.
-    return engine_->tokenizer().encode(prompt, /*add_special=*/false, /*parse_special=*/true);
+    return tokenize_chat(*engine_, ChatFormat{template_, template_label_, stops_}, msgs);
   }
 
   // Index of the first droppable message (after the system prompt), or npos.

@@ -5,6 +5,7 @@
 #include "base/mapped-file.h"
 #include "command.h"
 #include "common.h"
+#include "runtime/chat-format.h"
 #include "runtime/session.h"
 
 namespace hearth::cli {
@@ -15,6 +16,8 @@ struct RunArgs {
   std::string prompt, tokens_text, file;
   int32_t n_predict = -1;
   bool ignore_eos = false, json = false, no_display_prompt = false;
+  bool chat = false;  // apply the chat template to the prompt as one user turn
+  std::string system, template_file, template_name;
   std::vector<std::string> stop;
   SamplingParams sampling;
 };
@@ -25,8 +28,17 @@ void run(const RunArgs& a) {
   std::vector<int32_t> prompt;
   std::string prompt_text = a.prompt;
   if (!a.file.empty()) prompt_text = check(read_text_file(a.file));
+  std::vector<std::string> chat_stops;
   if (!a.tokens_text.empty()) {
     prompt = parse_token_list(a.tokens_text);  // used exactly as given, no BOS
+  } else if (a.chat) {
+    ChatFormat format = check(resolve_chat_format(*engine, a.template_file, a.template_name));
+    std::vector<ChatMessage> messages;
+    if (!a.system.empty()) messages.push_back({"system", a.system, {}});
+    messages.push_back({"user", prompt_text, {}});
+    prompt = check(tokenize_chat(*engine, format, messages));
+    chat_stops = format.stops;
+    if (!a.json) std::fprintf(stderr, "hearth: chat template %s\n", format.label.c_str());
   } else {
     prompt = tok.encode(prompt_text, /*add_special=*/true);
     if (prompt.empty()) fail("the prompt is empty");
@@ -39,7 +51,8 @@ void run(const RunArgs& a) {
   opt.ignore_eos = a.ignore_eos;
   opt.sampling = a.sampling;
   opt.stop = a.stop;
-  if (!a.json && !a.no_display_prompt) {
+  opt.stop.insert(opt.stop.end(), chat_stops.begin(), chat_stops.end());
+  if (!a.json && !a.no_display_prompt && !a.chat) {
     std::fputs(a.tokens_text.empty() ? prompt_text.c_str() : tok.decode(prompt).c_str(), stdout);
     std::fflush(stdout);
   }
@@ -90,6 +103,11 @@ void setup(CLI::App& root) {
   cmd->add_flag("--ignore-eos", a->ignore_eos, "keep generating past end-of-sequence");
   cmd->add_flag("--json", a->json, "print one JSON object with ids, text and timings");
   cmd->add_flag("--no-display-prompt", a->no_display_prompt, "do not echo the prompt");
+  cmd->add_flag("--chat", a->chat, "wrap the prompt as one user turn with the chat template");
+  cmd->add_option("--system", a->system, "system message (with --chat)");
+  cmd->add_option("--template", a->template_file, "Jinja chat template file (with --chat)");
+  cmd->add_option("--template-name", a->template_name,
+                  "built-in template: llama2, llama3, chatml, mistral, gemma (with --chat)");
   cmd->callback([a] {
     if (a->prompt.empty() && a->tokens_text.empty() && a->file.empty())
       fail("run: give a prompt with -p TEXT, --tokens IDS or -f FILE");
