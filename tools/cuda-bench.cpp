@@ -123,10 +123,15 @@ int main() {
       std::vector<cuda::DeviceWeight> ws;
       for (auto* p : packed) ws.push_back(cuda::make_device_weight(t, rows, cols, p));
       const int launches = std::max(replicas, 64);
+      // Quantized dtypes quantize x inside each launch_matmul (the backend does it once per x).
+      const size_t wsb1 = cuda::matmul_workspace_bytes(ws[0], 1);
+      void* work1 = nullptr;
+      if (wsb1 && !ok(cudaMalloc(&work1, wsb1), "malloc workspace")) return 1;
       const double gemv_s = time_graph(s, launches, [&] {
         for (int i = 0; i < launches; ++i)
-          cuda::launch_matmul(ws[size_t(i % replicas)], x, 1, y, nullptr, 0, blas, s);
+          cuda::launch_matmul(ws[size_t(i % replicas)], x, 1, y, work1, wsb1, blas, s);
       });
+      cudaFree(work1);
       const double gbs = double(raw) / gemv_s / 1e9;
       // Prefill: T = 512 through the dequantize + tensor-core GEMM path.
       const size_t wsb = cuda::matmul_workspace_bytes(ws[0], 512);

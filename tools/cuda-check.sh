@@ -1,84 +1,160 @@
 #!/usr/bin/env bash
-# One-call CUDA check for the device machine: builds the CUDA backend (a minimal CMake project over
-# src/{base,tensor,kernels,backend} + tests/unit/cuda, so unrelated deps are not needed), runs the
-# CUDA op tests and the GEMV/GEMM bench, and prints a short table last. Logs go to $OUT.
-# Usage: tools/cuda-check.sh   (env: OUT=dir for logs, GTEST_SRC=googletest source if none installed)
+# The whole CUDA check in one device call: CUDA op tests, GEMV bench, goldens through the GPU
+# (all layers, then partial), then llama2-7b-shape decode/prefill speed; a short table last.
+#   tools/cuda-check.sh pack [SET]  (here, no GPU) builds build-cuda and fills .gpu-data/ (bin/,
+#       lib/, goldens/, tools/): carry ".gpu-data" to the device. SET: a (default) or b, which
+#       golden files (64 MiB carry limit).
+#   tools/cuda-check.sh             (device) uses .gpu-data/bin if present, else builds the full
+#       tree (cmake -DHEARTH_CUDA=ON) there. Env: OUT (logs), SKIP_SPEED=1, SPEED_TYPES.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${BUILD:-$ROOT/build-cuda-check}
+DATA=${HEARTH_GPU_DATA:-$ROOT/.gpu-data}
+BUILD=${BUILD:-$ROOT/build-cuda}
+SHARED=${HEARTH_SHARED_SRC:-$ROOT/../shared}
+TARGETS="hearth golden-test cuda_ops_test hearth-cuda-bench"
+
+if [ "${1:-}" = pack ]; then
+  set -e
+  grep -qx '/.gpu-data/' "$ROOT/.git/info/exclude" || echo '/.gpu-data/' >>"$ROOT/.git/info/exclude"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEARTH_CUDA=ON >/dev/null
+  ninja -C "$BUILD" -j2 $TARGETS
+  rm -rf "$DATA" && mkdir -p "$DATA/bin" "$DATA/lib" "$DATA/tools" "$DATA/goldens"
+  for b in apps/cli/hearth tests/golden/golden-test tests/unit/cuda/cuda_ops_test \
+    src/backend/cuda/hearth-cuda-bench; do
+    strip -o "$DATA/bin/$(basename $b)" "$BUILD/$b"
+  done
+  # Non-system shared libraries the binaries need (the device image has glibc, libstdc++ and
+  # CUDA 13 with cuBLAS; ICU, curl, ssl, ... may be missing).
+  ldd "$DATA"/bin/* | awk '/=> \//{print $3}' | sort -u |
+    grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt)\.so' |
+    while read -r l; do cp -L "$l" "$DATA/lib/"; done
+  cp "$SHARED/tools/mkgguf.py" "$SHARED/models/vocab/ggml-vocab-llama-spm.gguf" "$DATA/tools/"
+  case "${2:-a}" in
+    a) files="llama2-tiny/model.safetensors llama2-tiny/llama2-tiny-q8_0.gguf kjv-13m/kjv-13m-q4_0.gguf" ;;
+    b) files="llama2-tiny/llama2-tiny-bf16.gguf llama3-tiny/llama3-tiny-q4_0.gguf
+         llama-k256/llama-k256-q6_k.gguf llama-k256/llama-k256-q5_k_m.gguf" ;;
+  esac
+  for f in $files; do
+    d=$(dirname "$f")
+    mkdir -p "$DATA/goldens/$d"
+    cp "$SHARED/goldens/$f" "$DATA/goldens/$f"
+    for extra in golden.json golden.safetensors config.json tokenizer.model tokenizer_config.json; do
+      [ -e "$SHARED/goldens/$d/$extra" ] && cp "$SHARED/goldens/$d/$extra" "$DATA/goldens/$d/"
+    done
+  done
+  # Binaries and libraries travel as one xz tarball (ICU's data alone is 31 MB raw).
+  (cd "$DATA" && tar -cf - bin lib | xz -T2 -3 >binlib.tar.xz && rm -rf bin lib)
+  du -sh "$DATA" "$DATA"/*
+  exit 0
+fi
+
 OUT=${OUT:-$BUILD/out}
-GTEST_SRC=${GTEST_SRC:-$ROOT/.cuda-deps/googletest}
-mkdir -p "$BUILD/proj" "$OUT"
-export CUDACXX=${CUDACXX:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+mkdir -p "$OUT"
 T0=$(date +%s)
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 |
+  tee "$OUT/gpu.txt"
 
-cat > "$BUILD/proj/CMakeLists.txt" <<EOF
-cmake_minimum_required(VERSION 3.24)
-project(hearth_cuda_check LANGUAGES C CXX CUDA)
-set(PROJECT_SOURCE_DIR "$ROOT")
-set(CMAKE_CXX_STANDARD 20)
-set(CMAKE_CXX_STANDARD_REQUIRED ON)
-set(CMAKE_CUDA_STANDARD 17)
-set(CMAKE_POSITION_INDEPENDENT_CODE ON)
-# Newer g++ (device image) no longer pulls <cstdint> in transitively; some src/ files rely on it.
-set(CMAKE_CXX_FLAGS "\${CMAKE_CXX_FLAGS} -include cstdint")
-set(HEARTH_CUDA ON)
-add_compile_options(\$<\$<COMPILE_LANGUAGE:CXX>:-Wall> \$<\$<COMPILE_LANGUAGE:CXX>:-Wno-unused-parameter>)
-find_package(Threads REQUIRED)
-find_package(CUDAToolkit REQUIRED)
-include("$ROOT/cmake/hearth-helpers.cmake")
-find_package(GTest QUIET)
-if(NOT GTest_FOUND)
-  set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
-  add_subdirectory("$GTEST_SRC" gtest)
-  add_library(GTest::gtest ALIAS gtest)
-  add_library(GTest::gtest_main ALIAS gtest_main)
-endif()
-include(GoogleTest)
-enable_testing()
-set(HEARTH_SHARED_RESOLVED "$ROOT/../shared")
-add_subdirectory("$ROOT/src/base" base)
-add_subdirectory("$ROOT/src/tensor" tensor)
-add_subdirectory("$ROOT/src/kernels" kernels)
-add_subdirectory("$ROOT/src/backend" backend)
-add_library(hearth_test_support STATIC "$ROOT/tests/support/test-data.cpp")
-target_include_directories(hearth_test_support PUBLIC "$ROOT/tests" "$ROOT/src")
-target_link_libraries(hearth_test_support PUBLIC GTest::gtest)
-target_compile_definitions(hearth_test_support PRIVATE HEARTH_SHARED_DEFAULT_DIR="$ROOT/../shared"
-  HEARTH_SOURCE_DIR="$ROOT" HEARTH_BINARY_DIR="$BUILD/b")
-add_subdirectory("$ROOT/tests/unit/cuda" cuda_tests)
-EOF
-
-echo "== configure + build"
-cmake -S "$BUILD/proj" -B "$BUILD/b" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES="90a-real;90-virtual" >"$OUT/build.log" 2>&1 &&
-  ninja -C "$BUILD/b" cuda_ops_test hearth-cuda-bench >>"$OUT/build.log" 2>&1
-BUILD_RC=$?
-grep -E "error|FAILED" "$OUT/build.log" | head -30
+# Binaries: carried ones, else a full-tree build here.
+if [ -f "$DATA/binlib.tar.xz" ]; then
+  mkdir -p /tmp/hearth-bin && tar -xJf "$DATA/binlib.tar.xz" -C /tmp/hearth-bin
+  DATA_BIN=/tmp/hearth-bin
+else
+  DATA_BIN=$DATA
+fi
+if [ -x "$DATA_BIN/bin/hearth" ]; then
+  BIN=$DATA_BIN/bin
+  export LD_LIBRARY_PATH=$DATA_BIN/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  BUILD_RC=0
+  echo "== using carried binaries ($BIN)"
+else
+  echo "== build (full tree, -DHEARTH_CUDA=ON)"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEARTH_CUDA=ON \
+    >"$OUT/build.log" 2>&1 && ninja -C "$BUILD" $TARGETS >>"$OUT/build.log" 2>&1
+  BUILD_RC=$?
+  grep -E "error|FAILED|Could NOT" "$OUT/build.log" | head -20
+  BIN=$OUT/bin && mkdir -p "$BIN"
+  for b in apps/cli/hearth tests/golden/golden-test tests/unit/cuda/cuda_ops_test \
+    src/backend/cuda/hearth-cuda-bench; do ln -sf "$BUILD/$b" "$BIN/"; done
+fi
 T1=$(date +%s)
 
-TEST_RC=1
-if [ $BUILD_RC -eq 0 ]; then
-  echo "== CUDA op tests"
-  HEARTH_REQUIRE_GPU=1 timeout 240 "$BUILD/b/cuda_tests/cuda_ops_test" >"$OUT/tests.log" 2>&1
-  TEST_RC=$?
-  grep -E "^\[  FAILED|Failure|error:|Expected|Which is|rel|^\[==========\]|PASSED" "$OUT/tests.log" | head -60
-fi
+echo "== CUDA op tests"
+HEARTH_REQUIRE_GPU=1 timeout 180 "$BIN/cuda_ops_test" >"$OUT/ops.log" 2>&1
+OPS_RC=$?
+grep -E "^\[  FAILED|Failure|Expected|Which is|^\[  PASSED" "$OUT/ops.log" | head -40
+
+echo "== GEMV bench"
+timeout 120 "$BIN/hearth-cuda-bench" >"$OUT/bench.log" 2>&1
+BENCH_RC=$?
 T2=$(date +%s)
 
-BENCH_RC=1
-if [ $BUILD_RC -eq 0 ]; then
-  echo "== bench"
-  timeout 240 "$BUILD/b/backend/cuda/hearth-cuda-bench" >"$OUT/bench.log" 2>&1
-  BENCH_RC=$?
-  tail -3 "$OUT/bench.log" | grep -i error
+# Goldens carried under $DATA/goldens: one gtest filter term per file present.
+GOLD_RC=skip PART_RC=skip
+if [ -d "$DATA/goldens" ]; then
+  filter=""
+  for f in "$DATA"/goldens/*/*; do
+    n=$(basename "$f")
+    case "$n" in
+      model.safetensors) t="$(basename "$(dirname "$f")")_safetensors" ;;
+      *.gguf) t="$n" ;;
+      *) continue ;;
+    esac
+    filter="$filter:*/${t//[^A-Za-z0-9]/_}"
+  done
+  filter=${filter#:}
+  echo "== goldens, all layers on the GPU ($filter)"
+  HEARTH_SHARED=$DATA HEARTH_TEST_GPU_LAYERS=all timeout 240 "$BIN/golden-test" \
+    --gtest_filter="$filter" >"$OUT/golden-gpu.log" 2>&1
+  GOLD_RC=$?
+  grep -E "^\[  FAILED|^\[ kld|^\[  PASSED|Failure|Which is" "$OUT/golden-gpu.log" | head -40
+  echo "== goldens, 1 layer on the GPU, the rest on the CPU"
+  HEARTH_SHARED=$DATA HEARTH_TEST_GPU_LAYERS=1 timeout 240 "$BIN/golden-test" \
+    --gtest_filter="$filter" >"$OUT/golden-partial.log" 2>&1
+  PART_RC=$?
+  grep -E "^\[  FAILED|^\[ kld|^\[  PASSED|Failure" "$OUT/golden-partial.log" | head -40
 fi
 T3=$(date +%s)
 
+# Speed: llama2-7b-shape random GGUFs written here, 512-token prompt, 128 generated tokens.
+SPEED=""
+if [ "${SKIP_SPEED:-0}" != 1 ] && [ -f "$DATA/tools/mkgguf.py" ]; then
+  W=${SPEED_DIR:-/tmp/hearth-7b}
+  mkdir -p "$W"
+  types=${SPEED_TYPES:-"q4_0 q4_k q8_0 f16"}
+  for t in $types; do
+    [ -f "$W/7b-$t.gguf" ] || python3 "$DATA/tools/mkgguf.py" "$W/7b-$t.gguf" --shape llama2-7b \
+      --type "$t" --vocab-from "$DATA/tools/ggml-vocab-llama-spm.gguf" >"$OUT/mkgguf-$t.log" 2>&1 &
+  done
+  wait
+  ids=$(python3 -c "import random; random.seed(1); print(','.join(str(random.randint(100, 31999)) for _ in range(512)))")
+  run_one() {  # type, gpu-layers
+    local j
+    j=$(timeout 120 "$BIN/hearth" run -m "$W/7b-$1.gguf" --tokens "$ids" -n 128 --ignore-eos \
+      --temp 0 -c 1024 --gpu-layers "$2" --json 2>>"$OUT/speed.log")
+    echo "$1 ngl=$2 $j" >>"$OUT/speed.log"
+    python3 -c "import json,sys; j=json.loads(sys.argv[1]); print('%-5s %-4s pp512 %9.0f tok/s  tg128 %7.1f tok/s' % ('$1', '$2', j['timings']['prompt_tok_s'] if 'timings' in j else j['prompt_tok_s'], j['timings']['gen_tok_s'] if 'timings' in j else j['gen_tok_s']))" "$j" 2>>"$OUT/speed.log" ||
+      echo "$1 $2 FAILED (see speed.log)"
+  }
+  bench_one() {  # type, gpu-layers: `hearth bench` (warm-up and repetitions) when built
+    local j
+    j=$(timeout 150 "$BIN/hearth" bench -m "$W/7b-$1.gguf" -p 512 -n 128 -r 2 --gpu-layers "$2" \
+      --json 2>>"$OUT/speed.log")
+    echo "$1 ngl=$2 $j" >>"$OUT/speed.log"
+    python3 -c "import json,sys; j=json.loads(sys.argv[1]); print('%-5s %-4s ' % ('$1', '$2') + '  '.join('%s %.1f %s' % (f['test'], f['mean'], f['unit']) for f in j['figures']))" "$j" 2>>"$OUT/speed.log" ||
+      run_one "$1" "$2"
+  }
+  echo "== speed (llama2-7b shape, random weights)"
+  for t in $types; do SPEED+="$(bench_one "$t" all)"$'\n'; done
+  SPEED+="$(bench_one q4_0 16)"$'\n'
+  echo -n "$SPEED"
+fi
+T4=$(date +%s)
+
 echo
-echo "== summary: build rc=$BUILD_RC ($((T1 - T0))s)  tests rc=$TEST_RC ($((T2 - T1))s)  bench rc=$BENCH_RC ($((T3 - T2))s)"
-grep -E "^\[  PASSED|^\[  FAILED  \] [0-9]+" "$OUT/tests.log" 2>/dev/null
-sed -n '/^device:/,/^copy bandwidth/p' "$OUT/bench.log" 2>/dev/null
-sed -n '/^== GEMV/,$p' "$OUT/bench.log" 2>/dev/null
-[ $BUILD_RC -eq 0 ] && [ $TEST_RC -eq 0 ] && [ $BENCH_RC -eq 0 ]
+echo "== summary: setup ${BUILD_RC} ($((T1 - T0))s)  ops rc=$OPS_RC  bench rc=$BENCH_RC ($((T2 - T1))s)" \
+  " goldens gpu=$GOLD_RC partial=$PART_RC ($((T3 - T2))s)  speed ($((T4 - T3))s)"
+grep -E "^\[  PASSED|^\[  FAILED  \] [0-9]+" "$OUT/ops.log" 2>/dev/null
+grep -E "^copy bandwidth" "$OUT/bench.log" 2>/dev/null
+sed -n '/^== GEMV/,$p' "$OUT/bench.log" 2>/dev/null | awk '{print $1, $2, $5, $6, $7, $8, $11, $12, $13}'
+echo -n "$SPEED"
+[ "$BUILD_RC" = 0 ] && [ "$OPS_RC" = 0 ] && [ "$GOLD_RC" != 1 ] && [ "$PART_RC" != 1 ]

@@ -73,6 +73,7 @@ class CudaBackend final : public Backend {
     for (auto& [k, f] : freqs_) cudaFreeHost(f.pinned), cudaFree(f.dev);
     cudaFree(workspace_);
     cudaFree(partials_);
+    cudaFree(xq_buf_);
     cudaFree(ring_dev_);
     cudaFreeHost(ring_host_);
     cudaFree(step_dev_);
@@ -96,9 +97,13 @@ class CudaBackend final : public Backend {
       throw std::bad_alloc();
     return static_cast<float*>(p);
   }
-  void free(float* p) override { check(cudaFree(p), "cudaFree"); }
+  void free(float* p) override {
+    xq_valid_ = false;
+    check(cudaFree(p), "cudaFree");
+  }
 
   void upload(float* dst, const float* src, int64_t n) override {
+    xq_valid_ = false;
     if (capturing()) return fail("upload inside a captured decode step");
     const size_t bytes = size_t(n) * sizeof(float);
     if (bytes <= kRingBytes / 4) {
@@ -116,6 +121,7 @@ class CudaBackend final : public Backend {
     check(cudaStreamSynchronize(stream_), "download");
   }
   void copy(float* dst, const float* src, int64_t n) override {
+    xq_valid_ = false;
     check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
           "copy");
   }
@@ -127,6 +133,7 @@ class CudaBackend final : public Backend {
   Result<float*> prepare_vector(const TensorView& v) override;
 
   void embed(const Weight& table, const int32_t* ids, int64_t n_tokens, float* out) override {
+    xq_valid_ = false;
     const PreparedWeight* pw = prepared(table, "embed");
     if (!pw || n_tokens <= 0) return;
     const int32_t* dev_ids = nullptr;
@@ -146,6 +153,27 @@ class CudaBackend final : public Backend {
   void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) override {
     const PreparedWeight* pw = prepared(w, "matmul");
     if (!pw) return;
+    const cuda::DeviceWeight& dw = pw->dw;
+    // y overwriting the quantized x's source makes the cached quantization stale.
+    const bool clobbers =
+        xq_valid_ && y < xq_src_ + xq_.n_tokens * xq_.cols && xq_src_ < y + n_tokens * dw.rows;
+    if (n_tokens <= cuda::kGemvMaxTokens && cuda::uses_int8_gemv(dw.dtype)) {
+      // Q, K and V (and gate, up) read the same x: quantize it once for all of them.
+      if (!(xq_valid_ && xq_src_ == x && xq_.n_tokens == n_tokens && xq_.cols == dw.cols)) {
+        xq_valid_ = false;
+        if (!ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(n_tokens, dw.cols),
+                    "quantized activations") ||
+            !check(cuda::launch_quantize_acts(x, n_tokens, dw.cols, xq_buf_, &xq_, stream_),
+                   "quantize activations"))
+          return;
+        xq_src_ = x;
+        xq_valid_ = true;
+      }
+      check(cuda::launch_gemv_int8(dw, xq_, y, stream_), "matmul " + w.host.name);
+      if (clobbers) xq_valid_ = false;
+      return;
+    }
+    if (clobbers) xq_valid_ = false;
     const size_t need = cuda::matmul_workspace_bytes(pw->dw, n_tokens);
     if (!ensure(reinterpret_cast<void**>(&workspace_), workspace_bytes_, need, "workspace")) return;
     check(cuda::launch_matmul(pw->dw, x, n_tokens, y, workspace_, workspace_bytes_, blas_, stream_),
@@ -154,11 +182,13 @@ class CudaBackend final : public Backend {
 
   void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                float eps) override {
+    xq_valid_ = false;
     check(cuda::launch_rmsnorm(x, w, y, rows, n, eps, stream_), "rmsnorm");
   }
 
   void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
             const float* inv_freq, kernels::RopeStyle style) override {
+    xq_valid_ = false;
     const float* freq = device_freqs(inv_freq, head_dim / 2);
     if (!freq) return;
     const int32_t* dev_pos = nullptr;
@@ -178,6 +208,7 @@ class CudaBackend final : public Backend {
   void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
                  int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                  int64_t head_dim, float scale) override {
+    xq_valid_ = false;
     // Inside a decode step the split grid covers the whole cache, so one graph serves every pos.
     const bool stepping = state_ != State::kIdle;
     const int64_t max_ctx = stepping ? step_capacity_ : pos0 + n_tokens;
@@ -192,17 +223,21 @@ class CudaBackend final : public Backend {
   }
 
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
+    xq_valid_ = false;
     check(cuda::launch_swiglu(gate, up, out, n, stream_), "swiglu");
   }
   void add_inplace(float* y, const float* x, int64_t n) override {
+    xq_valid_ = false;
     check(cuda::launch_add_inplace(y, x, n, stream_), "add");
   }
   void add_bias(float* y, const float* b, int64_t rows, int64_t n) override {
+    xq_valid_ = false;
     check(cuda::launch_add_bias(y, b, rows, n, stream_), "add_bias");
   }
 
   void store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats,
                 int64_t n_tokens) override {
+    xq_valid_ = false;
     if (capturing()) {
       check(cuda::launch_store_rows(cache, src, &step_dev_->pos, row_floats, n_tokens, stream_),
             "store_kv");
@@ -214,6 +249,7 @@ class CudaBackend final : public Backend {
   bool begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) override;
   void end_decode_step() override;
   void reset_decode_steps() override {
+    xq_valid_ = false;
     if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
     graph_exec_ = nullptr;
     warmed_capacity_ = -1;
@@ -320,6 +356,13 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   float* partials_ = nullptr;
   size_t partials_bytes_ = 0;
+  // The last x quantized for the integer GEMV; any op other than a matmul that leaves x alone
+  // clears xq_valid_ (ops are few per token, and x's contents are unknown after them).
+  void* xq_buf_ = nullptr;
+  size_t xq_bytes_ = 0;
+  cuda::QuantizedActs xq_;
+  const float* xq_src_ = nullptr;
+  bool xq_valid_ = false;
   std::vector<float*> vectors_;
   std::unordered_map<const float*, FreqEntry> freqs_;
 
@@ -405,6 +448,7 @@ Result<float*> CudaBackend::prepare_vector(const TensorView& v) {
 }
 
 bool CudaBackend::begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) {
+  xq_valid_ = false;
   if (state_ != State::kIdle) {
     fail("begin_decode_step without end_decode_step");
     return false;
@@ -447,6 +491,7 @@ bool CudaBackend::begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capa
 }
 
 void CudaBackend::end_decode_step() {
+  xq_valid_ = false;
   if (state_ == State::kCapturing) {
     cudaGraph_t graph = nullptr;
     state_ = State::kIdle;

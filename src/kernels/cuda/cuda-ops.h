@@ -46,8 +46,27 @@ cudaError_t launch_repack(DType t, const uint8_t* raw, uint8_t* packed, int64_t 
 cudaError_t launch_embed(const DeviceWeight& table, const int32_t* ids, int64_t n_tokens,
                          float* out, cudaStream_t s);
 
+// Decode activations for the integer GEMV (gemv-int8.cu): x [T, cols] in int8 blocks of 32,
+// q1 = round(x/d1) and the residual level q2 = round((x - d1*q1)/d2), so one-level dtypes read
+// q1 alone and Q8_0/Q6_K read both (f16-level accuracy; one level doubles their KLD).
+struct QuantizedActs {
+  const int8_t* q1 = nullptr;
+  const int8_t* q2 = nullptr;
+  const float* scales = nullptr;  // float4 per block: d1, d2, 0, d1*sum(q1)
+  int64_t n_tokens = 0, cols = 0;
+};
+bool uses_int8_gemv(DType t);
+size_t quantized_acts_bytes(int64_t n_tokens, int64_t cols);
+// cols % 32 == 0; buf holds quantized_acts_bytes(); *out views it.
+cudaError_t launch_quantize_acts(const float* x, int64_t n_tokens, int64_t cols, void* buf,
+                                 QuantizedActs* out, cudaStream_t s);
+// y [T, rows] = x @ W^T for a uses_int8_gemv() dtype, 1 <= T <= kGemvMaxTokens.
+cudaError_t launch_gemv_int8(const DeviceWeight& w, const QuantizedActs& xa, float* y,
+                             cudaStream_t s);
+
 // Y [T, rows] = X [T, cols] @ W^T. n_tokens <= kGemvMaxTokens runs the streaming GEMV (one pass
-// over W); larger batches dequantize W to fp16 in `workspace` and run a cuBLAS tensor-core GEMM.
+// over W; quantized dtypes quantize X into `workspace` first); larger batches dequantize W to
+// fp16 in `workspace` and run a cuBLAS tensor-core GEMM.
 constexpr int64_t kGemvMaxTokens = 4;
 size_t matmul_workspace_bytes(const DeviceWeight& w, int64_t n_tokens);
 cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_tokens, float* y,

@@ -1,7 +1,9 @@
-// Matmul on CUDA. Decode (T <= kGemvMaxTokens): a streaming GEMV, one warp per kRows rows, each
-// lane decoding 8-element groups in registers (16/8-byte loads, unrolled so several are in
-// flight). Prefill: W dequantized to fp16 once per call, then a cuBLAS tensor-core GEMM.
+// Matmul on CUDA. Decode (T <= kGemvMaxTokens): plain dtypes stream through a float GEMV here,
+// one warp per kRows rows, 16-byte loads unrolled so several are in flight; quantized dtypes go
+// to gemv-int8.cu. Prefill: W dequantized to fp16 once per call, then a cuBLAS tensor-core GEMM.
 #include <cublas_v2.h>
+
+#include <algorithm>
 
 #include "kernels/cuda/dequantize.cuh"
 
@@ -108,11 +110,33 @@ size_t align256(size_t v) {
   return (v + 255) / 256 * 256;
 }
 
+// x = hi + lo in fp16 pairs: a full-precision (F16/BF16) weight's GEMM runs twice, on hi then
+// lo, so x keeps ~22 bits instead of fp16's 11 (one pass errs ~1.4e-3 on the bf16 goldens,
+// over the issue's 1e-3 bound).
+__global__ void f32_to_f16_split_kernel(const float* x, __half* hi, __half* lo, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const __half h = __float2half_rn(x[i]);
+    hi[i] = h;
+    lo[i] = __float2half_rn(x[i] - __half2float(h));
+  }
+}
+
+bool split_x(DType t) {
+  return t == DType::F16 || t == DType::BF16;
+}
+
+size_t x16_bytes(const DeviceWeight& w, int64_t n_tokens) {
+  return align256(size_t(n_tokens) * size_t(w.cols) * 2) * (split_x(w.dtype) ? 2 : 1);
+}
+
 }  // namespace
 
 size_t matmul_workspace_bytes(const DeviceWeight& w, int64_t n_tokens) {
-  if (n_tokens <= kGemvMaxTokens || w.dtype == DType::F32) return 0;
-  const size_t x16 = align256(size_t(n_tokens) * size_t(w.cols) * 2);
+  if (n_tokens <= kGemvMaxTokens)
+    return uses_int8_gemv(w.dtype) ? quantized_acts_bytes(n_tokens, w.cols) : 0;
+  if (w.dtype == DType::F32) return 0;
+  const size_t x16 = x16_bytes(w, n_tokens);
   const size_t w16 = w.dtype == DType::F16 ? 0 : align256(size_t(w.rows) * size_t(w.cols) * 2);
   return x16 + w16;
 }
@@ -127,10 +151,24 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
       gemv_scalar_kernel<<<grid, kWarps * 32, 0, s>>>(w, x, y, n_tokens);
       return cudaGetLastError();
     }
-    cudaError_t err = cudaErrorInvalidValue;
-    dispatch_dtype(w.dtype,
-                   [&](auto tag) { err = gemv_typed<decltype(tag)::value>(w, x, n_tokens, y, s); });
-    return err;
+    if (uses_int8_gemv(w.dtype)) {
+      if (workspace_bytes < quantized_acts_bytes(n_tokens, w.cols)) return cudaErrorInvalidValue;
+      QuantizedActs xa;
+      if (cudaError_t e = launch_quantize_acts(x, n_tokens, w.cols, workspace, &xa, s);
+          e != cudaSuccess)
+        return e;
+      return launch_gemv_int8(w, xa, y, s);
+    }
+    switch (w.dtype) {
+      case DType::F32:
+        return gemv_typed<DType::F32>(w, x, n_tokens, y, s);
+      case DType::F16:
+        return gemv_typed<DType::F16>(w, x, n_tokens, y, s);
+      case DType::BF16:
+        return gemv_typed<DType::BF16>(w, x, n_tokens, y, s);
+      default:
+        return cudaErrorInvalidValue;
+    }
   }
   // Column-major view: W row-major {d, n} is W^T col-major (n x d, ld n); X [T, n] is n x T;
   // Y [T, d] is d x T. So Y = op_T(W) * X.
@@ -147,15 +185,29 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
   auto* x16 = static_cast<__half*>(workspace);
   const __half* w16 = reinterpret_cast<const __half*>(w.body);
   if (w.dtype != DType::F16) {
-    auto* dst = reinterpret_cast<__half*>(static_cast<uint8_t*>(workspace) +
-                                          align256(size_t(n_tokens) * size_t(w.cols) * 2));
+    auto* dst =
+        reinterpret_cast<__half*>(static_cast<uint8_t*>(workspace) + x16_bytes(w, n_tokens));
     if (cudaError_t e = launch_weight_to_f16(w, dst, s); e != cudaSuccess) return e;
     w16 = dst;
   }
-  if (cudaError_t e = launch_f32_to_f16(x, x16, n_tokens * w.cols, s); e != cudaSuccess) return e;
-  const cublasStatus_t st =
+  const int64_t nx = n_tokens * w.cols;
+  __half* x16_lo = x16 + align256(size_t(nx) * 2) / 2;
+  if (split_x(w.dtype)) {
+    const int64_t blocks = std::min<int64_t>((nx + 255) / 256, 65535 * 4);
+    f32_to_f16_split_kernel<<<unsigned(blocks), 256, 0, s>>>(x, x16, x16_lo, nx);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  } else if (cudaError_t e = launch_f32_to_f16(x, x16, nx, s); e != cudaSuccess) {
+    return e;
+  }
+  cublasStatus_t st =
       cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &alpha, w16, CUDA_R_16F, k, x16,
                    CUDA_R_16F, k, &beta, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st == CUBLAS_STATUS_SUCCESS && split_x(w.dtype)) {
+    const float one = 1.f;
+    st = cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &alpha, w16, CUDA_R_16F, k, x16_lo,
+                      CUDA_R_16F, k, &one, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
+                      CUBLAS_GEMM_DEFAULT);
+  }
   return st == CUBLAS_STATUS_SUCCESS ? cudaGetLastError() : cudaErrorUnknown;
 }
 

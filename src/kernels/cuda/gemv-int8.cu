@@ -1,0 +1,517 @@
+// Decode GEMV for the quantized dtypes on integer dot products: x is quantized once per matmul to
+// int8 blocks of 32 (plus a residual level), weights stay packed and meet x in dp4a. New dtype:
+// one QT<> specialization (unit size, raw load, dot) and a case in launch_gemv_int8().
+#include "kernels/cuda/dequantize.cuh"
+
+namespace hearth::cuda {
+
+namespace {
+
+constexpr int kWarps = 8;  // warps per block
+constexpr int kRows = 2;   // rows per warp: each x load feeds kRows rows
+
+__device__ __forceinline__ int dp4a(int a, int b, int c) {
+  return __dp4a(a, b, c);
+}
+
+// Bits 0..3 of n to bit 4 of bytes 0..3 (Q5 high bits): the shifted copies never overlap.
+__device__ __forceinline__ int spread4(uint32_t n) {
+  return int(((n & 0xFu) * 0x00204081u & 0x01010101u) << 4);
+}
+
+// x block of 32 as the kernels read it: first-level ints (+ residual ints for two-level dtypes).
+struct XOne {
+  int v[8];
+  float d, s;  // scale, d * sum(q)
+};
+struct XTwo {
+  int v1[8], v2[8];
+  float d1, d2;
+};
+
+__device__ __forceinline__ void ld8(const int8_t* p, int (&v)[8]) {
+  const int4 a = __ldg(reinterpret_cast<const int4*>(p));
+  const int4 b = __ldg(reinterpret_cast<const int4*>(p) + 1);
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+__device__ __forceinline__ XOne x_one(const QuantizedActs& xa, int t, int64_t blk) {
+  const int64_t nb = xa.cols >> 5;
+  XOne x;
+  ld8(xa.q1 + (t * xa.cols + blk * 32), x.v);
+  const float4 s = __ldg(reinterpret_cast<const float4*>(xa.scales) + t * nb + blk);
+  x.d = s.x;
+  x.s = s.w;
+  return x;
+}
+
+__device__ __forceinline__ XTwo x_two(const QuantizedActs& xa, int t, int64_t blk) {
+  const int64_t nb = xa.cols >> 5;
+  XTwo x;
+  ld8(xa.q1 + (t * xa.cols + blk * 32), x.v1);
+  ld8(xa.q2 + (t * xa.cols + blk * 32), x.v2);
+  const float4 s = __ldg(reinterpret_cast<const float4*>(xa.scales) + t * nb + blk);
+  x.d1 = s.x;
+  x.d2 = s.y;
+  return x;
+}
+
+// Q4_K/Q5_K 6-bit scale and min of sub-block j (0..7) from the header words (bytes 4..15).
+__device__ __forceinline__ void k_scale_min(const uint4& h, int j, float& sc, float& m) {
+  const int sh = 8 * (j & 3);
+  const uint32_t a = h.y >> sh, b = h.z >> sh, c = h.w >> sh;
+  if (j < 4) {
+    sc = float(a & 63);
+    m = float(b & 63);
+  } else {
+    sc = float((c & 0xF) | (((a >> 6) & 3) << 4));
+    m = float(((c >> 4) & 0xF) | (((b >> 6) & 3) << 4));
+  }
+}
+
+template <DType T>
+struct QT;
+
+// 32-element units: one packed block (16 or 32 body bytes) per unit.
+template <>
+struct QT<DType::Q4_0> {
+  static constexpr int kUnit = 32, kUnroll = 4;
+  struct Raw {
+    uint4 q;
+    float d;
+  };
+  using X = XOne;
+  static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
+    const int64_t bi = row * w.blocks_per_row + u;
+    return {__ldg(reinterpret_cast<const uint4*>(w.body) + bi), half_bits(__ldg(w.aux16 + bi))};
+  }
+  static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) { return x_one(xa, t, u); }
+  static __device__ float dot(const Raw& r, const X& x, int64_t) {
+    const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      s = dp4a(int(q[i] & 0x0F0F0F0Fu), x.v[i], s);
+      s = dp4a(int((q[i] >> 4) & 0x0F0F0F0Fu), x.v[i + 4], s);
+    }
+    return r.d * (x.d * float(s) - 8.f * x.s);
+  }
+};
+
+template <>
+struct QT<DType::Q4_1> {
+  static constexpr int kUnit = 32, kUnroll = 4;
+  struct Raw {
+    uint4 q;
+    uint32_t dm;
+  };
+  using X = XOne;
+  static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
+    const int64_t bi = row * w.blocks_per_row + u;
+    return {__ldg(reinterpret_cast<const uint4*>(w.body) + bi), __ldg(w.aux0 + bi)};
+  }
+  static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) { return x_one(xa, t, u); }
+  static __device__ float dot(const Raw& r, const X& x, int64_t) {
+    const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      s = dp4a(int(q[i] & 0x0F0F0F0Fu), x.v[i], s);
+      s = dp4a(int((q[i] >> 4) & 0x0F0F0F0Fu), x.v[i + 4], s);
+    }
+    return half_bits(r.dm) * x.d * float(s) + half_bits(r.dm >> 16) * x.s;
+  }
+};
+
+template <>
+struct QT<DType::Q5_0> {
+  static constexpr int kUnit = 32, kUnroll = 4;
+  struct Raw {
+    uint4 q;
+    uint32_t qh;
+    float d;
+  };
+  using X = XOne;
+  static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
+    const int64_t bi = row * w.blocks_per_row + u;
+    return {__ldg(reinterpret_cast<const uint4*>(w.body) + bi), __ldg(w.aux0 + bi),
+            half_bits(__ldg(w.aux16 + bi))};
+  }
+  static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) { return x_one(xa, t, u); }
+  static __device__ float dot(const Raw& r, const X& x, int64_t) {
+    const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      s = dp4a(int(q[i] & 0x0F0F0F0Fu) | spread4(r.qh >> (4 * i)), x.v[i], s);
+      s = dp4a(int((q[i] >> 4) & 0x0F0F0F0Fu) | spread4(r.qh >> (16 + 4 * i)), x.v[i + 4], s);
+    }
+    return r.d * (x.d * float(s) - 16.f * x.s);
+  }
+};
+
+template <>
+struct QT<DType::Q5_1> {
+  static constexpr int kUnit = 32, kUnroll = 4;
+  struct Raw {
+    uint4 q;
+    uint32_t qh, dm;
+  };
+  using X = XOne;
+  static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
+    const int64_t bi = row * w.blocks_per_row + u;
+    return {__ldg(reinterpret_cast<const uint4*>(w.body) + bi), __ldg(w.aux0 + bi),
+            __ldg(w.aux1 + bi)};
+  }
+  static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) { return x_one(xa, t, u); }
+  static __device__ float dot(const Raw& r, const X& x, int64_t) {
+    const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      s = dp4a(int(q[i] & 0x0F0F0F0Fu) | spread4(r.qh >> (4 * i)), x.v[i], s);
+      s = dp4a(int((q[i] >> 4) & 0x0F0F0F0Fu) | spread4(r.qh >> (16 + 4 * i)), x.v[i + 4], s);
+    }
+    return half_bits(r.dm) * x.d * float(s) + half_bits(r.dm >> 16) * x.s;
+  }
+};
+
+// Q8_0 takes the two-level x: one int8 level doubles the model's KLD for 8-bit weights.
+template <>
+struct QT<DType::Q8_0> {
+  static constexpr int kUnit = 32, kUnroll = 2;
+  struct Raw {
+    uint4 a, b;
+    float d;
+  };
+  using X = XTwo;
+  static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
+    const int64_t bi = row * w.blocks_per_row + u;
+    const uint4* p = reinterpret_cast<const uint4*>(w.body) + 2 * bi;
+    return {__ldg(p), __ldg(p + 1), half_bits(__ldg(w.aux16 + bi))};
+  }
+  static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) { return x_two(xa, t, u); }
+  static __device__ float dot(const Raw& r, const X& x, int64_t) {
+    const int q[8] = {int(r.a.x), int(r.a.y), int(r.a.z), int(r.a.w),
+                      int(r.b.x), int(r.b.y), int(r.b.z), int(r.b.w)};
+    int s1 = 0, s2 = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      s1 = dp4a(q[i], x.v1[i], s1);
+      s2 = dp4a(q[i], x.v2[i], s2);
+    }
+    return r.d * (x.d1 * float(s1) + x.d2 * float(s2));
+  }
+};
+
+// 64-element units of 256-element super-blocks. Q4_K/Q5_K unit c (0..3) is sub-blocks 2c
+// (low nibbles) and 2c+1 (high nibbles) of the same 32 quant bytes.
+struct XPair {
+  XOne lo, hi;
+};
+
+template <>
+struct QT<DType::Q4_K> {
+  static constexpr int kUnit = 64, kUnroll = 2;
+  struct Raw {
+    uint4 h, q0, q1;
+  };
+  using X = XPair;
+  static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
+    const uint8_t* blk = w.body + (row * w.blocks_per_row + (u >> 2)) * 144;
+    const uint4* q = reinterpret_cast<const uint4*>(blk + 16 + (u & 3) * 32);
+    return {__ldg(reinterpret_cast<const uint4*>(blk)), __ldg(q), __ldg(q + 1)};
+  }
+  static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) {
+    return {x_one(xa, t, 2 * u), x_one(xa, t, 2 * u + 1)};
+  }
+  static __device__ float dot(const Raw& r, const X& x, int64_t u) {
+    const uint32_t q[8] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w, r.q1.x, r.q1.y, r.q1.z, r.q1.w};
+    int lo = 0, hi = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      lo = dp4a(int(q[i] & 0x0F0F0F0Fu), x.lo.v[i], lo);
+      hi = dp4a(int((q[i] >> 4) & 0x0F0F0F0Fu), x.hi.v[i], hi);
+    }
+    const int c = int(u & 3);
+    float sc0, m0, sc1, m1;
+    k_scale_min(r.h, 2 * c, sc0, m0);
+    k_scale_min(r.h, 2 * c + 1, sc1, m1);
+    return half_bits(r.h.x) * (sc0 * x.lo.d * float(lo) + sc1 * x.hi.d * float(hi)) -
+           half_bits(r.h.x >> 16) * (m0 * x.lo.s + m1 * x.hi.s);
+  }
+};
+
+template <>
+struct QT<DType::Q5_K> {
+  static constexpr int kUnit = 64, kUnroll = 2;
+  struct Raw {
+    uint4 h, q0, q1, h0, h1;
+  };
+  using X = XPair;
+  static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
+    const uint8_t* blk = w.body + (row * w.blocks_per_row + (u >> 2)) * 176;
+    const uint4* q = reinterpret_cast<const uint4*>(blk + 48 + (u & 3) * 32);
+    const uint4* qh = reinterpret_cast<const uint4*>(blk + 16);
+    return {__ldg(reinterpret_cast<const uint4*>(blk)), __ldg(q), __ldg(q + 1), __ldg(qh),
+            __ldg(qh + 1)};
+  }
+  static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) {
+    return {x_one(xa, t, 2 * u), x_one(xa, t, 2 * u + 1)};
+  }
+  static __device__ float dot(const Raw& r, const X& x, int64_t u) {
+    const uint32_t q[8] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w, r.q1.x, r.q1.y, r.q1.z, r.q1.w};
+    const uint32_t h[8] = {r.h0.x, r.h0.y, r.h0.z, r.h0.w, r.h1.x, r.h1.y, r.h1.z, r.h1.w};
+    const int c = int(u & 3);
+    int lo = 0, hi = 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int wl = int((q[i] & 0x0F0F0F0Fu) | (((h[i] >> (2 * c)) & 0x01010101u) << 4));
+      const int wh =
+          int(((q[i] >> 4) & 0x0F0F0F0Fu) | (((h[i] >> (2 * c + 1)) & 0x01010101u) << 4));
+      lo = dp4a(wl, x.lo.v[i], lo);
+      hi = dp4a(wh, x.hi.v[i], hi);
+    }
+    float sc0, m0, sc1, m1;
+    k_scale_min(r.h, 2 * c, sc0, m0);
+    k_scale_min(r.h, 2 * c + 1, sc1, m1);
+    return half_bits(r.h.x) * (sc0 * x.lo.d * float(lo) + sc1 * x.hi.d * float(hi)) -
+           half_bits(r.h.x >> 16) * (m0 * x.lo.s + m1 * x.hi.s);
+  }
+};
+
+// Q6_K unit (half h, k in {0,1}): 32 ql bytes give elements 32k+l (low nibbles) and 64+32k+l
+// (high nibbles) of the half, qh bits 2k and 2k+4; 16-element sub-blocks each with an int8 scale.
+// Two-level x, like Q8_0 (one level doubles the KLD of Q6_K files).
+struct XPair2 {
+  XTwo lo, hi;
+};
+
+template <>
+struct QT<DType::Q6_K> {
+  static constexpr int kUnit = 64, kUnroll = 2;
+  struct Raw {
+    uint4 l0, l1, h0, h1;
+    uint2 sc;
+    float d;
+  };
+  using X = XPair2;
+  static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
+    const int64_t bi = row * w.blocks_per_row + (u >> 2);
+    const int h = int(u >> 1) & 1, k = int(u & 1);
+    const uint8_t* blk = w.body + bi * 208;
+    const uint4* ql = reinterpret_cast<const uint4*>(blk + 64 * h + 32 * k);
+    const uint4* qh = reinterpret_cast<const uint4*>(blk + 128 + 32 * h);
+    return {__ldg(ql),
+            __ldg(ql + 1),
+            __ldg(qh),
+            __ldg(qh + 1),
+            __ldg(reinterpret_cast<const uint2*>(blk + 192 + 8 * h)),
+            half_bits(__ldg(w.aux16 + bi))};
+  }
+  static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) {
+    const int64_t sb = u >> 2, h = (u >> 1) & 1, k = u & 1;
+    const int64_t b = sb * 8 + 4 * h + k;
+    return {x_two(xa, t, b), x_two(xa, t, b + 2)};
+  }
+  static __device__ float dot(const Raw& r, const X& x, int64_t u) {
+    const uint32_t ql[8] = {r.l0.x, r.l0.y, r.l0.z, r.l0.w, r.l1.x, r.l1.y, r.l1.z, r.l1.w};
+    const uint32_t qh[8] = {r.h0.x, r.h0.y, r.h0.z, r.h0.w, r.h1.x, r.h1.y, r.h1.z, r.h1.w};
+    const int k = int(u & 1);
+    int l1[2] = {0, 0}, l2[2] = {0, 0}, h1[2] = {0, 0}, h2[2] = {0, 0};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int sub = i >> 2;
+      const uint32_t wl =
+          __vsub4((ql[i] & 0x0F0F0F0Fu) | (((qh[i] >> (2 * k)) & 0x03030303u) << 4), 0x20202020u);
+      const uint32_t wh =
+          __vsub4(((ql[i] >> 4) & 0x0F0F0F0Fu) | (((qh[i] >> (2 * k + 4)) & 0x03030303u) << 4),
+                  0x20202020u);
+      l1[sub] = dp4a(int(wl), x.lo.v1[i], l1[sub]);
+      l2[sub] = dp4a(int(wl), x.lo.v2[i], l2[sub]);
+      h1[sub] = dp4a(int(wh), x.hi.v1[i], h1[sub]);
+      h2[sub] = dp4a(int(wh), x.hi.v2[i], h2[sub]);
+    }
+    // Scale bytes of this unit: low sub-blocks 2k, 2k+1; high 4+2k, 5+2k.
+    const uint32_t sl = r.sc.x >> (16 * k), sh = r.sc.y >> (16 * k);
+    const float s0 = float(int8_t(sl & 0xFF)), s1 = float(int8_t((sl >> 8) & 0xFF));
+    const float s2 = float(int8_t(sh & 0xFF)), s3 = float(int8_t((sh >> 8) & 0xFF));
+    const float lo0 = x.lo.d1 * float(l1[0]) + x.lo.d2 * float(l2[0]);
+    const float lo1 = x.lo.d1 * float(l1[1]) + x.lo.d2 * float(l2[1]);
+    const float hi0 = x.hi.d1 * float(h1[0]) + x.hi.d2 * float(h2[0]);
+    const float hi1 = x.hi.d1 * float(h1[1]) + x.hi.d2 * float(h2[1]);
+    return r.d * (s0 * lo0 + s1 * lo1 + s2 * hi0 + s3 * hi1);
+  }
+};
+
+// W {d, n} @ x [NT, n] -> y [NT, d]. A warp takes kRows rows; each lane a unit per step, all
+// kUnroll*kRows unit loads of a step issued before the first dot (several 16-byte loads in
+// flight per lane); each x unit is read once and used for every row of the warp.
+template <DType T, int NT>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_int8_kernel(DeviceWeight w, QuantizedActs xa, float* __restrict__ y) {
+  using Q = QT<T>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t d = w.rows;
+  const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * kRows;
+  if (row0 >= d) return;
+  int64_t rows[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) rows[r] = row0 + r < d ? row0 + r : d - 1;  // dup, never stored
+  const int64_t nu = w.cols / Q::kUnit;
+  float acc[kRows][NT];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) acc[r][t] = 0.f;
+
+  for (int64_t u0 = lane; u0 < nu; u0 += 32 * Q::kUnroll) {
+    typename Q::Raw raw[Q::kUnroll][kRows];
+#pragma unroll
+    for (int k = 0; k < Q::kUnroll; ++k) {
+      const int64_t u = u0 + 32 * k < nu ? u0 + 32 * k : nu - 1;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) raw[k][r] = Q::load(w, rows[r], u);
+    }
+#pragma unroll
+    for (int k = 0; k < Q::kUnroll; ++k) {
+      const int64_t u = u0 + 32 * k;
+      if (u >= nu) break;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        const typename Q::X x = Q::load_x(xa, t, u);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) acc[r][t] += Q::dot(raw[k][r], x, u);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      float v = acc[r][t];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0 && row0 + r < d) y[t * d + row0 + r] = v;
+    }
+}
+
+// One warp per 32-element block: q1 = round(x / d1), then the residual x - d1*q1 to q2 the
+// same way, so d1*q1 + d2*q2 carries ~14 bits of each x.
+__global__ void quantize_acts_kernel(const float* __restrict__ x, int8_t* __restrict__ q1,
+                                     int8_t* __restrict__ q2, float4* __restrict__ scales,
+                                     int64_t n_blocks) {
+  const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (b >= n_blocks) return;
+  const float v = x[b * 32 + lane];
+  float a = fabsf(v);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+  const float d1 = a / 127.f;
+  const int i1 = d1 > 0.f ? max(-127, min(127, __float2int_rn(v / d1))) : 0;
+  const float r = v - d1 * float(i1);
+  float a2 = fabsf(r);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) a2 = fmaxf(a2, __shfl_xor_sync(0xffffffffu, a2, o));
+  const float d2 = a2 / 127.f;
+  const int i2 = d2 > 0.f ? max(-127, min(127, __float2int_rn(r / d2))) : 0;
+  int s1 = i1;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s1 += __shfl_xor_sync(0xffffffffu, s1, o);
+  q1[b * 32 + lane] = int8_t(i1);
+  q2[b * 32 + lane] = int8_t(i2);
+  if (lane == 0) scales[b] = make_float4(d1, d2, 0.f, d1 * float(s1));
+}
+
+template <DType T>
+cudaError_t gemv_typed(const DeviceWeight& w, const QuantizedActs& xa, float* y, cudaStream_t s) {
+  const unsigned grid = unsigned((w.rows + kWarps * kRows - 1) / (kWarps * kRows));
+  switch (xa.n_tokens) {
+    case 1:
+      gemv_int8_kernel<T, 1><<<grid, kWarps * 32, 0, s>>>(w, xa, y);
+      break;
+    case 2:
+      gemv_int8_kernel<T, 2><<<grid, kWarps * 32, 0, s>>>(w, xa, y);
+      break;
+    case 3:
+      gemv_int8_kernel<T, 3><<<grid, kWarps * 32, 0, s>>>(w, xa, y);
+      break;
+    case 4:
+      gemv_int8_kernel<T, 4><<<grid, kWarps * 32, 0, s>>>(w, xa, y);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+size_t align256(size_t v) {
+  return (v + 255) / 256 * 256;
+}
+
+}  // namespace
+
+bool uses_int8_gemv(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+size_t quantized_acts_bytes(int64_t n_tokens, int64_t cols) {
+  const size_t q = align256(size_t(n_tokens) * size_t(cols));
+  return 2 * q + align256(size_t(n_tokens) * size_t(cols / 32) * 16);
+}
+
+cudaError_t launch_quantize_acts(const float* x, int64_t n_tokens, int64_t cols, void* buf,
+                                 QuantizedActs* out, cudaStream_t s) {
+  if (cols % 32 != 0 || n_tokens <= 0 || !buf) return cudaErrorInvalidValue;
+  auto* base = static_cast<uint8_t*>(buf);
+  const size_t q = align256(size_t(n_tokens) * size_t(cols));
+  auto* q1 = reinterpret_cast<int8_t*>(base);
+  auto* q2 = reinterpret_cast<int8_t*>(base + q);
+  auto* sc = reinterpret_cast<float4*>(base + 2 * q);
+  const int64_t nb = n_tokens * cols / 32;
+  const unsigned grid = unsigned((nb + kWarps - 1) / kWarps);
+  quantize_acts_kernel<<<grid, kWarps * 32, 0, s>>>(x, q1, q2, sc, nb);
+  *out = {q1, q2, reinterpret_cast<const float*>(sc), n_tokens, cols};
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gemv_int8(const DeviceWeight& w, const QuantizedActs& xa, float* y,
+                             cudaStream_t s) {
+  if (xa.cols != w.cols || xa.n_tokens < 1 || xa.n_tokens > kGemvMaxTokens)
+    return cudaErrorInvalidValue;
+  switch (w.dtype) {
+    case DType::Q4_0:
+      return gemv_typed<DType::Q4_0>(w, xa, y, s);
+    case DType::Q4_1:
+      return gemv_typed<DType::Q4_1>(w, xa, y, s);
+    case DType::Q5_0:
+      return gemv_typed<DType::Q5_0>(w, xa, y, s);
+    case DType::Q5_1:
+      return gemv_typed<DType::Q5_1>(w, xa, y, s);
+    case DType::Q8_0:
+      return gemv_typed<DType::Q8_0>(w, xa, y, s);
+    case DType::Q4_K:
+      return gemv_typed<DType::Q4_K>(w, xa, y, s);
+    case DType::Q5_K:
+      return gemv_typed<DType::Q5_K>(w, xa, y, s);
+    case DType::Q6_K:
+      return gemv_typed<DType::Q6_K>(w, xa, y, s);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace hearth::cuda
