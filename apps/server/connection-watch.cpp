@@ -34,8 +34,7 @@ bool same_endpoint(const sockaddr_storage& ss, const std::string& addr, int port
 
 int port_of(const sockaddr_storage& ss) {
   if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port);
-  if (ss.ss_family == AF_INET6)
-    return ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port);
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port);
   return -1;
 }
 }  // namespace

@@ -17,7 +17,8 @@ Result<std::unique_ptr<Fallback>> Fallback::create(const std::string& url, const
   fb->origin_ = url.substr(0, slash);
   fb->base_path_ = slash == std::string::npos ? "" : url.substr(slash);
   while (!fb->base_path_.empty() && fb->base_path_.back() == '/') fb->base_path_.pop_back();
-  if (host_start >= fb->origin_.size()) return Status::error("--fallback: '" + url + "' has no host");
+  if (host_start >= fb->origin_.size())
+    return Status::error("--fallback: '" + url + "' has no host");
   fb->key_ = key;
   return fb;
 }
@@ -33,8 +34,8 @@ std::string error_json(const std::string& message) {
 }
 }  // namespace
 
-void Fallback::forward(const httplib::Request& req, httplib::Response& res,
-                       const std::string& path, bool stream, const std::string& reason) const {
+void Fallback::forward(const httplib::Request& req, httplib::Response& res, const std::string& path,
+                       bool stream, const std::string& reason) const {
   res.set_header("X-Hearth-Fallback", reason);
   httplib::Headers headers;
   if (!key_.empty()) headers.emplace("Authorization", "Bearer " + key_);
@@ -88,9 +89,14 @@ void Fallback::forward(const httplib::Request& req, httplib::Response& res,
         };
         auto r = cli.send(fwd);
         if (!r || status != 200) {
-          const std::string msg = !r ? error_json("the fallback endpoint " + url +
-                                                  " did not answer (" + httplib::to_string(r.error()) + ")")
-                                     : error_body;
+          std::string msg = !r ? error_json("the fallback endpoint " + url + " did not answer (" +
+                                            httplib::to_string(r.error()) + ")")
+                               : error_body;
+          // One SSE data line: re-serialize JSON compactly, or wrap whatever else came back.
+          const auto parsed = nlohmann::json::parse(msg, nullptr, false);
+          msg = parsed.is_discarded()
+                    ? error_json("the fallback endpoint answered HTTP " + std::to_string(status))
+                    : parsed.dump();
           const std::string event = "data: " + msg + "\n\ndata: [DONE]\n\n";
           sink.write(event.data(), event.size());
         }

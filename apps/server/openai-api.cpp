@@ -34,8 +34,7 @@ bool fail(ApiError* err, const std::string& param, const std::string& message,
 bool get_number(const json& j, const char* key, double lo, double hi, double* out, ApiError* err) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return true;
-  if (!it->is_number())
-    return fail(err, key, std::string("'") + key + "' must be a number");
+  if (!it->is_number()) return fail(err, key, std::string("'") + key + "' must be a number");
   const double v = it->get<double>();
   if (!(v >= lo && v <= hi))
     return fail(err, key,
@@ -51,9 +50,10 @@ bool get_int(const json& j, const char* key, int64_t lo, int64_t hi, std::option
   if (it == j.end() || it->is_null()) return true;
   if (!it->is_number_integer())
     return fail(err, key, std::string("'") + key + "' must be an integer");
-  // Compare before converting so huge unsigned values cannot wrap.
-  if (it->is_number_unsigned() ? it->get<uint64_t>() > uint64_t(hi) : it->get<int64_t>() > hi ||
-                                                                         it->get<int64_t>() < lo)
+  // Compare before converting so huge unsigned values cannot wrap (nlohmann parses every
+  // non-negative integer as unsigned).
+  const bool too_big = it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX);
+  if (too_big || it->get<int64_t>() > hi || it->get<int64_t>() < lo)
     return fail(err, key,
                 std::string("'") + key + "' is " + it->dump() + "; it must be between " +
                     std::to_string(lo) + " and " + std::to_string(hi));
@@ -178,10 +178,9 @@ bool chat_prompt(const json& j, const ApiConfig& cfg, const Engine& engine,
       return false;
     messages.push_back(std::move(msg));
   }
-  auto text = render_chat_template(cfg.chat_template, messages, true, engine.bos_text(),
-                                   engine.eos_text());
-  if (!text.is_ok())
-    return fail(err, "messages", "the chat template failed: " + text.message());
+  auto text =
+      render_chat_template(cfg.chat_template, messages, true, engine.bos_text(), engine.eos_text());
+  if (!text.is_ok()) return fail(err, "messages", "the chat template failed: " + text.message());
   // The template writes BOS itself (bos_token), so only special-token texts are parsed.
   *prompt = engine.tokenizer().encode(*text, /*add_special=*/false, /*parse_special=*/true);
   return true;
@@ -238,7 +237,8 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
     return std::nullopt;
   }
   const int64_t n_prompt = int64_t(job.prompt.size());
-  if (n_prompt == 0) return fail(err, chat ? "messages" : "prompt", "the prompt is empty"), std::nullopt;
+  if (n_prompt == 0)
+    return fail(err, chat ? "messages" : "prompt", "the prompt is empty"), std::nullopt;
   const std::string param = chat ? "messages" : "prompt";
   if (n_prompt >= cfg.ctx_size) {
     fail(err, param,
@@ -277,8 +277,8 @@ std::shared_ptr<Job> parse_embeddings(const ApiConfig& cfg, const Engine& engine
              nullptr;
     *base64 = *it == "base64";
   }
-  if (auto it = j.find("dimensions"); it != j.end() && !it->is_null() &&
-                                      *it != engine.model().hparams().n_embd)
+  if (auto it = j.find("dimensions");
+      it != j.end() && !it->is_null() && *it != engine.model().hparams().n_embd)
     return fail(err, "dimensions",
                 "'dimensions' must be " + std::to_string(engine.model().hparams().n_embd) +
                     " for this model"),
@@ -306,8 +306,7 @@ std::shared_ptr<Job> parse_embeddings(const ApiConfig& cfg, const Engine& engine
     if (list[i].is_string()) {
       if (!check_string(list[i], "input", cfg.limits.max_string_bytes, err)) return nullptr;
       if (list[i].get_ref<const std::string&>().empty())
-        return fail(err, "input", "'input[" + std::to_string(i) + "]' is an empty string"),
-               nullptr;
+        return fail(err, "input", "'input[" + std::to_string(i) + "]' is an empty string"), nullptr;
       ids = engine.tokenizer().encode(list[i].get_ref<const std::string&>(), true);
     } else if (list[i].is_array() && !list[i].empty()) {
       if (!parse_token_ids(list[i], engine, "input", &ids, err)) return nullptr;
@@ -350,7 +349,8 @@ json usage_json(const Job& job) {
 
 json completion_response(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                          int64_t created, const std::string& text) {
-  json choice = {{"index", 0}, {"finish_reason", api_finish_reason(*req.job)}, {"logprobs", nullptr}};
+  json choice = {
+      {"index", 0}, {"finish_reason", api_finish_reason(*req.job)}, {"logprobs", nullptr}};
   if (req.chat)
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   else
@@ -422,10 +422,11 @@ json embeddings_response(const Job& job, const ApiConfig& cfg, bool base64) {
       e["embedding"] = v;
     data.push_back(std::move(e));
   }
-  return json{{"object", "list"},
-              {"data", data},
-              {"model", cfg.model_id},
-              {"usage", {{"prompt_tokens", job.prompt_tokens()}, {"total_tokens", job.prompt_tokens()}}}};
+  return json{
+      {"object", "list"},
+      {"data", data},
+      {"model", cfg.model_id},
+      {"usage", {{"prompt_tokens", job.prompt_tokens()}, {"total_tokens", job.prompt_tokens()}}}};
 }
 
 json models_response(const ApiConfig& cfg, int64_t created) {

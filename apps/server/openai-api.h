@@ -40,8 +40,8 @@ struct ApiLimits {
 struct ApiConfig {
   std::string model_id;
   int64_t ctx_size = 0;
-  SamplingParams defaults;  // from the command line; request fields override them
-  std::string chat_template;  // "" -> /v1/chat/completions answers 400
+  SamplingParams defaults;              // from the command line; request fields override them
+  std::string chat_template;            // "" -> /v1/chat/completions answers 400
   std::vector<std::string> chat_stops;  // end-of-turn texts of the template's family
   ApiLimits limits;
 };

@@ -16,7 +16,8 @@ using Clock = std::chrono::steady_clock;
 
 bool Job::wait_text(std::chrono::milliseconds timeout, std::string* text) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (pending_.empty() && !done_) cv_.wait_for(lock, timeout, [&] { return done_ || !pending_.empty(); });
+  if (pending_.empty() && !done_)
+    cv_.wait_for(lock, timeout, [&] { return done_ || !pending_.empty(); });
   text->append(pending_);
   pending_.clear();
   return done_;
@@ -47,8 +48,8 @@ struct Scheduler::Slot {
   KvCache kv;
   std::vector<int32_t> history;  // tokens at positions [0, history.size()) of kv
   std::shared_ptr<Job> job;
-  size_t prompt_done = 0;    // prompt tokens in the cache (reused prefix included)
-  int32_t pending = -1;      // sampled token not yet run through the model
+  size_t prompt_done = 0;  // prompt tokens in the cache (reused prefix included)
+  int32_t pending = -1;    // sampled token not yet run through the model
   int32_t generated = 0;
   uint64_t last_used = 0;
   std::unique_ptr<Sampler> sampler;
@@ -70,7 +71,9 @@ struct Scheduler::EmbedState {
 Scheduler::Scheduler(std::shared_ptr<const Engine> engine, SchedulerOptions options)
     : engine_(std::move(engine)), options_(options) {}
 
-Scheduler::~Scheduler() { stop(); }
+Scheduler::~Scheduler() {
+  stop();
+}
 
 Status Scheduler::start() {
   if (options_.parallel < 1) return Status::error("--parallel must be at least 1");
@@ -111,7 +114,8 @@ Scheduler::Submit Scheduler::submit(const std::shared_ptr<Job>& job) {
     if (draining_ || stopping_) return Submit::kDraining;
     // A free slot takes the job at once, so only jobs beyond the slots count as queued.
     const int free_slots = options_.parallel - running_;
-    if (int(queue_.size()) - std::max(free_slots, 0) >= options_.max_queue) return Submit::kQueueFull;
+    if (int(queue_.size()) - std::max(free_slots, 0) >= options_.max_queue)
+      return Submit::kQueueFull;
     queue_.push_back(job);
     if (job->kind == Job::Kind::kGenerate) totals_.prompt_tokens += int64_t(job->prompt.size());
   }
@@ -201,9 +205,12 @@ void Scheduler::finish_slot(Slot& slot, const std::string& reason, const std::st
   job->finish(reason, error);
   std::lock_guard<std::mutex> lock(mu_);
   --running_;
-  if (reason == "cancelled") totals_.requests_cancelled++;
-  else if (reason == "error") totals_.requests_failed++;
-  else totals_.requests_finished++;
+  if (reason == "cancelled")
+    totals_.requests_cancelled++;
+  else if (reason == "error")
+    totals_.requests_failed++;
+  else
+    totals_.requests_finished++;
   if (queue_.empty() && running_ == 0) idle_cv_.notify_all();
 }
 
@@ -323,9 +330,12 @@ void Scheduler::embed_step() {
     job->finish(reason, error);
     std::lock_guard<std::mutex> lock(mu_);
     --running_;
-    if (reason == "cancelled") totals_.requests_cancelled++;
-    else if (reason == "error") totals_.requests_failed++;
-    else totals_.requests_finished++;
+    if (reason == "cancelled")
+      totals_.requests_cancelled++;
+    else if (reason == "error")
+      totals_.requests_failed++;
+    else
+      totals_.requests_finished++;
     if (queue_.empty() && running_ == 0) idle_cv_.notify_all();
   };
   if (job->cancelled()) return done_job("cancelled", "");
@@ -349,7 +359,7 @@ void Scheduler::embed_step() {
   }
   if (e.offset < input.size()) return;
   // Mean pooling, then L2 normalization (cosine similarity becomes a dot product).
-  std::vector<float> v(size_t(E));
+  std::vector<float> v(static_cast<size_t>(E));
   double norm = 0;
   for (int64_t c = 0; c < E; ++c) {
     const double m = e.sum[size_t(c)] / double(input.size());

@@ -29,9 +29,9 @@ class Job {
   Kind kind = Kind::kGenerate;
 
   // Inputs (set before submit, then read-only).
-  std::vector<int32_t> prompt;                    // kGenerate
-  std::vector<std::vector<int32_t>> inputs;       // kEmbed: one pooled vector per input
-  int32_t max_tokens = 0;                         // kGenerate: > 0, checked against the context
+  std::vector<int32_t> prompt;               // kGenerate
+  std::vector<std::vector<int32_t>> inputs;  // kEmbed: one pooled vector per input
+  int32_t max_tokens = 0;                    // kGenerate: > 0, checked against the context
   bool ignore_eos = false;
   SamplingParams sampling;
   std::vector<std::string> stop;

@@ -16,7 +16,7 @@ namespace hearth::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;  // 0: any free port (see Server::port())
+  int port = 8080;      // 0: any free port (see Server::port())
   std::string api_key;  // required when host is not a loopback address
   std::string fallback_url, fallback_key;
   size_t max_body_bytes = 8u << 20;

@@ -1,0 +1,156 @@
+// `hearth serve`: an OpenAI-compatible HTTP server (apps/server) over one loaded model, with
+// continuous batching across --parallel slots. New flags map onto server::ServerOptions here.
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "base/mapped-file.h"
+#include "command.h"
+#include "common.h"
+#include "runtime/chat/chat-template.h"
+#include "server.h"
+
+namespace hearth::cli {
+namespace {
+
+struct ServeArgs {
+  RuntimeArgs rt;
+  SamplingParams sampling;
+  server::ServerOptions opt;
+  std::string alias, template_file, template_name;
+  int drain_seconds = 30;
+  size_t max_body_kib = 8192;
+};
+
+// The chat template: --chat-template-file, --template-name, the model's own, or a built-in
+// guessed from the model's name (said on stderr, since a wrong guess garbles answers).
+void pick_template(const ServeArgs& a, const Engine& engine, server::ApiConfig* api) {
+  std::string label;
+  if (!a.template_file.empty()) {
+    api->chat_template = check(read_text_file(a.template_file));
+    label = a.template_file;
+  } else if (!a.template_name.empty()) {
+    auto b = builtin_chat_template(a.template_name);
+    if (!b) fail("--template-name: unknown template '" + a.template_name + "'");
+    api->chat_template = std::string(*b);
+    label = "built-in " + a.template_name;
+  } else if (!engine.chat_template().empty()) {
+    api->chat_template = engine.chat_template();
+    label = "from the model";
+  } else {
+    const std::string name =
+        guess_chat_template_name(engine.name(), engine.model().arch().gguf_name).value_or("llama2");
+    api->chat_template = std::string(*builtin_chat_template(name));
+    label = "built-in " + name + " (the model has none; choose with --template-name)";
+  }
+  const auto family = detect_chat_template_family(api->chat_template);
+  if (family == "chatml") api->chat_stops = {"<|im_end|>", "<|im_start|>"};
+  if (family == "llama3") api->chat_stops = {"<|eot_id|>", "<|start_header_id|>"};
+  if (family == "gemma") api->chat_stops = {"<end_of_turn>", "<start_of_turn>"};
+  if (family == "llama2" || family == "mistral") api->chat_stops = {"</s>", "[INST]"};
+  std::fprintf(stderr, "hearth serve: chat template %s\n", label.c_str());
+}
+
+void serve(ServeArgs& a) {
+  // Block the shutdown signals before any thread starts, so only the waiter below sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
+
+  if (!server::is_loopback_host(a.opt.host) && a.opt.api_key.empty())
+    fail("--host " + a.opt.host +
+         " makes the server reachable from other machines; give --api-key KEY (or bind 127.0.0.1)");
+  auto engine = load_engine_or_exit(a.rt);
+  a.opt.scheduler.ctx_size = context_size(a.rt, *engine);
+  a.opt.api.model_id = a.alias.empty() ? engine->name() : a.alias;
+  a.opt.api.defaults = a.sampling;
+  a.opt.max_body_bytes = a.max_body_kib * 1024;
+  pick_template(a, *engine, &a.opt.api);
+
+  server::Server srv(engine, a.opt);
+  check(srv.start());
+  const auto& s = a.opt.scheduler;
+  const HParams& hp = engine->model().hparams();
+  // K and V, f32, every layer, every position of every slot (as KvCache allocates them).
+  const double kv_mib = double(hp.kv_dim()) * 8.0 * double(hp.n_layer) * double(s.ctx_size) *
+                        double(s.parallel) / (1024.0 * 1024.0);
+  std::fprintf(stderr,
+               "hearth serve: %d slots x %lld tokens = %lld tokens of context (KV cache %.1f MiB), "
+               "queue %d\n",
+               s.parallel, (long long)s.ctx_size, (long long)(s.ctx_size * s.parallel), kv_mib,
+               s.max_queue);
+  std::printf("hearth serve: listening on http://%s:%d (model %s)\n",
+              a.opt.host.find(':') != std::string::npos ? ("[" + a.opt.host + "]").c_str()
+                                                        : a.opt.host.c_str(),
+              srv.port(), a.opt.api.model_id.c_str());
+  std::fflush(stdout);
+
+  const int drain_seconds = a.drain_seconds;
+  std::thread waiter([&srv, signals, drain_seconds] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::fprintf(stderr, "hearth serve: %s received, finishing in-flight requests (up to %d s)\n",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT", drain_seconds);
+    srv.shutdown(std::chrono::seconds(drain_seconds));
+  });
+  const Status st = srv.serve();
+  if (!st.is_ok()) {
+    // Wake the waiter so it can exit; the process is leaving anyway.
+    pthread_kill(waiter.native_handle(), SIGTERM);
+    waiter.join();
+    fail(st);
+  }
+  waiter.join();
+  std::fprintf(stderr, "hearth serve: stopped\n");
+}
+
+void setup(CLI::App& root) {
+  auto* a = new ServeArgs();  // lives for the process, like the CLI11 app
+  auto* cmd = root.add_subcommand("serve", "serve the model over an OpenAI-compatible HTTP API");
+  add_runtime_options(cmd, &a->rt);
+  add_sampling_options(cmd, &a->sampling);
+  cmd->add_option("--host", a->opt.host, "address to bind (default 127.0.0.1)");
+  cmd->add_option("--port", a->opt.port, "port (default 8080; 0 picks a free one)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--parallel,--np", a->opt.scheduler.parallel,
+                  "requests decoded together, each with its own --ctx-size context (default 4)")
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--max-queue", a->opt.scheduler.max_queue,
+                  "requests waiting for a slot before answering 503 (default 64)")
+      ->check(CLI::Range(0, 100000));
+  cmd->add_option("--batch-tokens", a->opt.scheduler.batch_tokens,
+                  "tokens per batched forward pass (default 512)")
+      ->check(CLI::Range(1, 512));
+  cmd->add_option("--api-key", a->opt.api_key,
+                  "require 'Authorization: Bearer KEY' (needed when --host is not loopback)");
+  cmd->add_option("--alias", a->alias, "model id reported by the API (default: the model's name)");
+  cmd->add_option("--fallback", a->opt.fallback_url,
+                  "remote OpenAI-compatible base URL (e.g. https://host/v1) for requests the local "
+                  "model cannot take (queue full, context too long)");
+  cmd->add_option("--fallback-key", a->opt.fallback_key, "API key for --fallback");
+  cmd->add_option("--chat-template-file", a->template_file, "Jinja chat template file");
+  cmd->add_option("--template-name", a->template_name,
+                  "built-in chat template (llama2, llama3, chatml, mistral, gemma)");
+  cmd->add_option("--max-body-kib", a->max_body_kib, "largest request body in KiB (default 8192)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--http-threads", a->opt.http_threads,
+                  "HTTP worker threads (default: slots + queue + 16, at least 32)")
+      ->check(CLI::Range(0, 4096));
+  cmd->add_option("--drain-seconds", a->drain_seconds,
+                  "on SIGTERM, how long in-flight requests may take to finish (default 30)")
+      ->check(CLI::Range(0, 3600));
+  cmd->callback([a] {
+    if (a->rt.model.model.empty() && a->rt.model.repo_id.empty())
+      fail("serve: give a model with -m MODEL");
+    serve(*a);
+  });
+}
+
+HEARTH_REGISTER_COMMAND(40, setup);
+
+}  // namespace
+}  // namespace hearth::cli
