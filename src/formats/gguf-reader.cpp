@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <set>
+#include <type_traits>
 
 #include "base/checked-math.h"
 #include "formats/gguf.h"
@@ -159,78 +160,47 @@ Status read_array_elems(Cursor& c, uint32_t elem, uint64_t count, GgufValue* out
   return Status::ok();
 }
 
+// A scalar number: integers fill both `i` and `u` (same bits), floats fill `f`.
+template <class T>
+Status read_number(Cursor& c, GgufValue* out, const std::string& what) {
+  T v;
+  HEARTH_TRY(c.read(&v, what));
+  if constexpr (std::is_floating_point_v<T>) {
+    out->f = v;
+  } else if constexpr (std::is_signed_v<T>) {
+    out->i = v;
+    out->u = uint64_t(out->i);
+  } else {
+    out->u = v;
+    out->i = int64_t(v);
+  }
+  return Status::ok();
+}
+
 Status read_value(Cursor& c, uint32_t type, GgufValue* out, const std::string& what, int depth) {
   out->type = GgufType(type);
   switch (GgufType(type)) {
-    case GgufType::UINT8: {
-      uint8_t v;
-      HEARTH_TRY(c.read(&v, what));
-      out->u = v;
-      out->i = v;
-      break;
-    }
-    case GgufType::INT8: {
-      int8_t v;
-      HEARTH_TRY(c.read(&v, what));
-      out->i = v;
-      out->u = uint64_t(out->i);
-      break;
-    }
-    case GgufType::UINT16: {
-      uint16_t v;
-      HEARTH_TRY(c.read(&v, what));
-      out->u = v;
-      out->i = v;
-      break;
-    }
-    case GgufType::INT16: {
-      int16_t v;
-      HEARTH_TRY(c.read(&v, what));
-      out->i = v;
-      out->u = uint64_t(out->i);
-      break;
-    }
-    case GgufType::UINT32: {
-      uint32_t v;
-      HEARTH_TRY(c.read(&v, what));
-      out->u = v;
-      out->i = v;
-      break;
-    }
-    case GgufType::INT32: {
-      int32_t v;
-      HEARTH_TRY(c.read(&v, what));
-      out->i = v;
-      out->u = uint64_t(out->i);
-      break;
-    }
+    case GgufType::UINT8:
+      return read_number<uint8_t>(c, out, what);
+    case GgufType::INT8:
+      return read_number<int8_t>(c, out, what);
+    case GgufType::UINT16:
+      return read_number<uint16_t>(c, out, what);
+    case GgufType::INT16:
+      return read_number<int16_t>(c, out, what);
+    case GgufType::UINT32:
+      return read_number<uint32_t>(c, out, what);
+    case GgufType::INT32:
+      return read_number<int32_t>(c, out, what);
     // UINT64 values above INT64_MAX keep their bits in `i`; get_int() refuses them.
-    case GgufType::UINT64: {
-      uint64_t v;
-      HEARTH_TRY(c.read(&v, what));
-      out->u = v;
-      out->i = int64_t(v);
-      break;
-    }
-    case GgufType::INT64: {
-      int64_t v;
-      HEARTH_TRY(c.read(&v, what));
-      out->i = v;
-      out->u = uint64_t(v);
-      break;
-    }
-    case GgufType::FLOAT32: {
-      float v;
-      HEARTH_TRY(c.read(&v, what));
-      out->f = v;
-      break;
-    }
-    case GgufType::FLOAT64: {
-      double v;
-      HEARTH_TRY(c.read(&v, what));
-      out->f = v;
-      break;
-    }
+    case GgufType::UINT64:
+      return read_number<uint64_t>(c, out, what);
+    case GgufType::INT64:
+      return read_number<int64_t>(c, out, what);
+    case GgufType::FLOAT32:
+      return read_number<float>(c, out, what);
+    case GgufType::FLOAT64:
+      return read_number<double>(c, out, what);
     case GgufType::BOOL: {
       uint8_t v;
       HEARTH_TRY(c.read(&v, what));

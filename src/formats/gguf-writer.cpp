@@ -1,8 +1,5 @@
 // GGUF v3 writer: metadata in insertion order, tensor infos, then the aligned data section.
-// Bytes go through one emit() routine so write() (streaming to disk) and to_bytes() agree.
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
+// Bytes go through one emit() routine so write(), to_bytes() and open_stream()'s header agree.
 #include <functional>
 #include <set>
 
@@ -11,13 +8,13 @@
 
 namespace hearth {
 
-namespace {
-
 using Sink = std::function<bool(const void*, uint64_t)>;
 
-class Emitter {
+// Serialises GGUF's little-endian fields to a sink, tracking the file position for padding.
+class GgufEmitter {
  public:
-  explicit Emitter(const Sink& sink) : sink_(sink) {}
+  // `pos`: where in the file the sink continues (streams emit each tensor separately).
+  explicit GgufEmitter(const Sink& sink, uint64_t pos = 0) : sink_(sink), pos_(pos) {}
   template <class T>
   void put(T v) {
     raw(&v, sizeof v);
@@ -30,17 +27,15 @@ class Emitter {
     if (ok_ && n) ok_ = sink_(p, n);
     pos_ += n;
   }
-  void pad_to(uint64_t alignment) {
-    static const uint8_t zeros[64] = {};
-    uint64_t pad = (alignment - pos_ % alignment) % alignment;
-    while (pad) {
-      const uint64_t n = pad < sizeof zeros ? pad : sizeof zeros;
-      raw(zeros, n);
-      pad -= n;
+  void zeros(uint64_t n) {
+    static const uint8_t zero[64] = {};
+    while (n) {
+      const uint64_t k = n < sizeof zero ? n : sizeof zero;
+      raw(zero, k);
+      n -= k;
     }
   }
-  uint64_t pos() const { return pos_; }
-  bool ok() const { return ok_; }
+  void pad_to(uint64_t alignment) { zeros((alignment - pos_ % alignment) % alignment); }
 
  private:
   const Sink& sink_;
@@ -48,7 +43,22 @@ class Emitter {
   bool ok_ = true;
 };
 
-void emit_scalar_of(Emitter& e, GgufType t, int64_t i, double f) {
+namespace {
+
+// Runs `body` with an emitter appending to `f`; the first write error, if any.
+template <class Body>
+Status emit_to(AtomicFile& f, Body body) {
+  Status st = Status::ok();
+  const Sink sink = [&](const void* p, uint64_t n) {
+    st = f.write(p, n);
+    return st.is_ok();
+  };
+  GgufEmitter e(sink, f.bytes_written());
+  body(e);
+  return st;
+}
+
+void emit_scalar_of(GgufEmitter& e, GgufType t, int64_t i, double f) {
   switch (t) {
     case GgufType::UINT8:
       e.put<uint8_t>(uint8_t(i));
@@ -89,7 +99,7 @@ void emit_scalar_of(Emitter& e, GgufType t, int64_t i, double f) {
 }
 
 // The payload of a value (without its type id, which the caller writes where GGUF wants it).
-void emit_payload(Emitter& e, const GgufValue& v) {
+void emit_payload(GgufEmitter& e, const GgufValue& v) {
   switch (v.type) {
     case GgufType::STRING:
       e.str(v.s);
@@ -127,6 +137,36 @@ void emit_payload(Emitter& e, const GgufValue& v) {
       emit_scalar_of(e, v.type, v.i, v.f);
       return;
   }
+}
+
+// The byte size of a tensor of this dtype and shape (outermost-first), or why there is none.
+Result<uint64_t> tensor_nbytes(const std::string& name, DType dtype,
+                               const std::vector<int64_t>& shape) {
+  const std::string what = "gguf writer: tensor '" + name + "'";
+  if (shape.empty() || shape.size() > 4)
+    return Status::error(what + ": needs 1 to 4 dimensions, has " + std::to_string(shape.size()));
+  uint64_t rows = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] <= 0)
+      return Status::error(what + ": dimension " + std::to_string(d) + " is " +
+                           std::to_string(shape[d]));
+    if (d + 1 < shape.size()) {
+      auto r = checked_mul(rows, uint64_t(shape[d]));
+      if (!r) return Status::error(what + ": size overflows");
+      rows = *r;
+    }
+  }
+  const DTypeInfo* info_p = dtype_info(uint32_t(dtype));
+  if (!info_p) return Status::error(what + ": unknown dtype id " + std::to_string(uint32_t(dtype)));
+  const DTypeInfo& info = *info_p;
+  const uint64_t ne0 = uint64_t(shape.back());
+  if (ne0 % info.block_size != 0)
+    return Status::error(what + ": row length " + std::to_string(ne0) +
+                         " is not a multiple of the " + info.name + " block size");
+  auto row = checked_mul(ne0 / info.block_size, info.block_bytes);
+  auto total = row ? checked_mul(*row, rows) : std::nullopt;
+  if (!total) return Status::error(what + ": size overflows");
+  return *total;
 }
 
 GgufValue scalar(GgufType t) {
@@ -216,6 +256,15 @@ void GgufWriter::add_tensor_ref(const std::string& name, DType dtype,
   tensors_.push_back(std::move(t));
 }
 
+void GgufWriter::declare_tensor(const std::string& name, DType dtype,
+                                const std::vector<int64_t>& shape) {
+  Tensor t{name, dtype, shape, {}};
+  t.declared = true;
+  const Result<uint64_t> nbytes = tensor_nbytes(t.name, t.dtype, t.shape);
+  t.ref_size = nbytes ? nbytes.value() : 0;  // a bad shape: validate() reports it
+  tensors_.push_back(std::move(t));
+}
+
 uint64_t GgufWriter::alignment() const {
   for (const auto& [k, v] : kv_)
     if (k == "general.alignment" && v.type != GgufType::ARRAY && v.type != GgufType::STRING &&
@@ -229,46 +278,26 @@ Status GgufWriter::validate() const {
   for (const auto& [k, v] : kv_) {
     if (k.empty()) return Status::error("gguf writer: empty metadata key");
     if (!keys.insert(k).second) return Status::error("gguf writer: duplicate key '" + k + "'");
-    if (k == "general.alignment" && (v.type != GgufType::UINT32 || alignment() != v.u))
-      return Status::error("gguf writer: general.alignment must be a UINT32 power of two");
+    // Any integer type the reader accepts, so quantize can copy a source file's key as is.
+    const bool integer =
+        v.type <= GgufType::INT32 || v.type == GgufType::UINT64 || v.type == GgufType::INT64;
+    if (k == "general.alignment" && (!integer || alignment() != v.u))
+      return Status::error(
+          "gguf writer: general.alignment must be an integer power of two between 1 and 2^30");
   }
   for (const Tensor& t : tensors_) {
-    const std::string what = "gguf writer: tensor '" + t.name + "'";
     if (t.name.empty()) return Status::error("gguf writer: empty tensor name");
-    if (!names.insert(t.name).second) return Status::error(what + ": duplicate name");
-    if (t.shape.empty() || t.shape.size() > 4)
-      return Status::error(what + ": needs 1 to 4 dimensions, has " +
-                           std::to_string(t.shape.size()));
-    uint64_t rows = 1;
-    for (size_t d = 0; d < t.shape.size(); ++d) {
-      if (t.shape[d] <= 0)
-        return Status::error(what + ": dimension " + std::to_string(d) + " is " +
-                             std::to_string(t.shape[d]));
-      if (d + 1 < t.shape.size()) {
-        auto r = checked_mul(rows, uint64_t(t.shape[d]));
-        if (!r) return Status::error(what + ": size overflows");
-        rows = *r;
-      }
-    }
-    const DTypeInfo* info_p = dtype_info(uint32_t(t.dtype));
-    if (!info_p)
-      return Status::error(what + ": unknown dtype id " + std::to_string(uint32_t(t.dtype)));
-    const DTypeInfo& info = *info_p;
-    const uint64_t ne0 = uint64_t(t.shape.back());
-    if (ne0 % info.block_size != 0)
-      return Status::error(what + ": row length " + std::to_string(ne0) +
-                           " is not a multiple of the " + info.name + " block size");
-    auto row = checked_mul(ne0 / info.block_size, info.block_bytes);
-    auto total = row ? checked_mul(*row, rows) : std::nullopt;
-    if (!total || *total != t.size())
-      return Status::error(what + ": has " + std::to_string(t.size()) + " bytes, shape needs " +
-                           (total ? std::to_string(*total) : std::string("overflow")));
+    if (!names.insert(t.name).second)
+      return Status::error("gguf writer: tensor '" + t.name + "': duplicate name");
+    HEARTH_ASSIGN_OR_RETURN(const uint64_t total, tensor_nbytes(t.name, t.dtype, t.shape));
+    if (total != t.size())
+      return Status::error("gguf writer: tensor '" + t.name + "': has " + std::to_string(t.size()) +
+                           " bytes, shape needs " + std::to_string(total));
   }
   return Status::ok();
 }
 
-bool GgufWriter::emit(const Sink& sink) const {
-  Emitter e(sink);
+void GgufWriter::emit(GgufEmitter& e, bool with_data) const {
   const uint64_t align = alignment();
   e.put<uint32_t>(0x46554747);  // "GGUF"
   e.put<uint32_t>(3);
@@ -289,41 +318,75 @@ bool GgufWriter::emit(const Sink& sink) const {
     offset += (t.size() + align - 1) / align * align;
   }
   e.pad_to(align);
+  if (!with_data) return;
   for (const Tensor& t : tensors_) {
-    e.raw(t.data(), t.size());
+    if (t.declared)
+      e.zeros(t.size());
+    else
+      e.raw(t.data(), t.size());
     e.pad_to(align);
   }
-  return e.ok();
 }
 
 std::vector<uint8_t> GgufWriter::to_bytes() const {
   std::vector<uint8_t> out;
-  emit([&](const void* p, uint64_t n) {
+  const Sink sink = [&](const void* p, uint64_t n) {
     const auto* b = static_cast<const uint8_t*>(p);
     out.insert(out.end(), b, b + n);
     return true;
-  });
+  };
+  GgufEmitter e(sink);
+  emit(e, true);
   return out;
 }
 
 Status GgufWriter::write(const std::string& path) const {
   HEARTH_TRY(validate().with_context(path));
-  // Write beside the target and rename, so a failed write never leaves a half file behind
-  // under the real name.
-  const std::string tmp = path + ".partial";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return Status::error(path + ": cannot create: " + std::strerror(errno));
-  const bool ok = emit([&](const void* p, uint64_t n) { return std::fwrite(p, 1, n, f) == n; });
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) {
-    std::remove(tmp.c_str());
-    return Status::error(path + ": write failed (disk full?)");
+  for (const Tensor& t : tensors_)
+    if (t.declared)
+      return Status::error(path + ": tensor '" + t.name +
+                           "' was declared for streaming; write it through open_stream()");
+  HEARTH_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::create(path));
+  HEARTH_TRY(emit_to(f, [&](GgufEmitter& e) { emit(e, true); }));
+  return f.commit();
+}
+
+Result<GgufTensorStream> GgufWriter::open_stream(const std::string& path) const {
+  HEARTH_TRY(validate().with_context(path));
+  std::vector<GgufTensorInfo> infos;
+  for (const Tensor& t : tensors_) {
+    if (!t.declared)
+      return Status::error(path + ": tensor '" + t.name +
+                           "' holds its bytes; a stream takes declared tensors only");
+    infos.push_back({t.name, t.dtype, t.shape, t.size()});
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status::error(path + ": cannot rename into place: " + std::strerror(errno));
-  }
+  HEARTH_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::create(path));
+  HEARTH_TRY(emit_to(f, [&](GgufEmitter& e) { emit(e, false); }));
+  return GgufTensorStream(std::move(f), std::move(infos), alignment());
+}
+
+Status GgufTensorStream::write_tensor(const void* data, uint64_t nbytes) {
+  const std::string& path = file_.path();
+  if (next_ >= tensors_.size())
+    return Status::error(path + ": all " + std::to_string(tensors_.size()) +
+                         " tensors are already written");
+  const GgufTensorInfo& t = tensors_[next_];
+  if (nbytes != t.nbytes)
+    return Status::error(path + ": tensor '" + t.name + "': " + std::to_string(nbytes) +
+                         " bytes, expected " + std::to_string(t.nbytes));
+  HEARTH_TRY(emit_to(file_, [&](GgufEmitter& e) {
+    e.raw(data, nbytes);
+    e.pad_to(alignment_);
+  }));
+  ++next_;
   return Status::ok();
+}
+
+Status GgufTensorStream::finish() {
+  if (next_ != tensors_.size())
+    return Status::error(file_.path() + ": only " + std::to_string(next_) + " of " +
+                         std::to_string(tensors_.size()) + " tensors written");
+  return file_.commit();
 }
 
 }  // namespace hearth

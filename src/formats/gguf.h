@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/atomic-file.h"
 #include "base/mapped-file.h"
 #include "base/status.h"
 #include "tensor/tensor-view.h"
@@ -19,10 +20,12 @@
 namespace hearth {
 
 // GGUF metadata value types (on-disk ids).
+// clang-format off
 enum class GgufType : uint32_t {
   UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
   BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
 };
+// clang-format on
 const char* gguf_type_name(GgufType t);
 
 // One metadata value. Scalars keep their on-disk type; arrays are homogeneous (GGUF forbids
@@ -37,10 +40,10 @@ struct GgufValue {
   std::string s;
   // Arrays: element type + exactly one of the vectors below filled (nested arrays go in `items`).
   GgufType elem_type = GgufType::UINT8;
-  std::vector<int64_t> ints;          // any integer or bool element type
-  std::vector<double> floats;         // FLOAT32/FLOAT64
-  std::vector<std::string> strings;   // STRING
-  std::vector<GgufValue> items;       // ARRAY of ARRAY
+  std::vector<int64_t> ints;         // any integer or bool element type
+  std::vector<double> floats;        // FLOAT32/FLOAT64
+  std::vector<std::string> strings;  // STRING
+  std::vector<GgufValue> items;      // ARRAY of ARRAY
   uint64_t array_size() const;
 };
 
@@ -64,8 +67,8 @@ class GgufFile {
   // Typed look-ups: nullopt when the key is absent; an error when it exists with a type that
   // cannot convert (e.g. a string where an integer is expected).
   Result<std::optional<std::string>> get_string(std::string_view key) const;
-  Result<std::optional<int64_t>> get_int(std::string_view key) const;      // any integer type
-  Result<std::optional<double>> get_float(std::string_view key) const;     // float or integer
+  Result<std::optional<int64_t>> get_int(std::string_view key) const;   // any integer type
+  Result<std::optional<double>> get_float(std::string_view key) const;  // float or integer
   Result<std::optional<bool>> get_bool(std::string_view key) const;
   Result<std::optional<std::vector<std::string>>> get_string_array(std::string_view key) const;
   Result<std::optional<std::vector<double>>> get_float_array(std::string_view key) const;
@@ -87,7 +90,13 @@ class GgufFile {
   std::map<std::string, size_t, std::less<>> tensor_index_;
 };
 
+class GgufEmitter;  // gguf-writer.cpp: the byte layout write(), to_bytes() and streams share
+class GgufTensorStream;
+
 // Writes GGUF v3 files: metadata in insertion order, tensors aligned (general.alignment or 32).
+// Two ways to supply tensor data: hand it over up front (add_tensor, add_tensor_ref; then write()
+// or to_bytes()), or declare tensors and stream their bytes one at a time (declare_tensor, then
+// open_stream()), so converting a model holds one tensor in memory.
 class GgufWriter {
  public:
   void set_u32(const std::string& key, uint32_t v);
@@ -108,14 +117,21 @@ class GgufWriter {
   // convert/quantize need not copy whole models) and must outlive write()/to_bytes().
   void add_tensor_ref(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
                       const void* data, uint64_t nbytes);
+  // A tensor whose bytes come later, through the stream open_stream() returns. to_bytes() writes
+  // zeros for it; write() refuses it.
+  void declare_tensor(const std::string& name, DType dtype, const std::vector<int64_t>& shape);
 
-  // Checks what write() needs: unique keys and names, positive dims, byte sizes matching the
-  // shape and dtype, a valid general.alignment. write() calls it; to_bytes() does not, so tests
+  // Checks what write() and open_stream() need: unique keys and names, positive dims, byte sizes
+  // matching the shape and dtype, a valid general.alignment. to_bytes() does not check, so tests
   // can fabricate malformed files with it.
   Status validate() const;
   Status write(const std::string& path) const;
   std::vector<uint8_t> to_bytes() const;  // the same bytes, in memory (tests, fuzz seeds)
   uint64_t alignment() const;             // general.alignment when set and valid, else 32
+
+  // Writes the header (metadata and tensor infos) to `path`'s temporary; the stream then takes
+  // each declared tensor's bytes in order. Every tensor must have been declared.
+  Result<GgufTensorStream> open_stream(const std::string& path) const;
 
  private:
   struct Tensor {
@@ -124,15 +140,45 @@ class GgufWriter {
     std::vector<int64_t> shape;
     std::vector<uint8_t> bytes;
     const uint8_t* ref = nullptr;  // add_tensor_ref: caller-owned bytes instead of `bytes`
-    uint64_t ref_size = 0;
+    uint64_t ref_size = 0;         // add_tensor_ref: their size; declare_tensor: the shape's
+    bool declared = false;         // declare_tensor: no bytes here, they are streamed
     const uint8_t* data() const { return ref ? ref : bytes.data(); }
-    uint64_t size() const { return ref ? ref_size : bytes.size(); }
+    uint64_t size() const { return ref || declared ? ref_size : bytes.size(); }
   };
   void set_scalar(const std::string& key, GgufValue v);
-  // Streams the file's bytes to `sink` (false from the sink = stop); false when it failed.
-  bool emit(const std::function<bool(const void*, uint64_t)>& sink) const;
+  // The file's bytes through `e`: the header padded to the alignment, then (with_data) each
+  // tensor's bytes, padded.
+  void emit(GgufEmitter& e, bool with_data) const;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<Tensor> tensors_;
+};
+
+// One declared tensor as the stream will write it (shape outermost-first).
+struct GgufTensorInfo {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t nbytes = 0;  // from dtype and shape
+};
+
+// The data section of a GGUF file being written by GgufWriter::open_stream. The file appears
+// under its name only after finish(); a stream dropped before that removes its temporary.
+class GgufTensorStream {
+ public:
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  // The next tensor's bytes, exactly its nbytes; errors name the file and the tensor.
+  Status write_tensor(const void* data, uint64_t nbytes);
+  // Checks that every tensor was written, then renames the file into place.
+  Status finish();
+
+ private:
+  friend class GgufWriter;
+  GgufTensorStream(AtomicFile file, std::vector<GgufTensorInfo> tensors, uint64_t alignment)
+      : file_(std::move(file)), tensors_(std::move(tensors)), alignment_(alignment) {}
+  AtomicFile file_;
+  std::vector<GgufTensorInfo> tensors_;
+  uint64_t alignment_;
+  size_t next_ = 0;
 };
 
 }  // namespace hearth

@@ -3,12 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <set>
 
+#include "base/atomic-file.h"
 #include "base/checked-math.h"
 #include "formats/safetensors.h"
 
@@ -302,24 +301,12 @@ Status write_safetensors(const std::string& path, const std::vector<OwnedTensor>
   // Pad with spaces so the data section starts 8-byte aligned, as the reference writer does.
   text.append((8 - text.size() % 8) % 8, ' ');
 
-  const std::string tmp = path + ".partial";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return Status::error(path + ": cannot create: " + std::strerror(errno));
+  HEARTH_ASSIGN_OR_RETURN(AtomicFile f, AtomicFile::create(path));
   const uint64_t len = text.size();
-  bool ok = std::fwrite(&len, 1, 8, f) == 8 && std::fwrite(text.data(), 1, len, f) == len;
-  for (const OwnedTensor& t : tensors)
-    ok = ok && (t.bytes.empty() ||  // empty tensors: data() may be null, fwrite must not see it
-                std::fwrite(t.bytes.data(), 1, t.bytes.size(), f) == t.bytes.size());
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) {
-    std::remove(tmp.c_str());
-    return Status::error(path + ": write failed (disk full?)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return Status::error(path + ": cannot rename into place: " + std::strerror(errno));
-  }
-  return Status::ok();
+  HEARTH_TRY(f.write(&len, 8));
+  HEARTH_TRY(f.write(text.data(), len));
+  for (const OwnedTensor& t : tensors) HEARTH_TRY(f.write(t.bytes.data(), t.bytes.size()));
+  return f.commit();
 }
 
 }  // namespace hearth

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/atomic-file.h"
 #include "hub/repo-spec.h"
 
 namespace fs = std::filesystem;
@@ -25,23 +26,6 @@ Status make_dirs(const std::string& path) {
   fs::create_directories(path, ec);
   if (ec && !fs::is_directory(path))
     return Status::error(path + ": cannot create directory: " + ec.message());
-  return Status::ok();
-}
-
-Status write_file_atomic(const std::string& path, const std::string& content) {
-  const std::string tmp = path + "." + std::to_string(::getpid()) + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Status::error(tmp + ": cannot write: " + std::strerror(errno));
-    out << content;
-    out.flush();
-    if (!out) return Status::error(tmp + ": write failed (disk full?)");
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s = Status::error(path + ": rename failed: " + std::strerror(errno));
-    ::unlink(tmp.c_str());
-    return s;
-  }
   return Status::ok();
 }
 

@@ -67,7 +67,5 @@ class FileLock {
 
 // Creates a directory and its parents; ok when it exists.
 Status make_dirs(const std::string& path);
-// Writes a small file atomically (temp file + rename).
-Status write_file_atomic(const std::string& path, const std::string& content);
 
 }  // namespace hearth::hub

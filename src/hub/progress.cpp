@@ -59,6 +59,14 @@ Progress::Entry* Progress::find(const std::string& file) {
   return nullptr;
 }
 
+Progress::Entry* Progress::find_or_add(const std::string& file) {
+  if (Entry* e = find(file)) return e;
+  entries_.push_back(Entry{});
+  entries_.back().file = file;
+  entries_.back().started = Clock::now();
+  return &entries_.back();
+}
+
 std::string Progress::render(const Entry& e) const {
   const double elapsed = std::max(1e-3, seconds_since(e.started));
   const double speed = double(e.done - std::min(e.done, e.resumed)) / elapsed;
@@ -110,12 +118,7 @@ void Progress::redraw_locked(bool force) {
 void Progress::start(const std::string& file, uint64_t total, uint64_t already) {
   if (mode_ == Mode::kQuiet) return;
   std::lock_guard<std::mutex> lock(mu_);
-  Entry* e = find(file);
-  if (!e) {
-    entries_.push_back(Entry{});
-    e = &entries_.back();
-    e->file = file;
-  }
+  Entry* e = find_or_add(file);
   e->total = total;
   e->done = e->resumed = already;
   e->started = e->last_line = Clock::now();
@@ -148,13 +151,7 @@ void Progress::update(const std::string& file, uint64_t done) {
 void Progress::finish(const std::string& file, bool ok, const std::string& note) {
   if (mode_ == Mode::kQuiet) return;
   std::lock_guard<std::mutex> lock(mu_);
-  Entry* e = find(file);
-  if (!e) {
-    entries_.push_back(Entry{});
-    e = &entries_.back();
-    e->file = file;
-    e->started = Clock::now();
-  }
+  Entry* e = find_or_add(file);
   e->finished = true;
   e->status = !note.empty() ? note : (ok ? "done" : "failed");
   if (mode_ == Mode::kBars) {

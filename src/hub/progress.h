@@ -36,6 +36,7 @@ class Progress {
     std::string status;
   };
   Entry* find(const std::string& file);
+  Entry* find_or_add(const std::string& file);  // a new entry starts its clock now
   std::string render(const Entry& e) const;
   void redraw_locked(bool force);
 

@@ -92,33 +92,11 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(BpeVocab vocab,
 
 Status BpeTokenizer::build(const std::string& source) {
   const size_t n = v_.tokens.size();
-  if (n == 0) return Status::error(source + ": tokenizer has no tokens");
-  if (n > 0x7FFFFFFF) return Status::error(source + ": token count exceeds int32");
   if (v_.types.empty()) v_.types.assign(n, TokenType::kNormal);
-  if (v_.types.size() != n) {
-    return Status::error(source + ": token_type has " + std::to_string(v_.types.size()) +
-                         " entries, tokens has " + std::to_string(n));
-  }
-  auto check_id = [&](int32_t id, const char* field) -> Status {
-    if (id < -1 || id >= static_cast<int64_t>(n)) {
-      return Status::error(source + ": " + field + " " + std::to_string(id) +
-                           " outside the vocabulary of " + std::to_string(n));
-    }
-    return Status::ok();
-  };
-  HEARTH_TRY(check_id(v_.unk_id, "unknown token id"));
-  HEARTH_TRY(check_id(v_.bos_id, "bos token id"));
-  HEARTH_TRY(check_id(v_.eos_id, "eos token id"));
-  HEARTH_TRY(check_id(v_.pad_id, "padding token id"));
-  for (int32_t id : v_.extra_eog_ids) HEARTH_TRY(check_id(id, "end-of-generation token id"));
+  HEARTH_TRY((check_vocab_table<BpeVocab, &BpeVocab::tokens>(v_, source)));
   for (int& b : byte_ids_) b = -1;
   for (size_t i = 0; i < n; ++i) {
     const auto id = static_cast<int32_t>(i);
-    const auto t = static_cast<int32_t>(v_.types[i]);
-    if (t < 0 || t > 6) {
-      return Status::error(source + ": token_type[" + std::to_string(i) +
-                           "] = " + std::to_string(t) + " is not a known token type");
-    }
     ids_.emplace(v_.tokens[i], id);
     if (v_.types[i] == TokenType::kUserDefined) user_defined_.add(v_.tokens[i], id);
     if (v_.types[i] == TokenType::kUserDefined || v_.types[i] == TokenType::kControl) {
@@ -150,20 +128,18 @@ Status BpeTokenizer::build(const std::string& source) {
 
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text, bool add_special,
                                           bool parse_special) const {
-  std::vector<int32_t> out;
-  if (add_special && v_.add_bos && v_.bos_id >= 0) out.push_back(v_.bos_id);
   // Added tokens are found before normalization and pre-tokenization, as in HF tokenizers;
   // control (special) tokens only when the caller asks for them.
   const SpecialTokenMatcher& m = parse_special ? special_ : user_defined_;
-  for (const auto& frag : m.split(text)) {
-    if (frag.id >= 0) {
-      out.push_back(frag.id);
-    } else {
-      encode_text(frag.text, out);
+  return with_bos_eos(add_special, [&](std::vector<int32_t>& out) {
+    for (const auto& frag : m.split(text)) {
+      if (frag.id >= 0) {
+        out.push_back(frag.id);
+      } else {
+        encode_text(frag.text, out);
+      }
     }
-  }
-  if (add_special && v_.add_eos && v_.eos_id >= 0) out.push_back(v_.eos_id);
-  return out;
+  });
 }
 
 void BpeTokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
@@ -250,7 +226,7 @@ std::vector<std::string> BpeTokenizer::pre_tokenize_text(std::string_view text) 
 }
 
 std::string BpeTokenizer::token_bytes(int32_t id) const {
-  if (id < 0 || id >= n_vocab()) return "";
+  if (!in_range(id)) return "";
   const std::string& t = v_.tokens[id];
   switch (v_.types[id]) {
     case TokenType::kControl:
@@ -274,25 +250,6 @@ std::string BpeTokenizer::token_bytes(int32_t id) const {
     pos += n > 0 ? n : 1;
   }
   return out;
-}
-
-std::string BpeTokenizer::token_text(int32_t id) const {
-  if (id < 0 || id >= n_vocab()) return "";
-  return v_.tokens[id];
-}
-
-TokenType BpeTokenizer::token_type(int32_t id) const {
-  if (id < 0 || id >= n_vocab()) return TokenType::kUndefined;
-  return v_.types[id];
-}
-
-bool BpeTokenizer::is_end_of_generation(int32_t id) const {
-  if (id < 0) return false;
-  if (id == v_.eos_id) return true;
-  for (int32_t e : v_.extra_eog_ids) {
-    if (e == id) return true;
-  }
-  return false;
 }
 
 }  // namespace hearth

@@ -11,6 +11,7 @@
 #include "tokenizer/pre-tokenizer.h"
 #include "tokenizer/special-tokens.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab-tokenizer.h"
 
 namespace hearth {
 
@@ -31,33 +32,24 @@ struct BpeVocab {
 uint32_t byte_to_unicode(uint8_t b);
 int byte_from_unicode(uint32_t cp);  // -1 when cp is not in the table
 
-class BpeTokenizer final : public Tokenizer {
+class BpeTokenizer final : public VocabTokenizer<BpeVocab, &BpeVocab::tokens> {
  public:
   static Result<std::unique_ptr<BpeTokenizer>> create(BpeVocab vocab, const std::string& source);
 
   std::vector<int32_t> encode(std::string_view text, bool add_special,
                               bool parse_special = false) const override;
   std::string token_bytes(int32_t id) const override;
-  std::string token_text(int32_t id) const override;
-  TokenType token_type(int32_t id) const override;
-  int32_t n_vocab() const override { return static_cast<int32_t>(v_.tokens.size()); }
-  int32_t bos_id() const override { return v_.bos_id; }
-  int32_t eos_id() const override { return v_.eos_id; }
-  bool add_bos() const override { return v_.add_bos; }
-  bool add_eos() const override { return v_.add_eos; }
-  bool is_end_of_generation(int32_t id) const override;
   std::string kind() const override { return "gpt2 (byte-level BPE)"; }
 
   // Pre-tokenized pieces of plain text (tests check splits against the published patterns).
   std::vector<std::string> pre_tokenize_text(std::string_view text) const;
 
  private:
-  explicit BpeTokenizer(BpeVocab v) : v_(std::move(v)) {}
+  explicit BpeTokenizer(BpeVocab v) : VocabTokenizer(std::move(v)) {}
   Status build(const std::string& source);
   void encode_text(std::string_view text, std::vector<int32_t>& out) const;
   void encode_piece(std::string_view bytes, std::vector<int32_t>& out) const;
 
-  BpeVocab v_;
   std::unordered_map<std::string, int32_t> ids_;
   struct Merge {
     int32_t rank;

@@ -39,35 +39,13 @@ bool is_mergeable(TokenType t) {
 }  // namespace
 
 Status validate_spm_vocab(const SpmVocab& v, const std::string& source) {
+  HEARTH_TRY((check_vocab_table<SpmVocab, &SpmVocab::pieces>(v, source)));
   const size_t n = v.pieces.size();
-  if (n == 0) return Status::error(source + ": tokenizer has no tokens");
-  if (n > 0x7FFFFFFF) return Status::error(source + ": token count exceeds int32");
   if (v.scores.size() != n) {
     return Status::error(source + ": scores has " + std::to_string(v.scores.size()) +
                          " entries, tokens has " + std::to_string(n));
   }
-  if (v.types.size() != n) {
-    return Status::error(source + ": token_type has " + std::to_string(v.types.size()) +
-                         " entries, tokens has " + std::to_string(n));
-  }
-  auto check_id = [&](int32_t id, const char* field) -> Status {
-    if (id < -1 || id >= static_cast<int64_t>(n)) {
-      return Status::error(source + ": " + field + " " + std::to_string(id) +
-                           " outside the vocabulary of " + std::to_string(n));
-    }
-    return Status::ok();
-  };
-  HEARTH_TRY(check_id(v.unk_id, "unknown token id"));
-  HEARTH_TRY(check_id(v.bos_id, "bos token id"));
-  HEARTH_TRY(check_id(v.eos_id, "eos token id"));
-  HEARTH_TRY(check_id(v.pad_id, "padding token id"));
-  for (int32_t id : v.extra_eog_ids) HEARTH_TRY(check_id(id, "end-of-generation token id"));
   for (size_t i = 0; i < n; ++i) {
-    const auto t = static_cast<int32_t>(v.types[i]);
-    if (t < 0 || t > 6) {
-      return Status::error(source + ": token_type[" + std::to_string(i) +
-                           "] = " + std::to_string(t) + " is not a known token type");
-    }
     if (v.types[i] == TokenType::kByte && parse_byte_piece(v.pieces[i]) < 0) {
       return Status::error(source + ": byte token " + std::to_string(i) + " is not <0xNN>");
     }
@@ -84,7 +62,7 @@ Result<std::unique_ptr<SpmTokenizer>> SpmTokenizer::create(SpmVocab vocab,
   return std::unique_ptr<SpmTokenizer>(new SpmTokenizer(std::move(vocab)));
 }
 
-SpmTokenizer::SpmTokenizer(SpmVocab v) : v_(std::move(v)) {
+SpmTokenizer::SpmTokenizer(SpmVocab v) : VocabTokenizer(std::move(v)) {
   for (int& b : byte_ids_) b = -1;
   for (size_t i = 0; i < v_.pieces.size(); ++i) {
     const auto id = static_cast<int32_t>(i);
@@ -105,9 +83,8 @@ SpmTokenizer::SpmTokenizer(SpmVocab v) : v_(std::move(v)) {
 
 std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_special,
                                           bool parse_special) const {
-  std::vector<int32_t> out;
-  if (add_special && v_.add_bos && v_.bos_id >= 0) out.push_back(v_.bos_id);
-  if (parse_special) {
+  return with_bos_eos(add_special, [&](std::vector<int32_t>& out) {
+    if (!parse_special) return encode_fragment(text, true, out);
     // As llama.cpp and HF's legacy Llama tokenizer do: each text run after a special token
     // starts a new "sentence" and gets its own dummy prefix.
     for (const auto& frag : control_.split(text)) {
@@ -117,11 +94,7 @@ std::vector<int32_t> SpmTokenizer::encode(std::string_view text, bool add_specia
         encode_fragment(frag.text, true, out);
       }
     }
-  } else {
-    encode_fragment(text, true, out);
-  }
-  if (add_special && v_.add_eos && v_.eos_id >= 0) out.push_back(v_.eos_id);
-  return out;
+  });
 }
 
 void SpmTokenizer::encode_fragment(std::string_view text, bool dummy_prefix,
@@ -275,7 +248,7 @@ void SpmTokenizer::encode_normalized(const std::string& s, std::vector<int32_t>&
 }
 
 std::string SpmTokenizer::token_bytes(int32_t id) const {
-  if (id < 0 || id >= n_vocab()) return "";
+  if (!in_range(id)) return "";
   const std::string& p = v_.pieces[id];
   switch (v_.types[id]) {
     case TokenType::kControl:
@@ -298,25 +271,6 @@ std::string SpmTokenizer::token_bytes(int32_t id) const {
     }
   }
   return out;
-}
-
-std::string SpmTokenizer::token_text(int32_t id) const {
-  if (id < 0 || id >= n_vocab()) return "";
-  return v_.pieces[id];
-}
-
-TokenType SpmTokenizer::token_type(int32_t id) const {
-  if (id < 0 || id >= n_vocab()) return TokenType::kUndefined;
-  return v_.types[id];
-}
-
-bool SpmTokenizer::is_end_of_generation(int32_t id) const {
-  if (id < 0) return false;
-  if (id == v_.eos_id) return true;
-  for (int32_t e : v_.extra_eog_ids) {
-    if (e == id) return true;
-  }
-  return false;
 }
 
 }  // namespace hearth

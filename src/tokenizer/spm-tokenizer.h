@@ -10,6 +10,7 @@
 
 #include "tokenizer/special-tokens.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab-tokenizer.h"
 
 namespace hearth {
 
@@ -31,21 +32,13 @@ struct SpmVocab {
 // Checks sizes, id ranges and byte pieces; `source` names the file in errors.
 Status validate_spm_vocab(const SpmVocab& v, const std::string& source);
 
-class SpmTokenizer final : public Tokenizer {
+class SpmTokenizer final : public VocabTokenizer<SpmVocab, &SpmVocab::pieces> {
  public:
   static Result<std::unique_ptr<SpmTokenizer>> create(SpmVocab vocab, const std::string& source);
 
   std::vector<int32_t> encode(std::string_view text, bool add_special,
                               bool parse_special = false) const override;
   std::string token_bytes(int32_t id) const override;
-  std::string token_text(int32_t id) const override;
-  TokenType token_type(int32_t id) const override;
-  int32_t n_vocab() const override { return static_cast<int32_t>(v_.pieces.size()); }
-  int32_t bos_id() const override { return v_.bos_id; }
-  int32_t eos_id() const override { return v_.eos_id; }
-  bool add_bos() const override { return v_.add_bos; }
-  bool add_eos() const override { return v_.add_eos; }
-  bool is_end_of_generation(int32_t id) const override;
   std::string kind() const override { return "llama (SentencePiece BPE)"; }
 
   const SpmVocab& vocab() const { return v_; }
@@ -56,7 +49,6 @@ class SpmTokenizer final : public Tokenizer {
   void encode_fragment(std::string_view text, bool dummy_prefix, std::vector<int32_t>& out) const;
   void encode_normalized(const std::string& normalized, std::vector<int32_t>& out) const;
 
-  SpmVocab v_;
   std::unordered_map<std::string, int32_t> mergeable_;  // normal, user-defined, unused pieces
   std::unordered_map<std::string, int32_t> all_pieces_;
   int32_t byte_ids_[256];

@@ -12,13 +12,6 @@ namespace hearth::jinja {
 
 namespace {
 
-bool is_intlike(const Value& v) {
-  return v.is_int() || v.is_bool();
-}
-int64_t int_of(const Value& v) {
-  return v.is_bool() ? int64_t(v.as_bool()) : v.as_int();
-}
-
 const std::string& str_arg(const CallArgs& a, size_t pos, const char* name,
                            const std::string& def) {
   const Value* v = a.get(pos, name);

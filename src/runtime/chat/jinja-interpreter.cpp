@@ -21,13 +21,6 @@ std::string kind_name(const Value& v) {
   return v.type_name();
 }
 
-bool is_intlike(const Value& v) {
-  return v.is_int() || v.is_bool();
-}
-int64_t int_of(const Value& v) {
-  return v.is_bool() ? int64_t(v.as_bool()) : v.as_int();
-}
-
 }  // namespace
 
 Interpreter::Interpreter(const Limits& limits, const Variables& vars) : limits_(limits) {

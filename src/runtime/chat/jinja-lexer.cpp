@@ -121,12 +121,20 @@ class Lexer {
     out_.push_back(std::move(t));
   }
 
-  void begin_mark(TokenKind kind, bool is_block, bool minus, bool plus) {
+  // A tag's opening or closing token, with its whitespace-control marks kept aside in `marks`.
+  void push_mark(std::vector<TagMark>& marks, TokenKind kind, bool is_block, bool minus,
+                 bool plus) {
     Token t;
     t.kind = kind;
     t.line = line_;
-    marks_.push_back({out_.size(), is_block, minus, plus});
+    marks.push_back({out_.size(), is_block, minus, plus});
     out_.push_back(t);
+  }
+  void begin_mark(TokenKind kind, bool is_block, bool minus, bool plus) {
+    push_mark(marks_, kind, is_block, minus, plus);
+  }
+  void end_mark(TokenKind kind, bool is_block, bool minus, bool plus) {
+    push_mark(end_marks_, kind, is_block, minus, plus);
   }
 
   Status lex_comment(size_t open, size_t p, bool minus, bool plus, size_t& pos) {
@@ -139,14 +147,6 @@ class Lexer {
     end_mark(TokenKind::End, true, end_minus, end_plus);
     pos = close + 2;
     return Status::ok();
-  }
-
-  void end_mark(TokenKind kind, bool is_block, bool minus, bool plus) {
-    Token t;
-    t.kind = kind;
-    t.line = line_;
-    end_marks_.push_back({out_.size(), is_block, minus, plus});
-    out_.push_back(t);
   }
 
   Result<size_t> lex_tag(size_t p, bool block) {

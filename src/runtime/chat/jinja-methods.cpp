@@ -11,13 +11,6 @@ namespace hearth::jinja {
 
 namespace {
 
-bool is_intlike(const Value& v) {
-  return v.is_int() || v.is_bool();
-}
-int64_t int_of(const Value& v) {
-  return v.is_bool() ? int64_t(v.as_bool()) : v.as_int();
-}
-
 Status need_string(const Value& v, const char* what) {
   if (v.is_string()) return Status::ok();
   return Status::error(std::string(what) + " expects a string, got " + v.type_name());

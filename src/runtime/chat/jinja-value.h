@@ -98,6 +98,15 @@ class Value {
 
 // Python's == across kinds (1 == 1.0, True == 1; lists and dicts compare element-wise).
 bool values_equal(const Value& a, const Value& b);
+
+// Python's bool is an int subclass: True + 1, x % 2 on a flag and range(flag) all take it.
+inline bool is_intlike(const Value& v) {
+  return v.is_int() || v.is_bool();
+}
+inline int64_t int_of(const Value& v) {  // requires is_intlike(v)
+  return v.is_bool() ? int64_t(v.as_bool()) : v.as_int();
+}
+
 // Python's repr() of a float: shortest round-trip digits, "1.0", "1e+16", "inf", "nan".
 std::string format_python_float(double f);
 

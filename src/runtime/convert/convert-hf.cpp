@@ -5,7 +5,6 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <thread>
 
 #include "base/mapped-file.h"
 #include "formats/safetensors.h"
@@ -13,7 +12,6 @@
 #include "model/tensor-names.h"
 #include "runtime/convert/convert-vocab.h"
 #include "runtime/convert/convert.h"
-#include "runtime/convert/gguf-stream.h"
 #include "runtime/convert/quant-plan.h"
 #include "runtime/convert/tensor-encode.h"
 
@@ -108,41 +106,41 @@ std::vector<float> llama3_rope_factors(const HfConfig& c) {
 }
 
 Status hparam_metadata(const HfConfig& c, const ArchSpec& arch, const std::string& dir,
-                       const OutputType& type, uint64_t n_params, Metadata& m) {
+                       const OutputType& type, uint64_t n_params, GgufWriter& w) {
   const std::string a = arch.gguf_name + ".";
-  put(m, "general.architecture", value_string(arch.gguf_name));
-  put(m, "general.type", value_string("model"));
-  put(m, "general.name", value_string(model_name_from_dir(dir)));
-  put(m, "general.size_label", value_string(size_label(n_params)));
-  put(m, a + "block_count", value_u32(uint32_t(c.num_hidden_layers)));
+  w.set_string("general.architecture", arch.gguf_name);
+  w.set_string("general.type", "model");
+  w.set_string("general.name", model_name_from_dir(dir));
+  w.set_string("general.size_label", size_label(n_params));
+  w.set_u32(a + "block_count", uint32_t(c.num_hidden_layers));
   if (c.max_position_embeddings > 0)  // optional in config.json, as in llama.cpp's converter
-    put(m, a + "context_length", value_u32(uint32_t(c.max_position_embeddings)));
-  put(m, a + "embedding_length", value_u32(uint32_t(c.hidden_size)));
-  put(m, a + "feed_forward_length", value_u32(uint32_t(c.intermediate_size)));
-  put(m, a + "attention.head_count", value_u32(uint32_t(c.num_attention_heads)));
-  put(m, a + "attention.head_count_kv", value_u32(uint32_t(c.num_key_value_heads)));
-  put(m, a + "rope.freq_base", value_f32(float(c.rope.theta)));
-  put(m, a + "attention.layer_norm_rms_epsilon", value_f32(float(c.rms_norm_eps)));
+    w.set_u32(a + "context_length", uint32_t(c.max_position_embeddings));
+  w.set_u32(a + "embedding_length", uint32_t(c.hidden_size));
+  w.set_u32(a + "feed_forward_length", uint32_t(c.intermediate_size));
+  w.set_u32(a + "attention.head_count", uint32_t(c.num_attention_heads));
+  w.set_u32(a + "attention.head_count_kv", uint32_t(c.num_key_value_heads));
+  w.set_f32(a + "rope.freq_base", float(c.rope.theta));
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
   if (c.rope.type == "linear") {
-    put(m, a + "rope.scaling.type", value_string("linear"));
-    put(m, a + "rope.scaling.factor", value_f32(float(c.rope.factor)));
+    w.set_string(a + "rope.scaling.type", "linear");
+    w.set_f32(a + "rope.scaling.factor", float(c.rope.factor));
   } else if (c.rope.type != "default" && c.rope.type != "llama3") {
     return Status::error(dir + "/config.json: rope_scaling: type '" + c.rope.type +
                          "' is not supported (default, linear, llama3)");
   }
-  put(m, "general.file_type", value_u32(type.file_type));
-  put(m, a + "vocab_size", value_u32(uint32_t(c.vocab_size)));
-  put(m, a + "rope.dimension_count", value_u32(uint32_t(c.head_dim)));
+  w.set_u32("general.file_type", type.file_type);
+  w.set_u32(a + "vocab_size", uint32_t(c.vocab_size));
+  w.set_u32(a + "rope.dimension_count", uint32_t(c.head_dim));
   if (c.head_dim * c.num_attention_heads != c.hidden_size) {
-    put(m, a + "attention.key_length", value_u32(uint32_t(c.head_dim)));
-    put(m, a + "attention.value_length", value_u32(uint32_t(c.head_dim)));
+    w.set_u32(a + "attention.key_length", uint32_t(c.head_dim));
+    w.set_u32(a + "attention.value_length", uint32_t(c.head_dim));
   }
   return Status::ok();
 }
 
 // One output tensor: where it comes from and how it is written.
 struct Planned {
-  TensorInfo info;
+  GgufTensorInfo info;              // nbytes unused: the writer derives it
   const TensorView* src = nullptr;  // null for generated tensors (rope_freqs)
   std::vector<float> generated;
   int64_t permute_heads = 0;  // > 0: permute rows for interleaved RoPE with this head count
@@ -266,48 +264,36 @@ Status convert_hf_to_gguf(const std::string& dir, const std::string& out_path,
   uint64_t n_params = 0;
   for (const auto& p : plan)
     if (p.src) n_params += uint64_t(p.src->numel());
-  Metadata meta;
-  HEARTH_TRY(hparam_metadata(cfg, *arch, dir, type, n_params, meta));
-  HEARTH_TRY(add_tokenizer_metadata(dir, cfg, tok_cfg, meta));
-  put(meta, "general.quantization_version", value_u32(2));
+  GgufWriter w;
+  HEARTH_TRY(hparam_metadata(cfg, *arch, dir, type, n_params, w));
+  HEARTH_TRY(add_tokenizer_metadata(dir, cfg, tok_cfg, w));
+  w.set_u32("general.quantization_version", 2);
 
-  std::vector<TensorInfo> infos;
-  for (const auto& p : plan) infos.push_back(p.info);
-  HEARTH_ASSIGN_OR_RETURN(GgufStream stream, GgufStream::open(out_path, meta, std::move(infos)));
-  uint64_t total = 0, done = 0;
-  for (const auto& t : stream.tensors()) total += t.nbytes;
-
-  ThreadPool pool(n_threads > 0 ? n_threads
-                                : int(std::max(1u, std::thread::hardware_concurrency())));
+  std::vector<TypeChoice> choices;
+  for (const auto& p : plan) {
+    w.declare_tensor(p.info.name, p.info.dtype, p.info.shape);
+    choices.push_back({p.info.dtype, p.fell_back, p.preferred});
+  }
   std::vector<float> f32;
   std::vector<uint8_t> bytes;
-  for (size_t i = 0; i < plan.size(); ++i) {
-    Planned& p = plan[i];
-    const TensorInfo& info = stream.tensors()[i];
-    if (p.src) {
-      HEARTH_TRY(decode_to_f32(*p.src, f32).with_context(dir));
-    } else {
-      f32 = std::move(p.generated);
-    }
-    const int64_t cols = info.shape.back(), rows = int64_t(f32.size()) / cols;
-    if (p.permute_heads > 0) {
-      HEARTH_TRY(permute_for_interleaved_rope(f32, rows, cols, p.permute_heads)
-                     .with_context(dir + ": tensor " + p.src->name));
-    }
-    HEARTH_TRY(encode_from_f32(info.dtype, f32.data(), rows, cols, bytes, &pool)
-                   .with_context(out_path + ": tensor " + info.name));
-    HEARTH_TRY(stream.write_tensor(i, bytes.data(), bytes.size()));
-    done += bytes.size();
-    if (progress) {
-      std::string type_text = dtype_name(info.dtype);
-      if (p.fell_back)
-        type_text += std::string(" (row ") + std::to_string(cols) + " does not fit " +
-                     dtype_name(p.preferred) + ")";
-      progress({int64_t(i), int64_t(plan.size()), info.name, type_text, shape_string(info.shape),
-                done, total});
-    }
-  }
-  return stream.finish();
+  return write_tensors(
+      w, out_path, choices, n_threads, progress,
+      [&](size_t i, const GgufTensorInfo& info, ThreadPool& pool, GgufTensorStream& out) {
+        Planned& p = plan[i];
+        if (p.src) {
+          HEARTH_TRY(decode_to_f32(*p.src, f32).with_context(dir));
+        } else {
+          f32 = std::move(p.generated);
+        }
+        const int64_t cols = info.shape.back(), rows = int64_t(f32.size()) / cols;
+        if (p.permute_heads > 0) {
+          HEARTH_TRY(permute_for_interleaved_rope(f32, rows, cols, p.permute_heads)
+                         .with_context(dir + ": tensor " + p.src->name));
+        }
+        HEARTH_TRY(encode_from_f32(info.dtype, f32.data(), rows, cols, bytes, &pool)
+                       .with_context(out_path + ": tensor " + info.name));
+        return out.write_tensor(bytes.data(), bytes.size());
+      });
 }
 
 std::string output_type_names() {

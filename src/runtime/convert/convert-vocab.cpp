@@ -90,7 +90,7 @@ Result<Vocab> read_tokenizer_json(const std::string& path) {
 }  // namespace
 
 Status add_tokenizer_metadata(const std::string& dir, const HfConfig& cfg,
-                              const std::optional<HfTokenizerConfig>& tc, Metadata& m) {
+                              const std::optional<HfTokenizerConfig>& tc, GgufWriter& w) {
   const std::string spm_path = dir + "/tokenizer.model", json_path = dir + "/tokenizer.json";
   Vocab v;
   if (fs::exists(spm_path)) {
@@ -119,30 +119,28 @@ Status add_tokenizer_metadata(const std::string& dir, const HfConfig& cfg,
   v.unk = pick({}, tc ? tc->unk_token : no_text, v.unk);
   v.pad = pick({}, tc ? tc->pad_token : no_text, v.pad);
 
-  put(m, "tokenizer.ggml.model", value_string(v.model));
-  put(m, "tokenizer.ggml.pre", value_string(v.pre));
-  put(m, "tokenizer.ggml.tokens", value_strings(v.tokens));
-  if (v.model == "llama") put(m, "tokenizer.ggml.scores", value_f32s(v.scores));
-  put(m, "tokenizer.ggml.token_type", value_i32s(v.types));
-  if (v.model == "gpt2") put(m, "tokenizer.ggml.merges", value_strings(v.merges));
+  w.set_string("tokenizer.ggml.model", v.model);
+  w.set_string("tokenizer.ggml.pre", v.pre);
+  w.set_string_array("tokenizer.ggml.tokens", v.tokens);
+  if (v.model == "llama") w.set_f32_array("tokenizer.ggml.scores", v.scores);
+  w.set_i32_array("tokenizer.ggml.token_type", v.types);
+  if (v.model == "gpt2") w.set_string_array("tokenizer.ggml.merges", v.merges);
   auto put_id = [&](const char* key, int32_t id) {
-    if (id >= 0 && id < int32_t(v.tokens.size())) put(m, key, value_u32(uint32_t(id)));
+    if (id >= 0 && id < int32_t(v.tokens.size())) w.set_u32(key, uint32_t(id));
   };
   put_id("tokenizer.ggml.bos_token_id", v.bos);
   put_id("tokenizer.ggml.eos_token_id", v.eos);
   put_id("tokenizer.ggml.unknown_token_id", v.unk);
   put_id("tokenizer.ggml.padding_token_id", v.pad);
-  if (tc && tc->add_bos_token)
-    put(m, "tokenizer.ggml.add_bos_token", value_bool(*tc->add_bos_token));
-  if (tc && tc->add_eos_token)
-    put(m, "tokenizer.ggml.add_eos_token", value_bool(*tc->add_eos_token));
+  if (tc && tc->add_bos_token) w.set_bool("tokenizer.ggml.add_bos_token", *tc->add_bos_token);
+  if (tc && tc->add_eos_token) w.set_bool("tokenizer.ggml.add_eos_token", *tc->add_eos_token);
 
   std::string tmpl = tc ? tc->chat_template : std::string();
   // Newer HF repos keep the template in its own file instead of tokenizer_config.json.
   if (tmpl.empty() && fs::exists(dir + "/chat_template.jinja")) {
     HEARTH_ASSIGN_OR_RETURN(tmpl, read_text_file(dir + "/chat_template.jinja"));
   }
-  if (!tmpl.empty()) put(m, "tokenizer.chat_template", value_string(tmpl));
+  if (!tmpl.empty()) w.set_string("tokenizer.chat_template", tmpl);
   return Status::ok();
 }
 

@@ -6,13 +6,13 @@
 #include <string>
 
 #include "base/status.h"
+#include "formats/gguf.h"
 #include "formats/hf-config.h"
-#include "runtime/convert/gguf-stream.h"
 
 namespace hearth::convert {
 
 // Reads the tokenizer files in `dir`; ids missing from them come from config.json (`cfg`).
 Status add_tokenizer_metadata(const std::string& dir, const HfConfig& cfg,
-                              const std::optional<HfTokenizerConfig>& tok_cfg, Metadata& m);
+                              const std::optional<HfTokenizerConfig>& tok_cfg, GgufWriter& w);
 
 }  // namespace hearth::convert

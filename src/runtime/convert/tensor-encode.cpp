@@ -2,8 +2,10 @@
 // the kernels' per-row dequantizer; encoding uses the reference quantizers (ggml bit-compatible).
 #include "runtime/convert/tensor-encode.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 #include "base/half.h"
 #include "kernels/ops.h"
@@ -81,6 +83,35 @@ Status permute_for_interleaved_rope(std::vector<float>& w, int64_t rows, int64_t
                     size_t(cols) * sizeof(float));
   }
   return Status::ok();
+}
+
+Status write_tensors(const GgufWriter& w, const std::string& out_path,
+                     const std::vector<TypeChoice>& choices, int n_threads,
+                     const ConvertProgressFn& progress, const WriteTensorFn& write_tensor) {
+  HEARTH_ASSIGN_OR_RETURN(GgufTensorStream stream, w.open_stream(out_path));
+  const std::vector<GgufTensorInfo>& infos = stream.tensors();
+  if (choices.size() != infos.size())
+    return Status::error(out_path + ": " + std::to_string(choices.size()) + " type choices for " +
+                         std::to_string(infos.size()) + " tensors");
+  uint64_t total = 0, done = 0;
+  for (const auto& t : infos) total += t.nbytes;
+
+  ThreadPool pool(n_threads > 0 ? n_threads
+                                : int(std::max(1u, std::thread::hardware_concurrency())));
+  for (size_t i = 0; i < infos.size(); ++i) {
+    const GgufTensorInfo& info = infos[i];
+    HEARTH_TRY(write_tensor(i, info, pool, stream));
+    done += info.nbytes;
+    if (progress) {
+      std::string type_text = dtype_name(info.dtype);
+      if (choices[i].fell_back)
+        type_text += std::string(" (row ") + std::to_string(info.shape.back()) + " does not fit " +
+                     dtype_name(choices[i].preferred) + ")";
+      progress({int64_t(i), int64_t(infos.size()), info.name, type_text, shape_string(info.shape),
+                done, total});
+    }
+  }
+  return stream.finish();
 }
 
 }  // namespace hearth::convert

@@ -82,16 +82,26 @@ std::shared_ptr<Engine> load(const std::string& path) {
   return e.is_ok() ? e.value() : nullptr;
 }
 
+// Loads `path` and runs `model`'s golden prompt through it (a `ctx`-token session).
+void run_golden_prompt(const std::string& path, const std::string& model, int ctx, test::Golden& g,
+                       std::shared_ptr<Engine>& engine, std::vector<float>& logits) {
+  g = test::load_golden(golden_dir(model));
+  engine = load(path);
+  ASSERT_TRUE(engine);
+  Session s(engine, ctx);
+  ASSERT_TRUE(s.init().is_ok());
+  auto r = s.all_logits(g.input_ids);
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  logits = std::move(*r);
+}
+
 // Full-precision conversions: logits to 1e-4 and greedy ids exact, as in tests/golden.
 void expect_reproduces_golden(const std::string& path, const std::string& model) {
-  test::Golden g = test::load_golden(golden_dir(model));
-  auto engine = load(path);
-  ASSERT_TRUE(engine);
-  Session s(engine, 256);
-  ASSERT_TRUE(s.init().is_ok());
-  auto logits = s.all_logits(g.input_ids);
-  ASSERT_TRUE(logits.is_ok()) << logits.message();
-  EXPECT_LE(test::max_row_relative_error(*logits, g.logits, g.n_vocab), 1e-4);
+  test::Golden g;
+  std::shared_ptr<Engine> engine;
+  std::vector<float> logits;
+  ASSERT_NO_FATAL_FAILURE(run_golden_prompt(path, model, 256, g, engine, logits));
+  EXPECT_LE(test::max_row_relative_error(logits, g.logits, g.n_vocab), 1e-4);
   Session s2(engine, 256);
   ASSERT_TRUE(s2.init().is_ok());
   GenerateOptions opt;
@@ -106,14 +116,11 @@ void expect_reproduces_golden(const std::string& path, const std::string& model)
 // Quantized files: mean KL(golden || ours) within the golden suite's bound for the ideal of
 // llama.cpp's file of the same type.
 void expect_kld_within(const std::string& path, const std::string& model, double ideal) {
-  test::Golden g = test::load_golden(golden_dir(model));
-  auto engine = load(path);
-  ASSERT_TRUE(engine);
-  Session s(engine, 64);
-  ASSERT_TRUE(s.init().is_ok());
-  auto logits = s.all_logits(g.input_ids);
-  ASSERT_TRUE(logits.is_ok()) << logits.message();
-  const double kld = test::mean_kl_divergence(*logits, g.logits, g.n_vocab);
+  test::Golden g;
+  std::shared_ptr<Engine> engine;
+  std::vector<float> logits;
+  ASSERT_NO_FATAL_FAILURE(run_golden_prompt(path, model, 64, g, engine, logits));
+  const double kld = test::mean_kl_divergence(logits, g.logits, g.n_vocab);
   std::printf("[ kld ] %s mean KL %.6f (ideal %.6f, bound %.6f)\n", path.c_str(), kld, ideal,
               1.10 * ideal + 1e-4);
   EXPECT_LE(kld, 1.10 * ideal + 1e-4);

@@ -142,30 +142,35 @@ class Handler(BaseHTTPRequestHandler):
             return self.handle_resolve(parts[0] + "/" + parts[1], parts[3], "/".join(parts[4:]), head)
         self.error(404, "RepoNotFound", "not found", head)
 
+    def resolve_revision(self, repo, rev, head):
+        """The commit `rev` names in `repo`, or None once an error reply has been sent."""
+        if repo not in self.hub.repos:
+            self.error(404, "RepoNotFound", "Repository not found", head)
+            return None
+        if not self.authorized(repo, head):
+            return None
+        commit = self.hub.commits[repo]
+        if rev not in ("main", commit):
+            self.error(404, "RevisionNotFound", "Invalid rev id: " + rev, head)
+            return None
+        return commit
+
     def handle_api(self, rest, head):
         if self.hub.take(self.hub.fail500, "api"):
             return self.reply(500, body=b"injected failure", head=head)
         repo = "/".join(rest[:2])
         rev = rest[3] if len(rest) >= 4 and rest[2] == "revision" else "main"
-        if repo not in self.hub.repos:
-            return self.error(404, "RepoNotFound", "Repository not found", head)
-        if not self.authorized(repo, head):
+        commit = self.resolve_revision(repo, rev, head)
+        if commit is None:
             return
-        commit = self.hub.commits[repo]
-        if rev not in ("main", commit):
-            return self.error(404, "RevisionNotFound", "Invalid rev id: " + rev, head)
         body = json.dumps({"id": repo, "modelId": repo, "sha": commit,
                            "siblings": [{"rfilename": r} for r in sorted(self.hub.repos[repo])]})
         self.reply(200, {"Content-Type": "application/json"}, body.encode(), head)
 
     def handle_resolve(self, repo, rev, rel, head):
-        if repo not in self.hub.repos:
-            return self.error(404, "RepoNotFound", "Repository not found", head)
-        if not self.authorized(repo, head):
+        commit = self.resolve_revision(repo, rev, head)
+        if commit is None:
             return
-        commit = self.hub.commits[repo]
-        if rev not in ("main", commit):
-            return self.error(404, "RevisionNotFound", "Invalid rev id: " + rev, head)
         info = self.hub.repos[repo].get(rel)
         if info is None:
             return self.error(404, "EntryNotFound", "Entry not found", head)

@@ -7,25 +7,9 @@
 #include <string>
 #include <vector>
 
-namespace hearth::test {
+#include "tokenizer/utf8.h"
 
-inline void append_cp(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+namespace hearth::test {
 
 // `allow_invalid`: also emit bytes that are not valid UTF-8.
 inline std::string random_text(std::mt19937_64& rng, bool allow_invalid) {
@@ -118,7 +102,7 @@ inline std::string random_text(std::mt19937_64& rng, bool allow_invalid) {
             {0xAC00, 0xD7A3},   {0x1F300, 0x1F6FF}, {0x2000, 0x206F}, {0xE000, 0xE0FF},
             {0x10000, 0x1007F}, {0x1D400, 0x1D4FF}};
         const auto& r = ranges[rng() % 14];
-        for (int k = 1 + rng() % 3; k > 0; --k) append_cp(s, r[0] + rng() % (r[1] - r[0] + 1));
+        for (int k = 1 + rng() % 3; k > 0; --k) utf8::append(s, r[0] + rng() % (r[1] - r[0] + 1));
         break;
       }
       case 8:  // control characters, NUL included
