@@ -38,7 +38,10 @@ if [ "${1:-}" = pack ]; then
     d=$(dirname "$f")
     mkdir -p "$DATA/goldens/$d"
     cp "$SHARED/goldens/$f" "$DATA/goldens/$f"
-    for extra in golden.json golden.safetensors config.json tokenizer.model tokenizer_config.json; do
+    extras="golden.json golden.safetensors config.json tokenizer_config.json"
+    # set b is all GGUF (vocabulary inside): its tokenizer.model copies would not fit the carry
+    [ "${2:-a}" = b ] || extras="$extras tokenizer.model"
+    for extra in $extras; do
       [ -e "$SHARED/goldens/$d/$extra" ] && cp "$SHARED/goldens/$d/$extra" "$DATA/goldens/$d/"
     done
   done
@@ -77,6 +80,17 @@ else
     src/backend/cuda/hearth-cuda-bench; do ln -sf "$BUILD/$b" "$BIN/"; done
 fi
 T1=$(date +%s)
+
+# The 7B-shape GGUFs take a while to write: start them now, behind the tests.
+W=${SPEED_DIR:-/tmp/hearth-7b}
+types=${SPEED_TYPES:-"q4_0 q4_k q8_0 f16"}
+if [ "${SKIP_SPEED:-0}" != 1 ] && [ -f "$DATA/tools/mkgguf.py" ]; then
+  mkdir -p "$W"
+  for t in $types; do
+    [ -f "$W/7b-$t.gguf" ] || python3 "$DATA/tools/mkgguf.py" "$W/7b-$t.gguf" --shape llama2-7b \
+      --type "$t" --vocab-from "$DATA/tools/ggml-vocab-llama-spm.gguf" >"$OUT/mkgguf-$t.log" 2>&1 &
+  done
+fi
 
 echo "== CUDA op tests"
 HEARTH_REQUIRE_GPU=1 timeout 180 "$BIN/cuda_ops_test" >"$OUT/ops.log" 2>&1
@@ -118,13 +132,6 @@ T3=$(date +%s)
 # Speed: llama2-7b-shape random GGUFs written here, 512-token prompt, 128 generated tokens.
 SPEED=""
 if [ "${SKIP_SPEED:-0}" != 1 ] && [ -f "$DATA/tools/mkgguf.py" ]; then
-  W=${SPEED_DIR:-/tmp/hearth-7b}
-  mkdir -p "$W"
-  types=${SPEED_TYPES:-"q4_0 q4_k q8_0 f16"}
-  for t in $types; do
-    [ -f "$W/7b-$t.gguf" ] || python3 "$DATA/tools/mkgguf.py" "$W/7b-$t.gguf" --shape llama2-7b \
-      --type "$t" --vocab-from "$DATA/tools/ggml-vocab-llama-spm.gguf" >"$OUT/mkgguf-$t.log" 2>&1 &
-  done
   wait
   ids=$(python3 -c "import random; random.seed(1); print(','.join(str(random.randint(100, 31999)) for _ in range(512)))")
   run_one() {  # type, gpu-layers
@@ -137,12 +144,24 @@ if [ "${SKIP_SPEED:-0}" != 1 ] && [ -f "$DATA/tools/mkgguf.py" ]; then
   }
   bench_one() {  # type, gpu-layers: `hearth bench` (warm-up and repetitions) when built
     local j
-    j=$(timeout 150 "$BIN/hearth" bench -m "$W/7b-$1.gguf" -p 512 -n 128 -r 2 --gpu-layers "$2" \
-      --json 2>>"$OUT/speed.log")
-    echo "$1 ngl=$2 $j" >>"$OUT/speed.log"
+    # F16 is 13.5 GB: one cold and two warm loads of it alone take minutes.
+    j=$(timeout "$([ "$1" = f16 ] && echo 330 || echo 150)" "$BIN/hearth" bench -m "$W/7b-$1.gguf" \
+      -p 512 -n 128 -r 2 --gpu-layers "$2" --json 2>"$OUT/bench-$1-$2.err")
+    echo "rc=$? $1 ngl=$2 $j" >>"$OUT/speed.log"
+    grep -v "^hearth bench:" "$OUT/bench-$1-$2.err" | tail -3 >&2
     python3 -c "import json,sys; j=json.loads(sys.argv[1]); print('%-5s %-4s ' % ('$1', '$2') + '  '.join('%s %.1f %s' % (f['test'], f['mean'], f['unit']) for f in j['figures']))" "$j" 2>>"$OUT/speed.log" ||
       run_one "$1" "$2"
   }
+  # Where a decode token's GPU time goes (HEARTH_CUDA_PROFILE=1): fused (default) and unfused.
+  pids=$(python3 -c "import random; random.seed(2); print(','.join(str(random.randint(100, 31999)) for _ in range(64)))")
+  for cfg in "q4_0 1" "q4_0 0" "f16 1"; do
+    set -- $cfg
+    echo "== profile $1 (HEARTH_CUDA_FUSE=$2)"
+    HEARTH_CUDA_PROFILE=1 HEARTH_CUDA_FUSE=$2 timeout 90 "$BIN/hearth" run -m "$W/7b-$1.gguf" \
+      --tokens "$pids" -n 80 --ignore-eos --temp 0 -c 1024 --gpu-layers all --json \
+      2>"$OUT/profile-$1-fuse$2.txt" >/dev/null
+    grep -A16 "hearth cuda profile" "$OUT/profile-$1-fuse$2.txt" || tail -3 "$OUT/profile-$1-fuse$2.txt"
+  done
   echo "== speed (llama2-7b shape, random weights)"
   for t in $types; do SPEED+="$(bench_one "$t" all)"$'\n'; done
   SPEED+="$(bench_one q4_0 16)"$'\n'

@@ -1,7 +1,9 @@
 // The CUDA backend: one stream, cuBLAS for prefill GEMMs, pinned staging for uploads, and decode
 // steps captured once into a CUDA graph then replayed with (token, pos) read from device memory.
+// Decode launches are fused where the op sequence allows (see flush_gemv / flush_rope).
 // New op: add its launcher to kernels/cuda/cuda-ops.h and forward to it here.
 #include "backend/cuda/cuda-backend.h"
+#include "backend/cuda/cuda-profiler.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -62,6 +64,11 @@ class CudaBackend final : public Backend {
     check(cudaEventCreateWithFlags(&step_copied_, cudaEventDisableTiming), "event");
     const char* env = std::getenv("HEARTH_CUDA_GRAPHS");
     graphs_enabled_ = !(env && std::strcmp(env, "0") == 0);
+    const char* fuse = std::getenv("HEARTH_CUDA_FUSE");
+    fuse_ = !(fuse && std::strcmp(fuse, "0") == 0);
+    const char* prof = std::getenv("HEARTH_CUDA_PROFILE");
+    if (prof && std::strcmp(prof, "1") == 0)
+      profiler_ = std::make_unique<CudaProfiler>(graphs_enabled_);
     return error_;
   }
 
@@ -88,7 +95,11 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return "cuda:" + std::to_string(device_); }
-  Status status() const override { return error_; }
+  // Deferred launches go out first, so their launch errors are part of the answer.
+  Status status() const override {
+    const_cast<CudaBackend*>(this)->flush();
+    return error_;
+  }
 
   float* alloc(int64_t n) override {
     void* p = nullptr;
@@ -98,11 +109,16 @@ class CudaBackend final : public Backend {
     return static_cast<float*>(p);
   }
   void free(float* p) override {
+    flush();
     xq_valid_ = false;
+    // The recorded step may point into p (the forward pass regrows its scratch for a long
+    // prompt under the same ForwardScratch): replaying it would touch freed memory.
+    drop_graph();
     check(cudaFree(p), "cudaFree");
   }
 
   void upload(float* dst, const float* src, int64_t n) override {
+    flush();
     xq_valid_ = false;
     if (capturing()) return fail("upload inside a captured decode step");
     const size_t bytes = size_t(n) * sizeof(float);
@@ -115,17 +131,20 @@ class CudaBackend final : public Backend {
     check(cudaStreamSynchronize(stream_), "upload");
   }
   void download(float* dst, const float* src, int64_t n) override {
+    flush();
     if (capturing()) return fail("download inside a captured decode step");
     check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost, stream_),
           "download");
     check(cudaStreamSynchronize(stream_), "download");
   }
   void copy(float* dst, const float* src, int64_t n) override {
+    flush();
     xq_valid_ = false;
     check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
           "copy");
   }
   void synchronize() override {
+    flush();
     if (!capturing()) check(cudaStreamSynchronize(stream_), "synchronize");
   }
 
@@ -133,11 +152,12 @@ class CudaBackend final : public Backend {
   Result<float*> prepare_vector(const TensorView& v) override;
 
   void embed(const Weight& table, const int32_t* ids, int64_t n_tokens, float* out) override {
+    flush();
     xq_valid_ = false;
     const PreparedWeight* pw = prepared(table, "embed");
     if (!pw || n_tokens <= 0) return;
     const int32_t* dev_ids = nullptr;
-    if (capturing()) {
+    if (capturing() || (stepping() && n_tokens == 1 && ids[0] == step_host_->token)) {
       if (n_tokens != 1) return fail("embed of several tokens inside a decode step");
       dev_ids = &step_dev_->token;
     } else {
@@ -147,67 +167,110 @@ class CudaBackend final : public Backend {
       dev_ids = static_cast<const int32_t*>(stage_small(ids, size_t(n_tokens) * 4));
       if (!dev_ids) return;
     }
+    const int m = prof("embed");
     check(cuda::launch_embed(pw->dw, dev_ids, n_tokens, out, stream_), "embed");
+    unprof(m);
   }
 
   void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) override {
+    flush_rope();
     const PreparedWeight* pw = prepared(w, "matmul");
     if (!pw) return;
     const cuda::DeviceWeight& dw = pw->dw;
     // y overwriting the quantized x's source makes the cached quantization stale.
     const bool clobbers =
         xq_valid_ && y < xq_src_ + xq_.n_tokens * xq_.cols && xq_src_ < y + n_tokens * dw.rows;
-    if (n_tokens <= cuda::kGemvMaxTokens && cuda::uses_int8_gemv(dw.dtype)) {
-      // Q, K and V (and gate, up) read the same x: quantize it once for all of them.
-      if (!(xq_valid_ && xq_src_ == x && xq_.n_tokens == n_tokens && xq_.cols == dw.cols)) {
-        xq_valid_ = false;
-        if (!ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(n_tokens, dw.cols),
-                    "quantized activations") ||
-            !check(cuda::launch_quantize_acts(x, n_tokens, dw.cols, xq_buf_, &xq_, stream_),
-                   "quantize activations"))
-          return;
-        xq_src_ = x;
-        xq_valid_ = true;
+    const bool int8 = cuda::uses_int8_gemv(dw.dtype);
+    const bool plain = dw.dtype == DType::F32 || dw.dtype == DType::F16 || dw.dtype == DType::BF16;
+    if (n_tokens <= cuda::kGemvMaxTokens && (int8 || (plain && dw.cols % 8 == 0))) {
+      // Decode GEMVs wait in pend_ so matrices reading the same x share a launch.
+      if (pend_.n > 0 && !(fuse_ && pend_.n < 3 && pend_.x == x && pend_.n_tokens == n_tokens &&
+                           pend_.int8 == int8 && pend_.jobs[0].w.dtype == dw.dtype &&
+                           pend_.jobs[0].w.cols == dw.cols))
+        flush_gemv();
+      if (int8) {
+        // Q, K and V (and gate, up) read the same x: quantize it once for all of them (or take
+        // what the producing op's fused epilogue wrote: same bytes for any T*cols split).
+        if (!(xq_valid_ && xq_src_ == x && xq_.n_tokens * xq_.cols == n_tokens * dw.cols)) {
+          flush_gemv();  // queued jobs read the buffer about to be rewritten
+          xq_valid_ = false;
+          if (!ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(n_tokens, dw.cols),
+                      "quantized activations"))
+            return;
+          const int m = prof("quantize x");
+          const bool ok =
+              check(cuda::launch_quantize_acts(x, n_tokens, dw.cols, xq_buf_, &xq_, stream_),
+                    "quantize activations");
+          unprof(m);
+          if (!ok) return;
+          xq_src_ = x;
+          xq_valid_ = true;
+        }
+        pend_.xa = cuda::quantized_acts_view(xq_buf_, n_tokens, dw.cols);
       }
-      check(cuda::launch_gemv_int8(dw, xq_, y, stream_), "matmul " + w.host.name);
+      pend_.jobs[pend_.n++] = {dw, y, nullptr};
+      pend_.x = x;
+      pend_.n_tokens = n_tokens;
+      pend_.int8 = int8;
+      // In place (y over x): later jobs could not read x any more.
+      if (!fuse_ || (y < x + n_tokens * dw.cols && x < y + n_tokens * dw.rows)) flush_gemv();
       if (clobbers) xq_valid_ = false;
       return;
     }
+    flush_gemv();
     if (clobbers) xq_valid_ = false;
     const size_t need = cuda::matmul_workspace_bytes(pw->dw, n_tokens);
     if (!ensure(reinterpret_cast<void**>(&workspace_), workspace_bytes_, need, "workspace")) return;
+    const int m = prof("gemm");
     check(cuda::launch_matmul(pw->dw, x, n_tokens, y, workspace_, workspace_bytes_, blas_, stream_),
           "matmul " + w.host.name);
+    unprof(m);
   }
 
   void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                float eps) override {
+    flush();
     xq_valid_ = false;
-    check(cuda::launch_rmsnorm(x, w, y, rows, n, eps, stream_), "rmsnorm");
+    const int m = prof("rmsnorm");
+    if (fuse_ && int8_model_ && rows <= cuda::kGemvMaxTokens && n % 32 == 0) {
+      if (ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(rows, n),
+                 "quantized activations") &&
+          check(cuda::launch_rmsnorm_quant(x, w, y, rows, n, eps, xq_buf_, stream_), "rmsnorm"))
+        set_xq(y, rows, n);
+    } else {
+      check(cuda::launch_rmsnorm(x, w, y, rows, n, eps, stream_), "rmsnorm");
+    }
+    unprof(m);
   }
 
   void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
             const float* inv_freq, kernels::RopeStyle style) override {
+    flush_gemv();
     xq_valid_ = false;
     const float* freq = device_freqs(inv_freq, head_dim / 2);
     if (!freq) return;
-    const int32_t* dev_pos = nullptr;
-    if (capturing()) {
-      if (n_tokens != 1 || pos[0] != step_host_->pos)
-        return fail("rope inside a decode step must be one token at the step's position");
-      dev_pos = &step_dev_->pos;
-    } else {
-      dev_pos = static_cast<const int32_t*>(stage_small(pos, size_t(n_tokens) * 4));
-      if (!dev_pos) return;
+    const int st = style == kernels::RopeStyle::kInterleaved ? 0 : 1;
+    const bool at_step = stepping() && n_tokens == 1 && pos[0] == step_host_->pos;
+    // Decode: rope q, rope k, store k, store v wait here and go out as one kernel.
+    if (fuse_ && at_step && rope_.stage == 1 && head_dim == rope_.hd && freq == rope_.freq &&
+        st == rope_.style && x != rope_.q) {
+      rope_.k = x, rope_.nk = n_heads, rope_.stage = 2;
+      return;
     }
-    check(cuda::launch_rope(x, n_tokens, n_heads, head_dim, dev_pos, freq,
-                            style == kernels::RopeStyle::kInterleaved ? 0 : 1, stream_),
-          "rope");
+    flush_rope();
+    if (fuse_ && at_step) {
+      rope_ = {};
+      rope_.stage = 1, rope_.q = x, rope_.nq = n_heads, rope_.hd = head_dim, rope_.freq = freq;
+      rope_.style = st;
+      return;
+    }
+    launch_rope(x, n_tokens, n_heads, head_dim, pos, freq, st);
   }
 
   void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
                  int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                  int64_t head_dim, float scale) override {
+    flush();
     xq_valid_ = false;
     // Inside a decode step the split grid covers the whole cache, so one graph serves every pos.
     const bool stepping = state_ != State::kIdle;
@@ -217,30 +280,84 @@ class CudaBackend final : public Backend {
         cuda::attention_partials_floats(n_tokens, n_heads, head_dim, max_ctx) * int64_t(4);
     if (!ensure(reinterpret_cast<void**>(&partials_), partials_bytes_, size_t(need), "partials"))
       return;
-    check(cuda::launch_attention(q, k_cache, v_cache, out, n_tokens, pos0, pos0_dev, max_ctx,
-                                 n_heads, n_kv_heads, head_dim, scale, partials_, stream_),
-          "attention");
+    // The output feeds the O projection: its combine pass also quantizes it.
+    const int64_t width = n_heads * head_dim;
+    const bool quant = fuse_ && int8_model_ && n_tokens <= cuda::kGemvMaxTokens &&
+                       head_dim % 32 == 0 &&
+                       ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(n_tokens, width),
+                              "quantized activations");
+    const int m = prof("attention");
+    if (check(cuda::launch_attention(q, k_cache, v_cache, out, n_tokens, pos0, pos0_dev, max_ctx,
+                                     n_heads, n_kv_heads, head_dim, scale, partials_, stream_,
+                                     quant ? xq_buf_ : nullptr),
+              "attention") &&
+        quant)
+      set_xq(out, n_tokens, width);
+    unprof(m);
   }
 
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
+    flush();
     xq_valid_ = false;
-    check(cuda::launch_swiglu(gate, up, out, n, stream_), "swiglu");
+    const int m = prof("swiglu");
+    // In a decode step the output feeds the down projection: quantize it in the same pass (one
+    // row of n; the GEMV reads the same bytes as [T, n/T]).
+    if (fuse_ && int8_model_ && stepping() && n % 32 == 0) {
+      if (ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(1, n), "quantized activations") &&
+          check(cuda::launch_swiglu_quant(gate, up, out, 1, n, xq_buf_, stream_), "swiglu"))
+        set_xq(out, 1, n);
+    } else {
+      check(cuda::launch_swiglu(gate, up, out, n, stream_), "swiglu");
+    }
+    unprof(m);
   }
   void add_inplace(float* y, const float* x, int64_t n) override {
+    flush_rope();
     xq_valid_ = false;
+    // The residual add right after a lone GEMV producing x goes into that GEMV's epilogue.
+    if (pend_.n == 1 && pend_.jobs[0].y == x && !pend_.jobs[0].add_to &&
+        n == pend_.n_tokens * pend_.jobs[0].w.rows && !(y < x + n && x < y + n) &&
+        !(y < pend_.x + n_x() && pend_.x < y + n)) {
+      pend_.jobs[0].add_to = y;
+      flush_gemv();
+      return;
+    }
+    flush_gemv();
+    const int m = prof("add");
     check(cuda::launch_add_inplace(y, x, n, stream_), "add");
+    unprof(m);
   }
   void add_bias(float* y, const float* b, int64_t rows, int64_t n) override {
+    flush();
     xq_valid_ = false;
     check(cuda::launch_add_bias(y, b, rows, n, stream_), "add_bias");
   }
 
   void store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats,
                 int64_t n_tokens) override {
+    flush_gemv();
     xq_valid_ = false;
-    if (capturing()) {
+    const bool at_step = stepping() && n_tokens == 1 && pos == step_host_->pos;
+    if (at_step && rope_.stage == 2 && src == rope_.k && row_floats == rope_.nk * rope_.hd) {
+      rope_.k_cache = cache, rope_.stage = 3;
+      return;
+    }
+    if (at_step && rope_.stage == 3 && row_floats == rope_.nk * rope_.hd &&
+        cache != rope_.k_cache) {
+      const int m = prof("rope+kv store");
+      check(cuda::launch_rope_kv(rope_.q, rope_.nq, rope_.k, rope_.nk, rope_.hd, &step_dev_->pos,
+                                 rope_.freq, rope_.style, rope_.k_cache, cache, src, stream_),
+            "rope+kv");
+      unprof(m);
+      rope_ = {};
+      return;
+    }
+    flush_rope();
+    if (capturing() || at_step) {
+      const int m = prof("kv store");
       check(cuda::launch_store_rows(cache, src, &step_dev_->pos, row_floats, n_tokens, stream_),
             "store_kv");
+      unprof(m);
       return;
     }
     copy(cache + pos * row_floats, src, n_tokens * row_floats);
@@ -249,16 +366,78 @@ class CudaBackend final : public Backend {
   bool begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) override;
   void end_decode_step() override;
   void reset_decode_steps() override {
+    flush();
     xq_valid_ = false;
-    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
-    graph_exec_ = nullptr;
-    warmed_capacity_ = -1;
+    drop_graph();
   }
 
  private:
   enum class State { kIdle, kEager, kCapturing, kReplayed };
 
   bool capturing() const { return state_ == State::kCapturing; }
+  // keep_warm: the buffers are being sized by the current warm-up step, which stays valid.
+  void drop_graph(bool keep_warm = false) {
+    if (capturing()) return;
+    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    graph_exec_ = nullptr;
+    if (!keep_warm) warmed_capacity_ = -1;
+  }
+  bool stepping() const { return state_ == State::kEager || state_ == State::kCapturing; }
+
+  int prof(const char* family) { return profiler_ ? profiler_->begin_op(family, stream_) : -1; }
+  void unprof(int mark) {
+    if (profiler_) profiler_->end_op(mark, stream_);
+  }
+
+  void set_xq(const float* src, int64_t rows, int64_t cols) {
+    xq_ = cuda::quantized_acts_view(xq_buf_, rows, cols);
+    xq_src_ = src;
+    xq_valid_ = true;
+  }
+  int64_t n_x() const { return pend_.n_tokens * pend_.jobs[0].w.cols; }
+
+  void flush() {
+    flush_gemv();
+    flush_rope();
+  }
+  void flush_gemv() {
+    if (pend_.n == 0) return;
+    const int n = pend_.n;
+    pend_.n = 0;
+    const int m = prof(n > 1 ? "gemv (batched)" : pend_.jobs[0].add_to ? "gemv + add" : "gemv");
+    check(pend_.int8
+              ? cuda::launch_gemv_int8_multi(pend_.jobs, n, pend_.xa, stream_)
+              : cuda::launch_gemv_float_multi(pend_.jobs, n, pend_.x, pend_.n_tokens, stream_),
+          "gemv");
+    unprof(m);
+  }
+  // A decode step's rope/store sequence that did not complete the fused pattern: run its parts.
+  void flush_rope() {
+    if (rope_.stage == 0) return;
+    const PendingRope r = rope_;
+    rope_ = {};
+    const int32_t pos = step_host_->pos;
+    if (r.stage >= 1) launch_rope(r.q, 1, r.nq, r.hd, &pos, r.freq, r.style);
+    if (r.stage >= 2) launch_rope(r.k, 1, r.nk, r.hd, &pos, r.freq, r.style);
+    if (r.stage >= 3)
+      check(cuda::launch_store_rows(r.k_cache, r.k, &step_dev_->pos, r.nk * r.hd, 1, stream_),
+            "store_kv");
+  }
+  void launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                   const int32_t* pos, const float* freq, int style) {
+    const int32_t* dev_pos = nullptr;
+    if (stepping() && n_tokens == 1 && pos[0] == step_host_->pos) {
+      dev_pos = &step_dev_->pos;
+    } else if (capturing()) {
+      return fail("rope inside a decode step must be one token at the step's position");
+    } else {
+      dev_pos = static_cast<const int32_t*>(stage_small(pos, size_t(n_tokens) * 4));
+      if (!dev_pos) return;
+    }
+    const int m = prof("rope");
+    check(cuda::launch_rope(x, n_tokens, n_heads, head_dim, dev_pos, freq, style, stream_), "rope");
+    unprof(m);
+  }
 
   void fail(const std::string& what) {
     if (error_.is_ok()) error_ = Status::error("cuda backend: " + what);
@@ -287,6 +466,7 @@ class CudaBackend final : public Backend {
       return false;
     }
     check(cudaStreamSynchronize(stream_), what);
+    drop_graph(true);  // a recorded step may use the old buffer
     cudaFree(*buf);
     *buf = nullptr;
     cap = 0;
@@ -364,6 +544,26 @@ class CudaBackend final : public Backend {
   const float* xq_src_ = nullptr;
   bool xq_valid_ = false;
   std::vector<float*> vectors_;
+  bool fuse_ = true;         // HEARTH_CUDA_FUSE=0: every op its own launch (A/B and debugging)
+  bool int8_model_ = false;  // some weight uses the int8 GEMV: producers quantize their outputs
+  struct PendingGemv {
+    cuda::GemvJob jobs[3];
+    int n = 0;
+    bool int8 = false;
+    const float* x = nullptr;
+    int64_t n_tokens = 0;
+    cuda::QuantizedActs xa;
+  } pend_;
+  struct PendingRope {
+    int stage = 0;  // 1: rope q queued, 2: + rope k, 3: + store k
+    float* q = nullptr;
+    float* k = nullptr;
+    float* k_cache = nullptr;
+    int64_t nq = 0, nk = 0, hd = 0;
+    const float* freq = nullptr;
+    int style = 0;
+  } rope_;
+  std::unique_ptr<CudaProfiler> profiler_;
   std::unordered_map<const float*, FreqEntry> freqs_;
 
   StepValues* step_host_ = nullptr;
@@ -429,6 +629,7 @@ Status CudaBackend::prepare_weight(Weight& w) {
   }
   if (!error_.is_ok()) return error_;
   pw->dw = cuda::make_device_weight(h.dtype, rows, cols, static_cast<uint8_t*>(pw->mem));
+  if (cuda::uses_int8_gemv(h.dtype)) int8_model_ = true;
   w.backend_data = std::move(holder);
   return Status::ok();
 }
@@ -448,6 +649,7 @@ Result<float*> CudaBackend::prepare_vector(const TensorView& v) {
 }
 
 bool CudaBackend::begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) {
+  flush();
   xq_valid_ = false;
   if (state_ != State::kIdle) {
     fail("begin_decode_step without end_decode_step");
@@ -465,11 +667,17 @@ bool CudaBackend::begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capa
   check(cudaMemcpyAsync(step_dev_, step_host_, sizeof(StepValues), cudaMemcpyHostToDevice, stream_),
         "step");
   check(cudaEventRecord(step_copied_, stream_), "step");
+  if (profiler_ && profiler_->wants_eager()) {
+    state_ = State::kEager;
+    profiler_->begin_eager_step(stream_);
+    return false;
+  }
   if (!graphs_enabled_ || !error_.is_ok()) {
     state_ = State::kEager;
     return false;
   }
   if (graph_exec_ && graph_capacity_ == ctx_capacity) {
+    if (profiler_) profiler_->begin_replay(stream_);
     check(cudaGraphLaunch(graph_exec_, stream_), "graph launch");
     state_ = State::kReplayed;
     return true;
@@ -491,7 +699,11 @@ bool CudaBackend::begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capa
 }
 
 void CudaBackend::end_decode_step() {
+  flush();  // deferred launches belong to this step (and to its graph)
   xq_valid_ = false;
+  if (profiler_ && state_ == State::kEager && profiler_->wants_eager())
+    profiler_->end_eager_step(stream_, long(step_capacity_));
+  if (profiler_ && state_ == State::kReplayed) profiler_->end_replay(stream_);
   if (state_ == State::kCapturing) {
     cudaGraph_t graph = nullptr;
     state_ = State::kIdle;

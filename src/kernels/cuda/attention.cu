@@ -1,16 +1,18 @@
 // Causal attention on CUDA over the f32 KV cache [ctx, n_kv_heads, head_dim] (ops.h).
-// Decode / small batches: split-K over the context (one block per (query, head, 256-position
+// Decode / small batches: split-K over the context (one block per (query, head, 64-position
 // chunk), each warp an online softmax) plus a combine pass. Prefill: flash-style tiles of 16
 // queries x 32 keys in shared memory, K/V read once per tile. head_dim <= 256.
 #include <cmath>
 
+#include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/cuda-ops.h"
 
 namespace hearth::cuda {
 
 namespace {
 
-constexpr int kChunk = 256;     // context positions per split
+constexpr int kChunk = 64;      // context positions per split (short decode contexts still
+                                // spread over several blocks per head)
 constexpr int kSplitWarps = 8;  // warps per split block
 constexpr int kFlashQ = 16;     // queries per flash block (4 warps x kQW)
 constexpr int kQW = 4;          // queries per warp
@@ -115,8 +117,16 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
   }
 }
 
+// qv (optional): q1, q2, scales of the int8 activations of `out` (quantized per 32 dims; a warp
+// owns each 32-dim block since hd % 32 == 0 whenever qv is given).
+struct QuantOut {
+  int8_t* q1 = nullptr;
+  int8_t* q2 = nullptr;
+  float4* scales = nullptr;
+};
+
 __global__ void attn_combine_kernel(const float* __restrict__ partials, float* __restrict__ out,
-                                    int n_splits, int hd) {
+                                    int n_splits, int hd, QuantOut qo) {
   const int64_t th = blockIdx.x;
   const float* p = partials + th * n_splits * int64_t(hd + 2);
   float big = -INFINITY;
@@ -124,6 +134,19 @@ __global__ void attn_combine_kernel(const float* __restrict__ partials, float* _
   float lt = 0.f;
   for (int s = 0; s < n_splits; ++s) lt += p[s * (hd + 2) + 1] * exp_diff(p[s * (hd + 2)], big);
   const float inv = 1.f / lt;
+  if (qo.q1) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int d0 = warp * 32; d0 < hd; d0 += blockDim.x) {  // warp-uniform: whole 32-dim blocks
+      const int d = d0 + lane;
+      float a = 0.f;
+      for (int s = 0; s < n_splits; ++s)
+        a += p[s * (hd + 2) + 2 + d] * exp_diff(p[s * (hd + 2)], big);
+      const float v = a * inv;
+      out[th * hd + d] = v;
+      quant_block32(v, lane, (th * hd + d0) / 32, qo.q1, qo.q2, qo.scales);
+    }
+    return;
+  }
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float a = 0.f;
     for (int s = 0; s < n_splits; ++s)
@@ -254,7 +277,7 @@ int64_t attention_partials_floats(int64_t n_tokens, int64_t n_heads, int64_t hea
 cudaError_t launch_attention(const float* q, const float* k_cache, const float* v_cache, float* out,
                              int64_t n_tokens, int64_t pos0, const int32_t* pos0_dev,
                              int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                             float scale, float* partials, cudaStream_t s) {
+                             float scale, float* partials, cudaStream_t s, void* qbuf) {
   if (n_tokens <= 0) return cudaSuccess;
   if (head_dim > 256 || head_dim <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0)
     return cudaErrorInvalidValue;
@@ -282,8 +305,15 @@ cudaError_t launch_attention(const float* q, const float* k_cache, const float* 
                                            int(n_heads), int(n_kv_heads), int(head_dim), scale);
   });
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  QuantOut qo;
+  if (qbuf) {
+    if (head_dim % 32 != 0) return cudaErrorInvalidValue;
+    const QuantizedActs v = quantized_acts_view(qbuf, n_tokens, n_heads * head_dim);
+    qo = {const_cast<int8_t*>(v.q1), const_cast<int8_t*>(v.q2),
+          reinterpret_cast<float4*>(const_cast<float*>(v.scales))};
+  }
   attn_combine_kernel<<<unsigned(n_tokens * n_heads), 128, 0, s>>>(partials, out, int(grid.y),
-                                                                   int(head_dim));
+                                                                   int(head_dim), qo);
   return cudaGetLastError();
 }
 

@@ -60,9 +60,49 @@ size_t quantized_acts_bytes(int64_t n_tokens, int64_t cols);
 // cols % 32 == 0; buf holds quantized_acts_bytes(); *out views it.
 cudaError_t launch_quantize_acts(const float* x, int64_t n_tokens, int64_t cols, void* buf,
                                  QuantizedActs* out, cudaStream_t s);
+// The QuantizedActs layout inside a quantized_acts_bytes() buffer (producers that quantize in
+// their epilogue write through it).
+QuantizedActs quantized_acts_view(void* buf, int64_t n_tokens, int64_t cols);
 // y [T, rows] = x @ W^T for a uses_int8_gemv() dtype, 1 <= T <= kGemvMaxTokens.
 cudaError_t launch_gemv_int8(const DeviceWeight& w, const QuantizedActs& xa, float* y,
                              cudaStream_t s);
+
+// Up to three decode GEMVs over the same x in one launch (Q/K/V, gate/up), each with an optional
+// fused residual add: y = x @ W^T and, when add_to is set, add_to += y.
+struct GemvJob {
+  DeviceWeight w;
+  float* y = nullptr;
+  float* add_to = nullptr;
+};
+struct GemvBatch {
+  GemvJob jobs[3];
+  unsigned block_end[3] = {0, 0, 0};  // cumulative blocks (kGemvRowsPerBlock rows each)
+  int n_jobs = 0;
+};
+constexpr int64_t kGemvRowsPerBlock = 16;
+GemvBatch make_gemv_batch(const GemvJob* jobs, int n_jobs);
+// Same dtype and cols for every job; 1 <= n_jobs <= 3.
+cudaError_t launch_gemv_int8_multi(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
+                                   cudaStream_t s);
+// Plain dtypes (F32/F16/BF16, cols % 8 == 0), x f32 [T, cols], T <= kGemvMaxTokens.
+cudaError_t launch_gemv_float_multi(const GemvJob* jobs, int n_jobs, const float* x,
+                                    int64_t n_tokens, cudaStream_t s);
+
+// Decode fusions (fused.cu). Each writes its f32 output exactly as the unfused op and, with
+// `qbuf` set (a quantized_acts_bytes(rows, n) buffer, n % 32 == 0), the int8 activations of that
+// output for the next GEMV.
+cudaError_t launch_rmsnorm_quant(const float* x, const float* w, float* y, int64_t rows, int64_t n,
+                                 float eps, void* qbuf, cudaStream_t s);
+cudaError_t launch_swiglu_quant(const float* gate, const float* up, float* out, int64_t rows,
+                                int64_t n, void* qbuf, cudaStream_t s);
+// One decode token: rope on q [nq heads] and k [nk heads] at *pos, then k -> k_cache row *pos and
+// v -> v_cache row *pos (rows of nk*head_dim floats).
+cudaError_t launch_rope_kv(float* q, int64_t nq, float* k, int64_t nk, int64_t head_dim,
+                           const int32_t* pos, const float* inv_freq, int style, float* k_cache,
+                           float* v_cache, const float* v, cudaStream_t s);
+// Spins the stream for about `us` microseconds (the profiler queues a step's launches behind it
+// so they then run back to back, as in a graph).
+cudaError_t launch_spin(int64_t us, cudaStream_t s);
 
 // Y [T, rows] = X [T, cols] @ W^T. n_tokens <= kGemvMaxTokens runs the streaming GEMV (one pass
 // over W; quantized dtypes quantize X into `workspace` first); larger batches dequantize W to
@@ -83,12 +123,13 @@ cudaError_t launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t hea
 // Causal attention (ops.h). pos0_dev, when not null, overrides pos0 from device memory (CUDA
 // graph replay). Small batches use split-K over the context: `partials` must hold
 // attention_partials_floats(...) floats and max_ctx bounds pos0+T (sizes the split grid).
+// qbuf (split path only, head_dim % 32 == 0): also quantize out as in launch_rmsnorm_quant.
 int64_t attention_partials_floats(int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                                   int64_t max_ctx);
 cudaError_t launch_attention(const float* q, const float* k_cache, const float* v_cache, float* out,
                              int64_t n_tokens, int64_t pos0, const int32_t* pos0_dev,
                              int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                             float scale, float* partials, cudaStream_t s);
+                             float scale, float* partials, cudaStream_t s, void* qbuf = nullptr);
 
 cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_t n,
                           cudaStream_t s);

@@ -1,6 +1,7 @@
 // Decode GEMV for the quantized dtypes on integer dot products: x is quantized once per matmul to
 // int8 blocks of 32 (plus a residual level), weights stay packed and meet x in dp4a. New dtype:
 // one QT<> specialization (unit size, raw load, dot) and a case in launch_gemv_int8().
+#include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/dequantize.cuh"
 
 namespace hearth::cuda {
@@ -348,12 +349,17 @@ struct QT<DType::Q6_K> {
 // kUnroll*kRows unit loads of a step issued before the first dot (several 16-byte loads in
 // flight per lane); each x unit is read once and used for every row of the warp.
 template <DType T, int NT>
-__global__ void __launch_bounds__(kWarps * 32)
-    gemv_int8_kernel(DeviceWeight w, QuantizedActs xa, float* __restrict__ y) {
+__global__ void __launch_bounds__(kWarps * 32) gemv_int8_kernel(GemvBatch batch, QuantizedActs xa) {
   using Q = QT<T>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // Several matrices that read the same x (Q/K/V, gate/up) share one launch: block ranges.
+  const int j = blockIdx.x < batch.block_end[0] ? 0 : blockIdx.x < batch.block_end[1] ? 1 : 2;
+  const DeviceWeight w = j == 0 ? batch.jobs[0].w : j == 1 ? batch.jobs[1].w : batch.jobs[2].w;
+  float* __restrict__ y = j == 0 ? batch.jobs[0].y : j == 1 ? batch.jobs[1].y : batch.jobs[2].y;
+  float* add = j == 0 ? batch.jobs[0].add_to : j == 1 ? batch.jobs[1].add_to : batch.jobs[2].add_to;
+  const unsigned block = blockIdx.x - (j == 0 ? 0u : batch.block_end[j - 1]);
   const int64_t d = w.rows;
-  const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * kRows;
+  const int64_t row0 = (int64_t(block) * kWarps + warp) * kRows;
   if (row0 >= d) return;
   int64_t rows[kRows];
 #pragma unroll
@@ -392,7 +398,10 @@ __global__ void __launch_bounds__(kWarps * 32)
       float v = acc[r][t];
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == 0 && row0 + r < d) y[t * d + row0 + r] = v;
+      if (lane == 0 && row0 + r < d) {
+        y[t * d + row0 + r] = v;
+        if (add) add[t * d + row0 + r] += v;  // fused residual add (same lane, no race)
+      }
     }
 }
 
@@ -404,41 +413,25 @@ __global__ void quantize_acts_kernel(const float* __restrict__ x, int8_t* __rest
   const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (b >= n_blocks) return;
-  const float v = x[b * 32 + lane];
-  float a = fabsf(v);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
-  const float d1 = a / 127.f;
-  const int i1 = d1 > 0.f ? max(-127, min(127, __float2int_rn(v / d1))) : 0;
-  const float r = v - d1 * float(i1);
-  float a2 = fabsf(r);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) a2 = fmaxf(a2, __shfl_xor_sync(0xffffffffu, a2, o));
-  const float d2 = a2 / 127.f;
-  const int i2 = d2 > 0.f ? max(-127, min(127, __float2int_rn(r / d2))) : 0;
-  int s1 = i1;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s1 += __shfl_xor_sync(0xffffffffu, s1, o);
-  q1[b * 32 + lane] = int8_t(i1);
-  q2[b * 32 + lane] = int8_t(i2);
-  if (lane == 0) scales[b] = make_float4(d1, d2, 0.f, d1 * float(s1));
+  quant_block32(x[b * 32 + lane], lane, b, q1, q2, scales);
 }
 
 template <DType T>
-cudaError_t gemv_typed(const DeviceWeight& w, const QuantizedActs& xa, float* y, cudaStream_t s) {
-  const unsigned grid = unsigned((w.rows + kWarps * kRows - 1) / (kWarps * kRows));
+cudaError_t gemv_typed(const GemvBatch& b, const QuantizedActs& xa, cudaStream_t s) {
+  const unsigned grid = b.block_end[b.n_jobs - 1];
+  const GemvBatch& w = b;
   switch (xa.n_tokens) {
     case 1:
-      gemv_int8_kernel<T, 1><<<grid, kWarps * 32, 0, s>>>(w, xa, y);
+      gemv_int8_kernel<T, 1><<<grid, kWarps * 32, 0, s>>>(w, xa);
       break;
     case 2:
-      gemv_int8_kernel<T, 2><<<grid, kWarps * 32, 0, s>>>(w, xa, y);
+      gemv_int8_kernel<T, 2><<<grid, kWarps * 32, 0, s>>>(w, xa);
       break;
     case 3:
-      gemv_int8_kernel<T, 3><<<grid, kWarps * 32, 0, s>>>(w, xa, y);
+      gemv_int8_kernel<T, 3><<<grid, kWarps * 32, 0, s>>>(w, xa);
       break;
     case 4:
-      gemv_int8_kernel<T, 4><<<grid, kWarps * 32, 0, s>>>(w, xa, y);
+      gemv_int8_kernel<T, 4><<<grid, kWarps * 32, 0, s>>>(w, xa);
       break;
     default:
       return cudaErrorInvalidValue;
@@ -476,39 +469,69 @@ size_t quantized_acts_bytes(int64_t n_tokens, int64_t cols) {
 cudaError_t launch_quantize_acts(const float* x, int64_t n_tokens, int64_t cols, void* buf,
                                  QuantizedActs* out, cudaStream_t s) {
   if (cols % 32 != 0 || n_tokens <= 0 || !buf) return cudaErrorInvalidValue;
-  auto* base = static_cast<uint8_t*>(buf);
-  const size_t q = align256(size_t(n_tokens) * size_t(cols));
-  auto* q1 = reinterpret_cast<int8_t*>(base);
-  auto* q2 = reinterpret_cast<int8_t*>(base + q);
-  auto* sc = reinterpret_cast<float4*>(base + 2 * q);
+  const QuantizedActs v = quantized_acts_view(buf, n_tokens, cols);
   const int64_t nb = n_tokens * cols / 32;
   const unsigned grid = unsigned((nb + kWarps - 1) / kWarps);
-  quantize_acts_kernel<<<grid, kWarps * 32, 0, s>>>(x, q1, q2, sc, nb);
-  *out = {q1, q2, reinterpret_cast<const float*>(sc), n_tokens, cols};
+  quantize_acts_kernel<<<grid, kWarps * 32, 0, s>>>(
+      x, const_cast<int8_t*>(v.q1), const_cast<int8_t*>(v.q2),
+      reinterpret_cast<float4*>(const_cast<float*>(v.scales)), nb);
+  *out = v;
   return cudaGetLastError();
+}
+
+QuantizedActs quantized_acts_view(void* buf, int64_t n_tokens, int64_t cols) {
+  auto* base = static_cast<uint8_t*>(buf);
+  const size_t q = align256(size_t(n_tokens) * size_t(cols));
+  return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const int8_t*>(base + q),
+          reinterpret_cast<const float*>(base + 2 * q), n_tokens, cols};
+}
+
+GemvBatch make_gemv_batch(const GemvJob* jobs, int n_jobs) {
+  GemvBatch b;
+  b.n_jobs = n_jobs;
+  unsigned end = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (i < n_jobs) {
+      b.jobs[i] = jobs[i];
+      end += unsigned((jobs[i].w.rows + kGemvRowsPerBlock - 1) / kGemvRowsPerBlock);
+    }
+    b.block_end[i] = end;
+  }
+  return b;
 }
 
 cudaError_t launch_gemv_int8(const DeviceWeight& w, const QuantizedActs& xa, float* y,
                              cudaStream_t s) {
-  if (xa.cols != w.cols || xa.n_tokens < 1 || xa.n_tokens > kGemvMaxTokens)
+  const GemvJob job{w, y, nullptr};
+  return launch_gemv_int8_multi(&job, 1, xa, s);
+}
+
+cudaError_t launch_gemv_int8_multi(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
+                                   cudaStream_t s) {
+  if (n_jobs < 1 || n_jobs > 3 || xa.n_tokens < 1 || xa.n_tokens > kGemvMaxTokens)
     return cudaErrorInvalidValue;
-  switch (w.dtype) {
+  for (int i = 0; i < n_jobs; ++i)
+    if (jobs[i].w.cols != xa.cols || jobs[i].w.dtype != jobs[0].w.dtype || jobs[i].w.rows <= 0)
+      return cudaErrorInvalidValue;
+  static_assert(kWarps * kRows == kGemvRowsPerBlock, "block ranges assume this many rows");
+  const GemvBatch w = make_gemv_batch(jobs, n_jobs);
+  switch (jobs[0].w.dtype) {
     case DType::Q4_0:
-      return gemv_typed<DType::Q4_0>(w, xa, y, s);
+      return gemv_typed<DType::Q4_0>(w, xa, s);
     case DType::Q4_1:
-      return gemv_typed<DType::Q4_1>(w, xa, y, s);
+      return gemv_typed<DType::Q4_1>(w, xa, s);
     case DType::Q5_0:
-      return gemv_typed<DType::Q5_0>(w, xa, y, s);
+      return gemv_typed<DType::Q5_0>(w, xa, s);
     case DType::Q5_1:
-      return gemv_typed<DType::Q5_1>(w, xa, y, s);
+      return gemv_typed<DType::Q5_1>(w, xa, s);
     case DType::Q8_0:
-      return gemv_typed<DType::Q8_0>(w, xa, y, s);
+      return gemv_typed<DType::Q8_0>(w, xa, s);
     case DType::Q4_K:
-      return gemv_typed<DType::Q4_K>(w, xa, y, s);
+      return gemv_typed<DType::Q4_K>(w, xa, s);
     case DType::Q5_K:
-      return gemv_typed<DType::Q5_K>(w, xa, y, s);
+      return gemv_typed<DType::Q5_K>(w, xa, s);
     case DType::Q6_K:
-      return gemv_typed<DType::Q6_K>(w, xa, y, s);
+      return gemv_typed<DType::Q6_K>(w, xa, s);
     default:
       return cudaErrorInvalidValue;
   }

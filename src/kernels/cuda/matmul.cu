@@ -19,10 +19,16 @@ constexpr int kUnroll = 4;
 // other n take gemv_scalar_kernel).
 template <DType T, int NT>
 __global__ void __launch_bounds__(kWarps * 32)
-    gemv_kernel(DeviceWeight w, const float* __restrict__ x, float* __restrict__ y) {
+    gemv_kernel(GemvBatch batch, const float* __restrict__ x) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // Block ranges of up to three matrices sharing x (Q/K/V, gate/up): one launch for all.
+  const int j = blockIdx.x < batch.block_end[0] ? 0 : blockIdx.x < batch.block_end[1] ? 1 : 2;
+  const DeviceWeight w = j == 0 ? batch.jobs[0].w : j == 1 ? batch.jobs[1].w : batch.jobs[2].w;
+  float* __restrict__ y = j == 0 ? batch.jobs[0].y : j == 1 ? batch.jobs[1].y : batch.jobs[2].y;
+  float* add = j == 0 ? batch.jobs[0].add_to : j == 1 ? batch.jobs[1].add_to : batch.jobs[2].add_to;
+  const unsigned block = blockIdx.x - (j == 0 ? 0u : batch.block_end[j - 1]);
   const int64_t d = w.rows, n = w.cols;
-  const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * kRows;
+  const int64_t row0 = (int64_t(block) * kWarps + warp) * kRows;
   if (row0 >= d) return;
   int64_t rows[kRows];
 #pragma unroll
@@ -66,7 +72,10 @@ __global__ void __launch_bounds__(kWarps * 32)
       float v = acc[r][t];
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == 0 && row0 + r < d) y[t * d + row0 + r] = v;
+      if (lane == 0 && row0 + r < d) {
+        y[t * d + row0 + r] = v;
+        if (add) add[t * d + row0 + r] += v;
+      }
     }
 }
 
@@ -86,21 +95,20 @@ __global__ void gemv_scalar_kernel(DeviceWeight w, const float* __restrict__ x,
 }
 
 template <DType T>
-cudaError_t gemv_typed(const DeviceWeight& w, const float* x, int64_t nt, float* y,
-                       cudaStream_t s) {
-  const unsigned grid = unsigned((w.rows + kWarps * kRows - 1) / (kWarps * kRows));
+cudaError_t gemv_typed(const GemvBatch& w, const float* x, int64_t nt, cudaStream_t s) {
+  const unsigned grid = w.block_end[w.n_jobs - 1];
   switch (nt) {
     case 1:
-      gemv_kernel<T, 1><<<grid, kWarps * 32, 0, s>>>(w, x, y);
+      gemv_kernel<T, 1><<<grid, kWarps * 32, 0, s>>>(w, x);
       break;
     case 2:
-      gemv_kernel<T, 2><<<grid, kWarps * 32, 0, s>>>(w, x, y);
+      gemv_kernel<T, 2><<<grid, kWarps * 32, 0, s>>>(w, x);
       break;
     case 3:
-      gemv_kernel<T, 3><<<grid, kWarps * 32, 0, s>>>(w, x, y);
+      gemv_kernel<T, 3><<<grid, kWarps * 32, 0, s>>>(w, x);
       break;
     default:
-      gemv_kernel<T, 4><<<grid, kWarps * 32, 0, s>>>(w, x, y);
+      gemv_kernel<T, 4><<<grid, kWarps * 32, 0, s>>>(w, x);
       break;
   }
   return cudaGetLastError();
@@ -132,6 +140,28 @@ size_t x16_bytes(const DeviceWeight& w, int64_t n_tokens) {
 
 }  // namespace
 
+cudaError_t launch_gemv_float_multi(const GemvJob* jobs, int n_jobs, const float* x,
+                                    int64_t n_tokens, cudaStream_t s) {
+  if (n_jobs < 1 || n_jobs > 3 || n_tokens < 1 || n_tokens > kGemvMaxTokens)
+    return cudaErrorInvalidValue;
+  for (int i = 0; i < n_jobs; ++i)
+    if (jobs[i].w.cols != jobs[0].w.cols || jobs[i].w.cols % 8 != 0 ||
+        jobs[i].w.dtype != jobs[0].w.dtype || jobs[i].w.rows <= 0)
+      return cudaErrorInvalidValue;
+  static_assert(kWarps * kRows == kGemvRowsPerBlock, "block ranges assume this many rows");
+  const GemvBatch b = make_gemv_batch(jobs, n_jobs);
+  switch (jobs[0].w.dtype) {
+    case DType::F32:
+      return gemv_typed<DType::F32>(b, x, n_tokens, s);
+    case DType::F16:
+      return gemv_typed<DType::F16>(b, x, n_tokens, s);
+    case DType::BF16:
+      return gemv_typed<DType::BF16>(b, x, n_tokens, s);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
 size_t matmul_workspace_bytes(const DeviceWeight& w, int64_t n_tokens) {
   if (n_tokens <= kGemvMaxTokens)
     return uses_int8_gemv(w.dtype) ? quantized_acts_bytes(n_tokens, w.cols) : 0;
@@ -159,16 +189,8 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
         return e;
       return launch_gemv_int8(w, xa, y, s);
     }
-    switch (w.dtype) {
-      case DType::F32:
-        return gemv_typed<DType::F32>(w, x, n_tokens, y, s);
-      case DType::F16:
-        return gemv_typed<DType::F16>(w, x, n_tokens, y, s);
-      case DType::BF16:
-        return gemv_typed<DType::BF16>(w, x, n_tokens, y, s);
-      default:
-        return cudaErrorInvalidValue;
-    }
+    const GemvJob job{w, y, nullptr};
+    return launch_gemv_float_multi(&job, 1, x, n_tokens, s);
   }
   // Column-major view: W row-major {d, n} is W^T col-major (n x d, ld n); X [T, n] is n x T;
   // Y [T, d] is d x T. So Y = op_T(W) * X.

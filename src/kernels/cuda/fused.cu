@@ -1,0 +1,157 @@
+// Decode-step fusions: ops that sit between two GEMVs merged with their neighbours so a token
+// runs fewer, fuller kernels (each launch in a graph still costs ~1-3 us). rmsnorm and swiglu
+// also emit the int8 activations of the next GEMV; rope + KV append is one kernel; a spin kernel
+// for the profiler. New fusion: a launcher here, matched in backend/cuda/cuda-backend.cpp.
+#include "kernels/cuda/act-quant.cuh"
+#include "kernels/cuda/cuda-ops.h"
+
+namespace hearth::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+struct QOut {
+  int8_t* q1;
+  int8_t* q2;
+  float4* scales;
+};
+
+QOut qout(void* buf, int64_t rows, int64_t n) {
+  const QuantizedActs v = quantized_acts_view(buf, rows, n);
+  return {const_cast<int8_t*>(v.q1), const_cast<int8_t*>(v.q2),
+          reinterpret_cast<float4*>(const_cast<float*>(v.scales))};
+}
+
+// Same arithmetic as rmsnorm.cu's kernel (so fused and unfused outputs agree bit for bit), then
+// each warp quantizes whole 32-element blocks of the normalised row.
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w,
+                         float* __restrict__ y, int64_t n, float eps, QOut qo) {
+  const float* xr = x + int64_t(blockIdx.x) * n;
+  float* yr = y + int64_t(blockIdx.x) * n;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) ss = fmaf(xr[i], xr[i], ss);
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  __shared__ float partial[kThreads / 32];
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float total = 0.f;
+#pragma unroll
+  for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
+  const float scale = rsqrtf(total / float(n) + eps);
+  // Block y of gridDim.y owns one kThreads-element slice: every block re-reads the row for the
+  // sum (L2-resident), so the quantization spreads over many SMs instead of one.
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int64_t i0 = int64_t(blockIdx.y) * kThreads + int64_t(warp) * 32; i0 < n;
+       i0 += int64_t(gridDim.y) * kThreads) {
+    const int64_t i = i0 + lane;
+    const float v = xr[i] * scale * w[i];
+    yr[i] = v;
+    quant_block32(v, lane, (int64_t(blockIdx.x) * n + i0) / 32, qo.q1, qo.q2, qo.scales);
+  }
+}
+
+__global__ void swiglu_quant_kernel(const float* gate, const float* up, float* out,
+                                    int64_t n_blocks, QOut qo) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; b < n_blocks;
+       b += (int64_t(gridDim.x) * blockDim.x) >> 5) {
+    const int64_t i = b * 32 + lane;
+    const float g = gate[i];
+    const float v = g / (1.0f + expf(-g)) * up[i];  // as elementwise.cu's swiglu
+    out[i] = v;
+    quant_block32(v, lane, b, qo.q1, qo.q2, qo.scales);
+  }
+}
+
+// Threads [0, nq*half) rotate q pairs, the next nk*half rotate k pairs and store both rotated
+// values into the K cache row; then v is copied into the V cache row (grid-stride).
+__global__ void rope_kv_kernel(float* q, int64_t nq, float* k, int64_t nk, int64_t head_dim,
+                               const int32_t* __restrict__ pos, const float* __restrict__ inv_freq,
+                               int style, float* k_cache, float* v_cache, const float* v) {
+  const int64_t half = head_dim / 2;
+  const int64_t nqp = nq * half, nkp = nk * half, kv_floats = nk * head_dim;
+  const int64_t p = *pos;
+  float* krow = k_cache + p * kv_floats;
+  float* vrow = v_cache + p * kv_floats;
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < nqp + nkp + kv_floats;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    if (idx >= nqp + nkp) {
+      const int64_t j = idx - nqp - nkp;
+      vrow[j] = v[j];
+      continue;
+    }
+    const bool is_k = idx >= nqp;
+    const int64_t e = is_k ? idx - nqp : idx;
+    const int64_t i = e % half, h = e / half;
+    double sd, cd;
+    sincos(double(p) * double(inv_freq[i]), &sd, &cd);  // as rope.cu
+    const float c = float(cd), s = float(sd);
+    float* base = (is_k ? k : q) + h * head_dim;
+    const int64_t a = style == 0 ? 2 * i : i;
+    const int64_t b = style == 0 ? 2 * i + 1 : i + half;
+    const float x0 = base[a], x1 = base[b];
+    const float r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
+    base[a] = r0;
+    base[b] = r1;
+    if (is_k) {
+      krow[h * head_dim + a] = r0;
+      krow[h * head_dim + b] = r1;
+    }
+  }
+}
+
+__global__ void spin_kernel(long long ns) {
+  long long t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (;;) {
+    long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 >= ns) break;
+    __nanosleep(1000);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_rmsnorm_quant(const float* x, const float* w, float* y, int64_t rows, int64_t n,
+                                 float eps, void* qbuf, cudaStream_t s) {
+  if (rows <= 0 || n <= 0) return cudaSuccess;
+  if (n % 32 != 0 || !qbuf) return cudaErrorInvalidValue;
+  int64_t slices = (n + kThreads - 1) / kThreads;
+  if (slices > 64) slices = 64;
+  rmsnorm_quant_kernel<<<dim3(unsigned(rows), unsigned(slices)), kThreads, 0, s>>>(
+      x, w, y, n, eps, qout(qbuf, rows, n));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_swiglu_quant(const float* gate, const float* up, float* out, int64_t rows,
+                                int64_t n, void* qbuf, cudaStream_t s) {
+  if (rows <= 0 || n <= 0) return cudaSuccess;
+  if (n % 32 != 0 || !qbuf) return cudaErrorInvalidValue;
+  const int64_t nb = rows * n / 32;
+  int64_t blocks = (nb + kThreads / 32 - 1) / (kThreads / 32);
+  if (blocks > 8192) blocks = 8192;
+  swiglu_quant_kernel<<<unsigned(blocks), kThreads, 0, s>>>(gate, up, out, nb, qout(qbuf, rows, n));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rope_kv(float* q, int64_t nq, float* k, int64_t nk, int64_t head_dim,
+                           const int32_t* pos, const float* inv_freq, int style, float* k_cache,
+                           float* v_cache, const float* v, cudaStream_t s) {
+  const int64_t total = (nq + nk) * (head_dim / 2) + nk * head_dim;
+  if (total <= 0 || head_dim % 2 != 0) return cudaErrorInvalidValue;
+  int64_t blocks = (total + kThreads - 1) / kThreads;
+  if (blocks > 4096) blocks = 4096;
+  rope_kv_kernel<<<unsigned(blocks), kThreads, 0, s>>>(q, nq, k, nk, head_dim, pos, inv_freq, style,
+                                                       k_cache, v_cache, v);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_spin(int64_t us, cudaStream_t s) {
+  spin_kernel<<<1, 32, 0, s>>>(static_cast<long long>(us) * 1000);
+  return cudaGetLastError();
+}
+
+}  // namespace hearth::cuda

@@ -1,0 +1,143 @@
+// A whole Llama layer plus LM head, in forward.cpp's op order, decoded token by token through
+// begin/end_decode_step (eager warm-up, capture, replays) with the CUDA backend's decode fusions
+// (batched Q/K/V and gate/up GEMVs, GEMV+residual, fused rope+KV append, quantizing epilogues),
+// checked against the CPU backend running the same ops. New fusion: extend the op list here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "cuda-test-util.h"
+#include "random-weights.h"
+
+namespace hearth::test {
+namespace {
+
+constexpr int64_t kVocab = 64, kE = 128, kHeads = 4, kKvHeads = 2, kHd = 32, kF = 256, kCap = 16;
+
+struct LayerModel {
+  std::vector<std::vector<uint8_t>> bytes;
+  Weight tok, wq, wk, wv, wo, gate, up, down, out;
+  float *n1 = nullptr, *n2 = nullptr, *n3 = nullptr;
+  float *x, *xn, *q, *k, *v, *attn, *g, *u, *logits, *kc, *vc;
+};
+
+void make_weight(LayerModel& m, Weight& w, const char* name, DType t, int64_t rows, int64_t cols,
+                 uint32_t seed) {
+  m.bytes.push_back(random_weight_bytes(t, rows, cols, seed));
+  w.host = TensorView{name, t, {rows, cols}, m.bytes.back().data(), m.bytes.back().size()};
+}
+
+// Same weights (seeded) on either backend.
+void build(LayerModel& m, Backend& be, DType t, std::vector<float>& norm_host) {
+  m.bytes.reserve(16);
+  make_weight(m, m.tok, "tok", DType::Q8_0, kVocab, kE, 1);
+  make_weight(m, m.wq, "wq", t, kHeads * kHd, kE, 2);
+  make_weight(m, m.wk, "wk", t, kKvHeads * kHd, kE, 3);
+  make_weight(m, m.wv, "wv", t, kKvHeads * kHd, kE, 4);
+  make_weight(m, m.wo, "wo", t, kE, kHeads * kHd, 5);
+  make_weight(m, m.gate, "gate", t, kF, kE, 6);
+  make_weight(m, m.up, "up", t, kF, kE, 7);
+  make_weight(m, m.down, "down", t, kE, kF, 8);
+  make_weight(m, m.out, "out", t, kVocab, kE, 9);
+  for (Weight* w : {&m.tok, &m.wq, &m.wk, &m.wv, &m.wo, &m.gate, &m.up, &m.down, &m.out})
+    ASSERT_TRUE(be.prepare_weight(*w).is_ok());
+  TensorView nv{"norm", DType::F32, {kE}, norm_host.data(), norm_host.size() * 4};
+  m.n1 = be.prepare_vector(nv).value();
+  m.n2 = be.prepare_vector(nv).value();
+  m.n3 = be.prepare_vector(nv).value();
+  for (float** p : {&m.x, &m.xn, &m.attn}) *p = be.alloc(kE);
+  m.q = be.alloc(kHeads * kHd);
+  m.k = be.alloc(kKvHeads * kHd);
+  m.v = be.alloc(kKvHeads * kHd);
+  m.g = be.alloc(kF);
+  m.u = be.alloc(kF);
+  m.logits = be.alloc(kVocab);
+  m.kc = be.alloc(kCap * kKvHeads * kHd);
+  m.vc = be.alloc(kCap * kKvHeads * kHd);
+}
+
+void step_ops(Backend& be, LayerModel& m, int32_t token, int32_t pos, const float* inv) {
+  const int64_t KVD = kKvHeads * kHd;
+  be.embed(m.tok, &token, 1, m.x);
+  be.rmsnorm(m.x, m.n1, m.xn, 1, kE, 1e-5f);
+  be.matmul(m.wq, m.xn, 1, m.q);
+  be.matmul(m.wk, m.xn, 1, m.k);
+  be.matmul(m.wv, m.xn, 1, m.v);
+  be.rope(m.q, 1, kHeads, kHd, &pos, inv, kernels::RopeStyle::kHalves);
+  be.rope(m.k, 1, kKvHeads, kHd, &pos, inv, kernels::RopeStyle::kHalves);
+  be.store_kv(m.kc, m.k, pos, KVD, 1);
+  be.store_kv(m.vc, m.v, pos, KVD, 1);
+  be.attention(m.q, m.kc, m.vc, m.attn, 1, pos, kHeads, kKvHeads, kHd, 1.f / std::sqrt(float(kHd)));
+  be.matmul(m.wo, m.attn, 1, m.xn);
+  be.add_inplace(m.x, m.xn, kE);
+  be.rmsnorm(m.x, m.n2, m.xn, 1, kE, 1e-5f);
+  be.matmul(m.gate, m.xn, 1, m.g);
+  be.matmul(m.up, m.xn, 1, m.u);
+  be.swiglu(m.g, m.u, m.g, kF);
+  be.matmul(m.down, m.g, 1, m.xn);
+  be.add_inplace(m.x, m.xn, kE);
+  be.rmsnorm(m.x, m.n3, m.xn, 1, kE, 1e-5f);
+  be.matmul(m.out, m.xn, 1, m.logits);
+}
+
+class CudaDecodeLayerTest : public CudaTest, public ::testing::WithParamInterface<DType> {};
+
+TEST_P(CudaDecodeLayerTest, FusedStepsMatchCpu) {
+  const DType t = GetParam();
+  auto cpu = make_cpu_backend(1);
+  // The reference CUDA backend runs every op as its own launch (HEARTH_CUDA_FUSE=0): same
+  // kernels and arithmetic, so fused decode steps must match it to rounding.
+  setenv("HEARTH_CUDA_FUSE", "0", 1);
+  Status err;
+  auto plain = make_cuda_backend(0, &err);
+  unsetenv("HEARTH_CUDA_FUSE");
+  ASSERT_TRUE(plain) << err.message();
+  std::vector<float> norm = random_floats(size_t(kE), 11, 0.5f, 1.5f);
+  std::vector<float> inv(size_t(kHd / 2));
+  for (int64_t i = 0; i < kHd / 2; ++i) inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / kHd));
+  LayerModel g, c, r;
+  build(g, *backend_, t, norm);
+  build(c, *cpu, t, norm);
+  build(r, *plain, t, norm);
+  const char* env = std::getenv("HEARTH_CUDA_GRAPHS");
+  const bool graphs = !(env && std::string(env) == "0");
+  std::vector<float> got(kVocab), want(kVocab), ref(kVocab), gx(kE), cx(kE), rx(kE);
+  for (int32_t pos = 0; pos < 10; ++pos) {
+    const int32_t token = (pos * 13 + 5) % int32_t(kVocab);
+    const bool replayed = backend_->begin_decode_step(token, pos, kCap);
+    if (!replayed) step_ops(*backend_, g, token, pos, inv.data());
+    backend_->end_decode_step();
+    if (graphs && pos >= 2) {
+      EXPECT_TRUE(replayed) << "pos " << pos;
+    }
+    step_ops(*cpu, c, token, pos, inv.data());
+    step_ops(*plain, r, token, pos, inv.data());
+    backend_->download(got.data(), g.logits, kVocab);
+    backend_->download(gx.data(), g.x, kE);
+    cpu->download(want.data(), c.logits, kVocab);
+    cpu->download(cx.data(), c.x, kE);
+    plain->download(ref.data(), r.logits, kVocab);
+    plain->download(rx.data(), r.x, kE);
+    EXPECT_LT(rel_error(gx, rx), 1e-5) << "residual vs unfused, pos " << pos;
+    EXPECT_LT(rel_error(got, ref), 1e-5) << "logits vs unfused, pos " << pos;
+    // Against the CPU: int8 activations (one level for Q4_0) differ from the CPU's own.
+    const double tol = t == DType::Q4_0 ? 5e-2 : 1e-2;
+    EXPECT_LT(rel_error(gx, cx), tol) << "residual vs CPU, pos " << pos;
+    EXPECT_LT(rel_error(got, want), tol) << "logits vs CPU, pos " << pos;
+    ASSERT_TRUE(backend_->status().is_ok()) << backend_->status().message();
+  }
+  EXPECT_TRUE(plain->status().is_ok()) << plain->status().message();
+  for (LayerModel* m : {&g, &c, &r}) {
+    Backend& be = m == &g ? *backend_ : m == &c ? *cpu : *plain;
+    for (float* p : {m->x, m->xn, m->q, m->k, m->v, m->attn, m->g, m->u, m->logits, m->kc, m->vc})
+      be.free(p);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaDecodeLayerTest,
+                         ::testing::Values(DType::Q8_0, DType::F16, DType::Q4_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace hearth::test
