@@ -14,6 +14,9 @@ void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
   cmd->add_option("-c,--ctx-size", a->ctx_size, "context size in tokens (default: model's, max 4096)");
   cmd->add_option("--gpu-layers,--n-gpu-layers,--ngl", a->gpu_layers,
                   "layers to place on the GPU: N, 'auto' or 'all' (default 0)");
+  cmd->add_flag("--no-cache", a->no_cache,
+                "do not use or write the prepacked-weight cache ($HEARTH_CACHE_DIR or "
+                "~/.cache/hearth/packed)");
 }
 
 void add_sampling_options(CLI::App* cmd, SamplingParams* p) {
@@ -41,6 +44,7 @@ std::shared_ptr<Engine> load_engine_or_exit(const RuntimeArgs& args, bool quiet)
   LoadOptions opt;
   opt.n_threads = args.threads;
   opt.gpu_layers = parse_gpu_layers(args.gpu_layers);
+  opt.use_weight_cache = !args.no_cache;
   if (opt.gpu_layers != 0 && !gpu_backend_compiled()) {
     std::fprintf(stderr,
                  "hearth: --gpu-layers ignored: this build has no GPU support; running on the CPU\n");

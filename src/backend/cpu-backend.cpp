@@ -1,11 +1,16 @@
-// The CPU backend: host memory, ops forwarded to kernels/ with one persistent thread pool.
+// The CPU backend: host memory, ops forwarded to kernels/ with one persistent thread pool, and
+// weights repacked into the kernels' layouts (cached on disk by backend/weight-cache.h).
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu-backend.h"
+#include "backend/weight-cache.h"
 #include "base/half.h"
+#include "base/log.h"
 
 namespace hearth {
 
@@ -13,7 +18,7 @@ namespace {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int n_threads) : pool_(n_threads) {}
+  explicit CpuBackend(const CpuBackendOptions& opt) : opt_(opt), pool_(opt.n_threads) {}
   ~CpuBackend() override {
     for (float* p : vectors_) std::free(p);
   }
@@ -38,7 +43,34 @@ class CpuBackend final : public Backend {
     std::memmove(dst, src, size_t(n) * 4);
   }
 
-  Status prepare_weight(Weight&) override { return Status::ok(); }
+  // Matrices whose kernels want another layout are packed once: from the on-disk cache when it
+  // holds them (mmapped, so RSS is not doubled), else packed now and appended to the cache.
+  // Embedding tables are only gathered by row, so they keep the file's layout.
+  Status prepare_weight(Weight& w) override {
+    if (w.backend_data || !w.host.data || w.host.shape.size() != 2) return Status::ok();
+    if (w.host.name.find("token_embd") != std::string::npos) return Status::ok();
+    const int64_t d = w.host.rows(), n = w.host.cols();
+    const auto bytes = kernels::packed_size(w.host.dtype, d, n);
+    if (!bytes) return Status::ok();
+    if (WeightCache* cache = open_cache()) {
+      if (const uint8_t* hit = cache->find(w.host.name, *bytes, &pool_)) {
+        w.backend_data = std::make_shared<Packed>(Packed{hit, nullptr, cache_});
+        return Status::ok();
+      }
+    }
+    void* p = std::aligned_alloc(64, (*bytes + 63) / 64 * 64);
+    if (!p)
+      return Status::error(w.host.name + ": out of memory packing " + std::to_string(*bytes) +
+                           " bytes");
+    std::shared_ptr<uint8_t> owned(static_cast<uint8_t*>(p), std::free);
+    kernels::pack_weight(w.host, owned.get(), pool_);
+    if (WeightCache* cache = open_cache()) {
+      const Status st = cache->add(w.host.name, owned.get(), *bytes, &pool_);
+      if (!st.is_ok()) disable_cache(st.message());
+    }
+    w.backend_data = std::make_shared<Packed>(Packed{owned.get(), owned, nullptr});
+    return Status::ok();
+  }
 
   Result<float*> prepare_vector(const TensorView& v) override {
     const int64_t n = v.numel();
@@ -55,6 +87,11 @@ class CpuBackend final : public Backend {
       kernels::dequantize_row(table.host.dtype, table.host.row(ids[t]), out + t * n, n);
   }
   void matmul(const Weight& w, const float* x, int64_t T, float* y) override {
+    if (w.backend_data) {
+      const auto* p = static_cast<const Packed*>(w.backend_data.get());
+      kernels::matmul_packed(w.host.dtype, p->data, w.host.rows(), w.host.cols(), x, T, y, pool_);
+      return;
+    }
     kernels::matmul(w.host, x, T, y, pool_);
   }
   void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
@@ -78,14 +115,52 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  struct Packed {
+    const uint8_t* data;                 // 64-byte aligned packed bytes
+    std::shared_ptr<uint8_t> owned;      // set when packed in memory
+    std::shared_ptr<WeightCache> cache;  // set when the cache file maps them
+  };
+
+  // The cache for this model's source, opened at the first packable weight; null when off.
+  WeightCache* open_cache() {
+    if (!cache_tried_) {
+      cache_tried_ = true;
+      if (opt_.use_weight_cache && !opt_.source_identity.empty()) {
+        const std::string key =
+            weight_cache_key(opt_.source_identity, kernels::packed_layouts_signature(), 1);
+        auto c = WeightCache::open(opt_.cache_dir.empty() ? weight_cache_dir() : opt_.cache_dir,
+                                   key, opt_.source_label);
+        if (c.is_ok())
+          cache_ = c.value();
+        else
+          disable_cache(c.message());
+      }
+    }
+    return cache_.get();
+  }
+  // A cache that cannot be used costs speed at the next load, never this one.
+  void disable_cache(const std::string& why) {
+    log_warn("weight cache off: " + why);
+    cache_.reset();
+  }
+
+  CpuBackendOptions opt_;
+  bool cache_tried_ = false;
+  std::shared_ptr<WeightCache> cache_;
   ThreadPool pool_;
   std::vector<float*> vectors_;
 };
 
 }  // namespace
 
+std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {
+  return std::make_unique<CpuBackend>(options);
+}
+
 std::unique_ptr<Backend> make_cpu_backend(int n_threads) {
-  return std::make_unique<CpuBackend>(n_threads);
+  CpuBackendOptions opt;
+  opt.n_threads = n_threads;
+  return make_cpu_backend(opt);
 }
 
 }  // namespace hearth

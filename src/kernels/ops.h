@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "base/thread-pool.h"
 #include "tensor/tensor-view.h"
@@ -12,8 +14,23 @@
 namespace hearth::kernels {
 
 // W {d, n} (any runnable dtype) @ X [T, n] f32 -> Y [T, d] f32. Y must not alias X.
-// Quantized types may quantize X to an 8-bit activation format inside (as ggml does).
+// 4- and 5-bit types quantize X to an 8-bit activation format inside (as ggml does); Q8_0 and
+// Q6_K compute with f32 X, since 8-bit activations would double their error
+// (docs/performance.md, "What activation quantization costs").
 void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+
+// Packed weights (cpu/packed.cpp): the active ISA may prefer its own layout for a dtype
+// (rows interleaved, 64-byte aligned). packed_size is nullopt when it has none for this shape.
+// The bytes depend on (active ISA, packed_layout_version): both belong in any cache key.
+std::optional<uint64_t> packed_size(DType t, int64_t d, int64_t n);
+int packed_layout_version(DType t);
+// "avx512:Q4_0v1,..." for the active table: changes whenever any packed byte could.
+std::string packed_layouts_signature();
+// W {d, n} in the file's layout -> dst (packed_size bytes, 64-byte aligned).
+void pack_weight(const TensorView& w, uint8_t* dst, ThreadPool& pool);
+// As matmul, for W packed by pack_weight.
+void matmul_packed(DType t, const uint8_t* packed, int64_t d, int64_t n, const float* x,
+                   int64_t n_tokens, float* y, ThreadPool& pool);
 
 // One row of n elements of dtype t (n a multiple of its block size) -> f32.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);

@@ -108,7 +108,9 @@ Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSeg
     if (step) {
       std::lock_guard<std::mutex> lock(step_mutex_);
       // The recorded step is only valid for the buffers it was recorded with.
-      const std::pair<const void*, const void*> key{&scratch.per_backend[g], segs[0].kv->k(0)};
+      // Keyed on the buffers themselves (they move when scratch grows) and the sequence's cache.
+      const StepKey key{scratch.per_backend[g].x, scratch.per_backend[g].capacity_tokens,
+                        segs[0].kv->k(groups_[g].first)};
       if (step_keys_.size() != groups_.size()) step_keys_.assign(groups_.size(), {});
       if (step_keys_[g] != key) {
         be->reset_decode_steps();

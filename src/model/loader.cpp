@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "backend/cpu-backend.h"
 #include "backend/gpu-backend.h"
 #include "base/mapped-file.h"
 #include "base/thread-pool.h"
@@ -192,7 +193,14 @@ class ModelBuilder {
     }
     Backend* cpu = nullptr;
     if (gpu_layers < m.hp_.n_layer) {
-      m.backends_.push_back(make_cpu_backend(threads));
+      CpuBackendOptions cpu_opt;
+      cpu_opt.n_threads = threads;
+      cpu_opt.use_weight_cache = opt.use_weight_cache;
+      if (m.gguf_ && m.gguf_->mapped()) {  // HF directories (several shards) are not cached
+        cpu_opt.source_identity = m.gguf_->mapped()->identity();
+        cpu_opt.source_label = m.path_;
+      }
+      m.backends_.push_back(make_cpu_backend(cpu_opt));
       cpu = m.backends_.back().get();
     }
     if (gpu_layers > 0) m.groups_.push_back({0, gpu_layers, gpu});

@@ -60,6 +60,9 @@ struct LayerGroup {
 struct LoadOptions {
   int n_threads = 0;        // 0: all available cores
   int gpu_layers = 0;       // layers placed on the GPU backend (-1: all)
+  // CPU weights repacked for the kernels are cached on disk (backend/weight-cache.h) and
+  // mmapped by later loads; false (--no-cache) packs in memory every load.
+  bool use_weight_cache = true;
   // Called with a fraction in [0,1]; returning false cancels the load.
   std::function<bool(float)> progress;
 };
@@ -162,7 +165,13 @@ class Model {
   std::vector<LayerGroup> groups_;
   // Decode-step capture bookkeeping: which buffers each group's recorded step belongs to.
   mutable std::mutex step_mutex_;
-  mutable std::vector<std::pair<const void*, const void*>> step_keys_;
+  struct StepKey {
+    const float* scratch = nullptr;
+    int64_t capacity = 0;
+    const float* kv = nullptr;
+    bool operator==(const StepKey&) const = default;
+  };
+  mutable std::vector<StepKey> step_keys_;
 };
 
 // Loads a GGUF file or a Hugging Face directory (config.json + safetensors).

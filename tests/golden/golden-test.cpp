@@ -3,6 +3,9 @@
 // quantized files are held to mean KL(golden || hearth) <= 1.10 x ideal + 1e-4 (goldens/README).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "support/golden-data.h"
 #include "runtime/session.h"
 #include "support/test-data.h"
@@ -23,6 +26,15 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
   return n;
 }
 
+// HEARTH_TEST_GPU_LAYERS=N|all runs the same cases with N (all) layers on the GPU backend
+// (tools/cuda-check.sh); unset, everything runs on the CPU.
+int test_gpu_layers() {
+  const char* v = std::getenv("HEARTH_TEST_GPU_LAYERS");
+  if (!v || !*v) return 0;
+  if (std::string(v) == "all") return -1;
+  return std::atoi(v);
+}
+
 class GoldenTest : public testing::TestWithParam<Case> {
  protected:
   std::shared_ptr<Engine> load() {
@@ -31,6 +43,7 @@ class GoldenTest : public testing::TestWithParam<Case> {
     const std::string path = c.file.empty() ? dir : dir + "/" + c.file;
     LoadOptions opt;
     opt.n_threads = 2;
+    opt.gpu_layers = test_gpu_layers();
     auto engine = Engine::load(path, opt);
     EXPECT_TRUE(engine.is_ok()) << engine.message();
     return engine.is_ok() ? engine.value() : nullptr;
@@ -48,7 +61,9 @@ TEST_P(GoldenTest, LogitsMatchReference) {
   auto logits = s.all_logits(g.input_ids);
   ASSERT_TRUE(logits.is_ok()) << logits.message();
   if (c.ideal_kld < 0) {
-    EXPECT_LE(test::max_row_relative_error(*logits, g.logits, g.n_vocab), 1e-4);
+    // Tensor-core prefill rounds activations to fp16: the bound there is 1e-3.
+    const double bound = test_gpu_layers() != 0 ? 1e-3 : 1e-4;
+    EXPECT_LE(test::max_row_relative_error(*logits, g.logits, g.n_vocab), bound);
   } else {
     const double kld = test::mean_kl_divergence(*logits, g.logits, g.n_vocab);
     RecordProperty("kld", std::to_string(kld));

@@ -25,10 +25,38 @@ using VecDotFn = void (*)(int64_t n, const void* w, const void* x, uint64_t x_st
 using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
 
+// Activations for a packed layout: per token, n int8 values (Q8_0 rounding), and per 32-block
+// its f32 scale and the sum of its int8 values (so unsigned weight codes need no offset pass).
+// Layouts with f32 activations (no quantize function) read x [T, n] as given.
+struct PackedActivations {
+  const int8_t* q;   // [T, n]
+  const float* d;    // [T, n / 32]
+  const int32_t* s;  // [T, n / 32]
+  int64_t n_tokens;
+  const float* x = nullptr;  // [T, n] f32 activations
+};
+
+// A weight layout the kernels prefer over the file's (cpu/packed.cpp drives it): rows
+// interleaved in groups of group_rows, 64-byte aligned, packed once at load (and cached on disk
+// by the CPU backend, keyed by `version`). Y rows are written for row groups [g0, g1).
+struct PackedLayout {
+  int version;
+  int group_rows;
+  bool (*can_pack)(int64_t d, int64_t n);
+  uint64_t (*bytes)(int64_t d, int64_t n);
+  void (*pack)(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n);
+  void (*gemm)(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
+               float* y, int64_t y_stride);
+  // One token's activations x [n] -> q [n], d and s [n / 32] (Q8_0 rounding); nullptr when
+  // the layout computes with f32 activations.
+  void (*quantize)(const float* x, int64_t n, int8_t* q, float* d, int32_t* s);
+};
+
 struct TypeKernels {
   DType act_type = DType::F32;  // F32 = activations are used as they are
   VecDotFn dot = nullptr;       // nullptr: dtype not runnable
   DequantizeFn dequantize = nullptr;
+  const PackedLayout* packed = nullptr;  // optional repacked layout (same results up to order)
 };
 
 inline constexpr int kMaxTypeId = 31;  // ggml ids 0..30 index the table
@@ -72,6 +100,36 @@ void dot_each_token(int64_t n, const void* w, const void* x, uint64_t x_stride, 
                     int64_t y_stride) {
   const auto* xb = static_cast<const uint8_t*>(x);
   for (int t = 0; t < n_tok; ++t) y[t * y_stride] = Dot(n, w, xb + uint64_t(t) * x_stride);
+}
+
+// A weight type dotted against f32 activations through its dequantizer: the row is expanded
+// kDequantChunk elements at a time into an L1-resident buffer, then each token of the tile takes
+// an f32 dot against it. Used for weight types precise enough (Q8_0, Q6_K) that rounding the
+// activations to 8 bits would double their error (docs/performance.md measures it); the weight
+// bytes streamed are the same, so decode speed is still set by memory bandwidth.
+// kBlock / kBlockBytes: elements and bytes per weight block.
+inline constexpr int64_t kDequantChunk = 1024;  // a multiple of every block size (32, 256)
+template <DequantizeFn Dq, float (*DotF32)(int64_t, const void*, const void*), int kBlock,
+          int kBlockBytes>
+void dot_via_dequantize(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok,
+                        float* y, int64_t y_stride) {
+  static_assert(kDequantChunk % kBlock == 0);
+  constexpr int kTile = 16;
+  alignas(64) float buf[kDequantChunk];
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* xb = static_cast<const uint8_t*>(x);
+  for (int t0 = 0; t0 < n_tok; t0 += kTile) {
+    const int nt = n_tok - t0 < kTile ? n_tok - t0 : kTile;
+    float acc[kTile] = {};
+    for (int64_t i = 0; i < n; i += kDequantChunk) {
+      const int64_t len = n - i < kDequantChunk ? n - i : kDequantChunk;
+      Dq(wb + i / kBlock * kBlockBytes, buf, len);
+      for (int t = 0; t < nt; ++t)
+        acc[t] +=
+            DotF32(len, buf, reinterpret_cast<const float*>(xb + uint64_t(t0 + t) * x_stride) + i);
+    }
+    for (int t = 0; t < nt; ++t) y[(t0 + t) * y_stride] = acc[t];
+  }
 }
 
 }  // namespace hearth::kernels

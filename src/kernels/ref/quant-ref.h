@@ -37,15 +37,15 @@ void dequantize_f16(const void* x, float* y, int64_t n);
 void dequantize_bf16(const void* x, float* y, int64_t n);
 
 // dot(w row of n, activation row of n) where the activation is in the weight's vec-dot type
-// (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for K-quants, F32 for float weights).
+// (Q8_0 for Q4_0/Q5_0, Q8_1 for Q4_1/Q5_1, Q8_K for Q4_K/Q5_K, F32 for float weights). Q8_0 and
+// Q6_K weights take f32 activations through their dequantizer (kernel-table.h
+// dot_via_dequantize), so they have no dot here.
 float dot_q4_0(int64_t n, const void* w, const void* x);
 float dot_q4_1(int64_t n, const void* w, const void* x);
 float dot_q5_0(int64_t n, const void* w, const void* x);
 float dot_q5_1(int64_t n, const void* w, const void* x);
-float dot_q8_0(int64_t n, const void* w, const void* x);
 float dot_q4_k(int64_t n, const void* w, const void* x);
 float dot_q5_k(int64_t n, const void* w, const void* x);
-float dot_q6_k(int64_t n, const void* w, const void* x);
 float dot_f32(int64_t n, const void* w, const void* x);
 float dot_f16(int64_t n, const void* w, const void* x);
 float dot_bf16(int64_t n, const void* w, const void* x);

@@ -21,10 +21,13 @@ KernelTable make_ref_table() {
   set(DType::Q4_1, DType::Q8_1, dot_each_token<ref::dot_q4_1>, ref::dequantize_q4_1);
   set(DType::Q5_0, DType::Q8_0, dot_each_token<ref::dot_q5_0>, ref::dequantize_q5_0);
   set(DType::Q5_1, DType::Q8_1, dot_each_token<ref::dot_q5_1>, ref::dequantize_q5_1);
-  set(DType::Q8_0, DType::Q8_0, dot_each_token<ref::dot_q8_0>, ref::dequantize_q8_0);
+  // Q8_0 and Q6_K take f32 activations: 8-bit activations would double their error.
+  set(DType::Q8_0, DType::F32, dot_via_dequantize<ref::dequantize_q8_0, ref::dot_f32, 32, 34>,
+      ref::dequantize_q8_0);
   set(DType::Q4_K, DType::Q8_K, dot_each_token<ref::dot_q4_k>, ref::dequantize_q4_k);
   set(DType::Q5_K, DType::Q8_K, dot_each_token<ref::dot_q5_k>, ref::dequantize_q5_k);
-  set(DType::Q6_K, DType::Q8_K, dot_each_token<ref::dot_q6_k>, ref::dequantize_q6_k);
+  set(DType::Q6_K, DType::F32, dot_via_dequantize<ref::dequantize_q6_k, ref::dot_f32, 256, 210>,
+      ref::dequantize_q6_k);
   return t;
 }
 

@@ -83,18 +83,6 @@ float dot_q5_1(int64_t n, const void* wv, const void* xv) {
   return sum;
 }
 
-float dot_q8_0(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ8_0*>(wv);
-  const auto* x = static_cast<const BlockQ8_0*>(xv);
-  float sum = 0;
-  for (int64_t i = 0; i < n / kQK32; ++i) {
-    int isum = 0;
-    for (int j = 0; j < kQK32; ++j) isum += w[i].qs[j] * x[i].qs[j];
-    sum += float(isum) * (h2f(w[i].d) * h2f(x[i].d));
-  }
-  return sum;
-}
-
 // K-quant dots: sum over sub-blocks of scale_j * <q_j, x_j> (integers), times d * x.d, minus
 // the min terms dmin * x.d * sum_j m_j * (sum of x_j), where the x sums come from bsums.
 float dot_q4_k(int64_t n, const void* wv, const void* xv) {
@@ -140,30 +128,6 @@ float dot_q5_k(int64_t n, const void* wv, const void* xv) {
       sum_m += m * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
     }
     sum += x[i].d * (h2f(w[i].d) * float(sum_q) - h2f(w[i].dmin) * float(sum_m));
-  }
-  return sum;
-}
-
-float dot_q6_k(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ6_K*>(wv);
-  const auto* x = static_cast<const BlockQ8_K*>(xv);
-  float sum = 0;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    // Element e = 128*h + 32*k + l: low 4 bits from ql[64h + l + 32*(k&1)] (nibble k/2),
-    // high 2 bits from qh[32h + l] bits 2k..2k+1; sub-block (16 elements) e/16.
-    int sum_q = 0;
-    for (int e = 0; e < kQKK; e += 16) {
-      const int h = e / 128, k = (e % 128) / 32, l0 = e % 32;
-      int s = 0;
-      for (int l = l0; l < l0 + 16; ++l) {
-        const uint8_t lo = w[i].ql[64 * h + l + 32 * (k & 1)];
-        const int q =
-            ((k < 2 ? lo & 0xF : lo >> 4) | (((w[i].qh[32 * h + l] >> (2 * k)) & 3) << 4));
-        s += (q - 32) * x[i].qs[128 * h + 32 * k + l];
-      }
-      sum_q += w[i].scales[e / 16] * s;
-    }
-    sum += h2f(w[i].d) * x[i].d * float(sum_q);
   }
   return sum;
 }

@@ -9,10 +9,8 @@
   float dot_q4_1(int64_t n, const void* w, const void* x); \
   float dot_q5_0(int64_t n, const void* w, const void* x); \
   float dot_q5_1(int64_t n, const void* w, const void* x); \
-  float dot_q8_0(int64_t n, const void* w, const void* x); \
   float dot_q4_k(int64_t n, const void* w, const void* x); \
   float dot_q5_k(int64_t n, const void* w, const void* x); \
-  float dot_q6_k(int64_t n, const void* w, const void* x); \
   float dot_f32(int64_t n, const void* w, const void* x);  \
   float dot_f16(int64_t n, const void* w, const void* x);  \
   float dot_bf16(int64_t n, const void* w, const void* x);

@@ -1,5 +1,6 @@
 // The AArch64 kernel tables, best first: NEON with sdot, then baseline NEON (every AArch64 CPU).
-// Adding a level (i8mm, SVE): its kernel file and one table here.
+// Adding a level (i8mm, SVE): its kernel file and one table here. Q8_0 and Q6_K take f32
+// activations (kernel-table.h dot_via_dequantize says why).
 #include "kernels/cpu/arch/arm/arm-kernels.h"
 #include "kernels/cpu/kernel-table.h"
 #include "kernels/ref/quant-ref.h"
@@ -23,10 +24,14 @@ namespace {
     set(DType::Q4_1, DType::Q8_1, dot_each_token<ns::dot_q4_1>, ref::dequantize_q4_1); \
     set(DType::Q5_0, DType::Q8_0, dot_each_token<ns::dot_q5_0>, ref::dequantize_q5_0); \
     set(DType::Q5_1, DType::Q8_1, dot_each_token<ns::dot_q5_1>, ref::dequantize_q5_1); \
-    set(DType::Q8_0, DType::Q8_0, dot_each_token<ns::dot_q8_0>, ref::dequantize_q8_0); \
+    set(DType::Q8_0, DType::F32,                                                       \
+        dot_via_dequantize<ref::dequantize_q8_0, ns::dot_f32, 32, 34>,                 \
+        ref::dequantize_q8_0);                                                         \
     set(DType::Q4_K, DType::Q8_K, dot_each_token<ns::dot_q4_k>, ref::dequantize_q4_k); \
     set(DType::Q5_K, DType::Q8_K, dot_each_token<ns::dot_q5_k>, ref::dequantize_q5_k); \
-    set(DType::Q6_K, DType::Q8_K, dot_each_token<ns::dot_q6_k>, ref::dequantize_q6_k); \
+    set(DType::Q6_K, DType::F32,                                                       \
+        dot_via_dequantize<ref::dequantize_q6_k, ns::dot_f32, 256, 210>,               \
+        ref::dequantize_q6_k);                                                         \
     return t;                                                                          \
   }
 

@@ -120,17 +120,6 @@ float dot_q5_1(int64_t n, const void* wv, const void* xv) {
   return hsum(acc) + mins;
 }
 
-float dot_q8_0(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ8_0*>(wv);
-  const auto* x = static_cast<const BlockQ8_0*>(xv);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK32; ++i) {
-    const __m256 p = _mm256_cvtepi32_ps(dot_i8(load256(w[i].qs), load256(x[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), p, acc);
-  }
-  return hsum(acc);
-}
-
 namespace {
 
 // The 8 six-bit scales and mins of a Q4_K/Q5_K block, and the min term sum_j m_j * sum(x_j)
@@ -202,45 +191,6 @@ float dot_q5_k(int64_t n, const void* wv, const void* xv) {
     mins += x[i].d * h2f(w[i].dmin) * float(sum_m);
   }
   return hsum(acc) - mins;
-}
-
-float dot_q6_k(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ6_K*>(wv);
-  const auto* x = static_cast<const BlockQ8_K*>(xv);
-  __m256 acc = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  const __m256i m2 = _mm256_set1_epi8(3);
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    // q in [0, 63]: sum (q - 32) * x = sum q * x - 32 * sum x, the x sums being bsums.
-    int offset = 0;
-    for (int j = 0; j < 16; ++j) offset += w[i].scales[j] * x[i].bsums[j];
-    __m256i isum = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      const __m256i ql0 = load256(w[i].ql + 64 * h);
-      const __m256i ql1 = load256(w[i].ql + 64 * h + 32);
-      const __m256i qh = load256(w[i].qh + 32 * h);
-      const __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, m4),
-                          _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
-      };
-      for (int k = 0; k < 4; ++k) {
-        const int8_t* s = w[i].scales + 8 * h + 2 * k;
-        const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(s[1]), _mm_set1_epi16(s[0]));
-        const __m256i p = _mm256_maddubs_epi16(q[k], load256(x[i].qs + 128 * h + 32 * k));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, scale));
-      }
-    }
-    const float d = x[i].d * h2f(w[i].d);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
-    acc = _mm256_add_ps(acc, _mm256_setr_ps(-32.f * d * float(offset), 0, 0, 0, 0, 0, 0, 0));
-  }
-  return hsum(acc);
 }
 
 float dot_f32(int64_t n, const void* wv, const void* xv) {

@@ -36,13 +36,6 @@ inline __m512 two_scales(float a, float b) {
   return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
 }
 
-// Signed x signed bytes -> s32 sums of 4 (vpdpbusd wants u8 x s8: move x's sign onto y).
-inline __m512i dot_i8(__m512i x, __m512i y) {
-  const __mmask64 neg = _mm512_movepi8_mask(x);
-  const __m512i sy = _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y);
-  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(x), sy);
-}
-
 }  // namespace
 
 float dot_q4_0(int64_t n, const void* wv, const void* xv) {
@@ -63,23 +56,6 @@ float dot_q4_0(int64_t n, const void* wv, const void* xv) {
   }
   float sum = _mm512_reduce_add_ps(acc);
   if (i < nb) sum += avx2::dot_q4_0(kQK32, w + i, x + i);
-  return sum;
-}
-
-float dot_q8_0(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ8_0*>(wv);
-  const auto* x = static_cast<const BlockQ8_0*>(xv);
-  const int64_t nb = n / kQK32;
-  __m512 acc = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    const __m512i q = join(load256(w[i].qs), load256(w[i + 1].qs));
-    const __m512i y = join(load256(x[i].qs), load256(x[i + 1].qs));
-    const __m512 d = two_scales(h2f(w[i].d) * h2f(x[i].d), h2f(w[i + 1].d) * h2f(x[i + 1].d));
-    acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(dot_i8(q, y)), acc);
-  }
-  float sum = _mm512_reduce_add_ps(acc);
-  if (i < nb) sum += avx2::dot_q8_0(kQK32, w + i, x + i);
   return sum;
 }
 
@@ -145,6 +121,52 @@ void dequantize_f16(const void* src, float* y, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - i)) - 1);
     _mm512_mask_storeu_ps(y + i, m, load_f16_masked(w + i, m));
+  }
+}
+
+// Q8_0 -> f32, 16 lanes at a time; float(q) * d exactly as the reference rounds it.
+void dequantize_q8_0(const void* src, float* y, int64_t n) {
+  const auto* w = static_cast<const BlockQ8_0*>(src);
+  for (int64_t i = 0; i < n / kQK32; ++i, y += kQK32) {
+    const __m512 d = _mm512_set1_ps(h2f(w[i].d));
+    const __m128i* q = reinterpret_cast<const __m128i*>(w[i].qs);
+    _mm512_storeu_ps(
+        y, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q))), d));
+    _mm512_storeu_ps(
+        y + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1))), d));
+  }
+}
+
+// Q6_K -> f32: the 6-bit values of each 128-element half are rebuilt 32 at a time from ql/qh
+// (layout in quant-blocks.h), then scaled by (d * scale) like the reference, so bits agree.
+void dequantize_q6_k(const void* src, float* y, int64_t n) {
+  const auto* w = static_cast<const BlockQ6_K*>(src);
+  const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const float d = h2f(w[i].d);
+    for (int h = 0; h < 2; ++h, y += 128) {
+      const __m256i ql0 = load256(w[i].ql + 64 * h), ql1 = load256(w[i].ql + 64 * h + 32);
+      const __m256i qh = load256(w[i].qh + 32 * h);
+      const __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                          _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4)),
+      };
+      const int8_t* sc = w[i].scales + 8 * h;
+      for (int k = 0; k < 4; ++k) {
+        const __m256i v = _mm256_sub_epi8(q[k], off);
+        const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(v)));
+        const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(v, 1)));
+        _mm512_storeu_ps(y + 32 * k, _mm512_mul_ps(_mm512_set1_ps(d * float(sc[2 * k])), lo));
+        _mm512_storeu_ps(y + 32 * k + 16,
+                         _mm512_mul_ps(_mm512_set1_ps(d * float(sc[2 * k + 1])), hi));
+      }
+    }
   }
 }
 

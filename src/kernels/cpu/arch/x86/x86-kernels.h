@@ -12,10 +12,8 @@ float dot_q4_0(int64_t n, const void* w, const void* x);
 float dot_q4_1(int64_t n, const void* w, const void* x);
 float dot_q5_0(int64_t n, const void* w, const void* x);
 float dot_q5_1(int64_t n, const void* w, const void* x);
-float dot_q8_0(int64_t n, const void* w, const void* x);
 float dot_q4_k(int64_t n, const void* w, const void* x);
 float dot_q5_k(int64_t n, const void* w, const void* x);
-float dot_q6_k(int64_t n, const void* w, const void* x);
 float dot_f32(int64_t n, const void* w, const void* x);
 float dot_f16(int64_t n, const void* w, const void* x);
 float dot_bf16(int64_t n, const void* w, const void* x);
@@ -30,10 +28,15 @@ void dequantize_bf16(const void* src, float* dst, int64_t n);
 namespace hearth::kernels::avx512 {
 
 float dot_q4_0(int64_t n, const void* w, const void* x);
-float dot_q8_0(int64_t n, const void* w, const void* x);
 float dot_f32(int64_t n, const void* w, const void* x);
 float dot_f16(int64_t n, const void* w, const void* x);
 float dot_bf16(int64_t n, const void* w, const void* x);
 void dequantize_f16(const void* src, float* dst, int64_t n);
+void dequantize_q8_0(const void* src, float* dst, int64_t n);
+void dequantize_q6_k(const void* src, float* dst, int64_t n);
+
+// Row-interleaved layouts (avx512-packed.cpp).
+extern const PackedLayout q4_0_packed;
+extern const PackedLayout q8_0_packed;
 
 }  // namespace hearth::kernels::avx512

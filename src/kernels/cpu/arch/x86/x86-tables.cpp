@@ -22,10 +22,13 @@ KernelTable make_avx2_table() {
   set(t, DType::Q4_1, DType::Q8_1, dot_each_token<avx2::dot_q4_1>, ref::dequantize_q4_1);
   set(t, DType::Q5_0, DType::Q8_0, dot_each_token<avx2::dot_q5_0>, ref::dequantize_q5_0);
   set(t, DType::Q5_1, DType::Q8_1, dot_each_token<avx2::dot_q5_1>, ref::dequantize_q5_1);
-  set(t, DType::Q8_0, DType::Q8_0, dot_each_token<avx2::dot_q8_0>, avx2::dequantize_q8_0);
+  // Q8_0 and Q6_K take f32 activations (kernel-table.h dot_via_dequantize says why).
+  set(t, DType::Q8_0, DType::F32, dot_via_dequantize<avx2::dequantize_q8_0, avx2::dot_f32, 32, 34>,
+      avx2::dequantize_q8_0);
   set(t, DType::Q4_K, DType::Q8_K, dot_each_token<avx2::dot_q4_k>, ref::dequantize_q4_k);
   set(t, DType::Q5_K, DType::Q8_K, dot_each_token<avx2::dot_q5_k>, ref::dequantize_q5_k);
-  set(t, DType::Q6_K, DType::Q8_K, dot_each_token<avx2::dot_q6_k>, ref::dequantize_q6_k);
+  set(t, DType::Q6_K, DType::F32, dot_via_dequantize<ref::dequantize_q6_k, avx2::dot_f32, 256, 210>,
+      ref::dequantize_q6_k);
   return t;
 }
 
@@ -37,7 +40,14 @@ KernelTable make_avx512_table() {
   set(t, DType::F16, DType::F32, dot_each_token<avx512::dot_f16>, avx512::dequantize_f16);
   set(t, DType::BF16, DType::F32, dot_each_token<avx512::dot_bf16>, avx2::dequantize_bf16);
   set(t, DType::Q4_0, DType::Q8_0, dot_each_token<avx512::dot_q4_0>, avx2::dequantize_q4_0);
-  set(t, DType::Q8_0, DType::Q8_0, dot_each_token<avx512::dot_q8_0>, avx2::dequantize_q8_0);
+  t.types[uint32_t(DType::Q4_0)].packed = &avx512::q4_0_packed;
+  set(t, DType::Q8_0, DType::F32,
+      dot_via_dequantize<avx512::dequantize_q8_0, avx512::dot_f32, 32, 34>,
+      avx512::dequantize_q8_0);
+  t.types[uint32_t(DType::Q8_0)].packed = &avx512::q8_0_packed;
+  set(t, DType::Q6_K, DType::F32,
+      dot_via_dequantize<avx512::dequantize_q6_k, avx512::dot_f32, 256, 210>,
+      avx512::dequantize_q6_k);
   return t;
 }
 

@@ -1,0 +1,342 @@
+// The bench sequence: probe the machine, (write the synthetic model,) cold load, warm loads,
+// warm-ups, then timed prompt processing and generation. Every tok/s figure gets a roofline:
+// decode is bound by bytes streamed per token / measured bandwidth, prefill by FLOPs / peak.
+#include "bench-runner.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+
+#include "backend/weight-cache.h"
+#include "base/cpu-features.h"
+#include "base/mapped-file.h"
+#include "base/thread-pool.h"
+#include "kernels/cpu/kernel-table.h"
+#include "synthetic-model.h"
+
+namespace hearth::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+std::mutex& probes_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<DeviceProbe>& probes() {
+  static std::vector<DeviceProbe> p;
+  return p;
+}
+
+uint64_t mem_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+double load_average() {
+  double l[1];
+  return getloadavg(l, 1) == 1 ? l[0] : -1;
+}
+
+// Weights in the matrices (embedding included) and the FLOPs of one prefill pass of P tokens.
+struct Shape {
+  HParams hp;
+  double layer_params() const {
+    const double E = double(hp.n_embd), QD = double(hp.q_dim()), KVD = double(hp.kv_dim());
+    return E * QD + 2 * E * KVD + QD * E + 3 * E * double(hp.n_ff);
+  }
+  double params() const {
+    const double head = double(hp.n_vocab) * double(hp.n_embd);
+    return double(hp.n_layer) * layer_params() + head * (hp.tied_embeddings ? 1 : 2);
+  }
+  // Matmuls for every token, the LM head for the last one, causal attention (QK^T and PV).
+  double prefill_flops(int64_t P) const {
+    const double p = double(P);
+    return 2 * p * double(hp.n_layer) * layer_params() +
+           2 * double(hp.n_vocab) * double(hp.n_embd) +
+           double(hp.n_layer) * 4 * double(hp.q_dim()) * p * (p + 1) / 2;
+  }
+  // K and V rows read by attention per decoded token at context length ctx.
+  double kv_bytes_read(double ctx) const {
+    return 2 * double(hp.n_layer) * double(hp.kv_dim()) * 4 * ctx;
+  }
+};
+
+// The most common matrix type (what sets the kernels' precision and speed).
+DType main_weight_type(const Model& m) {
+  DType best = DType::F32;
+  int best_n = -1;
+  for (const auto& [name, n] : m.weight_type_counts()) {
+    for (uint32_t id = 0; id < uint32_t(kernels::kMaxTypeId); ++id) {
+      const DTypeInfo* info = dtype_info(id);
+      if (!info || name != info->name || info->dtype == DType::F32) continue;
+      if (n > best_n) {
+        best = info->dtype;
+        best_n = n;
+      }
+    }
+  }
+  return best;
+}
+
+struct Timed {
+  std::shared_ptr<Model> model;
+  double ms = 0;
+};
+
+Result<Timed> timed_load(const std::string& path, const LoadOptions& opt) {
+  const auto t0 = Clock::now();
+  HEARTH_ASSIGN_OR_RETURN(std::shared_ptr<Model> m, load_model(path, opt));
+  return Timed{m, ms_since(t0)};
+}
+
+int argmax(const std::vector<float>& v) {
+  return int(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// Runs `body` reps times, each timed and metered; returns tok/s samples and J/token.
+template <class Body>
+Result<std::pair<std::vector<double>, std::optional<double>>> measure(int reps, int64_t tokens,
+                                                                      Body body) {
+  std::vector<double> tok_s;
+  double joules = 0;
+  bool have_energy = true;
+  for (int r = 0; r < reps; ++r) {
+    const EnergyReading e0 = read_energy();
+    const auto t0 = Clock::now();
+    HEARTH_TRY(body());
+    const double ms = ms_since(t0);
+    const auto de = energy_delta_j(e0, read_energy());
+    if (de)
+      joules += *de;
+    else
+      have_energy = false;
+    tok_s.push_back(double(tokens) * 1000.0 / ms);
+  }
+  std::optional<double> jpt;
+  if (have_energy && reps > 0) jpt = joules / double(reps) / double(tokens);
+  return std::make_pair(tok_s, jpt);
+}
+
+}  // namespace
+
+void register_device_probe(DeviceProbe probe) {
+  std::lock_guard<std::mutex> lock(probes_mutex());
+  probes().push_back(std::move(probe));
+}
+
+Result<BenchReport> run_bench(const BenchOptions& o) {
+  auto say = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+  if (o.reps < 1) return Status::error("bench: -r must be at least 1");
+  if (o.n_gen < 0) return Status::error("bench: -n must not be negative");
+  for (int p : o.prompt_sizes)
+    if (p < 0) return Status::error("bench: -p sizes must not be negative");
+  BenchReport rep;
+  rep.threads = o.threads > 0 ? o.threads : available_cpu_count();
+  rep.gpu_layers = o.gpu_layers;
+  rep.kernel_isa = kernels::active_kernel_table().name;
+  rep.cache = o.no_cache ? "off" : "on (" + weight_cache_dir() + ")";
+
+  // The model file: given, or a synthetic one written now (reused with --keep).
+  std::string path = o.model_path;
+  bool delete_after = false;
+  if (!o.synthetic.empty()) {
+    HEARTH_ASSIGN_OR_RETURN(SyntheticSpec spec, parse_synthetic(o.synthetic));
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string dir = tmp && *tmp ? tmp : "/tmp";
+    std::string name = "hearth-bench-" + spec.shape.name + "-" + dtype_name(spec.type);
+    for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
+    // A private name unless kept (then the next --keep run reuses the file).
+    std::string suffix;
+    if (!o.keep) {
+      suffix = "-";
+      suffix += std::to_string(::getpid());
+    }
+    path = dir + "/" + name + suffix + ".gguf";
+    if (!(o.keep && file_exists(path))) {
+      say("writing synthetic model " + path);
+      HEARTH_ASSIGN_OR_RETURN(uint64_t bytes, write_synthetic_gguf(spec, path));
+      (void)bytes;
+    }
+    delete_after = !o.keep;
+    rep.model = "synthetic " + spec.shape.name;
+  }
+  if (path.empty()) return Status::error("bench: give a model with -m or --synthetic");
+  struct Cleanup {
+    std::string path;
+    bool on;
+    ~Cleanup() {
+      if (on) std::filesystem::remove(path);
+    }
+  } cleanup{path, delete_after};
+  if (rep.model.empty()) rep.model = std::filesystem::path(path).filename().string();
+  {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      for (const auto& e : std::filesystem::directory_iterator(path, ec))
+        if (e.is_regular_file(ec)) rep.file_bytes += e.file_size(ec);
+    } else {
+      rep.file_bytes = std::filesystem::file_size(path, ec);
+    }
+  }
+
+  // The machine, measured now so the rooflines match this run's conditions.
+  say("measuring memory bandwidth and peak compute");
+  uint64_t probe_bytes = o.bandwidth_bytes;
+  if (probe_bytes == 0)
+    probe_bytes =
+        std::min<uint64_t>(2ull << 30, std::max<uint64_t>(256u << 20, mem_available_bytes() / 4));
+  DeviceReport cpu;
+  cpu.backend = "cpu";
+  cpu.name = cpu_model_name() + " (" + cpu_features().summary() + ")";
+  cpu.bandwidth_gbs = measure_read_bandwidth(rep.threads, probe_bytes);
+  const PeakCompute peak = measure_peak_compute(rep.threads);
+  cpu.peak_f32_gflops = peak.f32_gflops;
+  cpu.peak_int8_gops = peak.int8_gops;
+  cpu.notes = std::to_string(rep.threads) + " threads, " + std::to_string(probe_bytes >> 20) +
+              " MiB read buffer";
+  const bool rapl = read_energy().joules.has_value();
+  if (!rapl) cpu.notes += ", no readable RAPL";
+  reset_peak_rss();  // the probe buffer and synthetic writer are not the model's footprint
+
+  LoadOptions lo;
+  lo.n_threads = rep.threads;
+  lo.gpu_layers = o.gpu_layers;
+  lo.use_weight_cache = !o.no_cache;
+
+  // Cold load: the file (and its prepacked cache) out of the page cache first.
+  say("cold load");
+  rep.cold_method = drop_file_cache(path);
+  for (const std::string& f : weight_cache_files())
+    if (drop_file_cache(f) == "none") rep.cold_method += " (cache file kept)";
+  std::vector<Figure> loads;
+  {
+    HEARTH_ASSIGN_OR_RETURN(Timed t, timed_load(path, lo));
+    loads.push_back({"load cold", "ms", Stat::of({t.ms}), std::nullopt, rep.cold_method, {}});
+  }
+  // A cold load may pack and write the cache (a one-time cost): its peak is reported apart.
+  rep.peak_rss_cold = peak_rss_bytes();
+  reset_peak_rss();
+  // Warm loads, each followed by its first token (a one-token prompt).
+  say("warm loads");
+  std::vector<double> warm, first_token;
+  std::shared_ptr<Model> model;
+  for (int r = 0; r < o.reps; ++r) {
+    model.reset();
+    HEARTH_ASSIGN_OR_RETURN(Timed t, timed_load(path, lo));
+    model = t.model;
+    const auto t0 = Clock::now();
+    HEARTH_ASSIGN_OR_RETURN(KvCache kv, model->new_kv_cache(16));
+    ForwardScratch scratch;
+    std::vector<float> logits;
+    HEARTH_TRY(model->prefill(kv, {1}, scratch, &logits));
+    (void)argmax(logits);
+    warm.push_back(t.ms);
+    first_token.push_back(t.ms + ms_since(t0));
+  }
+  loads.push_back({"load warm", "ms", Stat::of(warm), std::nullopt, "", {}});
+  loads.push_back({"warm load + first token", "ms", Stat::of(first_token), std::nullopt, "", {}});
+
+  const Shape shape{model->hparams()};
+  const DType wtype = main_weight_type(*model);
+  rep.model_type = dtype_name(wtype);
+  rep.weight_bytes = model->weight_bytes();
+  rep.n_params = uint64_t(shape.params());
+  // Prefill runs int8 kernels when the weight type quantizes activations, f32 FMAs otherwise.
+  const bool int8 =
+      kernels::active_kernel_table().of(wtype).act_type != DType::F32 && peak.int8_gops > 0;
+  const double peak_gops = int8 ? peak.int8_gops : peak.f32_gflops;
+
+  int max_p = 0;
+  for (int p : o.prompt_sizes) max_p = std::max(max_p, p);
+  HEARTH_ASSIGN_OR_RETURN(KvCache kv, model->new_kv_cache(int64_t(max_p) + o.n_gen + 8));
+  rep.kv_bytes = kv.bytes();
+  ForwardScratch scratch;
+  std::vector<float> logits;
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> tok(1, int32_t(model->hparams().n_vocab - 1));
+  auto tokens = [&](int n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (int32_t& x : t) x = tok(rng);
+    return t;
+  };
+
+  say("warm-up");
+  kv.set_used(0);
+  HEARTH_TRY(model->prefill(kv, tokens(std::max(1, std::min(max_p, 32))), scratch, &logits));
+  for (int i = 0; i < 4 && o.n_gen > 0; ++i) HEARTH_TRY(model->decode(kv, 1, scratch, &logits));
+
+  std::vector<Figure> figs;
+  for (int p : o.prompt_sizes) {
+    if (p == 0) continue;
+    say("pp" + std::to_string(p));
+    const std::vector<int32_t> prompt = tokens(p);
+    std::vector<double> ttft;
+    HEARTH_ASSIGN_OR_RETURN(auto m, measure(o.reps, p, [&]() -> Status {
+                              kv.set_used(0);
+                              const auto t0 = Clock::now();
+                              HEARTH_TRY(model->prefill(kv, prompt, scratch, &logits));
+                              (void)argmax(logits);
+                              ttft.push_back(ms_since(t0));
+                              return Status::ok();
+                            }));
+    const auto& [samples, jpt] = m;
+    const double compute_max = peak_gops * 1e9 / (shape.prefill_flops(p) / p);
+    const double bw_max = cpu.bandwidth_gbs * 1e9 * p / double(rep.weight_bytes);
+    Figure f{"pp" + std::to_string(p),
+             "tok/s",
+             Stat::of(samples),
+             std::min(compute_max, bw_max),
+             compute_max <= bw_max ? (int8 ? "compute (int8)" : "compute (f32)") : "bandwidth",
+             jpt};
+    figs.push_back(f);
+    figs.push_back({"ttft pp" + std::to_string(p), "ms", Stat::of(ttft), std::nullopt, "", {}});
+  }
+  if (o.n_gen > 0) {
+    say("tg" + std::to_string(o.n_gen));
+    HEARTH_ASSIGN_OR_RETURN(auto m, measure(o.reps, o.n_gen, [&]() -> Status {
+                              kv.set_used(0);
+                              HEARTH_TRY(model->prefill(kv, {1}, scratch, &logits));
+                              int32_t next = 1;
+                              for (int i = 0; i < o.n_gen; ++i) {
+                                HEARTH_TRY(model->decode(kv, next, scratch, &logits));
+                                next = int32_t(argmax(logits));
+                              }
+                              return Status::ok();
+                            }));
+    const auto& [samples, jpt] = m;
+    const double bytes = double(rep.weight_bytes) + shape.kv_bytes_read(1 + o.n_gen / 2.0);
+    figs.push_back({"tg" + std::to_string(o.n_gen), "tok/s", Stat::of(samples),
+                    cpu.bandwidth_gbs * 1e9 / bytes, "bandwidth", jpt});
+  }
+  figs.insert(figs.end(), loads.begin(), loads.end());
+  rep.figures = figs;
+  rep.peak_rss = peak_rss_bytes();
+  rep.devices.push_back(cpu);
+  {
+    std::lock_guard<std::mutex> lock(probes_mutex());
+    for (const DeviceProbe& p : probes())
+      if (auto d = p(*model)) rep.devices.push_back(*d);
+  }
+  rep.load_avg_1m = load_average();
+  return rep;
+}
+
+}  // namespace hearth::bench

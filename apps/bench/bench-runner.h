@@ -1,0 +1,37 @@
+// Runs `hearth bench`: machine probes, cold and warm loads, prompt processing and generation
+// with repetitions, each figure next to its roofline. The CLI (apps/cli/cmd-bench.cpp) only
+// parses flags into BenchOptions and prints the report.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench-report.h"
+#include "model/model.h"
+
+namespace hearth::bench {
+
+struct BenchOptions {
+  std::string model_path;  // a GGUF file or HF directory (already resolved)
+  std::string synthetic;   // "llama2-7b:q4_0": write and bench a random-weight model instead
+  std::vector<int> prompt_sizes{128};  // -p; 0 entries are skipped
+  int n_gen = 128;                     // -n; 0 skips generation
+  int reps = 3;
+  int threads = 0;  // 0: all available cores
+  int gpu_layers = 0;
+  bool no_cache = false;         // bypass the prepacked-weight cache
+  bool keep = false;             // keep the synthetic GGUF (and reuse it next time)
+  uint64_t bandwidth_bytes = 0;  // probe buffer; 0: 2 GiB or a quarter of free memory
+  std::function<void(const std::string&)> progress;  // one line per stage (stderr)
+};
+
+// A backend's own device figures, added to the report when it has layers in the model
+// (a GPU backend registers one; the CPU's figures come from machine-probe).
+using DeviceProbe = std::function<std::optional<DeviceReport>(const Model&)>;
+void register_device_probe(DeviceProbe probe);
+
+Result<BenchReport> run_bench(const BenchOptions& options);
+
+}  // namespace hearth::bench

@@ -1,0 +1,170 @@
+// Writes random-weight GGUFs of real Llama shapes. The random bytes come from one buffer that
+// every tensor references at a different offset (GgufWriter::add_tensor_ref), so writing a 7B
+// model needs one large tensor's worth of memory, not the model's.
+#include "synthetic-model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+
+#include "base/half.h"
+#include "formats/gguf.h"
+
+namespace hearth::bench {
+
+namespace {
+
+// Shapes as in mkgguf.py (llama3-8b with its real 128256-token vocabulary).
+const SyntheticShape kShapes[] = {
+    {"tinyllama-1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0},
+    {"llama2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0},
+    {"llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0},
+};
+
+const DType kTypes[] = {DType::F16,  DType::BF16, DType::Q8_0,
+                        DType::Q4_0, DType::Q4_K, DType::Q6_K};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// xorshift64*: fast and good enough for weights nobody reads for meaning.
+void fill_random(uint8_t* p, uint64_t n, uint64_t seed) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  uint64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    const uint64_t v = s * 0x2545F4914F6CDD1Dull;
+    std::memcpy(p + i, &v, 8);
+  }
+  for (; i < n; ++i) p[i] = uint8_t(i * 131 + seed);
+}
+
+// Makes random bytes valid, well-scaled blocks of type t: scale fields 0.002 (fp16), floats
+// near +-1/64 (the bit masks of mkgguf.py).
+void make_valid(DType t, uint8_t* p, uint64_t n_bytes) {
+  const DTypeInfo& info = dtype_info(t);
+  const uint16_t d = f32_to_fp16(0.002f);
+  if (t == DType::F16 || t == DType::BF16) {
+    for (uint64_t i = 0; i + 2 <= n_bytes; i += 2) {
+      uint16_t v;
+      std::memcpy(&v, p + i, 2);
+      v = t == DType::F16 ? uint16_t((v & 0x83FF) | 0x2400) : uint16_t((v & 0x807F) | 0x3C80);
+      std::memcpy(p + i, &v, 2);
+    }
+    return;
+  }
+  // Offsets of the fp16 scale fields inside each block.
+  std::vector<int> fields;
+  if (t == DType::Q4_0 || t == DType::Q8_0) fields = {0};
+  if (t == DType::Q4_K) fields = {0, 2};
+  if (t == DType::Q6_K) fields = {208};
+  for (uint64_t b = 0; b + info.block_bytes <= n_bytes; b += info.block_bytes)
+    for (int off : fields) std::memcpy(p + b + uint64_t(off), &d, 2);
+}
+
+}  // namespace
+
+std::vector<std::string> synthetic_shape_names() {
+  std::vector<std::string> names;
+  for (const auto& s : kShapes) names.push_back(s.name);
+  return names;
+}
+
+Result<SyntheticSpec> parse_synthetic(const std::string& text) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos)
+    return Status::error("--synthetic: expected SHAPE:TYPE (e.g. llama2-7b:q4_0), got '" + text +
+                         "'");
+  const std::string shape = lower(text.substr(0, colon)), type = lower(text.substr(colon + 1));
+  SyntheticSpec spec{};
+  bool found = false;
+  for (const auto& s : kShapes)
+    if (s.name == shape) {
+      spec.shape = s;
+      found = true;
+    }
+  if (!found) {
+    std::string names;
+    for (const auto& n : synthetic_shape_names()) names += (names.empty() ? "" : ", ") + n;
+    return Status::error("--synthetic: unknown shape '" + shape + "' (known: " + names + ")");
+  }
+  const auto t = dtype_from_name(type);
+  if (!t || std::find(std::begin(kTypes), std::end(kTypes), *t) == std::end(kTypes))
+    return Status::error("--synthetic: type '" + type +
+                         "' is not one of f16, bf16, q8_0, q4_0, q4_k, q6_k");
+  spec.type = *t;
+  return spec;
+}
+
+Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path,
+                                      uint64_t seed) {
+  const SyntheticShape& s = spec.shape;
+  const int64_t E = s.n_embd, F = s.n_ff, V = s.n_vocab, hd = E / s.n_head;
+  const int64_t kvd = hd * s.n_head_kv;
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", "synthetic-" + s.name + "-" + lower(dtype_name(spec.type)));
+  w.set_u32("general.alignment", 64);
+  w.set_u32("llama.context_length", uint32_t(s.n_ctx));
+  w.set_u32("llama.embedding_length", uint32_t(E));
+  w.set_u32("llama.block_count", uint32_t(s.n_layer));
+  w.set_u32("llama.feed_forward_length", uint32_t(F));
+  w.set_u32("llama.rope.dimension_count", uint32_t(hd));
+  w.set_f32("llama.rope.freq_base", float(s.rope_theta));
+  w.set_u32("llama.attention.head_count", uint32_t(s.n_head));
+  w.set_u32("llama.attention.head_count_kv", uint32_t(s.n_head_kv));
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+
+  struct T {
+    std::string name;
+    std::vector<int64_t> shape;  // outermost first
+  };
+  std::vector<T> mats = {{"token_embd.weight", {V, E}}, {"output.weight", {V, E}}};
+  for (int64_t l = 0; l < s.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (auto [n, sh] :
+         std::vector<std::pair<std::string, std::vector<int64_t>>>{{"attn_q.weight", {E, E}},
+                                                                   {"attn_k.weight", {kvd, E}},
+                                                                   {"attn_v.weight", {kvd, E}},
+                                                                   {"attn_output.weight", {E, E}},
+                                                                   {"ffn_gate.weight", {F, E}},
+                                                                   {"ffn_up.weight", {F, E}},
+                                                                   {"ffn_down.weight", {E, F}}})
+      mats.push_back({p + n, sh});
+  }
+  const DTypeInfo& info = dtype_info(spec.type);
+  uint64_t largest = 0;
+  for (const T& t : mats) {
+    const auto bytes = row_bytes(spec.type, uint64_t(t.shape[1]));
+    if (!bytes) return Status::error("synthetic: row length not a multiple of the block size");
+    largest = std::max(largest, *bytes * uint64_t(t.shape[0]));
+  }
+  // Tensors start at different block offsets of one random buffer, so layers differ.
+  const uint64_t slack_blocks = 4096;
+  std::vector<uint8_t> pool(largest + slack_blocks * info.block_bytes);
+  fill_random(pool.data(), pool.size(), seed);
+  make_valid(spec.type, pool.data(), pool.size());
+  std::vector<float> ones(size_t(E), 1.f);
+  w.add_tensor_ref("output_norm.weight", DType::F32, {E}, ones.data(), uint64_t(E) * 4);
+  uint64_t i = 0;
+  for (const T& t : mats) {
+    const uint64_t bytes = *row_bytes(spec.type, uint64_t(t.shape[1])) * uint64_t(t.shape[0]);
+    const uint64_t off = (i++ * 1031 % slack_blocks) * info.block_bytes;
+    w.add_tensor_ref(t.name, spec.type, t.shape, pool.data() + off, bytes);
+    if (t.name.find("attn_q.weight") != std::string::npos) {
+      const std::string p = t.name.substr(0, t.name.size() - std::string("attn_q.weight").size());
+      w.add_tensor_ref(p + "attn_norm.weight", DType::F32, {E}, ones.data(), uint64_t(E) * 4);
+      w.add_tensor_ref(p + "ffn_norm.weight", DType::F32, {E}, ones.data(), uint64_t(E) * 4);
+    }
+  }
+  HEARTH_TRY(w.write(path));
+  std::error_code ec;
+  return uint64_t(std::filesystem::file_size(path, ec));
+}
+
+}  // namespace hearth::bench

@@ -1,0 +1,91 @@
+// `hearth bench`: the tool every performance claim comes from. Prompt processing (-p), generation
+// (-n), TTFT, cold/warm load, peak RSS and energy, each next to its roofline (apps/bench/).
+#include <cstdio>
+#include <sstream>
+
+#include "bench-runner.h"
+#include "command.h"
+#include "common.h"
+
+namespace hearth::cli {
+namespace {
+
+struct BenchArgs {
+  RuntimeArgs rt;
+  std::string synthetic, prompts = "128";
+  int n_gen = 128, reps = 3;
+  bool json = false, csv = false, keep = false;
+};
+
+std::vector<int> parse_sizes(const std::string& text, const char* flag) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || !end || *end || v < 0 || v > 1 << 20)
+      fail(std::string(flag) + ": '" + text + "' is not a list of token counts like 128,512");
+    out.push_back(int(v));
+  }
+  if (out.empty()) fail(std::string(flag) + ": give at least one size");
+  return out;
+}
+
+int parse_gpu_layers_arg(const std::string& v) {
+  if (v == "all" || v == "auto") return -1;
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (!end || *end || n < -1) fail("--gpu-layers: '" + v + "' is not a number, 'auto' or 'all'");
+  return int(n);
+}
+
+void run(const BenchArgs& a) {
+  bench::BenchOptions o;
+  if (a.synthetic.empty()) {
+    if (a.rt.model.model.empty() && a.rt.model.repo_id.empty())
+      fail("bench: give a model with -m MODEL or --synthetic SHAPE:TYPE (e.g. llama2-7b:q4_0)");
+    o.model_path = check(resolve_model(a.rt.model));
+  } else if (!a.rt.model.model.empty()) {
+    fail("bench: give either -m or --synthetic, not both");
+  }
+  o.synthetic = a.synthetic;
+  o.prompt_sizes = parse_sizes(a.prompts, "-p");
+  o.n_gen = a.n_gen;
+  o.reps = a.reps;
+  o.threads = a.rt.threads;
+  o.gpu_layers = parse_gpu_layers_arg(a.rt.gpu_layers);
+  o.no_cache = a.rt.no_cache;
+  o.keep = a.keep;
+  o.progress = [](const std::string& s) { std::fprintf(stderr, "hearth bench: %s\n", s.c_str()); };
+  const bench::BenchReport r = check(bench::run_bench(o));
+  const std::string out = a.json  ? bench::render_json(r)
+                          : a.csv ? bench::render_csv(r)
+                                  : bench::render_markdown(r);
+  std::fputs(out.c_str(), stdout);
+}
+
+void setup(CLI::App& root) {
+  auto* a = new BenchArgs();
+  auto* cmd = root.add_subcommand("bench", "measure speed, load time and memory against rooflines");
+  add_runtime_options(cmd, &a->rt);
+  cmd->add_option("--synthetic", a->synthetic,
+                  "bench random weights of a real shape: tinyllama-1b|llama2-7b|llama3-8b : "
+                  "f16|bf16|q8_0|q4_0|q4_k|q6_k (e.g. llama2-7b:q4_0)");
+  cmd->add_option("-p,--n-prompt", a->prompts,
+                  "prompt sizes to process, comma-separated (default 128; 0 skips)");
+  cmd->add_option("-n,--n-gen", a->n_gen, "tokens to generate (default 128; 0 skips)");
+  cmd->add_option("-r,--repetitions", a->reps, "repetitions of each test (default 3)");
+  cmd->add_flag("--json", a->json, "print JSON instead of a markdown table");
+  cmd->add_flag("--csv", a->csv, "print CSV instead of a markdown table");
+  cmd->add_flag("--keep", a->keep, "keep the synthetic model file in $TMPDIR (and reuse it)");
+  cmd->callback([a] {
+    if (a->json && a->csv) fail("bench: choose one of --json and --csv");
+    run(*a);
+  });
+}
+
+HEARTH_REGISTER_COMMAND(60, setup);
+
+}  // namespace
+}  // namespace hearth::cli

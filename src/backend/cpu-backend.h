@@ -1,0 +1,24 @@
+// The CPU backend's factory with its options: threads and the prepacked-weight cache
+// (backend/weight-cache.h). make_cpu_backend(n) in backend.h is the same with defaults.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace hearth {
+
+struct CpuBackendOptions {
+  int n_threads = 1;
+  // Weights whose kernels want a repacked layout are packed at load; with a source identity
+  // (base/mapped-file.h identity()) and the cache on, the packed bytes are cached on disk.
+  bool use_weight_cache = true;
+  std::string source_identity;  // "" = no cache (e.g. a directory of shards)
+  std::string source_label;     // file name, for the cache file's name
+  std::string cache_dir;        // "" = weight_cache_dir()
+};
+
+std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options);
+
+}  // namespace hearth

@@ -1,0 +1,252 @@
+// AVX-512 packed layouts: 16 rows per group, one row per 32-bit lane, so a dot product needs no
+// horizontal sums and one unpacked weight tile serves a whole token tile. Adding a type: its
+// pack/gemm here and a PackedLayout in x86-tables.cpp (bump `version` on any byte change).
+// Q4_0 (VNNI int8 dots), per group and pair of 32-element block columns (576 bytes, aligned):
+//   [16 fp16 scales of column 2c][16 fp16 scales of column 2c+1]
+//   [column 2c: 4 x 64 bytes][column 2c+1: 4 x 64 bytes]
+// where 64-byte vector k of a column holds, for lane r, bytes qs[4k..4k+3] of row r: its low
+// nibbles are elements 4k..4k+3, its high nibbles elements 16+4k..16+4k+3.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "base/half.h"
+#include "kernels/cpu/arch/x86/x86-kernels.h"
+#include "kernels/quant-blocks.h"
+
+namespace hearth::kernels::avx512 {
+
+namespace {
+
+constexpr int kRows = 16;
+constexpr uint64_t kPairBytes = 64 + 2 * 4 * 64;  // scales + two columns of nibbles
+
+bool q4_0_can_pack(int64_t d, int64_t n) {
+  return d % kRows == 0 && n % (2 * kQK32) == 0;
+}
+
+uint64_t q4_0_bytes(int64_t d, int64_t n) {
+  return uint64_t(d / kRows) * uint64_t(n / (2 * kQK32)) * kPairBytes;
+}
+
+void q4_0_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n) {
+  const int64_t nb = n / kQK32;
+  const auto* w = static_cast<const BlockQ4_0*>(src);
+  for (int64_t g = g0; g < g1; ++g) {
+    uint8_t* out = dst + uint64_t(g) * uint64_t(nb / 2) * kPairBytes;
+    for (int64_t c = 0; c < nb; c += 2, out += kPairBytes) {
+      for (int half = 0; half < 2; ++half) {
+        for (int r = 0; r < kRows; ++r) {
+          const BlockQ4_0& b = w[(g * kRows + r) * nb + c + half];
+          std::memcpy(out + half * 32 + r * 2, &b.d, 2);
+          for (int k = 0; k < 4; ++k)
+            std::memcpy(out + 64 + half * 256 + k * 64 + r * 4, b.qs + 4 * k, 4);
+        }
+      }
+    }
+  }
+}
+
+// One group of 16 rows against NT tokens: acc[t] lanes = rows.
+template <int NT>
+void q4_0_group(const uint8_t* wg, int64_t nb, const PackedActivations& x, int64_t t0, float* y,
+                int64_t y_stride) {
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0xF);
+  for (int64_t c = 0; c < nb; c += 2, wg += kPairBytes) {
+    for (int half = 0; half < 2; ++half) {
+      const int64_t b = c + half;
+      const __m512 dw =
+          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg + half * 32)));
+      const uint8_t* qp = wg + 64 + half * 256;
+      __m512i q[8];
+      for (int k = 0; k < 4; ++k) {
+        const __m512i p = _mm512_load_si512(qp + 64 * k);
+        q[k] = _mm512_and_si512(p, m4);
+        q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
+      }
+      for (int t = 0; t < NT; ++t) {
+        const int64_t tok = t0 + t;
+        const int32_t* xq = reinterpret_cast<const int32_t*>(x.q + tok * nb * kQK32 + b * kQK32);
+        // Two chains of four so the dpbusd latency overlaps.
+        __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], _mm512_set1_epi32(xq[0]));
+        __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[1], _mm512_set1_epi32(xq[1]));
+        s0 = _mm512_dpbusd_epi32(s0, q[2], _mm512_set1_epi32(xq[2]));
+        s1 = _mm512_dpbusd_epi32(s1, q[3], _mm512_set1_epi32(xq[3]));
+        s0 = _mm512_dpbusd_epi32(s0, q[4], _mm512_set1_epi32(xq[4]));
+        s1 = _mm512_dpbusd_epi32(s1, q[5], _mm512_set1_epi32(xq[5]));
+        s0 = _mm512_dpbusd_epi32(s0, q[6], _mm512_set1_epi32(xq[6]));
+        s1 = _mm512_dpbusd_epi32(s1, q[7], _mm512_set1_epi32(xq[7]));
+        // sum (q - 8) x = sum q x - 8 sum x.
+        const __m512i corr = _mm512_set1_epi32(8 * x.s[tok * nb + b]);
+        const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), corr);
+        const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[tok * nb + b]));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[t]);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + (t0 + t) * y_stride, acc[t]);
+}
+
+void q4_0_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
+               float* y, int64_t y_stride) {
+  const int64_t nb = n / kQK32;
+  const uint64_t group_bytes = uint64_t(nb / 2) * kPairBytes;
+  constexpr int kTile = 6;  // tokens whose accumulators stay in registers with the 8 weights
+  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTile) {
+    const int nt = int(x.n_tokens - t0 < kTile ? x.n_tokens - t0 : kTile);
+    for (int64_t g = g0; g < g1; ++g) {
+      const uint8_t* wg = w + uint64_t(g) * group_bytes;
+      float* yg = y + g * kRows;
+      switch (nt) {
+        case 1:
+          q4_0_group<1>(wg, nb, x, t0, yg, y_stride);
+          break;
+        case 2:
+          q4_0_group<2>(wg, nb, x, t0, yg, y_stride);
+          break;
+        case 3:
+          q4_0_group<3>(wg, nb, x, t0, yg, y_stride);
+          break;
+        case 4:
+          q4_0_group<4>(wg, nb, x, t0, yg, y_stride);
+          break;
+        case 5:
+          q4_0_group<5>(wg, nb, x, t0, yg, y_stride);
+          break;
+        default:
+          q4_0_group<6>(wg, nb, x, t0, yg, y_stride);
+          break;
+      }
+    }
+  }
+}
+
+// x [n] -> Q8_0 codes, scales and sums, rounding exactly like ref::quantize_q8_0 (round half
+// away from zero, scale rounded through fp16) so packed and unpacked kernels agree.
+void quantize_q8_0_split(const float* x, int64_t n, int8_t* q, float* d, int32_t* s) {
+  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f);
+  const __m512 lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
+  const __m512i sign = _mm512_set1_epi32(int(0x80000000u));
+  for (int64_t b = 0; b < n / kQK32; ++b, x += kQK32, q += kQK32) {
+    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float dd = amax / 127.f;
+    const float id = dd != 0.f ? 1.f / dd : 0.f;
+    d[b] = fp16_to_f32(f32_to_fp16(dd));
+    __m512i codes[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m512 v = _mm512_mul_ps(h ? v1 : v0, _mm512_set1_ps(id));
+      const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __mmask16 away =
+          _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), half, _CMP_GE_OQ);
+      const __m512 sgn_one = _mm512_castsi512_ps(_mm512_or_si512(
+          _mm512_and_si512(_mm512_castps_si512(v), sign), _mm512_castps_si512(one)));
+      __m512 r = _mm512_mask_add_ps(t, away, t, sgn_one);
+      r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+      r = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), r);  // NaN -> 0 like ref
+      codes[h] = _mm512_cvtps_epi32(r);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * h), _mm512_cvtsepi32_epi8(codes[h]));
+    }
+    s[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(codes[0], codes[1]));
+  }
+}
+
+// Q8_0 with f32 activations, 16 rows per group, one row per lane. Per pair of block columns
+// (1088 bytes, the size of the 32 source blocks): [16 fp16 scales of column 2c][... of 2c+1]
+// [column 2c: 32 x 16 bytes, element j of rows 0..15][column 2c+1: same].
+constexpr uint64_t kQ8PairBytes = 64 + 2 * 32 * 16;
+
+bool q8_0_can_pack(int64_t d, int64_t n) {
+  return d % kRows == 0 && n % (2 * kQK32) == 0;
+}
+
+uint64_t q8_0_bytes(int64_t d, int64_t n) {
+  return uint64_t(d / kRows) * uint64_t(n / (2 * kQK32)) * kQ8PairBytes;
+}
+
+void q8_0_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n) {
+  const int64_t nb = n / kQK32;
+  const auto* w = static_cast<const BlockQ8_0*>(src);
+  for (int64_t g = g0; g < g1; ++g) {
+    uint8_t* out = dst + uint64_t(g) * uint64_t(nb / 2) * kQ8PairBytes;
+    for (int64_t c = 0; c < nb; c += 2, out += kQ8PairBytes)
+      for (int half = 0; half < 2; ++half)
+        for (int r = 0; r < kRows; ++r) {
+          const BlockQ8_0& b = w[(g * kRows + r) * nb + c + half];
+          std::memcpy(out + half * 32 + r * 2, &b.d, 2);
+          for (int j = 0; j < kQK32; ++j) out[64 + half * 512 + j * 16 + r] = uint8_t(b.qs[j]);
+        }
+  }
+}
+
+template <int NT>
+void q8_0_group(const uint8_t* wg, int64_t n, const PackedActivations& x, int64_t t0, float* y,
+                int64_t y_stride) {
+  const int64_t nb = n / kQK32;
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < nb; c += 2, wg += kQ8PairBytes) {
+    for (int half = 0; half < 2; ++half) {
+      const int64_t e0 = (c + half) * kQK32;
+      const __m512 dw =
+          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg + half * 32)));
+      const uint8_t* qp = wg + 64 + half * 512;
+      // Two partial sums per token so consecutive FMAs do not wait on each other.
+      __m512 s0[NT], s1[NT];
+      for (int t = 0; t < NT; ++t) s0[t] = s1[t] = _mm512_setzero_ps();
+      for (int j = 0; j < kQK32; j += 2) {
+        const __m512 w0 = _mm512_cvtepi32_ps(
+            _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(qp + 16 * j))));
+        const __m512 w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+            _mm_load_si128(reinterpret_cast<const __m128i*>(qp + 16 * j + 16))));
+        for (int t = 0; t < NT; ++t) {
+          const float* xt = x.x + (t0 + t) * n + e0;
+          s0[t] = _mm512_fmadd_ps(w0, _mm512_set1_ps(xt[j]), s0[t]);
+          s1[t] = _mm512_fmadd_ps(w1, _mm512_set1_ps(xt[j + 1]), s1[t]);
+        }
+      }
+      for (int t = 0; t < NT; ++t)
+        acc[t] = _mm512_fmadd_ps(_mm512_add_ps(s0[t], s1[t]), dw, acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + (t0 + t) * y_stride, acc[t]);
+}
+
+void q8_0_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
+               float* y, int64_t y_stride) {
+  const uint64_t group_bytes = uint64_t(n / (2 * kQK32)) * kQ8PairBytes;
+  constexpr int kTile = 4;
+  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTile) {
+    const int nt = int(x.n_tokens - t0 < kTile ? x.n_tokens - t0 : kTile);
+    for (int64_t g = g0; g < g1; ++g) {
+      const uint8_t* wg = w + uint64_t(g) * group_bytes;
+      float* yg = y + g * kRows;
+      switch (nt) {
+        case 1:
+          q8_0_group<1>(wg, n, x, t0, yg, y_stride);
+          break;
+        case 2:
+          q8_0_group<2>(wg, n, x, t0, yg, y_stride);
+          break;
+        case 3:
+          q8_0_group<3>(wg, n, x, t0, yg, y_stride);
+          break;
+        default:
+          q8_0_group<4>(wg, n, x, t0, yg, y_stride);
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const PackedLayout q8_0_packed = {1,         kRows,     q8_0_can_pack, q8_0_bytes,
+                                  q8_0_pack, q8_0_gemm, nullptr};
+
+const PackedLayout q4_0_packed = {1,         kRows,     q4_0_can_pack,      q4_0_bytes,
+                                  q4_0_pack, q4_0_gemm, quantize_q8_0_split};
+
+}  // namespace hearth::kernels::avx512

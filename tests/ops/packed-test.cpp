@@ -1,0 +1,126 @@
+// Packed weight layouts (kernels/ops.h pack_weight / matmul_packed) against the unpacked matmul
+// of the same table: same activations, so only summation order may differ. Token counts cover
+// the kernel's token tiles and their tails; shapes without a layout must report none.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "base/half.h"
+#include "kernels/cpu/kernel-table.h"
+#include "kernels/ops.h"
+#include "kernels/quant-blocks.h"
+#include "kernels/quantize.h"
+#include "kernels/ref/quant-ref.h"
+
+namespace hearth {
+namespace {
+
+const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,
+                        DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+std::vector<uint8_t> random_matrix(DType t, int64_t d, int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.f, 0.1f);
+  std::vector<float> wf(size_t(d * n));
+  for (float& v : wf) v = nd(rng);
+  std::vector<uint8_t> q(*row_bytes(t, uint64_t(n)) * uint64_t(d));
+  EXPECT_TRUE(kernels::quantize_rows(t, wf.data(), q.data(), d, n).is_ok());
+  return q;
+}
+
+TEST(Packed, MatchesUnpackedMatmul) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  int packed_types = 0;
+  for (DType t : kTypes) {
+    for (auto [d, n] : {std::pair<int64_t, int64_t>{32, 64}, {48, 256}, {160, 1024}}) {
+      const auto bytes = kernels::packed_size(t, d, n);
+      if (!bytes) continue;
+      ++packed_types;
+      const std::vector<uint8_t> wq = random_matrix(t, d, n, rng);
+      TensorView w{"w", t, {d, n}, wq.data(), wq.size()};
+      constexpr uint64_t kPad = 64;
+      // 64-byte aligned packed buffer with guard bytes after it.
+      std::vector<uint8_t> storage(*bytes + 64 + kPad, 0xA5);
+      auto* packed = reinterpret_cast<uint8_t*>((uintptr_t(storage.data()) + 63) / 64 * 64);
+      for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        kernels::pack_weight(w, packed, pool);
+        for (uint64_t g = 0; g < kPad; ++g) ASSERT_EQ(packed[*bytes + g], 0xA5) << "pack overran";
+        for (int64_t T : {1, 2, 5, 6, 7, 13, 20}) {
+          std::vector<float> x(size_t(T * n));
+          for (float& v : x) v = nd(rng);
+          std::vector<float> want(size_t(T * d)), got(size_t(T * d + 16), -777.f);
+          kernels::matmul(w, x.data(), T, want.data(), pool);
+          kernels::matmul_packed(t, packed, d, n, x.data(), T, got.data(), pool);
+          for (int64_t i = 0; i < T * d; ++i) {
+            const float tol = 2e-5f * (std::fabs(want[size_t(i)]) + 1.f) * std::sqrt(float(n));
+            ASSERT_NEAR(got[size_t(i)], want[size_t(i)], tol)
+                << dtype_name(t) << " d=" << d << " n=" << n << " T=" << T << " i=" << i;
+          }
+          for (int g = 0; g < 16; ++g) ASSERT_EQ(got[size_t(T * d + g)], -777.f);
+        }
+      }
+    }
+  }
+  const kernels::KernelTable& active = kernels::active_kernel_table();
+  // On AVX-512 VNNI, Q4_0 has a packed layout: make sure it was exercised.
+  if (active.isa == kernels::Isa::kAvx512) {
+    EXPECT_GT(packed_types, 0) << "the avx512 table should pack Q4_0";
+  }
+  std::printf("  packed layouts on %s: %s (%d shapes tested)\n", active.name,
+              kernels::packed_layouts_signature().c_str(), packed_types);
+}
+
+// The layouts' activation quantizers must round exactly like the reference Q8_0 quantizer.
+TEST(Packed, ActivationQuantizerMatchesReferenceBits) {
+  int tested = 0;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (DType t : kTypes) {
+    const kernels::PackedLayout* l = kernels::active_kernel_table().of(t).packed;
+    if (!l || !l->quantize) continue;  // no layout, or one with f32 activations
+    ++tested;
+    constexpr int64_t n = 1024, nb = n / 32;
+    std::vector<float> x(n);
+    for (float& v : x) v = nd(rng);
+    // Ties: a block whose values land exactly on k + 0.5 after scaling (amax 127 -> d = 1).
+    for (int j = 0; j < 32; ++j) x[size_t(j)] = float(j % 2 ? j : -j) + 0.5f;
+    x[31] = 127.f;
+    for (int j = 32; j < 64; ++j) x[size_t(j)] = 0.f;  // an all-zero block: d = 0
+    std::vector<kernels::BlockQ8_0> want(nb);
+    kernels::ref::quantize_q8_0(x.data(), want.data(), n);
+    std::vector<int8_t> q(n);
+    std::vector<float> d(nb);
+    std::vector<int32_t> s(nb);
+    l->quantize(x.data(), n, q.data(), d.data(), s.data());
+    for (int64_t b = 0; b < nb; ++b) {
+      int32_t sum = 0;
+      for (int j = 0; j < 32; ++j) {
+        ASSERT_EQ(q[size_t(b * 32 + j)], want[size_t(b)].qs[j]) << dtype_name(t) << " block " << b;
+        sum += want[size_t(b)].qs[j];
+      }
+      EXPECT_EQ(d[size_t(b)], fp16_to_f32(want[size_t(b)].d)) << "block " << b;
+      EXPECT_EQ(s[size_t(b)], sum) << "block " << b;
+    }
+  }
+  if (kernels::active_kernel_table().isa == kernels::Isa::kAvx512) {
+    EXPECT_GT(tested, 0) << "the avx512 Q4_0 layout quantizes its activations";
+  }
+}
+
+TEST(Packed, ShapesWithoutALayoutSayNone) {
+  for (DType t : kTypes) {
+    // Row counts that are not a multiple of any group, and empty shapes.
+    EXPECT_FALSE(kernels::packed_size(t, 17, 256)) << dtype_name(t);
+    EXPECT_FALSE(kernels::packed_size(t, 0, 256)) << dtype_name(t);
+    EXPECT_FALSE(kernels::packed_size(t, 32, 0)) << dtype_name(t);
+  }
+  EXPECT_FALSE(kernels::packed_size(DType::Q4_0, 32, 32));  // odd number of 32-blocks
+}
+
+}  // namespace
+}  // namespace hearth

@@ -1,0 +1,283 @@
+// The prepacked-weight cache (backend/weight-cache.h): hits and misses, keys that must not
+// match (another ISA or layout, a touched source), damaged files rebuilt without a crash, and
+// whole-model loads whose logits must be bit-identical with the cache cold, warm and off.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <vector>
+
+#include "backend/weight-cache.h"
+#include "base/mapped-file.h"
+#include "kernels/ops.h"
+#include "model/model.h"
+#include "support/test-data.h"
+
+namespace hearth {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = uint8_t(i * 31 + seed);
+  return v;
+}
+
+// A real source file (the cache sweeps files whose source is gone) and its identity.
+struct Source {
+  std::string path, identity;
+};
+Source make_source(const std::string& dir, const std::string& name) {
+  fs::create_directories(dir);
+  Source s{dir + "/" + name, ""};
+  std::ofstream(s.path) << "weights of " << name;
+  s.identity = MappedFile::open(s.path).value().identity();
+  return s;
+}
+
+std::shared_ptr<WeightCache> open_ok(const std::string& dir, const std::string& key,
+                                     const std::string& source) {
+  auto c = WeightCache::open(dir, key, source);
+  EXPECT_TRUE(c.is_ok()) << c.message();
+  return c.is_ok() ? c.value() : nullptr;
+}
+
+TEST(WeightCache, MissThenHitAfterReopen) {
+  const std::string dir = test::temp_dir() + "/miss-hit";
+  const Source src = make_source(test::temp_dir() + "/models", "miss-hit.gguf");
+  const std::string key = weight_cache_key(src.identity, "avx512:2v1", 1);
+  const auto a = pattern(1000, 1), b = pattern(4096, 2);
+  {
+    auto c = open_ok(dir, key, src.path);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->find("blk.0.attn_q.weight", a.size()), nullptr);
+    ASSERT_TRUE(c->add("blk.0.attn_q.weight", a.data(), a.size()).is_ok());
+    ASSERT_TRUE(c->add("blk.0.attn_k.weight", b.data(), b.size()).is_ok());
+    EXPECT_EQ(c->misses(), 2);
+  }
+  auto c = open_ok(dir, key, src.path);
+  ASSERT_TRUE(c);
+  const uint8_t* pa = c->find("blk.0.attn_q.weight", a.size());
+  const uint8_t* pb = c->find("blk.0.attn_k.weight", b.size());
+  ASSERT_NE(pa, nullptr);
+  ASSERT_NE(pb, nullptr);
+  EXPECT_EQ(uintptr_t(pa) % 64, 0u);
+  EXPECT_EQ(uintptr_t(pb) % 64, 0u);
+  EXPECT_EQ(0, std::memcmp(pa, a.data(), a.size()));
+  EXPECT_EQ(0, std::memcmp(pb, b.data(), b.size()));
+  EXPECT_EQ(c->find("blk.0.attn_q.weight", a.size() + 1), nullptr) << "size must match too";
+  EXPECT_EQ(c->find("blk.1.attn_q.weight", a.size()), nullptr);
+  EXPECT_EQ(c->hits(), 2);
+}
+
+TEST(WeightCache, OtherIsaLayoutOrSourceMisses) {
+  const std::string dir = test::temp_dir() + "/keys";
+  const Source src = make_source(test::temp_dir() + "/models", "keys.gguf");
+  const auto a = pattern(256, 3);
+  const std::string base = weight_cache_key(src.identity, "avx512:2v1", 1);
+  ASSERT_TRUE(open_ok(dir, base, src.path)->add("w", a.data(), a.size()).is_ok());
+  for (const std::string& other :
+       {weight_cache_key(src.identity, "avx2", 1), weight_cache_key(src.identity, "avx512:2v2", 1),
+        weight_cache_key(src.identity + "9", "avx512:2v1", 1)}) {
+    auto c = open_ok(dir, other, src.path);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->find("w", a.size()), nullptr) << other;
+  }
+  EXPECT_NE(open_ok(dir, base, src.path)->find("w", a.size()), nullptr);
+}
+
+// A new cache file removes the files of sources that were deleted or changed since.
+TEST(WeightCache, StaleFilesAreSwept) {
+  const std::string dir = test::temp_dir() + "/sweep";
+  const std::string models = test::temp_dir() + "/sweep-models";
+  const Source gone = make_source(models, "gone.gguf");
+  const Source edited = make_source(models, "edited.gguf");
+  const Source kept = make_source(models, "kept.gguf");
+  const auto a = pattern(128, 9);
+  std::map<std::string, std::string> files;
+  for (const Source* s : {&gone, &edited, &kept}) {
+    auto c = open_ok(dir, weight_cache_key(s->identity, "isa", 1), s->path);
+    ASSERT_TRUE(c->add("w", a.data(), a.size()).is_ok());
+    files[s->path] = c->path();
+  }
+  fs::remove(gone.path);
+  fs::last_write_time(edited.path, fs::last_write_time(edited.path) + std::chrono::seconds(3));
+  const Source fresh = make_source(models, "fresh.gguf");
+  ASSERT_TRUE(open_ok(dir, weight_cache_key(fresh.identity, "isa", 1), fresh.path));
+  EXPECT_FALSE(fs::exists(files[gone.path])) << "source deleted";
+  EXPECT_FALSE(fs::exists(files[edited.path])) << "source changed";
+  EXPECT_TRUE(fs::exists(files[kept.path])) << "source unchanged";
+  EXPECT_NE(open_ok(dir, weight_cache_key(kept.identity, "isa", 1), kept.path)->find("w", a.size()),
+            nullptr);
+}
+
+// Damage the file in several ways: every reopen must succeed, drop what is damaged, and accept
+// new records that the next reopen finds.
+TEST(WeightCache, DamagedFilesAreRebuiltNotTrusted) {
+  const std::string dir = test::temp_dir() + "/damage";
+  const Source src = make_source(test::temp_dir() + "/models", "damage.gguf");
+  const std::string key = weight_cache_key(src.identity, "avx512:2v1", 1);
+  const auto a = pattern(3000, 4), b = pattern(700, 5);
+  auto fresh = [&] {
+    fs::remove_all(dir);
+    auto c = open_ok(dir, key, src.path);
+    EXPECT_TRUE(c->add("a", a.data(), a.size()).is_ok());
+    EXPECT_TRUE(c->add("b", b.data(), b.size()).is_ok());
+    return c->path();
+  };
+  auto reopen_and_check = [&](bool a_kept, bool b_kept, const char* what) {
+    auto c = open_ok(dir, key, src.path);
+    ASSERT_TRUE(c) << what;
+    EXPECT_EQ(c->find("a", a.size()) != nullptr, a_kept) << what;
+    EXPECT_EQ(c->find("b", b.size()) != nullptr, b_kept) << what;
+    if (!b_kept) {
+      ASSERT_TRUE(c->add("b", b.data(), b.size()).is_ok()) << what;
+    }
+    auto again = open_ok(dir, key, src.path);
+    ASSERT_TRUE(again) << what;
+    const uint8_t* pb = again->find("b", b.size());
+    ASSERT_NE(pb, nullptr) << what << ": rebuilt record not found";
+    EXPECT_EQ(0, std::memcmp(pb, b.data(), b.size())) << what;
+  };
+
+  // Garbage over the file header: nothing is trusted.
+  std::string path = fresh();
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.write("garbage!", 8);
+  }
+  reopen_and_check(false, false, "bad header");
+
+  // Torn write: the file ends inside the last payload.
+  path = fresh();
+  fs::resize_file(path, fs::file_size(path) - 100);
+  reopen_and_check(true, false, "truncated payload");
+
+  // A record header whose check does not match (a bit flip in its size field).
+  path = fresh();
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
+    // The second record starts after the header and record a, at a 64-byte boundary: find it.
+    size_t at = 0;
+    for (size_t i = 64; i + 4 <= bytes.size(); i += 64)
+      if (std::memcmp(&bytes[i], "PREC", 4) == 0) at = i;
+    ASSERT_GT(at, 0u);
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(at + 8));
+    const char flip = char(bytes[at + 8] ^ 0x10);
+    f.write(&flip, 1);
+  }
+  reopen_and_check(true, false, "flipped record size");
+
+  // A flipped bit inside b's payload (the last bytes of the file are b's payload or padding).
+  path = fresh();
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = std::streamoff(fs::file_size(path) - 64 - 100);
+    f.seekg(at);
+    char c = 0;
+    f.read(&c, 1);
+    c = char(c ^ 0x04);
+    f.seekp(at);
+    f.write(&c, 1);
+  }
+  reopen_and_check(true, false, "flipped payload bit");
+
+  // An empty file (e.g. a crash right after create).
+  path = fresh();
+  fs::resize_file(path, 0);
+  reopen_and_check(false, false, "empty file");
+}
+
+TEST(WeightCache, UnwritableFolderIsAnErrorNotACrash) {
+  const std::string blocker = test::temp_dir() + "/not-a-dir";
+  std::ofstream(blocker) << "x";
+  auto c = WeightCache::open(blocker + "/sub", "k", "m.gguf");
+  EXPECT_FALSE(c.is_ok());
+}
+
+// Whole-model loads: logits must be identical with the cache cold (pack + write), warm (mapped),
+// off, after the source is touched (new key, rebuilt) and after the cache file is damaged.
+class ModelCacheTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::temp_dir() + "/model-cache";
+    cache_dir_ = dir_ + "/packed";
+    fs::create_directories(dir_);
+    model_ = dir_ + "/kjv-13m-q4_0.gguf";
+    fs::copy_file(test::shared_path("goldens/kjv-13m/kjv-13m-q4_0.gguf"), model_,
+                  fs::copy_options::overwrite_existing);
+    setenv("HEARTH_CACHE_DIR", cache_dir_.c_str(), 1);
+  }
+  void TearDown() override { unsetenv("HEARTH_CACHE_DIR"); }
+
+  std::vector<float> logits(bool use_cache) {
+    LoadOptions opt;
+    opt.n_threads = 2;
+    opt.use_weight_cache = use_cache;
+    auto m = load_model(model_, opt);
+    EXPECT_TRUE(m.is_ok()) << m.message();
+    if (!m.is_ok()) return {};
+    auto kv = (*m)->new_kv_cache(32);
+    EXPECT_TRUE(kv.is_ok());
+    ForwardScratch scratch;
+    std::vector<float> out;
+    EXPECT_TRUE((*m)->prefill(*kv, {1, 450, 3186, 310, 278, 1095, 29892, 7339}, scratch, &out, true)
+                    .is_ok());
+    return out;
+  }
+  std::vector<std::string> cache_files() const {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(cache_dir_, ec)) out.push_back(e.path().string());
+    return out;
+  }
+
+  std::string dir_, cache_dir_, model_;
+};
+
+TEST_F(ModelCacheTest, LogitsIdenticalColdWarmOffTouchedAndCorrupt) {
+  const bool packs = kernels::packed_size(DType::Q4_0, 256, 256).has_value();
+  const std::vector<float> off = logits(false);
+  ASSERT_FALSE(off.empty());
+  EXPECT_TRUE(cache_files().empty()) << "--no-cache must not write a cache";
+
+  EXPECT_EQ(logits(true), off) << "cold cache (packed in memory, written to disk)";
+  const auto files = cache_files();
+  if (!packs) {  // this ISA has no packed layout: nothing to cache
+    EXPECT_TRUE(files.empty());
+    return;
+  }
+  ASSERT_EQ(files.size(), 1u);
+  const auto size = fs::file_size(files[0]);
+  EXPECT_GT(size, 1000u);
+
+  EXPECT_EQ(logits(true), off) << "warm cache (mapped)";
+  EXPECT_EQ(fs::file_size(files[0]), size) << "a warm load must not append";
+
+  // Touching the source changes its identity: a new cache file is built, the stale one swept.
+  fs::last_write_time(model_, fs::last_write_time(model_) + std::chrono::seconds(5));
+  EXPECT_EQ(logits(true), off) << "touched source";
+  const auto rebuilt = cache_files();
+  ASSERT_EQ(rebuilt.size(), 1u);
+  EXPECT_NE(rebuilt[0], files[0]);
+  EXPECT_GT(fs::file_size(rebuilt[0]), 1000u);
+
+  // Damage every cache file's first record: the next load drops it and repacks.
+  for (const std::string& f : cache_files()) {
+    std::fstream s(f, std::ios::in | std::ios::out | std::ios::binary);
+    s.seekp(std::streamoff(fs::file_size(f) / 2));
+    s.write("\x01\x02\x03\x04\x05\x06\x07\x08", 8);
+    fs::resize_file(f, fs::file_size(f) - 77);
+  }
+  EXPECT_EQ(logits(true), off) << "damaged cache";
+  EXPECT_EQ(logits(true), off) << "after the rebuild";
+}
+
+}  // namespace
+}  // namespace hearth
