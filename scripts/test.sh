@@ -8,6 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HEARTH_SHARED="${HEARTH_SHARED:-$(cd .. && pwd)/shared}"
+# Prepacked weights go to a cache beside the build, not the user's ~/.cache.
+export HEARTH_CACHE_DIR="${HEARTH_CACHE_DIR:-$PWD/build/weight-cache}"
 [ -d "$HEARTH_SHARED/goldens" ] || { echo "test.sh: no test data at $HEARTH_SHARED" >&2; exit 1; }
 jobs="$(nproc)"
 section() { printf '\n==== %s (%s)\n' "$1" "$(date +%T)"; }

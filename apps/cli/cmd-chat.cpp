@@ -10,8 +10,8 @@
 
 #include "base/mapped-file.h"
 #include "command.h"
-#include "runtime/chat-format.h"
 #include "common.h"
+#include "runtime/chat-format.h"
 #include "runtime/chat/chat-template.h"
 #include "runtime/session.h"
 

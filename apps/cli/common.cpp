@@ -11,7 +11,8 @@ namespace hearth::cli {
 void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
   add_model_options(cmd, &a->model);
   cmd->add_option("-t,--threads", a->threads, "CPU threads (default: all cores)");
-  cmd->add_option("-c,--ctx-size", a->ctx_size, "context size in tokens (default: model's, max 4096)");
+  cmd->add_option("-c,--ctx-size", a->ctx_size,
+                  "context size in tokens (default: model's, max 4096)");
   cmd->add_option("--gpu-layers,--n-gpu-layers,--ngl", a->gpu_layers,
                   "layers to place on the GPU: N, 'auto' or 'all' (default 0)");
   cmd->add_flag("--no-cache", a->no_cache,
@@ -25,7 +26,8 @@ void add_sampling_options(CLI::App* cmd, SamplingParams* p) {
   cmd->add_option("--top-p", p->top_p, "top-p sampling, 1 = off (default 0.95)");
   cmd->add_option("--min-p", p->min_p, "min-p sampling, 0 = off (default 0.05)");
   cmd->add_option("--repeat-penalty", p->repeat_penalty, "repetition penalty, 1 = off (default 1)");
-  cmd->add_option("--repeat-last-n", p->repeat_last_n, "tokens the penalty looks back (default 64)");
+  cmd->add_option("--repeat-last-n", p->repeat_last_n,
+                  "tokens the penalty looks back (default 64)");
   cmd->add_option("--presence-penalty", p->presence_penalty, "presence penalty (default 0)");
   cmd->add_option("--frequency-penalty", p->frequency_penalty, "frequency penalty (default 0)");
   cmd->add_option("-s,--seed", p->seed, "RNG seed (default: random)");
@@ -46,8 +48,9 @@ std::shared_ptr<Engine> load_engine_or_exit(const RuntimeArgs& args, bool quiet)
   opt.gpu_layers = parse_gpu_layers(args.gpu_layers);
   opt.use_weight_cache = !args.no_cache;
   if (opt.gpu_layers != 0 && !gpu_backend_compiled()) {
-    std::fprintf(stderr,
-                 "hearth: --gpu-layers ignored: this build has no GPU support; running on the CPU\n");
+    std::fprintf(
+        stderr,
+        "hearth: --gpu-layers ignored: this build has no GPU support; running on the CPU\n");
     opt.gpu_layers = 0;
   }
   auto engine = check(Engine::load(path, opt));

@@ -14,10 +14,10 @@ namespace hearth::cli {
 
 struct RuntimeArgs {
   ModelArg model;
-  int threads = 0;       // -t; 0 = all cores
-  int64_t ctx_size = 0;  // -c; 0 = min(training context, 4096)
+  int threads = 0;               // -t; 0 = all cores
+  int64_t ctx_size = 0;          // -c; 0 = min(training context, 4096)
   std::string gpu_layers = "0";  // -ngl N | auto | all
-  bool no_cache = false;  // --no-cache: do not use or write the prepacked-weight cache
+  bool no_cache = false;         // --no-cache: do not use or write the prepacked-weight cache
 };
 
 void add_runtime_options(CLI::App* cmd, RuntimeArgs* args);

@@ -22,7 +22,9 @@ std::vector<std::pair<int, CommandSetup>>& command_registry() {
   return registry;
 }
 
-void fail(const Status& status, int code) { fail(status.message(), code); }
+void fail(const Status& status, int code) {
+  fail(status.message(), code);
+}
 
 void fail(const std::string& message, int code) {
   std::fflush(stdout);

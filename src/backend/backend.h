@@ -41,7 +41,8 @@ class Backend {
   virtual Result<float*> prepare_vector(const TensorView& v) = 0;
 
   // Ops: the contract and shapes are kernels/ops.h's.
-  virtual void embed(const Weight& table, const int32_t* host_ids, int64_t n_tokens, float* out) = 0;
+  virtual void embed(const Weight& table, const int32_t* host_ids, int64_t n_tokens,
+                     float* out) = 0;
   virtual void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) = 0;
   virtual void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                        float eps) = 0;
@@ -70,9 +71,7 @@ class Backend {
   // the ops). Between begin and end the ops must be the same sequence with the same buffers
   // every step; embed's ids, rope's pos, attention's pos0 and store_kv's pos are taken from the
   // step. Call reset_decode_steps() when buffers or the layer split change. Defaults: eager.
-  virtual bool begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) {
-    return false;
-  }
+  virtual bool begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) { return false; }
   virtual void end_decode_step() {}
   virtual void reset_decode_steps() {}
 

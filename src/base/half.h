@@ -18,7 +18,9 @@ inline uint32_t f32_to_bits(float f) {
   return u;
 }
 
-inline float bf16_to_f32(uint16_t h) { return bits_to_f32(uint32_t(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return bits_to_f32(uint32_t(h) << 16);
+}
 
 inline uint16_t f32_to_bf16(float f) {
   uint32_t u = f32_to_bits(f);
@@ -45,13 +47,13 @@ inline uint16_t f32_to_fp16(float f) {
   const uint32_t u = f32_to_bits(f);
   const uint16_t sign = uint16_t((u >> 16) & 0x8000);
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00;             // NaN
-  if (abs >= 0x477ff000u) return sign | 0x7c00;            // overflow (>= 65520) -> inf
-  if (abs < 0x38800000u) {                                 // result is subnormal or zero
-    if (abs < 0x33000000u) return sign;                    // < 2^-25 rounds to zero
+  if (abs > 0x7f800000u) return sign | 0x7e00;   // NaN
+  if (abs >= 0x477ff000u) return sign | 0x7c00;  // overflow (>= 65520) -> inf
+  if (abs < 0x38800000u) {                       // result is subnormal or zero
+    if (abs < 0x33000000u) return sign;          // < 2^-25 rounds to zero
     const uint32_t e = abs >> 23;
     const uint32_t m = (abs & 0x7fffff) | 0x800000;
-    const uint32_t shift = 126 - e;                        // 14..24
+    const uint32_t shift = 126 - e;  // 14..24
     uint32_t r = m >> shift;
     const uint32_t rem = m & ((1u << shift) - 1);
     const uint32_t half = 1u << (shift - 1);

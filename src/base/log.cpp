@@ -22,8 +22,12 @@ std::atomic<int> g_level{int(level_from_env())};
 std::mutex g_mutex;
 }  // namespace
 
-LogLevel log_level() { return LogLevel(g_level.load()); }
-void set_log_level(LogLevel level) { g_level.store(int(level)); }
+LogLevel log_level() {
+  return LogLevel(g_level.load());
+}
+void set_log_level(LogLevel level) {
+  g_level.store(int(level));
+}
 
 void log_message(LogLevel level, const std::string& message) {
   if (int(level) < g_level.load()) return;

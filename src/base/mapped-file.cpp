@@ -11,7 +11,9 @@
 
 namespace hearth {
 
-MappedFile::MappedFile(MappedFile&& o) noexcept { *this = std::move(o); }
+MappedFile::MappedFile(MappedFile&& o) noexcept {
+  *this = std::move(o);
+}
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {

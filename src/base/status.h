@@ -67,9 +67,9 @@ class Result {
 #define HEARTH_CONCAT(a, b) HEARTH_CONCAT_INNER(a, b)
 
 // HEARTH_TRY(status_expr): return the Status from the enclosing function if it failed.
-#define HEARTH_TRY(expr)                                   \
-  do {                                                     \
-    ::hearth::Status hearth_try_status_ = (expr);          \
+#define HEARTH_TRY(expr)                                        \
+  do {                                                          \
+    ::hearth::Status hearth_try_status_ = (expr);               \
     if (!hearth_try_status_.is_ok()) return hearth_try_status_; \
   } while (0)
 

@@ -20,8 +20,7 @@ Result<KvCache> KvCache::create(const std::vector<Backend*>& layer_backends, int
       c.layers_.push_back(l);
     }
   } catch (const std::bad_alloc&) {
-    return Status::error("KV cache: out of memory for " + std::to_string(capacity) +
-                         " positions");
+    return Status::error("KV cache: out of memory for " + std::to_string(capacity) + " positions");
   }
   return c;
 }

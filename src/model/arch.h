@@ -10,10 +10,10 @@
 namespace hearth {
 
 struct ArchSpec {
-  std::string gguf_name;                       // general.architecture value, "llama"
-  std::vector<std::string> hf_model_types;     // config.json model_type values
-  std::vector<std::string> hf_architectures;   // config.json architectures values
-  bool qkv_bias = false;                       // Q/K/V projections carry biases (Qwen2)
+  std::string gguf_name;                      // general.architecture value, "llama"
+  std::vector<std::string> hf_model_types;    // config.json model_type values
+  std::vector<std::string> hf_architectures;  // config.json architectures values
+  bool qkv_bias = false;                      // Q/K/V projections carry biases (Qwen2)
   // Pair layout of RoPE for weights as stored in GGUF. llama.cpp's converter permutes Q/K rows of
   // "llama" so that adjacent pairs rotate; other families keep HF's halves layout.
   kernels::RopeStyle gguf_rope_style = kernels::RopeStyle::kInterleaved;

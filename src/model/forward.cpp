@@ -164,8 +164,8 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
     for (const auto& s : p.segs) {
       be->store_kv(s.kv->k(l), b.k + row * KVD, s.pos0, KVD, s.n_tokens);
       be->store_kv(s.kv->v(l), b.v + row * KVD, s.pos0, KVD, s.n_tokens);
-      be->attention(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD, s.n_tokens,
-                    s.pos0, hp_.n_head, hp_.n_head_kv, HD, scale);
+      be->attention(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD, s.n_tokens, s.pos0,
+                    hp_.n_head, hp_.n_head_kv, HD, scale);
       row += s.n_tokens;
     }
     tap(blk + "attn_out", be, b.attn, T * QD);

@@ -34,8 +34,8 @@ Result<Weight> take_weight(const FindTensor& find, const std::string& name,
     return Status::error("missing tensor " + name);
   }
   if (t->shape != shape)
-    return Status::error("tensor " + name + " has shape " + shape_string(t->shape) +
-                         ", expected " + shape_string(shape));
+    return Status::error("tensor " + name + " has shape " + shape_string(t->shape) + ", expected " +
+                         shape_string(shape));
   if (!dtype_info(t->dtype).runnable)
     return Status::error(std::string("unsupported tensor type ") + dtype_name(t->dtype) + " (" +
                          name + ")");
@@ -90,7 +90,8 @@ class ModelBuilder {
       hp.rope_scaling = "linear";
       hp.rope_factor = *sfactor;
     } else if (stype && *stype != "none" && *stype != "linear") {
-      return Status::error("unsupported RoPE scaling '" + *stype + "' (" + a + "rope.scaling.type)");
+      return Status::error("unsupported RoPE scaling '" + *stype + "' (" + a +
+                           "rope.scaling.type)");
     }
     m.rope_style_ = m.arch_->gguf_rope_style;
     return Status::ok();
@@ -117,9 +118,9 @@ class ModelBuilder {
       return Status::error("unsupported RoPE scaling '" + c.rope.type + "' (config.json)");
     hp.rope_scaling = c.rope.type == "default" ? "none" : c.rope.type;
     hp.rope_factor = c.rope.factor;
-    m.inv_freq_ = rope_inv_freq(hp.head_dim, c.rope.theta, c.rope.type, c.rope.factor,
-                                c.rope.low_freq_factor, c.rope.high_freq_factor,
-                                c.rope.original_max_position_embeddings);
+    m.inv_freq_ =
+        rope_inv_freq(hp.head_dim, c.rope.theta, c.rope.type, c.rope.factor, c.rope.low_freq_factor,
+                      c.rope.high_freq_factor, c.rope.original_max_position_embeddings);
     m.rope_style_ = kernels::RopeStyle::kHalves;
     return Status::ok();
   }
@@ -178,8 +179,8 @@ class ModelBuilder {
   // on the CPU. The LM head goes with the last layer's group; the embedding with the first.
   static Status place(Model& m, const LoadOptions& opt) {
     const int threads = opt.n_threads > 0 ? opt.n_threads : available_cpu_count();
-    int64_t gpu_layers = opt.gpu_layers < 0 ? m.hp_.n_layer
-                                            : std::min<int64_t>(opt.gpu_layers, m.hp_.n_layer);
+    int64_t gpu_layers =
+        opt.gpu_layers < 0 ? m.hp_.n_layer : std::min<int64_t>(opt.gpu_layers, m.hp_.n_layer);
     Backend* gpu = nullptr;
     if (gpu_layers > 0) {
       auto made = make_gpu_backend(0);
@@ -241,8 +242,7 @@ class ModelBuilder {
 
   static void log_gpu_fallback(const std::string& why);
 
-  static Result<std::shared_ptr<Model>> load_gguf(const std::string& path,
-                                                  const LoadOptions& opt) {
+  static Result<std::shared_ptr<Model>> load_gguf(const std::string& path, const LoadOptions& opt) {
     HEARTH_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(path));
     std::shared_ptr<Model> m(new Model());
     m->path_ = path;
@@ -255,8 +255,8 @@ class ModelBuilder {
                [](TensorRole r, int64_t l) { return gguf_tensor_name(r, l); }};
     HEARTH_TRY(take_weights(*m, src).with_context(path));
     HParams& hp = m->hp_;
-    m->inv_freq_ = rope_inv_freq(hp.head_dim, hp.rope_theta, hp.rope_scaling, hp.rope_factor, 1,
-                                 4, 0);
+    m->inv_freq_ =
+        rope_inv_freq(hp.head_dim, hp.rope_theta, hp.rope_scaling, hp.rope_factor, 1, 4, 0);
     // llama.cpp stores llama3-style scaling as per-frequency divisors.
     if (const TensorView* rf = g.find_tensor(gguf_tensor_name(TensorRole::kRopeFreqs))) {
       if (rf->numel() != hp.head_dim / 2)

@@ -58,8 +58,8 @@ struct LayerGroup {
 };
 
 struct LoadOptions {
-  int n_threads = 0;        // 0: all available cores
-  int gpu_layers = 0;       // layers placed on the GPU backend (-1: all)
+  int n_threads = 0;   // 0: all available cores
+  int gpu_layers = 0;  // layers placed on the GPU backend (-1: all)
   // CPU weights repacked for the kernels are cached on disk (backend/weight-cache.h) and
   // mmapped by later loads; false (--no-cache) packs in memory every load.
   bool use_weight_cache = true;
@@ -97,7 +97,7 @@ class Model {
   const ArchSpec& arch() const { return *arch_; }
   const std::string& source_path() const { return path_; }
   const std::string& source_format() const { return format_; }  // "gguf" or "safetensors"
-  const GgufFile* gguf() const { return gguf_.get(); }        // null for HF directories
+  const GgufFile* gguf() const { return gguf_.get(); }          // null for HF directories
   kernels::RopeStyle rope_style() const { return rope_style_; }
   const std::vector<float>& inv_freq() const { return inv_freq_; }
   const std::vector<LayerGroup>& groups() const { return groups_; }

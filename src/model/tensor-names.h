@@ -8,14 +8,27 @@
 namespace hearth {
 
 enum class TensorRole {
-  kTokenEmbedding, kOutputNorm, kOutput, kRopeFreqs,
-  kAttnNorm, kAttnQ, kAttnK, kAttnV, kAttnOut, kAttnQBias, kAttnKBias, kAttnVBias,
-  kFfnNorm, kFfnGate, kFfnUp, kFfnDown,
+  kTokenEmbedding,
+  kOutputNorm,
+  kOutput,
+  kRopeFreqs,
+  kAttnNorm,
+  kAttnQ,
+  kAttnK,
+  kAttnV,
+  kAttnOut,
+  kAttnQBias,
+  kAttnKBias,
+  kAttnVBias,
+  kFfnNorm,
+  kFfnGate,
+  kFfnUp,
+  kFfnDown,
 };
 constexpr TensorRole kLayerRoles[] = {
-    TensorRole::kAttnNorm, TensorRole::kAttnQ, TensorRole::kAttnK, TensorRole::kAttnV,
-    TensorRole::kAttnOut, TensorRole::kAttnQBias, TensorRole::kAttnKBias, TensorRole::kAttnVBias,
-    TensorRole::kFfnNorm, TensorRole::kFfnGate, TensorRole::kFfnUp, TensorRole::kFfnDown,
+    TensorRole::kAttnNorm, TensorRole::kAttnQ,     TensorRole::kAttnK,     TensorRole::kAttnV,
+    TensorRole::kAttnOut,  TensorRole::kAttnQBias, TensorRole::kAttnKBias, TensorRole::kAttnVBias,
+    TensorRole::kFfnNorm,  TensorRole::kFfnGate,   TensorRole::kFfnUp,     TensorRole::kFfnDown,
 };
 
 // layer is ignored for model-level roles. HF has no rope_freqs tensor (returns "").

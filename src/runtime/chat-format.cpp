@@ -15,7 +15,8 @@ Result<ChatFormat> resolve_chat_format(const Engine& engine, const std::string& 
     auto b = builtin_chat_template(builtin_name);
     if (!b) {
       std::string names;
-      for (auto n : builtin_chat_template_names()) names += (names.empty() ? "" : ", ") + std::string(n);
+      for (auto n : builtin_chat_template_names())
+        names += (names.empty() ? "" : ", ") + std::string(n);
       return Status::error("unknown chat template '" + builtin_name + "' (known: " + names + ")");
     }
     f.template_text = std::string(*b);
@@ -41,10 +42,10 @@ Result<ChatFormat> resolve_chat_format(const Engine& engine, const std::string& 
 Result<std::vector<int32_t>> tokenize_chat(const Engine& engine, const ChatFormat& format,
                                            const std::vector<ChatMessage>& messages,
                                            bool add_generation_prompt) {
-  HEARTH_ASSIGN_OR_RETURN(std::string prompt,
-                          render_chat_template(format.template_text, messages,
-                                               add_generation_prompt, engine.bos_text(),
-                                               engine.eos_text()));
+  HEARTH_ASSIGN_OR_RETURN(
+      std::string prompt,
+      render_chat_template(format.template_text, messages, add_generation_prompt, engine.bos_text(),
+                           engine.eos_text()));
   return engine.tokenizer().encode(prompt, /*add_special=*/false, /*parse_special=*/true);
 }
 

@@ -43,8 +43,7 @@ Result<std::shared_ptr<Engine>> Engine::load(const std::string& path, const Load
     }
   }
   if (engine->tokenizer_->n_vocab() > m.hparams().n_vocab)
-    return Status::error(path + ": tokenizer has " +
-                         std::to_string(engine->tokenizer_->n_vocab()) +
+    return Status::error(path + ": tokenizer has " + std::to_string(engine->tokenizer_->n_vocab()) +
                          " tokens but the embedding has only " +
                          std::to_string(m.hparams().n_vocab) + " rows");
   engine->load_ms_ = timer.elapsed_ms();

@@ -21,12 +21,12 @@ struct GenerateOptions {
 };
 
 struct GenerateStats {
-  int64_t prompt_tokens = 0;      // tokens in the prompt
-  int64_t prompt_evaluated = 0;   // of which actually computed (the rest came from the cache)
+  int64_t prompt_tokens = 0;     // tokens in the prompt
+  int64_t prompt_evaluated = 0;  // of which actually computed (the rest came from the cache)
   int64_t generated_tokens = 0;
   double prompt_ms = 0;
-  double gen_ms = 0;  // time of generated tokens after the first (decode)
-  double ttft_ms = 0; // prompt processing + first sampled token
+  double gen_ms = 0;          // time of generated tokens after the first (decode)
+  double ttft_ms = 0;         // prompt processing + first sampled token
   std::string finish_reason;  // "stop" (EOS or stop string), "length", "cancelled", "context"
   double prompt_tok_s() const { return prompt_ms > 0 ? prompt_evaluated * 1000.0 / prompt_ms : 0; }
   double gen_tok_s() const {
@@ -67,7 +67,7 @@ class Session {
   Result<std::vector<float>> all_logits(const std::vector<int32_t>& tokens);
 
   // Save/restore the conversation (tokens + KV) for resuming later.
-  Status save_state(std::vector<int32_t>* tokens, std::vector<float>* kv) ;
+  Status save_state(std::vector<int32_t>* tokens, std::vector<float>* kv);
   Status restore_state(const std::vector<int32_t>& tokens, const std::vector<float>& kv);
 
  private:

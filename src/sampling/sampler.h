@@ -10,11 +10,12 @@
 namespace hearth {
 
 struct SamplingParams {
-  float temperature = 0.8f;    // <= 0: greedy (argmax, lowest id wins ties)
-  int32_t top_k = 40;          // <= 0: off
-  float top_p = 0.95f;         // >= 1: off
-  float min_p = 0.05f;         // <= 0: off
-  float repeat_penalty = 1.0f; // 1: off (llama.cpp semantics: divide positive logits, multiply negative)
+  float temperature = 0.8f;  // <= 0: greedy (argmax, lowest id wins ties)
+  int32_t top_k = 40;        // <= 0: off
+  float top_p = 0.95f;       // >= 1: off
+  float min_p = 0.05f;       // <= 0: off
+  float repeat_penalty =
+      1.0f;  // 1: off (llama.cpp semantics: divide positive logits, multiply negative)
   int32_t repeat_last_n = 64;  // how many recent tokens the penalties look at (-1: all)
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;

@@ -44,8 +44,12 @@ struct DTypeInfo {
 
 // nullptr for an id that is not in the table (the caller reports "unknown type id N").
 const DTypeInfo* dtype_info(uint32_t ggml_id);
-inline const DTypeInfo& dtype_info(DType t) { return *dtype_info(uint32_t(t)); }
-inline const char* dtype_name(DType t) { return dtype_info(t).name; }
+inline const DTypeInfo& dtype_info(DType t) {
+  return *dtype_info(uint32_t(t));
+}
+inline const char* dtype_name(DType t) {
+  return dtype_info(t).name;
+}
 std::optional<DType> dtype_from_name(const std::string& name);  // case-insensitive
 
 // Bytes of a row of n elements; nullopt when n is not a multiple of the block size or the

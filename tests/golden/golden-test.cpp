@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "support/golden-data.h"
 #include "runtime/session.h"
+#include "support/golden-data.h"
 #include "support/test-data.h"
 
 namespace hearth {
@@ -67,8 +67,8 @@ TEST_P(GoldenTest, LogitsMatchReference) {
   } else {
     const double kld = test::mean_kl_divergence(*logits, g.logits, g.n_vocab);
     RecordProperty("kld", std::to_string(kld));
-    std::printf("[ kld ] %s/%s mean KL %.6f (ideal %.6f, bound %.6f), top-1 %.2f\n",
-                c.dir.c_str(), c.file.c_str(), kld, c.ideal_kld, 1.10 * c.ideal_kld + 1e-4,
+    std::printf("[ kld ] %s/%s mean KL %.6f (ideal %.6f, bound %.6f), top-1 %.2f\n", c.dir.c_str(),
+                c.file.c_str(), kld, c.ideal_kld, 1.10 * c.ideal_kld + 1e-4,
                 test::top1_agreement(*logits, g.logits, g.n_vocab));
     EXPECT_LE(kld, 1.10 * c.ideal_kld + 1e-4);
   }

@@ -18,10 +18,18 @@ std::string shared_dir() {
   if (const char* env = std::getenv("HEARTH_SHARED"); env && *env) return env;
   return HEARTH_SHARED_DEFAULT_DIR;
 }
-std::string shared_path(const std::string& rel) { return shared_dir() + "/" + rel; }
-std::string source_dir() { return HEARTH_SOURCE_DIR; }
-std::string binary_dir() { return HEARTH_BINARY_DIR; }
-std::string hearth_cli() { return binary_dir() + "/apps/cli/hearth"; }
+std::string shared_path(const std::string& rel) {
+  return shared_dir() + "/" + rel;
+}
+std::string source_dir() {
+  return HEARTH_SOURCE_DIR;
+}
+std::string binary_dir() {
+  return HEARTH_BINARY_DIR;
+}
+std::string hearth_cli() {
+  return binary_dir() + "/apps/cli/hearth";
+}
 
 std::string temp_dir() {
   static std::string dir = [] {
@@ -78,20 +86,36 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::strin
     pollfd fds[3];
     int n = 0;
     int out_i = -1, err_i = -1, in_i = -1;
-    if (out_open) { fds[n] = {out_pipe[0], POLLIN, 0}; out_i = n++; }
-    if (err_open) { fds[n] = {err_pipe[0], POLLIN, 0}; err_i = n++; }
-    if (in_open) { fds[n] = {in_pipe[1], POLLOUT, 0}; in_i = n++; }
+    if (out_open) {
+      fds[n] = {out_pipe[0], POLLIN, 0};
+      out_i = n++;
+    }
+    if (err_open) {
+      fds[n] = {err_pipe[0], POLLIN, 0};
+      err_i = n++;
+    }
+    if (in_open) {
+      fds[n] = {in_pipe[1], POLLOUT, 0};
+      in_i = n++;
+    }
     if (poll(fds, nfds_t(n), -1) < 0) break;
     if (in_i >= 0 && (fds[in_i].revents & (POLLOUT | POLLERR | POLLHUP))) {
       ssize_t w = write(in_pipe[1], stdin_text.data() + written, stdin_text.size() - written);
       if (w > 0) written += size_t(w);
-      if (w < 0 || written == stdin_text.size()) { close(in_pipe[1]); in_open = false; }
+      if (w < 0 || written == stdin_text.size()) {
+        close(in_pipe[1]);
+        in_open = false;
+      }
     }
     auto drain = [&](int idx, int fd, std::string& dst, bool& open) {
       if (idx < 0 || !(fds[idx].revents & (POLLIN | POLLHUP | POLLERR))) return;
       ssize_t got = read(fd, buf, sizeof buf);
-      if (got > 0) dst.append(buf, size_t(got));
-      else { close(fd); open = false; }
+      if (got > 0)
+        dst.append(buf, size_t(got));
+      else {
+        close(fd);
+        open = false;
+      }
     };
     drain(out_i, out_pipe[0], r.out, out_open);
     drain(err_i, err_pipe[0], r.err, err_open);

@@ -20,8 +20,8 @@ void expect_clean_error(const std::string& path, const std::string& must_mention
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
   EXPECT_EQ(r.err.rfind("hearth: error: ", 0), 0u) << r.err;
   EXPECT_NE(r.err.find(path), std::string::npos) << "does not name the file: " << r.err;
-  EXPECT_NE(r.err.find(must_mention), std::string::npos) << "expected '" << must_mention
-                                                           << "' in: " << r.err;
+  EXPECT_NE(r.err.find(must_mention), std::string::npos)
+      << "expected '" << must_mention << "' in: " << r.err;
 }
 
 std::string write_temp(const std::string& name, const std::string& bytes) {
@@ -41,7 +41,8 @@ TEST(BadInput, TruncatedGgufAtManyPoints) {
   for (size_t cut : {size_t(0), size_t(3), size_t(7), size_t(20), size_t(100), size_t(1000),
                      size_t(50000), good.size() / 2, good.size() - 1}) {
     SCOPED_TRACE(cut);
-    const std::string path = write_temp("cut-" + std::to_string(cut) + ".gguf", good.substr(0, cut));
+    const std::string path =
+        write_temp("cut-" + std::to_string(cut) + ".gguf", good.substr(0, cut));
     auto r = run_command({test::hearth_cli(), "info", "-m", path});
     EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_NE(r.err.find(path), std::string::npos) << r.err;

@@ -22,9 +22,10 @@ std::string join_ids(const std::vector<int32_t>& ids) {
 
 TEST(CliRun, JsonGreedyReproducesGoldenFromTokens) {
   test::Golden g = test::load_golden(shared_path("goldens/llama2-tiny"));
-  auto r = run_command({test::hearth_cli(), "run", "-m", shared_path("goldens/llama2-tiny/llama2-tiny-bf16.gguf"),
-                        "--tokens", join_ids(g.gen_prompt), "-n", std::to_string(g.gen_ids.size()),
-                        "--temp", "0", "--ignore-eos", "--json"});
+  auto r = run_command({test::hearth_cli(), "run", "-m",
+                        shared_path("goldens/llama2-tiny/llama2-tiny-bf16.gguf"), "--tokens",
+                        join_ids(g.gen_prompt), "-n", std::to_string(g.gen_ids.size()), "--temp",
+                        "0", "--ignore-eos", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["prompt_tokens"].get<std::vector<int32_t>>(), g.gen_prompt);
@@ -46,9 +47,9 @@ TEST(CliRun, StreamsReadableTextAndReportsTimings) {
 
 TEST(CliRun, SameSeedSameOutput) {
   auto once = [] {
-    return run_command({test::hearth_cli(), "run", "-m", shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf"),
-                        "-p", "In the beginning", "-n", "20", "--temp", "0.9", "--seed", "42",
-                        "--json"});
+    return run_command({test::hearth_cli(), "run", "-m",
+                        shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf"), "-p", "In the beginning",
+                        "-n", "20", "--temp", "0.9", "--seed", "42", "--json"});
   };
   auto a = once(), b = once();
   ASSERT_EQ(a.exit_code, 0) << a.err;
@@ -74,11 +75,13 @@ TEST(CliLogits, WritesSafetensorsMatchingGolden) {
 
 TEST(CliTokenize, JsonFileAndNoBos) {
   const std::string model = shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf");
-  auto r = run_command({test::hearth_cli(), "tokenize", "-m", model, "-p", "And the king said", "--json"});
+  auto r = run_command(
+      {test::hearth_cli(), "tokenize", "-m", model, "-p", "And the king said", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out).get<std::vector<int32_t>>(),
             (std::vector<int32_t>{1, 1126, 278, 6989, 1497}));  // golden gen_prompt of kjv-13m
-  auto nb = run_command({test::hearth_cli(), "tokenize", "-m", model, "-p", "And the king said", "--json", "--no-bos"});
+  auto nb = run_command({test::hearth_cli(), "tokenize", "-m", model, "-p", "And the king said",
+                         "--json", "--no-bos"});
   EXPECT_EQ(nlohmann::json::parse(nb.out).get<std::vector<int32_t>>(),
             (std::vector<int32_t>{1126, 278, 6989, 1497}));
   // --file tokenizes the exact bytes, trailing newline included.
@@ -92,7 +95,8 @@ TEST(CliTokenize, JsonFileAndNoBos) {
 }
 
 TEST(CliInfo, DescribesModel) {
-  auto r = run_command({test::hearth_cli(), "info", "-m", shared_path("goldens/llama3-tiny/llama3-tiny-bf16.gguf"), "--json"});
+  auto r = run_command({test::hearth_cli(), "info", "-m",
+                        shared_path("goldens/llama3-tiny/llama3-tiny-bf16.gguf"), "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["architecture"], "llama");
@@ -109,8 +113,9 @@ TEST(CliInfo, DescribesModel) {
 }
 
 TEST(CliRun, GpuLayersWithoutGpuFallsBackToCpu) {
-  auto r = run_command({test::hearth_cli(), "run", "-m", shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf"),
-                        "-p", "And", "-n", "4", "--temp", "0", "--gpu-layers", "99"});
+  auto r = run_command({test::hearth_cli(), "run", "-m",
+                        shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf"), "-p", "And", "-n", "4",
+                        "--temp", "0", "--gpu-layers", "99"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("--gpu-layers ignored"), std::string::npos) << r.err;
 }
