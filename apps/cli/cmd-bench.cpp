@@ -66,7 +66,8 @@ void run(const BenchArgs& a) {
 }
 
 void setup(CLI::App& root) {
-  auto* a = new BenchArgs();
+  static BenchArgs args;  // one per process, like the CLI11 app that refers to it
+  auto* a = &args;
   auto* cmd = root.add_subcommand("bench", "measure speed, load time and memory against rooflines");
   add_runtime_options(cmd, &a->rt);
   cmd->add_option("--synthetic", a->synthetic,

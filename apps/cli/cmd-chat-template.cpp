@@ -135,7 +135,8 @@ void run(const ChatTemplateArgs& a) {
 }
 
 void setup(CLI::App& root) {
-  auto* a = new ChatTemplateArgs();
+  static ChatTemplateArgs args;  // one per process, like the CLI11 app that refers to it
+  auto* a = &args;
   auto* cmd = root.add_subcommand(
       "chat-template", "render a chat template over a messages file; prints exactly the prompt");
   add_model_options(cmd, &a->model);

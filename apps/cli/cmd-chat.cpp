@@ -347,7 +347,8 @@ class Chat {
 };
 
 void setup(CLI::App& root) {
-  auto* a = new ChatArgs();
+  static ChatArgs args;  // one per process, like the CLI11 app that refers to it
+  auto* a = &args;
   auto* cmd = root.add_subcommand("chat", "talk with a model interactively");
   add_runtime_options(cmd, &a->rt);
   add_sampling_options(cmd, &a->sampling);

@@ -16,7 +16,8 @@ struct ConvertArgs {
 };
 
 void setup(CLI::App& root) {
-  auto* a = new ConvertArgs();  // lives for the process, like the CLI11 app
+  static ConvertArgs args;  // one per process, like the CLI11 app that refers to it
+  auto* a = &args;
   auto* cmd = root.add_subcommand("convert", "convert a Hugging Face model directory to GGUF");
   cmd->add_option("dir", a->dir, "model directory (config.json, *.safetensors, tokenizer)")
       ->required();

@@ -74,7 +74,8 @@ void run(const InfoArgs& a) {
 }
 
 void setup(CLI::App& root) {
-  auto* a = new InfoArgs();
+  static InfoArgs args;  // one per process, like the CLI11 app that refers to it
+  auto* a = &args;
   auto* cmd = root.add_subcommand("info", "describe a model");
   add_runtime_options(cmd, &a->rt);
   cmd->add_flag("--json", a->json, "print JSON");

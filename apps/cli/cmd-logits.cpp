@@ -31,7 +31,8 @@ void run(const LogitsArgs& a) {
 }
 
 void setup(CLI::App& root) {
-  auto* a = new LogitsArgs();
+  static LogitsArgs args;  // one per process, like the CLI11 app that refers to it
+  auto* a = &args;
   auto* cmd = root.add_subcommand("logits", "write the logits of every position to safetensors");
   add_runtime_options(cmd, &a->rt);
   cmd->add_option("--tokens", a->tokens_text, "token ids 1,2,3")->required();

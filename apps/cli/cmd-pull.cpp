@@ -40,7 +40,8 @@ void run_pull(const PullArgs& a) {
 }
 
 void setup(CLI::App& root) {
-  auto* a = new PullArgs();  // lives for the process, like the CLI11 app
+  static PullArgs args;  // one per process, like the CLI11 app that refers to it
+  auto* a = &args;
   auto* cmd = root.add_subcommand(
       "pull", "download a model from the Hugging Face Hub into the HF cache (HF_HUB_CACHE)");
   cmd->add_option("repo", a->repo, "ORG/NAME[:QUANT], e.g. TheBloke/Llama-2-7B-GGUF:Q4_K_M")

@@ -16,7 +16,8 @@ struct QuantizeArgs {
 };
 
 void setup(CLI::App& root) {
-  auto* a = new QuantizeArgs();  // lives for the process, like the CLI11 app
+  static QuantizeArgs args;  // one per process, like the CLI11 app that refers to it
+  auto* a = &args;
   auto* cmd = root.add_subcommand("quantize", "re-encode a GGUF model's weights as another type");
   cmd->add_option("input", a->in, "input GGUF file")->required();
   cmd->add_option("output", a->out, "output GGUF file")->required();

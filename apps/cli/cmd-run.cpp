@@ -89,7 +89,8 @@ void run(const RunArgs& a) {
 }
 
 void setup(CLI::App& root) {
-  auto* a = new RunArgs();  // lives for the process, like the CLI11 app
+  static RunArgs args;  // one per process, like the CLI11 app that refers to it
+  auto* a = &args;
   auto* cmd = root.add_subcommand("run", "generate text from a prompt");
   add_runtime_options(cmd, &a->rt);
   add_sampling_options(cmd, &a->sampling);

@@ -109,7 +109,8 @@ void serve(ServeArgs& a) {
 }
 
 void setup(CLI::App& root) {
-  auto* a = new ServeArgs();  // lives for the process, like the CLI11 app
+  static ServeArgs args;  // one per process, like the CLI11 app that refers to it
+  auto* a = &args;
   auto* cmd = root.add_subcommand("serve", "serve the model over an OpenAI-compatible HTTP API");
   add_runtime_options(cmd, &a->rt);
   add_sampling_options(cmd, &a->sampling);

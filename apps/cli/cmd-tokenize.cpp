@@ -46,7 +46,8 @@ void run(const TokenizeArgs& a) {
 }
 
 void setup(CLI::App& root) {
-  auto* a = new TokenizeArgs();
+  static TokenizeArgs args;  // one per process, like the CLI11 app that refers to it
+  auto* a = &args;
   auto* cmd = root.add_subcommand("tokenize", "print the token ids of a text");
   add_model_options(cmd, &a->model);
   auto* p = cmd->add_option("-p,--prompt", a->prompt, "text to tokenize");

@@ -40,7 +40,7 @@ class Interpreter {
   Result<Flow> exec_node_inner(const Node& node);
   // Bounds native recursion (expressions inside recursive macros) so the stack cannot overflow.
   Status enter();
-  static constexpr int kMaxEvalDepth = 1000;
+  static constexpr int kMaxEvalDepth = 256;
   Result<Flow> exec_for(const Node& node);
   Status exec_set(const Node& node);
   Result<Value> eval(const Expr& e);
