@@ -80,6 +80,7 @@ void run(const RunArgs& a) {
   } else {
     std::puts("");
   }
+  std::fflush(stdout);  // the text ends before the timing line when both go to one terminal
   std::fprintf(stderr,
                "hearth: load %.1f ms | prompt %lld tokens, %.1f tok/s | generation %lld tokens, "
                "%.1f tok/s, %.2f ms/token | ttft %.1f ms\n",
