@@ -3,7 +3,8 @@
 #   1. release build + every CTest test (unit, ops, golden, e2e with real clients, fuzz replay);
 #   2. an ASan + UBSan build with clang and libFuzzer: the parsers' fuzz targets run briefly and
 #      the unit, golden and bad-input tests run again under the sanitizers;
-#   3. the ARM NEON kernels cross-built and tested under qemu-aarch64.
+#   3. the CUDA backend compiled and linked (when nvcc is installed; no GPU needed);
+#   4. the ARM NEON kernels cross-built and tested under qemu-aarch64.
 # Test data: $HEARTH_SHARED, default ../shared beside the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,14 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # release pass), the install test (it links a plain client against the installed library, and
 # clang puts the sanitizer runtime only into executables), and the GPU-only tests.
 ctest --preset asan-ubsan -j "$jobs" --timeout 900 -E "server_load|server_limits|InstallTest|Cuda"
+
+# CI has nvcc but no GPU: the CUDA backend must compile and link; its tests run on the device
+# (tools/cuda-check.sh) and the ones here skip for lack of a GPU.
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  section "CUDA build (compile and link only)"
+  cmake --preset cuda >/dev/null
+  cmake --build --preset cuda -j "$jobs" --target hearth cuda_ops_test golden-test
+fi
 
 section "ARM NEON kernels under qemu"
 tools/test-arm.sh build-arm
