@@ -8,6 +8,7 @@
 
 #include "runtime/session.h"
 #include "support/golden-data.h"
+#include "support/golden-run.h"
 #include "support/test-data.h"
 
 namespace hearth {
@@ -82,15 +83,9 @@ TEST_P(GoldenGreedyTest, GreedyGenerationMatchesReference) {
   test::Golden g = test::load_golden(test::shared_path("goldens/" + c.dir));
   auto engine = load();
   ASSERT_TRUE(engine);
-  Session s(engine, 256);
-  ASSERT_TRUE(s.init().is_ok());
-  GenerateOptions opt;
-  opt.max_tokens = int32_t(g.gen_ids.size());
-  opt.ignore_eos = true;
-  opt.sampling.temperature = 0;
-  auto r = s.generate(g.gen_prompt, opt);
-  ASSERT_TRUE(r.is_ok()) << r.message();
-  EXPECT_EQ(r->tokens, g.gen_ids);
+  auto ids = test::greedy_continuation(engine, g);
+  ASSERT_TRUE(ids.is_ok()) << ids.message();
+  EXPECT_EQ(*ids, g.gen_ids);
 }
 
 // clang-format off

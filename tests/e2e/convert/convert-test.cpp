@@ -10,6 +10,7 @@
 #include "runtime/engine.h"
 #include "runtime/session.h"
 #include "support/golden-data.h"
+#include "support/golden-run.h"
 #include "support/test-data.h"
 
 namespace hearth {
@@ -102,15 +103,9 @@ void expect_reproduces_golden(const std::string& path, const std::string& model)
   std::vector<float> logits;
   ASSERT_NO_FATAL_FAILURE(run_golden_prompt(path, model, 256, g, engine, logits));
   EXPECT_LE(test::max_row_relative_error(logits, g.logits, g.n_vocab), 1e-4);
-  Session s2(engine, 256);
-  ASSERT_TRUE(s2.init().is_ok());
-  GenerateOptions opt;
-  opt.max_tokens = int32_t(g.gen_ids.size());
-  opt.ignore_eos = true;
-  opt.sampling.temperature = 0;
-  auto r = s2.generate(g.gen_prompt, opt);
-  ASSERT_TRUE(r.is_ok()) << r.message();
-  EXPECT_EQ(r->tokens, g.gen_ids);
+  auto ids = test::greedy_continuation(engine, g);
+  ASSERT_TRUE(ids.is_ok()) << ids.message();
+  EXPECT_EQ(*ids, g.gen_ids);
 }
 
 // Quantized files: mean KL(golden || ours) within the golden suite's bound for the ideal of
