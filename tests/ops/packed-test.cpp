@@ -75,6 +75,40 @@ TEST(Packed, MatchesUnpackedMatmul) {
               kernels::packed_layouts_signature().c_str(), packed_types);
 }
 
+// unpack_rows must give back exactly the dequantized source rows (prefill panels rely on it).
+TEST(Packed, UnpackRowsGivesTheDequantizedSource) {
+  std::mt19937 rng(5);
+  int tested = 0;
+  for (DType t : kTypes) {
+    const kernels::PackedLayout* l = kernels::active_kernel_table().of(t).packed;
+    constexpr int64_t d = 48, n = 512;
+    const auto bytes = kernels::packed_size(t, d, n);
+    if (!l || !bytes) continue;
+    ASSERT_NE(l->unpack_rows, nullptr) << dtype_name(t) << ": every layout must unpack";
+    ++tested;
+    const std::vector<uint8_t> wq = random_matrix(t, d, n, rng);
+    TensorView w{"w", t, {d, n}, wq.data(), wq.size()};
+    std::vector<uint8_t> storage(*bytes + 64);
+    auto* packed = reinterpret_cast<uint8_t*>((uintptr_t(storage.data()) + 63) / 64 * 64);
+    ThreadPool pool(1);
+    kernels::pack_weight(w, packed, pool);
+    const int64_t rows = l->group_rows;
+    std::vector<float> want(static_cast<size_t>(n)), got(size_t(rows * n), -777.f);
+    for (int64_t g = 0; g < d / rows; ++g) {
+      l->unpack_rows(packed, g, n, got.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        kernels::dequantize_row(t, w.row(g * rows + r), want.data(), n);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(got[size_t(r * n + i)], want[size_t(i)])
+              << dtype_name(t) << " group " << g << " row " << r << " col " << i;
+      }
+    }
+  }
+  if (kernels::active_kernel_table().isa == kernels::Isa::kAvx512) {
+    EXPECT_GT(tested, 0);
+  }
+}
+
 // The layouts' activation quantizers must round exactly like the reference Q8_0 quantizer.
 TEST(Packed, ActivationQuantizerMatchesReferenceBits) {
   int tested = 0;

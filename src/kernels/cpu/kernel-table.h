@@ -50,6 +50,11 @@ struct PackedLayout {
   // One token's activations x [n] -> q [n], d and s [n / 32] (Q8_0 rounding); nullptr when
   // the layout computes with f32 activations.
   void (*quantize)(const float* x, int64_t n, int8_t* q, float* d, int32_t* s);
+  // Rows [g * group_rows, (g + 1) * group_rows) back to f32, row-major into out
+  // [group_rows, n]: exactly the dequantized source rows. Prefill GEMMs that want another
+  // operand format (e.g. AMX tiles) build their panels from this, so the source file's pages
+  // never have to be resident next to the packed copy.
+  void (*unpack_rows)(const uint8_t* w, int64_t g, int64_t n, float* out);
 };
 
 struct TypeKernels {

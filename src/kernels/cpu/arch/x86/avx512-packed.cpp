@@ -47,6 +47,25 @@ void q4_0_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n)
   }
 }
 
+void q4_0_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
+  const int64_t nb = n / kQK32;
+  const uint8_t* in = w + uint64_t(g) * uint64_t(nb / 2) * kPairBytes;
+  for (int64_t c = 0; c < nb; c += 2, in += kPairBytes)
+    for (int half = 0; half < 2; ++half)
+      for (int r = 0; r < kRows; ++r) {
+        uint16_t dh;
+        std::memcpy(&dh, in + half * 32 + r * 2, 2);
+        const float d = fp16_to_f32(dh);
+        float* o = out + r * n + (c + half) * kQK32;
+        for (int k = 0; k < 4; ++k)
+          for (int j = 0; j < 4; ++j) {
+            const uint8_t b = in[64 + half * 256 + k * 64 + r * 4 + j];
+            o[4 * k + j] = d * float(int(b & 0xF) - 8);
+            o[16 + 4 * k + j] = d * float(int(b >> 4) - 8);
+          }
+      }
+}
+
 // One group of 16 rows against NT tokens: acc[t] lanes = rows.
 template <int NT>
 void q4_0_group(const uint8_t* wg, int64_t nb, const PackedActivations& x, int64_t t0, float* y,
@@ -181,6 +200,21 @@ void q8_0_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n)
   }
 }
 
+void q8_0_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
+  const int64_t nb = n / kQK32;
+  const uint8_t* in = w + uint64_t(g) * uint64_t(nb / 2) * kQ8PairBytes;
+  for (int64_t c = 0; c < nb; c += 2, in += kQ8PairBytes)
+    for (int half = 0; half < 2; ++half)
+      for (int r = 0; r < kRows; ++r) {
+        uint16_t dh;
+        std::memcpy(&dh, in + half * 32 + r * 2, 2);
+        const float d = fp16_to_f32(dh);
+        float* o = out + r * n + (c + half) * kQK32;
+        for (int j = 0; j < kQK32; ++j)
+          o[j] = d * float(int8_t(in[64 + half * 512 + j * 16 + r]));
+      }
+}
+
 template <int NT>
 void q8_0_group(const uint8_t* wg, int64_t n, const PackedActivations& x, int64_t t0, float* y,
                 int64_t y_stride) {
@@ -244,9 +278,9 @@ void q8_0_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const Packed
 }  // namespace
 
 const PackedLayout q8_0_packed = {1,         kRows,     q8_0_can_pack, q8_0_bytes,
-                                  q8_0_pack, q8_0_gemm, nullptr};
+                                  q8_0_pack, q8_0_gemm, nullptr,       q8_0_unpack_rows};
 
 const PackedLayout q4_0_packed = {1,         kRows,     q4_0_can_pack,      q4_0_bytes,
-                                  q4_0_pack, q4_0_gemm, quantize_q8_0_split};
+                                  q4_0_pack, q4_0_gemm, quantize_q8_0_split, q4_0_unpack_rows};
 
 }  // namespace hearth::kernels::avx512
