@@ -11,6 +11,7 @@
 #include "backend/weight-cache.h"
 #include "base/half.h"
 #include "base/log.h"
+#include "kernels/cpu/small-ops.h"
 
 namespace hearth {
 
@@ -96,20 +97,22 @@ class CpuBackend final : public Backend {
   }
   void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                float eps) override {
-    kernels::rmsnorm(x, w, y, rows, n, eps);
+    kernels::rmsnorm(x, w, y, rows, n, eps, pool_);
   }
   void rope(float* x, int64_t T, int64_t n_heads, int64_t head_dim, const int32_t* pos,
             const float* inv_freq, kernels::RopeStyle style) override {
-    kernels::rope(x, T, n_heads, head_dim, pos, inv_freq, style);
+    kernels::rope(x, T, n_heads, head_dim, pos, inv_freq, style, pool_);
   }
   void attention(const float* q, const float* k, const float* v, float* out, int64_t T,
                  int64_t pos0, int64_t n_heads, int64_t n_kv, int64_t hd, float scale) override {
     kernels::attention(q, k, v, out, T, pos0, n_heads, n_kv, hd, scale, pool_);
   }
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
-    kernels::swiglu(gate, up, out, n);
+    kernels::swiglu(gate, up, out, n, pool_);
   }
-  void add_inplace(float* y, const float* x, int64_t n) override { kernels::add_inplace(y, x, n); }
+  void add_inplace(float* y, const float* x, int64_t n) override {
+    kernels::add_inplace(y, x, n, pool_);
+  }
   void add_bias(float* y, const float* b, int64_t rows, int64_t n) override {
     kernels::add_bias(y, b, rows, n);
   }

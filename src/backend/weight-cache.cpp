@@ -1,8 +1,11 @@
 // WeightCache: an append-only file of packed tensors, validated record by record at open.
 // Writers hold an exclusive flock, so two processes loading the same model cannot interleave.
+// Payloads are checked per 64 KiB slice against a checksum table written with them: sampled at
+// load, every slice off the critical path (docs/architecture.md, "Prepacked-weight cache").
 #include "backend/weight-cache.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,14 +21,18 @@
 #include <fstream>
 #include <utility>
 
+#include "base/log.h"
+
 namespace hearth {
 
 namespace {
 
 constexpr char kMagic[8] = {'H', 'R', 'T', 'H', 'P', 'A', 'K', '1'};
-constexpr uint32_t kFormat = 2;                // 2: the source path in the header
+constexpr uint32_t kFormat = 3;                // 3: per-slice checksum tables (2: source path)
 constexpr uint32_t kRecordMagic = 0x43455250;  // "PREC"
+constexpr uint32_t kDeadMagic = 0x44414544;    // "DEAD": well-formed, but its payload failed
 constexpr uint64_t kAlign = 64;
+constexpr uint64_t kSlice = WeightCache::kSliceBytes;
 
 uint64_t align_up(uint64_t v) {
   return (v + kAlign - 1) / kAlign * kAlign;
@@ -36,21 +44,45 @@ uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) 
   return h;
 }
 
+uint64_t n_slices(uint64_t bytes) {
+  return (bytes + kSlice - 1) / kSlice;
+}
+
+// Hash of a slice table, a word at a time (a 7B model's table is ~450 KB: read at every open).
+uint64_t table_hash(const uint64_t* t, uint64_t n, uint64_t bytes) {
+  uint64_t h = 0xcbf29ce484222325ull ^ bytes;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t w;
+    std::memcpy(&w, t + i, 8);
+    h = (h ^ w) * 0x100000001B3ull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
 struct RecordHeader {
   uint32_t magic;
   uint32_t name_len;
   uint64_t bytes;
-  uint64_t payload_check;  // payload_checksum() of the payload
-  uint64_t check;          // fnv1a over name, bytes and payload_check: torn or garbage headers
+  uint64_t table_hash;  // table_hash() of the slice table
+  uint64_t check;       // fnv1a over name, bytes and table_hash: torn or garbage headers
 };
 
-uint64_t record_check(const std::string& name, uint64_t bytes, uint64_t payload_check) {
+uint64_t record_check(const std::string& name, uint64_t bytes, uint64_t table_hash) {
   uint64_t h = fnv1a(name.data(), name.size());
   h = fnv1a(&bytes, sizeof bytes, h);
-  return fnv1a(&payload_check, sizeof payload_check, h);
+  return fnv1a(&table_hash, sizeof table_hash, h);
 }
 
-constexpr uint64_t kSlice = 1u << 20;  // checksum slices: the unit of parallel verification
+// Record geometry after its header: name, then the table and the payload, each 64-aligned.
+struct RecordLayout {
+  uint64_t table, payload, end;
+};
+RecordLayout layout_at(uint64_t off, uint32_t name_len, uint64_t bytes) {
+  const uint64_t table = align_up(off + sizeof(RecordHeader) + name_len);
+  const uint64_t payload = align_up(table + n_slices(bytes) * 8);
+  return {table, payload, align_up(payload + bytes)};
+}
 
 // Fletcher-style sums over 8 interleaved u64 lanes: vectorizes, and catches flipped, swapped or
 // zeroed words. Each slice's sum is mixed with its index so slices cannot trade places.
@@ -69,6 +101,11 @@ uint64_t slice_checksum(const uint8_t* p, uint64_t n, uint64_t index) {
   for (int k = 0; k < 8; ++k) h = (h ^ a[k]) * 0x100000001B3ull ^ b[k];
   for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001B3ull;
   return h;
+}
+
+uint64_t slice_sum_at(const uint8_t* payload, uint64_t bytes, uint64_t s) {
+  const uint64_t off = s * kSlice;
+  return slice_checksum(payload + off, std::min(kSlice, bytes - off), s);
 }
 
 std::vector<uint8_t> file_header(const std::string& key, const std::string& source) {
@@ -169,9 +206,27 @@ std::string weight_cache_key(const std::string& source_identity, const std::stri
   return source_identity + "|" + isa + "|layout" + std::to_string(layout_version);
 }
 
+CacheVerify CacheVerify::from_env() {
+  CacheVerify v;
+  if (const char* m = std::getenv("HEARTH_CACHE_VERIFY"); m && *m) {
+    const std::string mode = m;
+    if (mode == "full")
+      v.mode = Mode::kFull;
+    else if (mode == "sample")
+      v.mode = Mode::kSample;
+    else if (mode != "lazy")
+      log_warn("HEARTH_CACHE_VERIFY=" + mode + " is not one of lazy|sample|full; using lazy");
+  }
+  // A different phase per process: the slices a sampled load skips, the next one reads.
+  const auto now = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  v.phase = uint32_t((now ^ (uint64_t(::getpid()) << 16)) % WeightCache::kSampleStride);
+  return v;
+}
+
 Result<std::shared_ptr<WeightCache>> WeightCache::open(const std::string& dir,
                                                        const std::string& key,
-                                                       const std::string& label) {
+                                                       const std::string& label,
+                                                       CacheVerify verify) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::error(dir + ": cannot create the weight cache folder: " + ec.message());
@@ -182,11 +237,14 @@ Result<std::shared_ptr<WeightCache>> WeightCache::open(const std::string& dir,
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
   auto cache = std::make_shared<WeightCache>();
   cache->path_ = dir + "/" + stem + "-" + hex + ".hpk";
+  cache->verify_ = verify;
   const std::string& path = cache->path_;
 
   HEARTH_ASSIGN_OR_RETURN(LockedFile f, lock_file(path));
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) return Status::error(path + ": cannot stat");
+  cache->dev_ = uint64_t(st.st_dev);
+  cache->ino_ = uint64_t(st.st_ino);
   const std::vector<uint8_t> header = file_header(key, label);
   uint64_t size = uint64_t(st.st_size);
   bool header_ok = size >= header.size();
@@ -202,6 +260,9 @@ Result<std::shared_ptr<WeightCache>> WeightCache::open(const std::string& dir,
       // valid pages (truncating a mapped file would turn its reads into SIGBUS).
       ::unlink(path.c_str());
       HEARTH_ASSIGN_OR_RETURN(LockedFile fresh, lock_file(path));
+      if (::fstat(fresh.fd, &st) != 0) return Status::error(path + ": cannot stat");
+      cache->dev_ = uint64_t(st.st_dev);
+      cache->ino_ = uint64_t(st.st_ino);
       HEARTH_TRY(write_all(fresh.fd, header.data(), header.size(), 0, path));
       return cache;
     }
@@ -212,18 +273,30 @@ Result<std::shared_ptr<WeightCache>> WeightCache::open(const std::string& dir,
   const uint8_t* base = cache->map_.data();
   size = cache->map_.size();
   uint64_t off = header.size();
+  // Structure only: headers, names and slice tables (~0.01% of the bytes). Payloads are
+  // checked by find(), as much as the verify mode asks.
   while (off + sizeof(RecordHeader) <= size) {
     RecordHeader rh;
     std::memcpy(&rh, base + off, sizeof rh);
-    if (rh.magic != kRecordMagic || rh.name_len == 0 || rh.name_len > 4096) break;
+    if ((rh.magic != kRecordMagic && rh.magic != kDeadMagic) || rh.name_len == 0 ||
+        rh.name_len > 4096)
+      break;
     const uint64_t name_at = off + sizeof rh;
     if (name_at + rh.name_len > size) break;
     const std::string name(reinterpret_cast<const char*>(base + name_at), rh.name_len);
-    if (rh.check != record_check(name, rh.bytes, rh.payload_check)) break;
-    const uint64_t payload = align_up(name_at + rh.name_len);
-    if (rh.bytes > size || payload > size - rh.bytes) break;
-    cache->entries_[name] = {payload, rh.bytes, rh.payload_check};
-    off = align_up(payload + rh.bytes);
+    if (rh.check != record_check(name, rh.bytes, rh.table_hash)) break;
+    if (rh.bytes > size) break;  // also bounds the layout arithmetic below
+    const RecordLayout lay = layout_at(off, rh.name_len, rh.bytes);
+    if (lay.payload > size || rh.bytes > size - lay.payload) break;
+    const uint64_t slices = n_slices(rh.bytes);
+    if (table_hash(reinterpret_cast<const uint64_t*>(base + lay.table), slices, rh.bytes) !=
+        rh.table_hash)
+      break;
+    if (rh.magic == kRecordMagic)
+      cache->entries_[name] = {off, lay.table, lay.payload, rh.bytes};
+    else
+      cache->entries_.erase(name);  // dead: a later record of this name (a repack) may follow
+    off = std::min(size, lay.end);
   }
   if (off < size) {  // a torn or corrupt tail: cut it so appends start on a record boundary
     if (::ftruncate(f.fd, off_t(off)) != 0) return Status::error(path + ": cannot truncate");
@@ -232,52 +305,164 @@ Result<std::shared_ptr<WeightCache>> WeightCache::open(const std::string& dir,
   return cache;
 }
 
-uint64_t WeightCache::checksum(const uint8_t* p, uint64_t bytes, ThreadPool* pool) {
-  const int64_t slices = int64_t((bytes + kSlice - 1) / kSlice);
-  std::vector<uint64_t> sums(size_t(slices > 0 ? slices : 0));
-  auto body = [&](int64_t s0, int64_t s1) {
-    for (int64_t s = s0; s < s1; ++s) {
-      const uint64_t off = uint64_t(s) * kSlice;
-      sums[size_t(s)] = slice_checksum(p + off, std::min(kSlice, bytes - off), uint64_t(s));
-    }
-  };
-  if (pool)
-    pool->parallel_for(slices, 4, body);
-  else
-    body(0, slices);
-  return fnv1a(sums.data(), sums.size() * sizeof(uint64_t), bytes);
+WeightCache::~WeightCache() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cancel_.store(true);
+  pending_cv_.notify_all();
+  if (verifier_.joinable()) verifier_.join();
 }
 
-const uint8_t* WeightCache::find(const std::string& name, uint64_t bytes, ThreadPool* pool) const {
+bool WeightCache::check_slices(const Entry& e, bool all, ThreadPool* pool) const {
+  const uint8_t* payload = map_.data() + e.payload_offset;
+  const auto* table = reinterpret_cast<const uint64_t*>(map_.data() + e.table_offset);
+  const uint64_t n = n_slices(e.bytes);
+  all = all || n <= kSampleAllBelow;
+  std::atomic<bool> ok{true};
+  auto body = [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1 && ok.load(std::memory_order_relaxed); ++s) {
+      // A closing cache stops its background pass within a slice, not a whole record.
+      if (cancel_.load(std::memory_order_relaxed)) return;
+      const uint64_t i = uint64_t(s);
+      // Sampled: each record's first and last slice (where torn or zero-filled writes start
+      // and end) and one slice in kSampleStride, at this process's phase.
+      if (!all && i != 0 && i != n - 1 && (i + verify_.phase) % kSampleStride != 0) continue;
+      uint64_t want;
+      std::memcpy(&want, table + i, 8);
+      if (slice_sum_at(payload, e.bytes, i) != want) ok.store(false);
+    }
+  };
+  if (pool && (all ? n : n / kSampleStride) >= 16)
+    pool->parallel_for(int64_t(n), all ? 16 : int64_t(kSampleStride), body);
+  else
+    body(0, int64_t(n));
+  return ok.load();
+}
+
+// Overwrites the record's magic with 'DEAD' (its check does not cover the magic), so later
+// opens skip it and repack. Only if the file is still the one mapped and still holds the
+// record there: a replaced or truncated file is left alone.
+void WeightCache::mark_dead(const Entry& e) {
+  auto f = lock_file(path_);
+  if (!f.is_ok()) return;
+  struct stat st {};
+  if (::fstat(f.value().fd, &st) != 0 || uint64_t(st.st_dev) != dev_ ||
+      uint64_t(st.st_ino) != ino_ || uint64_t(st.st_size) < e.payload_offset + e.bytes)
+    return;
+  RecordHeader now{}, was{};
+  std::memcpy(&was, map_.data() + e.header_offset, sizeof was);
+  if (::pread(f.value().fd, &now, sizeof now, off_t(e.header_offset)) != ssize_t(sizeof now) ||
+      std::memcmp(&now, &was, sizeof now) != 0 || now.magic != kRecordMagic)
+    return;
+  const uint32_t dead = kDeadMagic;
+  (void)write_all(f.value().fd, &dead, sizeof dead, e.header_offset, path_);
+}
+
+const uint8_t* WeightCache::find(const std::string& name, uint64_t bytes, ThreadPool* pool) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto it = entries_.find(name);
   if (it == entries_.end() || it->second.bytes != bytes) return nullptr;
-  const uint8_t* p = map_.data() + it->second.offset;
-  // Verified at every load: a damaged payload costs a repack, never wrong logits. Reading the
-  // bytes here also faults them in, which the first token would do anyway.
-  if (checksum(p, bytes, pool) != it->second.check) return nullptr;
+  const Entry e = it->second;
+  // A payload that fails is never handed out: the caller repacks it and appends a new record,
+  // which supersedes this one at the next open. Sampled checks also fault in pages the first
+  // token would read anyway.
+  if (!check_slices(e, verify_.mode == CacheVerify::Mode::kFull, pool)) {
+    entries_.erase(it);
+    return nullptr;
+  }
   ++hits_;
-  return p;
+  if (verify_.mode == CacheVerify::Mode::kLazy) {
+    pending_.push_back(e);
+    if (!verifier_.joinable()) verifier_ = std::thread([this] { background_loop(); });
+    pending_cv_.notify_all();
+  }
+  return map_.data() + e.payload_offset;
+}
+
+// The lazy pass: every slice of every hit, at idle scheduling priority, so it runs only on
+// cycles nobody else wants (during decode the pool's threads keep both cores busy; between
+// requests it catches up). A failure cannot be undone for this process (its kernels already
+// read the pointer); it is logged and the record marked dead so the next load repacks.
+void WeightCache::background_loop() {
+  sched_param prio{};
+  (void)::sched_setscheduler(0, SCHED_IDLE, &prio);  // 0 = this thread on Linux
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    pending_cv_.wait(lock, [&] { return stop_ || pending_done_ < pending_.size(); });
+    if (stop_) return;
+    const Entry e = pending_[pending_done_];
+    lock.unlock();
+    const bool ok = check_slices(e, true, nullptr);
+    if (cancel_.load()) return;  // cut short: its result means nothing
+    if (!ok) {
+      mark_dead(e);
+      late_failures_.fetch_add(1);
+      log_warn(path_ + ": a cached weight at offset " + std::to_string(e.payload_offset) +
+               " failed its checksum after the load used it; it will be repacked at the next "
+               "load (HEARTH_CACHE_VERIFY=full checks every byte before use)");
+    }
+    lock.lock();
+    ++pending_done_;
+    pending_cv_.notify_all();
+  }
+}
+
+void WeightCache::wait_background() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  pending_cv_.wait(lock, [&] { return stop_ || pending_done_ == pending_.size(); });
+}
+
+int WeightCache::verify_all(ThreadPool* pool) {
+  wait_background();
+  std::vector<Entry> all;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [name, e] : entries_) all.push_back(e);
+  }
+  int failed = 0;
+  for (const Entry& e : all) {
+    if (check_slices(e, true, pool)) continue;
+    ++failed;
+    mark_dead(e);
+  }
+  // Whether or not this object handed them out, count them: the caller asked about the file.
+  late_failures_.fetch_add(failed);
+  return failed;
 }
 
 Status WeightCache::add(const std::string& name, const void* data, uint64_t bytes,
                         ThreadPool* pool) {
   std::lock_guard<std::mutex> lock(mutex_);
   ++misses_;
-  const uint64_t payload_check = checksum(static_cast<const uint8_t*>(data), bytes, pool);
+  // Checksums come from the packed bytes in memory, the ones this load computes with: what
+  // the file must reproduce.
+  const auto* src = static_cast<const uint8_t*>(data);
+  const uint64_t slices = n_slices(bytes);
+  std::vector<uint64_t> table(slices);
+  auto body = [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s) table[size_t(s)] = slice_sum_at(src, bytes, uint64_t(s));
+  };
+  if (pool)
+    pool->parallel_for(int64_t(slices), 64, body);
+  else
+    body(0, int64_t(slices));
+  const uint64_t th = table_hash(table.data(), slices, bytes);
   HEARTH_ASSIGN_OR_RETURN(LockedFile f, lock_file(path_));
   struct stat st {};
   if (::fstat(f.fd, &st) != 0) return Status::error(path_ + ": cannot stat");
   const uint64_t off = align_up(uint64_t(st.st_size));
-  const RecordHeader rh{kRecordMagic, uint32_t(name.size()), bytes, payload_check,
-                        record_check(name, bytes, payload_check)};
-  std::vector<uint8_t> head(align_up(sizeof rh + name.size()), 0);
+  const RecordHeader rh{kRecordMagic, uint32_t(name.size()), bytes, th,
+                        record_check(name, bytes, th)};
+  const RecordLayout lay = layout_at(off, uint32_t(name.size()), bytes);
+  std::vector<uint8_t> head(sizeof rh + name.size());
   std::memcpy(head.data(), &rh, sizeof rh);
   std::memcpy(head.data() + sizeof rh, name.data(), name.size());
-  // Payload first, header last: a crash mid-write leaves no valid-looking record behind.
-  HEARTH_TRY(write_all(f.fd, data, bytes, off + head.size(), path_));
-  const uint64_t end = align_up(off + head.size() + bytes);
-  if (::ftruncate(f.fd, off_t(end)) != 0) return Status::error(path_ + ": cannot extend");
+  // Payload and table first, header last: a crash mid-write leaves no valid-looking record.
+  HEARTH_TRY(write_all(f.fd, data, bytes, lay.payload, path_));
+  HEARTH_TRY(write_all(f.fd, table.data(), slices * 8, lay.table, path_));
+  if (::ftruncate(f.fd, off_t(lay.end)) != 0) return Status::error(path_ + ": cannot extend");
   return write_all(f.fd, head.data(), head.size(), off, path_);
 }
 

@@ -1,4 +1,5 @@
-// ThreadPool: generation counter + spin-then-sleep workers.
+// ThreadPool: generation counter + spin-then-sleep workers. A worker that finds no new job
+// after kSpinIterations sleeps on a condition variable; run() pays the lock + notify only then.
 #include "base/thread-pool.h"
 
 #include <sched.h>
@@ -42,7 +43,12 @@ void ThreadPool::worker_loop(int index) {
     }
     if (gen == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
+      // seq_cst on both sides (here: sleepers_ then generation_; run(): generation_ then
+      // sleepers_): either run() sees this sleeper and notifies under the mutex, or this
+      // predicate sees the new generation. No wake-up is lost.
+      sleepers_.fetch_add(1);
       wake_.wait(lock, [&] { return generation_.load() != seen; });
+      sleepers_.fetch_sub(1);
       gen = generation_.load(std::memory_order_acquire);
     }
     seen = gen;
@@ -52,7 +58,7 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
-void ThreadPool::run(const std::function<void(int, int)>& fn) {
+void ThreadPool::run(FunctionRef<void(int, int)> fn) {
   if (n_threads_ == 1) {
     fn(0, 1);
     return;
@@ -60,18 +66,17 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   std::lock_guard<std::mutex> serial(run_mutex_);
   job_ = &fn;
   pending_.store(n_threads_ - 1, std::memory_order_release);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.fetch_add(1);  // seq_cst: pairs with the sleeper check in worker_loop
+  if (sleepers_.load() > 0) {
+    std::lock_guard<std::mutex> lock(mutex_);  // a sleeper is either waiting or will see gen
+    wake_.notify_all();
   }
-  wake_.notify_all();
   fn(0, n_threads_);
   while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
   job_ = nullptr;
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain,
-                              const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t max_chunks = (n + grain - 1) / grain;

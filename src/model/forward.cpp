@@ -158,8 +158,10 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
     if (w.v_bias) be->add_bias(b.v, w.v_bias, T, KVD);
     be->rope(b.q, T, hp_.n_head, HD, p.pos.data(), inv_freq_.data(), rope_style_);
     be->rope(b.k, T, hp_.n_head_kv, HD, p.pos.data(), inv_freq_.data(), rope_style_);
-    tap(blk + "q", be, b.q, T * QD);
-    tap(blk + "k", be, b.k, T * KVD);
+    if (debug_tap) {  // (names are built only when someone listens: decode runs this per layer)
+      tap(blk + "q", be, b.q, T * QD);
+      tap(blk + "k", be, b.k, T * KVD);
+    }
     int64_t row = 0;
     for (const auto& s : p.segs) {
       be->store_kv(s.kv->k(l), b.k + row * KVD, s.pos0, KVD, s.n_tokens);
@@ -168,7 +170,7 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
                     hp_.n_head, hp_.n_head_kv, HD, scale);
       row += s.n_tokens;
     }
-    tap(blk + "attn_out", be, b.attn, T * QD);
+    if (debug_tap) tap(blk + "attn_out", be, b.attn, T * QD);
     be->matmul(w.wo, b.attn, T, b.xn);
     be->add_inplace(b.x, b.xn, T * E);
     be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
@@ -177,7 +179,7 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
     be->swiglu(b.gate, b.up, b.gate, T * hp_.n_ff);
     be->matmul(w.w_down, b.gate, T, b.xn);
     be->add_inplace(b.x, b.xn, T * E);
-    tap(blk + "out", be, b.x, T * E);
+    if (debug_tap) tap(blk + "out", be, b.x, T * E);
   }
   if (g + 1 != groups_.size()) return;
   // LM head only on the rows whose logits are wanted: gather them to the front first.

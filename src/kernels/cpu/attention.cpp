@@ -1,47 +1,173 @@
-// Causal multi-head attention over the f32 KV cache on the CPU, parallel over (token, head).
-// Scores use an online softmax so one pass over K and V serves any context length.
+// Causal multi-head attention over the f32 KV cache on the CPU: blocked online softmax, the
+// inner loops from SmallOps (per ISA). Work is cut into jobs (kv head, query block, key range)
+// taken from a shared counter, largest first, so causal prefill does not leave a straggler.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
-#include "kernels/ops.h"
+#include "kernels/cpu/small-ops.h"
 
 namespace hearth::kernels {
+
+namespace {
+
+constexpr int64_t kKeyBlock = 64;          // keys per softmax block: its K/V rows stay in L1/L2
+constexpr int64_t kMinKeysPerSplit = 256;  // a decode key split must be worth a merge
+
+struct Shape {
+  const float* q;
+  const float* k;
+  const float* v;
+  float* out;
+  int64_t T, pos0, H, group, hd, kv_stride;
+  float scale;
+};
+
+// One job: query tokens [t0, t1) of kv head kvh, keys [k0, k1) (clipped per token by causality).
+struct Job {
+  int64_t kvh, t0, t1, k0, k1, split;
+};
+
+// Per-thread scratch, reused across calls: a decode step must not allocate.
+struct Scratch {
+  std::vector<float> m, l, acc, s;
+};
+
+// Runs one job. Each query row (token t, head h of the group) keeps a running max m, sum l and
+// unnormalised output acc; every key block rescales them once. With `partial` set the (m, l,
+// acc) triple is written for the merge; else the normalised row goes to out.
+void run_job(const SmallOps& ops, const Shape& sh, const Job& job, Scratch& sc, float* partial) {
+  const int64_t rows = (job.t1 - job.t0) * sh.group, hd = sh.hd;
+  sc.m.assign(size_t(rows), -INFINITY);
+  sc.l.assign(size_t(rows), 0.0f);
+  sc.acc.assign(size_t(rows * hd), 0.0f);
+  sc.s.resize(size_t(kKeyBlock));
+  const int64_t last_ctx = std::min(job.k1, sh.pos0 + job.t1);  // keys the last token sees
+  for (int64_t kb = job.k0; kb < last_ctx; kb += kKeyBlock) {
+    const float* kblk = sh.k + kb * sh.kv_stride + job.kvh * hd;
+    const float* vblk = sh.v + kb * sh.kv_stride + job.kvh * hd;
+    for (int64_t t = job.t0; t < job.t1; ++t) {
+      const int64_t n_ctx = std::min(job.k1, sh.pos0 + t + 1);  // causal
+      const int64_t nk = std::min(kKeyBlock, n_ctx - kb);
+      if (nk <= 0) continue;
+      for (int64_t g = 0; g < sh.group; ++g) {
+        const int64_t h = job.kvh * sh.group + g;
+        const int64_t r = (t - job.t0) * sh.group + g;
+        ops.scores(sh.q + (t * sh.H + h) * hd, kblk, sh.kv_stride, nk, hd, sh.scale, sc.s.data());
+        float mx = sc.s[0];
+        for (int64_t j = 1; j < nk; ++j) mx = std::max(mx, sc.s[size_t(j)]);
+        const float m_old = sc.m[size_t(r)];
+        const float m_new = std::max(m_old, mx);
+        const float c = m_old == -INFINITY ? 0.0f : std::exp(m_old - m_new);
+        const float sum = ops.exp_sum(sc.s.data(), nk, m_new);
+        sc.l[size_t(r)] = sc.l[size_t(r)] * c + sum;
+        sc.m[size_t(r)] = m_new;
+        ops.accumulate(sc.acc.data() + r * hd, c, sc.s.data(), vblk, sh.kv_stride, nk, hd);
+      }
+    }
+  }
+  for (int64_t t = job.t0; t < job.t1; ++t) {
+    for (int64_t g = 0; g < sh.group; ++g) {
+      const int64_t h = job.kvh * sh.group + g;
+      const int64_t r = (t - job.t0) * sh.group + g;
+      const float* a = sc.acc.data() + r * hd;
+      if (partial) {  // [split][t][h] x (m, l, acc[hd])
+        float* p = partial + ((job.split * sh.T + t) * sh.H + h) * (hd + 2);
+        p[0] = sc.m[size_t(r)];
+        p[1] = sc.l[size_t(r)];
+        std::copy(a, a + hd, p + 2);
+      } else {
+        float* o = sh.out + (t * sh.H + h) * hd;
+        const float inv = 1.0f / sc.l[size_t(r)];
+        for (int64_t i = 0; i < hd; ++i) o[i] = a[i] * inv;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void attention_with(const SmallOps& ops, const float* q, const float* k_cache, const float* v_cache,
+                    float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+                    int64_t head_dim, float scale, ThreadPool& pool) {
+  if (n_tokens <= 0 || n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0) return;
+  const Shape sh{q,        k_cache,
+                 v_cache,  out,
+                 n_tokens, pos0,
+                 n_heads,  n_heads / n_kv_heads,
+                 head_dim, n_kv_heads * head_dim,
+                 scale};
+  // Query blocks: enough rows (tokens x group heads) that a key block loaded once serves many.
+  const int64_t qb = std::clamp<int64_t>(32 / sh.group, 1, 16);
+  const int64_t n_qblocks = (n_tokens + qb - 1) / qb;
+  const int64_t n_ctx = pos0 + n_tokens;
+  // Long contexts with few (kv head, query block) jobs split the keys, so every thread has
+  // work; the partial softmax states are merged after the run.
+  const int64_t want_jobs = 4 * int64_t(pool.size());
+  int64_t splits = 1;
+  if (n_kv_heads * n_qblocks < want_jobs && pool.size() > 1)
+    splits =
+        std::clamp<int64_t>(n_ctx / kMinKeysPerSplit, 1,
+                            (want_jobs + n_kv_heads * n_qblocks - 1) / (n_kv_heads * n_qblocks));
+  // Per calling thread and reused: a decode step allocates nothing here after its first call.
+  // (Named through references: inside the lambda a thread_local name would mean the worker's.)
+  thread_local std::vector<Job> caller_jobs;
+  thread_local std::vector<float> caller_partial;
+  std::vector<Job>& jobs = caller_jobs;
+  std::vector<float>& partial = caller_partial;
+  jobs.clear();
+  // Later query blocks see more keys: listing them first balances the dynamic schedule.
+  for (int64_t b = n_qblocks - 1; b >= 0; --b) {
+    const int64_t t0 = b * qb, t1 = std::min(n_tokens, t0 + qb);
+    for (int64_t s = 0; s < splits; ++s) {
+      const int64_t k0 = n_ctx * s / splits, k1 = n_ctx * (s + 1) / splits;
+      for (int64_t kvh = 0; kvh < n_kv_heads; ++kvh) jobs.push_back({kvh, t0, t1, k0, k1, s});
+    }
+  }
+  if (splits > 1) partial.resize(size_t(splits * n_tokens * n_heads * (head_dim + 2)));
+  float* part = splits > 1 ? partial.data() : nullptr;
+
+  std::atomic<size_t> next{0};
+  auto work = [&](int, int) {
+    thread_local Scratch sc;
+    for (size_t j = next.fetch_add(1); j < jobs.size(); j = next.fetch_add(1))
+      run_job(ops, sh, jobs[j], sc, part);
+  };
+  if (jobs.size() == 1)
+    work(0, 1);
+  else
+    pool.run(work);
+  if (splits == 1) return;
+
+  // Merge the splits: rescale each partial to the common max, then normalise.
+  const int64_t stride = head_dim + 2;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float m = -INFINITY;
+      for (int64_t s = 0; s < splits; ++s)
+        m = std::max(m, partial[size_t(((s * n_tokens + t) * n_heads + h) * stride)]);
+      float* o = out + (t * n_heads + h) * head_dim;
+      std::fill(o, o + head_dim, 0.0f);
+      float l = 0;
+      for (int64_t s = 0; s < splits; ++s) {
+        const float* p = partial.data() + ((s * n_tokens + t) * n_heads + h) * stride;
+        if (p[0] == -INFINITY) continue;  // this split held no key this token may see
+        const float c = std::exp(p[0] - m);
+        l += p[1] * c;
+        for (int64_t i = 0; i < head_dim; ++i) o[i] += p[2 + i] * c;
+      }
+      const float inv = 1.0f / l;
+      for (int64_t i = 0; i < head_dim; ++i) o[i] *= inv;
+    }
+  }
+}
 
 void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
                int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                int64_t head_dim, float scale, ThreadPool& pool) {
-  const int64_t group = n_heads / n_kv_heads;
-  const int64_t kv_stride = n_kv_heads * head_dim;
-  pool.parallel_for(n_tokens * n_heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> acc(static_cast<size_t>(head_dim));
-    for (int64_t job = begin; job < end; ++job) {
-      const int64_t t = job / n_heads, h = job % n_heads;
-      const int64_t kvh = h / group;
-      const float* qv = q + (t * n_heads + h) * head_dim;
-      const int64_t n_ctx = pos0 + t + 1;  // causal: sees itself and everything before
-      float m = -INFINITY, l = 0;
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t p = 0; p < n_ctx; ++p) {
-        const float* kv = k_cache + p * kv_stride + kvh * head_dim;
-        float s = 0;
-        for (int64_t i = 0; i < head_dim; ++i) s += qv[i] * kv[i];
-        s *= scale;
-        const float* vv = v_cache + p * kv_stride + kvh * head_dim;
-        if (s > m) {
-          const float corr = std::exp(m - s);
-          l *= corr;
-          for (int64_t i = 0; i < head_dim; ++i) acc[size_t(i)] *= corr;
-          m = s;
-        }
-        const float e = std::exp(s - m);
-        l += e;
-        for (int64_t i = 0; i < head_dim; ++i) acc[size_t(i)] += e * vv[i];
-      }
-      float* o = out + (t * n_heads + h) * head_dim;
-      for (int64_t i = 0; i < head_dim; ++i) o[i] = acc[size_t(i)] / l;
-    }
-  });
+  attention_with(small_ops(), q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads,
+                 head_dim, scale, pool);
 }
 
 }  // namespace hearth::kernels

@@ -5,6 +5,9 @@
 
 #include "base/log.h"
 #include "kernels/cpu/kernel-table.h"
+#if defined(__x86_64__)
+#include "kernels/cpu/arch/x86/amx-gemm.h"
+#endif
 
 namespace hearth::kernels {
 
@@ -62,6 +65,62 @@ const KernelTable& pick_table() {
 const KernelTable& active_kernel_table() {
   static const KernelTable& table = pick_table();
   return table;
+}
+
+namespace {
+
+const PrefillGemm* pick_prefill_gemm() {
+  const char* want = std::getenv("HEARTH_AMX");
+  if (want && std::strcmp(want, "0") == 0) return nullptr;
+#if defined(__x86_64__)
+  return amx::bf16_prefill_gemm();
+#else
+  return nullptr;  // no matrix engine wired up on this architecture yet
+#endif
+}
+
+}  // namespace
+
+const PrefillGemm* prefill_gemm_for(const KernelTable& table) {
+  // AMX implies AVX-512; a table capped below it (HEARTH_ISA=avx2) keeps its own kernels.
+  if (table.isa != Isa::kAvx512) return nullptr;
+  static const PrefillGemm* gemm = pick_prefill_gemm();
+  return gemm;
+}
+
+std::optional<PrefillPrecision> prefill_precision(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+      return PrefillPrecision::kSingle;
+    case DType::Q8_0:
+    case DType::Q6_K:
+      return PrefillPrecision::kSplitWeights;
+    default:
+      return std::nullopt;  // F32/F16/BF16: the exact f32 kernels (goldens ask for 1e-4)
+  }
+}
+
+int64_t prefill_min_tokens(DType t) {
+  static const int64_t forced = [] {
+    const char* s = std::getenv("HEARTH_AMX_MIN_TOKENS");
+    const long parsed = s && *s ? std::strtol(s, nullptr, 10) : 0;
+    return parsed > 0 ? int64_t(parsed) : int64_t(0);
+  }();
+  if (forced > 0) return forced;
+  // 2048 x 2048, one thread: Q4_K's panel comes through its scalar unpack_rows and its VNNI
+  // kernel only loses from ~128 tokens on; Q4_0 and Q8_0 (direct panels from their packed
+  // layouts) and the table-only types win from 16-32 tokens.
+  switch (t) {
+    case DType::Q4_K:
+      return 192;
+    default:
+      return 32;
+  }
 }
 
 }  // namespace hearth::kernels

@@ -1,26 +1,47 @@
-// Element-wise ops on the CPU: SwiGLU, residual add, bias add, softmax. Plain loops the compiler
-// vectorises; they are a small share of a token's time next to matmul.
+// Element-wise ops on the CPU: SwiGLU, residual add, bias add, softmax. The loops are SmallOps
+// (per ISA: SwiGLU's exp is vectorised); the pooled versions split large (prefill) calls.
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/ops.h"
+#include "kernels/cpu/small-ops.h"
 
 namespace hearth::kernels {
 
+namespace {
+// Below this many elements a hand-off to the pool costs more than it saves (a decode step's
+// SwiGLU is ~6k elements, ~1 us on one core; a hand-off is about as long).
+constexpr int64_t kParallelElements = 1 << 16;
+
+template <typename Body>
+void split(int64_t n, ThreadPool& pool, Body&& body) {
+  if (n < kParallelElements || pool.size() == 1) return body(0, n);
+  // Chunks on 16-float (one cache line) boundaries: no two threads write one line.
+  pool.parallel_for((n + 15) / 16, 1024,
+                    [&](int64_t b, int64_t e) { body(b * 16, std::min(n, e * 16)); });
+}
+}  // namespace
+
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+  small_ops().swiglu(gate, up, out, n);
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool) {
+  const SmallOps& ops = small_ops();
+  split(n, pool, [&](int64_t b, int64_t e) { ops.swiglu(gate + b, up + b, out + b, e - b); });
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  small_ops().add(y, x, n);
+}
+
+void add_inplace(float* y, const float* x, int64_t n, ThreadPool& pool) {
+  const SmallOps& ops = small_ops();
+  split(n, pool, [&](int64_t b, int64_t e) { ops.add(y + b, x + b, e - b); });
 }
 
 void add_bias(float* y, const float* bias, int64_t rows, int64_t n) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < n; ++i) y[r * n + i] += bias[i];
+  const SmallOps& ops = small_ops();
+  for (int64_t r = 0; r < rows; ++r) ops.add(y + r * n, bias, n);
 }
 
 void softmax(float* x, int64_t n) {

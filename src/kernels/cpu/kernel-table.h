@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "base/cpu-features.h"
@@ -97,6 +98,47 @@ const KernelTable& active_kernel_table();
 // W {d, n} @ X [T, n] f32 -> Y [T, d] f32.
 void matmul_with_table(const KernelTable& table, const TensorView& w, const float* x,
                        int64_t n_tokens, float* y, ThreadPool& pool);
+
+// Prefill GEMM on a matrix engine (x86 AMX, cpu/arch/x86/amx-gemm.cpp): worth it from a few
+// dozen tokens, where the weight rows can be expanded once into an L2-resident operand panel and
+// then serve every token. The weight comes in as exact f32 rows from a RowSource (a packed
+// layout's unpack_rows or the table's dequantizer), so one GEMM serves every dtype.
+struct RowSource {
+  // rows [r0, r0 + rows) -> out [rows, n] f32; r0 is a multiple of group_rows and rows is
+  // group_rows except in the last group (d - r0). group_rows divides 16 (kRowSourceMaxGroup).
+  void (*fill)(const void* ctx, int64_t r0, int64_t rows, int64_t n, float* out);
+  const void* ctx;
+  int64_t group_rows;
+  // Set when the rows come from a packed matrix: a GEMM that knows this layout (and version)
+  // may build its operands from the packed bytes directly instead of through fill.
+  const PackedLayout* layout = nullptr;
+  const uint8_t* packed = nullptr;
+};
+
+// How a weight dtype rounds into the engine's bf16 operands. kSingle: weights and activations
+// each rounded once to bf16 (2^-9 relative), below the error of 4- and 5-bit quantization.
+// kSplitWeights: weights as hi + lo bf16 (16 bits, 2 products), activations rounded once: for
+// Q8_0/Q6_K whose own error is close to bf16's.
+inline constexpr int64_t kRowSourceMaxGroup = 16;
+
+enum class PrefillPrecision { kSingle, kSplitWeights };
+
+struct PrefillGemm {
+  const char* name;
+  // W {d, n} (rows from src) @ X [T, n] f32 -> Y [T, d], row t at y + t * y_stride.
+  void (*run)(const RowSource& src, int64_t d, int64_t n, PrefillPrecision prec, const float* x,
+              int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool);
+};
+
+// The prefill GEMM for `table` when this CPU and OS can run one (nullptr otherwise, or when
+// HEARTH_AMX=0). dispatch.cpp; its precision per weight dtype (nullopt: keep the table's exact
+// kernels, e.g. F32/F16/BF16 weights whose goldens ask for 1e-4).
+const PrefillGemm* prefill_gemm_for(const KernelTable& table);
+std::optional<PrefillPrecision> prefill_precision(DType t);
+// Token count from which matmul / matmul_packed use it for dtype t: where the engine's fixed
+// cost (building the panel through unpack_rows / dequantize) drops below the table kernel's
+// (measured per dtype, docs/performance.md); HEARTH_AMX_MIN_TOKENS overrides it for all.
+int64_t prefill_min_tokens(DType t);
 
 // Runs table.dot over a token tile with a single-token kernel: for ISAs whose multi-token
 // kernel is not specialised. Declared here so tables can share it.

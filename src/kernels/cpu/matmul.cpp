@@ -78,8 +78,34 @@ void matmul_with_table(const KernelTable& table, const TensorView& w, const floa
   });
 }
 
+namespace {
+
+struct DequantRows {
+  const TensorView* w;
+  DequantizeFn dequantize;
+};
+
+void fill_dequantized(const void* ctx, int64_t r0, int64_t rows, int64_t n, float* out) {
+  const auto* c = static_cast<const DequantRows*>(ctx);
+  for (int64_t i = 0; i < rows; ++i) c->dequantize(c->w->row(r0 + i), out + i * n, n);
+}
+
+}  // namespace
+
 void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  matmul_with_table(active_kernel_table(), w, x, n_tokens, y, pool);
+  const KernelTable& table = active_kernel_table();
+  // Prefill: the matrix engine, when there is one and the dtype's precision allows it.
+  const PrefillGemm* gemm =
+      n_tokens >= prefill_min_tokens(w.dtype) ? prefill_gemm_for(table) : nullptr;
+  const std::optional<PrefillPrecision> prec = prefill_precision(w.dtype);
+  const TypeKernels& k = table.of(w.dtype);
+  if (gemm && prec && k.dequantize && w.rows() > 0 && w.cols() > 0) {
+    const DequantRows ctx{&w, k.dequantize};
+    gemm->run(RowSource{fill_dequantized, &ctx, 1}, w.rows(), w.cols(), *prec, x, n_tokens, y,
+              w.rows(), pool);
+    return;
+  }
+  matmul_with_table(table, w, x, n_tokens, y, pool);
 }
 
 void dequantize_row(DType t, const void* src, float* dst, int64_t n) {

@@ -32,6 +32,19 @@ ActScratch& act_scratch() {
   return s;
 }
 
+struct UnpackRows {
+  const PackedLayout* layout;
+  const uint8_t* packed;
+};
+
+// RowSource over a packed matrix: r0 is a multiple of group_rows and d is too (can_pack).
+void fill_unpacked(const void* ctx, int64_t r0, int64_t rows, int64_t n, float* out) {
+  const auto* c = static_cast<const UnpackRows*>(ctx);
+  const int64_t g = c->layout->group_rows;
+  for (int64_t i = 0; i < rows; i += g)
+    c->layout->unpack_rows(c->packed, (r0 + i) / g, n, out + i * n);
+}
+
 }  // namespace
 
 std::optional<uint64_t> packed_size(DType t, int64_t d, int64_t n) {
@@ -68,6 +81,19 @@ void matmul_packed(DType t, const uint8_t* packed, int64_t d, int64_t n, const f
   const PackedLayout* l = layout_for(t);
   if (!l || !l->can_pack(d, n)) throw std::invalid_argument("matmul_packed: no packed layout");
   if (n_tokens <= 0) return;
+  if (n_tokens >= prefill_min_tokens(t) && l->unpack_rows &&
+      kRowSourceMaxGroup % l->group_rows == 0) {
+    // Prefill: the matrix engine reads the rows back through unpack_rows, so the source file's
+    // pages stay untouched (only the packed copy is resident).
+    const PrefillGemm* gemm = prefill_gemm_for(active_kernel_table());
+    const std::optional<PrefillPrecision> prec = prefill_precision(t);
+    if (gemm && prec) {
+      const UnpackRows ctx{l, packed};
+      gemm->run(RowSource{fill_unpacked, &ctx, l->group_rows, l, packed}, d, n, *prec, x, n_tokens,
+                y, d, pool);
+      return;
+    }
+  }
   PackedActivations act{nullptr, nullptr, nullptr, n_tokens, x};
   if (l->quantize) {
     const int64_t nb = n / kQK32;

@@ -1,6 +1,8 @@
-// AVX-512 packed layouts: 16 rows per group, one row per 32-bit lane, so a dot product needs no
-// horizontal sums and one unpacked weight tile serves a whole token tile. Adding a type: its
-// pack/gemm here and a PackedLayout in x86-tables.cpp (bump `version` on any byte change).
+// AVX-512 packed layouts for Q4_0, Q8_0, Q4_K and F16: 16 rows per group, one row per 32-bit lane,
+// so a dot product needs no horizontal sums and one unpacked weight tile serves a token tile.
+// Adding a type: its pack/gemm here and a PackedLayout in x86-tables.cpp (bump `version` on any
+// byte change). Each layout's bytes are described above its code.
+//
 // Q4_0 (VNNI int8 dots), per group and pair of 32-element block columns (576 bytes, aligned):
 //   [16 fp16 scales of column 2c][16 fp16 scales of column 2c+1]
 //   [column 2c: 4 x 64 bytes][column 2c+1: 4 x 64 bytes]
@@ -19,6 +21,16 @@ namespace hearth::kernels::avx512 {
 namespace {
 
 constexpr int kRows = 16;
+
+// Software prefetch this many bytes ahead of the weight stream: the L2 streamer stops at 4 KiB
+// page boundaries, so without it every new page starts with a demand miss.
+constexpr int kPrefetchAhead = 2048;
+
+inline void prefetch_ahead(const uint8_t* p, int bytes) {
+  for (int o = 0; o < bytes; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + o), _MM_HINT_T0);
+}
+
 constexpr uint64_t kPairBytes = 64 + 2 * 4 * 64;  // scales + two columns of nibbles
 
 bool q4_0_can_pack(int64_t d, int64_t n) {
@@ -74,6 +86,7 @@ void q4_0_group(const uint8_t* wg, int64_t nb, const PackedActivations& x, int64
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0xF);
   for (int64_t c = 0; c < nb; c += 2, wg += kPairBytes) {
+    prefetch_ahead(wg, int(kPairBytes));
     for (int half = 0; half < 2; ++half) {
       const int64_t b = c + half;
       const __m512 dw =
@@ -210,8 +223,7 @@ void q8_0_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
         std::memcpy(&dh, in + half * 32 + r * 2, 2);
         const float d = fp16_to_f32(dh);
         float* o = out + r * n + (c + half) * kQK32;
-        for (int j = 0; j < kQK32; ++j)
-          o[j] = d * float(int8_t(in[64 + half * 512 + j * 16 + r]));
+        for (int j = 0; j < kQK32; ++j) o[j] = d * float(int8_t(in[64 + half * 512 + j * 16 + r]));
       }
 }
 
@@ -222,6 +234,7 @@ void q8_0_group(const uint8_t* wg, int64_t n, const PackedActivations& x, int64_
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t c = 0; c < nb; c += 2, wg += kQ8PairBytes) {
+    prefetch_ahead(wg, int(kQ8PairBytes));
     for (int half = 0; half < 2; ++half) {
       const int64_t e0 = (c + half) * kQK32;
       const __m512 dw =
@@ -275,12 +288,241 @@ void q8_0_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const Packed
   }
 }
 
+// F16 with f32 activations, 16 rows per group: per pair of columns (64 bytes, the size of the
+// source elements) [column j of rows 0..15][column j+1 of rows 0..15] as fp16. The products are
+// exact f32 widenings of the file's values, as in the row kernel; only the summation order moves.
+constexpr uint64_t kF16PairBytes = 2 * kRows * 2;
+
+bool f16_can_pack(int64_t d, int64_t n) {
+  return d % kRows == 0 && n % 2 == 0;
+}
+
+uint64_t f16_bytes(int64_t d, int64_t n) {
+  return uint64_t(d) * uint64_t(n) * 2;
+}
+
+void f16_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n) {
+  const auto* w = static_cast<const uint16_t*>(src);
+  for (int64_t g = g0; g < g1; ++g) {
+    auto* out = reinterpret_cast<uint16_t*>(dst + uint64_t(g) * uint64_t(n / 2) * kF16PairBytes);
+    for (int64_t j = 0; j < n; ++j)
+      for (int r = 0; r < kRows; ++r) out[j * kRows + r] = w[(g * kRows + r) * n + j];
+  }
+}
+
+void f16_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
+  const auto* in =
+      reinterpret_cast<const uint16_t*>(w + uint64_t(g) * uint64_t(n / 2) * kF16PairBytes);
+  for (int64_t j = 0; j < n; ++j)
+    for (int r = 0; r < kRows; ++r) out[r * n + j] = fp16_to_f32(in[j * kRows + r]);
+}
+
+template <int NT>
+void f16_group(const uint8_t* wg, int64_t n, const float* x, int64_t t0, float* y,
+               int64_t y_stride) {
+  __m512 a0[NT], a1[NT];
+  for (int t = 0; t < NT; ++t) a0[t] = a1[t] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 2, wg += kF16PairBytes) {
+    if ((j & 3) == 0) prefetch_ahead(wg, 64);
+    const __m512i p = _mm512_load_si512(wg);
+    const __m512 w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(p));
+    const __m512 w1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(p, 1));
+    for (int t = 0; t < NT; ++t) {
+      const float* xt = x + (t0 + t) * n + j;
+      a0[t] = _mm512_fmadd_ps(w0, _mm512_set1_ps(xt[0]), a0[t]);
+      a1[t] = _mm512_fmadd_ps(w1, _mm512_set1_ps(xt[1]), a1[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t)
+    _mm512_storeu_ps(y + (t0 + t) * y_stride, _mm512_add_ps(a0[t], a1[t]));
+}
+
+void f16_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
+              float* y, int64_t y_stride) {
+  const uint64_t group_bytes = uint64_t(n / 2) * kF16PairBytes;
+  constexpr int kTile = 8;  // 16 accumulators + 2 weight vectors stay in registers
+  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTile) {
+    const int nt = int(x.n_tokens - t0 < kTile ? x.n_tokens - t0 : kTile);
+    for (int64_t g = g0; g < g1; ++g) {
+      const uint8_t* wg = w + uint64_t(g) * group_bytes;
+      float* yg = y + g * kRows;
+      switch (nt) {
+        case 1:
+          f16_group<1>(wg, n, x.x, t0, yg, y_stride);
+          break;
+        case 2:
+          f16_group<2>(wg, n, x.x, t0, yg, y_stride);
+          break;
+        case 3:
+          f16_group<3>(wg, n, x.x, t0, yg, y_stride);
+          break;
+        case 4:
+          f16_group<4>(wg, n, x.x, t0, yg, y_stride);
+          break;
+        case 5:
+          f16_group<5>(wg, n, x.x, t0, yg, y_stride);
+          break;
+        case 6:
+          f16_group<6>(wg, n, x.x, t0, yg, y_stride);
+          break;
+        case 7:
+          f16_group<7>(wg, n, x.x, t0, yg, y_stride);
+          break;
+        default:
+          f16_group<8>(wg, n, x.x, t0, yg, y_stride);
+          break;
+      }
+    }
+  }
+}
+
+// Q4_K (VNNI int8 dots against Q8_0-rounded activations, one scale per 32 elements, finer than
+// the row kernel's Q8_K), 16 rows per group. Per 256-element super-block (2368 bytes, 2.8% over
+// the source's 2304): [16 fp16 d][16 fp16 dmin][8 sub-blocks x 16 six-bit scales, one byte each]
+// [8 x 16 mins][4 pairs of sub-blocks x 8 x 64 bytes of nibbles], where 64-byte vector k of pair
+// c holds, for lane r, bytes qs[32c + 4k .. 32c + 4k + 3] of row r: low nibbles are elements
+// 64c + 4k.. of sub-block 2c, high nibbles the same of sub-block 2c + 1.
+// Per sub-block j: w = (d * sc_j) q - dmin * m_j; both products are exact in f32.
+constexpr uint64_t kQ4KSuperBytes = 64 + 2 * 8 * kRows + 4 * 8 * 64;
+
+bool q4_k_can_pack(int64_t d, int64_t n) {
+  return d % kRows == 0 && n % kQKK == 0;
+}
+
+uint64_t q4_k_bytes(int64_t d, int64_t n) {
+  return uint64_t(d / kRows) * uint64_t(n / kQKK) * kQ4KSuperBytes;
+}
+
+void q4_k_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n) {
+  const int64_t nsb = n / kQKK;
+  const auto* w = static_cast<const BlockQ4_K*>(src);
+  for (int64_t g = g0; g < g1; ++g) {
+    uint8_t* out = dst + uint64_t(g) * uint64_t(nsb) * kQ4KSuperBytes;
+    for (int64_t i = 0; i < nsb; ++i, out += kQ4KSuperBytes)
+      for (int r = 0; r < kRows; ++r) {
+        const BlockQ4_K& b = w[(g * kRows + r) * nsb + i];
+        std::memcpy(out + r * 2, &b.d, 2);
+        std::memcpy(out + 32 + r * 2, &b.dmin, 2);
+        for (int j = 0; j < 8; ++j)
+          kquant_scale_min(j, b.scales, out + 64 + j * kRows + r, out + 192 + j * kRows + r);
+        for (int c = 0; c < 4; ++c)
+          for (int k = 0; k < 8; ++k)
+            std::memcpy(out + 320 + c * 512 + k * 64 + r * 4, b.qs + 32 * c + 4 * k, 4);
+      }
+  }
+}
+
+void q4_k_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
+  const int64_t nsb = n / kQKK;
+  const uint8_t* in = w + uint64_t(g) * uint64_t(nsb) * kQ4KSuperBytes;
+  for (int64_t i = 0; i < nsb; ++i, in += kQ4KSuperBytes)
+    for (int r = 0; r < kRows; ++r) {
+      uint16_t dh, mh;
+      std::memcpy(&dh, in + r * 2, 2);
+      std::memcpy(&mh, in + 32 + r * 2, 2);
+      const float d = fp16_to_f32(dh), dmin = fp16_to_f32(mh);
+      for (int j = 0; j < 8; ++j) {
+        const float dj = d * float(in[64 + j * kRows + r]);
+        const float mj = dmin * float(in[192 + j * kRows + r]);
+        float* o = out + r * n + i * kQKK + j * 32;
+        const int c = j / 2, shift = (j & 1) * 4;
+        for (int k = 0; k < 8; ++k)
+          for (int b = 0; b < 4; ++b)
+            o[4 * k + b] = dj * float((in[320 + c * 512 + k * 64 + r * 4 + b] >> shift) & 0xF) - mj;
+      }
+    }
+}
+
+template <int NT>
+void q4_k_group(const uint8_t* wg, int64_t nsb, const PackedActivations& x, int64_t t0, float* y,
+                int64_t y_stride) {
+  const int64_t nb = nsb * 8;
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0xF);
+  for (int64_t i = 0; i < nsb; ++i, wg += kQ4KSuperBytes) {
+    const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg)));
+    const __m512 mv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32)));
+    for (int c = 0; c < 4; ++c) {
+      const uint8_t* qp = wg + 320 + c * 512;
+      prefetch_ahead(qp, 512);
+      __m512i raw[8];
+      for (int k = 0; k < 8; ++k) raw[k] = _mm512_load_si512(qp + 64 * k);
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * c + h;
+        const int64_t b = i * 8 + j;
+        const __m512 dj = _mm512_mul_ps(
+            dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                    _mm_load_si128(reinterpret_cast<const __m128i*>(wg + 64 + j * kRows)))));
+        const __m512 mj = _mm512_mul_ps(
+            mv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+                    _mm_load_si128(reinterpret_cast<const __m128i*>(wg + 192 + j * kRows)))));
+        __m512i q[8];
+        for (int k = 0; k < 8; ++k)
+          q[k] =
+              h ? _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), m4) : _mm512_and_si512(raw[k], m4);
+        for (int t = 0; t < NT; ++t) {
+          const int64_t tok = t0 + t;
+          const int32_t* xq = reinterpret_cast<const int32_t*>(x.q + (tok * nb + b) * kQK32);
+          __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], _mm512_set1_epi32(xq[0]));
+          __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[1], _mm512_set1_epi32(xq[1]));
+          s0 = _mm512_dpbusd_epi32(s0, q[2], _mm512_set1_epi32(xq[2]));
+          s1 = _mm512_dpbusd_epi32(s1, q[3], _mm512_set1_epi32(xq[3]));
+          s0 = _mm512_dpbusd_epi32(s0, q[4], _mm512_set1_epi32(xq[4]));
+          s1 = _mm512_dpbusd_epi32(s1, q[5], _mm512_set1_epi32(xq[5]));
+          s0 = _mm512_dpbusd_epi32(s0, q[6], _mm512_set1_epi32(xq[6]));
+          s1 = _mm512_dpbusd_epi32(s1, q[7], _mm512_set1_epi32(xq[7]));
+          // sum w x = xd (dj sum q xq - mj sum xq)
+          __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), dj);
+          v = _mm512_fnmadd_ps(mj, _mm512_set1_ps(float(x.s[tok * nb + b])), v);
+          acc[t] = _mm512_fmadd_ps(v, _mm512_set1_ps(x.d[tok * nb + b]), acc[t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + (t0 + t) * y_stride, acc[t]);
+}
+
+void q4_k_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
+               float* y, int64_t y_stride) {
+  const int64_t nsb = n / kQKK;
+  const uint64_t group_bytes = uint64_t(nsb) * kQ4KSuperBytes;
+  constexpr int kTile = 4;  // 8 raw + 8 nibble vectors + accumulators fit the 32 registers
+  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTile) {
+    const int nt = int(x.n_tokens - t0 < kTile ? x.n_tokens - t0 : kTile);
+    for (int64_t g = g0; g < g1; ++g) {
+      const uint8_t* wg = w + uint64_t(g) * group_bytes;
+      float* yg = y + g * kRows;
+      switch (nt) {
+        case 1:
+          q4_k_group<1>(wg, nsb, x, t0, yg, y_stride);
+          break;
+        case 2:
+          q4_k_group<2>(wg, nsb, x, t0, yg, y_stride);
+          break;
+        case 3:
+          q4_k_group<3>(wg, nsb, x, t0, yg, y_stride);
+          break;
+        default:
+          q4_k_group<4>(wg, nsb, x, t0, yg, y_stride);
+          break;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 const PackedLayout q8_0_packed = {1,         kRows,     q8_0_can_pack, q8_0_bytes,
                                   q8_0_pack, q8_0_gemm, nullptr,       q8_0_unpack_rows};
 
-const PackedLayout q4_0_packed = {1,         kRows,     q4_0_can_pack,      q4_0_bytes,
+const PackedLayout q4_0_packed = {1,         kRows,     q4_0_can_pack,       q4_0_bytes,
                                   q4_0_pack, q4_0_gemm, quantize_q8_0_split, q4_0_unpack_rows};
+
+const PackedLayout q4_k_packed = {1,         kRows,     q4_k_can_pack,       q4_k_bytes,
+                                  q4_k_pack, q4_k_gemm, quantize_q8_0_split, q4_k_unpack_rows};
+
+const PackedLayout f16_packed = {1,        kRows,    f16_can_pack, f16_bytes,
+                                 f16_pack, f16_gemm, nullptr,      f16_unpack_rows};
 
 }  // namespace hearth::kernels::avx512

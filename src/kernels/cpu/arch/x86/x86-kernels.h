@@ -38,5 +38,7 @@ void dequantize_q6_k(const void* src, float* dst, int64_t n);
 // Row-interleaved layouts (avx512-packed.cpp).
 extern const PackedLayout q4_0_packed;
 extern const PackedLayout q8_0_packed;
+extern const PackedLayout q4_k_packed;
+extern const PackedLayout f16_packed;
 
 }  // namespace hearth::kernels::avx512

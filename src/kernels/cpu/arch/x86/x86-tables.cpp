@@ -38,6 +38,7 @@ KernelTable make_avx512_table() {
   t.name = "avx512";
   set(t, DType::F32, DType::F32, dot_each_token<avx512::dot_f32>, ref::dequantize_f32);
   set(t, DType::F16, DType::F32, dot_each_token<avx512::dot_f16>, avx512::dequantize_f16);
+  t.types[uint32_t(DType::F16)].packed = &avx512::f16_packed;
   set(t, DType::BF16, DType::F32, dot_each_token<avx512::dot_bf16>, avx2::dequantize_bf16);
   set(t, DType::Q4_0, DType::Q8_0, dot_each_token<avx512::dot_q4_0>, avx2::dequantize_q4_0);
   t.types[uint32_t(DType::Q4_0)].packed = &avx512::q4_0_packed;
@@ -45,6 +46,8 @@ KernelTable make_avx512_table() {
       dot_via_dequantize<avx512::dequantize_q8_0, avx512::dot_f32, 32, 34>,
       avx512::dequantize_q8_0);
   t.types[uint32_t(DType::Q8_0)].packed = &avx512::q8_0_packed;
+  // Packed Q4_K rounds activations per 32 elements (Q8_0), not per 256 like the row kernel's Q8_K.
+  t.types[uint32_t(DType::Q4_K)].packed = &avx512::q4_k_packed;
   set(t, DType::Q6_K, DType::F32,
       dot_via_dequantize<avx512::dequantize_q6_k, avx512::dot_f32, 256, 210>,
       avx512::dequantize_q6_k);

@@ -1,0 +1,158 @@
+// AVX-512 inner loops of the small ops (SmallOps, cpu/small-ops.h): attention scores, softmax
+// exponentials, P.V accumulation, SwiGLU, RMSNorm, add. Compiled with AVX-512 flags; reached only
+// through small_ops() after cpuid says yes. Tails use masked loads, so any length is exact.
+#include <immintrin.h>
+
+#include "kernels/cpu/small-ops.h"
+
+namespace hearth::kernels::avx512 {
+
+namespace {
+
+inline __mmask16 tail_mask(int64_t left) {
+  return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+}
+
+// e^x for 16 lanes: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial (relative error
+// ~2e-7, about 2 ulp), times 2^n via scalef. Inputs are clamped to [-104, 88.7]: below, the
+// result flushes toward 0 as expf does; above, it saturates at FLT_MAX instead of inf, which
+// keeps silu(x) = x / (1 + e^-x) finite and exact enough (x / 3.4e38 ~ 0) for x << 0.
+inline __m512 exp512(__m512 x) {
+  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.72f)), _mm512_set1_ps(-104.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);  // ln2 split hi + lo
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// One dot product of hd floats (masked tail).
+inline float dot(const float* a, const float* b, int64_t hd) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= hd; i += 32) {
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+  }
+  for (; i < hd; i += 16) {
+    const __mmask16 m = tail_mask(hd - i);
+    acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+void scores(const float* q, const float* k, int64_t k_stride, int64_t nk, int64_t hd, float scale,
+            float* s) {
+  if (hd == 64) {  // the common head size: q stays in four registers across all keys
+    const __m512 q0 = _mm512_loadu_ps(q), q1 = _mm512_loadu_ps(q + 16);
+    const __m512 q2 = _mm512_loadu_ps(q + 32), q3 = _mm512_loadu_ps(q + 48);
+    for (int64_t j = 0; j < nk; ++j) {
+      const float* kj = k + j * k_stride;
+      __m512 a = _mm512_mul_ps(q0, _mm512_loadu_ps(kj));
+      __m512 b = _mm512_mul_ps(q1, _mm512_loadu_ps(kj + 16));
+      a = _mm512_fmadd_ps(q2, _mm512_loadu_ps(kj + 32), a);
+      b = _mm512_fmadd_ps(q3, _mm512_loadu_ps(kj + 48), b);
+      s[j] = _mm512_reduce_add_ps(_mm512_add_ps(a, b)) * scale;
+    }
+    return;
+  }
+  for (int64_t j = 0; j < nk; ++j) s[j] = dot(q, k + j * k_stride, hd) * scale;
+}
+
+float exp_sum(float* s, int64_t n, float m) {
+  const __m512 mv = _mm512_set1_ps(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 mk = tail_mask(n - j);
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, s + j), mv));
+    _mm512_mask_storeu_ps(s + j, mk, e);
+    sum = _mm512_mask_add_ps(sum, mk, sum, e);
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
+// acc row of hd floats kept in registers while the keys stream by, 64 columns at a time.
+void accumulate(float* acc, float c, const float* p, const float* v, int64_t v_stride, int64_t nk,
+                int64_t hd) {
+  const __m512 cv = _mm512_set1_ps(c);
+  for (int64_t i = 0; i < hd; i += 64) {
+    const int64_t w = hd - i;
+    const __mmask16 m0 = tail_mask(w), m1 = tail_mask(w - 16 > 0 ? w - 16 : 0);
+    const __mmask16 m2 = tail_mask(w - 32 > 0 ? w - 32 : 0);
+    const __mmask16 m3 = tail_mask(w - 48 > 0 ? w - 48 : 0);
+    __m512 a0 = _mm512_mul_ps(cv, _mm512_maskz_loadu_ps(m0, acc + i));
+    __m512 a1 = _mm512_mul_ps(cv, _mm512_maskz_loadu_ps(m1, acc + i + 16));
+    __m512 a2 = _mm512_mul_ps(cv, _mm512_maskz_loadu_ps(m2, acc + i + 32));
+    __m512 a3 = _mm512_mul_ps(cv, _mm512_maskz_loadu_ps(m3, acc + i + 48));
+    const float* vi = v + i;
+    for (int64_t j = 0; j < nk; ++j) {
+      const __m512 pj = _mm512_set1_ps(p[j]);
+      const float* vj = vi + j * v_stride;
+      a0 = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m0, vj), a0);
+      a1 = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m1, vj + 16), a1);
+      a2 = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m2, vj + 32), a2);
+      a3 = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m3, vj + 48), a3);
+    }
+    _mm512_mask_storeu_ps(acc + i, m0, a0);
+    _mm512_mask_storeu_ps(acc + i + 16, m1, a1);
+    _mm512_mask_storeu_ps(acc + i + 32, m2, a2);
+    _mm512_mask_storeu_ps(acc + i + 48, m3, a3);
+  }
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    const __m512 u = _mm512_maskz_loadu_ps(m, up + i);
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(silu, u));
+  }
+}
+
+double sum_squares(const float* x, int64_t n) {
+  __m512d a = _mm512_setzero_pd(), b = _mm512_setzero_pd();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 v = _mm512_maskz_loadu_ps(tail_mask(n - i), x + i);
+    const __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    const __m512d hi =
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    a = _mm512_fmadd_pd(lo, lo, a);
+    b = _mm512_fmadd_pd(hi, hi, b);
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(a, b));
+}
+
+void scale_mul(const float* x, float s, const float* w, float* y, int64_t n) {
+  const __m512 sv = _mm512_set1_ps(s);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), sv);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + i)));
+  }
+}
+
+void add(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 v =
+        _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + i), _mm512_maskz_loadu_ps(m, x + i));
+    _mm512_mask_storeu_ps(y + i, m, v);
+  }
+}
+
+}  // namespace
+
+const SmallOps small_ops{"avx512", scores,      exp_sum,   accumulate,
+                         swiglu,   sum_squares, scale_mul, add};
+
+}  // namespace hearth::kernels::avx512

@@ -1,0 +1,115 @@
+// The portable SmallOps loops and the pick of the table for this CPU. The portable loops are
+// the fallback on every architecture (and the truth the per-ISA loops are tested against).
+// Adding an ISA: its table in cpu/arch/<arch>/, one line in the candidates below.
+#include "kernels/cpu/small-ops.h"
+
+#include <cmath>
+
+#include "kernels/cpu/kernel-table.h"
+
+namespace hearth::kernels {
+
+namespace {
+
+void scores_portable(const float* q, const float* k, int64_t k_stride, int64_t nk, int64_t hd,
+                     float scale, float* s) {
+  for (int64_t j = 0; j < nk; ++j) {
+    const float* kj = k + j * k_stride;
+    // Four partial sums: breaks the add chain and lets the compiler use vector lanes.
+    float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= hd; i += 4) {
+      a0 += q[i] * kj[i];
+      a1 += q[i + 1] * kj[i + 1];
+      a2 += q[i + 2] * kj[i + 2];
+      a3 += q[i + 3] * kj[i + 3];
+    }
+    for (; i < hd; ++i) a0 += q[i] * kj[i];
+    s[j] = ((a0 + a1) + (a2 + a3)) * scale;
+  }
+}
+
+float exp_sum_portable(float* s, int64_t n, float m) {
+  float sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] = std::exp(s[j] - m);
+    sum += s[j];
+  }
+  return sum;
+}
+
+void accumulate_portable(float* acc, float c, const float* p, const float* v, int64_t v_stride,
+                         int64_t nk, int64_t hd) {
+  if (c != 1.0f)
+    for (int64_t i = 0; i < hd; ++i) acc[i] *= c;
+  for (int64_t j = 0; j < nk; ++j) {
+    const float pj = p[j];
+    const float* vj = v + j * v_stride;
+    for (int64_t i = 0; i < hd; ++i) acc[i] += pj * vj[i];
+  }
+}
+
+void swiglu_portable(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+double sum_squares_portable(const float* x, int64_t n) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  return ss;
+}
+
+void scale_mul_portable(const float* x, float s, const float* w, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s * w[i];
+}
+
+void add_portable(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+const SmallOps kPortable{"portable",          scores_portable, exp_sum_portable,
+                         accumulate_portable, swiglu_portable, sum_squares_portable,
+                         scale_mul_portable,  add_portable};
+
+struct Candidates {
+  const SmallOps* list[4];
+  int count = 0;
+};
+
+Candidates candidates() {
+  Candidates c;
+#if defined(__x86_64__)
+  // The AVX-512 loops need only F/DQ/BW/VL, a subset of what the avx512 kernel table needs.
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512f && f.avx512dq && f.avx512bw && f.avx512vl) c.list[c.count++] = &avx512::small_ops;
+#endif
+  c.list[c.count++] = &kPortable;
+  return c;
+}
+
+}  // namespace
+
+const SmallOps& portable_small_ops() {
+  return kPortable;
+}
+
+const SmallOps* const* supported_small_ops(int* count) {
+  static const Candidates c = candidates();
+  *count = c.count;
+  return c.list;
+}
+
+const SmallOps& small_ops() {
+  // Follows the matmul table so HEARTH_ISA=ref|avx2 A/B runs drop these loops to portable too.
+  static const SmallOps& ops = [&]() -> const SmallOps& {
+    int n = 0;
+    const SmallOps* const* list = supported_small_ops(&n);
+    return active_kernel_table().isa == Isa::kAvx512 ? *list[0] : kPortable;
+  }();
+  return ops;
+}
+
+}  // namespace hearth::kernels

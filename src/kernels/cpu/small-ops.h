@@ -1,0 +1,60 @@
+// The inner loops of the CPU's small ops (attention, SwiGLU, RMSNorm, adds) as one table of
+// function pointers per ISA, plus pooled entry points. Extending: a new ISA fills SmallOps in
+// its own per-ISA file (cpu/arch/<arch>/) and small_ops() picks it next to the kernel table.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread-pool.h"
+#include "kernels/ops.h"
+
+namespace hearth::kernels {
+
+// All pointers are plain f32 arrays; no alignment is assumed; n may be any length (tails).
+struct SmallOps {
+  const char* name;
+  // s[j] = scale * dot(q[0..hd), k[j * k_stride ..]) for j < nk.
+  void (*scores)(const float* q, const float* k, int64_t k_stride, int64_t nk, int64_t hd,
+                 float scale, float* s);
+  // s[j] = exp(s[j] - m) for j < n; returns the sum of the new s.
+  float (*exp_sum)(float* s, int64_t n, float m);
+  // acc[0..hd) = acc * c + sum_j p[j] * v[j * v_stride ..] for j < nk.
+  void (*accumulate)(float* acc, float c, const float* p, const float* v, int64_t v_stride,
+                     int64_t nk, int64_t hd);
+  // out[i] = silu(gate[i]) * up[i]; out may alias gate or up.
+  void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
+  // Sum of x[i]^2 accumulated in double (RMSNorm: golden logits stay order-independent).
+  double (*sum_squares)(const float* x, int64_t n);
+  // y[i] = x[i] * s * w[i]
+  void (*scale_mul)(const float* x, float s, const float* w, float* y, int64_t n);
+  // y[i] += x[i]
+  void (*add)(float* y, const float* x, int64_t n);
+};
+
+// The portable loops (any architecture; the compiler vectorises what it can at baseline).
+const SmallOps& portable_small_ops();
+// The table for the active kernel table's ISA (HEARTH_ISA caps both the same way).
+const SmallOps& small_ops();
+// Every table this machine can run, best first (tests compare each with the reference).
+const SmallOps* const* supported_small_ops(int* count);
+
+// Attention over an explicit table (ops.h's attention uses small_ops()).
+void attention_with(const SmallOps& ops, const float* q, const float* k_cache, const float* v_cache,
+                    float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+                    int64_t head_dim, float scale, ThreadPool& pool);
+
+// Pooled versions of ops.h's element-wise ops: same results, split across the pool when the
+// work is large enough to pay a hand-off (prefill); small calls (decode) stay on the caller.
+void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n, float eps,
+             ThreadPool& pool);
+void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
+          const float* inv_freq, RopeStyle style, ThreadPool& pool);
+void swiglu(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool);
+void add_inplace(float* y, const float* x, int64_t n, ThreadPool& pool);
+
+}  // namespace hearth::kernels
+
+// Per-ISA tables (defined in cpu/arch/x86/avx512-ops.cpp on x86-64 builds).
+namespace hearth::kernels::avx512 {
+extern const SmallOps small_ops;
+}
