@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -65,6 +67,8 @@ int main() {
                           DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                           DType::Q4_K, DType::Q5_K, DType::Q6_K};
   const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
+  // HEARTH_BENCH_DTYPES=F16,BF16 limits the table to those dtypes.
+  const char* only = std::getenv("HEARTH_BENCH_DTYPES");
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::fprintf(stderr, "cuda-bench: no CUDA device\n");
@@ -98,6 +102,7 @@ int main() {
   std::vector<std::string> table;
   char buf[256];
   for (DType t : dtypes) {
+    if (only && !std::strstr(only, dtype_name(t))) continue;
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1];
       const uint64_t raw = *row_bytes(t, uint64_t(cols)) * uint64_t(rows);

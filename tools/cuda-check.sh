@@ -5,7 +5,8 @@
 #       lib/, goldens/, tools/): carry ".gpu-data" to the device. SET: a (default) or b, which
 #       golden files (64 MiB carry limit).
 #   tools/cuda-check.sh             (device) uses .gpu-data/bin if present, else builds the full
-#       tree (cmake -DHEARTH_CUDA=ON) there. Env: OUT (logs), SKIP_SPEED=1, SPEED_TYPES.
+#       tree (cmake -DHEARTH_CUDA=ON) there. Env: OUT (logs), SKIP_SPEED=1, SPEED_TYPES,
+#       BUDGET_S (default 570: later steps are skipped rather than run past a 600 s call).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DATA=${HEARTH_GPU_DATA:-$ROOT/.gpu-data}
@@ -45,8 +46,9 @@ if [ "${1:-}" = pack ]; then
       [ -e "$SHARED/goldens/$d/$extra" ] && cp "$SHARED/goldens/$d/$extra" "$DATA/goldens/$d/"
     done
   done
-  # Binaries and libraries travel as one xz tarball (ICU's data alone is 31 MB raw).
-  (cd "$DATA" && tar -cf - bin lib | xz -T2 -3 >binlib.tar.xz && rm -rf bin lib)
+  # Binaries, libraries and goldens travel as one xz tarball (ICU's data alone is 31 MB raw; the
+  # bf16 goldens shrink too), under the 64 MiB carry with the working tree.
+  (cd "$DATA" && tar -cf - bin lib goldens | xz -T2 -6 >binlib.tar.xz && rm -rf bin lib goldens)
   du -sh "$DATA" "$DATA"/*
   exit 0
 fi
@@ -54,13 +56,23 @@ fi
 OUT=${OUT:-$BUILD/out}
 mkdir -p "$OUT"
 T0=$(date +%s)
+BUDGET=${BUDGET_S:-570}
+left() { echo $((BUDGET - ($(date +%s) - T0))); }
+# timeout for a step: at most $1 seconds, never past the budget (1 = no time left: skip it)
+cap() {
+  local l
+  l=$(left)
+  [ "$l" -gt "$1" ] && echo "$1" || echo $((l > 5 ? l : 1))
+}
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 |
   tee "$OUT/gpu.txt"
 
-# Binaries: carried ones, else a full-tree build here.
+# Binaries: carried ones, else a full-tree build here. Goldens: in the tarball or beside it.
+GOLD=$DATA
 if [ -f "$DATA/binlib.tar.xz" ]; then
   mkdir -p /tmp/hearth-bin && tar -xJf "$DATA/binlib.tar.xz" -C /tmp/hearth-bin
   DATA_BIN=/tmp/hearth-bin
+  [ -d "$DATA_BIN/goldens" ] && GOLD=$DATA_BIN
 else
   DATA_BIN=$DATA
 fi
@@ -96,17 +108,32 @@ echo "== CUDA op tests"
 HEARTH_REQUIRE_GPU=1 timeout 180 "$BIN/cuda_ops_test" >"$OUT/ops.log" 2>&1
 OPS_RC=$?
 grep -E "^\[  FAILED|Failure|Expected|Which is|^\[  PASSED" "$OUT/ops.log" | head -40
+# The A/B switch's other path must pass too: plain stream order, no PDL.
+echo "== CUDA op tests, HEARTH_CUDA_PDL=0"
+HEARTH_CUDA_PDL=0 HEARTH_REQUIRE_GPU=1 timeout 180 \
+  "$BIN/cuda_ops_test" >"$OUT/ops-classic.log" 2>&1 || OPS_RC=1
+grep -E "^\[  FAILED|Failure|^\[  PASSED" "$OUT/ops-classic.log" | head -20
+# ... and the two opt-in experiments (rmsnorm in the GEMV's last block, pipelined GEMV).
+echo "== CUDA op tests, HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1"
+HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1 HEARTH_REQUIRE_GPU=1 timeout 180 \
+  "$BIN/cuda_ops_test" >"$OUT/ops-exp.log" 2>&1 || OPS_RC=1
+grep -E "^\[  FAILED|Failure|^\[  PASSED" "$OUT/ops-exp.log" | head -20
 
 echo "== GEMV bench"
 timeout 120 "$BIN/hearth-cuda-bench" >"$OUT/bench.log" 2>&1
 BENCH_RC=$?
+# A/B: GEMV software pipelining on; one fp16 pass for F16/BF16 prefill GEMMs.
+HEARTH_CUDA_GEMV_PIPE=1 HEARTH_BENCH_DTYPES=F16,Q4_0,Q4_K,Q8_0 timeout 60 "$BIN/hearth-cuda-bench" \
+  >"$OUT/bench-pipe.log" 2>&1
+HEARTH_CUDA_SPLIT_X=0 HEARTH_BENCH_DTYPES=F16 timeout 30 "$BIN/hearth-cuda-bench" \
+  >"$OUT/bench-onepass.log" 2>&1
 T2=$(date +%s)
 
 # Goldens carried under $DATA/goldens: one gtest filter term per file present.
 GOLD_RC=skip PART_RC=skip
-if [ -d "$DATA/goldens" ]; then
+if [ -d "$GOLD/goldens" ]; then
   filter=""
-  for f in "$DATA"/goldens/*/*; do
+  for f in "$GOLD"/goldens/*/*; do
     n=$(basename "$f")
     case "$n" in
       model.safetensors) t="$(basename "$(dirname "$f")")_safetensors" ;;
@@ -117,12 +144,12 @@ if [ -d "$DATA/goldens" ]; then
   done
   filter=${filter#:}
   echo "== goldens, all layers on the GPU ($filter)"
-  HEARTH_SHARED=$DATA HEARTH_TEST_GPU_LAYERS=all timeout 240 "$BIN/golden-test" \
+  HEARTH_SHARED=$GOLD HEARTH_TEST_GPU_LAYERS=all timeout 240 "$BIN/golden-test" \
     --gtest_filter="$filter" >"$OUT/golden-gpu.log" 2>&1
   GOLD_RC=$?
   grep -E "^\[  FAILED|^\[ kld|^\[  PASSED|Failure|Which is" "$OUT/golden-gpu.log" | head -40
   echo "== goldens, 1 layer on the GPU, the rest on the CPU"
-  HEARTH_SHARED=$DATA HEARTH_TEST_GPU_LAYERS=1 timeout 240 "$BIN/golden-test" \
+  HEARTH_SHARED=$GOLD HEARTH_TEST_GPU_LAYERS=1 timeout 240 "$BIN/golden-test" \
     --gtest_filter="$filter" >"$OUT/golden-partial.log" 2>&1
   PART_RC=$?
   grep -E "^\[  FAILED|^\[ kld|^\[  PASSED|Failure" "$OUT/golden-partial.log" | head -40
@@ -136,7 +163,7 @@ if [ "${SKIP_SPEED:-0}" != 1 ] && [ -f "$DATA/tools/mkgguf.py" ]; then
   ids=$(python3 -c "import random; random.seed(1); print(','.join(str(random.randint(100, 31999)) for _ in range(512)))")
   run_one() {  # type, gpu-layers
     local j
-    j=$(timeout 120 "$BIN/hearth" run -m "$W/7b-$1.gguf" --tokens "$ids" -n 128 --ignore-eos \
+    j=$(timeout "$(cap 120)" "$BIN/hearth" run -m "$W/7b-$1.gguf" --tokens "$ids" -n 128 --ignore-eos \
       --temp 0 -c 1024 --gpu-layers "$2" --json 2>>"$OUT/speed.log")
     echo "$1 ngl=$2 $j" >>"$OUT/speed.log"
     python3 -c "import json,sys; j=json.loads(sys.argv[1]); print('%-5s %-4s pp512 %9.0f tok/s  tg128 %7.1f tok/s' % ('$1', '$2', j['timings']['prompt_tok_s'] if 'timings' in j else j['prompt_tok_s'], j['timings']['gen_tok_s'] if 'timings' in j else j['gen_tok_s']))" "$j" 2>>"$OUT/speed.log" ||
@@ -145,26 +172,44 @@ if [ "${SKIP_SPEED:-0}" != 1 ] && [ -f "$DATA/tools/mkgguf.py" ]; then
   bench_one() {  # type, gpu-layers: `hearth bench` (warm-up and repetitions) when built
     local j
     # F16 is 13.5 GB: one cold and two warm loads of it alone take minutes.
-    j=$(timeout "$([ "$1" = f16 ] && echo 330 || echo 150)" "$BIN/hearth" bench -m "$W/7b-$1.gguf" \
+    j=$(timeout "$(cap "$([ "$1" = f16 ] && echo 200 || echo 120)")" "$BIN/hearth" bench -m "$W/7b-$1.gguf" \
       -p 512 -n 128 -r 2 --gpu-layers "$2" --json 2>"$OUT/bench-$1-$2.err")
     echo "rc=$? $1 ngl=$2 $j" >>"$OUT/speed.log"
     grep -v "^hearth bench:" "$OUT/bench-$1-$2.err" | tail -3 >&2
-    python3 -c "import json,sys; j=json.loads(sys.argv[1]); print('%-5s %-4s ' % ('$1', '$2') + '  '.join('%s %.1f %s' % (f['test'], f['mean'], f['unit']) for f in j['figures']))" "$j" 2>>"$OUT/speed.log" ||
+    python3 - "$1" "$2" "$j" 2>>"$OUT/speed.log" <<'PY' ||
+import json, sys
+t, ngl, j = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+gj = lambda f: '' if f.get('gpu_joules_per_token') is None else ' (%.3f J/tok)' % f['gpu_joules_per_token']
+figs = '  '.join('%s %.1f %s%s' % (f['test'], f['mean'], f['unit'], gj(f)) for f in j['figures']
+                 if f['unit'] == 'tok/s' or f['test'] == 'load warm')
+gpu = [d for d in j['devices'] if d['backend'] == 'gpu']
+g = ' | gpu: %s, %s W, %s' % (gpu[0]['name'], gpu[0]['power_w'], gpu[0]['notes']) if gpu else ''
+print('%-5s %-4s %s%s' % (t, ngl, figs, g))
+PY
       run_one "$1" "$2"
   }
   # Where a decode token's GPU time goes (HEARTH_CUDA_PROFILE=1): fused (default) and unfused.
   pids=$(python3 -c "import random; random.seed(2); print(','.join(str(random.randint(100, 31999)) for _ in range(64)))")
-  for cfg in "q4_0 1" "q4_0 0" "f16 1"; do
+  # Defaults, then A/B switches off one at a time (graph replay per token is the figure).
+  for cfg in "q4_0 -" "q4_0 HEARTH_CUDA_FUSE_NORM=1" "q4_0 HEARTH_CUDA_GEMV_PIPE=1" "q4_k -" \
+    "q8_0 -" "q8_0 HEARTH_CUDA_GEMV_PIPE=1" "f16 -" "f16 HEARTH_CUDA_GEMV_PIPE=1"; do
     set -- $cfg
-    echo "== profile $1 (HEARTH_CUDA_FUSE=$2)"
-    HEARTH_CUDA_PROFILE=1 HEARTH_CUDA_FUSE=$2 timeout 90 "$BIN/hearth" run -m "$W/7b-$1.gguf" \
-      --tokens "$pids" -n 80 --ignore-eos --temp 0 -c 1024 --gpu-layers all --json \
-      2>"$OUT/profile-$1-fuse$2.txt" >/dev/null
-    grep -A16 "hearth cuda profile" "$OUT/profile-$1-fuse$2.txt" || tail -3 "$OUT/profile-$1-fuse$2.txt"
+    [ "$(cap 60)" -gt 1 ] || break
+    echo "== profile $1 ($2)"
+    env HEARTH_CUDA_PROFILE=1 ${2/#-/HEARTH_CUDA_PROFILE=1} timeout "$(cap 60)" "$BIN/hearth" run \
+      -m "$W/7b-$1.gguf" --tokens "$pids" -n 80 --ignore-eos --temp 0 -c 1024 --gpu-layers all \
+      --json 2>"$OUT/profile-$1-${2//[^A-Za-z0-9]/}.txt" >/dev/null
+    grep -A16 "hearth cuda profile" "$OUT/profile-$1-${2//[^A-Za-z0-9]/}.txt" |
+      grep -E "graph|rms|eager" || tail -3 "$OUT/profile-$1-${2//[^A-Za-z0-9]/}.txt"
   done
   echo "== speed (llama2-7b shape, random weights)"
-  for t in $types; do SPEED+="$(bench_one "$t" all)"$'\n'; done
-  SPEED+="$(bench_one q4_0 16)"$'\n'
+  for t in $types; do
+    [ "$(cap 60)" -gt 20 ] || { SPEED+="$t all SKIPPED (time budget)"$'\n'; continue; }
+    SPEED+="$(bench_one "$t" all)"$'\n'
+  done
+  [ "$(left)" -gt 90 ] && SPEED+="$(bench_one q4_0 16)"$'\n'
+  # The same Q4_0 bench again: the run-to-run spread to judge differences against.
+  [ "$(left)" -gt 60 ] && SPEED+="$(bench_one q4_0 all) (repeat)"$'\n'
   echo -n "$SPEED"
 fi
 T4=$(date +%s)
@@ -172,8 +217,14 @@ T4=$(date +%s)
 echo
 echo "== summary: setup ${BUILD_RC} ($((T1 - T0))s)  ops rc=$OPS_RC  bench rc=$BENCH_RC ($((T2 - T1))s)" \
   " goldens gpu=$GOLD_RC partial=$PART_RC ($((T3 - T2))s)  speed ($((T4 - T3))s)"
-grep -E "^\[  PASSED|^\[  FAILED  \] [0-9]+" "$OUT/ops.log" 2>/dev/null
+for f in ops ops-classic ops-exp golden-gpu golden-partial; do
+  echo "$f: $(grep -E "^\[  PASSED|^\[  FAILED  \] [0-9]+" "$OUT/$f.log" 2>/dev/null | tr '\n' ' ')"
+done
 grep -E "^copy bandwidth" "$OUT/bench.log" 2>/dev/null
 sed -n '/^== GEMV/,$p' "$OUT/bench.log" 2>/dev/null | awk '{print $1, $2, $5, $6, $7, $8, $11, $12, $13}'
+echo "-- HEARTH_CUDA_GEMV_PIPE=1:"
+sed -n '/^== GEMV/,$p' "$OUT/bench-pipe.log" 2>/dev/null | awk '{print $1, $2, $5, $6, $7, $8}'
+echo "-- F16 one fp16 pass:"
+sed -n '/^== GEMV/,$p' "$OUT/bench-onepass.log" 2>/dev/null | awk '{print $1, $2, $11, $12, $13}'
 echo -n "$SPEED"
 [ "$BUILD_RC" = 0 ] && [ "$OPS_RC" = 0 ] && [ "$GOLD_RC" != 1 ] && [ "$PART_RC" != 1 ]

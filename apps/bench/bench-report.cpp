@@ -46,9 +46,10 @@ std::string render_markdown(const BenchReport& r) {
          gib(r.weight_bytes) + " streamed per token, " + fmt("%.2f", double(r.n_params) / 1e9) +
          " B params)\n";
   for (const DeviceReport& d : r.devices) {
-    out += d.backend + ": " + d.name + "; measured read bandwidth " +
-           fmt("%.1f GB/s", d.bandwidth_gbs) + ", peak " + fmt("%.0f", d.peak_f32_gflops) +
-           " GFLOP/s f32";
+    out += d.backend + ": " + d.name;
+    if (d.bandwidth_gbs > 0 || d.peak_f32_gflops > 0)  // a GPU's NVML line measures neither
+      out += "; measured read bandwidth " + fmt("%.1f GB/s", d.bandwidth_gbs) + ", peak " +
+             fmt("%.0f", d.peak_f32_gflops) + " GFLOP/s f32";
     if (d.peak_int8_gops > 0) out += ", " + fmt("%.0f", d.peak_int8_gops) + " GOP/s int8";
     if (d.power_w) out += ", " + fmt("%.1f W", *d.power_w);
     if (!d.notes.empty()) out += " (" + d.notes + ")";
@@ -60,14 +61,19 @@ std::string render_markdown(const BenchReport& r) {
          (r.load_avg_1m >= 0 ? fmt("%.2f", r.load_avg_1m) : "n/a") + "\n";
   out += "peak RSS " + gib(r.peak_rss) + " (file " + gib(r.file_bytes) + " + KV " +
          gib(r.kv_bytes) + "); during the cold load " + gib(r.peak_rss_cold) + "\n\n";
-  out += "| test | value | roofline | % of roofline | bound | J/token |\n";
-  out += "|---|---:|---:|---:|---|---:|\n";
+  const bool gpu = r.gpu_layers != 0;  // GPU runs add the board's energy per token
+  out += std::string("| test | value | roofline | % of roofline | bound | J/token |") +
+         (gpu ? " GPU J/token |\n" : "\n");
+  out += std::string("|---|---:|---:|---:|---|---:|") + (gpu ? "---:|\n" : "\n");
   for (const Figure& f : r.figures) {
     const std::string unit = " " + f.unit;
     out += "| " + f.test + " | " + fmt("%.2f", f.value.mean) + " ± " + fmt("%.2f", f.value.sd) +
            unit + " | " + (f.roofline ? fmt("%.2f", *f.roofline) + unit : "") + " | " +
            (f.pct_of_roofline() ? fmt("%.0f%%", *f.pct_of_roofline()) : "") + " | " + f.bound +
-           " | " + (f.unit == "tok/s" ? opt_str(f.joules_per_token, "%.3f") : "") + " |\n";
+           " | " + (f.unit == "tok/s" ? opt_str(f.joules_per_token, "%.3f") : "") + " |" +
+           (gpu ? " " + (f.unit == "tok/s" ? opt_str(f.gpu_joules_per_token, "%.3f") : "") + " |"
+                : "") +
+           "\n";
   }
   return out;
 }
@@ -108,6 +114,8 @@ std::string render_json(const BenchReport& r) {
         f.pct_of_roofline() ? nlohmann::json(*f.pct_of_roofline()) : nlohmann::json(nullptr);
     fj["joules_per_token"] =
         f.joules_per_token ? nlohmann::json(*f.joules_per_token) : nlohmann::json(nullptr);
+    fj["gpu_joules_per_token"] =
+        f.gpu_joules_per_token ? nlohmann::json(*f.gpu_joules_per_token) : nlohmann::json(nullptr);
     j["figures"].push_back(fj);
   }
   return j.dump(2) + "\n";
@@ -116,7 +124,7 @@ std::string render_json(const BenchReport& r) {
 std::string render_csv(const BenchReport& r) {
   std::string out =
       "model,type,threads,kernels,test,unit,mean,sd,n,roofline,pct_of_roofline,bound,"
-      "joules_per_token,bandwidth_gbs,peak_rss_bytes,load_average_1m\n";
+      "joules_per_token,bandwidth_gbs,peak_rss_bytes,load_average_1m,gpu_joules_per_token\n";
   const double bw = r.devices.empty() ? 0 : r.devices.front().bandwidth_gbs;
   for (const Figure& f : r.figures) {
     out += r.model + "," + r.model_type + "," + std::to_string(r.threads) + "," + r.kernel_isa +
@@ -124,7 +132,8 @@ std::string render_csv(const BenchReport& r) {
            fmt("%.4f", f.value.sd) + "," + std::to_string(f.value.n) + "," +
            opt_str(f.roofline, "%.4f") + "," + opt_str(f.pct_of_roofline(), "%.2f") + "," +
            f.bound + "," + opt_str(f.joules_per_token, "%.5f") + "," + fmt("%.2f", bw) + "," +
-           std::to_string(r.peak_rss) + "," + fmt("%.2f", r.load_avg_1m) + "\n";
+           std::to_string(r.peak_rss) + "," + fmt("%.2f", r.load_avg_1m) + "," +
+           opt_str(f.gpu_joules_per_token, "%.5f") + "\n";
   }
   return out;
 }

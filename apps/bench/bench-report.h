@@ -22,9 +22,11 @@ struct Figure {
   std::string test;  // "pp128", "tg128", "ttft pp128", "load cold", "load warm", ...
   std::string unit;  // "tok/s" or "ms"
   Stat value;
-  std::optional<double> roofline;  // best possible value in `unit` (max tok/s)
-  std::string bound;               // what sets the roofline: "bandwidth" or "compute"
-  std::optional<double> joules_per_token;
+  std::optional<double> roofline;          // best possible value in `unit` (max tok/s)
+  std::string bound;                       // what sets the roofline: "bandwidth" or "compute"
+  std::optional<double> joules_per_token;  // CPU package (RAPL)
+  std::optional<double> gpu_joules_per_token =
+      std::nullopt;  // GPU board (NVML), when layers ran on a GPU
   std::optional<double> pct_of_roofline() const {
     if (!roofline || *roofline <= 0 || unit != "tok/s") return std::nullopt;
     return 100.0 * value.mean / *roofline;

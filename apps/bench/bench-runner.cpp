@@ -18,6 +18,7 @@
 #include "base/mapped-file.h"
 #include "base/thread-pool.h"
 #include "kernels/cpu/kernel-table.h"
+#include "nvml-probe.h"
 #include "synthetic-model.h"
 
 namespace hearth::bench {
@@ -109,28 +110,51 @@ int argmax(const std::vector<float>& v) {
   return int(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
+// GPU board energy (NVML) summed over every measured run, for the GPU's average power.
+struct GpuMeter {
+  bool on = false;  // the model has layers on a GPU
+  double joules = 0, seconds = 0;
+  bool complete = true;  // every run had a reading
+};
+
+struct Measured {
+  std::vector<double> tok_s;
+  std::optional<double> jpt;      // CPU package energy (RAPL) per token
+  std::optional<double> gpu_jpt;  // GPU board energy (NVML) per token
+};
+
 // Runs `body` reps times, each timed and metered; returns tok/s samples and J/token.
 template <class Body>
-Result<std::pair<std::vector<double>, std::optional<double>>> measure(int reps, int64_t tokens,
-                                                                      Body body) {
-  std::vector<double> tok_s;
-  double joules = 0;
-  bool have_energy = true;
+Result<Measured> measure(int reps, int64_t tokens, GpuMeter& gpu, Body body) {
+  Measured out;
+  double joules = 0, gpu_joules = 0;
+  bool have_energy = true, have_gpu = gpu.on;
+  const NvmlProbe* nvml = gpu.on ? &NvmlProbe::instance() : nullptr;
   for (int r = 0; r < reps; ++r) {
     const EnergyReading e0 = read_energy();
+    const double g0 = nvml ? nvml->energy_j().value_or(-1.0) : -1.0;
     const auto t0 = Clock::now();
     HEARTH_TRY(body());
     const double ms = ms_since(t0);
     const auto de = energy_delta_j(e0, read_energy());
+    const double g1 = nvml ? nvml->energy_j().value_or(-1.0) : -1.0;
     if (de)
       joules += *de;
     else
       have_energy = false;
-    tok_s.push_back(double(tokens) * 1000.0 / ms);
+    if (g0 >= 0 && g1 >= g0) {
+      gpu_joules += g1 - g0;
+      gpu.joules += g1 - g0;
+      gpu.seconds += ms / 1000.0;
+    } else if (gpu.on) {
+      have_gpu = false;
+      gpu.complete = false;
+    }
+    out.tok_s.push_back(double(tokens) * 1000.0 / ms);
   }
-  std::optional<double> jpt;
-  if (have_energy && reps > 0) jpt = joules / double(reps) / double(tokens);
-  return std::make_pair(tok_s, jpt);
+  if (have_energy && reps > 0) out.jpt = joules / double(reps) / double(tokens);
+  if (have_gpu && reps > 0) out.gpu_jpt = gpu_joules / double(reps) / double(tokens);
+  return out;
 }
 
 }  // namespace
@@ -284,12 +308,14 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   for (int i = 0; i < 4 && o.n_gen > 0; ++i) HEARTH_TRY(model->decode(kv, 1, scratch, &logits));
 
   std::vector<Figure> figs;
+  GpuMeter gpu;
+  gpu.on = o.gpu_layers != 0;
   for (int p : o.prompt_sizes) {
     if (p == 0) continue;
     say("pp" + std::to_string(p));
     const std::vector<int32_t> prompt = tokens(p);
     std::vector<double> ttft;
-    HEARTH_ASSIGN_OR_RETURN(auto m, measure(o.reps, p, [&]() -> Status {
+    HEARTH_ASSIGN_OR_RETURN(Measured m, measure(o.reps, p, gpu, [&]() -> Status {
                               kv.set_used(0);
                               const auto t0 = Clock::now();
                               HEARTH_TRY(model->prefill(kv, prompt, scratch, &logits));
@@ -297,21 +323,21 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
                               ttft.push_back(ms_since(t0));
                               return Status::ok();
                             }));
-    const auto& [samples, jpt] = m;
     const double compute_max = peak_gops * 1e9 / (shape.prefill_flops(p) / p);
     const double bw_max = cpu.bandwidth_gbs * 1e9 * p / double(rep.weight_bytes);
     Figure f{"pp" + std::to_string(p),
              "tok/s",
-             Stat::of(samples),
+             Stat::of(m.tok_s),
              std::min(compute_max, bw_max),
              compute_max <= bw_max ? (int8 ? "compute (int8)" : "compute (f32)") : "bandwidth",
-             jpt};
+             m.jpt,
+             m.gpu_jpt};
     figs.push_back(f);
     figs.push_back({"ttft pp" + std::to_string(p), "ms", Stat::of(ttft), std::nullopt, "", {}});
   }
   if (o.n_gen > 0) {
     say("tg" + std::to_string(o.n_gen));
-    HEARTH_ASSIGN_OR_RETURN(auto m, measure(o.reps, o.n_gen, [&]() -> Status {
+    HEARTH_ASSIGN_OR_RETURN(Measured m, measure(o.reps, o.n_gen, gpu, [&]() -> Status {
                               kv.set_used(0);
                               HEARTH_TRY(model->prefill(kv, {1}, scratch, &logits));
                               int32_t next = 1;
@@ -321,15 +347,25 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
                               }
                               return Status::ok();
                             }));
-    const auto& [samples, jpt] = m;
     const double bytes = double(rep.weight_bytes) + shape.kv_bytes_read(1 + o.n_gen / 2.0);
-    figs.push_back({"tg" + std::to_string(o.n_gen), "tok/s", Stat::of(samples),
-                    cpu.bandwidth_gbs * 1e9 / bytes, "bandwidth", jpt});
+    figs.push_back({"tg" + std::to_string(o.n_gen), "tok/s", Stat::of(m.tok_s),
+                    cpu.bandwidth_gbs * 1e9 / bytes, "bandwidth", m.jpt, m.gpu_jpt});
   }
   figs.insert(figs.end(), loads.begin(), loads.end());
   rep.figures = figs;
   rep.peak_rss = peak_rss_bytes();
   rep.devices.push_back(cpu);
+  if (gpu.on) {
+    // NVML's view of the GPU: average board power over the measured runs ("n/a" without it).
+    const NvmlProbe& nvml = NvmlProbe::instance();
+    DeviceReport g;
+    g.backend = "gpu";
+    g.name = nvml.available() ? nvml.name() : "n/a";
+    if (gpu.seconds > 0 && gpu.complete) g.power_w = gpu.joules / gpu.seconds;
+    g.notes = nvml.available() ? (g.power_w ? "NVML board energy" : "NVML energy counter n/a")
+                               : "NVML n/a: " + nvml.why_unavailable();
+    rep.devices.push_back(g);
+  }
   {
     std::lock_guard<std::mutex> lock(probes_mutex());
     for (const DeviceProbe& p : probes())

@@ -61,11 +61,16 @@ class CudaBackend final : public Backend {
     check(cudaMalloc(reinterpret_cast<void**>(&ring_dev_), kRingBytes), "device ring");
     check(cudaMallocHost(reinterpret_cast<void**>(&step_host_), sizeof(StepValues)), "step");
     check(cudaMalloc(reinterpret_cast<void**>(&step_dev_), sizeof(StepValues)), "step");
+    if (check(cudaMalloc(reinterpret_cast<void**>(&norm_counter_), sizeof(unsigned)), "counter"))
+      check(cudaMemset(norm_counter_, 0, sizeof(unsigned)), "counter");
     check(cudaEventCreateWithFlags(&step_copied_, cudaEventDisableTiming), "event");
     const char* env = std::getenv("HEARTH_CUDA_GRAPHS");
     graphs_enabled_ = !(env && std::strcmp(env, "0") == 0);
     const char* fuse = std::getenv("HEARTH_CUDA_FUSE");
     fuse_ = !(fuse && std::strcmp(fuse, "0") == 0);
+    // Off by default: measured slower (the single-block tail costs more than the launch).
+    const char* fuse_norm = std::getenv("HEARTH_CUDA_FUSE_NORM");
+    fuse_norm_ = fuse_ && fuse_norm && std::strcmp(fuse_norm, "1") == 0;
     const char* prof = std::getenv("HEARTH_CUDA_PROFILE");
     if (prof && std::strcmp(prof, "1") == 0)
       profiler_ = std::make_unique<CudaProfiler>(graphs_enabled_);
@@ -84,6 +89,7 @@ class CudaBackend final : public Backend {
     cudaFree(ring_dev_);
     cudaFreeHost(ring_host_);
     cudaFree(step_dev_);
+    cudaFree(norm_counter_);
     cudaFreeHost(step_host_);
     if (step_copied_) cudaEventDestroy(step_copied_);
     for (int i = 0; i < 2; ++i) {
@@ -184,9 +190,9 @@ class CudaBackend final : public Backend {
     const bool plain = dw.dtype == DType::F32 || dw.dtype == DType::F16 || dw.dtype == DType::BF16;
     if (n_tokens <= cuda::kGemvMaxTokens && (int8 || (plain && dw.cols % 8 == 0))) {
       // Decode GEMVs wait in pend_ so matrices reading the same x share a launch.
-      if (pend_.n > 0 && !(fuse_ && pend_.n < 3 && pend_.x == x && pend_.n_tokens == n_tokens &&
-                           pend_.int8 == int8 && pend_.jobs[0].w.dtype == dw.dtype &&
-                           pend_.jobs[0].w.cols == dw.cols))
+      if (pend_.n > 0 && !(fuse_ && pend_.n < 3 && !pend_.jobs[0].add_to && pend_.x == x &&
+                           pend_.n_tokens == n_tokens && pend_.int8 == int8 &&
+                           pend_.jobs[0].w.dtype == dw.dtype && pend_.jobs[0].w.cols == dw.cols))
         flush_gemv();
       if (int8) {
         // Q, K and V (and gate, up) read the same x: quantize it once for all of them (or take
@@ -229,6 +235,7 @@ class CudaBackend final : public Backend {
 
   void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                float eps) override {
+    if (fuse_pending_norm(x, w, y, rows, n, eps)) return;
     flush();
     xq_valid_ = false;
     const int m = prof("rmsnorm");
@@ -270,6 +277,18 @@ class CudaBackend final : public Backend {
   void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
                  int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                  int64_t head_dim, float scale) override {
+    // This step's rope q/k + K/V append, when it is what feeds this attention, runs inside the
+    // attention kernel (one launch fewer per layer).
+    cuda::AttnRope fused_rope;
+    bool fuse_rope = false;
+    if (rope_.stage == 4 && n_tokens == 1 && q == rope_.q && k_cache == rope_.k_cache &&
+        v_cache == rope_.v_cache && n_heads == rope_.nq && n_kv_heads == rope_.nk &&
+        head_dim == rope_.hd && pos0 == step_host_->pos && stepping() &&
+        cuda::attention_rope_fusable(n_tokens, head_dim, rope_.style)) {
+      fused_rope = {rope_.k, rope_.v, rope_.freq, rope_.style};
+      fuse_rope = true;
+      rope_ = {};
+    }
     flush();
     xq_valid_ = false;
     // Inside a decode step the split grid covers the whole cache, so one graph serves every pos.
@@ -278,8 +297,19 @@ class CudaBackend final : public Backend {
     const int32_t* pos0_dev = capturing() ? &step_dev_->pos : nullptr;
     const int64_t need =
         cuda::attention_partials_floats(n_tokens, n_heads, head_dim, max_ctx) * int64_t(4);
+    const size_t cap_before = partials_bytes_;
     if (!ensure(reinterpret_cast<void**>(&partials_), partials_bytes_, size_t(need), "partials"))
       return;
+    // The split kernel's per-row counters (at the front of partials) start at zero and are left
+    // at zero by every launch; a new buffer or a new row count needs them zeroed once.
+    const int64_t rows = n_tokens * n_heads;
+    if (need > 0 && (partials_bytes_ != cap_before || rows != partials_rows_)) {
+      const size_t slots = size_t(cuda::attention_counter_slots(n_tokens, n_heads)) * 4;
+      if (!check(cudaMemsetAsync(partials_, 0, std::min(slots, partials_bytes_), stream_),
+                 "partials"))
+        return;
+      partials_rows_ = rows;
+    }
     // The output feeds the O projection: its combine pass also quantizes it.
     const int64_t width = n_heads * head_dim;
     const bool quant = fuse_ && int8_model_ && n_tokens <= cuda::kGemvMaxTokens &&
@@ -289,7 +319,7 @@ class CudaBackend final : public Backend {
     const int m = prof("attention");
     if (check(cuda::launch_attention(q, k_cache, v_cache, out, n_tokens, pos0, pos0_dev, max_ctx,
                                      n_heads, n_kv_heads, head_dim, scale, partials_, stream_,
-                                     quant ? xq_buf_ : nullptr),
+                                     quant ? xq_buf_ : nullptr, fuse_rope ? &fused_rope : nullptr),
               "attention") &&
         quant)
       set_xq(out, n_tokens, width);
@@ -319,7 +349,9 @@ class CudaBackend final : public Backend {
         n == pend_.n_tokens * pend_.jobs[0].w.rows && !(y < x + n && x < y + n) &&
         !(y < pend_.x + n_x() && pend_.x < y + n)) {
       pend_.jobs[0].add_to = y;
-      flush_gemv();
+      // A one-token GEMV + add stays queued: the rmsnorm that usually follows goes into its
+      // last block (fuse_pending_norm); any other op flushes it first.
+      if (!(fuse_norm_ && norm_counter_ && pend_.n_tokens == 1)) flush_gemv();
       return;
     }
     flush_gemv();
@@ -344,12 +376,8 @@ class CudaBackend final : public Backend {
     }
     if (at_step && rope_.stage == 3 && row_floats == rope_.nk * rope_.hd &&
         cache != rope_.k_cache) {
-      const int m = prof("rope+kv store");
-      check(cuda::launch_rope_kv(rope_.q, rope_.nq, rope_.k, rope_.nk, rope_.hd, &step_dev_->pos,
-                                 rope_.freq, rope_.style, rope_.k_cache, cache, src, stream_),
-            "rope+kv");
-      unprof(m);
-      rope_ = {};
+      // Waits for the attention call, which can take rope and the append into its kernel.
+      rope_.v_cache = cache, rope_.v = src, rope_.stage = 4;
       return;
     }
     flush_rope();
@@ -400,22 +428,55 @@ class CudaBackend final : public Backend {
     flush_gemv();
     flush_rope();
   }
-  void flush_gemv() {
+  void flush_gemv(const cuda::GemvNorm* norm = nullptr) {
     if (pend_.n == 0) return;
     const int n = pend_.n;
     pend_.n = 0;
-    const int m = prof(n > 1 ? "gemv (batched)" : pend_.jobs[0].add_to ? "gemv + add" : "gemv");
-    check(pend_.int8
-              ? cuda::launch_gemv_int8_multi(pend_.jobs, n, pend_.xa, stream_)
-              : cuda::launch_gemv_float_multi(pend_.jobs, n, pend_.x, pend_.n_tokens, stream_),
+    const int m = prof(n > 1                  ? "gemv (batched)"
+                       : norm                 ? "gemv + add + rmsnorm"
+                       : pend_.jobs[0].add_to ? "gemv + add"
+                                              : "gemv");
+    check(pend_.int8 ? cuda::launch_gemv_int8_multi(pend_.jobs, n, pend_.xa, stream_, norm)
+                     : cuda::launch_gemv_float_multi(pend_.jobs, n, pend_.x, pend_.n_tokens,
+                                                     stream_, norm),
           "gemv");
     unprof(m);
+  }
+  // rmsnorm of the residual row a queued one-token GEMV + add is writing: runs in that GEMV's
+  // last block (with the int8 activations for the next GEMVs on int8 models).
+  bool fuse_pending_norm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
+                         float eps) {
+    if (!fuse_norm_ || !norm_counter_ || rows != 1 || pend_.n != 1 || pend_.n_tokens != 1 ||
+        rope_.stage != 0 || pend_.jobs[0].add_to != x || pend_.jobs[0].w.rows != n ||
+        (y < x + n && x < y + n) || (y < pend_.x + n_x() && pend_.x < y + n))
+      return false;
+    // The quantized output goes to xq_buf_ (the queued GEMV's own x, read before the last block
+    // starts); never reallocate it under that GEMV.
+    const bool quant =
+        int8_model_ && n % 32 == 0 && xq_buf_ && xq_bytes_ >= cuda::quantized_acts_bytes(1, n);
+    // The int8 GEMV's epilogue always quantizes, the float one never does.
+    if (int8_model_ != pend_.int8 || (int8_model_ && !quant)) return false;
+    cuda::GemvNorm nm;
+    nm.w = w, nm.y = y, nm.eps = eps, nm.counter = norm_counter_;
+    nm.qbuf = quant ? xq_buf_ : nullptr;
+    flush_gemv(&nm);
+    xq_valid_ = false;
+    if (quant) set_xq(y, 1, n);
+    return true;
   }
   // A decode step's rope/store sequence that did not complete the fused pattern: run its parts.
   void flush_rope() {
     if (rope_.stage == 0) return;
     const PendingRope r = rope_;
     rope_ = {};
+    if (r.stage == 4) {
+      const int m = prof("rope+kv store");
+      check(cuda::launch_rope_kv(r.q, r.nq, r.k, r.nk, r.hd, &step_dev_->pos, r.freq, r.style,
+                                 r.k_cache, r.v_cache, r.v, stream_),
+            "rope+kv");
+      unprof(m);
+      return;
+    }
     const int32_t pos = step_host_->pos;
     if (r.stage >= 1) launch_rope(r.q, 1, r.nq, r.hd, &pos, r.freq, r.style);
     if (r.stage >= 2) launch_rope(r.k, 1, r.nk, r.hd, &pos, r.freq, r.style);
@@ -536,6 +597,9 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   float* partials_ = nullptr;
   size_t partials_bytes_ = 0;
+  unsigned* norm_counter_ = nullptr;  // GemvNorm's block counter (zero between launches)
+  bool fuse_norm_ = false;  // HEARTH_CUDA_FUSE_NORM=1: rmsnorm inside the GEMV + add (experiment)
+  int64_t partials_rows_ = -1;  // T * n_heads the counters at the front of partials_ are for
   // The last x quantized for the integer GEMV; any op other than a matmul that leaves x alone
   // clears xq_valid_ (ops are few per token, and x's contents are unknown after them).
   void* xq_buf_ = nullptr;
@@ -555,10 +619,12 @@ class CudaBackend final : public Backend {
     cuda::QuantizedActs xa;
   } pend_;
   struct PendingRope {
-    int stage = 0;  // 1: rope q queued, 2: + rope k, 3: + store k
+    int stage = 0;  // 1: rope q queued, 2: + rope k, 3: + store k, 4: + store v
     float* q = nullptr;
     float* k = nullptr;
     float* k_cache = nullptr;
+    float* v_cache = nullptr;
+    const float* v = nullptr;
     int64_t nq = 0, nk = 0, hd = 0;
     const float* freq = nullptr;
     int style = 0;

@@ -1,11 +1,12 @@
 // Causal attention on CUDA over the f32 KV cache [ctx, n_kv_heads, head_dim] (ops.h).
-// Decode / small batches: split-K over the context (one block per (query, head, 64-position
-// chunk), each warp an online softmax) plus a combine pass. Prefill: flash-style tiles of 16
-// queries x 32 keys in shared memory, K/V read once per tile. head_dim <= 256.
+// Decode / small batches: split-K over the context (blocks per (query, head) take 64-position
+// chunks, each warp an online softmax; the last block of a row combines). Prefill: flash-style
+// tiles of 16 queries x 32 keys in shared memory, K/V read once per tile. head_dim <= 256.
 #include <cmath>
 
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace hearth::cuda {
 
@@ -14,6 +15,7 @@ namespace {
 constexpr int kChunk = 64;      // context positions per split (short decode contexts still
                                 // spread over several blocks per head)
 constexpr int kSplitWarps = 8;  // warps per split block
+constexpr int kMaxSplits = 64;  // split blocks per (query, head) row (a multiple of 32)
 constexpr int kFlashQ = 16;     // queries per flash block (4 warps x kQW)
 constexpr int kQW = 4;          // queries per warp
 constexpr int kFlashK = 32;     // keys per shared-memory tile (one per lane)
@@ -32,12 +34,59 @@ __device__ __forceinline__ float exp_diff(float a, float b) {
   return a == -INFINITY ? 0.f : __expf(a - b);
 }
 
-// Partial for (query t, head h, split): [m, l, acc[hd]] with acc unnormalised relative to m.
+// qv (optional): q1, q2, scales of the int8 activations of `out` (quantized per 32 dims; a warp
+// owns each 32-dim block since hd % 32 == 0 whenever qv is given).
+struct QuantOut {
+  int8_t* q1 = nullptr;
+  int8_t* q2 = nullptr;
+  float4* scales = nullptr;
+};
+
+// Rotates a head's row held as v[i] = x[lane + 32 i] (hd == 32 * EPT) at position p, angles in
+// double as rope.cu. Interleaved pairs (2j, 2j+1) sit in neighbouring lanes; halves pairs
+// (j, j + hd/2) in the same lane, EPT/2 registers apart (attention_rope_fusable() checks).
+template <int EPT>
+__device__ __forceinline__ void rope_rows(float (&v)[EPT], int64_t p, const AttnRope& r, int lane) {
+  float out[EPT];
+#pragma unroll
+  for (int i = 0; i < EPT; ++i) {
+    const int d = lane + 32 * i;
+    int j;
+    bool first;
+    float partner;
+    if (r.style == 0) {
+      j = d >> 1;
+      first = (d & 1) == 0;
+      partner = __shfl_xor_sync(0xffffffffu, v[i], 1);
+    } else {
+      constexpr int kHalf = EPT / 2;
+      first = i < kHalf;
+      j = first ? d : d - 32 * kHalf;
+      partner = EPT % 2 == 0 ? v[first ? (i + kHalf) % EPT : (i + EPT - kHalf) % EPT] : 0.f;
+    }
+    double sd, cd;
+    sincos(double(p) * double(r.inv_freq[j]), &sd, &cd);
+    const float c = float(cd), s = float(sd);
+    out[i] = first ? v[i] * c - partner * s : partner * s + v[i] * c;
+  }
+#pragma unroll
+  for (int i = 0; i < EPT; ++i) v[i] = out[i];
+}
+
+// Block (row th = query t x head h, split): an online softmax over context chunks split,
+// split + n_splits, ... (kChunk positions each) into the partial [m, l, acc[hd]] (acc
+// unnormalised relative to m). Only ceil(n_ctx / kChunk) splits are live, n_ctx read on the
+// device, so one graph serves every position while short contexts launch almost nothing. The
+// last live block of a row to finish (a per-row counter, left at zero again) combines the
+// row's live partials and writes out (and its int8 activations for the O projection).
 template <int EPT>
 __global__ void __launch_bounds__(kSplitWarps * 32)
-    attn_split_kernel(const float* __restrict__ q, const float* __restrict__ kc,
-                      const float* __restrict__ vc, float* __restrict__ partials, int64_t pos0_host,
+    attn_split_kernel(const float* __restrict__ q, float* kc, float* vc, AttnRope rope,
+                      float* __restrict__ partials, unsigned* __restrict__ counters,
+                      float* __restrict__ out, QuantOut qo, int64_t pos0_host,
                       const int32_t* pos0_dev, int n_heads, int n_kv_heads, int hd, float scale) {
+  pdl_trigger();
+  pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t th = blockIdx.x;
   const int split = blockIdx.y, n_splits = gridDim.y;
@@ -46,53 +95,92 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
   const int kvh = h / (n_heads / n_kv_heads);
   const int64_t pos0 = pos0_dev ? int64_t(*pos0_dev) : pos0_host;
   const int64_t n_ctx = pos0 + t + 1;
-  const int64_t start = int64_t(split) * kChunk;
-  const int64_t end = start + kChunk < n_ctx ? start + kChunk : n_ctx;
+  const int64_t n_chunks = (n_ctx + kChunk - 1) / kChunk;
+  const int n_live = n_chunks < n_splits ? int(n_chunks) : n_splits;
+  if (split >= n_live) return;
   const int64_t kv_stride = int64_t(n_kv_heads) * hd;
 
   float qv[EPT], acc[EPT];
 #pragma unroll
   for (int i = 0; i < EPT; ++i) {
     const int d = lane + 32 * i;
-    qv[i] = d < hd ? q[th * hd + d] * scale : 0.f;
+    qv[i] = d < hd ? q[th * hd + d] : 0.f;
     acc[i] = 0.f;
   }
-  float m = -INFINITY, l = 0.f;
-  for (int64_t base = start + warp * 4; base < end; base += kSplitWarps * 4) {
-    float s[4];
+  // Fused decode rope: q and this token's k rotated here, its k/v used from registers (the
+  // cache row is written below by one block per KV head, and read by the next step).
+  const int64_t pcur = n_ctx - 1;
+  float kcur[EPT], vcur[EPT];
+  if (rope.k) {
+    rope_rows<EPT>(qv, pcur, rope, lane);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t p = base + j;
-      float part = 0.f;
-      if (p < end) {
-        const float* kr = kc + p * kv_stride + int64_t(kvh) * hd;
+    for (int i = 0; i < EPT; ++i) {
+      const int d = lane + 32 * i;
+      kcur[i] = d < hd ? rope.k[int64_t(kvh) * hd + d] : 0.f;
+      vcur[i] = d < hd ? rope.v[int64_t(kvh) * hd + d] : 0.f;
+    }
+    rope_rows<EPT>(kcur, pcur, rope, lane);
+  }
+#pragma unroll
+  for (int i = 0; i < EPT; ++i) qv[i] *= scale;
+  float m = -INFINITY, l = 0.f;
+  for (int64_t chunk = split; chunk < n_chunks; chunk += n_splits) {
+    const int64_t start = chunk * kChunk;
+    const int64_t end = start + kChunk < n_ctx ? start + kChunk : n_ctx;
+    for (int64_t base = start + warp * 4; base < end; base += kSplitWarps * 4) {
+      // All four K rows (and then V rows) of a step are loaded before any use.
+      float kr[4][EPT];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t p = base + j < end ? base + j : end - 1;
+        const float* row = kc + p * kv_stride + int64_t(kvh) * hd;
 #pragma unroll
         for (int i = 0; i < EPT; ++i) {
           const int d = lane + 32 * i;
-          if (d < hd) part = fmaf(qv[i], kr[d], part);
+          kr[j][i] = d < hd ? row[d] : 0.f;
+          if (rope.k && p == pcur) kr[j][i] = kcur[i];
         }
       }
-      s[j] = p < end ? warp_sum(part) : -INFINITY;
+      float s[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float part = 0.f;
+#pragma unroll
+        for (int i = 0; i < EPT; ++i) part = fmaf(qv[i], kr[j][i], part);
+        s[j] = base + j < end ? warp_sum(part) : -INFINITY;
+      }
+      const float m_new = fmaxf(m, fmaxf(fmaxf(s[0], s[1]), fmaxf(s[2], s[3])));
+      const float corr = exp_diff(m, m_new);
+      l *= corr;
+#pragma unroll
+      for (int i = 0; i < EPT; ++i) acc[i] *= corr;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t p = base + j < end ? base + j : end - 1;
+        const float e = base + j < end ? __expf(s[j] - m_new) : 0.f;
+        l += e;
+        const float* vr = vc + p * kv_stride + int64_t(kvh) * hd;
+#pragma unroll
+        for (int i = 0; i < EPT; ++i) {
+          const int d = lane + 32 * i;
+          const float vv = rope.k && p == pcur ? vcur[i] : d < hd ? vr[d] : 0.f;
+          if (d < hd) acc[i] = fmaf(e, vv, acc[i]);
+        }
+      }
+      m = m_new;
     }
-    const float m_new = fmaxf(m, fmaxf(fmaxf(s[0], s[1]), fmaxf(s[2], s[3])));
-    const float corr = exp_diff(m, m_new);
-    l *= corr;
+  }
+  // The block holding the current position, for the first head of each KV group, appends it.
+  if (rope.k && warp == 0 && h % (n_heads / n_kv_heads) == 0 &&
+      split == int((n_chunks - 1) % n_splits)) {
 #pragma unroll
-    for (int i = 0; i < EPT; ++i) acc[i] *= corr;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t p = base + j;
-      if (p >= end) break;
-      const float e = __expf(s[j] - m_new);
-      l += e;
-      const float* vr = vc + p * kv_stride + int64_t(kvh) * hd;
-#pragma unroll
-      for (int i = 0; i < EPT; ++i) {
-        const int d = lane + 32 * i;
-        if (d < hd) acc[i] = fmaf(e, vr[d], acc[i]);
+    for (int i = 0; i < EPT; ++i) {
+      const int d = lane + 32 * i;
+      if (d < hd) {
+        kc[pcur * kv_stride + int64_t(kvh) * hd + d] = kcur[i];
+        vc[pcur * kv_stride + int64_t(kvh) * hd + d] = vcur[i];
       }
     }
-    m = m_new;
   }
   __shared__ float sm_m[kSplitWarps], sm_l[kSplitWarps];
   __shared__ float sm_acc[kSplitWarps][EPT * 32];
@@ -103,56 +191,75 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
   float big = -INFINITY;
 #pragma unroll
   for (int w = 0; w < kSplitWarps; ++w) big = fmaxf(big, sm_m[w]);
-  float* out = partials + (th * n_splits + split) * int64_t(hd + 2);
+  const int64_t stride = hd + 2;
+  float* row_parts = partials + th * n_splits * stride;
+  float* mine = row_parts + split * stride;
   if (threadIdx.x == 0) {
     float lt = 0.f;
     for (int w = 0; w < kSplitWarps; ++w) lt += sm_l[w] * exp_diff(sm_m[w], big);
-    out[0] = big;
-    out[1] = lt;
+    mine[0] = big;
+    mine[1] = lt;
   }
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float a = 0.f;
     for (int w = 0; w < kSplitWarps; ++w) a += sm_acc[w][d] * exp_diff(sm_m[w], big);
-    out[2 + d] = a;
+    mine[2 + d] = a;
   }
-}
 
-// qv (optional): q1, q2, scales of the int8 activations of `out` (quantized per 32 dims; a warp
-// owns each 32-dim block since hd % 32 == 0 whenever qv is given).
-struct QuantOut {
-  int8_t* q1 = nullptr;
-  int8_t* q2 = nullptr;
-  float4* scales = nullptr;
-};
-
-__global__ void attn_combine_kernel(const float* __restrict__ partials, float* __restrict__ out,
-                                    int n_splits, int hd, QuantOut qo) {
-  const int64_t th = blockIdx.x;
-  const float* p = partials + th * n_splits * int64_t(hd + 2);
-  float big = -INFINITY;
-  for (int s = 0; s < n_splits; ++s) big = fmaxf(big, p[s * (hd + 2)]);
-  float lt = 0.f;
-  for (int s = 0; s < n_splits; ++s) lt += p[s * (hd + 2) + 1] * exp_diff(p[s * (hd + 2)], big);
-  const float inv = 1.f / lt;
+  // Hand-off: partials visible device-wide before the count; the last block reads them from L2.
+  __threadfence();
+  __syncthreads();
+  __shared__ bool last;
+  if (threadIdx.x == 0) last = atomicAdd(counters + th, 1u) == unsigned(n_live - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  __shared__ float sw[kMaxSplits];
+  __shared__ float s_inv;
+  if (warp == 0) {
+    float mv[kMaxSplits / 32], lv[kMaxSplits / 32];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kMaxSplits / 32; ++k) {
+      const int sp = lane + 32 * k;
+      mv[k] = sp < n_live ? __ldcg(row_parts + sp * stride) : -INFINITY;
+      lv[k] = sp < n_live ? __ldcg(row_parts + sp * stride + 1) : 0.f;
+      mx = fmaxf(mx, mv[k]);
+    }
+    mx = warp_max(mx);
+    float lt = 0.f;
+#pragma unroll
+    for (int k = 0; k < kMaxSplits / 32; ++k) {
+      const float wgt = exp_diff(mv[k], mx);
+      sw[lane + 32 * k] = wgt;
+      lt += lv[k] * wgt;
+    }
+    lt = warp_sum(lt);
+    if (lane == 0) s_inv = 1.f / lt, counters[th] = 0u;
+  }
+  __syncthreads();
+  const float inv = s_inv;
+  auto combined = [&](int d) {
+    float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;  // four independent loads in flight
+    int sp = 0;
+    for (; sp + 4 <= n_live; sp += 4) {
+      a0 = fmaf(__ldcg(row_parts + (sp + 0) * stride + 2 + d), sw[sp + 0], a0);
+      a1 = fmaf(__ldcg(row_parts + (sp + 1) * stride + 2 + d), sw[sp + 1], a1);
+      a2 = fmaf(__ldcg(row_parts + (sp + 2) * stride + 2 + d), sw[sp + 2], a2);
+      a3 = fmaf(__ldcg(row_parts + (sp + 3) * stride + 2 + d), sw[sp + 3], a3);
+    }
+    for (; sp < n_live; ++sp) a0 = fmaf(__ldcg(row_parts + sp * stride + 2 + d), sw[sp], a0);
+    return ((a0 + a1) + (a2 + a3)) * inv;
+  };
   if (qo.q1) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     for (int d0 = warp * 32; d0 < hd; d0 += blockDim.x) {  // warp-uniform: whole 32-dim blocks
-      const int d = d0 + lane;
-      float a = 0.f;
-      for (int s = 0; s < n_splits; ++s)
-        a += p[s * (hd + 2) + 2 + d] * exp_diff(p[s * (hd + 2)], big);
-      const float v = a * inv;
-      out[th * hd + d] = v;
+      const float v = combined(d0 + lane);
+      out[th * hd + d0 + lane] = v;
       quant_block32(v, lane, (th * hd + d0) / 32, qo.q1, qo.q2, qo.scales);
     }
     return;
   }
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float a = 0.f;
-    for (int s = 0; s < n_splits; ++s)
-      a += p[s * (hd + 2) + 2 + d] * exp_diff(p[s * (hd + 2)], big);
-    out[th * hd + d] = a * inv;
-  }
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) out[th * hd + d] = combined(d);
 }
 
 // Block = (tile of kFlashQ queries, head); 4 warps x kQW queries; lane j scores key j of a tile.
@@ -250,6 +357,15 @@ __global__ void __launch_bounds__(128)
   }
 }
 
+// Splits per row: enough blocks to fill the chip over all rows, at most one per chunk. Long
+// contexts give each split several chunks instead of more blocks.
+int64_t split_count(int64_t rows, int64_t max_ctx) {
+  const int64_t chunks = (max_ctx + kChunk - 1) / kChunk;
+  int64_t want = 512 / (rows > 0 ? rows : 1);
+  want = want < 16 ? 16 : want > kMaxSplits ? kMaxSplits : want;
+  return chunks < want ? (chunks > 0 ? chunks : 1) : want;
+}
+
 bool use_flash(int64_t n_tokens, int64_t hd) {
   return n_tokens >= kFlashMinTokens && hd % 4 == 0;
 }
@@ -267,17 +383,30 @@ bool dispatch_ept(int64_t hd, Fn&& fn) {
 
 }  // namespace
 
+bool attention_rope_fusable(int64_t n_tokens, int64_t head_dim, int style) {
+  if (n_tokens != 1 || head_dim % 32 != 0 || head_dim > 256) return false;
+  const int64_t ept = head_dim / 32;
+  if (ept == 5 || ept == 7) return false;  // no kernel of exactly that width (dispatch_ept)
+  return style == 0 || (style == 1 && ept % 2 == 0);
+}
+
+int64_t attention_counter_slots(int64_t n_tokens, int64_t n_heads) {
+  return (n_tokens * n_heads + 63) / 64 * 64;
+}
+
 int64_t attention_partials_floats(int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                                   int64_t max_ctx) {
   if (use_flash(n_tokens, head_dim)) return 0;
-  const int64_t splits = (max_ctx + kChunk - 1) / kChunk;
-  return n_tokens * n_heads * splits * (head_dim + 2);
+  const int64_t rows = n_tokens * n_heads;
+  return attention_counter_slots(n_tokens, n_heads) +
+         rows * split_count(rows, max_ctx) * (head_dim + 2);
 }
 
 cudaError_t launch_attention(const float* q, const float* k_cache, const float* v_cache, float* out,
                              int64_t n_tokens, int64_t pos0, const int32_t* pos0_dev,
                              int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                             float scale, float* partials, cudaStream_t s, void* qbuf) {
+                             float scale, float* partials, cudaStream_t s, void* qbuf,
+                             const AttnRope* rope) {
   if (n_tokens <= 0) return cudaSuccess;
   if (head_dim > 256 || head_dim <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0)
     return cudaErrorInvalidValue;
@@ -297,14 +426,13 @@ cudaError_t launch_attention(const float* q, const float* k_cache, const float* 
     return err != cudaSuccess ? err : cudaGetLastError();
   }
   if (!partials) return cudaErrorInvalidValue;
-  const int64_t splits = (max_ctx + kChunk - 1) / kChunk;
-  const dim3 grid(unsigned(n_tokens * n_heads), unsigned(splits > 0 ? splits : 1));
-  dispatch_ept(head_dim, [&](auto ept) {
-    attn_split_kernel<decltype(ept)::value>
-        <<<grid, kSplitWarps * 32, 0, s>>>(q, k_cache, v_cache, partials, pos0, pos0_dev,
-                                           int(n_heads), int(n_kv_heads), int(head_dim), scale);
-  });
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  AttnRope fused;
+  if (rope) {
+    if (!attention_rope_fusable(n_tokens, head_dim, rope->style) || !rope->k || !rope->v ||
+        !rope->inv_freq)
+      return cudaErrorInvalidValue;
+    fused = *rope;
+  }
   QuantOut qo;
   if (qbuf) {
     if (head_dim % 32 != 0) return cudaErrorInvalidValue;
@@ -312,9 +440,19 @@ cudaError_t launch_attention(const float* q, const float* k_cache, const float* 
     qo = {const_cast<int8_t*>(v.q1), const_cast<int8_t*>(v.q2),
           reinterpret_cast<float4*>(const_cast<float*>(v.scales))};
   }
-  attn_combine_kernel<<<unsigned(n_tokens * n_heads), 128, 0, s>>>(partials, out, int(grid.y),
-                                                                   int(head_dim), qo);
-  return cudaGetLastError();
+  const int64_t rows = n_tokens * n_heads;
+  const dim3 grid(unsigned(rows), unsigned(split_count(rows, max_ctx)));
+  auto* counters = reinterpret_cast<unsigned*>(partials);
+  float* parts = partials + attention_counter_slots(n_tokens, n_heads);
+  cudaError_t err = cudaSuccess;
+  dispatch_ept(head_dim, [&](auto ept) {
+    // The caches are written only with a fused rope (the append of this token's row).
+    err =
+        launch_pdl(attn_split_kernel<decltype(ept)::value>, grid, dim3(kSplitWarps * 32), 0, s, q,
+                   const_cast<float*>(k_cache), const_cast<float*>(v_cache), fused, parts, counters,
+                   out, qo, pos0, pos0_dev, int(n_heads), int(n_kv_heads), int(head_dim), scale);
+  });
+  return err;
 }
 
 }  // namespace hearth::cuda

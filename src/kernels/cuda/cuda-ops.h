@@ -74,19 +74,40 @@ struct GemvJob {
   float* y = nullptr;
   float* add_to = nullptr;
 };
+// Optional epilogue of a one-token GEMV + residual add (one job, add_to set): the grid's last
+// block writes y = rmsnorm(add_to) * w, and with qbuf (a quantized_acts_bytes(1, rows) buffer,
+// rows % 32 == 0) its int8 activations, as launch_rmsnorm / launch_rmsnorm_quant do: one
+// launch fewer (gemv-norm.cuh).
+struct GemvNorm {
+  const float* w = nullptr;
+  float* y = nullptr;
+  float eps = 0.f;
+  void* qbuf = nullptr;
+  unsigned* counter = nullptr;  // a device word that is zero before the launch (left at zero)
+  // Filled by the launcher from qbuf.
+  int8_t* q1 = nullptr;
+  int8_t* q2 = nullptr;
+  float* scales = nullptr;
+};
 struct GemvBatch {
   GemvJob jobs[3];
+  GemvNorm norm;                      // counter null: no epilogue
   unsigned block_end[3] = {0, 0, 0};  // cumulative blocks (kGemvRowsPerBlock rows each)
   int n_jobs = 0;
 };
 constexpr int64_t kGemvRowsPerBlock = 16;
 GemvBatch make_gemv_batch(const GemvJob* jobs, int n_jobs);
 // Same dtype and cols for every job; 1 <= n_jobs <= 3.
+// norm (optional): the GemvNorm epilogue; needs n_jobs == 1, one token and add_to.
 cudaError_t launch_gemv_int8_multi(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
-                                   cudaStream_t s);
+                                   cudaStream_t s, const GemvNorm* norm = nullptr);
 // Plain dtypes (F32/F16/BF16, cols % 8 == 0), x f32 [T, cols], T <= kGemvMaxTokens.
 cudaError_t launch_gemv_float_multi(const GemvJob* jobs, int n_jobs, const float* x,
-                                    int64_t n_tokens, cudaStream_t s);
+                                    int64_t n_tokens, cudaStream_t s,
+                                    const GemvNorm* norm = nullptr);
+// Checks a GemvNorm request and fills its q1/q2/scales into b (false: invalid). int8: the
+// int8 GEMV (the float GEMV's epilogue writes no int8 activations: qbuf must be null).
+bool attach_gemv_norm(GemvBatch& b, const GemvNorm* norm, int64_t n_tokens, bool int8);
 
 // Decode fusions (fused.cu). Each writes its f32 output exactly as the unfused op and, with
 // `qbuf` set (a quantized_acts_bytes(rows, n) buffer, n % 32 == 0), the int8 activations of that
@@ -122,14 +143,29 @@ cudaError_t launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t hea
 
 // Causal attention (ops.h). pos0_dev, when not null, overrides pos0 from device memory (CUDA
 // graph replay). Small batches use split-K over the context: `partials` must hold
-// attention_partials_floats(...) floats and max_ctx bounds pos0+T (sizes the split grid).
-// qbuf (split path only, head_dim % 32 == 0): also quantize out as in launch_rmsnorm_quant.
+// attention_partials_floats(...) floats and max_ctx bounds pos0+T (sizes the split grid). Its
+// first attention_counter_slots(T, n_heads) words are per-row counters that must be zero before
+// a call (zero the buffer when allocated, and again when T * n_heads changes); every call
+// leaves them zero. qbuf (split path only, head_dim % 32 == 0): also quantize out as in
+// launch_rmsnorm_quant.
 int64_t attention_partials_floats(int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                                   int64_t max_ctx);
+int64_t attention_counter_slots(int64_t n_tokens, int64_t n_heads);
+// Decode (one token) with rope and the KV append fused in: q (left unrotated in memory) and this
+// token's k are rotated at position pos0 inside the attention kernel, and k, v are written to
+// row pos0 of k_cache / v_cache by it (the same result as launch_rope_kv, then attention).
+struct AttnRope {
+  const float* k = nullptr;         // [n_kv_heads, head_dim], not yet rotated
+  const float* v = nullptr;         // [n_kv_heads, head_dim]
+  const float* inv_freq = nullptr;  // device [head_dim / 2]
+  int style = 0;                    // 0 interleaved, 1 halves
+};
+bool attention_rope_fusable(int64_t n_tokens, int64_t head_dim, int style);
 cudaError_t launch_attention(const float* q, const float* k_cache, const float* v_cache, float* out,
                              int64_t n_tokens, int64_t pos0, const int32_t* pos0_dev,
                              int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                             float scale, float* partials, cudaStream_t s, void* qbuf = nullptr);
+                             float scale, float* partials, cudaStream_t s, void* qbuf = nullptr,
+                             const AttnRope* rope = nullptr);
 
 cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_t n,
                           cudaStream_t s);

@@ -4,6 +4,7 @@
 // for the profiler. New fusion: a launcher here, matched in backend/cuda/cuda-backend.cpp.
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace hearth::cuda {
 
@@ -28,6 +29,8 @@ QOut qout(void* buf, int64_t rows, int64_t n) {
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w,
                          float* __restrict__ y, int64_t n, float eps, QOut qo) {
+  pdl_trigger();
+  pdl_wait();
   const float* xr = x + int64_t(blockIdx.x) * n;
   float* yr = y + int64_t(blockIdx.x) * n;
   float ss = 0.f;
@@ -54,6 +57,8 @@ __global__ void __launch_bounds__(kThreads)
 
 __global__ void swiglu_quant_kernel(const float* gate, const float* up, float* out,
                                     int64_t n_blocks, QOut qo) {
+  pdl_trigger();
+  pdl_wait();
   const int lane = threadIdx.x & 31;
   for (int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; b < n_blocks;
        b += (int64_t(gridDim.x) * blockDim.x) >> 5) {
@@ -70,6 +75,8 @@ __global__ void swiglu_quant_kernel(const float* gate, const float* up, float* o
 __global__ void rope_kv_kernel(float* q, int64_t nq, float* k, int64_t nk, int64_t head_dim,
                                const int32_t* __restrict__ pos, const float* __restrict__ inv_freq,
                                int style, float* k_cache, float* v_cache, const float* v) {
+  pdl_trigger();
+  pdl_wait();
   const int64_t half = head_dim / 2;
   const int64_t nqp = nq * half, nkp = nk * half, kv_floats = nk * head_dim;
   const int64_t p = *pos;
@@ -121,9 +128,8 @@ cudaError_t launch_rmsnorm_quant(const float* x, const float* w, float* y, int64
   if (n % 32 != 0 || !qbuf) return cudaErrorInvalidValue;
   int64_t slices = (n + kThreads - 1) / kThreads;
   if (slices > 64) slices = 64;
-  rmsnorm_quant_kernel<<<dim3(unsigned(rows), unsigned(slices)), kThreads, 0, s>>>(
-      x, w, y, n, eps, qout(qbuf, rows, n));
-  return cudaGetLastError();
+  return launch_pdl(rmsnorm_quant_kernel, dim3(unsigned(rows), unsigned(slices)), dim3(kThreads), 0,
+                    s, x, w, y, n, eps, qout(qbuf, rows, n));
 }
 
 cudaError_t launch_swiglu_quant(const float* gate, const float* up, float* out, int64_t rows,
@@ -133,8 +139,8 @@ cudaError_t launch_swiglu_quant(const float* gate, const float* up, float* out, 
   const int64_t nb = rows * n / 32;
   int64_t blocks = (nb + kThreads / 32 - 1) / (kThreads / 32);
   if (blocks > 8192) blocks = 8192;
-  swiglu_quant_kernel<<<unsigned(blocks), kThreads, 0, s>>>(gate, up, out, nb, qout(qbuf, rows, n));
-  return cudaGetLastError();
+  return launch_pdl(swiglu_quant_kernel, dim3(unsigned(blocks)), dim3(kThreads), 0, s, gate, up,
+                    out, nb, qout(qbuf, rows, n));
 }
 
 cudaError_t launch_rope_kv(float* q, int64_t nq, float* k, int64_t nk, int64_t head_dim,
@@ -144,9 +150,8 @@ cudaError_t launch_rope_kv(float* q, int64_t nq, float* k, int64_t nk, int64_t h
   if (total <= 0 || head_dim % 2 != 0) return cudaErrorInvalidValue;
   int64_t blocks = (total + kThreads - 1) / kThreads;
   if (blocks > 4096) blocks = 4096;
-  rope_kv_kernel<<<unsigned(blocks), kThreads, 0, s>>>(q, nq, k, nk, head_dim, pos, inv_freq, style,
-                                                       k_cache, v_cache, v);
-  return cudaGetLastError();
+  return launch_pdl(rope_kv_kernel, dim3(unsigned(blocks)), dim3(kThreads), 0, s, q, nq, k, nk,
+                    head_dim, pos, inv_freq, style, k_cache, v_cache, v);
 }
 
 cudaError_t launch_spin(int64_t us, cudaStream_t s) {

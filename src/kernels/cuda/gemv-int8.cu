@@ -3,6 +3,8 @@
 // one QT<> specialization (unit size, raw load, dot) and a case in launch_gemv_int8().
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/dequantize.cuh"
+#include "kernels/cuda/gemv-norm.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace hearth::cuda {
 
@@ -348,9 +350,16 @@ struct QT<DType::Q6_K> {
 // W {d, n} @ x [NT, n] -> y [NT, d]. A warp takes kRows rows; each lane a unit per step, all
 // kUnroll*kRows unit loads of a step issued before the first dot (several 16-byte loads in
 // flight per lane); each x unit is read once and used for every row of the warp.
-template <DType T, int NT>
+// kNorm: batch.norm's rmsnorm epilogue (one token, one job); its warps past the last row run on
+// duplicate rows instead of leaving, since the epilogue needs every thread of the block.
+// kPipe: software-pipelined steps for rows of several steps (pipe_dtype(); one token).
+template <DType T, int NT, bool kNorm = false, bool kPipe = false>
 __global__ void __launch_bounds__(kWarps * 32) gemv_int8_kernel(GemvBatch batch, QuantizedActs xa) {
   using Q = QT<T>;
+  pdl_trigger();
+  // Waiting before the first weight load measured faster than prefetching one step of weights
+  // ahead of the wait (that pins the x loads behind the wait and behind the weights).
+  pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // Several matrices that read the same x (Q/K/V, gate/up) share one launch: block ranges.
   const int j = blockIdx.x < batch.block_end[0] ? 0 : blockIdx.x < batch.block_end[1] ? 1 : 2;
@@ -360,7 +369,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_int8_kernel(GemvBatch batch,
   const unsigned block = blockIdx.x - (j == 0 ? 0u : batch.block_end[j - 1]);
   const int64_t d = w.rows;
   const int64_t row0 = (int64_t(block) * kWarps + warp) * kRows;
-  if (row0 >= d) return;
+  if (!kNorm && row0 >= d) return;
   int64_t rows[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) rows[r] = row0 + r < d ? row0 + r : d - 1;  // dup, never stored
@@ -371,14 +380,17 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_int8_kernel(GemvBatch batch,
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[r][t] = 0.f;
 
-  for (int64_t u0 = lane; u0 < nu; u0 += 32 * Q::kUnroll) {
-    typename Q::Raw raw[Q::kUnroll][kRows];
+  using Raw = typename Q::Raw;
+  // All kUnroll*kRows unit loads of a step first (several 16-byte loads in flight per lane).
+  auto load_step = [&](Raw(&buf)[Q::kUnroll][kRows], int64_t u0) {
 #pragma unroll
     for (int k = 0; k < Q::kUnroll; ++k) {
       const int64_t u = u0 + 32 * k < nu ? u0 + 32 * k : nu - 1;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) raw[k][r] = Q::load(w, rows[r], u);
+      for (int r = 0; r < kRows; ++r) buf[k][r] = Q::load(w, rows[r], u);
     }
+  };
+  auto dot_step = [&](const Raw(&buf)[Q::kUnroll][kRows], int64_t u0) {
 #pragma unroll
     for (int k = 0; k < Q::kUnroll; ++k) {
       const int64_t u = u0 + 32 * k;
@@ -387,8 +399,28 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_int8_kernel(GemvBatch batch,
       for (int t = 0; t < NT; ++t) {
         const typename Q::X x = Q::load_x(xa, t, u);
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) acc[r][t] += Q::dot(raw[k][r], x, u);
+        for (int r = 0; r < kRows; ++r) acc[r][t] += Q::dot(buf[k][r], x, u);
       }
+    }
+  };
+  if constexpr (kPipe) {
+    // Two steps in flight: the next step's loads go out before this step's dots (same
+    // summation order as the plain loop).
+    constexpr int64_t kStep = 32 * Q::kUnroll;
+    Raw cur[Q::kUnroll][kRows], nxt[Q::kUnroll][kRows];
+    load_step(cur, lane);
+    for (int64_t s0 = 0; s0 < nu; s0 += 2 * kStep) {
+      if (s0 + kStep < nu) load_step(nxt, s0 + kStep + lane);
+      dot_step(cur, s0 + lane);
+      if (s0 + kStep >= nu) break;
+      if (s0 + 2 * kStep < nu) load_step(cur, s0 + 2 * kStep + lane);
+      dot_step(nxt, s0 + kStep + lane);
+    }
+  } else {
+    for (int64_t u0 = lane; u0 < nu; u0 += 32 * Q::kUnroll) {
+      Raw raw[Q::kUnroll][kRows];
+      load_step(raw, u0);
+      dot_step(raw, u0);
     }
   }
 #pragma unroll
@@ -403,6 +435,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_int8_kernel(GemvBatch batch,
         if (add) add[t * d + row0 + r] += v;  // fused residual add (same lane, no race)
       }
     }
+  if constexpr (kNorm) gemv_norm_epilogue<kWarps * 32, true>(batch.norm, add, d);
 }
 
 // One warp per 32-element block: q1 = round(x / d1), then the residual x - d1*q1 to q2 the
@@ -410,33 +443,46 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_int8_kernel(GemvBatch batch,
 __global__ void quantize_acts_kernel(const float* __restrict__ x, int8_t* __restrict__ q1,
                                      int8_t* __restrict__ q2, float4* __restrict__ scales,
                                      int64_t n_blocks) {
+  pdl_trigger();
+  pdl_wait();
   const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (b >= n_blocks) return;
   quant_block32(x[b * 32 + lane], lane, b, q1, q2, scales);
 }
 
+// Dtypes whose pipelined kernel stays within 128 registers (two 256-thread blocks per SM, so a
+// 4096-row grid is one wave); Q5_0/Q5_1 (~138) and the K-quants would not.
+constexpr bool pipe_dtype(DType t) {
+  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0;
+}
+
 template <DType T>
 cudaError_t gemv_typed(const GemvBatch& b, const QuantizedActs& xa, cudaStream_t s) {
   const unsigned grid = b.block_end[b.n_jobs - 1];
-  const GemvBatch& w = b;
   switch (xa.n_tokens) {
     case 1:
-      gemv_int8_kernel<T, 1><<<grid, kWarps * 32, 0, s>>>(w, xa);
-      break;
+      if constexpr (pipe_dtype(T)) {
+        if (xa.cols / QT<T>::kUnit > 32 * QT<T>::kUnroll && gemv_pipe_enabled()) {
+          if (b.norm.counter)
+            return launch_pdl(gemv_int8_kernel<T, 1, true, true>, dim3(grid), dim3(kWarps * 32), 0,
+                              s, b, xa);
+          return launch_pdl(gemv_int8_kernel<T, 1, false, true>, dim3(grid), dim3(kWarps * 32), 0,
+                            s, b, xa);
+        }
+      }
+      if (b.norm.counter)
+        return launch_pdl(gemv_int8_kernel<T, 1, true>, dim3(grid), dim3(kWarps * 32), 0, s, b, xa);
+      return launch_pdl(gemv_int8_kernel<T, 1>, dim3(grid), dim3(kWarps * 32), 0, s, b, xa);
     case 2:
-      gemv_int8_kernel<T, 2><<<grid, kWarps * 32, 0, s>>>(w, xa);
-      break;
+      return launch_pdl(gemv_int8_kernel<T, 2>, dim3(grid), dim3(kWarps * 32), 0, s, b, xa);
     case 3:
-      gemv_int8_kernel<T, 3><<<grid, kWarps * 32, 0, s>>>(w, xa);
-      break;
+      return launch_pdl(gemv_int8_kernel<T, 3>, dim3(grid), dim3(kWarps * 32), 0, s, b, xa);
     case 4:
-      gemv_int8_kernel<T, 4><<<grid, kWarps * 32, 0, s>>>(w, xa);
-      break;
+      return launch_pdl(gemv_int8_kernel<T, 4>, dim3(grid), dim3(kWarps * 32), 0, s, b, xa);
     default:
       return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 size_t align256(size_t v) {
@@ -472,11 +518,10 @@ cudaError_t launch_quantize_acts(const float* x, int64_t n_tokens, int64_t cols,
   const QuantizedActs v = quantized_acts_view(buf, n_tokens, cols);
   const int64_t nb = n_tokens * cols / 32;
   const unsigned grid = unsigned((nb + kWarps - 1) / kWarps);
-  quantize_acts_kernel<<<grid, kWarps * 32, 0, s>>>(
-      x, const_cast<int8_t*>(v.q1), const_cast<int8_t*>(v.q2),
-      reinterpret_cast<float4*>(const_cast<float*>(v.scales)), nb);
   *out = v;
-  return cudaGetLastError();
+  return launch_pdl(quantize_acts_kernel, dim3(grid), dim3(kWarps * 32), 0, s, x,
+                    const_cast<int8_t*>(v.q1), const_cast<int8_t*>(v.q2),
+                    reinterpret_cast<float4*>(const_cast<float*>(v.scales)), nb);
 }
 
 QuantizedActs quantized_acts_view(void* buf, int64_t n_tokens, int64_t cols) {
@@ -506,15 +551,34 @@ cudaError_t launch_gemv_int8(const DeviceWeight& w, const QuantizedActs& xa, flo
   return launch_gemv_int8_multi(&job, 1, xa, s);
 }
 
+bool attach_gemv_norm(GemvBatch& b, const GemvNorm* norm, int64_t n_tokens, bool int8) {
+  if (!norm) return true;
+  const int64_t rows = b.jobs[0].w.rows;
+  if (b.n_jobs != 1 || n_tokens != 1 || !b.jobs[0].add_to || !norm->counter || !norm->w ||
+      !norm->y || (norm->qbuf && rows % 32 != 0) || (!int8 && norm->qbuf) || (int8 && !norm->qbuf))
+    return false;
+  b.norm = *norm;
+  b.norm.q1 = b.norm.q2 = nullptr;
+  b.norm.scales = nullptr;
+  if (norm->qbuf) {
+    const QuantizedActs v = quantized_acts_view(norm->qbuf, 1, rows);
+    b.norm.q1 = const_cast<int8_t*>(v.q1);
+    b.norm.q2 = const_cast<int8_t*>(v.q2);
+    b.norm.scales = const_cast<float*>(v.scales);
+  }
+  return true;
+}
+
 cudaError_t launch_gemv_int8_multi(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
-                                   cudaStream_t s) {
+                                   cudaStream_t s, const GemvNorm* norm) {
   if (n_jobs < 1 || n_jobs > 3 || xa.n_tokens < 1 || xa.n_tokens > kGemvMaxTokens)
     return cudaErrorInvalidValue;
   for (int i = 0; i < n_jobs; ++i)
     if (jobs[i].w.cols != xa.cols || jobs[i].w.dtype != jobs[0].w.dtype || jobs[i].w.rows <= 0)
       return cudaErrorInvalidValue;
   static_assert(kWarps * kRows == kGemvRowsPerBlock, "block ranges assume this many rows");
-  const GemvBatch w = make_gemv_batch(jobs, n_jobs);
+  GemvBatch w = make_gemv_batch(jobs, n_jobs);
+  if (!attach_gemv_norm(w, norm, xa.n_tokens, true)) return cudaErrorInvalidValue;
   switch (jobs[0].w.dtype) {
     case DType::Q4_0:
       return gemv_typed<DType::Q4_0>(w, xa, s);

@@ -4,8 +4,12 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda/dequantize.cuh"
+#include "kernels/cuda/gemv-norm.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace hearth::cuda {
 
@@ -13,13 +17,53 @@ namespace {
 
 constexpr int kWarps = 8;  // warps per block
 constexpr int kRows = 2;   // rows per warp: each x load feeds kRows rows
-constexpr int kUnroll = 4;
+// 16-byte groups per lane per row in flight: 8 for rows of <= 4096 elements (one or two steps
+// a row), 4 for longer rows (measured: 8 lost ~15% on 4096x11008, gained ~5% on 11008x4096).
+constexpr int kUnrollShort = 8, kUnrollLong = 4;
+
+// Raw 8-element groups of a plain dtype, held packed in registers until used (F16/BF16 take 4
+// registers a group instead of 8, so twice as many loads fit in flight).
+template <DType T>
+struct PlainGroup {
+  uint4 v;
+  static __device__ __forceinline__ PlainGroup load(const DeviceWeight& w, int64_t row, int64_t g) {
+    return {__ldg(reinterpret_cast<const uint4*>(w.body) + (row * w.cols + g * 8) / 8)};
+  }
+  __device__ __forceinline__ void unpack(float (&o)[8]) const {
+    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (T == DType::F16) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&u[i]));
+        o[2 * i] = f.x;
+        o[2 * i + 1] = f.y;
+      } else {
+        o[2 * i] = __uint_as_float(u[i] << 16);
+        o[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+      }
+    }
+  }
+};
+template <>
+struct PlainGroup<DType::F32> {
+  float4 a, b;
+  static __device__ __forceinline__ PlainGroup load(const DeviceWeight& w, int64_t row, int64_t g) {
+    const float4* p = reinterpret_cast<const float4*>(w.body) + (row * w.cols + g * 8) / 4;
+    return {__ldg(p), __ldg(p + 1)};
+  }
+  __device__ __forceinline__ void unpack(float (&o)[8]) const {
+    o[0] = a.x, o[1] = a.y, o[2] = a.z, o[3] = a.w, o[4] = b.x, o[5] = b.y, o[6] = b.z, o[7] = b.w;
+  }
+};
 
 // W {d, n} @ X [NT, n] -> Y [NT, d]; n % 8 == 0 (every quant block size is; plain types with
 // other n take gemv_scalar_kernel).
-template <DType T, int NT>
+// kNorm: batch.norm's rmsnorm epilogue (one token, one job; warps past the last row stay).
+// kPipe: software-pipelined steps (rows of several steps; HEARTH_CUDA_GEMV_PIPE=0 turns off).
+template <DType T, int NT, int kUnroll, bool kNorm = false, bool kPipe = false>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(GemvBatch batch, const float* __restrict__ x) {
+  pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // Block ranges of up to three matrices sharing x (Q/K/V, gate/up): one launch for all.
   const int j = blockIdx.x < batch.block_end[0] ? 0 : blockIdx.x < batch.block_end[1] ? 1 : 2;
@@ -29,7 +73,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const unsigned block = blockIdx.x - (j == 0 ? 0u : batch.block_end[j - 1]);
   const int64_t d = w.rows, n = w.cols;
   const int64_t row0 = (int64_t(block) * kWarps + warp) * kRows;
-  if (row0 >= d) return;
+  if (!kNorm && row0 >= d) return;
   int64_t rows[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) rows[r] = row0 + r < d ? row0 + r : d - 1;  // dup, never stored
@@ -40,15 +84,16 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int t = 0; t < NT; ++t) acc[r][t] = 0.f;
 
-  for (int64_t g0 = lane; g0 < ng; g0 += 32 * kUnroll) {
-    float wv[kUnroll][kRows][8];
-    // All weight loads of this iteration first, so kUnroll*kRows loads are in flight per lane.
+  // All weight loads of a step first, so kUnroll*kRows loads are in flight per lane.
+  auto load_step = [&](PlainGroup<T>(&buf)[kUnroll][kRows], int64_t g0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t g = g0 + 32 * u < ng ? g0 + 32 * u : ng - 1;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) dq8<T>(w, rows[r], g, wv[u][r]);
+      for (int r = 0; r < kRows; ++r) buf[u][r] = PlainGroup<T>::load(w, rows[r], g);
     }
+  };
+  auto dot_step = [&](const PlainGroup<T>(&buf)[kUnroll][kRows], int64_t g0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t g = g0 + 32 * u;
@@ -59,10 +104,35 @@ __global__ void __launch_bounds__(kWarps * 32)
         const float4 a = __ldg(xp), b = __ldg(xp + 1);
         const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-        for (int r = 0; r < kRows; ++r)
+        for (int r = 0; r < kRows; ++r) {
+          float wv[8];
+          buf[u][r].unpack(wv);
 #pragma unroll
-          for (int i = 0; i < 8; ++i) acc[r][t] = fmaf(wv[u][r][i], xv[i], acc[r][t]);
+          for (int i = 0; i < 8; ++i) acc[r][t] = fmaf(wv[i], xv[i], acc[r][t]);
+        }
       }
+    }
+  };
+  PlainGroup<T> raw[kUnroll][kRows];
+  // The first step's weights stream in before waiting for the kernel that wrote x (PDL).
+  load_step(raw, lane);
+  pdl_wait();
+  if constexpr (kPipe) {
+    // Two steps in flight: the next step's loads go out before this step's dots (same
+    // summation order as the plain loop).
+    PlainGroup<T> nxt[kUnroll][kRows];
+    constexpr int64_t kStep = 32 * kUnroll;
+    for (int64_t s0 = 0; s0 < ng; s0 += 2 * kStep) {
+      if (s0 + kStep < ng) load_step(nxt, s0 + kStep + lane);
+      dot_step(raw, s0 + lane);
+      if (s0 + kStep >= ng) break;
+      if (s0 + 2 * kStep < ng) load_step(raw, s0 + 2 * kStep + lane);
+      dot_step(nxt, s0 + kStep + lane);
+    }
+  } else {
+    for (int64_t g0 = lane; g0 < ng; g0 += 32 * kUnroll) {
+      if (g0 != lane) load_step(raw, g0);
+      dot_step(raw, g0);
     }
   }
 #pragma unroll
@@ -77,6 +147,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         if (add) add[t * d + row0 + r] += v;
       }
     }
+  if constexpr (kNorm) gemv_norm_epilogue<kWarps * 32, false>(batch.norm, add, d);
 }
 
 // Plain dtypes with n % 8 != 0: one warp per row, one element per lane step.
@@ -94,24 +165,37 @@ __global__ void gemv_scalar_kernel(DeviceWeight w, const float* __restrict__ x,
   }
 }
 
-template <DType T>
-cudaError_t gemv_typed(const GemvBatch& w, const float* x, int64_t nt, cudaStream_t s) {
+template <DType T, int U>
+cudaError_t gemv_launch(const GemvBatch& w, const float* x, int64_t nt, cudaStream_t s) {
   const unsigned grid = w.block_end[w.n_jobs - 1];
   switch (nt) {
     case 1:
-      gemv_kernel<T, 1><<<grid, kWarps * 32, 0, s>>>(w, x);
-      break;
+      // F16/BF16 rows of several steps are software-pipelined (one token only).
+      if constexpr (U == kUnrollLong && T != DType::F32) {  // F32: 174 registers piped
+        if (gemv_pipe_enabled()) {
+          if (w.norm.counter)
+            return launch_pdl(gemv_kernel<T, 1, U, true, true>, dim3(grid), dim3(kWarps * 32), 0, s,
+                              w, x);
+          return launch_pdl(gemv_kernel<T, 1, U, false, true>, dim3(grid), dim3(kWarps * 32), 0, s,
+                            w, x);
+        }
+      }
+      if (w.norm.counter)
+        return launch_pdl(gemv_kernel<T, 1, U, true>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
+      return launch_pdl(gemv_kernel<T, 1, U>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
     case 2:
-      gemv_kernel<T, 2><<<grid, kWarps * 32, 0, s>>>(w, x);
-      break;
+      return launch_pdl(gemv_kernel<T, 2, U>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
     case 3:
-      gemv_kernel<T, 3><<<grid, kWarps * 32, 0, s>>>(w, x);
-      break;
+      return launch_pdl(gemv_kernel<T, 3, U>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
     default:
-      gemv_kernel<T, 4><<<grid, kWarps * 32, 0, s>>>(w, x);
-      break;
+      return launch_pdl(gemv_kernel<T, 4, U>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
   }
-  return cudaGetLastError();
+}
+
+template <DType T>
+cudaError_t gemv_typed(const GemvBatch& w, const float* x, int64_t nt, cudaStream_t s) {
+  return w.jobs[0].w.cols <= 4096 ? gemv_launch<T, kUnrollShort>(w, x, nt, s)
+                                  : gemv_launch<T, kUnrollLong>(w, x, nt, s);
 }
 
 size_t align256(size_t v) {
@@ -130,8 +214,14 @@ __global__ void f32_to_f16_split_kernel(const float* x, __half* hi, __half* lo, 
   }
 }
 
+// HEARTH_CUDA_SPLIT_X=0 runs one fp16 pass (x rounded to fp16; faster, ~1.4e-3 off on the
+// bf16 goldens): an A/B switch for measuring what the second pass costs.
 bool split_x(DType t) {
-  return t == DType::F16 || t == DType::BF16;
+  static const bool on = [] {
+    const char* e = std::getenv("HEARTH_CUDA_SPLIT_X");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on && (t == DType::F16 || t == DType::BF16);
 }
 
 size_t x16_bytes(const DeviceWeight& w, int64_t n_tokens) {
@@ -141,7 +231,7 @@ size_t x16_bytes(const DeviceWeight& w, int64_t n_tokens) {
 }  // namespace
 
 cudaError_t launch_gemv_float_multi(const GemvJob* jobs, int n_jobs, const float* x,
-                                    int64_t n_tokens, cudaStream_t s) {
+                                    int64_t n_tokens, cudaStream_t s, const GemvNorm* norm) {
   if (n_jobs < 1 || n_jobs > 3 || n_tokens < 1 || n_tokens > kGemvMaxTokens)
     return cudaErrorInvalidValue;
   for (int i = 0; i < n_jobs; ++i)
@@ -149,7 +239,8 @@ cudaError_t launch_gemv_float_multi(const GemvJob* jobs, int n_jobs, const float
         jobs[i].w.dtype != jobs[0].w.dtype || jobs[i].w.rows <= 0)
       return cudaErrorInvalidValue;
   static_assert(kWarps * kRows == kGemvRowsPerBlock, "block ranges assume this many rows");
-  const GemvBatch b = make_gemv_batch(jobs, n_jobs);
+  GemvBatch b = make_gemv_batch(jobs, n_jobs);
+  if (!attach_gemv_norm(b, norm, n_tokens, false)) return cudaErrorInvalidValue;
   switch (jobs[0].w.dtype) {
     case DType::F32:
       return gemv_typed<DType::F32>(b, x, n_tokens, s);

@@ -3,6 +3,8 @@
 // T=3 (multi-token GEMV) and T=17 (fp16 tensor-core GEMM).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "cuda-test-util.h"
 #include "random-weights.h"
 
@@ -51,9 +53,10 @@ TEST_P(CudaMatmul, MatchesCpuDequantizedProduct) {
   const auto [t, n_tokens] = GetParam();
   const int64_t block = dtype_info(t).block_size;
   // Odd row counts; column counts of 1..3 K-quant blocks or odd for plain types.
+  // 8480 / 8488: rows of several GEMV steps (the software-pipelined decode loop, odd count).
   std::vector<int64_t> col_options = block == 256  ? std::vector<int64_t>{256, 768}
-                                     : block == 32 ? std::vector<int64_t>{96, 512}
-                                                   : std::vector<int64_t>{101, 512};
+                                     : block == 32 ? std::vector<int64_t>{96, 512, 8480}
+                                                   : std::vector<int64_t>{101, 512, 8488};
   for (int64_t cols : col_options) {
     const int64_t rows = 37;
     auto bytes = random_weight_bytes(t, rows, cols, uint32_t(cols + n_tokens));
@@ -113,6 +116,75 @@ TEST_F(CudaTest, QuantizedXFollowsWritesBetweenMatmuls) {
   for (size_t i = 0; i < a.size(); ++i) twice[i] = 2 * a[i];
   EXPECT_LT(rel_error(b, a), 1e-7);
   EXPECT_LT(rel_error(c, twice), 1e-6);
+}
+
+// A one-token GEMV + residual add followed by the rmsnorm of that residual runs as one launch
+// (the norm in the GEMV's last block, gemv-norm.cuh): rows past one pass of the epilogue (2048);
+// F16 with a partial last block of 16 rows; Q4_0 with the int8 output feeding the next GEMV.
+class CudaFusedNorm : public CudaTest {
+ protected:
+  // The fusion is opt-in (HEARTH_CUDA_FUSE_NORM=1, read when the backend is made).
+  void SetUp() override {
+    setenv("HEARTH_CUDA_FUSE_NORM", "1", 1);
+    CudaTest::SetUp();
+    unsetenv("HEARTH_CUDA_FUSE_NORM");
+  }
+  void run_case(DType t, int64_t rows, double tol) {
+    const int64_t cols = 256, rows2 = 24;
+    auto bytes = random_weight_bytes(t, rows, cols, 21);
+    Weight w = make_weight(t, rows, cols, bytes);
+    auto bytes2 = random_weight_bytes(t, rows2, rows, 22);
+    Weight w2 = make_weight(t, rows2, rows, bytes2);
+    ASSERT_TRUE(backend_->prepare_weight(w).is_ok());
+    ASSERT_TRUE(backend_->prepare_weight(w2).is_ok());
+    const auto x = random_floats(size_t(cols), 23);
+    const auto res = random_floats(size_t(rows), 24, -2.f, 2.f);
+    const auto nw = random_floats(size_t(rows), 25, 0.5f, 1.5f);
+    // A first GEMV over rows-wide x sizes the int8 activation buffer as a model's widest GEMV
+    // would (the fused epilogue writes into it and never regrows it under a queued GEMV).
+    float* warm = poisoned(rows2);
+    backend_->matmul(w2, dev(random_floats(size_t(rows), 26)), 1, warm);
+    float* dres = dev(res);
+    float* y = poisoned(rows);
+    float* normed = poisoned(rows);
+    float* z = poisoned(rows2);
+    backend_->matmul(w, dev(x), 1, y);
+    backend_->add_inplace(dres, y, rows);
+    backend_->rmsnorm(dres, dev(nw), normed, 1, rows, 1e-5f);
+    backend_->matmul(w2, normed, 1, z);
+    // CPU reference in double from the dequantized weights.
+    const auto wf = cpu_dequant(w), wf2 = cpu_dequant(w2);
+    std::vector<float> want_res(static_cast<size_t>(rows)), want_norm(static_cast<size_t>(rows));
+    std::vector<float> want_z(static_cast<size_t>(rows2));
+    double ss = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int64_t i = 0; i < cols; ++i) s += double(wf[size_t(r * cols + i)]) * x[size_t(i)];
+      want_res[size_t(r)] = float(res[size_t(r)] + s);
+      ss += double(want_res[size_t(r)]) * want_res[size_t(r)];
+    }
+    const double scale = 1.0 / std::sqrt(ss / double(rows) + 1e-5);
+    for (int64_t r = 0; r < rows; ++r)
+      want_norm[size_t(r)] = float(want_res[size_t(r)] * scale * nw[size_t(r)]);
+    for (int64_t r = 0; r < rows2; ++r) {
+      double s = 0;
+      for (int64_t i = 0; i < rows; ++i)
+        s += double(wf2[size_t(r * rows + i)]) * want_norm[size_t(i)];
+      want_z[size_t(r)] = float(s);
+    }
+    EXPECT_LT(rel_error(get(dres, rows), want_res), tol) << dtype_name(t) << " residual";
+    EXPECT_LT(rel_error(get(normed, rows), want_norm), tol) << dtype_name(t) << " rmsnorm";
+    EXPECT_LT(rel_error(get(z, rows2), want_z), tol) << dtype_name(t) << " next GEMV";
+  }
+};
+
+TEST_F(CudaFusedNorm, F16) {
+  run_case(DType::F16, 4136, 2e-5);
+}
+
+TEST_F(CudaFusedNorm, Q4_0) {
+  // x rounds to int8 blocks twice (the first GEMV's x, the normed row): ~1/250 of a block each.
+  run_case(DType::Q4_0, 4128, 1e-2);
 }
 
 class CudaEmbed : public CudaTest, public ::testing::WithParamInterface<DType> {};

@@ -1,0 +1,50 @@
+// Programmatic dependent launch (PDL) for the decode kernels: launch_pdl() lets the next kernel
+// start while this one drains; every kernel launched through it must call pdl_wait() before it
+// touches memory an earlier kernel writes (only immutable weights may be read before).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+namespace hearth::cuda {
+
+// HEARTH_CUDA_PDL=0 turns it off (plain stream order; for A/B timing and debugging).
+bool pdl_enabled();
+// HEARTH_CUDA_GEMV_PIPE=1: decode GEMVs over rows of several steps software-pipelined (an
+// experiment, off by default: no gain in the decode graph, Q8_0 lost 8%).
+bool gemv_pipe_enabled();
+
+// Waits until the grids this one depends on have completed and their writes are visible. A
+// no-op for a kernel launched without the PDL attribute.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the dependent grid be scheduled once every block of this grid has called it (or exited);
+// its blocks then sit in pdl_wait() until this grid completes, so calling it first is safe.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+template <class... KArgs, class... Args>
+cudaError_t launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                       Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace hearth::cuda
