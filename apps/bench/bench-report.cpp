@@ -51,6 +51,8 @@ std::string render_markdown(const BenchReport& r) {
       out += "; measured read bandwidth " + fmt("%.1f GB/s", d.bandwidth_gbs) + ", peak " +
              fmt("%.0f", d.peak_f32_gflops) + " GFLOP/s f32";
     if (d.peak_int8_gops > 0) out += ", " + fmt("%.0f", d.peak_int8_gops) + " GOP/s int8";
+    if (d.peak_amx_bf16_gflops > 0)
+      out += ", " + fmt("%.0f", d.peak_amx_bf16_gflops) + " GFLOP/s AMX bf16";
     if (d.power_w) out += ", " + fmt("%.1f W", *d.power_w);
     if (!d.notes.empty()) out += " (" + d.notes + ")";
     out += "\n";
@@ -101,6 +103,7 @@ std::string render_json(const BenchReport& r) {
                       {"bandwidth_gbs", d.bandwidth_gbs},
                       {"peak_f32_gflops", d.peak_f32_gflops},
                       {"peak_int8_gops", d.peak_int8_gops},
+                      {"peak_amx_bf16_gflops", d.peak_amx_bf16_gflops},
                       {"notes", d.notes}};
     dj["power_w"] = d.power_w ? nlohmann::json(*d.power_w) : nlohmann::json(nullptr);
     j["devices"].push_back(dj);

@@ -39,7 +39,7 @@ struct DeviceReport {
   std::string backend;  // "cpu", "cuda"
   std::string name;
   double bandwidth_gbs = 0;  // measured in this run
-  double peak_f32_gflops = 0, peak_int8_gops = 0;
+  double peak_f32_gflops = 0, peak_int8_gops = 0, peak_amx_bf16_gflops = 0;
   std::optional<double> power_w;  // average during the runs, when the device exposes it
   std::string notes;
 };

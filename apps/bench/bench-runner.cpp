@@ -234,6 +234,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   const PeakCompute peak = measure_peak_compute(rep.threads);
   cpu.peak_f32_gflops = peak.f32_gflops;
   cpu.peak_int8_gops = peak.int8_gops;
+  cpu.peak_amx_bf16_gflops = peak.amx_bf16_gflops;
   cpu.notes = std::to_string(rep.threads) + " threads, " + std::to_string(probe_bytes >> 20) +
               " MiB read buffer";
   const bool rapl = read_energy().joules.has_value();
@@ -283,10 +284,22 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   rep.model_type = dtype_name(wtype);
   rep.weight_bytes = model->weight_bytes();
   rep.n_params = uint64_t(shape.params());
-  // Prefill runs int8 kernels when the weight type quantizes activations, f32 FMAs otherwise.
-  const bool int8 =
-      kernels::active_kernel_table().of(wtype).act_type != DType::F32 && peak.int8_gops > 0;
-  const double peak_gops = int8 ? peak.int8_gops : peak.f32_gflops;
+  // Prefill runs int8 kernels when the weight type quantizes activations, f32 FMAs otherwise;
+  // from prefill_min_tokens on, the AMX bf16 GEMM where this CPU has one (its peak is halved
+  // for types it runs as two products, hi + lo weights).
+  const kernels::KernelTable& table = kernels::active_kernel_table();
+  const bool int8 = table.of(wtype).act_type != DType::F32 && peak.int8_gops > 0;
+  const auto amx_precision = kernels::prefill_precision(wtype);
+  const bool amx_capable = kernels::prefill_gemm_for(table) && amx_precision &&
+                           peak.amx_bf16_gflops > 0 && o.gpu_layers == 0;
+  auto prefill_peak = [&](int p) -> std::pair<double, const char*> {
+    if (amx_capable && p >= kernels::prefill_min_tokens(wtype)) {
+      const bool split = *amx_precision == kernels::PrefillPrecision::kSplitWeights;
+      return {peak.amx_bf16_gflops / (split ? 2 : 1), "compute (amx bf16)"};
+    }
+    return int8 ? std::pair{peak.int8_gops, "compute (int8)"}
+                : std::pair{peak.f32_gflops, "compute (f32)"};
+  };
 
   int max_p = 0;
   for (int p : o.prompt_sizes) max_p = std::max(max_p, p);
@@ -323,13 +336,14 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
                               ttft.push_back(ms_since(t0));
                               return Status::ok();
                             }));
+    const auto [peak_gops, compute_bound] = prefill_peak(p);
     const double compute_max = peak_gops * 1e9 / (shape.prefill_flops(p) / p);
     const double bw_max = cpu.bandwidth_gbs * 1e9 * p / double(rep.weight_bytes);
     Figure f{"pp" + std::to_string(p),
              "tok/s",
              Stat::of(m.tok_s),
              std::min(compute_max, bw_max),
-             compute_max <= bw_max ? (int8 ? "compute (int8)" : "compute (f32)") : "bandwidth",
+             compute_max <= bw_max ? compute_bound : "bandwidth",
              m.jpt,
              m.gpu_jpt};
     figs.push_back(f);

@@ -103,6 +103,39 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int vnni_avx512(int64_t i
   return _mm512_reduce_add_epi32(t);
 }
 
+// AMX: 4 independent TDPBF16PS (16 x 16 x 32 bf16 products each) per iteration on register-
+// resident tiles; the tile state is configured and released inside, per calling thread.
+struct alignas(64) AmxTileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+__attribute__((target("amx-tile,amx-bf16"))) float amx_bf16(int64_t iters) {
+  AmxTileConfig cfg;
+  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  alignas(64) uint16_t ab[16 * 32];
+  for (int i = 0; i < 16 * 32; ++i) ab[i] = 0x3C00;  // bf16 1/128: sums stay finite
+  alignas(64) float c[16 * 16];
+  _tile_loadconfig(&cfg);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, ab, 64);
+  _tile_loadd(5, ab, 64);
+  _tile_loadd(6, ab, 64);
+  _tile_loadd(7, ab, 64);
+  for (int64_t it = 0; it < iters; ++it) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, 64);
+  _tile_release();
+  return c[0];
+}
+
 // Runs fn(iters) on every thread, doubling iters until one pass takes >= 0.1 s; returns the
 // aggregate rate in G(ops)/s given ops per iteration per thread.
 template <class Fn>
@@ -155,6 +188,9 @@ PeakCompute measure_peak_compute(int threads) {
     p.f32_gflops = aggregate_rate(pool, 12 * 16 * 2, [](int64_t n) { return fma_avx512(n); });
     if (f.avx512bw && f.avx512_vnni)
       p.int8_gops = aggregate_rate(pool, 12 * 64 * 2, [](int64_t n) { return vnni_avx512(n); });
+    if (f.amx_tile && f.amx_bf16 && request_amx_permission())
+      p.amx_bf16_gflops =
+          aggregate_rate(pool, 4 * 16 * 16 * 32 * 2, [](int64_t n) { return amx_bf16(n); });
   } else if (f.avx2 && f.fma) {
     p.isa = "avx2";
     p.f32_gflops = aggregate_rate(pool, 12 * 8 * 2, [](int64_t n) { return fma_avx2(n); });

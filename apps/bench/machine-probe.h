@@ -19,7 +19,8 @@ double measure_read_bandwidth(int threads, uint64_t bytes, int passes = 3);
 struct PeakCompute {
   double f32_gflops = 0;
   double int8_gops = 0;
-  std::string isa;  // "avx512", "avx2", "scalar"
+  double amx_bf16_gflops = 0;  // AMX TDPBF16PS (bf16 x bf16 -> f32), 0 without usable AMX
+  std::string isa;             // "avx512", "avx2", "scalar"
 };
 PeakCompute measure_peak_compute(int threads);
 
