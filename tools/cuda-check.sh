@@ -200,8 +200,17 @@ PY
       -m "$W/7b-$1.gguf" --tokens "$pids" -n 80 --ignore-eos --temp 0 -c 1024 --gpu-layers all \
       --json 2>"$OUT/profile-$1-${2//[^A-Za-z0-9]/}.txt" >/dev/null
     grep -A16 "hearth cuda profile" "$OUT/profile-$1-${2//[^A-Za-z0-9]/}.txt" |
-      grep -E "graph|rms|eager" || tail -3 "$OUT/profile-$1-${2//[^A-Za-z0-9]/}.txt"
+      grep -E "graph|attention|eager" || tail -3 "$OUT/profile-$1-${2//[^A-Za-z0-9]/}.txt"
   done
+  # The same after a 512-token prompt (decode at context ~512-590: 8-10 live attention splits).
+  if [ "$(cap 60)" -gt 1 ]; then
+    echo "== profile q4_0 (-), context ~512-590"
+    HEARTH_CUDA_PROFILE=1 timeout "$(cap 60)" "$BIN/hearth" run -m "$W/7b-q4_0.gguf" --tokens "$ids" \
+      -n 80 --ignore-eos --temp 0 -c 1024 --gpu-layers all --json 2>"$OUT/profile-q4_0-ctx512.txt" \
+      >/dev/null
+    grep -A16 "hearth cuda profile" "$OUT/profile-q4_0-ctx512.txt" | grep -E "graph|attention|eager" ||
+      tail -3 "$OUT/profile-q4_0-ctx512.txt"
+  fi
   echo "== speed (llama2-7b shape, random weights)"
   for t in $types; do
     [ "$(cap 60)" -gt 20 ] || { SPEED+="$t all SKIPPED (time budget)"$'\n'; continue; }

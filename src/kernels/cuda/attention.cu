@@ -1,7 +1,8 @@
 // Causal attention on CUDA over the f32 KV cache [ctx, n_kv_heads, head_dim] (ops.h).
 // Decode / small batches: split-K over the context (blocks per (query, head) take 64-position
-// chunks, each warp an online softmax; the last block of a row combines). Prefill: flash-style
-// tiles of 16 queries x 32 keys in shared memory, K/V read once per tile. head_dim <= 256.
+// chunks, each warp an online softmax; the last block of a row combines, or a lone block writes
+// out itself). Prefill: flash-style tiles of 16 queries x 32 keys in shared memory, K/V read
+// once per tile. head_dim <= 256.
 #include <cmath>
 
 #include "kernels/cuda/act-quant.cuh"
@@ -42,11 +43,13 @@ struct QuantOut {
   float4* scales = nullptr;
 };
 
-// Rotates a head's row held as v[i] = x[lane + 32 i] (hd == 32 * EPT) at position p, angles in
-// double as rope.cu. Interleaved pairs (2j, 2j+1) sit in neighbouring lanes; halves pairs
-// (j, j + hd/2) in the same lane, EPT/2 registers apart (attention_rope_fusable() checks).
+// Rotates a head's row held as v[i] = x[lane + 32 i] (hd == 32 * EPT), cos/sin of pair j in
+// cs[j] (angles in double as rope.cu, once per block). Interleaved pairs (2j, 2j+1) sit in
+// neighbouring lanes; halves pairs (j, j + hd/2) in the same lane, EPT/2 registers apart
+// (attention_rope_fusable() checks).
 template <int EPT>
-__device__ __forceinline__ void rope_rows(float (&v)[EPT], int64_t p, const AttnRope& r, int lane) {
+__device__ __forceinline__ void rope_rows_tab(float (&v)[EPT], const float2* cs, int style,
+                                              int lane) {
   float out[EPT];
 #pragma unroll
   for (int i = 0; i < EPT; ++i) {
@@ -54,7 +57,7 @@ __device__ __forceinline__ void rope_rows(float (&v)[EPT], int64_t p, const Attn
     int j;
     bool first;
     float partner;
-    if (r.style == 0) {
+    if (style == 0) {
       j = d >> 1;
       first = (d & 1) == 0;
       partner = __shfl_xor_sync(0xffffffffu, v[i], 1);
@@ -64,10 +67,8 @@ __device__ __forceinline__ void rope_rows(float (&v)[EPT], int64_t p, const Attn
       j = first ? d : d - 32 * kHalf;
       partner = EPT % 2 == 0 ? v[first ? (i + kHalf) % EPT : (i + EPT - kHalf) % EPT] : 0.f;
     }
-    double sd, cd;
-    sincos(double(p) * double(r.inv_freq[j]), &sd, &cd);
-    const float c = float(cd), s = float(sd);
-    out[i] = first ? v[i] * c - partner * s : partner * s + v[i] * c;
+    const float2 t = cs[j];
+    out[i] = first ? v[i] * t.x - partner * t.y : partner * t.y + v[i] * t.x;
   }
 #pragma unroll
   for (int i = 0; i < EPT; ++i) v[i] = out[i];
@@ -79,12 +80,17 @@ __device__ __forceinline__ void rope_rows(float (&v)[EPT], int64_t p, const Attn
 // device, so one graph serves every position while short contexts launch almost nothing. The
 // last live block of a row to finish (a per-row counter, left at zero again) combines the
 // row's live partials and writes out (and its int8 activations for the O projection).
+// Decode is latency-bound: each warp loads all K and V rows of its round (kKpw keys; with
+// head_dim <= 128 a whole 64-position chunk per block in one round) at once, before q's rope,
+// and the rope angles are computed once per block, so a block makes one DRAM round trip.
 template <int EPT>
-__global__ void __launch_bounds__(kSplitWarps * 32)
+__global__ void __launch_bounds__(kSplitWarps * 32, 2)
     attn_split_kernel(const float* __restrict__ q, float* kc, float* vc, AttnRope rope,
                       float* __restrict__ partials, unsigned* __restrict__ counters,
                       float* __restrict__ out, QuantOut qo, int64_t pos0_host,
                       const int32_t* pos0_dev, int n_heads, int n_kv_heads, int hd, float scale) {
+  constexpr int kKpw = EPT <= 4 ? 8 : 4;  // keys per warp per round (registers: 2 x kKpw x EPT)
+  constexpr int kRound = kSplitWarps * kKpw;
   pdl_trigger();
   pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -99,6 +105,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
   const int n_live = n_chunks < n_splits ? int(n_chunks) : n_splits;
   if (split >= n_live) return;
   const int64_t kv_stride = int64_t(n_kv_heads) * hd;
+  const float* kh = kc + int64_t(kvh) * hd;
+  const float* vh = vc + int64_t(kvh) * hd;
 
   float qv[EPT], acc[EPT];
 #pragma unroll
@@ -107,68 +115,97 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
     qv[i] = d < hd ? q[th * hd + d] : 0.f;
     acc[i] = 0.f;
   }
-  // Fused decode rope: q and this token's k rotated here, its k/v used from registers (the
-  // cache row is written below by one block per KV head, and read by the next step).
   const int64_t pcur = n_ctx - 1;
   float kcur[EPT], vcur[EPT];
   if (rope.k) {
-    rope_rows<EPT>(qv, pcur, rope, lane);
 #pragma unroll
     for (int i = 0; i < EPT; ++i) {
       const int d = lane + 32 * i;
       kcur[i] = d < hd ? rope.k[int64_t(kvh) * hd + d] : 0.f;
       vcur[i] = d < hd ? rope.v[int64_t(kvh) * hd + d] : 0.f;
     }
-    rope_rows<EPT>(kcur, pcur, rope, lane);
+  }
+  // The warp's rounds: positions base .. base + kKpw - 1 (those from end on score -inf) of
+  // chunk, kRound apart within a chunk, then chunk += n_splits.
+  int64_t chunk = split;
+  int64_t end = (chunk + 1) * kChunk < n_ctx ? (chunk + 1) * kChunk : n_ctx;
+  int64_t base = chunk * kChunk + warp * kKpw;
+  bool have = base < end;
+  float kr[kKpw][EPT], vr[kKpw][EPT];
+  auto load_round = [&]() {  // rows past end read as zeros (they score -inf, weigh 0)
+    const int64_t n_rows = end - base;
+    const float* kp = kh + base * kv_stride + lane;
+    const float* vp = vh + base * kv_stride + lane;
+#pragma unroll
+    for (int j = 0; j < kKpw; ++j) {
+#pragma unroll
+      for (int i = 0; i < EPT; ++i) {
+        const bool ok = j < n_rows && lane + 32 * i < hd;
+        kr[j][i] = ok ? kp[j * kv_stride + 32 * i] : 0.f;
+        vr[j][i] = ok ? vp[j * kv_stride + 32 * i] : 0.f;
+      }
+    }
+  };
+  if (have) load_round();  // in flight while the rope angles are computed
+
+  // Fused decode rope: q and this token's k rotated here, its k/v used from registers (the
+  // cache row is written below by one block per KV head, and read by the next step).
+  __shared__ float2 sm_cs[128];
+  if (rope.k) {
+    for (int j = threadIdx.x; j < hd / 2; j += blockDim.x) {
+      double sd, cd;
+      sincos(double(pcur) * double(rope.inv_freq[j]), &sd, &cd);
+      sm_cs[j] = make_float2(float(cd), float(sd));
+    }
+    __syncthreads();
+    rope_rows_tab<EPT>(qv, sm_cs, rope.style, lane);
+    rope_rows_tab<EPT>(kcur, sm_cs, rope.style, lane);
   }
 #pragma unroll
   for (int i = 0; i < EPT; ++i) qv[i] *= scale;
   float m = -INFINITY, l = 0.f;
-  for (int64_t chunk = split; chunk < n_chunks; chunk += n_splits) {
-    const int64_t start = chunk * kChunk;
-    const int64_t end = start + kChunk < n_ctx ? start + kChunk : n_ctx;
-    for (int64_t base = start + warp * 4; base < end; base += kSplitWarps * 4) {
-      // All four K rows (and then V rows) of a step are loaded before any use.
-      float kr[4][EPT];
+  while (have) {
+    float s[kKpw];
+    bool cur[kKpw];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int64_t p = base + j < end ? base + j : end - 1;
-        const float* row = kc + p * kv_stride + int64_t(kvh) * hd;
+    for (int j = 0; j < kKpw; ++j) {
+      cur[j] = rope.k && base + j == pcur;  // that cache row is not written yet: use kcur / vcur
+      float part = 0.f;
 #pragma unroll
-        for (int i = 0; i < EPT; ++i) {
-          const int d = lane + 32 * i;
-          kr[j][i] = d < hd ? row[d] : 0.f;
-          if (rope.k && p == pcur) kr[j][i] = kcur[i];
-        }
-      }
-      float s[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float part = 0.f;
-#pragma unroll
-        for (int i = 0; i < EPT; ++i) part = fmaf(qv[i], kr[j][i], part);
-        s[j] = base + j < end ? warp_sum(part) : -INFINITY;
-      }
-      const float m_new = fmaxf(m, fmaxf(fmaxf(s[0], s[1]), fmaxf(s[2], s[3])));
-      const float corr = exp_diff(m, m_new);
-      l *= corr;
-#pragma unroll
-      for (int i = 0; i < EPT; ++i) acc[i] *= corr;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int64_t p = base + j < end ? base + j : end - 1;
-        const float e = base + j < end ? __expf(s[j] - m_new) : 0.f;
-        l += e;
-        const float* vr = vc + p * kv_stride + int64_t(kvh) * hd;
-#pragma unroll
-        for (int i = 0; i < EPT; ++i) {
-          const int d = lane + 32 * i;
-          const float vv = rope.k && p == pcur ? vcur[i] : d < hd ? vr[d] : 0.f;
-          if (d < hd) acc[i] = fmaf(e, vv, acc[i]);
-        }
-      }
-      m = m_new;
+      for (int i = 0; i < EPT; ++i) part = fmaf(qv[i], cur[j] ? kcur[i] : kr[j][i], part);
+      s[j] = part;
     }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {  // kKpw independent butterflies, interleaved
+#pragma unroll
+      for (int j = 0; j < kKpw; ++j) s[j] += __shfl_xor_sync(0xffffffffu, s[j], o);
+    }
+    float mx = m;
+#pragma unroll
+    for (int j = 0; j < kKpw; ++j) {
+      if (base + j >= end) s[j] = -INFINITY;
+      mx = fmaxf(mx, s[j]);
+    }
+    const float corr = exp_diff(m, mx);
+    l *= corr;
+#pragma unroll
+    for (int i = 0; i < EPT; ++i) acc[i] *= corr;
+#pragma unroll
+    for (int j = 0; j < kKpw; ++j) {
+      const float e = base + j < end ? __expf(s[j] - mx) : 0.f;
+      l += e;
+#pragma unroll
+      for (int i = 0; i < EPT; ++i) acc[i] = fmaf(e, cur[j] ? vcur[i] : vr[j][i], acc[i]);
+    }
+    m = mx;
+    base += kRound;
+    if (base >= end) {
+      chunk += n_splits;
+      end = (chunk + 1) * kChunk < n_ctx ? (chunk + 1) * kChunk : n_ctx;
+      base = chunk * kChunk + warp * kKpw;
+      have = chunk < n_chunks && base < end;
+    }
+    if (have) load_round();
   }
   // The block holding the current position, for the first head of each KV group, appends it.
   if (rope.k && warp == 0 && h % (n_heads / n_kv_heads) == 0 &&
@@ -191,6 +228,28 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
   float big = -INFINITY;
 #pragma unroll
   for (int w = 0; w < kSplitWarps; ++w) big = fmaxf(big, sm_m[w]);
+  auto merged = [&](int d) {  // this block's warps' acc for dim d, relative to big
+    float a = 0.f;
+    for (int w = 0; w < kSplitWarps; ++w) a += sm_acc[w][d] * exp_diff(sm_m[w], big);
+    return a;
+  };
+  if (n_live == 1) {
+    // The whole context (<= kChunk positions) was this block's: normalise and write out here,
+    // skipping the partials, the fence and the counter (a dependent round trip each).
+    float lt = 0.f;
+    for (int w = 0; w < kSplitWarps; ++w) lt += sm_l[w] * exp_diff(sm_m[w], big);
+    const float inv = 1.f / lt;
+    if (qo.q1) {
+      for (int d0 = warp * 32; d0 < hd; d0 += blockDim.x) {  // warp-uniform: whole 32-dim blocks
+        const float v = merged(d0 + lane) * inv;
+        out[th * hd + d0 + lane] = v;
+        quant_block32(v, lane, (th * hd + d0) / 32, qo.q1, qo.q2, qo.scales);
+      }
+      return;
+    }
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) out[th * hd + d] = merged(d) * inv;
+    return;
+  }
   const int64_t stride = hd + 2;
   float* row_parts = partials + th * n_splits * stride;
   float* mine = row_parts + split * stride;
@@ -200,11 +259,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
     mine[0] = big;
     mine[1] = lt;
   }
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float a = 0.f;
-    for (int w = 0; w < kSplitWarps; ++w) a += sm_acc[w][d] * exp_diff(sm_m[w], big);
-    mine[2 + d] = a;
-  }
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) mine[2 + d] = merged(d);
 
   // Hand-off: partials visible device-wide before the count; the last block reads them from L2.
   __threadfence();
