@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "base/half.h"
 #include "kernels/cpu/arch/x86/x86-kernels.h"
@@ -29,6 +30,29 @@ constexpr int kPrefetchAhead = 2048;
 inline void prefetch_ahead(const uint8_t* p, int bytes) {
   for (int o = 0; o < bytes; o += 64)
     _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchAhead + o), _MM_HINT_T0);
+}
+
+// The loop every packed gemm shares: token tiles of up to kTile (outer, so a tile's activations
+// stay in L1 across the row groups), row groups [g0, g1) inner. group(tile, wg, t0, yg) runs
+// one group against the tile; `tile` is std::integral_constant<int, tokens in this tile>, so
+// each tail size gets its own register-blocked instantiation.
+template <int kTile, class Fn>
+void dispatch_tile(int nt, Fn&& fn) {
+  if constexpr (kTile > 1) {
+    if (nt < kTile) return dispatch_tile<kTile - 1>(nt, fn);
+  }
+  fn(std::integral_constant<int, kTile>{});
+}
+
+template <int kTile, class GroupFn>
+void for_each_tile(const uint8_t* w, uint64_t group_bytes, int64_t g0, int64_t g1, int64_t n_tokens,
+                   float* y, GroupFn&& group) {
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTile) {
+    const int nt = int(n_tokens - t0 < kTile ? n_tokens - t0 : kTile);
+    for (int64_t g = g0; g < g1; ++g)
+      dispatch_tile<kTile>(
+          nt, [&](auto tile) { group(tile, w + uint64_t(g) * group_bytes, t0, y + g * kRows); });
+  }
 }
 
 constexpr uint64_t kPairBytes = 64 + 2 * 4 * 64;  // scales + two columns of nibbles
@@ -125,34 +149,12 @@ void q4_0_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const Packed
                float* y, int64_t y_stride) {
   const int64_t nb = n / kQK32;
   const uint64_t group_bytes = uint64_t(nb / 2) * kPairBytes;
-  constexpr int kTile = 6;  // tokens whose accumulators stay in registers with the 8 weights
-  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTile) {
-    const int nt = int(x.n_tokens - t0 < kTile ? x.n_tokens - t0 : kTile);
-    for (int64_t g = g0; g < g1; ++g) {
-      const uint8_t* wg = w + uint64_t(g) * group_bytes;
-      float* yg = y + g * kRows;
-      switch (nt) {
-        case 1:
-          q4_0_group<1>(wg, nb, x, t0, yg, y_stride);
-          break;
-        case 2:
-          q4_0_group<2>(wg, nb, x, t0, yg, y_stride);
-          break;
-        case 3:
-          q4_0_group<3>(wg, nb, x, t0, yg, y_stride);
-          break;
-        case 4:
-          q4_0_group<4>(wg, nb, x, t0, yg, y_stride);
-          break;
-        case 5:
-          q4_0_group<5>(wg, nb, x, t0, yg, y_stride);
-          break;
-        default:
-          q4_0_group<6>(wg, nb, x, t0, yg, y_stride);
-          break;
-      }
-    }
-  }
+  // Tiles of 6 tokens: their accumulators stay in registers with the 8 weight vectors.
+  for_each_tile<6>(w, group_bytes, g0, g1, x.n_tokens, y,
+                   [&](auto tile, const uint8_t* wg, int64_t t0, float* yg) {
+                     constexpr int NT = decltype(tile)::value;
+                     q4_0_group<NT>(wg, nb, x, t0, yg, y_stride);
+                   });
 }
 
 // x [n] -> Q8_0 codes, scales and sums, rounding exactly like ref::quantize_q8_0 (round half
@@ -264,28 +266,11 @@ void q8_0_group(const uint8_t* wg, int64_t n, const PackedActivations& x, int64_
 void q8_0_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
                float* y, int64_t y_stride) {
   const uint64_t group_bytes = uint64_t(n / (2 * kQK32)) * kQ8PairBytes;
-  constexpr int kTile = 4;
-  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTile) {
-    const int nt = int(x.n_tokens - t0 < kTile ? x.n_tokens - t0 : kTile);
-    for (int64_t g = g0; g < g1; ++g) {
-      const uint8_t* wg = w + uint64_t(g) * group_bytes;
-      float* yg = y + g * kRows;
-      switch (nt) {
-        case 1:
-          q8_0_group<1>(wg, n, x, t0, yg, y_stride);
-          break;
-        case 2:
-          q8_0_group<2>(wg, n, x, t0, yg, y_stride);
-          break;
-        case 3:
-          q8_0_group<3>(wg, n, x, t0, yg, y_stride);
-          break;
-        default:
-          q8_0_group<4>(wg, n, x, t0, yg, y_stride);
-          break;
-      }
-    }
-  }
+  for_each_tile<4>(w, group_bytes, g0, g1, x.n_tokens, y,
+                   [&](auto tile, const uint8_t* wg, int64_t t0, float* yg) {
+                     constexpr int NT = decltype(tile)::value;
+                     q8_0_group<NT>(wg, n, x, t0, yg, y_stride);
+                   });
 }
 
 // F16 with f32 activations, 16 rows per group: per pair of columns (64 bytes, the size of the
@@ -340,40 +325,12 @@ void f16_group(const uint8_t* wg, int64_t n, const float* x, int64_t t0, float* 
 void f16_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
               float* y, int64_t y_stride) {
   const uint64_t group_bytes = uint64_t(n / 2) * kF16PairBytes;
-  constexpr int kTile = 8;  // 16 accumulators + 2 weight vectors stay in registers
-  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTile) {
-    const int nt = int(x.n_tokens - t0 < kTile ? x.n_tokens - t0 : kTile);
-    for (int64_t g = g0; g < g1; ++g) {
-      const uint8_t* wg = w + uint64_t(g) * group_bytes;
-      float* yg = y + g * kRows;
-      switch (nt) {
-        case 1:
-          f16_group<1>(wg, n, x.x, t0, yg, y_stride);
-          break;
-        case 2:
-          f16_group<2>(wg, n, x.x, t0, yg, y_stride);
-          break;
-        case 3:
-          f16_group<3>(wg, n, x.x, t0, yg, y_stride);
-          break;
-        case 4:
-          f16_group<4>(wg, n, x.x, t0, yg, y_stride);
-          break;
-        case 5:
-          f16_group<5>(wg, n, x.x, t0, yg, y_stride);
-          break;
-        case 6:
-          f16_group<6>(wg, n, x.x, t0, yg, y_stride);
-          break;
-        case 7:
-          f16_group<7>(wg, n, x.x, t0, yg, y_stride);
-          break;
-        default:
-          f16_group<8>(wg, n, x.x, t0, yg, y_stride);
-          break;
-      }
-    }
-  }
+  // Tiles of 8 tokens: 16 accumulators + 2 weight vectors stay in registers.
+  for_each_tile<8>(w, group_bytes, g0, g1, x.n_tokens, y,
+                   [&](auto tile, const uint8_t* wg, int64_t t0, float* yg) {
+                     constexpr int NT = decltype(tile)::value;
+                     f16_group<NT>(wg, n, x.x, t0, yg, y_stride);
+                   });
 }
 
 // Q4_K (VNNI int8 dots against Q8_0-rounded activations, one scale per 32 elements, finer than
@@ -487,28 +444,12 @@ void q4_k_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const Packed
                float* y, int64_t y_stride) {
   const int64_t nsb = n / kQKK;
   const uint64_t group_bytes = uint64_t(nsb) * kQ4KSuperBytes;
-  constexpr int kTile = 4;  // 8 raw + 8 nibble vectors + accumulators fit the 32 registers
-  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTile) {
-    const int nt = int(x.n_tokens - t0 < kTile ? x.n_tokens - t0 : kTile);
-    for (int64_t g = g0; g < g1; ++g) {
-      const uint8_t* wg = w + uint64_t(g) * group_bytes;
-      float* yg = y + g * kRows;
-      switch (nt) {
-        case 1:
-          q4_k_group<1>(wg, nsb, x, t0, yg, y_stride);
-          break;
-        case 2:
-          q4_k_group<2>(wg, nsb, x, t0, yg, y_stride);
-          break;
-        case 3:
-          q4_k_group<3>(wg, nsb, x, t0, yg, y_stride);
-          break;
-        default:
-          q4_k_group<4>(wg, nsb, x, t0, yg, y_stride);
-          break;
-      }
-    }
-  }
+  // Tiles of 4 tokens: 8 raw + 8 nibble vectors + accumulators fit the 32 registers.
+  for_each_tile<4>(w, group_bytes, g0, g1, x.n_tokens, y,
+                   [&](auto tile, const uint8_t* wg, int64_t t0, float* yg) {
+                     constexpr int NT = decltype(tile)::value;
+                     q4_k_group<NT>(wg, nsb, x, t0, yg, y_stride);
+                   });
 }
 
 }  // namespace
