@@ -55,51 +55,78 @@ void for_each_tile(const uint8_t* w, uint64_t group_bytes, int64_t g0, int64_t g
   }
 }
 
-constexpr uint64_t kPairBytes = 64 + 2 * 4 * 64;  // scales + two columns of nibbles
-
-bool q4_0_can_pack(int64_t d, int64_t n) {
+// Q4_0 and Q8_0 share one frame: per group of 16 rows and pair of 32-element block columns,
+// [16 fp16 scales of column 2c][16 of column 2c+1], then each column's codes (kColBytes).
+// pair_pack / pair_unpack_rows walk that frame; the codes' order is the type's own.
+bool pair_can_pack(int64_t d, int64_t n) {
   return d % kRows == 0 && n % (2 * kQK32) == 0;
 }
 
-uint64_t q4_0_bytes(int64_t d, int64_t n) {
-  return uint64_t(d / kRows) * uint64_t(n / (2 * kQK32)) * kPairBytes;
+template <uint64_t kColBytes>
+uint64_t pair_bytes(int64_t d, int64_t n) {
+  return uint64_t(d / kRows) * uint64_t(n / (2 * kQK32)) * (64 + 2 * kColBytes);
 }
 
-void q4_0_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n) {
+// put_codes(block, codes of its column, row r) places one source block's codes.
+template <uint64_t kColBytes, class Block, class PutCodes>
+void pair_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n,
+               PutCodes&& put_codes) {
+  constexpr uint64_t kPair = 64 + 2 * kColBytes;
   const int64_t nb = n / kQK32;
-  const auto* w = static_cast<const BlockQ4_0*>(src);
+  const auto* w = static_cast<const Block*>(src);
   for (int64_t g = g0; g < g1; ++g) {
-    uint8_t* out = dst + uint64_t(g) * uint64_t(nb / 2) * kPairBytes;
-    for (int64_t c = 0; c < nb; c += 2, out += kPairBytes) {
-      for (int half = 0; half < 2; ++half) {
+    uint8_t* out = dst + uint64_t(g) * uint64_t(nb / 2) * kPair;
+    for (int64_t c = 0; c < nb; c += 2, out += kPair)
+      for (int half = 0; half < 2; ++half)
         for (int r = 0; r < kRows; ++r) {
-          const BlockQ4_0& b = w[(g * kRows + r) * nb + c + half];
+          const Block& b = w[(g * kRows + r) * nb + c + half];
           std::memcpy(out + half * 32 + r * 2, &b.d, 2);
-          for (int k = 0; k < 4; ++k)
-            std::memcpy(out + 64 + half * 256 + k * 64 + r * 4, b.qs + 4 * k, 4);
+          put_codes(b, out + 64 + half * kColBytes, r);
         }
-      }
-    }
   }
 }
 
-void q4_0_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
+// row_values(codes of a column, row r, scale d, out[32]) writes one block's dequantized values.
+template <uint64_t kColBytes, class RowValues>
+void pair_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out, RowValues&& row_values) {
+  constexpr uint64_t kPair = 64 + 2 * kColBytes;
   const int64_t nb = n / kQK32;
-  const uint8_t* in = w + uint64_t(g) * uint64_t(nb / 2) * kPairBytes;
-  for (int64_t c = 0; c < nb; c += 2, in += kPairBytes)
+  const uint8_t* in = w + uint64_t(g) * uint64_t(nb / 2) * kPair;
+  for (int64_t c = 0; c < nb; c += 2, in += kPair)
     for (int half = 0; half < 2; ++half)
       for (int r = 0; r < kRows; ++r) {
         uint16_t dh;
         std::memcpy(&dh, in + half * 32 + r * 2, 2);
-        const float d = fp16_to_f32(dh);
-        float* o = out + r * n + (c + half) * kQK32;
-        for (int k = 0; k < 4; ++k)
-          for (int j = 0; j < 4; ++j) {
-            const uint8_t b = in[64 + half * 256 + k * 64 + r * 4 + j];
-            o[4 * k + j] = d * float(int(b & 0xF) - 8);
-            o[16 + 4 * k + j] = d * float(int(b >> 4) - 8);
-          }
+        row_values(in + 64 + half * kColBytes, r, fp16_to_f32(dh),
+                   out + r * n + (c + half) * kQK32);
       }
+}
+
+// Q4_0 codes of a column: 4 x 64 bytes, vector k holding bytes qs[4k..4k+3] of row r in lane r.
+constexpr uint64_t kQ4ColBytes = 4 * 64;
+constexpr uint64_t kPairBytes = 64 + 2 * kQ4ColBytes;
+
+uint64_t q4_0_bytes(int64_t d, int64_t n) {
+  return pair_bytes<kQ4ColBytes>(d, n);
+}
+
+void q4_0_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n) {
+  pair_pack<kQ4ColBytes, BlockQ4_0>(src, dst, g0, g1, n,
+                                    [](const BlockQ4_0& b, uint8_t* codes, int r) {
+                                      for (int k = 0; k < 4; ++k)
+                                        std::memcpy(codes + k * 64 + r * 4, b.qs + 4 * k, 4);
+                                    });
+}
+
+void q4_0_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
+  pair_unpack_rows<kQ4ColBytes>(w, g, n, out, [](const uint8_t* codes, int r, float d, float* o) {
+    for (int k = 0; k < 4; ++k)
+      for (int j = 0; j < 4; ++j) {
+        const uint8_t b = codes[k * 64 + r * 4 + j];
+        o[4 * k + j] = d * float(int(b & 0xF) - 8);
+        o[16 + 4 * k + j] = d * float(int(b >> 4) - 8);
+      }
+  });
 }
 
 // One group of 16 rows against NT tokens: acc[t] lanes = rows.
@@ -190,43 +217,25 @@ void quantize_q8_0_split(const float* x, int64_t n, int8_t* q, float* d, int32_t
 // Q8_0 with f32 activations, 16 rows per group, one row per lane. Per pair of block columns
 // (1088 bytes, the size of the 32 source blocks): [16 fp16 scales of column 2c][... of 2c+1]
 // [column 2c: 32 x 16 bytes, element j of rows 0..15][column 2c+1: same].
-constexpr uint64_t kQ8PairBytes = 64 + 2 * 32 * 16;
-
-bool q8_0_can_pack(int64_t d, int64_t n) {
-  return d % kRows == 0 && n % (2 * kQK32) == 0;
-}
+constexpr uint64_t kQ8ColBytes = 32 * 16;
+constexpr uint64_t kQ8PairBytes = 64 + 2 * kQ8ColBytes;
 
 uint64_t q8_0_bytes(int64_t d, int64_t n) {
-  return uint64_t(d / kRows) * uint64_t(n / (2 * kQK32)) * kQ8PairBytes;
+  return pair_bytes<kQ8ColBytes>(d, n);
 }
 
 void q8_0_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n) {
-  const int64_t nb = n / kQK32;
-  const auto* w = static_cast<const BlockQ8_0*>(src);
-  for (int64_t g = g0; g < g1; ++g) {
-    uint8_t* out = dst + uint64_t(g) * uint64_t(nb / 2) * kQ8PairBytes;
-    for (int64_t c = 0; c < nb; c += 2, out += kQ8PairBytes)
-      for (int half = 0; half < 2; ++half)
-        for (int r = 0; r < kRows; ++r) {
-          const BlockQ8_0& b = w[(g * kRows + r) * nb + c + half];
-          std::memcpy(out + half * 32 + r * 2, &b.d, 2);
-          for (int j = 0; j < kQK32; ++j) out[64 + half * 512 + j * 16 + r] = uint8_t(b.qs[j]);
-        }
-  }
+  pair_pack<kQ8ColBytes, BlockQ8_0>(src, dst, g0, g1, n,
+                                    [](const BlockQ8_0& b, uint8_t* codes, int r) {
+                                      for (int j = 0; j < kQK32; ++j)
+                                        codes[j * 16 + r] = uint8_t(b.qs[j]);
+                                    });
 }
 
 void q8_0_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
-  const int64_t nb = n / kQK32;
-  const uint8_t* in = w + uint64_t(g) * uint64_t(nb / 2) * kQ8PairBytes;
-  for (int64_t c = 0; c < nb; c += 2, in += kQ8PairBytes)
-    for (int half = 0; half < 2; ++half)
-      for (int r = 0; r < kRows; ++r) {
-        uint16_t dh;
-        std::memcpy(&dh, in + half * 32 + r * 2, 2);
-        const float d = fp16_to_f32(dh);
-        float* o = out + r * n + (c + half) * kQK32;
-        for (int j = 0; j < kQK32; ++j) o[j] = d * float(int8_t(in[64 + half * 512 + j * 16 + r]));
-      }
+  pair_unpack_rows<kQ8ColBytes>(w, g, n, out, [](const uint8_t* codes, int r, float d, float* o) {
+    for (int j = 0; j < kQK32; ++j) o[j] = d * float(int8_t(codes[j * 16 + r]));
+  });
 }
 
 template <int NT>
@@ -454,10 +463,10 @@ void q4_k_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const Packed
 
 }  // namespace
 
-const PackedLayout q8_0_packed = {1,         kRows,     q8_0_can_pack, q8_0_bytes,
+const PackedLayout q8_0_packed = {1,         kRows,     pair_can_pack, q8_0_bytes,
                                   q8_0_pack, q8_0_gemm, nullptr,       q8_0_unpack_rows};
 
-const PackedLayout q4_0_packed = {1,         kRows,     q4_0_can_pack,       q4_0_bytes,
+const PackedLayout q4_0_packed = {1,         kRows,     pair_can_pack,       q4_0_bytes,
                                   q4_0_pack, q4_0_gemm, quantize_q8_0_split, q4_0_unpack_rows};
 
 const PackedLayout q4_k_packed = {1,         kRows,     q4_k_can_pack,       q4_k_bytes,
