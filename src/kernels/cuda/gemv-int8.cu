@@ -423,18 +423,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_int8_kernel(GemvBatch batch,
       dot_step(raw, u0);
     }
   }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      float v = acc[r][t];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == 0 && row0 + r < d) {
-        y[t * d + row0 + r] = v;
-        if (add) add[t * d + row0 + r] += v;  // fused residual add (same lane, no race)
-      }
-    }
+  store_gemv_rows<kRows, NT>(acc, lane, row0, d, y, add);
   if constexpr (kNorm) gemv_norm_epilogue<kWarps * 32, true>(batch.norm, add, d);
 }
 

@@ -1,5 +1,6 @@
-// The decode GEMV's rmsnorm epilogue (gemv-int8.cu and matmul.cu): the last block of a
-// GEMV + residual-add grid normalises the updated residual row for the next layer's GEMVs.
+// The decode GEMVs' epilogues (gemv-int8.cu and matmul.cu): the warp-reduced row stores with the
+// fused residual add, and the rmsnorm epilogue: the last block of a GEMV + residual-add grid
+// normalises the updated residual row for the next layer's GEMVs.
 // An experiment (HEARTH_CUDA_FUSE_NORM=1): measured ~8 us slower per launch in the decode graph
 // than a separate rmsnorm kernel, which PDL overlaps almost entirely.
 // Same arithmetic as rmsnorm.cu / fused.cu (fused and unfused outputs agree bit for bit).
@@ -8,6 +9,26 @@
 #include "kernels/cuda/cuda-ops.h"
 
 namespace hearth::cuda {
+
+// acc[r][t]: lane partial sums of row row0 + r for token t. Lane 0 stores each warp-summed row
+// (and adds it into the residual `add` when given: same lane, no race).
+template <int kRows, int NT>
+__device__ __forceinline__ void store_gemv_rows(const float (&acc)[kRows][NT], int lane,
+                                                int64_t row0, int64_t d, float* __restrict__ y,
+                                                float* add) {
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      float v = acc[r][t];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0 && row0 + r < d) {
+        y[t * d + row0 + r] = v;
+        if (add) add[t * d + row0 + r] += v;
+      }
+    }
+}
 
 // Elements per thread per pass: every load of a pass is issued before the first use, so the
 // single block pays one L2 round trip per pass instead of one per element (a loop of

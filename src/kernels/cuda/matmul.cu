@@ -135,18 +135,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       dot_step(raw, g0);
     }
   }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      float v = acc[r][t];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if (lane == 0 && row0 + r < d) {
-        y[t * d + row0 + r] = v;
-        if (add) add[t * d + row0 + r] += v;
-      }
-    }
+  store_gemv_rows<kRows, NT>(acc, lane, row0, d, y, add);
   if constexpr (kNorm) gemv_norm_epilogue<kWarps * 32, false>(batch.norm, add, d);
 }
 

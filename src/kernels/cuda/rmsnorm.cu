@@ -2,6 +2,7 @@
 // y = x * rsqrt(mean + eps) * w. Rows up to any length (threads stride the row).
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/rms-scale.cuh"
 
 namespace hearth::cuda {
 
@@ -16,16 +17,7 @@ __global__ void __launch_bounds__(kThreads)
   pdl_wait();
   const float* xr = x + int64_t(blockIdx.x) * n;
   float* yr = y + int64_t(blockIdx.x) * n;
-  float ss = 0.f;
-  for (int64_t i = threadIdx.x; i < n; i += kThreads) ss = fmaf(xr[i], xr[i], ss);
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  __shared__ float partial[kThreads / 32];
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  float total = 0.f;
-#pragma unroll
-  for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
-  const float scale = rsqrtf(total / float(n) + eps);
+  const float scale = block_rms_scale<kThreads>(xr, n, eps);
   for (int64_t i = threadIdx.x; i < n; i += kThreads) yr[i] = xr[i] * scale * w[i];
 }
 
