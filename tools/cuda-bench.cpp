@@ -1,11 +1,13 @@
 // hearth-cuda-bench: GEMV bandwidth per weight dtype on llama2-7b-sized matrices against a
-// device-to-device copy measured in the same run, plus prefill GEMM (T=512) throughput.
+// device-to-device copy measured in the same run, plus prefill GEMM (T=512) throughput and the
+// prefill attention of one 7B layer.
 // Weights rotate over replicas larger than L2 so the numbers are HBM, not cache. Add a dtype or
 // shape in the tables at the top of main().
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +16,7 @@
 
 #include "../tests/unit/cuda/random-weights.h"
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/gemm-fp8.h"
 
 using namespace hearth;
 
@@ -58,6 +61,101 @@ double time_graph(cudaStream_t s, int per_graph, Body body) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   return median(times);
+}
+
+// F16 prefill GEMM (T=512) with the FP8 correction pass (gemm-fp8.h, the backend's default when
+// the weight has an e4m3 copy): time of launch_matmul both ways, and the relative error of the
+// FP8 path and of one fp16 pass against two fp16 passes (x = hi + lo). One line per shape.
+bool fp8_gemm_line(cudaStream_t s, cublasHandle_t blas, int64_t rows, int64_t cols) {
+  const int64_t T = 512;
+  const int64_t nw = rows * cols, nx = T * cols, ny = T * rows;
+  std::vector<uint8_t> host = test::random_weight_bytes(DType::F16, rows, cols, 9);
+  void *w16 = nullptr, *w8 = nullptr, *ws2 = nullptr, *ws8 = nullptr;
+  float *x = nullptr, *yref = nullptr, *y1 = nullptr, *y8 = nullptr;
+  cuda::DeviceWeight dw = cuda::make_device_weight(DType::F16, rows, cols, nullptr);
+  const size_t b8 = cuda::weight_e4m3_bytes(DType::F16, rows, cols);
+  bool good = b8 > 0 && ok(cudaMalloc(&w16, size_t(nw) * 2), "w16") &&
+              ok(cudaMalloc(&w8, b8), "w8") &&
+              ok(cudaMalloc(reinterpret_cast<void**>(&x), size_t(nx) * 4), "x") &&
+              ok(cudaMalloc(reinterpret_cast<void**>(&yref), size_t(ny) * 4), "y") &&
+              ok(cudaMalloc(reinterpret_cast<void**>(&y1), size_t(ny) * 4), "y") &&
+              ok(cudaMalloc(reinterpret_cast<void**>(&y8), size_t(ny) * 4), "y");
+  if (!good) return false;
+  cudaMemcpy(w16, host.data(), size_t(nw) * 2, cudaMemcpyHostToDevice);
+  cuda::launch_hash_fill(x, nx, 3, -2.f, 2.f, s);
+  dw = cuda::make_device_weight(DType::F16, rows, cols, static_cast<const uint8_t*>(w16));
+  cuda::DeviceWeight dw8 = dw;
+  const float* scale = nullptr;
+  cuda::launch_weight_to_e4m3(DType::F16, w16, rows, cols, w8, &scale, s);
+  dw8.w8 = static_cast<const uint8_t*>(w8);
+  dw8.w8_scale = scale;
+  const size_t wsb2 = cuda::matmul_workspace_bytes(dw, T),
+               wsb8 = cuda::matmul_workspace_bytes(dw8, T);
+  if (!ok(cudaMalloc(&ws2, wsb2), "ws") || !ok(cudaMalloc(&ws8, wsb8), "ws")) return false;
+  const bool supported = cuda::fp8_gemm_supported(blas, rows, cols, T);
+  cuda::launch_matmul(dw, x, T, yref, ws2, wsb2, blas, s);  // two fp16 passes (the reference)
+  cuda::launch_matmul(dw8, x, T, y8, ws8, wsb8, blas, s);
+  // One fp16 pass: x16 (the first half of the workspace) holds fp16(x) after the split.
+  const float one = 1.f, zero = 0.f;
+  auto one_pass = [&] {
+    cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(T), int(cols), &one, w16,
+                 CUDA_R_16F, int(cols), ws2, CUDA_R_16F, int(cols), &zero, y1, CUDA_R_32F,
+                 int(rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  };
+  one_pass();
+  const cudaError_t err = cudaStreamSynchronize(s);
+  std::vector<float> r(static_cast<size_t>(ny)), a(r.size()), b(r.size());
+  cudaMemcpy(r.data(), yref, size_t(ny) * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(a.data(), y1, size_t(ny) * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(b.data(), y8, size_t(ny) * 4, cudaMemcpyDeviceToHost);
+  double num1 = 0, num8 = 0, den = 0;
+  for (size_t i = 0; i < r.size(); ++i) {
+    num1 += (double(a[i]) - r[i]) * (double(a[i]) - r[i]);
+    num8 += (double(b[i]) - r[i]) * (double(b[i]) - r[i]);
+    den += double(r[i]) * r[i];
+  }
+  double t_two = 0, t_fp8 = 0, t_one = 0, t_split = 0, t_lt = 0;
+  void *hi = nullptr, *lo8 = nullptr, *sc = nullptr, *lt_ws = nullptr;
+  if (err == cudaSuccess && ok(cudaMalloc(&hi, size_t(nx) * 2), "hi") &&
+      ok(cudaMalloc(&lo8, size_t(nx)), "lo8") && ok(cudaMalloc(&sc, 256), "sc") &&
+      ok(cudaMalloc(&lt_ws, cuda::kFp8LtWorkspace), "lt ws")) {
+    // The FP8 path's two extra parts alone: x split (amax, hi, e4m3 lo) and the e4m3 GEMM.
+    t_split = time_graph(s, 4, [&] {
+      for (int i = 0; i < 4; ++i)
+        cuda::launch_split_x_fp8(x, nx, hi, static_cast<uint8_t*>(lo8), static_cast<float*>(sc), s);
+    });
+    if (supported)
+      t_lt = time_graph(s, 4, [&] {
+        for (int i = 0; i < 4; ++i)
+          cuda::fp8_gemm_accumulate(blas, dw8.w8, dw8.w8_scale, static_cast<uint8_t*>(lo8),
+                                    static_cast<float*>(sc), y8, rows, cols, T, lt_ws,
+                                    cuda::kFp8LtWorkspace, s);
+      });
+  }
+  for (void* p : {hi, lo8, sc, lt_ws}) cudaFree(p);
+  if (err == cudaSuccess) {
+    t_two = time_graph(s, 4, [&] {
+      for (int i = 0; i < 4; ++i) cuda::launch_matmul(dw, x, T, yref, ws2, wsb2, blas, s);
+    });
+    t_fp8 = time_graph(s, 4, [&] {
+      for (int i = 0; i < 4; ++i) cuda::launch_matmul(dw8, x, T, y8, ws8, wsb8, blas, s);
+    });
+    t_one = time_graph(s, 4, [&] {
+      for (int i = 0; i < 4; ++i) one_pass();
+    });
+  }
+  std::printf(
+      "F16 %5lldx%-5lld T=512: two fp16 passes %7.1f us | fp16 + fp8 %7.1f us (err %.2e) | one "
+      "fp16 pass %7.1f us (err %.2e) | split %5.1f us, e4m3 GEMM %5.1f us | FP8 plan T=512 %s, "
+      "T=17 %s%s%s\n",
+      (long long)rows, (long long)cols, t_two * 1e6, t_fp8 * 1e6, std::sqrt(num8 / den),
+      t_one * 1e6, std::sqrt(num1 / den), t_split * 1e6, t_lt * 1e6, supported ? "yes" : "NO",
+      cuda::fp8_gemm_supported(blas, rows, cols, 17) ? "yes" : "no",
+      cuda::gemm_fp8_working() ? "" : " (FP8 GEMM FAILED)", err != cudaSuccess ? " ERROR" : "");
+  for (void* p : {w16, w8, ws2, ws8, static_cast<void*>(x), static_cast<void*>(yref),
+                  static_cast<void*>(y1), static_cast<void*>(y8)})
+    cudaFree(p);
+  return err == cudaSuccess;
 }
 
 }  // namespace
@@ -168,6 +266,53 @@ int main() {
   }
   std::printf("\n== GEMV (T=1) weight-read bandwidth vs copy %.0f GB/s (r+w) ==\n", copy_gbs);
   for (const auto& l : table) std::printf("%s\n", l.c_str());
+
+  // Prefill attention, llama2-7b layer (32 heads x 128, 512 causal queries at pos0 0): the
+  // default dispatch (HEARTH_CUDA_ATTN_TC picks it) and both tensor-core precisions.
+  {
+    const int64_t T = 512, H = 32, HD = 128;
+    const size_t n = size_t(T * H * HD);
+    float *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;
+    if (!ok(cudaMalloc(reinterpret_cast<void**>(&q), n * 4), "malloc q") ||
+        !ok(cudaMalloc(reinterpret_cast<void**>(&k), n * 4), "malloc k") ||
+        !ok(cudaMalloc(reinterpret_cast<void**>(&v), n * 4), "malloc v") ||
+        !ok(cudaMalloc(reinterpret_cast<void**>(&o), n * 4), "malloc o"))
+      return 1;
+    cuda::launch_fill(q, 0.3f, int64_t(n), s);
+    cuda::launch_fill(k, -0.2f, int64_t(n), s);
+    cuda::launch_fill(v, 0.7f, int64_t(n), s);
+    const float scale = 1.f / std::sqrt(float(HD));
+    const double flop = 4.0 * double(H) * double(HD) * double(T) * double(T + 1) / 2;
+    std::printf("\n== prefill attention, %lld heads x %lld, %lld causal tokens ==\n", (long long)H,
+                (long long)HD, (long long)T);
+    const char* names[] = {"default dispatch", "tensor cores, fp16", "tensor cores, hi+lo"};
+    for (int variant = 0; variant < 3; ++variant) {
+      const double sec = time_graph(s, 8, [&] {
+        for (int i = 0; i < 8; ++i) {
+          if (variant == 0)
+            cuda::launch_attention(q, k, v, o, T, 0, nullptr, T, H, H, HD, scale, nullptr, s);
+          else
+            cuda::launch_attention_prefill_tc(q, k, v, o, T, 0, H, H, HD, scale, variant, s);
+        }
+      });
+      const cudaError_t err = cudaStreamSynchronize(s);
+      std::printf("attention pp512 %-20s %8.1f us %6.1f TFLOP/s  (x32 layers: %.2f ms)%s\n",
+                  names[variant], sec * 1e6, flop / sec / 1e12, 32 * sec * 1e3,
+                  err == cudaSuccess ? "" : " ERROR");
+      if (err != cudaSuccess) return 1;
+    }
+    std::printf("(HEARTH_CUDA_ATTN_TC=%d)\n", cuda::attention_tc_mode());
+    if (!only || std::strstr(only, "F16")) {
+      std::printf(
+          "\n== F16 prefill GEMM with an FP8 correction pass (errors vs two fp16 passes) ==\n");
+      for (const auto& sh : shapes)
+        if (!fp8_gemm_line(s, blas, sh[0], sh[1])) return 1;
+    }
+    cudaFree(q);
+    cudaFree(k);
+    cudaFree(v);
+    cudaFree(o);
+  }
   cublasDestroy(blas);
   cudaStreamDestroy(s);
   return 0;

@@ -6,7 +6,8 @@
 #       golden files (64 MiB carry limit).
 #   tools/cuda-check.sh             (device) uses .gpu-data/bin if present, else builds the full
 #       tree (cmake -DHEARTH_CUDA=ON) there. Env: OUT (logs), SKIP_SPEED=1, SPEED_TYPES,
-#       BUDGET_S (default 570: later steps are skipped rather than run past a 600 s call).
+#       BUDGET_S (default 570: later steps are skipped rather than run past a 600 s call),
+#       DECODE_PROFILE=0 (skip the decode profiles), PREFILL_PROFILE=0 (skip the prefill ones).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DATA=${HEARTH_GPU_DATA:-$ROOT/.gpu-data}
@@ -108,14 +109,16 @@ echo "== CUDA op tests"
 HEARTH_REQUIRE_GPU=1 timeout 180 "$BIN/cuda_ops_test" >"$OUT/ops.log" 2>&1
 OPS_RC=$?
 grep -E "^\[  FAILED|Failure|Expected|Which is|^\[  PASSED" "$OUT/ops.log" | head -40
-# The A/B switch's other path must pass too: plain stream order, no PDL.
-echo "== CUDA op tests, HEARTH_CUDA_PDL=0"
-HEARTH_CUDA_PDL=0 HEARTH_REQUIRE_GPU=1 timeout 180 \
+# The A/B switches' other paths must pass too: plain stream order, no PDL; the fp32 prefill
+# attention kernel instead of the tensor-core one; two fp16 passes instead of the FP8 x_lo pass.
+echo "== CUDA op tests, HEARTH_CUDA_PDL=0 HEARTH_CUDA_ATTN_TC=0 HEARTH_CUDA_GEMM_FP8=0"
+HEARTH_CUDA_PDL=0 HEARTH_CUDA_ATTN_TC=0 HEARTH_CUDA_GEMM_FP8=0 HEARTH_REQUIRE_GPU=1 timeout 180 \
   "$BIN/cuda_ops_test" >"$OUT/ops-classic.log" 2>&1 || OPS_RC=1
 grep -E "^\[  FAILED|Failure|^\[  PASSED" "$OUT/ops-classic.log" | head -20
-# ... and the two opt-in experiments (rmsnorm in the GEMV's last block, pipelined GEMV).
-echo "== CUDA op tests, HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1"
-HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1 HEARTH_REQUIRE_GPU=1 timeout 180 \
+# ... and the opt-in experiments (rmsnorm in the GEMV's last block, pipelined GEMV, one fp16
+# rounding in the tensor-core prefill attention).
+echo "== CUDA op tests, HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1 HEARTH_CUDA_ATTN_TC=1"
+HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1 HEARTH_CUDA_ATTN_TC=1 HEARTH_REQUIRE_GPU=1 timeout 180 \
   "$BIN/cuda_ops_test" >"$OUT/ops-exp.log" 2>&1 || OPS_RC=1
 grep -E "^\[  FAILED|Failure|^\[  PASSED" "$OUT/ops-exp.log" | head -20
 
@@ -127,6 +130,9 @@ HEARTH_CUDA_GEMV_PIPE=1 HEARTH_BENCH_DTYPES=F16,Q4_0,Q4_K,Q8_0 timeout 60 "$BIN/
   >"$OUT/bench-pipe.log" 2>&1
 HEARTH_CUDA_SPLIT_X=0 HEARTH_BENCH_DTYPES=F16 timeout 30 "$BIN/hearth-cuda-bench" \
   >"$OUT/bench-onepass.log" 2>&1
+# The fp32 prefill attention kernel (the default dispatch line), no GEMV table.
+HEARTH_CUDA_ATTN_TC=0 HEARTH_BENCH_DTYPES=none timeout 30 "$BIN/hearth-cuda-bench" \
+  >"$OUT/bench-attn-fp32.log" 2>&1
 T2=$(date +%s)
 
 # Goldens carried under $DATA/goldens: one gtest filter term per file present.
@@ -143,6 +149,10 @@ if [ -d "$GOLD/goldens" ]; then
     filter="$filter:*/${t//[^A-Za-z0-9]/_}"
   done
   filter=${filter#:}
+  echo "== goldens, all layers on the GPU, HEARTH_CUDA_GEMM_FP8=0 (two fp16 passes)"
+  HEARTH_CUDA_GEMM_FP8=0 HEARTH_SHARED=$GOLD HEARTH_TEST_GPU_LAYERS=all timeout 240 \
+    "$BIN/golden-test" --gtest_filter="$filter" >"$OUT/golden-gpu-fp8.log" 2>&1
+  grep -E "^\[  FAILED|^\[  PASSED|Failure|Which is" "$OUT/golden-gpu-fp8.log" | head -10
   echo "== goldens, all layers on the GPU ($filter)"
   HEARTH_SHARED=$GOLD HEARTH_TEST_GPU_LAYERS=all timeout 240 "$BIN/golden-test" \
     --gtest_filter="$filter" >"$OUT/golden-gpu.log" 2>&1
@@ -191,8 +201,21 @@ PY
   # Where a decode token's GPU time goes (HEARTH_CUDA_PROFILE=1): fused (default) and unfused.
   pids=$(python3 -c "import random; random.seed(2); print(','.join(str(random.randint(100, 31999)) for _ in range(64)))")
   # Defaults, then A/B switches off one at a time (graph replay per token is the figure).
+  # Where a 512-token prefill's GPU time goes (the third profiled pass: after the bench's
+  # 32-token warm-up and one 512-token pass), default and with the fp32 attention kernel.
+  for cfg in "f16 -" "f16 HEARTH_CUDA_GEMM_FP8=0" "q4_0 -" "q4_0 HEARTH_CUDA_ATTN_TC=0"; do
+    set -- $cfg
+    [ "${PREFILL_PROFILE:-1}" = 1 ] && [ -f "$W/7b-$1.gguf" ] && [ "$(cap 60)" -gt 1 ] || continue
+    echo "== prefill profile $1 ($2)"
+    f="$OUT/pprofile-$1-${2//[^A-Za-z0-9]/}.txt"
+    env HEARTH_CUDA_PROFILE=1 ${2/#-/HEARTH_CUDA_PROFILE=1} timeout "$(cap 90)" "$BIN/hearth" bench \
+      -m "$W/7b-$1.gguf" -p 512 -n 0 -r 2 --gpu-layers all >/dev/null 2>"$f"
+    sed -n '/prefill profile 3:/,/host wall/p' "$f" | grep -vE "^ +(embed|add|copy) " ||
+      tail -3 "$f"
+  done
   for cfg in "q4_0 -" "q4_0 HEARTH_CUDA_FUSE_NORM=1" "q4_0 HEARTH_CUDA_GEMV_PIPE=1" "q4_k -" \
     "q8_0 -" "q8_0 HEARTH_CUDA_GEMV_PIPE=1" "f16 -" "f16 HEARTH_CUDA_GEMV_PIPE=1"; do
+    [ "${DECODE_PROFILE:-1}" = 1 ] || break
     set -- $cfg
     [ "$(cap 60)" -gt 1 ] || break
     echo "== profile $1 ($2)"
@@ -203,7 +226,7 @@ PY
       grep -E "graph|attention|eager" || tail -3 "$OUT/profile-$1-${2//[^A-Za-z0-9]/}.txt"
   done
   # The same after a 512-token prompt (decode at context ~512-590: 8-10 live attention splits).
-  if [ "$(cap 60)" -gt 1 ]; then
+  if [ "${DECODE_PROFILE:-1}" = 1 ] && [ "$(cap 60)" -gt 1 ]; then
     echo "== profile q4_0 (-), context ~512-590"
     HEARTH_CUDA_PROFILE=1 timeout "$(cap 60)" "$BIN/hearth" run -m "$W/7b-q4_0.gguf" --tokens "$ids" \
       -n 80 --ignore-eos --temp 0 -c 1024 --gpu-layers all --json 2>"$OUT/profile-q4_0-ctx512.txt" \
@@ -217,7 +240,12 @@ PY
     SPEED+="$(bench_one "$t" all)"$'\n'
   done
   [ "$(left)" -gt 90 ] && SPEED+="$(bench_one q4_0 16)"$'\n'
-  # The same Q4_0 bench again: the run-to-run spread to judge differences against.
+  # --gpu-layers auto (by free memory: all 32 on an H200), then Q4_0 with greedy chaining off
+  # (host argmax between steps) as the A/B for it, then the same Q4_0 bench again: the
+  # run-to-run spread to judge differences against.
+  [ "$(left)" -gt 60 ] && SPEED+="$(bench_one q4_0 auto) (auto)"$'\n' &&
+    SPEED+="$(grep -h -m1 "gpu-layers auto" "$OUT/bench-q4_0-auto.err")"$'\n'
+  [ "$(left)" -gt 60 ] && SPEED+="$(HEARTH_CUDA_CHAIN=0 bench_one q4_0 all) (HEARTH_CUDA_CHAIN=0)"$'\n'
   [ "$(left)" -gt 60 ] && SPEED+="$(bench_one q4_0 all) (repeat)"$'\n'
   echo -n "$SPEED"
 fi
@@ -226,7 +254,7 @@ T4=$(date +%s)
 echo
 echo "== summary: setup ${BUILD_RC} ($((T1 - T0))s)  ops rc=$OPS_RC  bench rc=$BENCH_RC ($((T2 - T1))s)" \
   " goldens gpu=$GOLD_RC partial=$PART_RC ($((T3 - T2))s)  speed ($((T4 - T3))s)"
-for f in ops ops-classic ops-exp golden-gpu golden-partial; do
+for f in ops ops-classic ops-exp golden-gpu-fp8 golden-gpu golden-partial; do
   echo "$f: $(grep -E "^\[  PASSED|^\[  FAILED  \] [0-9]+" "$OUT/$f.log" 2>/dev/null | tr '\n' ' ')"
 done
 grep -E "^copy bandwidth" "$OUT/bench.log" 2>/dev/null
@@ -235,5 +263,10 @@ echo "-- HEARTH_CUDA_GEMV_PIPE=1:"
 sed -n '/^== GEMV/,$p' "$OUT/bench-pipe.log" 2>/dev/null | awk '{print $1, $2, $5, $6, $7, $8}'
 echo "-- F16 one fp16 pass:"
 sed -n '/^== GEMV/,$p' "$OUT/bench-onepass.log" 2>/dev/null | awk '{print $1, $2, $11, $12, $13}'
+grep -h "^attention pp512" "$OUT/bench.log" 2>/dev/null
+grep -h "^attention pp512 default" "$OUT/bench-attn-fp32.log" 2>/dev/null | sed 's/default dispatch/fp32 kernel     /'
+for f in "$OUT"/pprofile-*.txt; do
+  [ -f "$f" ] && echo "$(basename "$f" .txt): $(sed -n '/prefill profile 3:/,/host wall/p' "$f" | grep -E "^  (pass|attention|gemm) " | tr -s ' ' | tr '\n' ';') first 512-token pass: $(sed -n '/prefill profile 2:/,/host wall/p' "$f" | grep -E "^  pass " | tr -s ' ')"
+done
 echo -n "$SPEED"
 [ "$BUILD_RC" = 0 ] && [ "$OPS_RC" = 0 ] && [ "$GOLD_RC" != 1 ] && [ "$PART_RC" != 1 ]

@@ -47,9 +47,9 @@ std::string render_markdown(const BenchReport& r) {
          " B params)\n";
   for (const DeviceReport& d : r.devices) {
     out += d.backend + ": " + d.name;
-    if (d.bandwidth_gbs > 0 || d.peak_f32_gflops > 0)  // a GPU's NVML line measures neither
-      out += "; measured read bandwidth " + fmt("%.1f GB/s", d.bandwidth_gbs) + ", peak " +
-             fmt("%.0f", d.peak_f32_gflops) + " GFLOP/s f32";
+    if (d.bandwidth_gbs > 0)
+      out += "; measured read bandwidth " + fmt("%.1f", d.bandwidth_gbs) + " GB/s";
+    if (d.peak_f32_gflops > 0) out += ", peak " + fmt("%.0f", d.peak_f32_gflops) + " GFLOP/s f32";
     if (d.peak_int8_gops > 0) out += ", " + fmt("%.0f", d.peak_int8_gops) + " GOP/s int8";
     if (d.peak_amx_bf16_gflops > 0)
       out += ", " + fmt("%.0f", d.peak_amx_bf16_gflops) + " GFLOP/s AMX bf16";

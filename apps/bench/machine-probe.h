@@ -40,9 +40,10 @@ uint64_t peak_rss_bytes();
 uint64_t current_rss_bytes();
 bool reset_peak_rss();
 
-// Evicts `path` from the page cache so the next load reads from disk: drop_caches when writable
-// (root), else posix_fadvise(DONTNEED) on the file. Returns the method used, or "none" when the
-// file's pages could not be dropped (the next load is then only a first load).
+// Evicts `path` from the page cache so the next load reads from disk: posix_fadvise(DONTNEED)
+// on the file (checked with mincore), else drop_caches when writable (root; it empties every
+// process's page cache, so only when the targeted drop did not take). Returns the method used,
+// or "none" when the file's pages could not be dropped (the next load is then a first load).
 // allow_drop_caches = false skips the system-wide drop (tests: other processes' caches stay).
 std::string drop_file_cache(const std::string& path, bool allow_drop_caches = true);
 

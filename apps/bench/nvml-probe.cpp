@@ -36,6 +36,7 @@ NvmlProbe::NvmlProbe(const char* library) {
   energy_ =
       symbol<int (*)(void*, unsigned long long*)>(lib_, "nvmlDeviceGetTotalEnergyConsumption");
   power_ = symbol<int (*)(void*, unsigned*)>(lib_, "nvmlDeviceGetPowerUsage");
+  memory_ = symbol<int (*)(void*, unsigned long long*)>(lib_, "nvmlDeviceGetMemoryInfo");
   shutdown_ = symbol<int (*)()>(lib_, "nvmlShutdown");
   if (!init || !by_index || !shutdown_) {
     why_ = lib + " lacks nvmlInit_v2 / nvmlDeviceGetHandleByIndex_v2 / nvmlShutdown";
@@ -74,6 +75,12 @@ std::optional<double> NvmlProbe::power_w() const {
   unsigned mw = 0;
   if (!device_ || !power_ || power_(device_, &mw) != kNvmlSuccess) return std::nullopt;
   return double(mw) / 1000.0;
+}
+
+std::optional<unsigned long long> NvmlProbe::memory_used_bytes() const {
+  unsigned long long m[3] = {};  // nvmlMemory_t {total, free, used}
+  if (!device_ || !memory_ || memory_(device_, m) != kNvmlSuccess) return std::nullopt;
+  return m[2];
 }
 
 }  // namespace hearth::bench

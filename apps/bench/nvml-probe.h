@@ -26,6 +26,8 @@ class NvmlProbe {
   std::optional<double> energy_j() const;
   // Instantaneous board power in watts.
   std::optional<double> power_w() const;
+  // Device memory in use (every process's, the driver's reservation included), in bytes.
+  std::optional<unsigned long long> memory_used_bytes() const;
 
   NvmlProbe(const NvmlProbe&) = delete;
   NvmlProbe& operator=(const NvmlProbe&) = delete;
@@ -35,6 +37,7 @@ class NvmlProbe {
   void* device_ = nullptr;  // nvmlDevice_t
   int (*energy_)(void*, unsigned long long*) = nullptr;
   int (*power_)(void*, unsigned int*) = nullptr;
+  int (*memory_)(void*, unsigned long long*) = nullptr;  // nvmlMemory_t: total, free, used
   int (*shutdown_)() = nullptr;
   std::string name_, why_;
 };

@@ -32,14 +32,6 @@ std::vector<int> parse_sizes(const std::string& text, const char* flag) {
   return out;
 }
 
-int parse_gpu_layers_arg(const std::string& v) {
-  if (v == "all" || v == "auto") return -1;
-  char* end = nullptr;
-  const long n = std::strtol(v.c_str(), &end, 10);
-  if (!end || *end || n < -1) fail("--gpu-layers: '" + v + "' is not a number, 'auto' or 'all'");
-  return int(n);
-}
-
 void run(const BenchArgs& a) {
   bench::BenchOptions o;
   if (a.synthetic.empty()) {
@@ -54,7 +46,7 @@ void run(const BenchArgs& a) {
   o.n_gen = a.n_gen;
   o.reps = a.reps;
   o.threads = a.rt.threads;
-  o.gpu_layers = parse_gpu_layers_arg(a.rt.gpu_layers);
+  o.gpu_layers = parse_gpu_layers(a.rt.gpu_layers);
   o.no_cache = a.rt.no_cache;
   o.keep = a.keep;
   o.progress = [](const std::string& s) { std::fprintf(stderr, "hearth bench: %s\n", s.c_str()); };

@@ -64,7 +64,7 @@ void serve(ServeArgs& a) {
   if (!server::is_loopback_host(a.opt.host) && a.opt.api_key.empty())
     fail("--host " + a.opt.host +
          " makes the server reachable from other machines; give --api-key KEY (or bind 127.0.0.1)");
-  auto engine = load_engine_or_exit(a.rt);
+  auto engine = load_engine_or_exit(a.rt, false, a.opt.scheduler.parallel);
   a.opt.scheduler.ctx_size = context_size(a.rt, *engine);
   a.opt.api.model_id = a.alias.empty() ? engine->name() : a.alias;
   a.opt.api.defaults = a.sampling;

@@ -1,6 +1,7 @@
 // Shared option wiring and engine loading for the CLI commands.
 #include "common.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "backend/gpu-backend.h"
@@ -14,7 +15,8 @@ void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
   cmd->add_option("-c,--ctx-size", a->ctx_size,
                   "context size in tokens (default: model's, max 4096)");
   cmd->add_option("--gpu-layers,--n-gpu-layers,--ngl", a->gpu_layers,
-                  "layers to place on the GPU: N, 'auto' or 'all' (default 0)");
+                  "layers to place on the GPU: N, 'all', or 'auto' (as many as fit its free "
+                  "memory) (default 0)");
   cmd->add_flag("--no-cache", a->no_cache,
                 "do not use or write the prepacked-weight cache ($HEARTH_CACHE_DIR or "
                 "~/.cache/hearth/packed)");
@@ -33,19 +35,23 @@ void add_sampling_options(CLI::App* cmd, SamplingParams* p) {
   cmd->add_option("-s,--seed", p->seed, "RNG seed (default: random)");
 }
 
-static int parse_gpu_layers(const std::string& v) {
-  if (v == "all" || v == "auto") return -1;
+int parse_gpu_layers(const std::string& v) {
+  if (v == "all") return kGpuLayersAll;
+  if (v == "auto") return kGpuLayersAuto;
   char* end = nullptr;
   const long n = std::strtol(v.c_str(), &end, 10);
-  if (!end || *end || n < -1) fail("--gpu-layers: '" + v + "' is not a number, 'auto' or 'all'");
+  if (!end || *end || n < -1 || n > 100000)
+    fail("--gpu-layers: '" + v + "' is not a number, 'auto' or 'all'");
   return int(n);
 }
 
-std::shared_ptr<Engine> load_engine_or_exit(const RuntimeArgs& args, bool quiet) {
+std::shared_ptr<Engine> load_engine_or_exit(const RuntimeArgs& args, bool quiet, int kv_sequences) {
   const std::string path = check(resolve_model(args.model));
   LoadOptions opt;
   opt.n_threads = args.threads;
   opt.gpu_layers = parse_gpu_layers(args.gpu_layers);
+  // 0 (the model's own context) leaves the estimate to the loader; several slots multiply it.
+  if (args.ctx_size > 0) opt.ctx_hint = args.ctx_size * std::max(1, kv_sequences);
   opt.use_weight_cache = !args.no_cache;
   if (opt.gpu_layers != 0 && !gpu_backend_compiled()) {
     std::fprintf(

@@ -25,7 +25,12 @@ void add_sampling_options(CLI::App* cmd, SamplingParams* params);
 
 // Loads the model named by args (resolving repo ids), printing one error line and exiting on
 // failure. `quiet` suppresses the load line on stderr.
-std::shared_ptr<Engine> load_engine_or_exit(const RuntimeArgs& args, bool quiet = false);
+// kv_sequences: how many sequences of the context size will hold KV at once (serve's slots),
+// for --gpu-layers auto's memory estimate.
+std::shared_ptr<Engine> load_engine_or_exit(const RuntimeArgs& args, bool quiet = false,
+                                            int kv_sequences = 1);
+// --gpu-layers: N, "all" (kGpuLayersAll) or "auto" (kGpuLayersAuto); exits on anything else.
+int parse_gpu_layers(const std::string& v);
 int64_t context_size(const RuntimeArgs& args, const Engine& engine);
 
 }  // namespace hearth::cli

@@ -76,7 +76,8 @@ typedef int32_t (*hearth_progress_callback)(float fraction, void* user_data);
 typedef struct hearth_model_params {
   size_t struct_size;
   int32_t n_threads;  /* CPU threads for this model's forward passes; 0: all cores */
-  int32_t gpu_layers; /* layers on the GPU (-1: all; falls back to CPU without a GPU) */
+  int32_t gpu_layers; /* layers on the GPU (-1: all; -2: as many as fit its free memory;
+                        falls back to CPU without a GPU) */
   hearth_progress_callback progress; /* may be NULL */
   void* progress_user_data;
   int32_t offline; /* repo ids: 1 = resolve from the HF cache only, never download */

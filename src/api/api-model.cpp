@@ -139,8 +139,8 @@ hearth_status hearth_model_load(const char* path_or_repo, const hearth_model_par
     }
     if (p.n_threads < 0)
       return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_model_load: n_threads is negative");
-    if (p.gpu_layers < -1)
-      return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_model_load: gpu_layers below -1");
+    if (p.gpu_layers < kGpuLayersAuto)
+      return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_model_load: gpu_layers below -2");
 
     std::string path = path_or_repo;
     if (!file_exists(path) && !is_directory(path)) {

@@ -5,7 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 
 #include "base/status.h"
@@ -37,6 +40,14 @@ class Backend {
 
   // Makes `w` usable by matmul/embed on this backend (upload, repack). Idempotent.
   virtual Status prepare_weight(Weight& w) = 0;
+  // For placing layers by free memory (--gpu-layers auto): the bytes of device memory free now
+  // (nullopt: host memory, not budgeted here), and what prepare_weight plus later per-weight
+  // copies will take for `w` on this backend.
+  virtual std::optional<uint64_t> device_memory_free() { return std::nullopt; }
+  virtual uint64_t device_weight_bytes(const TensorView& w) const { return w.nbytes; }
+  // Streaming-read bandwidth of this backend's memory, measured now, in GB/s (the decode
+  // roofline of layers placed here); nullopt for host memory, which the caller measures.
+  virtual std::optional<double> measure_read_bandwidth_gbs() { return std::nullopt; }
   // A small f32 vector (norm weight, bias) in backend memory, converted from any float dtype.
   virtual Result<float*> prepare_vector(const TensorView& v) = 0;
 
@@ -44,6 +55,15 @@ class Backend {
   virtual void embed(const Weight& table, const int32_t* host_ids, int64_t n_tokens,
                      float* out) = 0;
   virtual void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) = 0;
+  // Several matmuls of one input (Q/K/V, gate/up), each into its own y. The CPU runs them as
+  // one parallel pass (one join instead of three); the default is one matmul each.
+  struct MatmulOut {
+    const Weight* w;
+    float* y;
+  };
+  virtual void matmul_shared(const float* x, int64_t n_tokens, std::span<const MatmulOut> outs) {
+    for (const MatmulOut& o : outs) matmul(*o.w, x, n_tokens, o.y);
+  }
   virtual void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                        float eps) = 0;
   virtual void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
@@ -75,9 +95,39 @@ class Backend {
   virtual void end_decode_step() {}
   virtual void reset_decode_steps() {}
 
+  // Greedy chaining (issue #5). A backend that picks the next token itself lets greedy decoding
+  // queue step n+1 before step n's token reaches the host, so the host's per-token work (sync,
+  // logits download, argmax, launch) overlaps the device's step instead of sitting between
+  // steps. Model::decode_greedy drives it (step = begin/end_decode_step as above):
+  //   after each step:     b.pick_greedy(logits, n_vocab, pos)
+  //     the argmax (greedy_argmax's rule) of logits row 0 becomes the device's token for the
+  //     next step, at position pos + 1; nothing waits.
+  //   the next step:       b.begin_chained_step(pos + 1, ctx_capacity) (instead of begin)
+  //     replays the recorded step with the device's token; false when it cannot (nothing
+  //     recorded for this capacity yet): the caller then needs the token on the host.
+  //   later:               b.picked_token(pos) waits for that pick and returns its token.
+  // At most greedy_chain_depth() picks may be outstanding (not yet returned by picked_token);
+  // 0 means the backend cannot chain (the caller loops over decode + host argmax).
+  virtual int greedy_chain_depth() const { return 0; }
+  virtual void pick_greedy(const float* logits, int64_t n_vocab, int64_t pos) {}
+  virtual bool begin_chained_step(int64_t pos, int64_t ctx_capacity) { return false; }
+  virtual Result<int32_t> picked_token(int64_t pos) {
+    return Status::error(name() + ": greedy chaining is not supported");
+  }
+
   // First error an asynchronous backend hit since creation (ops return void); ok for the CPU.
   virtual Status status() const { return Status::ok(); }
 };
+
+// The greedy rule every path shares (host loop, sampler at temperature 0, device pick): the
+// largest logit, NaN counting as -inf, the lowest index among equals (0 when all are -inf/NaN).
+inline int32_t greedy_argmax(const float* logits, int64_t n) {
+  int32_t best = 0;
+  float best_v = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i)
+    if (logits[i] > best_v) best_v = logits[i], best = int32_t(i);  // NaN > x is false
+  return best;
+}
 
 std::unique_ptr<Backend> make_cpu_backend(int n_threads);
 

@@ -1,5 +1,8 @@
 // The CPU backend: host memory, ops forwarded to kernels/ with one persistent thread pool, and
 // weights repacked into the kernels' layouts (cached on disk by backend/weight-cache.h).
+#include <sys/mman.h>
+
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -59,10 +62,16 @@ class CpuBackend final : public Backend {
         return Status::ok();
       }
     }
-    void* p = std::aligned_alloc(64, (*bytes + 63) / 64 * 64);
-    if (!p)
+    // 2 MiB-aligned and marked for huge pages, like the cache's mapping (base/mapped-file.cpp):
+    // decode streams these bytes every token.
+    constexpr size_t kHuge = 2u << 20;
+    void* p = nullptr;
+    if (posix_memalign(&p, *bytes >= kHuge ? kHuge : 64, (*bytes + 63) / 64 * 64) != 0 || !p)
       return Status::error(w.host.name + ": out of memory packing " + std::to_string(*bytes) +
                            " bytes");
+#ifdef MADV_HUGEPAGE
+    if (*bytes >= kHuge) madvise(p, *bytes, MADV_HUGEPAGE);
+#endif
     std::shared_ptr<uint8_t> owned(static_cast<uint8_t*>(p), std::free);
     kernels::pack_weight(w.host, owned.get(), pool_);
     if (WeightCache* cache = open_cache()) {
@@ -94,6 +103,20 @@ class CpuBackend final : public Backend {
       return;
     }
     kernels::matmul(w.host, x, T, y, pool_);
+  }
+  void matmul_shared(const float* x, int64_t T, std::span<const MatmulOut> outs) override {
+    // All packed (the usual case): one pass over every matrix. Otherwise one call each.
+    std::array<kernels::PackedMatmul, 4> mats;
+    bool all_packed = outs.size() <= mats.size();
+    for (size_t i = 0; all_packed && i < outs.size(); ++i) {
+      const Weight& w = *outs[i].w;
+      all_packed = w.backend_data != nullptr && w.host.cols() == outs[0].w->host.cols();
+      if (all_packed)
+        mats[i] = {w.host.dtype, static_cast<const Packed*>(w.backend_data.get())->data,
+                   w.host.rows(), outs[i].y};
+    }
+    if (!all_packed) return Backend::matmul_shared(x, T, outs);
+    kernels::matmul_packed_shared({mats.data(), outs.size()}, outs[0].w->host.cols(), x, T, pool_);
   }
   void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                float eps) override {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "base/thread-pool.h"
@@ -31,6 +32,17 @@ void pack_weight(const TensorView& w, uint8_t* dst, ThreadPool& pool);
 // As matmul, for W packed by pack_weight.
 void matmul_packed(DType t, const uint8_t* packed, int64_t d, int64_t n, const float* x,
                    int64_t n_tokens, float* y, ThreadPool& pool);
+// Several packed matrices of the same input x [n_tokens, n] (Q/K/V, gate/up), each into its own
+// y: one fork-join for all of them, the activations quantized once per quantizer. Same results
+// as one matmul_packed each.
+struct PackedMatmul {
+  DType dtype;
+  const uint8_t* packed;
+  int64_t d;
+  float* y;
+};
+void matmul_packed_shared(std::span<const PackedMatmul> mats, int64_t n, const float* x,
+                          int64_t n_tokens, ThreadPool& pool);
 
 // One row of n elements of dtype t (n a multiple of its block size) -> f32.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);

@@ -106,16 +106,10 @@ Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSeg
       be->upload(scratch.per_backend[g].x, host_x.data(), T * E);
     }
     if (step) {
+      if (chain_thread_.load() == std::this_thread::get_id())
+        return Status::error("decode called from inside a greedy generation's token callback");
       std::lock_guard<std::mutex> lock(step_mutex_);
-      // The recorded step is only valid for the buffers it was recorded with.
-      // Keyed on the buffers themselves (they move when scratch grows) and the sequence's cache.
-      const StepKey key{scratch.per_backend[g].x, scratch.per_backend[g].capacity_tokens,
-                        segs[0].kv->k(groups_[g].first)};
-      if (step_keys_.size() != groups_.size()) step_keys_.assign(groups_.size(), {});
-      if (step_keys_[g] != key) {
-        be->reset_decode_steps();
-        step_keys_[g] = key;
-      }
+      match_step_key(g, scratch, *segs[0].kv);
       if (!be->begin_decode_step(tokens[0], segs[0].pos0, segs[0].kv->capacity()))
         run_group(g, pass, scratch);
       be->end_decode_step();
@@ -136,6 +130,18 @@ Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSeg
   return Status::ok();
 }
 
+void Model::match_step_key(size_t g, const ForwardScratch& scratch, KvCache& kv) const {
+  // The recorded step is only valid for the buffers it was recorded with.
+  // Keyed on the buffers themselves (they move when scratch grows) and the sequence's cache.
+  const StepKey key{scratch.per_backend[g].x, scratch.per_backend[g].capacity_tokens,
+                    kv.k(groups_[g].first)};
+  if (step_keys_.size() != groups_.size()) step_keys_.assign(groups_.size(), {});
+  if (step_keys_[g] != key) {
+    groups_[g].backend->reset_decode_steps();
+    step_keys_[g] = key;
+  }
+}
+
 void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
   const int64_t T = p.n_tokens;
   const int64_t E = hp_.n_embd, HD = hp_.head_dim, QD = hp_.q_dim(), KVD = hp_.kv_dim();
@@ -150,9 +156,8 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
     const LayerWeights& w = layers_[size_t(l)];
     const std::string blk = debug_tap ? "blk." + std::to_string(l) + "." : "";
     be->rmsnorm(b.x, w.attn_norm, b.xn, T, E, hp_.rms_eps);
-    be->matmul(w.wq, b.xn, T, b.q);
-    be->matmul(w.wk, b.xn, T, b.k);
-    be->matmul(w.wv, b.xn, T, b.v);
+    const Backend::MatmulOut qkv[] = {{&w.wq, b.q}, {&w.wk, b.k}, {&w.wv, b.v}};
+    be->matmul_shared(b.xn, T, qkv);
     if (w.q_bias) be->add_bias(b.q, w.q_bias, T, QD);
     if (w.k_bias) be->add_bias(b.k, w.k_bias, T, KVD);
     if (w.v_bias) be->add_bias(b.v, w.v_bias, T, KVD);
@@ -174,8 +179,8 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
     be->matmul(w.wo, b.attn, T, b.xn);
     be->add_inplace(b.x, b.xn, T * E);
     be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
-    be->matmul(w.w_gate, b.xn, T, b.gate);
-    be->matmul(w.w_up, b.xn, T, b.up);
+    const Backend::MatmulOut gate_up[] = {{&w.w_gate, b.gate}, {&w.w_up, b.up}};
+    be->matmul_shared(b.xn, T, gate_up);
     be->swiglu(b.gate, b.up, b.gate, T * hp_.n_ff);
     be->matmul(w.w_down, b.gate, T, b.xn);
     be->add_inplace(b.x, b.xn, T * E);

@@ -190,6 +190,7 @@ class ModelBuilder {
       } else {
         m.backends_.push_back(std::move(made).value());
         gpu = m.backends_.back().get();
+        if (opt.gpu_layers == kGpuLayersAuto) gpu_layers = layers_that_fit(m, *gpu, opt);
       }
     }
     Backend* cpu = nullptr;
@@ -241,6 +242,37 @@ class ModelBuilder {
   }
 
   static void log_gpu_fallback(const std::string& why);
+
+  // --gpu-layers auto: the leading layers whose weights and KV rows (at the context the caller
+  // will use) fit the GPU's free memory next to the embedding, the LM head and a reserve for
+  // activations and library workspaces. Says what it chose in one line.
+  static int64_t layers_that_fit(const Model& m, Backend& gpu, const LoadOptions& opt) {
+    const std::optional<uint64_t> free = gpu.device_memory_free();
+    if (!free) return m.hp_.n_layer;
+    const auto& hp = m.hp_;
+    const int64_t ctx = opt.ctx_hint > 0
+                            ? opt.ctx_hint
+                            : std::min<int64_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
+    uint64_t per_layer = uint64_t(2 * ctx * hp.kv_dim()) * sizeof(float);
+    const LayerWeights& lw = m.layers_.front();
+    for (const Weight* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
+      per_layer += gpu.device_weight_bytes(w->host);
+    // Activations of a 512-token pass (forward.cpp's scratch) plus ~1 GiB for cuBLAS workspaces,
+    // the decode graph and fragmentation.
+    const uint64_t scratch =
+        uint64_t(512) *
+        uint64_t(4 * hp.n_embd + 2 * hp.q_dim() + 2 * hp.kv_dim() + 2 * hp.n_ff + hp.n_vocab) *
+        sizeof(float);
+    const uint64_t fixed = gpu.device_weight_bytes(m.tok_embd_.host) +
+                           gpu.device_weight_bytes(m.output_.host) + scratch + (1ull << 30);
+    const int64_t n = auto_gpu_layers(*free, fixed, per_layer, hp.n_layer);
+    std::fprintf(stderr,
+                 "hearth: --gpu-layers auto: %lld of %lld layers on the GPU (%.1f GiB free, "
+                 "%.2f GiB a layer with its KV at context %lld)\n",
+                 (long long)n, (long long)hp.n_layer, double(*free) / double(1ull << 30),
+                 double(per_layer) / double(1ull << 30), (long long)ctx);
+    return n;
+  }
 
   static Result<std::shared_ptr<Model>> load_gguf(const std::string& path, const LoadOptions& opt) {
     HEARTH_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(path));
@@ -311,6 +343,14 @@ std::vector<Backend*> Model::layer_backends() const {
   for (const auto& g : groups_)
     for (int64_t l = g.first; l < g.last; ++l) out[size_t(l)] = g.backend;
   return out;
+}
+
+int64_t auto_gpu_layers(uint64_t free_bytes, uint64_t fixed_bytes, uint64_t per_layer_bytes,
+                        int64_t n_layer) {
+  if (n_layer <= 0 || free_bytes <= fixed_bytes) return 0;
+  if (per_layer_bytes == 0) return n_layer;
+  return int64_t(
+      std::min<uint64_t>(uint64_t(n_layer), (free_bytes - fixed_bytes) / per_layer_bytes));
 }
 
 Result<KvCache> Model::new_kv_cache(int64_t n_ctx) const {

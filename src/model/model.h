@@ -3,11 +3,13 @@
 // The model is immutable after load and may be shared by sessions on several threads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
@@ -57,9 +59,22 @@ struct LayerGroup {
   Backend* backend = nullptr;
 };
 
+constexpr int kGpuLayersAll = -1;
+// As many leading layers as fit the GPU's free memory (weights, their KV at ctx_hint, a reserve
+// for scratch): auto_gpu_layers below.
+constexpr int kGpuLayersAuto = -2;
+
+// How many of n_layer layers fit `free_bytes` when `fixed_bytes` (embedding, LM head, scratch
+// reserve) must fit too and each layer takes `per_layer_bytes`; at most n_layer, at least 0.
+int64_t auto_gpu_layers(uint64_t free_bytes, uint64_t fixed_bytes, uint64_t per_layer_bytes,
+                        int64_t n_layer);
+
 struct LoadOptions {
   int n_threads = 0;   // 0: all available cores
-  int gpu_layers = 0;  // layers placed on the GPU backend (-1: all)
+  int gpu_layers = 0;  // layers placed on the GPU backend (kGpuLayersAll, kGpuLayersAuto)
+  // Context the caller will give its sequences, for --gpu-layers auto's KV estimate
+  // (0: the model's own, at most 4096).
+  int64_t ctx_hint = 0;
   // CPU weights repacked for the kernels are cached on disk (backend/weight-cache.h) and
   // mmapped by later loads; false (--no-cache) packs in memory every load.
   bool use_weight_cache = true;
@@ -73,6 +88,12 @@ struct BatchSegment {
   int64_t pos0 = 0;
   int64_t n_tokens = 0;
   bool all_logits = false;  // logits for every token (else only the last)
+};
+
+// How a decode_greedy call ended.
+struct GreedyRun {
+  int64_t steps = 0;          // decode steps run = tokens handed to on_token
+  bool context_full = false;  // stopped because the cache had no room for the next step
 };
 
 // Per-caller scratch memory for the forward pass (one per session/thread).
@@ -124,6 +145,19 @@ class Model {
   Status decode(KvCache& kv, int32_t token, ForwardScratch& scratch,
                 std::vector<float>* logits) const;
 
+  // Greedy generation: feeds `token` at kv.used(), takes greedy_argmax of the logits as the
+  // next token, hands it to on_token and, while on_token returns true, feeds it in turn; stops
+  // after max_steps tokens or when the cache is full (context_full). Produces the same tokens,
+  // and leaves the same kv.used(), as a loop of decode() + greedy_argmax(). Where the backend
+  // can chain (CUDA with every layer on it and graphs on; see Backend::greedy_chain_depth) the
+  // argmax runs on the device and a few steps are queued ahead of the host: steps queued past
+  // the stop only write cache rows at or beyond used(), and they have finished on return.
+  // on_token must not run a decode step of this model: the chain holds the model's decode-step
+  // lock, and such a step fails with an error instead of deadlocking.
+  Result<GreedyRun> decode_greedy(KvCache& kv, int32_t token, int64_t max_steps,
+                                  ForwardScratch& scratch,
+                                  const std::function<bool(int32_t)>& on_token) const;
+
   Result<KvCache> new_kv_cache(int64_t n_ctx) const;
 
   // Debug taps: when set, called with ("blk.3.attn_out", data, n) after each named stage
@@ -149,6 +183,13 @@ class Model {
   // Embedding (first group), the group's layers, and the head (last group) on one backend.
   void run_group(size_t g, const Pass& pass, ForwardScratch& scratch) const;
   void tap(const std::string& name, Backend* b, const float* data, int64_t n) const;
+  // Drops group g's recorded decode step when it was recorded for other buffers (scratch
+  // regrown, another sequence's cache). Caller holds step_mutex_.
+  void match_step_key(size_t g, const ForwardScratch& scratch, KvCache& kv) const;
+  Result<GreedyRun> decode_greedy_chained(KvCache& kv, int32_t token, int64_t max_steps,
+                                          ForwardScratch& scratch,
+                                          const std::function<bool(int32_t)>& on_token,
+                                          int depth) const;
 
   HParams hp_;
   const ArchSpec* arch_ = nullptr;
@@ -172,6 +213,9 @@ class Model {
     bool operator==(const StepKey&) const = default;
   };
   mutable std::vector<StepKey> step_keys_;
+  // The thread running a chained decode_greedy (which holds step_mutex_ throughout): a decode
+  // step from its own callback is an error, not a self-deadlock.
+  mutable std::atomic<std::thread::id> chain_thread_{};
 };
 
 // Loads a GGUF file or a Hugging Face directory (config.json + safetensors).

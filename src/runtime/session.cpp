@@ -78,15 +78,11 @@ Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt,
   StopStringFilter stops(opt.stop);
   Timer gen_timer;
   st.finish_reason = "length";
-  for (int32_t i = 0; opt.max_tokens < 0 || i < opt.max_tokens; ++i) {
-    const int32_t id = sampler.sample(logits.data(), n_vocab, history_);
-    if (i == 0) {
-      st.ttft_ms = timer.elapsed_ms();
-      gen_timer.reset();
-    }
+  // One generated token: EOS, streaming, stop strings, the callback, max_tokens. False: stop.
+  auto take = [&](int32_t id) {
     if (!opt.ignore_eos && tok.is_end_of_generation(id)) {
       st.finish_reason = "stop";
-      break;
+      return false;
     }
     result.tokens.push_back(id);
     st.generated_tokens++;
@@ -95,18 +91,43 @@ Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt,
     const bool keep_going = on_token ? on_token(id, piece) : true;
     if (stops.matched()) {
       st.finish_reason = "stop";
-      break;
+      return false;
     }
     if (!keep_going) {
       st.finish_reason = "cancelled";
-      break;
+      return false;
     }
-    if (opt.max_tokens >= 0 && i + 1 >= opt.max_tokens) break;
-    if (kv_.used() >= n_ctx_) {
-      st.finish_reason = "context";
-      break;
+    return !(opt.max_tokens >= 0 && st.generated_tokens >= opt.max_tokens);
+  };
+  if (opt.max_tokens != 0) {
+    // The first token comes from the prompt's logits.
+    int32_t id = sampler.sample(logits.data(), n_vocab, history_);
+    st.ttft_ms = timer.elapsed_ms();
+    gen_timer.reset();
+    if (take(id)) {
+      if (is_plain_greedy(opt.sampling)) {
+        // Greedy without penalties needs only the argmax: the model may keep it on the device
+        // and run steps ahead (Model::decode_greedy); same tokens as the loop below.
+        int32_t fed = id;  // the token whose step produced the next callback's token
+        HEARTH_ASSIGN_OR_RETURN(GreedyRun run, engine_->model().decode_greedy(
+                                                   kv_, id, n_ctx_, scratch_, [&](int32_t next) {
+                                                     history_.push_back(fed);
+                                                     fed = next;
+                                                     return take(next);
+                                                   }));
+        if (run.context_full) st.finish_reason = "context";
+      } else {
+        while (true) {
+          if (kv_.used() >= n_ctx_) {
+            st.finish_reason = "context";
+            break;
+          }
+          HEARTH_TRY(decode_one(id, &logits));
+          id = sampler.sample(logits.data(), n_vocab, history_);
+          if (!take(id)) break;
+        }
+      }
     }
-    HEARTH_TRY(decode_one(id, &logits));
   }
   st.gen_ms = st.generated_tokens > 1 ? gen_timer.elapsed_ms() : 0;
   if (!stops.matched()) {

@@ -75,6 +75,11 @@ void min_p(Candidates& c, float mp) {
 
 }  // namespace
 
+bool is_plain_greedy(const SamplingParams& p) {
+  return p.temperature <= 0.0f && p.repeat_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f;
+}
+
 Sampler::Sampler(const SamplingParams& params) : params_(params) {
   seed_ = params.seed;
   if (seed_ == 0xFFFFFFFF)

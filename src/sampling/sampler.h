@@ -22,6 +22,10 @@ struct SamplingParams {
   uint64_t seed = 0xFFFFFFFF;  // 0xFFFFFFFF: random seed
 };
 
+// True when sampling is a plain argmax of the logits (temperature <= 0, no penalty stage): the
+// token is then greedy_argmax's (backend.h), which a backend may compute on the device.
+bool is_plain_greedy(const SamplingParams& p);
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);

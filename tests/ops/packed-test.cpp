@@ -123,6 +123,63 @@ TEST(Packed, MatchesReferenceAndUnpackedMatmul) {
 }
 
 // Packed bytes stay within a few % of the file's (the RSS budget counts the file's size).
+// Q/K/V-style calls: several packed matrices of one input in one pass (mixed types, so mixed
+// activation quantizers, and odd row counts) give exactly what one matmul_packed each gives,
+// for decode token counts and for prompts long enough to take the prefill GEMM where it exists.
+TEST(Packed, SharedInputMatchesOneCallEach) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  constexpr int64_t n = 512;
+  struct Mat {
+    DType t;
+    int64_t d;
+    std::vector<uint8_t> storage;
+    uint8_t* packed = nullptr;
+  };
+  std::vector<Mat> mats;
+  for (auto [t, d] : {std::pair<DType, int64_t>{DType::Q4_0, 96},
+                      {DType::Q8_0, 32},
+                      {DType::Q4_K, 48},
+                      {DType::F16, 16},
+                      {DType::Q4_0, 16}}) {
+    const auto bytes = kernels::packed_size(t, d, n);
+    if (!bytes) continue;  // this ISA has no layout for it: the others still run shared
+    Mat m{t, d, std::vector<uint8_t>(*bytes + 64), nullptr};
+    m.packed = reinterpret_cast<uint8_t*>((uintptr_t(m.storage.data()) + 63) / 64 * 64);
+    const std::vector<uint8_t> wq = random_matrix(t, d, n, rng);
+    ThreadPool one(1);
+    kernels::pack_weight(TensorView{"w", t, {d, n}, wq.data(), wq.size()}, m.packed, one);
+    mats.push_back(std::move(m));
+  }
+  if (mats.empty()) {  // only right where the active table has no packed layouts at all
+    EXPECT_EQ(kernels::packed_layouts_signature().find(':'), std::string::npos);
+    return;
+  }
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (int64_t T : {1, 2, 5, 40}) {
+      std::vector<float> x(size_t(T * n));
+      for (float& v : x) v = nd(rng);
+      std::vector<std::vector<float>> shared, alone;
+      std::vector<kernels::PackedMatmul> list;
+      for (const Mat& m : mats) {
+        shared.emplace_back(size_t(T * m.d), -777.f);
+        alone.emplace_back(size_t(T * m.d), -555.f);
+      }
+      for (size_t i = 0; i < mats.size(); ++i)
+        list.push_back({mats[i].t, mats[i].packed, mats[i].d, shared[i].data()});
+      kernels::matmul_packed_shared(list, n, x.data(), T, pool);
+      for (size_t i = 0; i < mats.size(); ++i) {
+        kernels::matmul_packed(mats[i].t, mats[i].packed, mats[i].d, n, x.data(), T,
+                               alone[i].data(), pool);
+        for (size_t k = 0; k < alone[i].size(); ++k)
+          ASSERT_EQ(shared[i][k], alone[i][k])
+              << dtype_name(mats[i].t) << " matrix " << i << " T=" << T << " at " << k;
+      }
+    }
+  }
+}
+
 TEST(Packed, PackedBytesStayNearTheFileSize) {
   for (DType t : kTypes) {
     for (auto [d, n] : {std::pair<int64_t, int64_t>{2048, 5632}, {4096, 11008}, {32000, 4096}}) {

@@ -1,7 +1,8 @@
 // hearth-decode-bench: decode-shaped matvecs (1 token) over a working set larger than the L3,
 // packed layout vs the row kernels, each as % of a plain read of the same bytes in the same run.
-// Usage: hearth-decode-bench [threads [MiB per type [reps [file]]]] ("file": packed copies in a
-// file mapping, as the weight cache serves them). Extend: add a dtype to the loop in main.
+// Usage: hearth-decode-bench [threads [MiB per type [reps [file|anon [rows cols]]]]] ("file":
+// packed copies in a file mapping, as the weight cache serves them). Extend: add a dtype to the
+// loop in main.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -84,7 +85,9 @@ int main(int argc, char** argv) {
   const int reps = argc > 3 ? std::atoi(argv[3]) : 3;
   // "file": packed copies live in a file mapping (as the weight cache serves them).
   const bool file_backed = argc > 4 && std::string(argv[4]) == "file";
-  constexpr int64_t d = 2048, n = 5632;  // a TinyLlama FFN matrix
+  // Default: a TinyLlama FFN matrix; argv 5 and 6 pick another shape (rows, columns).
+  const int64_t d = argc > 6 ? std::atoll(argv[5]) : 2048,
+                n = argc > 6 ? std::atoll(argv[6]) : 5632;
   ThreadPool pool(threads);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.f, 0.05f);

@@ -3,7 +3,9 @@
 // Decode launches are fused where the op sequence allows (see flush_gemv / flush_rope).
 // New op: add its launcher to kernels/cuda/cuda-ops.h and forward to it here.
 #include "backend/cuda/cuda-backend.h"
+#include "backend/cuda/cuda-greedy.h"
 #include "backend/cuda/cuda-profiler.h"
+#include "backend/cuda/cuda-weights.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -17,22 +19,14 @@
 #include <vector>
 
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/gemm-fp8.h"
 #include "tensor/dtype.h"
 
 namespace hearth {
 
 namespace {
 
-constexpr uint32_t kWeightMagic = 0x43554457;     // "CUDW": backend_data is ours
-constexpr size_t kStageBytes = size_t(64) << 20;  // per pinned staging buffer (two of them)
-constexpr size_t kRingBytes = size_t(4) << 20;    // small per-op uploads (ids, positions)
-
-struct PreparedWeight {
-  uint32_t magic = kWeightMagic;
-  int device = 0;
-  void* mem = nullptr;
-  cuda::DeviceWeight dw;
-};
+constexpr size_t kRingBytes = size_t(4) << 20;  // small per-op uploads (ids, positions)
 
 struct StepValues {
   int32_t token = 0;
@@ -53,10 +47,7 @@ class CudaBackend final : public Backend {
     if (!check(cudaSetDevice(device_), "cudaSetDevice")) return error_;
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
     if (cublasCreate(&blas_) != CUBLAS_STATUS_SUCCESS) fail("cublasCreate failed");
-    for (int i = 0; i < 2; ++i) {
-      check(cudaMallocHost(reinterpret_cast<void**>(&stage_[i]), kStageBytes), "pinned staging");
-      check(cudaEventCreateWithFlags(&stage_done_[i], cudaEventDisableTiming), "event");
-    }
+    if (const Status st = uploader_.init(); !st.is_ok()) fail(st.message());
     check(cudaMallocHost(reinterpret_cast<void**>(&ring_host_), kRingBytes), "pinned ring");
     check(cudaMalloc(reinterpret_cast<void**>(&ring_dev_), kRingBytes), "device ring");
     check(cudaMallocHost(reinterpret_cast<void**>(&step_host_), sizeof(StepValues)), "step");
@@ -74,6 +65,7 @@ class CudaBackend final : public Backend {
     const char* prof = std::getenv("HEARTH_CUDA_PROFILE");
     if (prof && std::strcmp(prof, "1") == 0)
       profiler_ = std::make_unique<CudaProfiler>(graphs_enabled_);
+    chain_depth_ = cuda_greedy_chain_depth_from_env();
     return error_;
   }
 
@@ -92,10 +84,6 @@ class CudaBackend final : public Backend {
     cudaFree(norm_counter_);
     cudaFreeHost(step_host_);
     if (step_copied_) cudaEventDestroy(step_copied_);
-    for (int i = 0; i < 2; ++i) {
-      cudaFreeHost(stage_[i]);
-      if (stage_done_[i]) cudaEventDestroy(stage_done_[i]);
-    }
     if (blas_) cublasDestroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -142,6 +130,7 @@ class CudaBackend final : public Backend {
     check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost, stream_),
           "download");
     check(cudaStreamSynchronize(stream_), "download");
+    if (profiler_) profiler_->end_prefill(stream_);  // the logits download ends a prefill pass
   }
   void copy(float* dst, const float* src, int64_t n) override {
     flush();
@@ -155,6 +144,16 @@ class CudaBackend final : public Backend {
   }
 
   Status prepare_weight(Weight& w) override;
+  std::optional<uint64_t> device_memory_free() override {
+    size_t free = 0, total = 0;
+    if (cudaSetDevice(device_) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess)
+      return std::nullopt;
+    return uint64_t(free);
+  }
+  uint64_t device_weight_bytes(const TensorView& h) const override {
+    return cuda_weight_device_bytes(h);
+  }
+  std::optional<double> measure_read_bandwidth_gbs() override;
   Result<float*> prepare_vector(const TensorView& v) override;
 
   void embed(const Weight& table, const int32_t* ids, int64_t n_tokens, float* out) override {
@@ -173,6 +172,8 @@ class CudaBackend final : public Backend {
       dev_ids = static_cast<const int32_t*>(stage_small(ids, size_t(n_tokens) * 4));
       if (!dev_ids) return;
     }
+    if (profiler_ && !stepping() && n_tokens > cuda::kGemvMaxTokens)
+      profiler_->begin_prefill(stream_, long(n_tokens));
     const int m = prof("embed");
     check(cuda::launch_embed(pw->dw, dev_ids, n_tokens, out, stream_), "embed");
     unprof(m);
@@ -225,6 +226,10 @@ class CudaBackend final : public Backend {
     }
     flush_gemv();
     if (clobbers) xq_valid_ = false;
+    if (!pw->fp8_tried) {
+      const Status st = make_e4m3_copy(const_cast<PreparedWeight&>(*pw), w.host.name, stream_);
+      if (!st.is_ok()) return fail(st.message());
+    }
     const size_t need = cuda::matmul_workspace_bytes(pw->dw, n_tokens);
     if (!ensure(reinterpret_cast<void**>(&workspace_), workspace_bytes_, need, "workspace")) return;
     const int m = prof("gemm");
@@ -388,7 +393,9 @@ class CudaBackend final : public Backend {
       unprof(m);
       return;
     }
+    const int m = prof("kv store");
     copy(cache + pos * row_floats, src, n_tokens * row_floats);
+    unprof(m);
   }
 
   bool begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) override;
@@ -398,6 +405,34 @@ class CudaBackend final : public Backend {
     xq_valid_ = false;
     drop_graph();
   }
+
+  // Greedy chaining (backend.h; the pick and ring are cuda-greedy.cpp's). Chained steps are
+  // graph replays only, so it needs graphs; the profiler's eager steps would break the chain.
+  int greedy_chain_depth() const override {
+    return graphs_enabled_ && !profiler_ ? chain_depth_ : 0;
+  }
+  void pick_greedy(const float* logits, int64_t n_vocab, int64_t pos) override {
+    flush();
+    if (state_ != State::kIdle) return fail("pick_greedy inside a decode step");
+    if (Status st = greedy_.pick(logits, n_vocab, pos, &step_dev_->token, &step_dev_->pos, stream_);
+        !st.is_ok())
+      fail(st.message());
+  }
+  // The device already holds (token, pos) from the last pick: replay without uploading them.
+  // (So the recorded graph must never contain the step-values upload: begin_decode_step issues
+  // it before the capture begins.)
+  bool begin_chained_step(int64_t pos, int64_t ctx_capacity) override {
+    flush();
+    xq_valid_ = false;
+    if (state_ != State::kIdle || !graphs_enabled_ || profiler_ || !error_.is_ok() ||
+        !graph_exec_ || graph_capacity_ != ctx_capacity || pos < 0 || pos >= ctx_capacity)
+      return false;
+    step_capacity_ = ctx_capacity;
+    if (!check(cudaGraphLaunch(graph_exec_, stream_), "graph launch")) return false;
+    state_ = State::kReplayed;
+    return true;
+  }
+  Result<int32_t> picked_token(int64_t pos) override { return greedy_.wait(pos); }
 
  private:
   enum class State { kIdle, kEager, kCapturing, kReplayed };
@@ -496,7 +531,14 @@ class CudaBackend final : public Backend {
       if (!dev_pos) return;
     }
     const int m = prof("rope");
-    check(cuda::launch_rope(x, n_tokens, n_heads, head_dim, dev_pos, freq, style, stream_), "rope");
+    // Prefill rows: angles once per (token, pair) for all heads (the per-element kernel spent
+    // ~19 us a launch on double sincos at 512 tokens x 32 heads).
+    if (n_tokens > cuda::kGemvMaxTokens)
+      check(cuda::launch_rope_rows(x, n_tokens, n_heads, head_dim, dev_pos, freq, style, stream_),
+            "rope");
+    else
+      check(cuda::launch_rope(x, n_tokens, n_heads, head_dim, dev_pos, freq, style, stream_),
+            "rope");
     unprof(m);
   }
 
@@ -511,7 +553,7 @@ class CudaBackend final : public Backend {
 
   const PreparedWeight* prepared(const Weight& w, const char* op) {
     auto* pw = static_cast<const PreparedWeight*>(w.backend_data.get());
-    if (!pw || pw->magic != kWeightMagic || pw->device != device_) {
+    if (!pw || pw->magic != kCudaWeightMagic || pw->device != device_) {
       fail(std::string(op) + ": weight " + w.host.name + " was not prepared on this backend");
       return nullptr;
     }
@@ -588,8 +630,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   Status error_;
-  uint8_t* stage_[2] = {nullptr, nullptr};
-  cudaEvent_t stage_done_[2] = {nullptr, nullptr};
+  WeightUploader uploader_;
   uint8_t* ring_host_ = nullptr;
   uint8_t* ring_dev_ = nullptr;
   size_t ring_offset_ = 0;
@@ -641,63 +682,53 @@ class CudaBackend final : public Backend {
   int64_t warmed_capacity_ = -1;
   int64_t graph_capacity_ = -1;
   cudaGraphExec_t graph_exec_ = nullptr;
+  CudaGreedyChain greedy_;
+  int chain_depth_ = 0;  // HEARTH_CUDA_CHAIN (cuda-greedy.h)
 };
 
 Status CudaBackend::prepare_weight(Weight& w) {
   if (auto* pw = static_cast<const PreparedWeight*>(w.backend_data.get());
-      pw && pw->magic == kWeightMagic && pw->device == device_)
+      pw && pw->magic == kCudaWeightMagic && pw->device == device_)
     return Status::ok();
-  const TensorView& h = w.host;
-  if (!cuda::supports_dtype(h.dtype))
-    return Status::error(h.name + ": dtype " + dtype_name(h.dtype) + " has no CUDA kernels");
-  if (h.shape.empty() || h.shape.size() > 2 || h.numel() <= 0)
-    return Status::error(h.name + ": CUDA weights must be 1-D or 2-D, got " +
-                         shape_string(h.shape));
-  const int64_t rows = h.rows(), cols = h.cols();
-  const auto rb = row_bytes(h.dtype, uint64_t(cols));
-  if (!rb)
-    return Status::error(h.name + ": row of " + std::to_string(cols) +
-                         " elements is not a whole number of " + dtype_name(h.dtype) + " blocks");
-  const uint64_t raw_bytes = *rb * uint64_t(rows);
-  if (h.nbytes < raw_bytes || !h.data)
-    return Status::error(h.name + ": holds " + std::to_string(h.nbytes) + " bytes, shape needs " +
-                         std::to_string(raw_bytes));
-  if (capturing()) return Status::error(h.name + ": prepare_weight inside a decode step");
-
-  const cuda::PackedLayout layout = cuda::packed_layout(h.dtype, rows, cols);
-  auto pw = std::make_shared<PreparedWeight>();
-  pw->device = device_;
-  if (!check(cudaMalloc(&pw->mem, layout.total_bytes), "weight " + h.name)) return error_;
-  std::shared_ptr<void> holder(pw.get(), [pw](void*) mutable {
-    cudaFree(pw->mem);
-    pw.reset();
-  });
-  uint8_t* raw = static_cast<uint8_t*>(pw->mem);
-  if (layout.needs_repack &&
-      !check(cudaMalloc(reinterpret_cast<void**>(&raw), raw_bytes), "weight " + h.name))
-    return error_;
-  // Double-buffered: memcpy from the mapped file into one pinned buffer while the other's DMA
-  // to the device runs.
-  const auto* src = static_cast<const uint8_t*>(h.data);
-  int slot = 0;
-  for (uint64_t off = 0; off < raw_bytes; off += kStageBytes, slot ^= 1) {
-    const size_t n = size_t(std::min<uint64_t>(kStageBytes, raw_bytes - off));
-    check(cudaEventSynchronize(stage_done_[slot]), "staging");
-    std::memcpy(stage_[slot], src + off, n);
-    check(cudaMemcpyAsync(raw + off, stage_[slot], n, cudaMemcpyHostToDevice, stream_), "upload");
-    check(cudaEventRecord(stage_done_[slot], stream_), "staging");
-  }
-  if (layout.needs_repack) {
-    check(cuda::launch_repack(h.dtype, raw, static_cast<uint8_t*>(pw->mem), rows, cols, stream_),
-          "repack " + h.name);
-    check(cudaStreamSynchronize(stream_), "repack");
-    cudaFree(raw);
-  }
-  if (!error_.is_ok()) return error_;
-  pw->dw = cuda::make_device_weight(h.dtype, rows, cols, static_cast<uint8_t*>(pw->mem));
-  if (cuda::uses_int8_gemv(h.dtype)) int8_model_ = true;
-  w.backend_data = std::move(holder);
+  if (capturing()) return Status::error(w.host.name + ": prepare_weight inside a decode step");
+  HEARTH_TRY(error_);
+  HEARTH_ASSIGN_OR_RETURN(std::shared_ptr<PreparedWeight> pw,
+                          uploader_.upload(w.host, device_, stream_));
+  if (cuda::uses_int8_gemv(w.host.dtype)) int8_model_ = true;
+  w.backend_data = std::move(pw);
   return Status::ok();
+}
+
+// 1 GiB (or half the free memory, if less) read 6 times, best pass after a warm-up one.
+std::optional<double> CudaBackend::measure_read_bandwidth_gbs() {
+  flush();
+  const std::optional<uint64_t> free = device_memory_free();
+  if (!free || !error_.is_ok()) return std::nullopt;
+  const size_t bytes = size_t(std::min<uint64_t>(uint64_t(1) << 30, *free / 2)) / 256 * 256;
+  void* buf = nullptr;
+  unsigned* sink = nullptr;
+  cudaEvent_t t0 = nullptr, t1 = nullptr;
+  std::optional<double> best;
+  if (bytes >= (size_t(64) << 20) && cudaMalloc(&buf, bytes) == cudaSuccess &&
+      cudaMalloc(reinterpret_cast<void**>(&sink), sizeof(unsigned)) == cudaSuccess &&
+      cudaMemsetAsync(buf, 1, bytes, stream_) == cudaSuccess &&
+      cudaEventCreate(&t0) == cudaSuccess && cudaEventCreate(&t1) == cudaSuccess) {
+    for (int pass = 0; pass < 7; ++pass) {
+      float ms = 0;
+      if (cudaEventRecord(t0, stream_) != cudaSuccess ||
+          cuda::launch_read_probe(buf, bytes, sink, stream_) != cudaSuccess ||
+          cudaEventRecord(t1, stream_) != cudaSuccess || cudaEventSynchronize(t1) != cudaSuccess ||
+          cudaEventElapsedTime(&ms, t0, t1) != cudaSuccess || ms <= 0)
+        break;
+      if (pass > 0) best = std::max(best.value_or(0.0), double(bytes) / (ms * 1e-3) / 1e9);
+    }
+  }
+  if (t0) cudaEventDestroy(t0);
+  if (t1) cudaEventDestroy(t1);
+  cudaFree(sink);
+  cudaFree(buf);
+  cudaGetLastError();  // a failed probe is no error of the backend's
+  return best;
 }
 
 Result<float*> CudaBackend::prepare_vector(const TensorView& v) {

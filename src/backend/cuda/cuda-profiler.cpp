@@ -4,6 +4,7 @@
 #include "backend/cuda/cuda-profiler.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "kernels/cuda/cuda-ops.h"
@@ -12,7 +13,14 @@ namespace hearth {
 
 namespace {
 constexpr int64_t kSpinUs = 20000;  // long enough for the CPU to queue a whole 7B step
+constexpr int kMaxPrefills = 4;     // profiled prefill passes (a bench's warm-up and repeats)
+
+double host_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
+}  // namespace
 
 CudaProfiler::~CudaProfiler() {
   for (cudaEvent_t e : pool_) cudaEventDestroy(e);
@@ -40,7 +48,7 @@ void CudaProfiler::begin_eager_step(cudaStream_t s) {
 }
 
 int CudaProfiler::begin_op(const char* family, cudaStream_t s) {
-  if (!active_) return -1;
+  if (!active_ && !prefill_active_) return -1;
   const size_t i = next_;
   cudaEventRecord(event(), s);
   event();
@@ -86,6 +94,53 @@ void CudaProfiler::end_replay(cudaStream_t s) {
   cudaEventElapsedTime(&ms, step0_, step1_);
   graph_ms_ += ms;
   if (++replays_ == kGraphSteps) print();
+}
+
+void CudaProfiler::begin_prefill(cudaStream_t s, long n_tokens) {
+  if (active_ || prefill_active_ || prefills_ >= kMaxPrefills) return;
+  if (!step0_) cudaEventCreate(&step0_), cudaEventCreate(&step1_);
+  prefill_active_ = true;
+  prefill_tokens_ = n_tokens;
+  next_ = 0;
+  marks_.clear();
+  prefill_host_t0_ = host_ms();
+  cudaEventRecord(step0_, s);
+}
+
+void CudaProfiler::end_prefill(cudaStream_t s) {
+  if (!prefill_active_) return;
+  prefill_active_ = false;
+  ++prefills_;
+  cudaEventRecord(step1_, s);
+  cudaStreamSynchronize(s);
+  const double host = host_ms() - prefill_host_t0_;
+  std::map<std::string, Family> fam;
+  float ms = 0;
+  double sum = 0;
+  for (const auto& [name, i] : marks_) {
+    cudaEventElapsedTime(&ms, pool_[i], pool_[i + 1]);
+    Family& f = fam[name];
+    f.ms += ms;
+    ++f.launches;
+    f.max_ms = std::max(f.max_ms, double(ms));
+    sum += ms;
+  }
+  marks_.clear();
+  next_ = 0;
+  cudaEventElapsedTime(&ms, step0_, step1_);
+  std::vector<std::pair<std::string, Family>> rows(fam.begin(), fam.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+  std::fprintf(stderr, "hearth cuda prefill profile %d: %ld tokens\n  %-22s %9s %10s %7s %9s\n",
+               prefills_, prefill_tokens_, "op family", "launches", "us", "share", "max us");
+  for (const auto& [name, f] : rows)
+    std::fprintf(stderr, "  %-22s %9ld %10.1f %6.1f%% %9.1f\n", name.c_str(), f.launches,
+                 1000.0 * f.ms, 100.0 * f.ms / (sum > 0 ? sum : 1), 1000.0 * f.max_ms);
+  std::fprintf(stderr, "  %-22s %9s %10.1f\n", "sum of ops", "", 1000.0 * sum);
+  std::fprintf(
+      stderr, "  %-22s %9s %10.1f  (GPU, first op to download; %.0f tok/s; not in ops: %.1f us)\n",
+      "pass", "", 1000.0 * ms, prefill_tokens_ * 1000.0 / (ms > 0 ? ms : 1), 1000.0 * (ms - sum));
+  std::fprintf(stderr, "  %-22s %9s %10.1f\n", "host wall", "", 1000.0 * host);
 }
 
 void CudaProfiler::print() const {

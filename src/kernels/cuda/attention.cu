@@ -1,8 +1,8 @@
 // Causal attention on CUDA over the f32 KV cache [ctx, n_kv_heads, head_dim] (ops.h).
 // Decode / small batches: split-K over the context (blocks per (query, head) take 64-position
 // chunks, each warp an online softmax; the last block of a row combines, or a lone block writes
-// out itself). Prefill: flash-style tiles of 16 queries x 32 keys in shared memory, K/V read
-// once per tile. head_dim <= 256.
+// out itself). Prefill: head_dim 64/128 go to the tensor-core kernel (attention-prefill.cu);
+// other widths to flash-style fp32 tiles of 16 queries x 32 keys here. head_dim <= 256.
 #include <cmath>
 
 #include "kernels/cuda/act-quant.cuh"
@@ -466,6 +466,9 @@ cudaError_t launch_attention(const float* q, const float* k_cache, const float* 
   if (head_dim > 256 || head_dim <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0)
     return cudaErrorInvalidValue;
   if (use_flash(n_tokens, head_dim) && !pos0_dev) {
+    if (attention_prefill_tc_supported(head_dim))
+      return launch_attention_prefill_tc(q, k_cache, v_cache, out, n_tokens, pos0, n_heads,
+                                         n_kv_heads, head_dim, scale, attention_tc_mode(), s);
     const size_t smem =
         size_t(kFlashQ * head_dim + kFlashK * (head_dim + 4) + kFlashK * head_dim) * sizeof(float);
     const dim3 grid(unsigned((n_tokens + kFlashQ - 1) / kFlashQ), unsigned(n_heads));

@@ -26,6 +26,10 @@ struct DeviceWeight {
   const uint32_t* aux0 = nullptr;  // Q4_1/Q5_1: d|m<<16; Q5_0/Q5_1: qh (aux0) and d|m (aux1)
   const uint32_t* aux1 = nullptr;
   const uint16_t* aux16 = nullptr;  // fp16 scale d (Q4_0, Q5_0, Q8_0, Q6_K)
+  // F16/BF16 only, optional: an e4m3 copy of W and its device scale (gemm-fp8.h); prefill GEMMs
+  // then run the x_lo correction pass in FP8 instead of a second fp16 pass.
+  const uint8_t* w8 = nullptr;
+  const float* w8_scale = nullptr;
 };
 
 struct PackedLayout {
@@ -124,6 +128,9 @@ cudaError_t launch_rope_kv(float* q, int64_t nq, float* k, int64_t nk, int64_t h
 // Spins the stream for about `us` microseconds (the profiler queues a step's launches behind it
 // so they then run back to back, as in a graph).
 cudaError_t launch_spin(int64_t us, cudaStream_t s);
+// Reads every 16-byte word of buf [bytes] once (read-probe.cu): time it for the device's read
+// bandwidth. sink: one device unsigned the kernel may write.
+cudaError_t launch_read_probe(const void* buf, size_t bytes, unsigned* sink, cudaStream_t s);
 
 // Y [T, rows] = X [T, cols] @ W^T. n_tokens <= kGemvMaxTokens runs the streaming GEMV (one pass
 // over W; quantized dtypes quantize X into `workspace` first); larger batches dequantize W to
@@ -140,6 +147,10 @@ cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t row
 // pos: device int32 [T]; inv_freq: device f32 [head_dim/2]. style: 0 interleaved, 1 halves.
 cudaError_t launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                         const int32_t* pos, const float* inv_freq, int style, cudaStream_t s);
+// The same result for many tokens (prefill, rope-prefill.cu): angles once per (token, pair),
+// shared by the row's heads. head_dim even.
+cudaError_t launch_rope_rows(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                             const int32_t* pos, const float* inv_freq, int style, cudaStream_t s);
 
 // Causal attention (ops.h). pos0_dev, when not null, overrides pos0 from device memory (CUDA
 // graph replay). Small batches use split-K over the context: `partials` must hold
@@ -166,6 +177,19 @@ cudaError_t launch_attention(const float* q, const float* k_cache, const float* 
                              int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                              float scale, float* partials, cudaStream_t s, void* qbuf = nullptr,
                              const AttnRope* rope = nullptr);
+
+// Prefill attention on the tensor cores (attention-prefill.cu): causal, GQA, head_dim 64 or
+// 128, n_tokens queries at positions pos0.. against k_cache / v_cache rows 0 .. pos0 + T - 1.
+// precision 2: q, k, p and v each as two fp16 halves (hi + lo; close to the fp32 kernel),
+// 1: one fp16 rounding each (faster, ~1e-3 relative). launch_attention picks it for prefill
+// when attention_prefill_tc_supported(); HEARTH_CUDA_ATTN_TC=0 keeps the fp32 kernel, =1 uses
+// precision 1 (A/B switches; attention_tc_mode() returns 0, 1 or 2).
+int attention_tc_mode();
+bool attention_prefill_tc_supported(int64_t head_dim);
+cudaError_t launch_attention_prefill_tc(const float* q, const float* k_cache, const float* v_cache,
+                                        float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
+                                        int64_t n_kv_heads, int64_t head_dim, float scale,
+                                        int precision, cudaStream_t s);
 
 cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_t n,
                           cudaStream_t s);

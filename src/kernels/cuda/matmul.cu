@@ -1,6 +1,7 @@
 // Matmul on CUDA. Decode (T <= kGemvMaxTokens): plain dtypes stream through a float GEMV here,
 // one warp per kRows rows, 16-byte loads unrolled so several are in flight; quantized dtypes go
-// to gemv-int8.cu. Prefill: W dequantized to fp16 once per call, then a cuBLAS tensor-core GEMM.
+// to gemv-int8.cu. Prefill: W dequantized to fp16 once per call, then a cuBLAS tensor-core GEMM
+// (F16/BF16: x = hi + lo, the lo pass in FP8 when W has an e4m3 copy, gemm-fp8.h).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/cuda/dequantize.cuh"
+#include "kernels/cuda/gemm-fp8.h"
 #include "kernels/cuda/gemv-norm.cuh"
 #include "kernels/cuda/launch.cuh"
 
@@ -217,6 +219,16 @@ size_t x16_bytes(const DeviceWeight& w, int64_t n_tokens) {
   return align256(size_t(n_tokens) * size_t(w.cols) * 2) * (split_x(w.dtype) ? 2 : 1);
 }
 
+// The FP8 correction applies: a split-x dtype with an e4m3 copy, switched on, not refused.
+bool use_fp8(const DeviceWeight& w) {
+  return split_x(w.dtype) && w.w8 && w.w8_scale && gemm_fp8_enabled() && gemm_fp8_working();
+}
+// Behind x16 (and W16): x_lo in e4m3, its scale (and scratch), cuBLASLt's workspace.
+size_t fp8_extra_bytes(const DeviceWeight& w, int64_t n_tokens) {
+  if (!(split_x(w.dtype) && w.w8 && w.w8_scale && gemm_fp8_enabled())) return 0;
+  return align256(size_t(n_tokens) * size_t(w.cols)) + 256 + kFp8LtWorkspace;
+}
+
 }  // namespace
 
 cudaError_t launch_gemv_float_multi(const GemvJob* jobs, int n_jobs, const float* x,
@@ -248,7 +260,7 @@ size_t matmul_workspace_bytes(const DeviceWeight& w, int64_t n_tokens) {
   if (w.dtype == DType::F32) return 0;
   const size_t x16 = x16_bytes(w, n_tokens);
   const size_t w16 = w.dtype == DType::F16 ? 0 : align256(size_t(w.rows) * size_t(w.cols) * 2);
-  return x16 + w16;
+  return x16 + w16 + fp8_extra_bytes(w, n_tokens);
 }
 
 cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_tokens, float* y,
@@ -294,6 +306,25 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
   }
   const int64_t nx = n_tokens * w.cols;
   __half* x16_lo = x16 + align256(size_t(nx) * 2) / 2;
+  if (use_fp8(w) && fp8_gemm_supported(blas, m, k, nn)) {
+    // y = W.hi (fp16) + W8.lo8 (e4m3): the correction at FP8 rate. Shapes cuBLASLt has no FP8
+    // algorithm for, and any failure (then for good), take the two fp16 passes, which rewrite y.
+    const size_t w16_bytes =
+        w.dtype == DType::F16 ? 0 : align256(size_t(w.rows) * size_t(w.cols) * 2);
+    uint8_t* extra = static_cast<uint8_t*>(workspace) + x16_bytes(w, n_tokens) + w16_bytes;
+    uint8_t* lo8 = extra;
+    auto* xscale = reinterpret_cast<float*>(extra + align256(size_t(nx)));
+    void* lt_ws = extra + align256(size_t(nx)) + 256;
+    if (cudaError_t e = launch_split_x_fp8(x, nx, x16, lo8, xscale, s); e != cudaSuccess) return e;
+    const cublasStatus_t st = cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &alpha, w16,
+                                           CUDA_R_16F, k, x16, CUDA_R_16F, k, &beta, y, CUDA_R_32F,
+                                           m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
+    const cudaError_t e = fp8_gemm_accumulate(blas, w.w8, w.w8_scale, lo8, xscale, y, m, k, nn,
+                                              lt_ws, kFp8LtWorkspace, s);
+    if (e == cudaSuccess) return e;
+    gemm_fp8_mark_failed();
+  }
   if (split_x(w.dtype)) {
     const int64_t blocks = std::min<int64_t>((nx + 255) / 256, 65535 * 4);
     f32_to_f16_split_kernel<<<unsigned(blocks), 256, 0, s>>>(x, x16, x16_lo, nx);

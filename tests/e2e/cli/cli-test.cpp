@@ -118,6 +118,19 @@ TEST(CliRun, GpuLayersWithoutGpuFallsBackToCpu) {
                         "--temp", "0", "--gpu-layers", "99"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("--gpu-layers ignored"), std::string::npos) << r.err;
+  // 'auto' too (one line, then the CPU); a value that is none of N / all / auto is refused.
+  for (const char* v : {"auto", "all"}) {
+    auto a = run_command({test::hearth_cli(), "run", "-m",
+                          shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf"), "-p", "And", "-n", "2",
+                          "--temp", "0", "--gpu-layers", v});
+    ASSERT_EQ(a.exit_code, 0) << v << ": " << a.err;
+    EXPECT_NE(a.err.find("--gpu-layers ignored"), std::string::npos) << a.err;
+  }
+  auto bad = run_command({test::hearth_cli(), "run", "-m",
+                          shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf"), "-p", "And",
+                          "--gpu-layers", "most"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--gpu-layers: 'most'"), std::string::npos) << bad.err;
 }
 
 }  // namespace

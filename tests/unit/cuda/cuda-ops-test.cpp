@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "cuda-test-util.h"
+#include "kernels/cuda/cuda-ops.h"
 #include "random-weights.h"
 
 namespace hearth::test {
@@ -65,14 +66,7 @@ TEST_P(CudaMatmul, MatchesCpuDequantizedProduct) {
     ASSERT_TRUE(backend_->prepare_weight(w).is_ok());  // idempotent
     const auto x = random_floats(size_t(n_tokens * cols), 11);
     const auto wf = cpu_dequant(w);
-    std::vector<float> want(size_t(n_tokens * rows));
-    for (int64_t tk = 0; tk < n_tokens; ++tk)
-      for (int64_t r = 0; r < rows; ++r) {
-        double s = 0;
-        for (int64_t i = 0; i < cols; ++i)
-          s += double(wf[size_t(r * cols + i)]) * x[size_t(tk * cols + i)];
-        want[size_t(tk * rows + r)] = float(s);
-      }
+    const std::vector<float> want = reference_matmul(wf, x, rows, cols, n_tokens);
     float* y = poisoned(n_tokens * rows);
     backend_->matmul(w, dev(x), n_tokens, y);
     const double err = rel_error(get(y, n_tokens * rows), want);
@@ -282,7 +276,10 @@ TEST_F(CudaTest, AttentionMatchesCpu) {
                        c.hd, scale, pool);
     float* out = poisoned(int64_t(q.size()));
     backend_->attention(dev(q), dev(k), dev(v), out, c.T, c.pos0, c.heads, c.kv_heads, c.hd, scale);
-    EXPECT_LT(rel_error(get(out, int64_t(q.size())), want), 2e-5)
+    // HEARTH_CUDA_ATTN_TC=1 runs prefill (T >= 8, hd 64/128) with one fp16 rounding of q, k,
+    // p and v (cuda-attention-test.cpp covers both precisions).
+    const bool fp16 = cuda::attention_tc_mode() == 1 && c.T >= 8 && (c.hd == 64 || c.hd == 128);
+    EXPECT_LT(rel_error(get(out, int64_t(q.size())), want), fp16 ? 5e-3 : 2e-5)
         << "T " << c.T << " pos0 " << c.pos0 << " hd " << c.hd;
   }
 }

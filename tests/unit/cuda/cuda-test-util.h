@@ -75,4 +75,19 @@ inline double rel_error(const std::vector<float>& got, const std::vector<float>&
   return std::sqrt(num / (den > 0 ? den : 1));
 }
 
+// Y [n_tokens, rows] = X [n_tokens, cols] W^T in float64 (W given dequantized, [rows, cols]):
+// the reference every CUDA matmul test compares against.
+inline std::vector<float> reference_matmul(const std::vector<float>& w, const std::vector<float>& x,
+                                           int64_t rows, int64_t cols, int64_t n_tokens) {
+  std::vector<float> y(size_t(n_tokens * rows));
+  for (int64_t tk = 0; tk < n_tokens; ++tk)
+    for (int64_t r = 0; r < rows; ++r) {
+      double s = 0;
+      for (int64_t i = 0; i < cols; ++i)
+        s += double(w[size_t(r * cols + i)]) * x[size_t(tk * cols + i)];
+      y[size_t(tk * rows + r)] = float(s);
+    }
+  return y;
+}
+
 }  // namespace hearth::test

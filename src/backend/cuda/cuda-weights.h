@@ -1,0 +1,59 @@
+// Weights on the CUDA device: the prepared form a Weight's backend_data holds, the pinned
+// double-buffered upload that makes it, the lazy e4m3 copy F16/BF16 prefill GEMMs use, and the
+// device bytes a weight will take (for --gpu-layers auto). New per-weight copy: a field in
+// PreparedWeight, freed by its holder, and counted in device_weight_bytes.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "kernels/cuda/cuda-ops.h"
+#include "tensor/tensor-view.h"
+
+namespace hearth {
+
+constexpr uint32_t kCudaWeightMagic = 0x43554457;  // "CUDW": backend_data is a PreparedWeight
+
+struct PreparedWeight {
+  uint32_t magic = kCudaWeightMagic;
+  int device = 0;
+  void* mem = nullptr;
+  // F16/BF16: the e4m3 copy for the FP8 x_lo pass of prefill GEMMs (gemm-fp8.h), made on the
+  // weight's first prefill GEMM (fp8_tried), so weights that never run one (the token
+  // embedding, a decode-only LM head) never hold it.
+  void* fp8_mem = nullptr;
+  bool fp8_tried = false;
+  cuda::DeviceWeight dw;
+};
+
+// The packed layout's bytes plus the e4m3 copy F16/BF16 weights get at their first prefill
+// GEMM (when the FP8 pass is on); the source bytes for dtypes the device cannot run.
+uint64_t cuda_weight_device_bytes(const TensorView& h);
+
+// F16/BF16 weights: the e4m3 copy (half the weight's bytes again) for the FP8 x_lo pass of
+// prefill GEMMs, once per weight; without it (HEARTH_CUDA_GEMM_FP8=0, rows or cols not a
+// multiple of 16, other dtypes) those GEMMs run two fp16 passes. Queued on `s`.
+Status make_e4m3_copy(PreparedWeight& pw, const std::string& name, cudaStream_t s);
+
+// Uploads weights from host memory (usually the mapped file) through two pinned buffers: the
+// memcpy into one overlaps the DMA out of the other.
+class WeightUploader {
+ public:
+  WeightUploader() = default;
+  WeightUploader(const WeightUploader&) = delete;
+  WeightUploader& operator=(const WeightUploader&) = delete;
+  ~WeightUploader();
+  Status init();
+  // h -> device (repacked where the kernels want it); the result owns its device memory.
+  Result<std::shared_ptr<PreparedWeight>> upload(const TensorView& h, int device, cudaStream_t s);
+
+ private:
+  uint8_t* stage_[2] = {nullptr, nullptr};
+  cudaEvent_t done_[2] = {nullptr, nullptr};
+};
+
+}  // namespace hearth

@@ -1,0 +1,150 @@
+// Prefill attention on the tensor cores (attention-prefill.cu) against the CPU kernel: both
+// precisions launched directly, and the backend's dispatch; the prefill rope (rope-prefill.cu).
+// Add a shape to kPrefillCases.
+// Outputs are poisoned with NaN (and a poisoned tail past the output must stay untouched).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "cuda-test-util.h"
+#include "kernels/cuda/cuda-ops.h"
+
+namespace hearth::test {
+namespace {
+
+struct PrefillCase {
+  int64_t T, pos0, heads, kv_heads, hd;
+};
+
+// Full 512-token pass; odd counts crossing the 64-query / 64-key tiles; pos0 off the tile grid;
+// the smallest prefill (8 tokens); a long earlier context; GQA groups of 2 and 4.
+const PrefillCase kPrefillCases[] = {
+    {512, 0, 4, 4, 128}, {130, 70, 4, 2, 64}, {8, 0, 2, 1, 128},    {65, 1000, 2, 2, 128},
+    {100, 0, 8, 2, 64},  {64, 64, 1, 1, 128}, {200, 13, 3, 1, 128}, {9, 55, 4, 4, 64},
+};
+
+struct PrefillData {
+  std::vector<float> q, k, v, want;
+};
+
+PrefillData make_case(const PrefillCase& c, ThreadPool& pool) {
+  PrefillData d;
+  const int64_t ctx = c.pos0 + c.T;
+  d.q = random_floats(size_t(c.T * c.heads * c.hd), uint32_t(40 + c.T), -2.f, 2.f);
+  d.k = random_floats(size_t(ctx * c.kv_heads * c.hd), uint32_t(50 + c.T), -2.f, 2.f);
+  d.v = random_floats(size_t(ctx * c.kv_heads * c.hd), uint32_t(60 + c.T));
+  d.want.resize(d.q.size());
+  kernels::attention(d.q.data(), d.k.data(), d.v.data(), d.want.data(), c.T, c.pos0, c.heads,
+                     c.kv_heads, c.hd, 1.f / std::sqrt(float(c.hd)), pool);
+  return d;
+}
+
+// Precision 2 (hi + lo halves) keeps ~22 bits: at the fp32 kernel's bound. Precision 1 rounds
+// q, k, p and v to fp16 once (2^-11 each): ~1e-3 relative on these scores (|s| up to ~4); a
+// wrong fragment, mask or tile offset errs by tens of percent.
+double tolerance(int precision) {
+  return precision == 2 ? 2e-5 : 5e-3;
+}
+
+TEST_F(CudaTest, PrefillAttentionTensorCoresMatchCpu) {
+  ThreadPool pool(2);
+  for (int precision : {2, 1}) {
+    for (const auto& c : kPrefillCases) {
+      const PrefillData d = make_case(c, pool);
+      const int64_t n = int64_t(d.q.size());
+      constexpr int64_t kTail = 64;
+      float* out = poisoned(n + kTail);
+      float *q = dev(d.q), *k = dev(d.k), *v = dev(d.v);
+      // Small uploads are queued on the backend's own (non-blocking) stream: let them land
+      // before a launch on the legacy stream reads them.
+      backend_->synchronize();
+      ASSERT_EQ(
+          cuda::launch_attention_prefill_tc(q, k, v, out, c.T, c.pos0, c.heads, c.kv_heads, c.hd,
+                                            1.f / std::sqrt(float(c.hd)), precision, nullptr),
+          cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<float> got = get(out, n + kTail);
+      for (int64_t i = n; i < n + kTail; ++i)
+        ASSERT_TRUE(std::isnan(got[size_t(i)])) << "wrote past the output at " << i;
+      got.resize(size_t(n));
+      EXPECT_LT(rel_error(got, d.want), tolerance(precision))
+          << "precision " << precision << " T " << c.T << " pos0 " << c.pos0 << " heads " << c.heads
+          << "/" << c.kv_heads << " hd " << c.hd;
+    }
+  }
+}
+
+// Per query row too: a mask error on the first rows of a tile barely moves the global norm.
+TEST_F(CudaTest, PrefillAttentionTensorCoresEveryRowMatches) {
+  ThreadPool pool(2);
+  const PrefillCase c{150, 7, 2, 1, 128};
+  const PrefillData d = make_case(c, pool);
+  float* out = poisoned(int64_t(d.q.size()));
+  float *q = dev(d.q), *k = dev(d.k), *v = dev(d.v);
+  backend_->synchronize();  // the uploads ran on the backend's stream
+  ASSERT_EQ(cuda::launch_attention_prefill_tc(q, k, v, out, c.T, c.pos0, c.heads, c.kv_heads, c.hd,
+                                              1.f / std::sqrt(float(c.hd)), 2, nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> got = get(out, int64_t(d.q.size()));
+  const size_t row = size_t(c.hd);
+  for (size_t r = 0; r < got.size() / row; ++r) {
+    const std::vector<float> g(got.begin() + long(r * row), got.begin() + long((r + 1) * row));
+    const std::vector<float> w(d.want.begin() + long(r * row),
+                               d.want.begin() + long((r + 1) * row));
+    ASSERT_LT(rel_error(g, w), 1e-4) << "row " << r << " (token " << r / size_t(c.heads) << ")";
+  }
+}
+
+TEST_F(CudaTest, PrefillAttentionTensorCoresRejectsBadShapes) {
+  float* buf = poisoned(64 * 128);
+  // head_dim 96 has no tensor-core kernel; 3 heads over 2 KV heads is no GQA grouping;
+  // precision 3 does not exist.
+  EXPECT_NE(cuda::launch_attention_prefill_tc(buf, buf, buf, buf, 8, 0, 2, 2, 96, 1.f, 2, nullptr),
+            cudaSuccess);
+  EXPECT_NE(cuda::launch_attention_prefill_tc(buf, buf, buf, buf, 8, 0, 3, 2, 64, 1.f, 2, nullptr),
+            cudaSuccess);
+  EXPECT_NE(cuda::launch_attention_prefill_tc(buf, buf, buf, buf, 8, 0, 2, 2, 64, 1.f, 3, nullptr),
+            cudaSuccess);
+  EXPECT_FALSE(cuda::attention_prefill_tc_supported(96));
+  EXPECT_FALSE(cuda::attention_prefill_tc_supported(256));
+}
+
+// Through the backend: the dispatch picks the tensor-core kernel for prefill (unless
+// HEARTH_CUDA_ATTN_TC=0) at the precision of HEARTH_CUDA_ATTN_TC (default 2).
+TEST_F(CudaTest, PrefillAttentionThroughBackendMatchesCpu) {
+  ThreadPool pool(2);
+  const int mode = cuda::attention_tc_mode();
+  EXPECT_EQ(cuda::attention_prefill_tc_supported(128), mode != 0);
+  for (const auto& c : kPrefillCases) {
+    const PrefillData d = make_case(c, pool);
+    float* out = poisoned(int64_t(d.q.size()));
+    backend_->attention(dev(d.q), dev(d.k), dev(d.v), out, c.T, c.pos0, c.heads, c.kv_heads, c.hd,
+                        1.f / std::sqrt(float(c.hd)));
+    EXPECT_LT(rel_error(get(out, int64_t(d.q.size())), d.want), tolerance(mode == 1 ? 1 : 2))
+        << "mode " << mode << " T " << c.T << " pos0 " << c.pos0 << " hd " << c.hd;
+  }
+}
+
+// Prefill rope (launch_rope_rows through the backend, T > 4): many tokens and heads, both pair
+// layouts, a head_dim that is no power of two, positions far apart.
+TEST_F(CudaTest, PrefillRopeMatchesCpu) {
+  for (auto style : {kernels::RopeStyle::kInterleaved, kernels::RopeStyle::kHalves}) {
+    for (int64_t hd : {int64_t(128), int64_t(80)}) {
+      const int64_t T = 300, heads = 33;
+      auto x = random_floats(size_t(T * heads * hd), uint32_t(hd), -3.f, 3.f);
+      std::vector<float> inv(size_t(hd / 2));
+      for (int64_t i = 0; i < hd / 2; ++i) inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / hd));
+      std::vector<int32_t> pos(static_cast<size_t>(T));
+      for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(t * 37 % 9000);
+      float* d = dev(x);
+      backend_->rope(d, T, heads, hd, pos.data(), inv.data(), style);
+      kernels::rope(x.data(), T, heads, hd, pos.data(), inv.data(), style);
+      EXPECT_LT(rel_error(get(d, T * heads * hd), x), 1e-6) << "hd " << hd;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hearth::test

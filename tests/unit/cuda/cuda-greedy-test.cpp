@@ -1,0 +1,286 @@
+// Greedy chaining on CUDA: the device pick against greedy_argmax (ties, NaN, +-inf, large and
+// odd vocabularies, several picks outstanding), and Model::decode_greedy's chained steps against
+// decode + host argmax on a small random model with every layer on the GPU.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+
+#include "cuda-test-util.h"
+#include "model/model.h"
+#include "support/test-data.h"
+#include "synthetic-model.h"
+
+namespace hearth::test {
+namespace {
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+int32_t device_pick(Backend& b, float* logits, int64_t n, int64_t pos) {
+  b.pick_greedy(logits, n, pos);
+  auto t = b.picked_token(pos);
+  EXPECT_TRUE(t.is_ok()) << t.message();
+  return t.is_ok() ? t.value() : -1;
+}
+
+TEST_F(CudaTest, GreedyPickMatchesHostArgmax) {
+  struct Case {
+    const char* what;
+    std::vector<float> v;
+  };
+  std::vector<Case> cases;
+  for (int64_t n : {1, 3, 4, 5, 1023, 1024, 1025, 32000, 128256, 151939})
+    cases.push_back({"random", random_floats(size_t(n), uint32_t(n), -8.f, 8.f)});
+  {
+    // Equal maxima spread over threads, warps and the scalar tail: the lowest index wins.
+    std::vector<float> v = random_floats(32003, 7, -1.f, 1.f);
+    for (size_t i : {size_t(31999), size_t(20001), size_t(4097), size_t(32002), size_t(1500)})
+      v[i] = 5.f;
+    cases.push_back({"ties", v});
+  }
+  {
+    std::vector<float> v = random_floats(32000, 8);
+    for (size_t i = 0; i < v.size(); i += 3) v[i] = kNan;
+    v[0] = kNan;
+    cases.push_back({"nan", v});
+  }
+  cases.push_back({"all nan", std::vector<float>(4099, kNan)});
+  cases.push_back({"all -inf", std::vector<float>(5000, -kInf)});
+  {
+    std::vector<float> v(7000, -kInf);
+    v[6999] = kNan;
+    v[6998] = -1e30f;
+    cases.push_back({"one finite", v});
+  }
+  {
+    std::vector<float> v = random_floats(32000, 9);
+    v[77] = kInf;
+    v[31000] = kInf;
+    v[5] = kNan;
+    cases.push_back({"+inf", v});
+  }
+  int64_t pos = 0;
+  for (const Case& c : cases) {
+    float* d = dev(c.v);
+    const int64_t n = int64_t(c.v.size());
+    EXPECT_EQ(device_pick(*backend_, d, n, pos++), greedy_argmax(c.v.data(), n))
+        << c.what << ", n = " << n;
+  }
+}
+
+TEST_F(CudaTest, GreedyPicksOutstandingComeBackInOrder) {
+  std::vector<std::vector<float>> rows;
+  std::vector<float*> bufs;
+  for (uint32_t i = 0; i < 6; ++i) {
+    rows.push_back(random_floats(32000, 100 + i));
+    bufs.push_back(dev(rows.back()));
+  }
+  // Positions that share ring slots modulo 16 never overlap: at most 6 are outstanding.
+  for (int64_t i = 0; i < 6; ++i) backend_->pick_greedy(bufs[size_t(i)], 32000, 40 + i);
+  for (int64_t i = 0; i < 6; ++i) {
+    auto t = backend_->picked_token(40 + i);
+    ASSERT_TRUE(t.is_ok()) << t.message();
+    EXPECT_EQ(t.value(), greedy_argmax(rows[size_t(i)].data(), 32000)) << i;
+  }
+  // A position nobody picked is an error, not a hang or a crash.
+  EXPECT_FALSE(backend_->picked_token(40).is_ok());
+  EXPECT_FALSE(backend_->picked_token(-1).is_ok());
+}
+
+// A random llama-shaped model (2 layers, 1000 tokens) with every layer on the GPU.
+class CudaGreedyModelTest : public CudaTest, public testing::WithParamInterface<DType> {
+ protected:
+  void SetUp() override {
+    CudaTest::SetUp();
+    if (!backend_) return;
+    path_ = temp_dir() + "/greedy-" + std::string(dtype_name(GetParam())) + ".gguf";
+    bench::SyntheticSpec spec{};
+    spec.shape = bench::SyntheticShape{"greedy-test", 256, 512, 2, 4, 2, 1000, 256, 10000.0};
+    spec.type = GetParam();
+    auto written = bench::write_synthetic_gguf(spec, path_, 5);
+    ASSERT_TRUE(written.is_ok()) << written.message();
+    model_ = load();
+    ASSERT_TRUE(model_);
+    ASSERT_EQ(model_->groups().size(), 1u);
+    ASSERT_EQ(model_->groups()[0].backend->name().rfind("cuda", 0), 0u);
+    const char* chain = std::getenv("HEARTH_CUDA_CHAIN");
+    const char* graphs = std::getenv("HEARTH_CUDA_GRAPHS");
+    if (!chain && !graphs) {
+      EXPECT_GT(model_->groups()[0].backend->greedy_chain_depth(), 0);
+    }
+  }
+  void TearDown() override {
+    model_.reset();
+    if (!path_.empty()) std::filesystem::remove(path_);
+    CudaTest::TearDown();
+  }
+
+  std::shared_ptr<Model> load() {
+    LoadOptions opt;
+    opt.n_threads = 2;
+    opt.gpu_layers = -1;
+    opt.use_weight_cache = false;
+    auto m = load_model(path_, opt);
+    EXPECT_TRUE(m.is_ok()) << m.message();
+    return m.is_ok() ? m.value() : nullptr;
+  }
+
+  int32_t start(KvCache& kv, ForwardScratch& s, int64_t cap) {
+    auto made = model_->new_kv_cache(cap);
+    EXPECT_TRUE(made.is_ok()) << made.message();
+    kv = std::move(made).value();
+    std::vector<float> logits;
+    EXPECT_TRUE(model_->prefill(kv, {1, 17, 300, 42}, s, &logits).is_ok());
+    return greedy_argmax(logits.data(), model_->hparams().n_vocab);
+  }
+  std::vector<int32_t> loop(KvCache& kv, ForwardScratch& s, int32_t token, int n) {
+    std::vector<int32_t> out;
+    std::vector<float> logits;
+    for (int i = 0; i < n; ++i) {
+      EXPECT_TRUE(model_->decode(kv, token, s, &logits).is_ok());
+      token = greedy_argmax(logits.data(), model_->hparams().n_vocab);
+      out.push_back(token);
+    }
+    return out;
+  }
+  Result<GreedyRun> chain(KvCache& kv, ForwardScratch& s, int32_t token, int64_t max,
+                          std::vector<int32_t>& got, int stop_after = -1) {
+    return model_->decode_greedy(kv, token, max, s, [&](int32_t t) {
+      got.push_back(t);
+      return stop_after < 0 || int(got.size()) < stop_after;
+    });
+  }
+
+  std::string path_;
+  std::shared_ptr<Model> model_;
+};
+
+TEST_P(CudaGreedyModelTest, ChainedMatchesDecodeArgmaxLoop) {
+  constexpr int kSteps = 40;
+  KvCache kv_ref, kv;
+  ForwardScratch s_ref, s;
+  const int32_t first = start(kv_ref, s_ref, 64);
+  const std::vector<int32_t> want = loop(kv_ref, s_ref, first, kSteps);
+  ASSERT_EQ(start(kv, s, 64), first);
+  std::vector<int32_t> got;
+  auto run = chain(kv, s, first, kSteps, got);
+  ASSERT_TRUE(run.is_ok()) << run.message();
+  EXPECT_EQ(run->steps, kSteps);
+  EXPECT_FALSE(run->context_full);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(kv.used(), kv_ref.used());
+  // A second chain on the same buffers starts from a recorded step (replays from step 0).
+  kv.set_used(4);
+  got.clear();
+  auto again = chain(kv, s, first, kSteps, got);
+  ASSERT_TRUE(again.is_ok()) << again.message();
+  EXPECT_EQ(got, want);
+}
+
+TEST_P(CudaGreedyModelTest, EarlyStopLeavesUsedAndCacheRight) {
+  constexpr int kSteps = 30, kStop = 9;
+  KvCache kv_ref, kv;
+  ForwardScratch s_ref, s;
+  const int32_t first = start(kv_ref, s_ref, 64);
+  const std::vector<int32_t> want = loop(kv_ref, s_ref, first, kSteps);
+  start(kv, s, 64);
+  std::vector<int32_t> got;
+  auto run = chain(kv, s, first, kSteps, got, kStop);
+  ASSERT_TRUE(run.is_ok()) << run.message();
+  EXPECT_EQ(run->steps, kStop);
+  EXPECT_EQ(kv.used(), 4 + kStop);
+  // Steps queued past the stop wrote rows >= used() only: a plain decode continues the
+  // uninterrupted sequence, then a new chain the rest.
+  std::vector<int32_t> more = loop(kv, s, got.back(), 3);
+  got.insert(got.end(), more.begin(), more.end());
+  auto rest = chain(kv, s, got.back(), kSteps - kStop - 3, got);
+  ASSERT_TRUE(rest.is_ok()) << rest.message();
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(kv.used(), kv_ref.used());
+}
+
+TEST_P(CudaGreedyModelTest, ContextFullStopsAtCapacity) {
+  const int64_t cap = 4 + 12;
+  KvCache kv_ref, kv;
+  ForwardScratch s_ref, s;
+  const int32_t first = start(kv_ref, s_ref, cap);
+  const std::vector<int32_t> want = loop(kv_ref, s_ref, first, 12);
+  start(kv, s, cap);
+  std::vector<int32_t> got;
+  auto run = chain(kv, s, first, 1000, got);
+  ASSERT_TRUE(run.is_ok()) << run.message();
+  EXPECT_EQ(run->steps, 12);
+  EXPECT_TRUE(run->context_full);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(kv.used(), cap);
+}
+
+// A decode of the same model from inside the chain's callback is an error, not a deadlock, and
+// the chain goes on.
+TEST_P(CudaGreedyModelTest, DecodeFromTheCallbackIsAnError) {
+  KvCache kv, other;
+  ForwardScratch s, s_other;
+  const int32_t first = start(kv, s, 64);
+  start(other, s_other, 64);
+  std::vector<int32_t> got;
+  int errors = 0;
+  auto run = model_->decode_greedy(kv, first, 6, s, [&](int32_t t) {
+    got.push_back(t);
+    std::vector<float> logits;
+    if (!model_->decode(other, t, s_other, &logits).is_ok()) ++errors;
+    return true;
+  });
+  ASSERT_TRUE(run.is_ok()) << run.message();
+  EXPECT_EQ(run->steps, 6);
+  if (model_->groups()[0].backend->greedy_chain_depth() > 0) {
+    EXPECT_EQ(errors, 6);
+  }
+}
+
+// HEARTH_CUDA_CHAIN=1 (device pick, nothing queued ahead) and =0 (the host loop) give the same
+// tokens as the default depth. The variable is read when the model's backend starts.
+TEST_P(CudaGreedyModelTest, ChainDepthsAgree) {
+  constexpr int kSteps = 24;
+  // The cache and scratch below free through this model's backend: it outlives them.
+  const std::shared_ptr<Model> ref_model = model_;
+  KvCache kv_ref;
+  ForwardScratch s_ref;
+  const int32_t first = start(kv_ref, s_ref, 64);
+  const std::vector<int32_t> want = loop(kv_ref, s_ref, first, kSteps);
+  const char* old = std::getenv("HEARTH_CUDA_CHAIN");
+  const std::string saved = old ? old : "";
+  for (const char* depth : {"1", "0", "8"}) {
+    setenv("HEARTH_CUDA_CHAIN", depth, 1);
+    model_ = load();
+    ASSERT_TRUE(model_);
+    if (!std::getenv("HEARTH_CUDA_GRAPHS")) {
+      EXPECT_EQ(model_->groups()[0].backend->greedy_chain_depth(), std::atoi(depth));
+    }
+    KvCache kv;
+    ForwardScratch s;
+    ASSERT_EQ(start(kv, s, 64), first) << "HEARTH_CUDA_CHAIN=" << depth;
+    std::vector<int32_t> got;
+    auto run = chain(kv, s, first, kSteps, got, 17);
+    ASSERT_TRUE(run.is_ok()) << run.message();
+    EXPECT_EQ(run->steps, 17);
+    EXPECT_EQ(kv.used(), 4 + 17);
+    EXPECT_EQ(got, std::vector<int32_t>(want.begin(), want.begin() + 17))
+        << "HEARTH_CUDA_CHAIN=" << depth;
+  }
+  if (old) {
+    setenv("HEARTH_CUDA_CHAIN", saved.c_str(), 1);
+  } else {
+    unsetenv("HEARTH_CUDA_CHAIN");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaGreedyModelTest, testing::Values(DType::Q4_0, DType::F16),
+                         [](const testing::TestParamInfo<DType>& i) {
+                           return std::string(dtype_name(i.param));
+                         });
+
+}  // namespace
+}  // namespace hearth::test
