@@ -18,10 +18,13 @@ async function openStream(base, maxTokens, controller) {
 }
 
 test("a client that disconnects mid-stream frees its slot within 1 s", async () => {
-  const srv = await startServer(["--parallel", "1", "--ctx-size", "1024", "-t", "2"]);
+  // 4000 tokens (~20 s of kjv-13m on 2 threads) so the stream cannot end on its own before the
+  // health check, even when a loaded machine delays the first chunk or the check by seconds
+  // (1000 tokens did, twice, under ctest -j2).
+  const srv = await startServer(["--parallel", "1", "--ctx-size", "4096", "-t", "2"]);
   try {
     const controller = new AbortController();
-    await openStream(srv.base, 1000, controller);
+    await openStream(srv.base, 4000, controller);
     assert.equal((await health(srv.base)).slots_busy, 1);
     const t0 = Date.now();
     controller.abort();
@@ -38,10 +41,10 @@ test("a client that disconnects mid-stream frees its slot within 1 s", async () 
 });
 
 test("a full queue answers 503 with Retry-After within 100 ms", async () => {
-  const srv = await startServer(["--parallel", "1", "--max-queue", "1", "--ctx-size", "1024", "-t", "2"]);
+  const srv = await startServer(["--parallel", "1", "--max-queue", "1", "--ctx-size", "4096", "-t", "2"]);
   try {
     const controller = new AbortController();
-    await openStream(srv.base, 1000, controller);  // takes the slot
+    await openStream(srv.base, 4000, controller);  // takes the slot (for longer than this test)
     const queued = fetch(`${srv.base}/v1/completions`, {  // waits in the queue
       method: "POST", signal: controller.signal, headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ prompt: "And", max_tokens: 1000, ignore_eos: true }),
@@ -68,11 +71,12 @@ test("a full queue answers 503 with Retry-After within 100 ms", async () => {
 
 test("SIGTERM drains in-flight requests and refuses new ones", async () => {
   const srv = await startServer(["--parallel", "2", "--ctx-size", "1024", "-t", "2"]);
-  const inflight = postJson(`${srv.base}/v1/completions`, { prompt: "And the king said", max_tokens: 300, ignore_eos: true });
+  // 900 tokens each: both must still be running when the second one starts on a loaded machine.
+  const inflight = postJson(`${srv.base}/v1/completions`, { prompt: "And the king said", max_tokens: 900, ignore_eos: true });
   const streamed = (async () => {
     const r = await fetch(`${srv.base}/v1/completions`, {
       method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ prompt: "And God said", max_tokens: 300, ignore_eos: true, stream: true }),
+      body: JSON.stringify({ prompt: "And God said", max_tokens: 900, ignore_eos: true, stream: true }),
     });
     return r.text();
   })();
@@ -86,7 +90,7 @@ test("SIGTERM drains in-flight requests and refuses new ones", async () => {
   if (refused) assert.equal(refused.status, 503);  // or the listener is already closed
   const done = await inflight;
   assert.equal(done.status, 200);
-  assert.equal(done.body.usage.completion_tokens, 300);
+  assert.equal(done.body.usage.completion_tokens, 900);
   const text = await streamed;
   assert.ok(text.trimEnd().endsWith("data: [DONE]"));
   assert.match(text, /"finish_reason":"length"/);
