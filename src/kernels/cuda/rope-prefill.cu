@@ -2,6 +2,7 @@
 // pair (double angles, the same values as rope.cu) into shared memory, and rotates every head
 // of the row with them: head_dim/2 sincos per token instead of n_heads * head_dim/2.
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/rope-pair.cuh"
 
 namespace hearth::cuda {
 
@@ -23,13 +24,7 @@ __global__ void rope_rows_kernel(float* x, int64_t n_heads, int64_t head_dim,
   float* row = x + t * n_heads * head_dim;
   for (int64_t idx = threadIdx.x; idx < n_heads * half; idx += blockDim.x) {
     const int64_t h = idx / half, i = idx % half;
-    float* v = row + h * head_dim;
-    const int64_t a = style == 0 ? 2 * i : i;
-    const int64_t b = style == 0 ? 2 * i + 1 : i + half;
-    const float c = cs[i].x, s = cs[i].y;
-    const float x0 = v[a], x1 = v[b];
-    v[a] = x0 * c - x1 * s;
-    v[b] = x0 * s + x1 * c;
+    rope_rotate_pair(row + h * head_dim, i, half, style, cs[i].x, cs[i].y);
   }
 }
 

@@ -2,6 +2,7 @@
 // (token, head, pair); angles in double as on the CPU, since at positions in the thousands a
 // float angle drifts visibly in the logits.
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/rope-pair.cuh"
 
 namespace hearth::cuda {
 
@@ -18,12 +19,7 @@ __global__ void rope_kernel(float* x, int64_t n_tokens, int64_t n_heads, int64_t
     double sd, cd;
     sincos(double(pos[t]) * double(inv_freq[i]), &sd, &cd);
     const float c = float(cd), s = float(sd);
-    float* v = x + th * head_dim;
-    const int64_t a = style == 0 ? 2 * i : i;
-    const int64_t b = style == 0 ? 2 * i + 1 : i + half;
-    const float x0 = v[a], x1 = v[b];
-    v[a] = x0 * c - x1 * s;
-    v[b] = x0 * s + x1 * c;
+    rope_rotate_pair(x + th * head_dim, i, half, style, c, s);
   }
 }
 

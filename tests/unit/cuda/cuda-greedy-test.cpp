@@ -10,6 +10,7 @@
 
 #include "cuda-test-util.h"
 #include "model/model.h"
+#include "support/greedy-reference.h"
 #include "support/test-data.h"
 #include "synthetic-model.h"
 
@@ -129,22 +130,10 @@ class CudaGreedyModelTest : public CudaTest, public testing::WithParamInterface<
   }
 
   int32_t start(KvCache& kv, ForwardScratch& s, int64_t cap) {
-    auto made = model_->new_kv_cache(cap);
-    EXPECT_TRUE(made.is_ok()) << made.message();
-    kv = std::move(made).value();
-    std::vector<float> logits;
-    EXPECT_TRUE(model_->prefill(kv, {1, 17, 300, 42}, s, &logits).is_ok());
-    return greedy_argmax(logits.data(), model_->hparams().n_vocab);
+    return test::prefill_and_pick(*model_, {1, 17, 300, 42}, cap, kv, s);
   }
   std::vector<int32_t> loop(KvCache& kv, ForwardScratch& s, int32_t token, int n) {
-    std::vector<int32_t> out;
-    std::vector<float> logits;
-    for (int i = 0; i < n; ++i) {
-      EXPECT_TRUE(model_->decode(kv, token, s, &logits).is_ok());
-      token = greedy_argmax(logits.data(), model_->hparams().n_vocab);
-      out.push_back(token);
-    }
-    return out;
+    return test::greedy_reference(*model_, kv, s, token, n);
   }
   Result<GreedyRun> chain(KvCache& kv, ForwardScratch& s, int32_t token, int64_t max,
                           std::vector<int32_t>& got, int stop_after = -1) {

@@ -8,6 +8,7 @@
 
 #include "model/model.h"
 #include "runtime/session.h"
+#include "support/greedy-reference.h"
 #include "support/test-data.h"
 
 namespace hearth {
@@ -37,24 +38,12 @@ class GreedyDecodeTest : public testing::Test {
 
   // A cache of `cap` positions holding the prompt; returns the prompt's greedy next token.
   int32_t start(KvCache& kv, ForwardScratch& scratch, int64_t cap) {
-    auto made = model_->new_kv_cache(cap);
-    EXPECT_TRUE(made.is_ok()) << made.message();
-    kv = std::move(made).value();
-    std::vector<float> logits;
-    EXPECT_TRUE(model_->prefill(kv, kPrompt, scratch, &logits).is_ok());
-    return greedy_argmax(logits.data(), model_->hparams().n_vocab);
+    return test::prefill_and_pick(*model_, kPrompt, cap, kv, scratch);
   }
 
   // The loop decode_greedy replaces: n steps of decode + host argmax from `token`.
   std::vector<int32_t> reference(KvCache& kv, ForwardScratch& scratch, int32_t token, int n) {
-    std::vector<int32_t> out;
-    std::vector<float> logits;
-    for (int i = 0; i < n; ++i) {
-      EXPECT_TRUE(model_->decode(kv, token, scratch, &logits).is_ok());
-      token = greedy_argmax(logits.data(), model_->hparams().n_vocab);
-      out.push_back(token);
-    }
-    return out;
+    return test::greedy_reference(*model_, kv, scratch, token, n);
   }
 
   static std::shared_ptr<Model> model_;

@@ -1,0 +1,21 @@
+// The rotation the CUDA rope kernels (rope.cu per element, rope-prefill.cu per token) apply to
+// one pair of a head's elements, so they cannot drift apart (fused.cu also stores the pair to
+// the K cache, so it keeps its own indices). A new rope style: its pair indexing here.
+#pragma once
+
+#include <cstdint>
+
+namespace hearth::cuda {
+
+// Rotates pair i (of half = head_dim / 2) of head vector v by the angle whose cosine and sine
+// are c and s. style 0 (interleaved): elements (2i, 2i+1); style 1 (halves): (i, i + half).
+__device__ __forceinline__ void rope_rotate_pair(float* v, int64_t i, int64_t half, int style,
+                                                 float c, float s) {
+  const int64_t a = style == 0 ? 2 * i : i;
+  const int64_t b = style == 0 ? 2 * i + 1 : i + half;
+  const float x0 = v[a], x1 = v[b];
+  v[a] = x0 * c - x1 * s;
+  v[b] = x0 * s + x1 * c;
+}
+
+}  // namespace hearth::cuda
