@@ -8,6 +8,10 @@
 #       tree (cmake -DHEARTH_CUDA=ON) there. Env: OUT (logs), SKIP_SPEED=1, SPEED_TYPES,
 #       BUDGET_S (default 570: later steps are skipped rather than run past a 600 s call),
 #       DECODE_PROFILE=0 (skip the decode profiles), PREFILL_PROFILE=0 (skip the prefill ones).
+#       AB="A B ...": an A/B run instead of the full check: the default op tests, then for each
+#       setting (space-free env assignments joined by ',', or '-' for the defaults) the GEMV
+#       bench and `hearth bench -p 512 -n 128` on SPEED_TYPES (or the setting's AB_TYPES=a+b);
+#       a table of tok/s per setting.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DATA=${HEARTH_GPU_DATA:-$ROOT/.gpu-data}
@@ -121,6 +125,27 @@ echo "== CUDA op tests, HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1 HEARTH_C
 HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1 HEARTH_CUDA_ATTN_TC=1 HEARTH_REQUIRE_GPU=1 timeout 180 \
   "$BIN/cuda_ops_test" >"$OUT/ops-exp.log" 2>&1 || OPS_RC=1
 grep -E "^\[  FAILED|Failure|^\[  PASSED" "$OUT/ops-exp.log" | head -20
+
+if [ -n "${AB:-}" ]; then
+  wait
+  for setting in $AB; do
+    envs=${setting//,/ } && envs=${envs/#-/HEARTH_AB=default}
+    # AB_TYPES=f16+q4_k inside a setting: bench only those files for it
+    ts=$types && [[ $setting == *AB_TYPES=* ]] && ts=$(echo "$setting" | sed -E 's/.*AB_TYPES=([^,]*).*/\1/;s/\+/ /g')
+    echo "== A/B $setting"
+    env $envs HEARTH_BENCH_DTYPES=${AB_DTYPES:-F16,Q4_0,Q4_K,Q8_0} timeout "$(cap 60)" \
+      "$BIN/hearth-cuda-bench" 2>&1 | sed -n '/^== GEMV/,/^ *$/p' | awk '{print $1, $2, $5, $6, $7, $8}'
+    for t in $ts; do
+      [ "$(cap 60)" -gt 20 ] || { echo "$t SKIPPED (time budget)"; continue; }
+      j=$(env $envs timeout "$(cap 150)" "$BIN/hearth" bench -m "$W/7b-$t.gguf" -p 512 -n 128 -r 2 \
+        --gpu-layers all --json 2>>"$OUT/ab.log")
+      python3 -c "import json,sys; j=json.loads(sys.argv[1]); print('$setting $t', '  '.join('%s %.1f' % (f['test'], f['mean']) for f in j['figures'] if f['unit'] == 'tok/s'))" "$j" 2>>"$OUT/ab.log" ||
+        echo "$setting $t FAILED (ab.log)"
+    done
+  done | tee "$OUT/ab.txt"
+  [ "$OPS_RC" = 0 ]
+  exit
+fi
 
 echo "== GEMV bench"
 timeout 120 "$BIN/hearth-cuda-bench" >"$OUT/bench.log" 2>&1

@@ -8,6 +8,7 @@
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/warp-reduce.cuh"
 
 namespace hearth::cuda {
 
@@ -22,14 +23,6 @@ constexpr int kQW = 4;          // queries per warp
 constexpr int kFlashK = 32;     // keys per shared-memory tile (one per lane)
 constexpr int64_t kFlashMinTokens = 8;
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 // exp(a - b) that is 0, not NaN, when both are -inf (an empty running max).
 __device__ __forceinline__ float exp_diff(float a, float b) {
   return a == -INFINITY ? 0.f : __expf(a - b);

@@ -100,7 +100,18 @@ struct GemvBatch {
   int n_jobs = 0;
 };
 constexpr int64_t kGemvRowsPerBlock = 16;
-GemvBatch make_gemv_batch(const GemvJob* jobs, int n_jobs);
+// split: warps per row group (1, 2 or 4), so a block takes kGemvRowsPerBlock / split rows.
+GemvBatch make_gemv_batch(const GemvJob* jobs, int n_jobs, int split = 1);
+// One-token GEMVs with rows of several steps split each row group's steps over 2 or 4 warps
+// (more loads in flight per SM, fewer serial steps) while the grid stays under
+// HEARTH_CUDA_GEMV_SPLIT_BLOCKS (4096) blocks: the float GEMV up to 4 (HEARTH_CUDA_GEMV_SPLIT;
+// 8 allowed for A/B),
+// the int8 one not by default (HEARTH_CUDA_GEMV_SPLIT_INT8; measured slower).
+int gemv_split(const GemvJob* jobs, int n_jobs, int64_t steps, bool int8);
+// Blocks per SM the one-token int8 GEMV of dtype t over grid_blocks blocks is compiled for: 3
+// for Q4_K grids of several waves, else 1 (no bound); HEARTH_CUDA_GEMV_MINBLOCKS=1 or 3 forces
+// it for the K-quants (A/B).
+int gemv_min_blocks(DType t, int64_t grid_blocks);
 // Same dtype and cols for every job; 1 <= n_jobs <= 3.
 // norm (optional): the GemvNorm epilogue; needs n_jobs == 1, one token and add_to.
 cudaError_t launch_gemv_int8_multi(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <type_traits>
 
+#include "kernels/cuda/warp-reduce.cuh"
+
 namespace hearth::cuda {
 
 namespace {
@@ -24,13 +26,13 @@ constexpr float kE4m3Max = 448.f;
 // Block-wide max of non-negative v, then one atomic per block (a few hundred on one address;
 // one per warp was tens of thousands, serialised at L2). blockDim.x == 256.
 __device__ __forceinline__ void block_max_to(float* dst, float v) {
-  __shared__ float warp_max[8];
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = v;
+  __shared__ float warp_maxes[8];
+  v = warp_max(v);
+  if ((threadIdx.x & 31) == 0) warp_maxes[threadIdx.x >> 5] = v;
   __syncthreads();
   if (threadIdx.x == 0) {
-    float m = warp_max[0];
-    for (int w = 1; w < 8; ++w) m = fmaxf(m, warp_max[w]);
+    float m = warp_maxes[0];
+    for (int w = 1; w < 8; ++w) m = fmaxf(m, warp_maxes[w]);
     // Non-negative floats order like their bit patterns as unsigned integers.
     atomicMax(reinterpret_cast<unsigned*>(dst), __float_as_uint(m));
   }

@@ -1,6 +1,8 @@
 // Decode GEMV for the quantized dtypes on integer dot products: x is quantized once per matmul to
 // int8 blocks of 32 (plus a residual level), weights stay packed and meet x in dp4a. New dtype:
 // one QT<> specialization (unit size, raw load, dot) and a case in launch_gemv_int8().
+#include <cstdlib>
+
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/dequantize.cuh"
 #include "kernels/cuda/gemv-norm.cuh"
@@ -353,13 +355,16 @@ struct QT<DType::Q6_K> {
 // kNorm: batch.norm's rmsnorm epilogue (one token, one job); its warps past the last row run on
 // duplicate rows instead of leaving, since the epilogue needs every thread of the block.
 // kPipe: software-pipelined steps for rows of several steps (pipe_dtype(); one token).
-template <DType T, int NT, bool kNorm = false, bool kPipe = false>
-__global__ void __launch_bounds__(kWarps * 32) gemv_int8_kernel(GemvBatch batch, QuantizedActs xa) {
+// kSplit: warps per row group, each taking every kSplit-th step (gemv_split(); kSplit > 1 only
+// without kNorm and kPipe).
+// kMinBlocks: blocks per SM the register allocation must allow (3: at most 80 registers).
+template <DType T, int NT, bool kNorm = false, bool kPipe = false, int kSplit = 1,
+          int kMinBlocks = 1>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
+    gemv_int8_kernel(GemvBatch batch, QuantizedActs xa) {
+  static_assert(kSplit == 1 || (!kNorm && !kPipe), "split steps: plain kernel only");
   using Q = QT<T>;
   pdl_trigger();
-  // Waiting before the first weight load measured faster than prefetching one step of weights
-  // ahead of the wait (that pins the x loads behind the wait and behind the weights).
-  pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // Several matrices that read the same x (Q/K/V, gate/up) share one launch: block ranges.
   const int j = blockIdx.x < batch.block_end[0] ? 0 : blockIdx.x < batch.block_end[1] ? 1 : 2;
@@ -368,8 +373,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_int8_kernel(GemvBatch batch,
   float* add = j == 0 ? batch.jobs[0].add_to : j == 1 ? batch.jobs[1].add_to : batch.jobs[2].add_to;
   const unsigned block = blockIdx.x - (j == 0 ? 0u : batch.block_end[j - 1]);
   const int64_t d = w.rows;
-  const int64_t row0 = (int64_t(block) * kWarps + warp) * kRows;
-  if (!kNorm && row0 >= d) return;
+  const int group = warp / kSplit, part = warp % kSplit;
+  const int64_t row0 = (int64_t(block) * (kWarps / kSplit) + group) * kRows;
+  // Split groups stay to the end for the epilogue's barrier (their rows clamp to d - 1).
+  if (!kNorm && kSplit == 1 && row0 >= d) return;
   int64_t rows[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) rows[r] = row0 + r < d ? row0 + r : d - 1;  // dup, never stored
@@ -403,6 +410,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_int8_kernel(GemvBatch batch,
       }
     }
   };
+  // Waiting before the first weight load: measured faster than loading one step of weights
+  // ahead of the wait, which pins the x loads behind the weights (sessions 2 and 8: Q4_K
+  // tg128 345 against 484 tok/s).
+  pdl_wait();
   if constexpr (kPipe) {
     // Two steps in flight: the next step's loads go out before this step's dots (same
     // summation order as the plain loop).
@@ -417,13 +428,13 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_int8_kernel(GemvBatch batch,
       dot_step(nxt, s0 + kStep + lane);
     }
   } else {
-    for (int64_t u0 = lane; u0 < nu; u0 += 32 * Q::kUnroll) {
+    for (int64_t u0 = lane + part * 32 * Q::kUnroll; u0 < nu; u0 += kSplit * 32 * Q::kUnroll) {
       Raw raw[Q::kUnroll][kRows];
       load_step(raw, u0);
       dot_step(raw, u0);
     }
   }
-  store_gemv_rows<kRows, NT>(acc, lane, row0, d, y, add);
+  store_gemv_rows_split<kSplit, kWarps, kRows, NT>(acc, warp, lane, row0, d, y, add);
   if constexpr (kNorm) gemv_norm_epilogue<kWarps * 32, true>(batch.norm, add, d);
 }
 
@@ -446,13 +457,31 @@ constexpr bool pipe_dtype(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0;
 }
 
+// The one-token kernel without epilogue or pipelining, by split.
+template <DType T, int kMin>
+cudaError_t launch_plain(const GemvBatch& b, const QuantizedActs& xa, int split, cudaStream_t s) {
+  const dim3 grid(b.block_end[b.n_jobs - 1]), block(kWarps * 32);
+  return split == 4
+             ? launch_pdl(gemv_int8_kernel<T, 1, false, false, 4, kMin>, grid, block, 0, s, b, xa)
+         : split == 2
+             ? launch_pdl(gemv_int8_kernel<T, 1, false, false, 2, kMin>, grid, block, 0, s, b, xa)
+             : launch_pdl(gemv_int8_kernel<T, 1, false, false, 1, kMin>, grid, block, 0, s, b, xa);
+}
+
 template <DType T>
-cudaError_t gemv_typed(const GemvBatch& b, const QuantizedActs& xa, cudaStream_t s) {
+cudaError_t gemv_typed(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa, cudaStream_t s,
+                       const GemvNorm* norm) {
+  const int64_t nu = xa.cols / QT<T>::kUnit,
+                steps = (nu + 32 * QT<T>::kUnroll - 1) / (32 * QT<T>::kUnroll);
+  const bool pipe = pipe_dtype(T) && steps > 1 && gemv_pipe_enabled();
+  const int split = xa.n_tokens == 1 && !norm && !pipe ? gemv_split(jobs, n_jobs, steps, true) : 1;
+  GemvBatch b = make_gemv_batch(jobs, n_jobs, split);
+  if (!attach_gemv_norm(b, norm, xa.n_tokens, true)) return cudaErrorInvalidValue;
   const unsigned grid = b.block_end[b.n_jobs - 1];
   switch (xa.n_tokens) {
     case 1:
       if constexpr (pipe_dtype(T)) {
-        if (xa.cols / QT<T>::kUnit > 32 * QT<T>::kUnroll && gemv_pipe_enabled()) {
+        if (pipe) {
           if (b.norm.counter)
             return launch_pdl(gemv_int8_kernel<T, 1, true, true>, dim3(grid), dim3(kWarps * 32), 0,
                               s, b, xa);
@@ -462,7 +491,10 @@ cudaError_t gemv_typed(const GemvBatch& b, const QuantizedActs& xa, cudaStream_t
       }
       if (b.norm.counter)
         return launch_pdl(gemv_int8_kernel<T, 1, true>, dim3(grid), dim3(kWarps * 32), 0, s, b, xa);
-      return launch_pdl(gemv_int8_kernel<T, 1>, dim3(grid), dim3(kWarps * 32), 0, s, b, xa);
+      if constexpr (T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K) {
+        if (gemv_min_blocks(T, grid) == 3) return launch_plain<T, 3>(b, xa, split, s);
+      }
+      return launch_plain<T, 1>(b, xa, split, s);
     case 2:
       return launch_pdl(gemv_int8_kernel<T, 2>, dim3(grid), dim3(kWarps * 32), 0, s, b, xa);
     case 3:
@@ -520,18 +552,52 @@ QuantizedActs quantized_acts_view(void* buf, int64_t n_tokens, int64_t cols) {
           reinterpret_cast<const float*>(base + 2 * q), n_tokens, cols};
 }
 
-GemvBatch make_gemv_batch(const GemvJob* jobs, int n_jobs) {
+GemvBatch make_gemv_batch(const GemvJob* jobs, int n_jobs, int split) {
   GemvBatch b;
   b.n_jobs = n_jobs;
+  const int64_t rows_per_block = kGemvRowsPerBlock / split;
   unsigned end = 0;
   for (int i = 0; i < 3; ++i) {
     if (i < n_jobs) {
       b.jobs[i] = jobs[i];
-      end += unsigned((jobs[i].w.rows + kGemvRowsPerBlock - 1) / kGemvRowsPerBlock);
+      end += unsigned((jobs[i].w.rows + rows_per_block - 1) / rows_per_block);
     }
     b.block_end[i] = end;
   }
   return b;
+}
+
+namespace {
+int env_int(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::atoi(e) : fallback;
+}
+}  // namespace
+
+int gemv_min_blocks(DType t, int64_t grid_blocks) {
+  // Q4_K at 80 registers instead of 94 (no spills) fits 3 blocks per SM instead of 2: faster
+  // for grids of several waves (11008x4096: 1.85 -> 2.06 TB/s on the H200), slower for one
+  // wave (4096x4096: 1.51 -> 1.42). Q5_K (116 bytes of spills) and Q6_K (16-24) stay.
+  static const int forced = env_int("HEARTH_CUDA_GEMV_MINBLOCKS", 0);
+  if (forced == 1 || forced == 3) return forced;
+  return t == DType::Q4_K && grid_blocks > 512 ? 3 : 1;
+}
+
+int gemv_split(const GemvJob* jobs, int n_jobs, int64_t steps, bool int8) {
+  // Measured on the H200 (docs/performance-cuda.md, session 8): the float GEMV gains from
+  // splitting (F16 4096x11008 2.5 -> 3.4 TB/s; F16 tg128 225 -> 246 with grids up to 4096
+  // blocks, so gate/up splits too), the int8 one loses (Q8_0 4096x11008 3.2 -> 2.6 TB/s).
+  static const int max_float = env_int("HEARTH_CUDA_GEMV_SPLIT", 4);
+  static const int max_int8 = env_int("HEARTH_CUDA_GEMV_SPLIT_INT8", 1);
+  static const int64_t max_blocks = env_int("HEARTH_CUDA_GEMV_SPLIT_BLOCKS", 4096);
+  const int cap = int8 ? max_int8 : max_float;
+  int64_t blocks = 0;
+  for (int i = 0; i < n_jobs; ++i)
+    blocks += (jobs[i].w.rows + kGemvRowsPerBlock - 1) / kGemvRowsPerBlock;
+  int split = 1;
+  while (split < 8 && 2 * split <= cap && 2 * split <= steps && blocks * split < max_blocks)
+    split *= 2;
+  return split;
 }
 
 cudaError_t launch_gemv_int8(const DeviceWeight& w, const QuantizedActs& xa, float* y,
@@ -566,25 +632,23 @@ cudaError_t launch_gemv_int8_multi(const GemvJob* jobs, int n_jobs, const Quanti
     if (jobs[i].w.cols != xa.cols || jobs[i].w.dtype != jobs[0].w.dtype || jobs[i].w.rows <= 0)
       return cudaErrorInvalidValue;
   static_assert(kWarps * kRows == kGemvRowsPerBlock, "block ranges assume this many rows");
-  GemvBatch w = make_gemv_batch(jobs, n_jobs);
-  if (!attach_gemv_norm(w, norm, xa.n_tokens, true)) return cudaErrorInvalidValue;
   switch (jobs[0].w.dtype) {
     case DType::Q4_0:
-      return gemv_typed<DType::Q4_0>(w, xa, s);
+      return gemv_typed<DType::Q4_0>(jobs, n_jobs, xa, s, norm);
     case DType::Q4_1:
-      return gemv_typed<DType::Q4_1>(w, xa, s);
+      return gemv_typed<DType::Q4_1>(jobs, n_jobs, xa, s, norm);
     case DType::Q5_0:
-      return gemv_typed<DType::Q5_0>(w, xa, s);
+      return gemv_typed<DType::Q5_0>(jobs, n_jobs, xa, s, norm);
     case DType::Q5_1:
-      return gemv_typed<DType::Q5_1>(w, xa, s);
+      return gemv_typed<DType::Q5_1>(jobs, n_jobs, xa, s, norm);
     case DType::Q8_0:
-      return gemv_typed<DType::Q8_0>(w, xa, s);
+      return gemv_typed<DType::Q8_0>(jobs, n_jobs, xa, s, norm);
     case DType::Q4_K:
-      return gemv_typed<DType::Q4_K>(w, xa, s);
+      return gemv_typed<DType::Q4_K>(jobs, n_jobs, xa, s, norm);
     case DType::Q5_K:
-      return gemv_typed<DType::Q5_K>(w, xa, s);
+      return gemv_typed<DType::Q5_K>(jobs, n_jobs, xa, s, norm);
     case DType::Q6_K:
-      return gemv_typed<DType::Q6_K>(w, xa, s);
+      return gemv_typed<DType::Q6_K>(jobs, n_jobs, xa, s, norm);
     default:
       return cudaErrorInvalidValue;
   }

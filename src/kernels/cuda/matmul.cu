@@ -19,9 +19,10 @@ namespace {
 
 constexpr int kWarps = 8;  // warps per block
 constexpr int kRows = 2;   // rows per warp: each x load feeds kRows rows
-// 16-byte groups per lane per row in flight: 8 for rows of <= 4096 elements (one or two steps
-// a row), 4 for longer rows (measured: 8 lost ~15% on 4096x11008, gained ~5% on 11008x4096).
-constexpr int kUnrollShort = 8, kUnrollLong = 4;
+// 16-byte groups per lane per row in flight. 4 for every row length: with the steps split over
+// warps (gemv_split) 8 lost to 4 on the H200 (F16 4096x4096 2.74 vs 3.07 TB/s, tg128 246 vs
+// 254 tok/s), since 8 needs 110 registers (2 blocks per SM) against 62 (4 blocks).
+constexpr int kFloatUnroll = 4;
 
 // Raw 8-element groups of a plain dtype, held packed in registers until used (F16/BF16 take 4
 // registers a group instead of 8, so twice as many loads fit in flight).
@@ -62,9 +63,11 @@ struct PlainGroup<DType::F32> {
 // other n take gemv_scalar_kernel).
 // kNorm: batch.norm's rmsnorm epilogue (one token, one job; warps past the last row stay).
 // kPipe: software-pipelined steps (rows of several steps; HEARTH_CUDA_GEMV_PIPE=0 turns off).
-template <DType T, int NT, int kUnroll, bool kNorm = false, bool kPipe = false>
+// kSplit: warps per row group, each taking every kSplit-th step (gemv_split(); plain kernel).
+template <DType T, int NT, int kUnroll, bool kNorm = false, bool kPipe = false, int kSplit = 1>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(GemvBatch batch, const float* __restrict__ x) {
+  static_assert(kSplit == 1 || (!kNorm && !kPipe), "split steps: plain kernel only");
   pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // Block ranges of up to three matrices sharing x (Q/K/V, gate/up): one launch for all.
@@ -74,8 +77,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   float* add = j == 0 ? batch.jobs[0].add_to : j == 1 ? batch.jobs[1].add_to : batch.jobs[2].add_to;
   const unsigned block = blockIdx.x - (j == 0 ? 0u : batch.block_end[j - 1]);
   const int64_t d = w.rows, n = w.cols;
-  const int64_t row0 = (int64_t(block) * kWarps + warp) * kRows;
-  if (!kNorm && row0 >= d) return;
+  const int group = warp / kSplit, part = warp % kSplit;
+  const int64_t row0 = (int64_t(block) * (kWarps / kSplit) + group) * kRows;
+  // Split groups stay to the end for the epilogue's barrier (their rows clamp to d - 1).
+  if (!kNorm && kSplit == 1 && row0 >= d) return;
   int64_t rows[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) rows[r] = row0 + r < d ? row0 + r : d - 1;  // dup, never stored
@@ -117,7 +122,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   };
   PlainGroup<T> raw[kUnroll][kRows];
   // The first step's weights stream in before waiting for the kernel that wrote x (PDL).
-  load_step(raw, lane);
+  const int64_t first = lane + part * 32 * kUnroll;
+  load_step(raw, first);
   pdl_wait();
   if constexpr (kPipe) {
     // Two steps in flight: the next step's loads go out before this step's dots (same
@@ -132,12 +138,12 @@ __global__ void __launch_bounds__(kWarps * 32)
       dot_step(nxt, s0 + kStep + lane);
     }
   } else {
-    for (int64_t g0 = lane; g0 < ng; g0 += 32 * kUnroll) {
-      if (g0 != lane) load_step(raw, g0);
+    for (int64_t g0 = first; g0 < ng; g0 += kSplit * 32 * kUnroll) {
+      if (g0 != first) load_step(raw, g0);
       dot_step(raw, g0);
     }
   }
-  store_gemv_rows<kRows, NT>(acc, lane, row0, d, y, add);
+  store_gemv_rows_split<kSplit, kWarps, kRows, NT>(acc, warp, lane, row0, d, y, add);
   if constexpr (kNorm) gemv_norm_epilogue<kWarps * 32, false>(batch.norm, add, d);
 }
 
@@ -157,13 +163,19 @@ __global__ void gemv_scalar_kernel(DeviceWeight w, const float* __restrict__ x,
 }
 
 template <DType T, int U>
-cudaError_t gemv_launch(const GemvBatch& w, const float* x, int64_t nt, cudaStream_t s) {
+cudaError_t gemv_launch(const GemvJob* jobs, int n_jobs, const float* x, int64_t nt, cudaStream_t s,
+                        const GemvNorm* norm) {
+  const int64_t ng = jobs[0].w.cols / 8, steps = (ng + 32 * U - 1) / (32 * U);
+  // F16/BF16 rows of several steps are software-pipelined (one token only; F32: 174 registers).
+  const bool pipe = T != DType::F32 && nt == 1 && gemv_pipe_enabled();
+  const int split = nt == 1 && !norm && !pipe ? gemv_split(jobs, n_jobs, steps, false) : 1;
+  GemvBatch w = make_gemv_batch(jobs, n_jobs, split);
+  if (!attach_gemv_norm(w, norm, nt, false)) return cudaErrorInvalidValue;
   const unsigned grid = w.block_end[w.n_jobs - 1];
   switch (nt) {
     case 1:
-      // F16/BF16 rows of several steps are software-pipelined (one token only).
-      if constexpr (U == kUnrollLong && T != DType::F32) {  // F32: 174 registers piped
-        if (gemv_pipe_enabled()) {
+      if constexpr (T != DType::F32) {
+        if (pipe) {
           if (w.norm.counter)
             return launch_pdl(gemv_kernel<T, 1, U, true, true>, dim3(grid), dim3(kWarps * 32), 0, s,
                               w, x);
@@ -173,6 +185,15 @@ cudaError_t gemv_launch(const GemvBatch& w, const float* x, int64_t nt, cudaStre
       }
       if (w.norm.counter)
         return launch_pdl(gemv_kernel<T, 1, U, true>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
+      if (split == 8)
+        return launch_pdl(gemv_kernel<T, 1, U, false, false, 8>, dim3(grid), dim3(kWarps * 32), 0,
+                          s, w, x);
+      if (split == 4)
+        return launch_pdl(gemv_kernel<T, 1, U, false, false, 4>, dim3(grid), dim3(kWarps * 32), 0,
+                          s, w, x);
+      if (split == 2)
+        return launch_pdl(gemv_kernel<T, 1, U, false, false, 2>, dim3(grid), dim3(kWarps * 32), 0,
+                          s, w, x);
       return launch_pdl(gemv_kernel<T, 1, U>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
     case 2:
       return launch_pdl(gemv_kernel<T, 2, U>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
@@ -184,9 +205,9 @@ cudaError_t gemv_launch(const GemvBatch& w, const float* x, int64_t nt, cudaStre
 }
 
 template <DType T>
-cudaError_t gemv_typed(const GemvBatch& w, const float* x, int64_t nt, cudaStream_t s) {
-  return w.jobs[0].w.cols <= 4096 ? gemv_launch<T, kUnrollShort>(w, x, nt, s)
-                                  : gemv_launch<T, kUnrollLong>(w, x, nt, s);
+cudaError_t gemv_typed(const GemvJob* jobs, int n_jobs, const float* x, int64_t nt, cudaStream_t s,
+                       const GemvNorm* norm) {
+  return gemv_launch<T, kFloatUnroll>(jobs, n_jobs, x, nt, s, norm);
 }
 
 size_t align256(size_t v) {
@@ -240,15 +261,13 @@ cudaError_t launch_gemv_float_multi(const GemvJob* jobs, int n_jobs, const float
         jobs[i].w.dtype != jobs[0].w.dtype || jobs[i].w.rows <= 0)
       return cudaErrorInvalidValue;
   static_assert(kWarps * kRows == kGemvRowsPerBlock, "block ranges assume this many rows");
-  GemvBatch b = make_gemv_batch(jobs, n_jobs);
-  if (!attach_gemv_norm(b, norm, n_tokens, false)) return cudaErrorInvalidValue;
   switch (jobs[0].w.dtype) {
     case DType::F32:
-      return gemv_typed<DType::F32>(b, x, n_tokens, s);
+      return gemv_typed<DType::F32>(jobs, n_jobs, x, n_tokens, s, norm);
     case DType::F16:
-      return gemv_typed<DType::F16>(b, x, n_tokens, s);
+      return gemv_typed<DType::F16>(jobs, n_jobs, x, n_tokens, s, norm);
     case DType::BF16:
-      return gemv_typed<DType::BF16>(b, x, n_tokens, s);
+      return gemv_typed<DType::BF16>(jobs, n_jobs, x, n_tokens, s, norm);
     default:
       return cudaErrorInvalidValue;
   }

@@ -55,7 +55,7 @@ TEST_P(CudaMatmul, MatchesCpuDequantizedProduct) {
   const int64_t block = dtype_info(t).block_size;
   // Odd row counts; column counts of 1..3 K-quant blocks or odd for plain types.
   // 8480 / 8488: rows of several GEMV steps (the software-pipelined decode loop, odd count).
-  std::vector<int64_t> col_options = block == 256  ? std::vector<int64_t>{256, 768}
+  std::vector<int64_t> col_options = block == 256  ? std::vector<int64_t>{256, 768, 8448}
                                      : block == 32 ? std::vector<int64_t>{96, 512, 8480}
                                                    : std::vector<int64_t>{101, 512, 8488};
   for (int64_t cols : col_options) {
@@ -79,6 +79,41 @@ TEST_P(CudaMatmul, MatchesCpuDequantizedProduct) {
                        : two_level                     ? 1e-4
                                                        : 1e-2;
     EXPECT_LT(err, tol) << dtype_name(t) << " " << rows << "x" << cols << " T=" << n_tokens;
+  }
+}
+
+// Consecutive matmuls on one x run as one batched launch (Q/K/V): each output still matches,
+// with rows of several GEMV steps (one-token GEMVs then split each row's steps over warps,
+// cuda-ops.h gemv_split) and row counts that leave partial blocks.
+TEST_P(CudaMatmul, BatchedOnSameXMatchesEach) {
+  const auto [t, n_tokens] = GetParam();
+  const int64_t cols = dtype_info(t).block_size == 256  ? 8448
+                       : dtype_info(t).block_size == 32 ? 8480
+                                                        : 8488;
+  const int64_t rows[3] = {37, 21, 64};
+  std::vector<Weight> ws;
+  std::vector<std::vector<uint8_t>> keep;
+  ws.reserve(3);
+  keep.reserve(3);
+  for (int i = 0; i < 3; ++i) {
+    keep.push_back(random_weight_bytes(t, rows[i], cols, uint32_t(100 + i)));
+    ws.push_back(make_weight(t, rows[i], cols, keep.back()));
+    ASSERT_TRUE(backend_->prepare_weight(ws.back()).is_ok()) << backend_->status().message();
+  }
+  const auto xh = random_floats(size_t(n_tokens * cols), 12);
+  float* x = dev(xh);
+  float* ys[3];
+  for (int i = 0; i < 3; ++i) ys[i] = poisoned(n_tokens * rows[i]);
+  for (int i = 0; i < 3; ++i) backend_->matmul(ws[i], x, n_tokens, ys[i]);
+  const bool two_level = t == DType::Q8_0 || t == DType::Q6_K;
+  const double tol = n_tokens > 4                    ? 3e-3
+                     : dtype_info(t).block_size == 1 ? 2e-5
+                     : two_level                     ? 1e-4
+                                                     : 1e-2;
+  for (int i = 0; i < 3; ++i) {
+    const auto want = reference_matmul(cpu_dequant(ws[i]), xh, rows[i], cols, n_tokens);
+    EXPECT_LT(rel_error(get(ys[i], n_tokens * rows[i]), want), tol)
+        << dtype_name(t) << " job " << i << " " << rows[i] << "x" << cols << " T=" << n_tokens;
   }
 }
 
