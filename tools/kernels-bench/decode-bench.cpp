@@ -1,7 +1,8 @@
 // hearth-decode-bench: decode-shaped matvecs (1 token) over a working set larger than the L3,
 // packed layout vs the row kernels, each as % of a plain read of the same bytes in the same run.
-// Usage: hearth-decode-bench [threads [MiB per type [reps [file|anon [rows cols]]]]] ("file":
-// packed copies in a file mapping, as the weight cache serves them). Extend: add a dtype to the
+// Usage: hearth-decode-bench [threads [MiB per type [reps [file|anon|huge [rows cols]]]]] ("file":
+// packed copies in a file mapping, as the weight cache serves them; "huge": anonymous memory on
+// 2 MiB pages). Extend: add a dtype to the
 // loop in main.
 #include <algorithm>
 #include <chrono>
@@ -29,10 +30,19 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// "huge": buffers on 2 MiB pages (as the CPU backend maps its weight cache), else 4 KiB pages.
+bool g_huge = false;
+
 struct Aligned {
   std::unique_ptr<uint8_t, decltype(&std::free)> p{nullptr, std::free};
-  explicit Aligned(uint64_t bytes)
-      : p(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)), std::free) {}
+  explicit Aligned(uint64_t bytes) {
+    const uint64_t align = g_huge ? (uint64_t(2) << 20) : 64;
+    const uint64_t size = (bytes + align - 1) / align * align;
+    p.reset(static_cast<uint8_t*>(std::aligned_alloc(align, size)));
+#ifdef MADV_HUGEPAGE
+    if (g_huge && p) madvise(p.get(), size, MADV_HUGEPAGE);
+#endif
+  }
   uint8_t* get() const { return p.get(); }
 };
 
@@ -85,6 +95,7 @@ int main(int argc, char** argv) {
   const int reps = argc > 3 ? std::atoi(argv[3]) : 3;
   // "file": packed copies live in a file mapping (as the weight cache serves them).
   const bool file_backed = argc > 4 && std::string(argv[4]) == "file";
+  g_huge = argc > 4 && std::string(argv[4]) == "huge";
   // Default: a TinyLlama FFN matrix; argv 5 and 6 pick another shape (rows, columns).
   const int64_t d = argc > 6 ? std::atoll(argv[5]) : 2048,
                 n = argc > 6 ? std::atoll(argv[6]) : 5632;

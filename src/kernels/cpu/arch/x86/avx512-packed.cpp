@@ -60,9 +60,12 @@ void for_each_tile(const uint8_t* w, uint64_t group_bytes, int64_t g0, int64_t g
 // trackers idle (a file-backed read here: ~22 GB/s with one stream a thread, ~28 with four).
 // With kSplit > 1 and NT == 1 the group's `units` (column pairs, super-blocks) are cut into
 // kSplit equal ranges read side by side, plus a tail; wider tiles are compute-heavier and keep
-// one stream (the token tile takes the registers). Measured in the model (1B, tg64, A/B on an
-// idle machine): F16 61-62% of the roofline with 4 streams vs 49-50% with one; Q4_0 and Q8_0
-// the same either way; Q4_K 55-56% vs 58-60%, so only F16 splits.
+// one stream (the token tile takes the registers). Measured (session 8, 2 threads, weights on
+// 2 MiB pages; hearth-decode-bench 2048x5632 as % of a plain read, then 1B tg128 as % of the
+// roofline, alternating runs): Q4_0 1 stream 69-74% / 66%, 2 streams 82-84% / 73-75%, 4 streams
+// 78-83% / 64-65%; Q8_0 71-73% / 59-60%, 83-84% / 61-65%, 78-82% / 59-62%; Q4_K 68-70% / 61%,
+// 73-74% / 62%, 74-76% / 54%; F16 (session 3, in the model) 4 streams 61-62% against 49-50%
+// with one. So F16 reads 4 streams and the others 2.
 // streams(G, w, stride_bytes, stride_units, first_unit, units, acc) runs G streams, stream i
 // over units [first_unit + i * stride_units, ... + units) whose bytes start at
 // w + i * stride_bytes, into acc[i][t]; the sum lands at y + (t0 + t) * y_stride. Only the
@@ -214,7 +217,7 @@ void q4_0_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
 template <int NT>
 void q4_0_group(const uint8_t* wg, int64_t nb, const PackedActivations& x, int64_t t0, float* y,
                 int64_t y_stride) {
-  run_streams<NT, 1>(wg, nb / 2, kPairBytes, y, t0, y_stride,
+  run_streams<NT, 2>(wg, nb / 2, kPairBytes, y, t0, y_stride,
                      [&](auto g, const uint8_t* w, uint64_t sb, int64_t su, int64_t first,
                          int64_t units, auto& acc) {
                        q4_0_streams<NT, decltype(g)::value>(w, sb, su, first, units, nb, x, t0,
@@ -327,7 +330,7 @@ void q8_0_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
 template <int NT>
 void q8_0_group(const uint8_t* wg, int64_t n, const PackedActivations& x, int64_t t0, float* y,
                 int64_t y_stride) {
-  run_streams<NT, 1>(wg, n / (2 * kQK32), kQ8PairBytes, y, t0, y_stride,
+  run_streams<NT, 2>(wg, n / (2 * kQK32), kQ8PairBytes, y, t0, y_stride,
                      [&](auto g, const uint8_t* w, uint64_t sb, int64_t su, int64_t first,
                          int64_t units, auto& acc) {
                        q8_0_streams<NT, decltype(g)::value>(w, sb, su, first, units, n, x, t0, acc);
@@ -538,7 +541,7 @@ void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
 template <int NT>
 void q4_k_group(const uint8_t* wg, int64_t nsb, const PackedActivations& x, int64_t t0, float* y,
                 int64_t y_stride) {
-  run_streams<NT, 1>(wg, nsb, kQ4KSuperBytes, y, t0, y_stride,
+  run_streams<NT, 2>(wg, nsb, kQ4KSuperBytes, y, t0, y_stride,
                      [&](auto g, const uint8_t* w, uint64_t sb, int64_t su, int64_t first,
                          int64_t units, auto& acc) {
                        q4_k_streams<NT, decltype(g)::value>(w, sb, su, first, units, nsb, x, t0,
