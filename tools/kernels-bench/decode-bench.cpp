@@ -43,7 +43,9 @@ struct Aligned {
     if (g_huge && p) madvise(p.get(), size, MADV_HUGEPAGE);
 #endif
   }
-  uint8_t* get() const { return p.get(); }
+  uint8_t* get() const {
+    return p.get();
+  }
 };
 
 // The bytes of `src` in a read-only private mapping of a file, as the CPU backend maps its

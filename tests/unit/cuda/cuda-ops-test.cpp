@@ -16,16 +16,6 @@ const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
                            DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                            DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
-Weight make_weight(DType t, int64_t rows, int64_t cols, std::vector<uint8_t>& bytes) {
-  Weight w;
-  w.host.name = std::string("w.") + dtype_name(t);
-  w.host.dtype = t;
-  w.host.shape = {rows, cols};
-  w.host.data = bytes.data();
-  w.host.nbytes = bytes.size();
-  return w;
-}
-
 // Rows dequantized by the CPU kernels: the reference decode of every dtype.
 std::vector<float> cpu_dequant(const Weight& w) {
   const int64_t rows = w.host.rows(), cols = w.host.cols();

@@ -12,16 +12,6 @@
 namespace hearth::test {
 namespace {
 
-Weight weight_of(DType t, int64_t rows, int64_t cols, std::vector<uint8_t>& bytes) {
-  Weight w;
-  w.host.name = std::string("w.") + dtype_name(t);
-  w.host.dtype = t;
-  w.host.shape = {rows, cols};
-  w.host.data = bytes.data();
-  w.host.nbytes = bytes.size();
-  return w;
-}
-
 class CudaPrefillGemm : public CudaTest, public ::testing::WithParamInterface<DType> {};
 
 TEST_P(CudaPrefillGemm, Fp8CorrectionKeepsTwoPassAccuracy) {
@@ -34,7 +24,7 @@ TEST_P(CudaPrefillGemm, Fp8CorrectionKeepsTwoPassAccuracy) {
   for (const auto& sh : shapes) {
     const int64_t rows = sh[0], cols = sh[1];
     auto bytes = random_weight_bytes(t, rows, cols, uint32_t(rows + cols));
-    Weight w = weight_of(t, rows, cols, bytes);
+    Weight w = make_weight(t, rows, cols, bytes);
     ASSERT_TRUE(backend_->prepare_weight(w).is_ok()) << backend_->status().message();
     std::vector<float> wf(size_t(rows * cols));
     for (int64_t r = 0; r < rows; ++r)

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda-backend.h"
@@ -88,6 +89,17 @@ inline std::vector<float> reference_matmul(const std::vector<float>& w, const st
       y[size_t(tk * rows + r)] = float(s);
     }
   return y;
+}
+
+// A host Weight over `bytes` (kept alive by the caller), named after its dtype.
+inline Weight make_weight(DType t, int64_t rows, int64_t cols, std::vector<uint8_t>& bytes) {
+  Weight w;
+  w.host.name = std::string("w.") + dtype_name(t);
+  w.host.dtype = t;
+  w.host.shape = {rows, cols};
+  w.host.data = bytes.data();
+  w.host.nbytes = bytes.size();
+  return w;
 }
 
 }  // namespace hearth::test
