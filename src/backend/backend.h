@@ -64,6 +64,14 @@ class Backend {
   virtual void matmul_shared(const float* x, int64_t n_tokens, std::span<const MatmulOut> outs) {
     for (const MatmulOut& o : outs) matmul(*o.w, x, n_tokens, o.y);
   }
+  // y [T, rows] += x [T, cols] . W^T (the residual add after the O and down projections).
+  // scratch [T, rows] may hold the product on the way (the default: matmul into it, then
+  // add_inplace), so its contents are undefined afterwards.
+  virtual void matmul_add(const Weight& w, const float* x, int64_t n_tokens, float* y,
+                          float* scratch) {
+    matmul(w, x, n_tokens, scratch);
+    add_inplace(y, scratch, n_tokens * w.host.rows());
+  }
   virtual void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                        float eps) = 0;
   virtual void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,

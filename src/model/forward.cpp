@@ -176,14 +176,12 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
       row += s.n_tokens;
     }
     if (debug_tap) tap(blk + "attn_out", be, b.attn, T * QD);
-    be->matmul(w.wo, b.attn, T, b.xn);
-    be->add_inplace(b.x, b.xn, T * E);
+    be->matmul_add(w.wo, b.attn, T, b.x, b.xn);  // b.xn: scratch, rewritten by the rmsnorm
     be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
     const Backend::MatmulOut gate_up[] = {{&w.w_gate, b.gate}, {&w.w_up, b.up}};
     be->matmul_shared(b.xn, T, gate_up);
     be->swiglu(b.gate, b.up, b.gate, T * hp_.n_ff);
-    be->matmul(w.w_down, b.gate, T, b.xn);
-    be->add_inplace(b.x, b.xn, T * E);
+    be->matmul_add(w.w_down, b.gate, T, b.x, b.xn);
     if (debug_tap) tap(blk + "out", be, b.x, T * E);
   }
   if (g + 1 != groups_.size()) return;

@@ -62,6 +62,10 @@ class CudaBackend final : public Backend {
     // Off by default: measured slower (the single-block tail costs more than the launch).
     const char* fuse_norm = std::getenv("HEARTH_CUDA_FUSE_NORM");
     fuse_norm_ = fuse_ && fuse_norm && std::strcmp(fuse_norm, "1") == 0;
+    const char* pxc = std::getenv("HEARTH_CUDA_PREFILL_X_CACHE");
+    prefill_x_cache_ = !(pxc && std::strcmp(pxc, "0") == 0);
+    const char* madd = std::getenv("HEARTH_CUDA_MATMUL_ADD");
+    matmul_add_ = !(madd && std::strcmp(madd, "0") == 0);
     const char* prof = std::getenv("HEARTH_CUDA_PROFILE");
     if (prof && std::strcmp(prof, "1") == 0)
       profiler_ = std::make_unique<CudaProfiler>(graphs_enabled_);
@@ -104,7 +108,7 @@ class CudaBackend final : public Backend {
   }
   void free(float* p) override {
     flush();
-    xq_valid_ = false;
+    acts_changed();
     // The recorded step may point into p (the forward pass regrows its scratch for a long
     // prompt under the same ForwardScratch): replaying it would touch freed memory.
     drop_graph();
@@ -113,7 +117,7 @@ class CudaBackend final : public Backend {
 
   void upload(float* dst, const float* src, int64_t n) override {
     flush();
-    xq_valid_ = false;
+    acts_changed();
     if (capturing()) return fail("upload inside a captured decode step");
     const size_t bytes = size_t(n) * sizeof(float);
     if (bytes <= kRingBytes / 4) {
@@ -134,7 +138,7 @@ class CudaBackend final : public Backend {
   }
   void copy(float* dst, const float* src, int64_t n) override {
     flush();
-    xq_valid_ = false;
+    acts_changed();
     check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
           "copy");
   }
@@ -158,7 +162,7 @@ class CudaBackend final : public Backend {
 
   void embed(const Weight& table, const int32_t* ids, int64_t n_tokens, float* out) override {
     flush();
-    xq_valid_ = false;
+    acts_changed();
     const PreparedWeight* pw = prepared(table, "embed");
     if (!pw || n_tokens <= 0) return;
     const int32_t* dev_ids = nullptr;
@@ -180,69 +184,24 @@ class CudaBackend final : public Backend {
   }
 
   void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) override {
-    flush_rope();
-    const PreparedWeight* pw = prepared(w, "matmul");
-    if (!pw) return;
-    const cuda::DeviceWeight& dw = pw->dw;
-    // y overwriting the quantized x's source makes the cached quantization stale.
-    const bool clobbers =
-        xq_valid_ && y < xq_src_ + xq_.n_tokens * xq_.cols && xq_src_ < y + n_tokens * dw.rows;
-    const bool int8 = cuda::uses_int8_gemv(dw.dtype);
-    const bool plain = dw.dtype == DType::F32 || dw.dtype == DType::F16 || dw.dtype == DType::BF16;
-    if (n_tokens <= cuda::kGemvMaxTokens && (int8 || (plain && dw.cols % 8 == 0))) {
-      // Decode GEMVs wait in pend_ so matrices reading the same x share a launch.
-      if (pend_.n > 0 && !(fuse_ && pend_.n < 3 && !pend_.jobs[0].add_to && pend_.x == x &&
-                           pend_.n_tokens == n_tokens && pend_.int8 == int8 &&
-                           pend_.jobs[0].w.dtype == dw.dtype && pend_.jobs[0].w.cols == dw.cols))
-        flush_gemv();
-      if (int8) {
-        // Q, K and V (and gate, up) read the same x: quantize it once for all of them (or take
-        // what the producing op's fused epilogue wrote: same bytes for any T*cols split).
-        if (!(xq_valid_ && xq_src_ == x && xq_.n_tokens * xq_.cols == n_tokens * dw.cols)) {
-          flush_gemv();  // queued jobs read the buffer about to be rewritten
-          xq_valid_ = false;
-          if (!ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(n_tokens, dw.cols),
-                      "quantized activations"))
-            return;
-          const int m = prof("quantize x");
-          const bool ok =
-              check(cuda::launch_quantize_acts(x, n_tokens, dw.cols, xq_buf_, &xq_, stream_),
-                    "quantize activations");
-          unprof(m);
-          if (!ok) return;
-          xq_src_ = x;
-          xq_valid_ = true;
-        }
-        pend_.xa = cuda::quantized_acts_view(xq_buf_, n_tokens, dw.cols);
-      }
-      pend_.jobs[pend_.n++] = {dw, y, nullptr};
-      pend_.x = x;
-      pend_.n_tokens = n_tokens;
-      pend_.int8 = int8;
-      // In place (y over x): later jobs could not read x any more.
-      if (!fuse_ || (y < x + n_tokens * dw.cols && x < y + n_tokens * dw.rows)) flush_gemv();
-      if (clobbers) xq_valid_ = false;
-      return;
-    }
-    flush_gemv();
-    if (clobbers) xq_valid_ = false;
-    if (!pw->fp8_tried) {
-      const Status st = make_e4m3_copy(const_cast<PreparedWeight&>(*pw), w.host.name, stream_);
-      if (!st.is_ok()) return fail(st.message());
-    }
-    const size_t need = cuda::matmul_workspace_bytes(pw->dw, n_tokens);
-    if (!ensure(reinterpret_cast<void**>(&workspace_), workspace_bytes_, need, "workspace")) return;
-    const int m = prof("gemm");
-    check(cuda::launch_matmul(pw->dw, x, n_tokens, y, workspace_, workspace_bytes_, blas_, stream_),
-          "matmul " + w.host.name);
-    unprof(m);
+    matmul_into(w, x, n_tokens, y, false);
+  }
+  // Prefill: y += x . W^T in the GEMM itself (beta = 1), no product buffer and no add kernel.
+  // Decode: the default (matmul, then add_inplace), which the queued GEMV takes into its store.
+  void matmul_add(const Weight& w, const float* x, int64_t n_tokens, float* y,
+                  float* scratch) override {
+    const int64_t rows = w.host.rows(), cols = w.host.numel() / std::max<int64_t>(rows, 1);
+    if (n_tokens <= cuda::kGemvMaxTokens || !fuse_ || !matmul_add_ ||
+        (y < x + n_tokens * cols && x < y + n_tokens * rows))
+      return Backend::matmul_add(w, x, n_tokens, y, scratch);
+    matmul_into(w, x, n_tokens, y, true);
   }
 
   void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                float eps) override {
     if (fuse_pending_norm(x, w, y, rows, n, eps)) return;
     flush();
-    xq_valid_ = false;
+    acts_changed();
     const int m = prof("rmsnorm");
     if (fuse_ && int8_model_ && rows <= cuda::kGemvMaxTokens && n % 32 == 0) {
       if (ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(rows, n),
@@ -258,7 +217,7 @@ class CudaBackend final : public Backend {
   void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
             const float* inv_freq, kernels::RopeStyle style) override {
     flush_gemv();
-    xq_valid_ = false;
+    acts_changed();
     const float* freq = device_freqs(inv_freq, head_dim / 2);
     if (!freq) return;
     const int st = style == kernels::RopeStyle::kInterleaved ? 0 : 1;
@@ -295,7 +254,7 @@ class CudaBackend final : public Backend {
       rope_ = {};
     }
     flush();
-    xq_valid_ = false;
+    acts_changed();
     // Inside a decode step the split grid covers the whole cache, so one graph serves every pos.
     const bool stepping = state_ != State::kIdle;
     const int64_t max_ctx = stepping ? step_capacity_ : pos0 + n_tokens;
@@ -333,7 +292,7 @@ class CudaBackend final : public Backend {
 
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
     flush();
-    xq_valid_ = false;
+    acts_changed();
     const int m = prof("swiglu");
     // In a decode step the output feeds the down projection: quantize it in the same pass (one
     // row of n; the GEMV reads the same bytes as [T, n/T]).
@@ -348,7 +307,7 @@ class CudaBackend final : public Backend {
   }
   void add_inplace(float* y, const float* x, int64_t n) override {
     flush_rope();
-    xq_valid_ = false;
+    acts_changed();
     // The residual add right after a lone GEMV producing x goes into that GEMV's epilogue.
     if (pend_.n == 1 && pend_.jobs[0].y == x && !pend_.jobs[0].add_to &&
         n == pend_.n_tokens * pend_.jobs[0].w.rows && !(y < x + n && x < y + n) &&
@@ -366,14 +325,14 @@ class CudaBackend final : public Backend {
   }
   void add_bias(float* y, const float* b, int64_t rows, int64_t n) override {
     flush();
-    xq_valid_ = false;
+    acts_changed();
     check(cuda::launch_add_bias(y, b, rows, n, stream_), "add_bias");
   }
 
   void store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats,
                 int64_t n_tokens) override {
     flush_gemv();
-    xq_valid_ = false;
+    acts_changed();
     const bool at_step = stepping() && n_tokens == 1 && pos == step_host_->pos;
     if (at_step && rope_.stage == 2 && src == rope_.k && row_floats == rope_.nk * rope_.hd) {
       rope_.k_cache = cache, rope_.stage = 3;
@@ -402,7 +361,7 @@ class CudaBackend final : public Backend {
   void end_decode_step() override;
   void reset_decode_steps() override {
     flush();
-    xq_valid_ = false;
+    acts_changed();
     drop_graph();
   }
 
@@ -423,7 +382,7 @@ class CudaBackend final : public Backend {
   // it before the capture begins.)
   bool begin_chained_step(int64_t pos, int64_t ctx_capacity) override {
     flush();
-    xq_valid_ = false;
+    acts_changed();
     if (state_ != State::kIdle || !graphs_enabled_ || profiler_ || !error_.is_ok() ||
         !graph_exec_ || graph_capacity_ != ctx_capacity || pos < 0 || pos >= ctx_capacity)
       return false;
@@ -452,6 +411,76 @@ class CudaBackend final : public Backend {
     if (profiler_) profiler_->end_op(mark, stream_);
   }
 
+  void matmul_into(const Weight& w, const float* x, int64_t n_tokens, float* y, bool accumulate) {
+    flush_rope();
+    const PreparedWeight* pw = prepared(w, "matmul");
+    if (!pw) return;
+    const cuda::DeviceWeight& dw = pw->dw;
+    // y overwriting the quantized x's source makes the cached quantization stale.
+    const bool clobbers =
+        xq_valid_ && y < xq_src_ + xq_.n_tokens * xq_.cols && xq_src_ < y + n_tokens * dw.rows;
+    if (prefill_x_.x && y < prefill_x_.x + prefill_x_.n && prefill_x_.x < y + n_tokens * dw.rows)
+      prefill_x_ = {};  // this product overwrites the x whose conversion is cached
+    const bool int8 = cuda::uses_int8_gemv(dw.dtype);
+    const bool plain = dw.dtype == DType::F32 || dw.dtype == DType::F16 || dw.dtype == DType::BF16;
+    if (!accumulate && n_tokens <= cuda::kGemvMaxTokens && (int8 || (plain && dw.cols % 8 == 0))) {
+      // Decode GEMVs wait in pend_ so matrices reading the same x share a launch.
+      if (pend_.n > 0 && !(fuse_ && pend_.n < 3 && !pend_.jobs[0].add_to && pend_.x == x &&
+                           pend_.n_tokens == n_tokens && pend_.int8 == int8 &&
+                           pend_.jobs[0].w.dtype == dw.dtype && pend_.jobs[0].w.cols == dw.cols))
+        flush_gemv();
+      if (int8) {
+        // Q, K and V (and gate, up) read the same x: quantize it once for all of them (or take
+        // what the producing op's fused epilogue wrote: same bytes for any T*cols split).
+        if (!(xq_valid_ && xq_src_ == x && xq_.n_tokens * xq_.cols == n_tokens * dw.cols)) {
+          flush_gemv();  // queued jobs read the buffer about to be rewritten
+          acts_changed();
+          if (!ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(n_tokens, dw.cols),
+                      "quantized activations"))
+            return;
+          const int m = prof("quantize x");
+          const bool ok =
+              check(cuda::launch_quantize_acts(x, n_tokens, dw.cols, xq_buf_, &xq_, stream_),
+                    "quantize activations");
+          unprof(m);
+          if (!ok) return;
+          xq_src_ = x;
+          xq_valid_ = true;
+        }
+        pend_.xa = cuda::quantized_acts_view(xq_buf_, n_tokens, dw.cols);
+      }
+      pend_.jobs[pend_.n++] = {dw, y, nullptr};
+      pend_.x = x;
+      pend_.n_tokens = n_tokens;
+      pend_.int8 = int8;
+      // In place (y over x): later jobs could not read x any more.
+      if (!fuse_ || (y < x + n_tokens * dw.cols && x < y + n_tokens * dw.rows)) flush_gemv();
+      if (clobbers) acts_changed();
+      return;
+    }
+    flush_gemv();
+    if (clobbers) acts_changed();
+    if (!pw->fp8_tried) {
+      const Status st = make_e4m3_copy(const_cast<PreparedWeight&>(*pw), w.host.name, stream_);
+      if (!st.is_ok()) return fail(st.message());
+    }
+    const size_t need = cuda::matmul_workspace_bytes(pw->dw, n_tokens);
+    if (need > workspace_bytes_) prefill_x_ = {};  // the converted x goes with the old buffer
+    if (!ensure(reinterpret_cast<void**>(&workspace_), workspace_bytes_, need, "workspace")) return;
+    const int m = prof("gemm");
+    check(cuda::launch_matmul(pw->dw, x, n_tokens, y, workspace_, workspace_bytes_, blas_, stream_,
+                              prefill_x_cache_ ? &prefill_x_ : nullptr, accumulate),
+          "matmul " + w.host.name);
+    unprof(m);
+    if (y < x + n_tokens * dw.cols && x < y + n_tokens * dw.rows) prefill_x_ = {};  // in place
+  }
+
+  // Activations may have changed: the quantized x of the decode GEMVs and the converted x of
+  // the prefill GEMMs no longer describe them.
+  void acts_changed() {
+    xq_valid_ = false;
+    prefill_x_ = {};
+  }
   void set_xq(const float* src, int64_t rows, int64_t cols) {
     xq_ = cuda::quantized_acts_view(xq_buf_, rows, cols);
     xq_src_ = src;
@@ -495,7 +524,7 @@ class CudaBackend final : public Backend {
     nm.w = w, nm.y = y, nm.eps = eps, nm.counter = norm_counter_;
     nm.qbuf = quant ? xq_buf_ : nullptr;
     flush_gemv(&nm);
-    xq_valid_ = false;
+    acts_changed();
     if (quant) set_xq(y, 1, n);
     return true;
   }
@@ -642,12 +671,18 @@ class CudaBackend final : public Backend {
   bool fuse_norm_ = false;  // HEARTH_CUDA_FUSE_NORM=1: rmsnorm inside the GEMV + add (experiment)
   int64_t partials_rows_ = -1;  // T * n_heads the counters at the front of partials_ are for
   // The last x quantized for the integer GEMV; any op other than a matmul that leaves x alone
-  // clears xq_valid_ (ops are few per token, and x's contents are unknown after them).
+  // calls acts_changed() (ops are few per token, and x's contents are unknown after them).
   void* xq_buf_ = nullptr;
   size_t xq_bytes_ = 0;
   cuda::QuantizedActs xq_;
   const float* xq_src_ = nullptr;
   bool xq_valid_ = false;
+  // x's fp16 (or hi + lo) forms left in workspace_ by the last prefill matmul (matmul.cu), so Q,
+  // K and V (gate and up) convert their shared x once. HEARTH_CUDA_PREFILL_X_CACHE=0: every
+  // matmul converts (A/B).
+  cuda::PrefillX prefill_x_;
+  bool prefill_x_cache_ = true;
+  bool matmul_add_ = true;  // HEARTH_CUDA_MATMUL_ADD=0: prefill residual adds as their own kernel
   std::vector<float*> vectors_;
   bool fuse_ = true;         // HEARTH_CUDA_FUSE=0: every op its own launch (A/B and debugging)
   bool int8_model_ = false;  // some weight uses the int8 GEMV: producers quantize their outputs
@@ -747,7 +782,7 @@ Result<float*> CudaBackend::prepare_vector(const TensorView& v) {
 
 bool CudaBackend::begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) {
   flush();
-  xq_valid_ = false;
+  acts_changed();
   if (state_ != State::kIdle) {
     fail("begin_decode_step without end_decode_step");
     return false;
@@ -797,7 +832,7 @@ bool CudaBackend::begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capa
 
 void CudaBackend::end_decode_step() {
   flush();  // deferred launches belong to this step (and to its graph)
-  xq_valid_ = false;
+  acts_changed();
   if (profiler_ && state_ == State::kEager && profiler_->wants_eager())
     profiler_->end_eager_step(stream_, long(step_capacity_));
   if (profiler_ && state_ == State::kReplayed) profiler_->end_replay(stream_);

@@ -26,6 +26,7 @@ struct DeviceWeight {
   const uint32_t* aux0 = nullptr;  // Q4_1/Q5_1: d|m<<16; Q5_0/Q5_1: qh (aux0) and d|m (aux1)
   const uint32_t* aux1 = nullptr;
   const uint16_t* aux16 = nullptr;  // fp16 scale d (Q4_0, Q5_0, Q8_0, Q6_K)
+  const uint4* aux_head = nullptr;  // Q4_K: each super-block's 16-byte head (d, dmin, scales)
   // F16/BF16 only, optional: an e4m3 copy of W and its device scale (gemm-fp8.h); prefill GEMMs
   // then run the x_lo correction pass in FP8 instead of a second fp16 pass.
   const uint8_t* w8 = nullptr;
@@ -33,7 +34,7 @@ struct DeviceWeight {
 };
 
 struct PackedLayout {
-  size_t body_offset = 0, aux0_offset = 0, aux1_offset = 0, aux16_offset = 0;
+  size_t body_offset = 0, aux0_offset = 0, aux1_offset = 0, aux16_offset = 0, head_offset = 0;
   size_t total_bytes = 0;
   bool needs_repack = false;  // false: the raw ggml bytes are the packed layout
 };
@@ -105,12 +106,12 @@ GemvBatch make_gemv_batch(const GemvJob* jobs, int n_jobs, int split = 1);
 // One-token GEMVs with rows of several steps split each row group's steps over 2 or 4 warps
 // (more loads in flight per SM, fewer serial steps) while the grid stays under
 // HEARTH_CUDA_GEMV_SPLIT_BLOCKS (4096) blocks: the float GEMV up to 4 (HEARTH_CUDA_GEMV_SPLIT;
-// 8 allowed for A/B),
-// the int8 one not by default (HEARTH_CUDA_GEMV_SPLIT_INT8; measured slower).
+// 8 allowed for A/B), the int8 one up to 2 for Q8_0 only (HEARTH_CUDA_GEMV_SPLIT_INT8 sets the
+// cap for every int8 dtype: A/B).
 int gemv_split(const GemvJob* jobs, int n_jobs, int64_t steps, bool int8);
-// Blocks per SM the one-token int8 GEMV of dtype t over grid_blocks blocks is compiled for: 3
-// for Q4_K grids of several waves, else 1 (no bound); HEARTH_CUDA_GEMV_MINBLOCKS=1 or 3 forces
-// it for the K-quants (A/B).
+// Blocks per SM the one-token int8 GEMV of dtype t over grid_blocks blocks is compiled for: 4
+// for Q8_0, 3 for Q4_K grids of several waves, else 1 (no bound). HEARTH_CUDA_GEMV_MINBLOCKS=1
+// forces 1 (A/B), =3 forces 3 for the K-quants.
 int gemv_min_blocks(DType t, int64_t grid_blocks);
 // Same dtype and cols for every job; 1 <= n_jobs <= 3.
 // norm (optional): the GemvNorm epilogue; needs n_jobs == 1, one token and add_to.
@@ -143,14 +144,26 @@ cudaError_t launch_spin(int64_t us, cudaStream_t s);
 // bandwidth. sink: one device unsigned the kernel may write.
 cudaError_t launch_read_probe(const void* buf, size_t bytes, unsigned* sink, cudaStream_t s);
 
-// Y [T, rows] = X [T, cols] @ W^T. n_tokens <= kGemvMaxTokens runs the streaming GEMV (one pass
+// Y [T, rows] = X [T, cols] @ W^T (accumulate: Y += ..., prefill only). n_tokens <=
+// kGemvMaxTokens runs the streaming GEMV (one pass
 // over W; quantized dtypes quantize X into `workspace` first); larger batches dequantize W to
 // fp16 in `workspace` and run a cuBLAS tensor-core GEMM.
 constexpr int64_t kGemvMaxTokens = 4;
 size_t matmul_workspace_bytes(const DeviceWeight& w, int64_t n_tokens);
+// What a prefill matmul left in its workspace: x converted to fp16 (kHalf), to fp16 hi + lo
+// (kHiLo16) or to fp16 hi + e4m3 lo with its scale (kHiLo8). Passed back unchanged with the same
+// workspace, the next matmul on the same x of the same kind skips the conversion; the caller
+// clears it ({}) whenever x's contents may have changed or the workspace moved.
+struct PrefillX {
+  enum Kind { kNone, kHalf, kHiLo16, kHiLo8 };
+  const float* x = nullptr;
+  int64_t n = 0;
+  Kind kind = kNone;
+  bool operator==(const PrefillX& o) const { return x == o.x && n == o.n && kind == o.kind; }
+};
 cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_tokens, float* y,
                           void* workspace, size_t workspace_bytes, cublasHandle_t blas,
-                          cudaStream_t s);
+                          cudaStream_t s, PrefillX* xcache = nullptr, bool accumulate = false);
 
 cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                            float eps, cudaStream_t s);

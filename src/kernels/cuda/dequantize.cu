@@ -13,6 +13,7 @@ struct LayoutRow {
   int raw_bytes;   // ggml block bytes
   int body_bytes;  // packed body bytes per block (16-byte multiple)
   bool aux0, aux1, aux16;
+  bool head = false;  // a 16-byte head per block in its own array
 };
 
 // clang-format off
@@ -25,7 +26,9 @@ constexpr LayoutRow kLayouts[] = {
   {DType::Q4_1, 32,  20,  16,  true,  false, false},
   {DType::Q5_0, 32,  22,  16,  true,  false, true},
   {DType::Q5_1, 32,  24,  16,  true,  true,  false},
-  {DType::Q4_K, 256, 144, 144, false, false, false},
+  // Q4_K: the 128 quant bytes stay in the body, so a warp's units are contiguous there (16-byte
+  // loads, no head bytes between them); the head moves to its own array.
+  {DType::Q4_K, 256, 144, 128, false, false, false, true},
   {DType::Q5_K, 256, 176, 176, false, false, false},
   {DType::Q6_K, 256, 210, 208, false, false, true},
 };
@@ -46,10 +49,11 @@ __device__ __forceinline__ uint32_t load_u32_bytes(const uint8_t* p) {
 }
 
 // One thread per block: split the ggml block into body / aux arrays (byte loads: raw blocks of
-// 18, 20, 22, 34 or 210 bytes have no alignment to exploit, and this runs once per weight).
+// 18, 20, 22, 34 or 210 bytes have no alignment to exploit, and this runs once per weight;
+// Q4_K's 144 bytes do).
 template <DType T>
 __global__ void repack_kernel(const uint8_t* raw, uint8_t* body, uint32_t* aux0, uint32_t* aux1,
-                              uint16_t* aux16, int64_t n_blocks) {
+                              uint16_t* aux16, uint8_t* head, int64_t n_blocks) {
   const int64_t bi = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (bi >= n_blocks) return;
   constexpr int kRaw = T == DType::Q8_0   ? 34
@@ -57,6 +61,7 @@ __global__ void repack_kernel(const uint8_t* raw, uint8_t* body, uint32_t* aux0,
                        : T == DType::Q4_1 ? 20
                        : T == DType::Q5_0 ? 22
                        : T == DType::Q5_1 ? 24
+                       : T == DType::Q4_K ? 144
                                           : 210;
   const uint8_t* src = raw + bi * kRaw;
   auto copy_body = [&](int from, int n, int body_bytes) {
@@ -80,6 +85,11 @@ __global__ void repack_kernel(const uint8_t* raw, uint8_t* body, uint32_t* aux0,
     aux1[bi] = load_u32_bytes(src);
     aux0[bi] = load_u32_bytes(src + 4);
     copy_body(8, 16, 16);
+  } else if constexpr (T == DType::Q4_K) {  // 144-byte blocks: 16-byte aligned, 9 words
+    const uint4* s4 = reinterpret_cast<const uint4*>(src);
+    reinterpret_cast<uint4*>(head)[bi] = s4[0];
+    uint4* b4 = reinterpret_cast<uint4*>(body + bi * 128);
+    for (int i = 0; i < 8; ++i) b4[i] = s4[1 + i];
   } else {  // Q6_K: ql, qh, scales stay together; d moves out
     aux16[bi] = uint16_t(src[208] | (src[209] << 8));
     copy_body(0, 208, 208);
@@ -158,6 +168,7 @@ PackedLayout packed_layout(DType t, int64_t rows, int64_t cols) {
   if (r->aux0) p.aux0_offset = off, off = align256(off + blocks * 4);
   if (r->aux1) p.aux1_offset = off, off = align256(off + blocks * 4);
   if (r->aux16) p.aux16_offset = off, off = align256(off + blocks * 2);
+  if (r->head) p.head_offset = off, off = align256(off + blocks * 16);
   p.total_bytes = off;
   return p;
 }
@@ -174,6 +185,7 @@ DeviceWeight make_device_weight(DType t, int64_t rows, int64_t cols, const uint8
   if (r && r->aux0) w.aux0 = reinterpret_cast<const uint32_t*>(packed + p.aux0_offset);
   if (r && r->aux1) w.aux1 = reinterpret_cast<const uint32_t*>(packed + p.aux1_offset);
   if (r && r->aux16) w.aux16 = reinterpret_cast<const uint16_t*>(packed + p.aux16_offset);
+  if (r && r->head) w.aux_head = reinterpret_cast<const uint4*>(packed + p.head_offset);
   return w;
 }
 
@@ -189,17 +201,19 @@ cudaError_t launch_repack(DType t, const uint8_t* raw, uint8_t* packed, int64_t 
   auto* aux0 = reinterpret_cast<uint32_t*>(packed + p.aux0_offset);
   auto* aux1 = reinterpret_cast<uint32_t*>(packed + p.aux1_offset);
   auto* aux16 = reinterpret_cast<uint16_t*>(packed + p.aux16_offset);
+  uint8_t* head = packed + p.head_offset;
   const unsigned grid = unsigned((n_blocks + 255) / 256);
   switch (t) {
-#define HEARTH_REPACK(T)                                                             \
-  case T:                                                                            \
-    repack_kernel<T><<<grid, 256, 0, s>>>(raw, packed, aux0, aux1, aux16, n_blocks); \
+#define HEARTH_REPACK(T)                                                                   \
+  case T:                                                                                  \
+    repack_kernel<T><<<grid, 256, 0, s>>>(raw, packed, aux0, aux1, aux16, head, n_blocks); \
     break;
     HEARTH_REPACK(DType::Q8_0)
     HEARTH_REPACK(DType::Q4_0)
     HEARTH_REPACK(DType::Q4_1)
     HEARTH_REPACK(DType::Q5_0)
     HEARTH_REPACK(DType::Q5_1)
+    HEARTH_REPACK(DType::Q4_K)
     HEARTH_REPACK(DType::Q6_K)
 #undef HEARTH_REPACK
     default:

@@ -31,17 +31,20 @@ __global__ void __launch_bounds__(kThreads)
     rmsnorm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w,
                          float* __restrict__ y, int64_t n, float eps, QOut qo) {
   pdl_trigger();
+  // Block y of gridDim.y owns one kThreads-element slice: every block re-reads the row for the
+  // sum (L2-resident), so the quantization spreads over many SMs instead of one.
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t first = int64_t(blockIdx.y) * kThreads + int64_t(warp) * 32;
+  // The norm weight does not come from the previous kernel: its first slice loads before the
+  // wait, one DRAM round trip off the critical path.
+  const float w_first = first < n ? __ldg(w + first + lane) : 0.f;
   pdl_wait();
   const float* xr = x + int64_t(blockIdx.x) * n;
   float* yr = y + int64_t(blockIdx.x) * n;
   const float scale = block_rms_scale<kThreads>(xr, n, eps);
-  // Block y of gridDim.y owns one kThreads-element slice: every block re-reads the row for the
-  // sum (L2-resident), so the quantization spreads over many SMs instead of one.
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int64_t i0 = int64_t(blockIdx.y) * kThreads + int64_t(warp) * 32; i0 < n;
-       i0 += int64_t(gridDim.y) * kThreads) {
+  for (int64_t i0 = first; i0 < n; i0 += int64_t(gridDim.y) * kThreads) {
     const int64_t i = i0 + lane;
-    const float v = xr[i] * scale * w[i];
+    const float v = xr[i] * scale * (i0 == first ? w_first : w[i]);
     yr[i] = v;
     quant_block32(v, lane, (int64_t(blockIdx.x) * n + i0) / 32, qo.q1, qo.q2, qo.scales);
   }

@@ -61,19 +61,6 @@ __device__ __forceinline__ XTwo x_two(const QuantizedActs& xa, int t, int64_t bl
   return x;
 }
 
-// Q4_K/Q5_K 6-bit scale and min of sub-block j (0..7) from the header words (bytes 4..15).
-__device__ __forceinline__ void k_scale_min(const uint4& h, int j, float& sc, float& m) {
-  const int sh = 8 * (j & 3);
-  const uint32_t a = h.y >> sh, b = h.z >> sh, c = h.w >> sh;
-  if (j < 4) {
-    sc = float(a & 63);
-    m = float(b & 63);
-  } else {
-    sc = float((c & 0xF) | (((a >> 6) & 3) << 4));
-    m = float(((c >> 4) & 0xF) | (((b >> 6) & 3) << 4));
-  }
-}
-
 template <DType T>
 struct QT;
 
@@ -223,9 +210,10 @@ struct QT<DType::Q4_K> {
   };
   using X = XPair;
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
-    const uint8_t* blk = w.body + (row * w.blocks_per_row + (u >> 2)) * 144;
-    const uint4* q = reinterpret_cast<const uint4*>(blk + 16 + (u & 3) * 32);
-    return {__ldg(reinterpret_cast<const uint4*>(blk)), __ldg(q), __ldg(q + 1)};
+    // Packed layout (dequantize.cu): quants contiguous in the body, heads in their own array.
+    const int64_t bi = row * w.blocks_per_row + (u >> 2);
+    const uint4* q = reinterpret_cast<const uint4*>(w.body + bi * 128 + (u & 3) * 32);
+    return {__ldg(w.aux_head + bi), __ldg(q), __ldg(q + 1)};
   }
   static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) {
     return {x_one(xa, t, 2 * u), x_one(xa, t, 2 * u + 1)};
@@ -494,6 +482,9 @@ cudaError_t gemv_typed(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
       if constexpr (T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K) {
         if (gemv_min_blocks(T, grid) == 3) return launch_plain<T, 3>(b, xa, split, s);
       }
+      if constexpr (T == DType::Q8_0) {
+        if (gemv_min_blocks(T, grid) == 4) return launch_plain<T, 4>(b, xa, split, s);
+      }
       return launch_plain<T, 1>(b, xa, split, s);
     case 2:
       return launch_pdl(gemv_int8_kernel<T, 2>, dim3(grid), dim3(kWarps * 32), 0, s, b, xa);
@@ -578,7 +569,11 @@ int gemv_min_blocks(DType t, int64_t grid_blocks) {
   // Q4_K at 80 registers instead of 94 (no spills) fits 3 blocks per SM instead of 2: faster
   // for grids of several waves (11008x4096: 1.85 -> 2.06 TB/s on the H200), slower for one
   // wave (4096x4096: 1.51 -> 1.42). Q5_K (116 bytes of spills) and Q6_K (16-24) stay.
+  // Q8_0 at 64 registers instead of 94 (no spills) fits 4 blocks per SM instead of 2: ncu showed
+  // its warps stalled on memory at 25% occupancy; with the split below, tg128 392 -> 438 tok/s
+  // (session 9). Q4_0 at 64 spills, and at 80 (3 blocks) it lost (557 -> 554).
   static const int forced = env_int("HEARTH_CUDA_GEMV_MINBLOCKS", 0);
+  if (t == DType::Q8_0) return forced == 1 ? 1 : 4;
   if (forced == 1 || forced == 3) return forced;
   return t == DType::Q4_K && grid_blocks > 512 ? 3 : 1;
 }
@@ -586,11 +581,15 @@ int gemv_min_blocks(DType t, int64_t grid_blocks) {
 int gemv_split(const GemvJob* jobs, int n_jobs, int64_t steps, bool int8) {
   // Measured on the H200 (docs/performance-cuda.md, session 8): the float GEMV gains from
   // splitting (F16 4096x11008 2.5 -> 3.4 TB/s; F16 tg128 225 -> 246 with grids up to 4096
-  // blocks, so gate/up splits too), the int8 one loses (Q8_0 4096x11008 3.2 -> 2.6 TB/s).
+  // blocks, so gate/up splits too).
   static const int max_float = env_int("HEARTH_CUDA_GEMV_SPLIT", 4);
-  static const int max_int8 = env_int("HEARTH_CUDA_GEMV_SPLIT_INT8", 1);
+  // The int8 kernels split only where 4 blocks fit per SM (Q8_0 at 64 registers, above): split
+  // 2 took Q8_0 4096x4096 from 2.49 to 2.74 TB/s; at 2 blocks per SM a split only lengthens the
+  // grid (Q4_0 4096x11008 2.36 -> 2.02).
+  static const int max_int8 = env_int("HEARTH_CUDA_GEMV_SPLIT_INT8", 0);
   static const int64_t max_blocks = env_int("HEARTH_CUDA_GEMV_SPLIT_BLOCKS", 4096);
-  const int cap = int8 ? max_int8 : max_float;
+  const int int8_cap = max_int8 > 0 ? max_int8 : jobs[0].w.dtype == DType::Q8_0 ? 2 : 1;
+  const int cap = int8 ? int8_cap : max_float;
   int64_t blocks = 0;
   for (int i = 0; i < n_jobs; ++i)
     blocks += (jobs[i].w.rows + kGemvRowsPerBlock - 1) / kGemvRowsPerBlock;

@@ -236,18 +236,48 @@ bool split_x(DType t) {
   return on && (t == DType::F16 || t == DType::BF16);
 }
 
-size_t x16_bytes(const DeviceWeight& w, int64_t n_tokens) {
-  return align256(size_t(n_tokens) * size_t(w.cols) * 2) * (split_x(w.dtype) ? 2 : 1);
-}
-
 // The FP8 correction applies: a split-x dtype with an e4m3 copy, switched on, not refused.
 bool use_fp8(const DeviceWeight& w) {
   return split_x(w.dtype) && w.w8 && w.w8_scale && gemm_fp8_enabled() && gemm_fp8_working();
 }
-// Behind x16 (and W16): x_lo in e4m3, its scale (and scratch), cuBLASLt's workspace.
-size_t fp8_extra_bytes(const DeviceWeight& w, int64_t n_tokens) {
-  if (!(split_x(w.dtype) && w.w8 && w.w8_scale && gemm_fp8_enabled())) return 0;
-  return align256(size_t(n_tokens) * size_t(w.cols)) + 256 + kFp8LtWorkspace;
+bool fp8_able(const DeviceWeight& w) {
+  return split_x(w.dtype) && w.w8 && w.w8_scale && gemm_fp8_enabled();
+}
+
+// The prefill workspace: x's converted forms first, at offsets that depend on x's size and
+// the dtype's kind only (so a cached conversion serves the next weight reading the same x),
+// then W in fp16 (non-F16 dtypes) and cuBLASLt's workspace.
+//   x16 [nx] fp16 | x16_lo [nx] fp16 (split-x dtypes) | lo8 [nx] e4m3, scale (FP8-able)
+//   | w16 [rows * cols] fp16 | lt workspace (FP8-able)
+struct PrefillWorkspace {
+  __half* x16 = nullptr;
+  __half* x16_lo = nullptr;
+  uint8_t* lo8 = nullptr;
+  float* xscale = nullptr;
+  __half* w16 = nullptr;
+  void* lt_ws = nullptr;
+  size_t bytes = 0;
+};
+PrefillWorkspace carve(const DeviceWeight& w, int64_t n_tokens, void* base) {
+  PrefillWorkspace p;
+  auto* at = static_cast<uint8_t*>(base);
+  size_t off = 0;
+  auto take = [&](size_t n) {
+    uint8_t* ptr = at ? at + off : nullptr;
+    off += align256(n);
+    return ptr;
+  };
+  const size_t nx = size_t(n_tokens) * size_t(w.cols);
+  p.x16 = reinterpret_cast<__half*>(take(nx * 2));
+  if (split_x(w.dtype)) p.x16_lo = reinterpret_cast<__half*>(take(nx * 2));
+  if (fp8_able(w)) {
+    p.lo8 = take(nx);
+    p.xscale = reinterpret_cast<float*>(take(256));
+  }
+  if (w.dtype != DType::F16) p.w16 = reinterpret_cast<__half*>(take(size_t(w.rows) * w.cols * 2));
+  if (fp8_able(w)) p.lt_ws = take(kFp8LtWorkspace);
+  p.bytes = off;
+  return p;
 }
 
 }  // namespace
@@ -277,16 +307,15 @@ size_t matmul_workspace_bytes(const DeviceWeight& w, int64_t n_tokens) {
   if (n_tokens <= kGemvMaxTokens)
     return uses_int8_gemv(w.dtype) ? quantized_acts_bytes(n_tokens, w.cols) : 0;
   if (w.dtype == DType::F32) return 0;
-  const size_t x16 = x16_bytes(w, n_tokens);
-  const size_t w16 = w.dtype == DType::F16 ? 0 : align256(size_t(w.rows) * size_t(w.cols) * 2);
-  return x16 + w16 + fp8_extra_bytes(w, n_tokens);
+  return carve(w, n_tokens, nullptr).bytes;
 }
 
 cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_tokens, float* y,
                           void* workspace, size_t workspace_bytes, cublasHandle_t blas,
-                          cudaStream_t s) {
+                          cudaStream_t s, PrefillX* xcache, bool accumulate) {
   if (n_tokens <= 0 || w.rows <= 0) return cudaSuccess;
   if (n_tokens <= kGemvMaxTokens) {
+    if (accumulate) return cudaErrorInvalidValue;  // the GEMV adds through GemvJob::add_to
     if (w.cols % 8 != 0) {
       const unsigned grid = unsigned((w.rows + kWarps - 1) / kWarps);
       gemv_scalar_kernel<<<grid, kWarps * 32, 0, s>>>(w, x, y, n_tokens);
@@ -306,7 +335,7 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
   // Column-major view: W row-major {d, n} is W^T col-major (n x d, ld n); X [T, n] is n x T;
   // Y [T, d] is d x T. So Y = op_T(W) * X.
   const int m = int(w.rows), nn = int(n_tokens), k = int(w.cols);
-  const float alpha = 1.f, beta = 0.f;
+  const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
   if (cublasSetStream(blas, s) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
   if (w.dtype == DType::F32) {
     const cublasStatus_t st =
@@ -314,43 +343,64 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
                     reinterpret_cast<const float*>(w.body), k, x, k, &beta, y, m);
     return st == CUBLAS_STATUS_SUCCESS ? cudaGetLastError() : cudaErrorUnknown;
   }
-  if (workspace_bytes < matmul_workspace_bytes(w, n_tokens)) return cudaErrorInvalidValue;
-  auto* x16 = static_cast<__half*>(workspace);
+  const PrefillWorkspace ws = carve(w, n_tokens, workspace);
+  if (workspace_bytes < ws.bytes) return cudaErrorInvalidValue;
   const __half* w16 = reinterpret_cast<const __half*>(w.body);
   if (w.dtype != DType::F16) {
-    auto* dst =
-        reinterpret_cast<__half*>(static_cast<uint8_t*>(workspace) + x16_bytes(w, n_tokens));
-    if (cudaError_t e = launch_weight_to_f16(w, dst, s); e != cudaSuccess) return e;
-    w16 = dst;
+    if (cudaError_t e = launch_weight_to_f16(w, ws.w16, s); e != cudaSuccess) return e;
+    w16 = ws.w16;
   }
   const int64_t nx = n_tokens * w.cols;
-  __half* x16_lo = x16 + align256(size_t(nx) * 2) / 2;
-  if (use_fp8(w) && fp8_gemm_supported(blas, m, k, nn)) {
+  // What x becomes in the workspace; a cache naming the same x, size and kind skips it (Q, K and
+  // V, or gate and up, read one x).
+  const bool fp8 = use_fp8(w) && fp8_gemm_supported(blas, m, k, nn);
+  PrefillX want{x, nx,
+                fp8                ? PrefillX::kHiLo8
+                : split_x(w.dtype) ? PrefillX::kHiLo16
+                                   : PrefillX::kHalf};
+  bool ready = xcache && *xcache == want;
+  if (xcache) *xcache = {};  // until the conversion below is queued
+  if (fp8) {
     // y = W.hi (fp16) + W8.lo8 (e4m3): the correction at FP8 rate. Shapes cuBLASLt has no FP8
     // algorithm for, and any failure (then for good), take the two fp16 passes, which rewrite y.
-    const size_t w16_bytes =
-        w.dtype == DType::F16 ? 0 : align256(size_t(w.rows) * size_t(w.cols) * 2);
-    uint8_t* extra = static_cast<uint8_t*>(workspace) + x16_bytes(w, n_tokens) + w16_bytes;
-    uint8_t* lo8 = extra;
-    auto* xscale = reinterpret_cast<float*>(extra + align256(size_t(nx)));
-    void* lt_ws = extra + align256(size_t(nx)) + 256;
-    if (cudaError_t e = launch_split_x_fp8(x, nx, x16, lo8, xscale, s); e != cudaSuccess) return e;
-    const cublasStatus_t st = cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &alpha, w16,
-                                           CUDA_R_16F, k, x16, CUDA_R_16F, k, &beta, y, CUDA_R_32F,
-                                           m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (st != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
-    const cudaError_t e = fp8_gemm_accumulate(blas, w.w8, w.w8_scale, lo8, xscale, y, m, k, nn,
-                                              lt_ws, kFp8LtWorkspace, s);
-    if (e == cudaSuccess) return e;
+    if (!ready) {
+      if (cudaError_t e = launch_split_x_fp8(x, nx, ws.x16, ws.lo8, ws.xscale, s); e != cudaSuccess)
+        return e;
+    }
+    if (xcache) *xcache = want;
+    auto correction = [&] {
+      return fp8_gemm_accumulate(blas, w.w8, w.w8_scale, ws.lo8, ws.xscale, y, m, k, nn, ws.lt_ws,
+                                 kFp8LtWorkspace, s);
+    };
+    // Accumulating, the correction goes first: should it fail, nothing was added yet and the
+    // fp16 passes below start over. Otherwise the hi pass writes y and the correction adds.
+    cudaError_t e = accumulate ? correction() : cudaSuccess;
+    if (e == cudaSuccess) {
+      const cublasStatus_t st = cublasGemmEx(
+          blas, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &alpha, w16, CUDA_R_16F, k, ws.x16, CUDA_R_16F,
+          k, &beta, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      if (st != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
+      if (accumulate) return cudaGetLastError();
+      e = correction();
+      if (e == cudaSuccess) return e;
+    }
     gemm_fp8_mark_failed();
+    if (xcache) *xcache = {};
+    want.kind = PrefillX::kHiLo16;  // the fp16 passes below convert x again, lo included
+    ready = false;
   }
-  if (split_x(w.dtype)) {
-    const int64_t blocks = std::min<int64_t>((nx + 255) / 256, 65535 * 4);
-    f32_to_f16_split_kernel<<<unsigned(blocks), 256, 0, s>>>(x, x16, x16_lo, nx);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  } else if (cudaError_t e = launch_f32_to_f16(x, x16, nx, s); e != cudaSuccess) {
-    return e;
+  if (!ready) {
+    if (split_x(w.dtype)) {
+      const int64_t blocks = std::min<int64_t>((nx + 255) / 256, 65535 * 4);
+      f32_to_f16_split_kernel<<<unsigned(blocks), 256, 0, s>>>(x, ws.x16, ws.x16_lo, nx);
+      if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    } else if (cudaError_t e = launch_f32_to_f16(x, ws.x16, nx, s); e != cudaSuccess) {
+      return e;
+    }
   }
+  if (xcache) *xcache = want;
+  const __half* x16 = ws.x16;
+  const __half* x16_lo = ws.x16_lo;
   cublasStatus_t st =
       cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &alpha, w16, CUDA_R_16F, k, x16,
                    CUDA_R_16F, k, &beta, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);

@@ -32,6 +32,20 @@ __device__ __forceinline__ void k4_scale_min(const uint8_t* q, int j, float& sc,
   }
 }
 
+// The same from the 16-byte head held in registers (words 1..3 are bytes 4..15): shifts only,
+// where indexing a byte array by a run-time j would put the head in local memory.
+__device__ __forceinline__ void k_scale_min(const uint4& h, int j, float& sc, float& m) {
+  const int sh = 8 * (j & 3);
+  const uint32_t a = h.y >> sh, b = h.z >> sh, c = h.w >> sh;
+  if (j < 4) {
+    sc = float(a & 63);
+    m = float(b & 63);
+  } else {
+    sc = float((c & 0xF) | (((a >> 6) & 3) << 4));
+    m = float(((c >> 4) & 0xF) | (((b >> 6) & 3) << 4));
+  }
+}
+
 template <DType T>
 __device__ __forceinline__ void dq8(const DeviceWeight& w, int64_t row, int64_t g, float (&o)[8]);
 
@@ -137,13 +151,13 @@ __device__ __forceinline__ void dq8<DType::Q5_1>(const DeviceWeight& w, int64_t 
 template <>
 __device__ __forceinline__ void dq8<DType::Q4_K>(const DeviceWeight& w, int64_t row, int64_t g,
                                                  float (&o)[8]) {
-  const uint8_t* blk = w.body + (row * w.blocks_per_row + (g >> 5)) * 144;
+  const int64_t bi = row * w.blocks_per_row + (g >> 5);
   const int gw = int(g & 31), c = gw >> 3, hi = (gw >> 2) & 1;
-  const uint2 q = __ldg(reinterpret_cast<const uint2*>(blk + 16 + c * 32) + (gw & 3));
-  const uint32_t dm = __ldg(reinterpret_cast<const uint32_t*>(blk));
+  const uint2 q = __ldg(reinterpret_cast<const uint2*>(w.body + bi * 128 + c * 32) + (gw & 3));
+  const uint4 head = __ldg(w.aux_head + bi);
   float sc, mn;
-  k4_scale_min(blk + 4, 2 * c + hi, sc, mn);
-  const float d = half_bits(dm) * sc, m = half_bits(dm >> 16) * mn;
+  k_scale_min(head, 2 * c + hi, sc, mn);
+  const float d = half_bits(head.x) * sc, m = half_bits(head.x >> 16) * mn;
 #pragma unroll
   for (int i = 0; i < 8; ++i) o[i] = d * float((byte_of(q, i) >> (4 * hi)) & 0xF) - m;
 }

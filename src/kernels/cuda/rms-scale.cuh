@@ -11,7 +11,32 @@ template <int kThreads>
 __device__ __forceinline__ float block_rms_scale(const float* __restrict__ xr, int64_t n,
                                                  float eps) {
   float ss = 0.f;
-  for (int64_t i = threadIdx.x; i < n; i += kThreads) ss = fmaf(xr[i], xr[i], ss);
+  int64_t done = 0;
+  // Four 16-byte loads per thread in flight before the first is used: the row (just written by
+  // the previous kernel, in L2) costs one round trip per 16 * kThreads elements. A scalar
+  // strided loop waited once per few kThreads elements, several L2 round trips a decode row.
+  if ((reinterpret_cast<uintptr_t>(xr) & 15) == 0) {
+    constexpr int kDepth = 4;
+    const float4* x4 = reinterpret_cast<const float4*>(xr);
+    const int64_t n4 = n / 4;
+    for (int64_t base = 0; base < n4; base += kDepth * kThreads) {
+      float4 v[kDepth];
+#pragma unroll
+      for (int k = 0; k < kDepth; ++k) {
+        const int64_t i = base + k * kThreads + threadIdx.x;
+        v[k] = i < n4 ? x4[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int k = 0; k < kDepth; ++k) {
+        ss = fmaf(v[k].x, v[k].x, ss);
+        ss = fmaf(v[k].y, v[k].y, ss);
+        ss = fmaf(v[k].z, v[k].z, ss);
+        ss = fmaf(v[k].w, v[k].w, ss);
+      }
+    }
+    done = n4 * 4;
+  }
+  for (int64_t i = done + threadIdx.x; i < n; i += kThreads) ss = fmaf(xr[i], xr[i], ss);
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   __shared__ float partial[kThreads / 32];
   if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;

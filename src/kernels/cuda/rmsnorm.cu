@@ -1,5 +1,5 @@
-// RMSNorm on CUDA: one block per row, sum of squares reduced in float across the block, then
-// y = x * rsqrt(mean + eps) * w. Rows up to any length (threads stride the row).
+// RMSNorm on CUDA: one block per row (or per slice of a row, for decode), sum of squares reduced
+// in float across the block, then y = x * rsqrt(mean + eps) * w. Rows of any length.
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rms-scale.cuh"
@@ -14,11 +14,17 @@ __global__ void __launch_bounds__(kThreads)
     rmsnorm_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
                    int64_t n, float eps) {
   pdl_trigger();
+  // Block y of gridDim.y writes one slice of the row (all of them re-read it for the sum), so a
+  // decode row spreads over several SMs. The weight does not come from the previous kernel: the
+  // first slice of it loads before the wait.
+  const int64_t first = int64_t(blockIdx.y) * kThreads + threadIdx.x;
+  const float w_first = first < n ? __ldg(w + first) : 0.f;
   pdl_wait();
   const float* xr = x + int64_t(blockIdx.x) * n;
   float* yr = y + int64_t(blockIdx.x) * n;
   const float scale = block_rms_scale<kThreads>(xr, n, eps);
-  for (int64_t i = threadIdx.x; i < n; i += kThreads) yr[i] = xr[i] * scale * w[i];
+  for (int64_t i = first; i < n; i += int64_t(gridDim.y) * kThreads)
+    yr[i] = xr[i] * scale * (i == first ? w_first : w[i]);
 }
 
 }  // namespace
@@ -26,7 +32,11 @@ __global__ void __launch_bounds__(kThreads)
 cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                            float eps, cudaStream_t s) {
   if (rows <= 0 || n <= 0) return cudaSuccess;
-  return launch_pdl(rmsnorm_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, s, x, w, y, n, eps);
+  // Slices only for decode-sized batches: a prefill's rows fill the GPU by themselves.
+  int64_t slices = rows <= kGemvMaxTokens ? (n + kThreads - 1) / kThreads : 1;
+  if (slices > 64) slices = 64;
+  return launch_pdl(rmsnorm_kernel, dim3(unsigned(rows), unsigned(slices)), dim3(kThreads), 0, s, x,
+                    w, y, n, eps);
 }
 
 }  // namespace hearth::cuda

@@ -48,6 +48,85 @@ TEST_P(CudaPrefillGemm, Fp8CorrectionKeepsTwoPassAccuracy) {
   cublasDestroy(blas);
 }
 
+// Q, K and V (gate and up) read one x: the backend converts it once (matmul.cu PrefillX) and
+// must convert again whenever x may have changed: an op writing x, an upload into it, a matmul
+// writing it. A stale conversion would give the old product (errors of order 1).
+class CudaPrefillSharedX : public CudaTest, public ::testing::WithParamInterface<DType> {};
+
+TEST_P(CudaPrefillSharedX, ConvertedXFollowsEveryWrite) {
+  const DType t = GetParam();
+  const int64_t cols = 512, T = 40;
+  const double tol = t == DType::Q4_0 ? 1e-3 : 3e-5;  // Q4_0 takes one fp16 pass
+  std::vector<Weight> ws;
+  std::vector<std::vector<float>> wf;
+  std::vector<std::vector<uint8_t>> keep;
+  for (int64_t rows : {int64_t(96), int64_t(48), int64_t(cols)}) {
+    keep.push_back(random_weight_bytes(t, rows, cols, uint32_t(rows)));
+    ws.push_back(make_weight(t, rows, cols, keep.back()));
+    ASSERT_TRUE(backend_->prepare_weight(ws.back()).is_ok()) << backend_->status().message();
+    wf.emplace_back(size_t(rows * cols));
+    for (int64_t r = 0; r < rows; ++r)
+      kernels::dequantize_row(t, ws.back().host.row(r), wf.back().data() + r * cols, cols);
+  }
+  auto check = [&](size_t wi, float* x, const std::vector<float>& xh, const char* when) {
+    const int64_t rows = ws[wi].host.rows();
+    float* y = poisoned(T * rows);
+    backend_->matmul(ws[wi], x, T, y);
+    EXPECT_LT(rel_error(get(y, T * rows), reference_matmul(wf[wi], xh, rows, cols, T)), tol)
+        << dtype_name(t) << " weight " << wi << " " << when;
+  };
+  auto xh = random_floats(size_t(T * cols), 5, -2.f, 2.f);
+  float* x = dev(xh);
+  check(0, x, xh, "first");
+  check(1, x, xh, "same x, second weight");
+  // x += d through a backend op.
+  const auto d = random_floats(xh.size(), 6, -1.f, 1.f);
+  backend_->add_inplace(x, dev(d), int64_t(xh.size()));
+  for (size_t i = 0; i < xh.size(); ++i) xh[i] += d[i];
+  check(1, x, xh, "after add_inplace");
+  // New contents by upload.
+  xh = random_floats(xh.size(), 7, -3.f, 3.f);
+  backend_->upload(x, xh.data(), int64_t(xh.size()));
+  check(0, x, xh, "after upload");
+  // x overwritten by a product (square weight: [T, cols] -> [T, cols]) from another buffer.
+  const auto zh = random_floats(xh.size(), 8, -1.f, 1.f);
+  backend_->matmul(ws[2], dev(zh), T, x);
+  xh = get(x, int64_t(xh.size()));
+  check(1, x, xh, "after a matmul wrote x");
+  // A decode-sized product (2 tokens: the GEMV path, which converts nothing) into x's first rows.
+  const auto z2 = random_floats(size_t(2 * cols), 9, -1.f, 1.f);
+  backend_->matmul(ws[2], dev(z2), 2, x);
+  xh = get(x, int64_t(xh.size()));
+  check(0, x, xh, "after a GEMV wrote part of x");
+}
+
+// matmul_add: y += x . W^T, in the GEMM for prefill (beta = 1; the FP8 correction first), the
+// default matmul + add for decode sizes. Against y + the CPU product; rows not written stay.
+TEST_P(CudaPrefillSharedX, MatmulAddAccumulatesIntoY) {
+  const DType t = GetParam();
+  const int64_t rows = 80, cols = 512;
+  const double tol = t == DType::Q4_0 ? 1e-3 : 3e-5;
+  auto bytes = random_weight_bytes(t, rows, cols, 11);
+  Weight w = make_weight(t, rows, cols, bytes);
+  ASSERT_TRUE(backend_->prepare_weight(w).is_ok()) << backend_->status().message();
+  std::vector<float> wf(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    kernels::dequantize_row(t, w.host.row(r), wf.data() + r * cols, cols);
+  for (int64_t T : {int64_t(2), int64_t(40), int64_t(512)}) {
+    const auto xh = random_floats(size_t(T * cols), uint32_t(T), -2.f, 2.f);
+    const auto yh = random_floats(size_t(T * rows), uint32_t(T + 1), -50.f, 50.f);
+    std::vector<float> want = reference_matmul(wf, xh, rows, cols, T);
+    for (size_t i = 0; i < want.size(); ++i) want[i] += yh[i];
+    float* y = dev(yh);
+    backend_->matmul_add(w, dev(xh), T, y, poisoned(T * rows));
+    EXPECT_LT(rel_error(get(y, T * rows), want), tol) << dtype_name(t) << " T=" << T;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaPrefillSharedX,
+                         ::testing::Values(DType::F16, DType::BF16, DType::Q4_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
 INSTANTIATE_TEST_SUITE_P(Float, CudaPrefillGemm, ::testing::Values(DType::F16, DType::BF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
