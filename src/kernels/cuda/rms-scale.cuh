@@ -7,7 +7,9 @@
 namespace hearth::cuda {
 
 // Every thread of the block calls it (it synchronises the block) and gets the same scale.
-template <int kThreads>
+// kVec: the row's loads go out four 16-byte words per thread at once (decode rows, below);
+// without, a plain strided loop (prefill blocks, one per row, where that measured faster).
+template <int kThreads, bool kVec = true>
 __device__ __forceinline__ float block_rms_scale(const float* __restrict__ xr, int64_t n,
                                                  float eps) {
   float ss = 0.f;
@@ -15,7 +17,7 @@ __device__ __forceinline__ float block_rms_scale(const float* __restrict__ xr, i
   // Four 16-byte loads per thread in flight before the first is used: the row (just written by
   // the previous kernel, in L2) costs one round trip per 16 * kThreads elements. A scalar
   // strided loop waited once per few kThreads elements, several L2 round trips a decode row.
-  if ((reinterpret_cast<uintptr_t>(xr) & 15) == 0) {
+  if (kVec && (reinterpret_cast<uintptr_t>(xr) & 15) == 0) {
     constexpr int kDepth = 4;
     const float4* x4 = reinterpret_cast<const float4*>(xr);
     const int64_t n4 = n / 4;
