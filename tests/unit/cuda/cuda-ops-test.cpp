@@ -16,15 +16,6 @@ const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
                            DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                            DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
-// Rows dequantized by the CPU kernels: the reference decode of every dtype.
-std::vector<float> cpu_dequant(const Weight& w) {
-  const int64_t rows = w.host.rows(), cols = w.host.cols();
-  std::vector<float> out(size_t(rows * cols));
-  for (int64_t r = 0; r < rows; ++r)
-    kernels::dequantize_row(w.host.dtype, w.host.row(r), out.data() + r * cols, cols);
-  return out;
-}
-
 TEST(CudaBackendCreate, MissingDeviceIsAnErrorNotACrash) {
   Status err;
   auto none = make_cuda_backend(4096, &err);

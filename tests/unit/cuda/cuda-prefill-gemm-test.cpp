@@ -26,9 +26,7 @@ TEST_P(CudaPrefillGemm, Fp8CorrectionKeepsTwoPassAccuracy) {
     auto bytes = random_weight_bytes(t, rows, cols, uint32_t(rows + cols));
     Weight w = make_weight(t, rows, cols, bytes);
     ASSERT_TRUE(backend_->prepare_weight(w).is_ok()) << backend_->status().message();
-    std::vector<float> wf(size_t(rows * cols));
-    for (int64_t r = 0; r < rows; ++r)
-      kernels::dequantize_row(t, w.host.row(r), wf.data() + r * cols, cols);
+    const std::vector<float> wf = cpu_dequant(w);
     for (int64_t n_tokens : {int64_t(64), int64_t(17), int64_t(512)}) {
       // Activations with a wide spread of magnitudes, as after rmsnorm with outlier channels.
       auto x = random_floats(size_t(n_tokens * cols), uint32_t(n_tokens), -3.f, 3.f);
@@ -64,9 +62,7 @@ TEST_P(CudaPrefillSharedX, ConvertedXFollowsEveryWrite) {
     keep.push_back(random_weight_bytes(t, rows, cols, uint32_t(rows)));
     ws.push_back(make_weight(t, rows, cols, keep.back()));
     ASSERT_TRUE(backend_->prepare_weight(ws.back()).is_ok()) << backend_->status().message();
-    wf.emplace_back(size_t(rows * cols));
-    for (int64_t r = 0; r < rows; ++r)
-      kernels::dequantize_row(t, ws.back().host.row(r), wf.back().data() + r * cols, cols);
+    wf.push_back(cpu_dequant(ws.back()));
   }
   auto check = [&](size_t wi, float* x, const std::vector<float>& xh, const char* when) {
     const int64_t rows = ws[wi].host.rows();
@@ -109,9 +105,7 @@ TEST_P(CudaPrefillSharedX, MatmulAddAccumulatesIntoY) {
   auto bytes = random_weight_bytes(t, rows, cols, 11);
   Weight w = make_weight(t, rows, cols, bytes);
   ASSERT_TRUE(backend_->prepare_weight(w).is_ok()) << backend_->status().message();
-  std::vector<float> wf(size_t(rows * cols));
-  for (int64_t r = 0; r < rows; ++r)
-    kernels::dequantize_row(t, w.host.row(r), wf.data() + r * cols, cols);
+  const std::vector<float> wf = cpu_dequant(w);
   for (int64_t T : {int64_t(2), int64_t(40), int64_t(512)}) {
     const auto xh = random_floats(size_t(T * cols), uint32_t(T), -2.f, 2.f);
     const auto yh = random_floats(size_t(T * rows), uint32_t(T + 1), -50.f, 50.f);

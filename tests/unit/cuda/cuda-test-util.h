@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda-backend.h"
+#include "kernels/ops.h"
 
 namespace hearth::test {
 
@@ -100,6 +101,15 @@ inline Weight make_weight(DType t, int64_t rows, int64_t cols, std::vector<uint8
   w.host.data = bytes.data();
   w.host.nbytes = bytes.size();
   return w;
+}
+
+// Rows dequantized by the CPU kernels: the reference decode of every dtype.
+inline std::vector<float> cpu_dequant(const Weight& w) {
+  const int64_t rows = w.host.rows(), cols = w.host.cols();
+  std::vector<float> out(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    kernels::dequantize_row(w.host.dtype, w.host.row(r), out.data() + r * cols, cols);
+  return out;
 }
 
 }  // namespace hearth::test
