@@ -190,7 +190,7 @@ class CudaBackend final : public Backend {
   // Decode: the default (matmul, then add_inplace), which the queued GEMV takes into its store.
   void matmul_add(const Weight& w, const float* x, int64_t n_tokens, float* y,
                   float* scratch) override {
-    const int64_t rows = w.host.rows(), cols = w.host.numel() / std::max<int64_t>(rows, 1);
+    const int64_t rows = w.host.rows(), cols = w.host.cols();
     if (n_tokens <= cuda::kGemvMaxTokens || !fuse_ || !matmul_add_ ||
         (y < x + n_tokens * cols && x < y + n_tokens * rows))
       return Backend::matmul_add(w, x, n_tokens, y, scratch);

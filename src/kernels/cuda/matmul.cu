@@ -362,7 +362,8 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
   if (xcache) *xcache = {};  // until the conversion below is queued
   if (fp8) {
     // y = W.hi (fp16) + W8.lo8 (e4m3): the correction at FP8 rate. Shapes cuBLASLt has no FP8
-    // algorithm for, and any failure (then for good), take the two fp16 passes, which rewrite y.
+    // algorithm for, and any failure (then for good), take the two fp16 passes, which rewrite y
+    // (accumulating: add to it, once, since the failed correction added nothing).
     if (!ready) {
       if (cudaError_t e = launch_split_x_fp8(x, nx, ws.x16, ws.lo8, ws.xscale, s); e != cudaSuccess)
         return e;
