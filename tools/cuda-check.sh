@@ -11,13 +11,15 @@
 #       AB="A B ...": an A/B run instead of the full check: the default op tests, then for each
 #       setting (space-free env assignments joined by ',', or '-' for the defaults) the GEMV
 #       bench and `hearth bench -p 512 -n 128` on SPEED_TYPES (or the setting's AB_TYPES=a+b);
-#       a table of tok/s per setting.
+#       a table of tok/s per setting. With AB: PROBE=1 runs the cuBLASLt GEMM probe first,
+#       AB_PPROFILE="f16 ..." adds a prefill profile per setting, AB_GEMV=0 skips the GEMV bench, AB_BENCH=0 the
+#       `hearth bench -p 512 -n 128` runs.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DATA=${HEARTH_GPU_DATA:-$ROOT/.gpu-data}
 BUILD=${BUILD:-$ROOT/build-cuda}
 SHARED=${HEARTH_SHARED_SRC:-$ROOT/../shared}
-TARGETS="hearth golden-test cuda_ops_test hearth-cuda-bench"
+TARGETS="hearth golden-test cuda_ops_test hearth-cuda-bench hearth-cuda-gemm-probe"
 
 if [ "${1:-}" = pack ]; then
   set -e
@@ -26,7 +28,7 @@ if [ "${1:-}" = pack ]; then
   ninja -C "$BUILD" -j2 $TARGETS
   rm -rf "$DATA" && mkdir -p "$DATA/bin" "$DATA/lib" "$DATA/tools" "$DATA/goldens"
   for b in apps/cli/hearth tests/golden/golden-test tests/unit/cuda/cuda_ops_test \
-    src/backend/cuda/hearth-cuda-bench; do
+    src/backend/cuda/hearth-cuda-bench src/backend/cuda/hearth-cuda-gemm-probe; do
     strip -o "$DATA/bin/$(basename $b)" "$BUILD/$b"
   done
   # Non-system shared libraries the binaries need (the device image has glibc, libstdc++ and
@@ -94,7 +96,7 @@ else
   grep -E "error|FAILED|Could NOT" "$OUT/build.log" | head -20
   BIN=$OUT/bin && mkdir -p "$BIN"
   for b in apps/cli/hearth tests/golden/golden-test tests/unit/cuda/cuda_ops_test \
-    src/backend/cuda/hearth-cuda-bench; do ln -sf "$BUILD/$b" "$BIN/"; done
+    src/backend/cuda/hearth-cuda-bench src/backend/cuda/hearth-cuda-gemm-probe; do ln -sf "$BUILD/$b" "$BIN/"; done
 fi
 T1=$(date +%s)
 
@@ -120,21 +122,38 @@ HEARTH_CUDA_PDL=0 HEARTH_CUDA_ATTN_TC=0 HEARTH_CUDA_GEMM_FP8=0 HEARTH_REQUIRE_GP
   "$BIN/cuda_ops_test" >"$OUT/ops-classic.log" 2>&1 || OPS_RC=1
 grep -E "^\[  FAILED|Failure|^\[  PASSED" "$OUT/ops-classic.log" | head -20
 # ... and the opt-in experiments (rmsnorm in the GEMV's last block, pipelined GEMV, one fp16
-# rounding in the tensor-core prefill attention).
-echo "== CUDA op tests, HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1 HEARTH_CUDA_ATTN_TC=1"
-HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1 HEARTH_CUDA_ATTN_TC=1 HEARTH_REQUIRE_GPU=1 timeout 180 \
+# rounding in the tensor-core prefill attention, x_lo in e4m3 at its amax).
+echo "== CUDA op tests, HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1 HEARTH_CUDA_ATTN_TC=1 HEARTH_CUDA_FP8_LO=e4m3"
+HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1 HEARTH_CUDA_ATTN_TC=1 HEARTH_CUDA_FP8_LO=e4m3 \
+  HEARTH_REQUIRE_GPU=1 timeout 180 \
   "$BIN/cuda_ops_test" >"$OUT/ops-exp.log" 2>&1 || OPS_RC=1
 grep -E "^\[  FAILED|Failure|^\[  PASSED" "$OUT/ops-exp.log" | head -20
 
 if [ -n "${AB:-}" ]; then
+  # PROBE=1: the cuBLASLt algorithm survey of the prefill GEMM shapes first (gemm-probe.txt).
+  if [ "${PROBE:-0}" = 1 ]; then
+    echo "== cuBLASLt GEMM probe"
+    timeout "$(cap 120)" "$BIN/hearth-cuda-gemm-probe" >"$OUT/gemm-probe.txt" 2>&1
+    cut -c1-150 "$OUT/gemm-probe.txt"
+  fi
   wait
   for setting in $AB; do
     envs=${setting//,/ } && envs=${envs/#-/HEARTH_AB=default}
     # AB_TYPES=f16+q4_k inside a setting: bench only those files for it
     ts=$types && [[ $setting == *AB_TYPES=* ]] && ts=$(echo "$setting" | sed -E 's/.*AB_TYPES=([^,]*).*/\1/;s/\+/ /g')
     echo "== A/B $setting"
-    env $envs HEARTH_BENCH_DTYPES=${AB_DTYPES:-F16,Q4_0,Q4_K,Q8_0} timeout "$(cap 60)" \
+    [ "${AB_GEMV:-1}" = 1 ] && env $envs HEARTH_BENCH_DTYPES=${AB_DTYPES:-F16,Q4_0,Q4_K,Q8_0} timeout "$(cap 60)" \
       "$BIN/hearth-cuda-bench" 2>&1 | sed -n '/^== GEMV/,/^ *$/p' | awk '{print $1, $2, $5, $6, $7, $8}'
+    # AB_PPROFILE="f16 q4_0": the prefill profile's third pass for those files under the setting.
+    for t in ${AB_PPROFILE:-}; do
+      [ "$(cap 60)" -gt 20 ] || continue
+      f="$OUT/pprofile-$t-${setting//[^A-Za-z0-9]/}.txt"
+      env $envs HEARTH_CUDA_PROFILE=1 timeout "$(cap 90)" "$BIN/hearth" bench -m "$W/7b-$t.gguf" \
+        -p 512 -n 0 -r 2 --gpu-layers all >"$f.md" 2>"$f"
+      echo "prefill profile $t: $(grep -E "pp512" "$f.md" | tr -s ' ')"
+      sed -n '/prefill profile 3:/,/host wall/p' "$f" | grep -vE "^ +(embed|add|copy) "
+    done
+    [ "${AB_BENCH:-1}" = 1 ] || continue
     for t in $ts; do
       [ "$(cap 60)" -gt 20 ] || { echo "$t SKIPPED (time budget)"; continue; }
       j=$(env $envs timeout "$(cap 150)" "$BIN/hearth" bench -m "$W/7b-$t.gguf" -p 512 -n 128 -r 2 \

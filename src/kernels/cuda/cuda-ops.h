@@ -151,7 +151,7 @@ cudaError_t launch_read_probe(const void* buf, size_t bytes, unsigned* sink, cud
 constexpr int64_t kGemvMaxTokens = 4;
 size_t matmul_workspace_bytes(const DeviceWeight& w, int64_t n_tokens);
 // What a prefill matmul left in its workspace: x converted to fp16 (kHalf), to fp16 hi + lo
-// (kHiLo16) or to fp16 hi + e4m3 lo with its scale (kHiLo8). Passed back unchanged with the same
+// (kHiLo16) or to fp16 hi + FP8 lo with its scale (kHiLo8). Passed back unchanged with the same
 // workspace, the next matmul on the same x of the same kind skips the conversion; the caller
 // clears it ({}) whenever x's contents may have changed or the workspace moved.
 struct PrefillX {

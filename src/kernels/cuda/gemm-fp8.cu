@@ -1,6 +1,7 @@
-// FP8 correction pass of F16/BF16 prefill GEMMs: y = W.x_hi (fp16, matmul.cu) + W8.x_lo8 (e4m3
-// through cuBLASLt, here), per-tensor scales on the device (amax / 448). Why it is accurate: x_lo
-// is ~2^-12 of x, so e4m3's 2^-4 relative error costs ~2^-16 of y. See gemm-fp8.h.
+// FP8 correction pass of F16/BF16 prefill GEMMs: y = W.x_hi (fp16, matmul.cu) + W8.x_lo8 (FP8
+// through cuBLASLt, here): W8 e4m3 at a per-tensor scale (amax / 448), x_lo8 e5m2 at a fixed
+// scale (or e4m3 at its amax, fp8_lo_type()). Why it is accurate: x_lo is ~2^-12 of x, so FP8's
+// 2^-4 (e4m3) or 2^-3 (e5m2) relative error costs ~2^-15 of y. See gemm-fp8.h.
 #include "kernels/cuda/gemm-fp8.h"
 
 #include <cublasLt.h>
@@ -83,7 +84,48 @@ __global__ void finish_scale_kernel(const float* amax, float* scale_out) {
   *scale_out = fp8_scale(amax);
 }
 
-// Block 0 also stores the scale (amax is final: the amax kernel ran before this one).
+// x_lo in e5m2 at the fixed scale 2^-kLoE5m2Shift: one pass, no amax. |x_lo| is at most half
+// an fp16 ulp of x: 16 for x near fp16's largest finite value (65504), 2^-25 where fp16 itself
+// turns subnormal (2^-14). Times 2^11 that is [2^-14, 2^15], e5m2's normal range (max 57344):
+// every x_lo fp16 can leave is kept to e5m2's 2^-3 relative precision, ~2^-14 of x at worst.
+constexpr int kLoE5m2Shift = 11;
+
+__device__ __forceinline__ void split_one(float v, __half& hi, __nv_fp8_storage_t& lo) {
+  hi = __float2half_rn(v);
+  lo = __nv_cvt_float_to_fp8((v - __half2float(hi)) * float(1 << kLoE5m2Shift), __NV_SATFINITE,
+                             __NV_E5M2);
+}
+
+// 8 values a thread: two 16-byte loads of x, one 16-byte store of hi, one 8-byte store of lo.
+// x, hi, lo 16-byte aligned, n % 8 == 0 (split_e5m2_scalar_kernel otherwise).
+__global__ void split_e5m2_vec8_kernel(const float4* x, int64_t n8, uint4* hi, uint2* lo8,
+                                       float* scale_out) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *scale_out = 1.f / float(1 << kLoE5m2Shift);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n8;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float4 a = x[2 * i], b = x[2 * i + 1];
+    const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    __align__(16) __half h[8];
+    __align__(8) __nv_fp8_storage_t l[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) split_one(v[k], h[k], l[k]);
+    hi[i] = *reinterpret_cast<const uint4*>(h);
+    lo8[i] = *reinterpret_cast<const uint2*>(l);
+  }
+}
+
+__global__ void split_e5m2_scalar_kernel(const float* x, int64_t n, __half* hi, uint8_t* lo8,
+                                         float* scale_out) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *scale_out = 1.f / float(1 << kLoE5m2Shift);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    __nv_fp8_storage_t l;
+    split_one(x[i], hi[i], l);
+    lo8[i] = l;
+  }
+}
+
+// e4m3 form: block 0 also stores the scale (amax is final: the amax kernel ran before this one).
 __global__ void split_fp8_kernel(const float* x, int64_t n, const float* amax, __half* hi,
                                  uint8_t* lo8, float* scale_out) {
   const float inv = 1.f / fp8_scale(amax);
@@ -123,6 +165,14 @@ bool gemm_fp8_enabled() {
     return !(e && std::strcmp(e, "0") == 0);
   }();
   return on;
+}
+
+Fp8Lo fp8_lo_type() {
+  static const Fp8Lo t = [] {
+    const char* e = std::getenv("HEARTH_CUDA_FP8_LO");
+    return e && std::strcmp(e, "e4m3") == 0 ? Fp8Lo::kE4m3 : Fp8Lo::kE5m2;
+  }();
+  return t;
 }
 
 namespace {
@@ -166,6 +216,20 @@ cudaError_t launch_weight_to_e4m3(DType t, const void* w, int64_t rows, int64_t 
 
 cudaError_t launch_split_x_fp8(const float* x, int64_t n, void* hi16, uint8_t* lo8,
                                float* scale_dev, cudaStream_t s) {
+  if (fp8_lo_type() == Fp8Lo::kE5m2) {
+    const bool vec =
+        n % 8 == 0 && ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(hi16) |
+                        reinterpret_cast<uintptr_t>(lo8)) &
+                       15) == 0;
+    if (vec)
+      split_e5m2_vec8_kernel<<<grid_for(n / 8), 256, 0, s>>>(
+          reinterpret_cast<const float4*>(x), n / 8, static_cast<uint4*>(hi16),
+          reinterpret_cast<uint2*>(lo8), scale_dev);
+    else
+      split_e5m2_scalar_kernel<<<grid_for(n), 256, 0, s>>>(x, n, static_cast<__half*>(hi16), lo8,
+                                                           scale_dev);
+    return cudaGetLastError();
+  }
   float* amax = scale_dev + 1;
   if (cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), s); e != cudaSuccess) return e;
   amax_lo_kernel<<<reduce_grid(n), 256, 0, s>>>(x, n, amax);
@@ -214,8 +278,9 @@ bool make_plan(Fp8Plan& p, size_t workspace_bytes) {
     st = cublasLtMatrixLayoutCreate(&p.la, CUDA_R_8F_E4M3, uint64_t(p.cols), uint64_t(p.rows),
                                     p.cols);
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatrixLayoutCreate(&p.lb, CUDA_R_8F_E4M3, uint64_t(p.cols), uint64_t(p.n_tokens),
-                                    p.cols);
+    st = cublasLtMatrixLayoutCreate(&p.lb,
+                                    fp8_lo_type() == Fp8Lo::kE5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3,
+                                    uint64_t(p.cols), uint64_t(p.n_tokens), p.cols);
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasLtMatrixLayoutCreate(&p.lc, CUDA_R_32F, uint64_t(p.rows), uint64_t(p.n_tokens),
                                     p.rows);

@@ -30,17 +30,23 @@ size_t weight_e4m3_bytes(DType t, int64_t rows, int64_t cols);
 // *scale_out points at s. w: F16 or BF16, n = rows * cols values.
 cudaError_t launch_weight_to_e4m3(DType t, const void* w, int64_t rows, int64_t cols, void* buf,
                                   const float** scale_out, cudaStream_t s);
-// hi16[i] = fp16(x[i]); lo8[i] = e4m3((x[i] - hi16[i]) / s), s = amax|x - hi| / 448 written to
-// scale_dev[0]; scale_dev[1] is scratch.
+// How x_lo = x - fp16(x) is stored for the FP8 pass. kE5m2 (default): e5m2 at the fixed scale
+// 2^-11, one pass over x (e5m2's range covers every x_lo an fp16 hi leaves, see gemm-fp8.cu).
+// kE4m3 (HEARTH_CUDA_FP8_LO=e4m3): e4m3 at a per-tensor scale amax / 448, which needs a memset
+// and an amax pass first; one more mantissa bit, for A/B.
+enum class Fp8Lo { kE4m3, kE5m2 };
+Fp8Lo fp8_lo_type();
+// hi16[i] = fp16(x[i]); lo8[i] = fp8((x[i] - hi16[i]) / s) in fp8_lo_type()'s form, s written
+// to scale_dev[0]; scale_dev[1] is scratch.
 cudaError_t launch_split_x_fp8(const float* x, int64_t n, void* hi16, uint8_t* lo8,
                                float* scale_dev, cudaStream_t s);
 // p[i] uniform in [lo, hi) from a hash of (i, seed): non-trivial test data on the device.
 cudaError_t launch_hash_fill(float* p, int64_t n, uint32_t seed, float lo, float hi,
                              cudaStream_t s);
 // y [T, rows] += (w_scale W8) . (x_scale X8)^T through cuBLASLt (the cuBLAS handle, cast).
-// W8 {rows, cols} and X8 [T, cols] e4m3, cols % 16 == 0. Descriptors and the algorithm are
-// cached per shape; fp8_gemm_supported() says whether cuBLASLt has an algorithm for a shape
-// (fp8_gemm_accumulate returns cudaErrorNotSupported otherwise). workspace: kFp8LtWorkspace.
+// W8 {rows, cols} e4m3, X8 [T, cols] in fp8_lo_type()'s form, cols % 16 == 0. Descriptors and the
+// algorithm are cached per shape; fp8_gemm_supported() says whether cuBLASLt has an algorithm for a
+// shape (fp8_gemm_accumulate returns cudaErrorNotSupported otherwise). workspace: kFp8LtWorkspace.
 constexpr size_t kFp8LtWorkspace = size_t(32) << 20;
 bool fp8_gemm_supported(cublasHandle_t blas, int64_t rows, int64_t cols, int64_t n_tokens);
 cudaError_t fp8_gemm_accumulate(cublasHandle_t blas, const uint8_t* w8, const float* w_scale,

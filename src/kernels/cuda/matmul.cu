@@ -247,7 +247,7 @@ bool fp8_able(const DeviceWeight& w) {
 // The prefill workspace: x's converted forms first, at offsets that depend on x's size and
 // the dtype's kind only (so a cached conversion serves the next weight reading the same x),
 // then W in fp16 (non-F16 dtypes) and cuBLASLt's workspace.
-//   x16 [nx] fp16 | x16_lo [nx] fp16 (split-x dtypes) | lo8 [nx] e4m3, scale (FP8-able)
+//   x16 [nx] fp16 | x16_lo [nx] fp16 (split-x dtypes) | lo8 [nx] fp8, scale (FP8-able)
 //   | w16 [rows * cols] fp16 | lt workspace (FP8-able)
 struct PrefillWorkspace {
   __half* x16 = nullptr;
@@ -361,7 +361,7 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
   bool ready = xcache && *xcache == want;
   if (xcache) *xcache = {};  // until the conversion below is queued
   if (fp8) {
-    // y = W.hi (fp16) + W8.lo8 (e4m3): the correction at FP8 rate. Shapes cuBLASLt has no FP8
+    // y = W.hi (fp16) + W8.lo8 (FP8): the correction at FP8 rate. Shapes cuBLASLt has no FP8
     // algorithm for, and any failure (then for good), take the two fp16 passes, which rewrite y
     // (accumulating: add to it, once, since the failed correction added nothing).
     if (!ready) {

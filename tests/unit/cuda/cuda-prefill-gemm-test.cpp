@@ -28,14 +28,20 @@ TEST_P(CudaPrefillGemm, Fp8CorrectionKeepsTwoPassAccuracy) {
     ASSERT_TRUE(backend_->prepare_weight(w).is_ok()) << backend_->status().message();
     const std::vector<float> wf = cpu_dequant(w);
     for (int64_t n_tokens : {int64_t(64), int64_t(17), int64_t(512)}) {
-      // Activations with a wide spread of magnitudes, as after rmsnorm with outlier channels.
-      auto x = random_floats(size_t(n_tokens * cols), uint32_t(n_tokens), -3.f, 3.f);
-      for (size_t i = 0; i < x.size(); i += 97) x[i] *= 40.f;
-      const std::vector<float> want = reference_matmul(wf, x, rows, cols, n_tokens);
-      float* y = poisoned(n_tokens * rows);
-      backend_->matmul(w, dev(x), n_tokens, y);
-      const double err = rel_error(get(y, n_tokens * rows), want);
-      EXPECT_LT(err, 3e-5) << dtype_name(t) << " " << rows << "x" << cols << " T=" << n_tokens;
+      // Activations with a wide spread of magnitudes, as after rmsnorm with outlier channels,
+      // at three overall sizes: x_lo's FP8 form has a fixed scale (gemm-fp8.cu), so its range
+      // must hold from small activations to ones with outliers near 5,000.
+      for (float magnitude : {1.f, 1e-3f, 40.f}) {
+        auto x = random_floats(size_t(n_tokens * cols), uint32_t(n_tokens), -3.f, 3.f);
+        for (size_t i = 0; i < x.size(); i += 97) x[i] *= 40.f;
+        for (float& v : x) v *= magnitude;
+        const std::vector<float> want = reference_matmul(wf, x, rows, cols, n_tokens);
+        float* y = poisoned(n_tokens * rows);
+        backend_->matmul(w, dev(x), n_tokens, y);
+        const double err = rel_error(get(y, n_tokens * rows), want);
+        EXPECT_LT(err, 3e-5) << dtype_name(t) << " " << rows << "x" << cols << " T=" << n_tokens
+                             << " x magnitude " << magnitude;
+      }
       if (cuda::gemm_fp8_enabled() && n_tokens != 17) {
         EXPECT_TRUE(cuda::fp8_gemm_supported(blas, rows, cols, n_tokens))
             << "no FP8 algorithm for " << rows << "x" << cols << " T=" << n_tokens;
