@@ -62,10 +62,15 @@ class CudaBackend final : public Backend {
     // Off by default: measured slower (the single-block tail costs more than the launch).
     const char* fuse_norm = std::getenv("HEARTH_CUDA_FUSE_NORM");
     fuse_norm_ = fuse_ && fuse_norm && std::strcmp(fuse_norm, "1") == 0;
-    const char* pxc = std::getenv("HEARTH_CUDA_PREFILL_X_CACHE");
-    prefill_x_cache_ = !(pxc && std::strcmp(pxc, "0") == 0);
-    const char* madd = std::getenv("HEARTH_CUDA_MATMUL_ADD");
-    matmul_add_ = !(madd && std::strcmp(madd, "0") == 0);
+    // A/B switches, each on unless set to 0.
+    const auto on = [](const char* name) {
+      const char* e = std::getenv(name);
+      return !(e && std::strcmp(e, "0") == 0);
+    };
+    prefill_x_cache_ = on("HEARTH_CUDA_PREFILL_X_CACHE");
+    matmul_add_ = on("HEARTH_CUDA_MATMUL_ADD");
+    producer_split_ = fuse_ && on("HEARTH_CUDA_PRODUCER_SPLIT");
+    rope_rows_kv_ = on("HEARTH_CUDA_ROPE_KV");
     const char* prof = std::getenv("HEARTH_CUDA_PROFILE");
     if (prof && std::strcmp(prof, "1") == 0)
       profiler_ = std::make_unique<CudaProfiler>(graphs_enabled_);
@@ -80,6 +85,7 @@ class CudaBackend final : public Backend {
     for (float* p : vectors_) cudaFree(p);
     for (auto& [k, f] : freqs_) cudaFreeHost(f.pinned), cudaFree(f.dev);
     cudaFree(workspace_);
+    cudaFree(angles_);
     cudaFree(partials_);
     cudaFree(xq_buf_);
     cudaFree(ring_dev_);
@@ -209,7 +215,10 @@ class CudaBackend final : public Backend {
           check(cuda::launch_rmsnorm_quant(x, w, y, rows, n, eps, xq_buf_, stream_), "rmsnorm"))
         set_xq(y, rows, n);
     } else {
-      check(cuda::launch_rmsnorm(x, w, y, rows, n, eps, stream_), "rmsnorm");
+      const cuda::XSplitOut* split =
+          rows > cuda::kGemvMaxTokens ? producer_split(rows * n) : nullptr;
+      if (check(cuda::launch_rmsnorm(x, w, y, rows, n, eps, stream_, split), "rmsnorm") && split)
+        prefill_x_ = {y, rows * n, cuda::PrefillX::kHiLo8};
     }
     unprof(m);
   }
@@ -222,17 +231,27 @@ class CudaBackend final : public Backend {
     if (!freq) return;
     const int st = style == kernels::RopeStyle::kInterleaved ? 0 : 1;
     const bool at_step = stepping() && n_tokens == 1 && pos[0] == step_host_->pos;
+    // Prefill rows outside a decode step queue the same way (one launch for the four ops).
+    const bool rows =
+        rope_rows_kv_ && !stepping() && !capturing() && n_tokens > cuda::kGemvMaxTokens;
     // Decode: rope q, rope k, store k, store v wait here and go out as one kernel.
-    if (fuse_ && at_step && rope_.stage == 1 && head_dim == rope_.hd && freq == rope_.freq &&
-        st == rope_.style && x != rope_.q) {
+    if (fuse_ && (at_step || rows) && rope_.stage == 1 && head_dim == rope_.hd &&
+        freq == rope_.freq && st == rope_.style && x != rope_.q && n_tokens == rope_.nt &&
+        (at_step || std::equal(pos, pos + n_tokens, rope_.host_pos))) {
       rope_.k = x, rope_.nk = n_heads, rope_.stage = 2;
       return;
     }
     flush_rope();
-    if (fuse_ && at_step) {
+    if (fuse_ && (at_step || rows)) {
       rope_ = {};
       rope_.stage = 1, rope_.q = x, rope_.nq = n_heads, rope_.hd = head_dim, rope_.freq = freq;
-      rope_.style = st;
+      rope_.style = st, rope_.nt = n_tokens;
+      if (rows) {
+        rope_.host_pos = pos;
+        rope_.dev_pos = static_cast<const int32_t*>(stage_small(pos, size_t(n_tokens) * 4));
+        if (!rope_.dev_pos) rope_ = {};
+        pending_pos_.assign(pos, pos + n_tokens);
+      }
       return;
     }
     launch_rope(x, n_tokens, n_heads, head_dim, pos, freq, st);
@@ -301,7 +320,10 @@ class CudaBackend final : public Backend {
           check(cuda::launch_swiglu_quant(gate, up, out, 1, n, xq_buf_, stream_), "swiglu"))
         set_xq(out, 1, n);
     } else {
-      check(cuda::launch_swiglu(gate, up, out, n, stream_), "swiglu");
+      const cuda::XSplitOut* split = producer_split(n);
+      if (split && !cuda::swiglu_split_able(gate, up, out, n, *split)) split = nullptr;
+      if (check(cuda::launch_swiglu(gate, up, out, n, stream_, split), "swiglu") && split)
+        prefill_x_ = {out, n, cuda::PrefillX::kHiLo8};
     }
     unprof(m);
   }
@@ -334,12 +356,14 @@ class CudaBackend final : public Backend {
     flush_gemv();
     acts_changed();
     const bool at_step = stepping() && n_tokens == 1 && pos == step_host_->pos;
-    if (at_step && rope_.stage == 2 && src == rope_.k && row_floats == rope_.nk * rope_.hd) {
-      rope_.k_cache = cache, rope_.stage = 3;
+    const bool rows = rope_.dev_pos && n_tokens == rope_.nt;  // a queued prefill rope's rows
+    if ((at_step || rows) && rope_.stage == 2 && src == rope_.k &&
+        row_floats == rope_.nk * rope_.hd) {
+      rope_.k_cache = cache, rope_.cache_pos = pos, rope_.stage = 3;
       return;
     }
-    if (at_step && rope_.stage == 3 && row_floats == rope_.nk * rope_.hd &&
-        cache != rope_.k_cache) {
+    if ((at_step || rows) && rope_.stage == 3 && row_floats == rope_.nk * rope_.hd &&
+        cache != rope_.k_cache && pos == rope_.cache_pos) {
       // Waits for the attention call, which can take rope and the append into its kernel.
       rope_.v_cache = cache, rope_.v = src, rope_.stage = 4;
       return;
@@ -449,6 +473,7 @@ class CudaBackend final : public Backend {
         }
         pend_.xa = cuda::quantized_acts_view(xq_buf_, n_tokens, dw.cols);
       }
+      last_gemm_kind_ = cuda::PrefillX::kNone;
       pend_.jobs[pend_.n++] = {dw, y, nullptr};
       pend_.x = x;
       pend_.n_tokens = n_tokens;
@@ -460,6 +485,7 @@ class CudaBackend final : public Backend {
     }
     flush_gemv();
     if (clobbers) acts_changed();
+    last_gemm_kind_ = cuda::PrefillX::kNone;
     if (!pw->fp8_tried) {
       const Status st = make_e4m3_copy(const_cast<PreparedWeight&>(*pw), w.host.name, stream_);
       if (!st.is_ok()) return fail(st.message());
@@ -472,7 +498,23 @@ class CudaBackend final : public Backend {
                               prefill_x_cache_ ? &prefill_x_ : nullptr, accumulate),
           "matmul " + w.host.name);
     unprof(m);
+    last_gemm_kind_ = prefill_x_.kind;
     if (y < x + n_tokens * dw.cols && x < y + n_tokens * dw.rows) prefill_x_ = {};  // in place
+  }
+
+  // Slots for a producer (prefill rmsnorm, swiglu) to write its output's split forms, so the
+  // GEMM reading it skips the split pass: only while the last matmul was a prefill GEMM that
+  // took those forms (an F16/BF16 model's prefill; it implies a prefill-sized output). Null
+  // otherwise. HEARTH_CUDA_PRODUCER_SPLIT=0 turns it off (A/B).
+  const cuda::XSplitOut* producer_split(int64_t n) {
+    if (!producer_split_ || last_gemm_kind_ != cuda::PrefillX::kHiLo8 || stepping() ||
+        capturing() || !cuda::prefill_x_producible())
+      return nullptr;
+    if (!ensure(reinterpret_cast<void**>(&workspace_), workspace_bytes_,
+                cuda::prefill_x_slots(n, nullptr).bytes, "workspace"))
+      return nullptr;
+    split_slots_ = cuda::prefill_x_slots(n, workspace_);
+    return &split_slots_;
   }
 
   // Activations may have changed: the quantized x of the decode GEMVs and the converted x of
@@ -528,11 +570,13 @@ class CudaBackend final : public Backend {
     if (quant) set_xq(y, 1, n);
     return true;
   }
+  struct PendingRope;  // below, with the other queued work
   // A decode step's rope/store sequence that did not complete the fused pattern: run its parts.
   void flush_rope() {
     if (rope_.stage == 0) return;
     const PendingRope r = rope_;
     rope_ = {};
+    if (r.dev_pos) return flush_rope_rows(r);
     if (r.stage == 4) {
       const int m = prof("rope+kv store");
       check(cuda::launch_rope_kv(r.q, r.nq, r.k, r.nk, r.hd, &step_dev_->pos, r.freq, r.style,
@@ -547,6 +591,42 @@ class CudaBackend final : public Backend {
     if (r.stage >= 3)
       check(cuda::launch_store_rows(r.k_cache, r.k, &step_dev_->pos, r.nk * r.hd, 1, stream_),
             "store_kv");
+  }
+  // A queued prefill rope/store sequence: one launch when complete, else its parts.
+  void flush_rope_rows(const PendingRope& r) {
+    const int64_t row = r.nk * r.hd;
+    if (r.stage == 4) {
+      const int m = prof("rope+kv store");
+      // Every layer of a pass rotates by the same positions: one angle table per pass.
+      if (pending_pos_ != angles_pos_ || r.freq != angles_freq_ || r.hd != angles_hd_ ||
+          freqs_version_ != angles_version_) {
+        angles_pos_.clear();
+        if (!ensure(reinterpret_cast<void**>(&angles_), angles_bytes_,
+                    cuda::rope_angles_bytes(r.nt, r.hd), "rope angles") ||
+            !check(cuda::launch_rope_angles(angles_, r.nt, r.hd, r.dev_pos, r.freq, stream_),
+                   "rope angles"))
+          return unprof(m);
+        angles_pos_ = pending_pos_, angles_freq_ = r.freq, angles_hd_ = r.hd;
+        angles_version_ = freqs_version_;
+      }
+      check(cuda::launch_rope_rows_kv(r.q, r.nq, r.k, r.nk, r.hd, r.nt, angles_, r.style, r.k_cache,
+                                      r.v_cache, r.v, r.cache_pos, stream_),
+            "rope+kv");
+      return unprof(m);
+    }
+    int m = prof("rope");
+    check(cuda::launch_rope_rows(r.q, r.nt, r.nq, r.hd, r.dev_pos, r.freq, r.style, stream_),
+          "rope");
+    if (r.stage >= 2)
+      check(cuda::launch_rope_rows(r.k, r.nt, r.nk, r.hd, r.dev_pos, r.freq, r.style, stream_),
+            "rope");
+    unprof(m);
+    if (r.stage < 3) return;
+    m = prof("kv store");
+    check(cudaMemcpyAsync(r.k_cache + r.cache_pos * row, r.k, size_t(r.nt * row) * sizeof(float),
+                          cudaMemcpyDeviceToDevice, stream_),
+          "store_kv");
+    unprof(m);
   }
   void launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                    const int32_t* pos, const float* freq, int style) {
@@ -640,13 +720,17 @@ class CudaBackend final : public Backend {
       fail("rope inv_freq changed inside a captured decode step");
       return nullptr;
     }
+    if (e.dev) check(cudaStreamSynchronize(stream_), "freqs");
+    if (e.dev && e.host.size() != size_t(n)) {  // another length: new buffers
+      cudaFreeHost(e.pinned), cudaFree(e.dev);
+      e = {};
+    }
     if (!e.dev) {
       if (!check(cudaMallocHost(reinterpret_cast<void**>(&e.pinned), size_t(n) * 4), "freqs") ||
           !check(cudaMalloc(reinterpret_cast<void**>(&e.dev), size_t(n) * 4), "freqs"))
         return nullptr;
-    } else {
-      check(cudaStreamSynchronize(stream_), "freqs");
     }
+    ++freqs_version_;  // device frequencies changed: angle tables made from them are stale
     e.host.assign(host, host + n);
     std::memcpy(e.pinned, host, size_t(n) * 4);
     if (!check(cudaMemcpyAsync(e.dev, e.pinned, size_t(n) * 4, cudaMemcpyHostToDevice, stream_),
@@ -682,6 +766,18 @@ class CudaBackend final : public Backend {
   // matmul converts (A/B).
   cuda::PrefillX prefill_x_;
   bool prefill_x_cache_ = true;
+  // The form the last matmul's x took (kNone: a GEMV or no cache), and producers' split slots.
+  cuda::PrefillX::Kind last_gemm_kind_ = cuda::PrefillX::kNone;
+  cuda::XSplitOut split_slots_;
+  bool producer_split_ = true;
+  bool rope_rows_kv_ = true;  // prefill rope q/k + K/V append as one launch (flush_rope_rows)
+  // The queued prefill rope's positions, and the angle table's (cuda::launch_rope_angles).
+  std::vector<int32_t> pending_pos_, angles_pos_;
+  float* angles_ = nullptr;
+  size_t angles_bytes_ = 0;
+  const float* angles_freq_ = nullptr;
+  int64_t angles_hd_ = 0;
+  uint64_t freqs_version_ = 0, angles_version_ = 0;
   bool matmul_add_ = true;  // HEARTH_CUDA_MATMUL_ADD=0: prefill residual adds as their own kernel
   std::vector<float*> vectors_;
   bool fuse_ = true;         // HEARTH_CUDA_FUSE=0: every op its own launch (A/B and debugging)
@@ -702,6 +798,11 @@ class CudaBackend final : public Backend {
     float* v_cache = nullptr;
     const float* v = nullptr;
     int64_t nq = 0, nk = 0, hd = 0;
+    int64_t nt = 0;         // tokens
+    int64_t cache_pos = 0;  // the stores' first cache row
+    // Prefill rows (null in a decode step): positions on the host and staged on the device.
+    const int32_t* host_pos = nullptr;
+    const int32_t* dev_pos = nullptr;
     const float* freq = nullptr;
     int style = 0;
   } rope_;

@@ -67,6 +67,24 @@ __device__ __forceinline__ float exp_diff(float a, float b) {
   return a == -INFINITY ? 0.f : __expf(a - b);
 }
 
+// Which (query tile, head) a block computes. Causal work grows with the query tile, so items
+// go heaviest first (all heads' last tiles, then the ones before). first_wave > 0 (the SM count,
+// when every block fits on the GPU at once): blocks first_wave.. take the items from the
+// lightest up, so the SM that gets block j (the j-th heaviest) also gets the j-th lightest and
+// per-SM work evens out (the 7B pass: the busiest SM had 12 key tiles to do against a mean of
+// 9). first_wave < 0: session 6's order (per head, heaviest tile first), for A/B.
+struct BlockItem {
+  int64_t q_tile;
+  int head;
+};
+__device__ __forceinline__ BlockItem block_item(int64_t b, int64_t n_blocks, int n_heads,
+                                                int first_wave) {
+  const int64_t n_tiles = n_blocks / n_heads;
+  if (first_wave < 0) return {n_tiles - 1 - b % n_tiles, int(b / n_tiles)};
+  const int64_t i = first_wave > 0 && b >= first_wave ? n_blocks - 1 - (b - first_wave) : b;
+  return {n_tiles - 1 - i / n_heads, int(i % n_heads)};
+}
+
 // Block = (64 queries, head h); warp w owns queries q0 + 16w .. + 15. Thread (g = lane / 4,
 // c = lane % 4) holds rows g and g + 8 of its warp's tiles (the mma fragment layout).
 // Shared memory per key tile: K and V as [key][dim] hi (and lo) halves; B fragments come out of
@@ -76,7 +94,7 @@ template <int HD, bool kSplit>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     attn_tc_kernel(const float* __restrict__ q, const float* __restrict__ kc,
                    const float* __restrict__ vc, float* __restrict__ out, int64_t n_tokens,
-                   int64_t pos0, int n_heads, int n_kv_heads, float scale) {
+                   int64_t pos0, int n_heads, int n_kv_heads, float scale, int first_wave) {
   constexpr int kKS = HD + kKPad;  // K / V row stride (halves)
   constexpr int kParts = kSplit ? 2 : 1;
   constexpr int kKC = HD / 16;  // 16-dim chunks (QK^T k-steps)
@@ -88,10 +106,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c = lane & 3;
-  const int h = blockIdx.y;
+  const BlockItem item = block_item(blockIdx.x, gridDim.x, n_heads, first_wave);
+  const int h = item.head;
   const int kvh = h / (n_heads / n_kv_heads);
-  // Heaviest (latest) query tiles first: causal work grows with the tile index.
-  const int64_t q0 = int64_t(gridDim.x - 1 - blockIdx.x) * kBQ;
+  const int64_t q0 = item.q_tile * kBQ;
   const int64_t kv_stride = int64_t(n_kv_heads) * HD;
   const int64_t q_last = (q0 + kBQ < n_tokens ? q0 + kBQ : n_tokens) - 1;
   const int64_t kv_end = pos0 + q_last + 1;  // keys this block reads
@@ -269,6 +287,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   }
 }
 
+bool attention_order_paired();
+
 template <int HD, bool kSplit>
 cudaError_t launch_tc(const float* q, const float* k_cache, const float* v_cache, float* out,
                       int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
@@ -281,10 +301,34 @@ cudaError_t launch_tc(const float* q, const float* k_cache, const float* v_cache
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
     if (e != cudaSuccess) return e;
   }
-  const dim3 grid(unsigned((n_tokens + kBQ - 1) / kBQ), unsigned(n_heads));
-  kernel<<<grid, kWarps * 32, kSmem, s>>>(q, k_cache, v_cache, out, n_tokens, pos0, int(n_heads),
-                                          int(n_kv_heads), scale);
+  const int64_t n_blocks = (n_tokens + kBQ - 1) / kBQ * n_heads;
+  if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  int first_wave = -1;
+  if (attention_order_paired()) {
+    static const int sms = [] {
+      int dev = 0, n = 0;
+      cudaGetDevice(&dev);
+      return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess ? n : 0;
+    }();
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, kSmem) !=
+        cudaSuccess)
+      per_sm = 0;
+    // Pairing only helps when every block is resident at once, two to an SM.
+    first_wave = per_sm == 2 && n_blocks <= int64_t(2) * sms && n_blocks > sms ? sms : 0;
+  }
+  kernel<<<unsigned(n_blocks), kWarps * 32, kSmem, s>>>(
+      q, k_cache, v_cache, out, n_tokens, pos0, int(n_heads), int(n_kv_heads), scale, first_wave);
   return cudaGetLastError();
+}
+
+// HEARTH_CUDA_ATTN_ORDER=0: session 6's block order (A/B for block_item's pairing).
+bool attention_order_paired() {
+  static const bool on = [] {
+    const char* e = std::getenv("HEARTH_CUDA_ATTN_ORDER");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
 }
 
 }  // namespace

@@ -161,12 +161,27 @@ struct PrefillX {
   Kind kind = kNone;
   bool operator==(const PrefillX& o) const { return x == o.x && n == o.n && kind == o.kind; }
 };
+// A prefill GEMM's x in kHiLo8 form written by the op that produces x (rmsnorm, swiglu), so the
+// GEMM skips its split pass: hi [n] fp16 and lo [n] e5m2 (x-split.cuh), at the workspace offsets
+// launch_matmul uses for an F16/BF16 weight with an FP8 copy; scale: lo's GEMM scale. bytes: the
+// workspace these slots need.
+struct XSplitOut {
+  void* hi = nullptr;
+  uint8_t* lo8 = nullptr;
+  float* scale = nullptr;
+  size_t bytes = 0;
+};
+// Whether kHiLo8 forms can come from producers: the FP8 pass on, working, with e5m2 lo.
+bool prefill_x_producible();
+// The slots for an x of n values in `workspace` (null: bytes only).
+XSplitOut prefill_x_slots(int64_t n, void* workspace);
 cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_tokens, float* y,
                           void* workspace, size_t workspace_bytes, cublasHandle_t blas,
                           cudaStream_t s, PrefillX* xcache = nullptr, bool accumulate = false);
 
+// split: also write y's kHiLo8 forms (prefill rows only, rows > kGemvMaxTokens).
 cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
-                           float eps, cudaStream_t s);
+                           float eps, cudaStream_t s, const XSplitOut* split = nullptr);
 
 // pos: device int32 [T]; inv_freq: device f32 [head_dim/2]. style: 0 interleaved, 1 halves.
 cudaError_t launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
@@ -175,6 +190,17 @@ cudaError_t launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t hea
 // shared by the row's heads. head_dim even.
 cudaError_t launch_rope_rows(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                              const int32_t* pos, const float* inv_freq, int style, cudaStream_t s);
+// The angle table of a prefill pass: cs [T][head_dim / 2] (cos, sin) pairs of pos [T] (device)
+// times inv_freq, as float2; rope_angles_bytes() bytes.
+size_t rope_angles_bytes(int64_t n_tokens, int64_t head_dim);
+cudaError_t launch_rope_angles(float* cs, int64_t n_tokens, int64_t head_dim, const int32_t* pos,
+                               const float* inv_freq, cudaStream_t s);
+// Prefill rope + KV append in one launch: q [T, nq heads] and k [T, nk heads] rotated in place
+// by the table cs (launch_rope_angles), then k and v rows [T, nk*head_dim] stored to k_cache /
+// v_cache rows cache_pos.. (the same result as two launch_rope_rows and two row copies).
+cudaError_t launch_rope_rows_kv(float* q, int64_t nq, float* k, int64_t nk, int64_t head_dim,
+                                int64_t n_tokens, const float* cs, int style, float* k_cache,
+                                float* v_cache, const float* v, int64_t cache_pos, cudaStream_t s);
 
 // Causal attention (ops.h). pos0_dev, when not null, overrides pos0 from device memory (CUDA
 // graph replay). Small batches use split-K over the context: `partials` must hold
@@ -215,8 +241,11 @@ cudaError_t launch_attention_prefill_tc(const float* q, const float* k_cache, co
                                         int64_t n_kv_heads, int64_t head_dim, float scale,
                                         int precision, cudaStream_t s);
 
-cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_t n,
-                          cudaStream_t s);
+// split: also write out's kHiLo8 forms (XSplitOut); needs swiglu_split_able.
+bool swiglu_split_able(const float* gate, const float* up, const float* out, int64_t n,
+                       const XSplitOut& split);
+cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t s,
+                          const XSplitOut* split = nullptr);
 cudaError_t launch_add_inplace(float* y, const float* x, int64_t n, cudaStream_t s);
 cudaError_t launch_add_bias(float* y, const float* bias, int64_t rows, int64_t n, cudaStream_t s);
 // cache[(*pos) * row_floats ...] = src [n_tokens * row_floats]; pos is device int32.

@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/x-split.cuh"
 
 namespace hearth::cuda {
 
@@ -25,6 +26,29 @@ __global__ void swiglu_kernel(const float* gate, const float* up, float* out, in
   HEARTH_GRID_STRIDE(i, n) {
     const float g = gate[i];
     out[i] = g / (1.0f + expf(-g)) * up[i];
+  }
+}
+
+// Four values a thread (16-byte loads), out plus its split forms for the down projection's
+// prefill GEMM (x-split.cuh). n4 = n / 4; every pointer 16-byte aligned (lo8: 4-byte).
+__global__ void swiglu_split_kernel(const float4* gate, const float4* up, float4* out, int64_t n4,
+                                    uint2* hi, uint32_t* lo8, float* lo_scale) {
+  pdl_trigger();
+  pdl_wait();
+  if (blockIdx.x == 0 && threadIdx.x == 0) *lo_scale = kLoE5m2Scale;
+  HEARTH_GRID_STRIDE(i, n4) {
+    const float4 g = gate[i], u = up[i];
+    const float4 o = make_float4(g.x / (1.0f + expf(-g.x)) * u.x, g.y / (1.0f + expf(-g.y)) * u.y,
+                                 g.z / (1.0f + expf(-g.z)) * u.z, g.w / (1.0f + expf(-g.w)) * u.w);
+    out[i] = o;
+    __align__(8) __half h[4];
+    __align__(4) __nv_fp8_storage_t l[4];
+    split_one(o.x, h[0], l[0]);
+    split_one(o.y, h[1], l[1]);
+    split_one(o.z, h[2], l[2]);
+    split_one(o.w, h[3], l[3]);
+    hi[i] = *reinterpret_cast<const uint2*>(h);
+    lo8[i] = *reinterpret_cast<const uint32_t*>(l);
   }
 }
 
@@ -80,9 +104,25 @@ cudaError_t launch_copy16(float* dst, const float* src, int64_t n, cudaStream_t 
   return cudaGetLastError();
 }
 
-cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_t n,
-                          cudaStream_t s) {
+bool swiglu_split_able(const float* gate, const float* up, const float* out, int64_t n,
+                       const XSplitOut& split) {
+  const auto a = [](const void* p, uintptr_t m) {
+    return (reinterpret_cast<uintptr_t>(p) & m) == 0;
+  };
+  return n % 4 == 0 && a(gate, 15) && a(up, 15) && a(out, 15) && a(split.hi, 15) &&
+         a(split.lo8, 3) && split.scale;
+}
+
+cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t s,
+                          const XSplitOut* split) {
   if (n <= 0) return cudaSuccess;
+  if (split) {
+    if (!swiglu_split_able(gate, up, out, n, *split)) return cudaErrorInvalidValue;
+    return launch_pdl(swiglu_split_kernel, dim3(grid_for(n / 4)), dim3(256), 0, s,
+                      reinterpret_cast<const float4*>(gate), reinterpret_cast<const float4*>(up),
+                      reinterpret_cast<float4*>(out), n / 4, static_cast<uint2*>(split->hi),
+                      reinterpret_cast<uint32_t*>(split->lo8), split->scale);
+  }
   return launch_pdl(swiglu_kernel, dim3(grid_for(n)), dim3(256), 0, s, gate, up, out, n);
 }
 

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/warp-reduce.cuh"
+#include "kernels/cuda/x-split.cuh"
 
 namespace hearth::cuda {
 
@@ -84,23 +85,12 @@ __global__ void finish_scale_kernel(const float* amax, float* scale_out) {
   *scale_out = fp8_scale(amax);
 }
 
-// x_lo in e5m2 at the fixed scale 2^-kLoE5m2Shift: one pass, no amax. |x_lo| is at most half
-// an fp16 ulp of x: 16 for x near fp16's largest finite value (65504), 2^-25 where fp16 itself
-// turns subnormal (2^-14). Times 2^11 that is [2^-14, 2^15], e5m2's normal range (max 57344):
-// every x_lo fp16 can leave is kept to e5m2's 2^-3 relative precision, ~2^-14 of x at worst.
-constexpr int kLoE5m2Shift = 11;
-
-__device__ __forceinline__ void split_one(float v, __half& hi, __nv_fp8_storage_t& lo) {
-  hi = __float2half_rn(v);
-  lo = __nv_cvt_float_to_fp8((v - __half2float(hi)) * float(1 << kLoE5m2Shift), __NV_SATFINITE,
-                             __NV_E5M2);
-}
-
+// x_lo in e5m2 at the fixed scale 2^-kLoE5m2Shift (x-split.cuh): one pass, no amax.
 // 8 values a thread: two 16-byte loads of x, one 16-byte store of hi, one 8-byte store of lo.
 // x, hi, lo 16-byte aligned, n % 8 == 0 (split_e5m2_scalar_kernel otherwise).
 __global__ void split_e5m2_vec8_kernel(const float4* x, int64_t n8, uint4* hi, uint2* lo8,
                                        float* scale_out) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) *scale_out = 1.f / float(1 << kLoE5m2Shift);
+  if (blockIdx.x == 0 && threadIdx.x == 0) *scale_out = kLoE5m2Scale;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n8;
        i += int64_t(gridDim.x) * blockDim.x) {
     const float4 a = x[2 * i], b = x[2 * i + 1];
@@ -116,7 +106,7 @@ __global__ void split_e5m2_vec8_kernel(const float4* x, int64_t n8, uint4* hi, u
 
 __global__ void split_e5m2_scalar_kernel(const float* x, int64_t n, __half* hi, uint8_t* lo8,
                                          float* scale_out) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) *scale_out = 1.f / float(1 << kLoE5m2Shift);
+  if (blockIdx.x == 0 && threadIdx.x == 0) *scale_out = kLoE5m2Scale;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     __nv_fp8_storage_t l;

@@ -258,25 +258,31 @@ struct PrefillWorkspace {
   void* lt_ws = nullptr;
   size_t bytes = 0;
 };
-PrefillWorkspace carve(const DeviceWeight& w, int64_t n_tokens, void* base) {
-  PrefillWorkspace p;
-  auto* at = static_cast<uint8_t*>(base);
+struct Carver {
+  uint8_t* at;
   size_t off = 0;
-  auto take = [&](size_t n) {
+  uint8_t* take(size_t n) {
     uint8_t* ptr = at ? at + off : nullptr;
     off += align256(n);
     return ptr;
-  };
-  const size_t nx = size_t(n_tokens) * size_t(w.cols);
-  p.x16 = reinterpret_cast<__half*>(take(nx * 2));
-  if (split_x(w.dtype)) p.x16_lo = reinterpret_cast<__half*>(take(nx * 2));
-  if (fp8_able(w)) {
-    p.lo8 = take(nx);
-    p.xscale = reinterpret_cast<float*>(take(256));
   }
-  if (w.dtype != DType::F16) p.w16 = reinterpret_cast<__half*>(take(size_t(w.rows) * w.cols * 2));
-  if (fp8_able(w)) p.lt_ws = take(kFp8LtWorkspace);
-  p.bytes = off;
+};
+// x's forms: the front of the workspace, the same for every weight of a kind (split, fp8).
+void carve_x(PrefillWorkspace& p, Carver& c, size_t nx, bool split, bool fp8) {
+  p.x16 = reinterpret_cast<__half*>(c.take(nx * 2));
+  if (split) p.x16_lo = reinterpret_cast<__half*>(c.take(nx * 2));
+  if (fp8) {
+    p.lo8 = c.take(nx);
+    p.xscale = reinterpret_cast<float*>(c.take(256));
+  }
+}
+PrefillWorkspace carve(const DeviceWeight& w, int64_t n_tokens, void* base) {
+  PrefillWorkspace p;
+  Carver c{static_cast<uint8_t*>(base)};
+  carve_x(p, c, size_t(n_tokens) * size_t(w.cols), split_x(w.dtype), fp8_able(w));
+  if (w.dtype != DType::F16) p.w16 = reinterpret_cast<__half*>(c.take(size_t(w.rows) * w.cols * 2));
+  if (fp8_able(w)) p.lt_ws = c.take(kFp8LtWorkspace);
+  p.bytes = c.off;
   return p;
 }
 
@@ -301,6 +307,18 @@ cudaError_t launch_gemv_float_multi(const GemvJob* jobs, int n_jobs, const float
     default:
       return cudaErrorInvalidValue;
   }
+}
+
+bool prefill_x_producible() {
+  return split_x(DType::F16) && gemm_fp8_enabled() && gemm_fp8_working() &&
+         fp8_lo_type() == Fp8Lo::kE5m2;
+}
+
+XSplitOut prefill_x_slots(int64_t n, void* workspace) {
+  PrefillWorkspace p;
+  Carver c{static_cast<uint8_t*>(workspace)};
+  carve_x(p, c, size_t(n), true, true);
+  return {p.x16, p.lo8, p.xscale, c.off};
 }
 
 size_t matmul_workspace_bytes(const DeviceWeight& w, int64_t n_tokens) {

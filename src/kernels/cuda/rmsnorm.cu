@@ -1,11 +1,13 @@
 // RMSNorm on CUDA: one block per row (or per slice of a row, for decode), sum of squares reduced
-// in float across the block, then y = x * rsqrt(mean + eps) * w. Rows of any length.
+// in float across the block, then y = x * rsqrt(mean + eps) * w. Rows of any length. Prefill rows
+// can also write y's split forms for the next GEMM (XSplitOut, cuda-ops.h).
 #include <cstdlib>
 #include <cstring>
 
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rms-scale.cuh"
+#include "kernels/cuda/x-split.cuh"
 
 namespace hearth::cuda {
 
@@ -32,29 +34,48 @@ __global__ void __launch_bounds__(kThreads)
 
 // Prefill: one block per row, the plain loops (the sliced kernel's form cost ~3 us more a
 // launch at 512 rows on the H200: 494 -> 696 us per pass).
+// With hi / lo8 set, y's split forms for the next prefill GEMM too (x-split.cuh).
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_rows_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                        float* __restrict__ y, int64_t n, float eps) {
+                        float* __restrict__ y, int64_t n, float eps, __half* __restrict__ hi,
+                        __nv_fp8_storage_t* __restrict__ lo8, float* lo_scale) {
   pdl_trigger();
   pdl_wait();
-  const float* xr = x + int64_t(blockIdx.x) * n;
-  float* yr = y + int64_t(blockIdx.x) * n;
+  const int64_t row = int64_t(blockIdx.x) * n;
+  const float* xr = x + row;
+  float* yr = y + row;
   const float scale = block_rms_scale<kThreads, false>(xr, n, eps);
-  for (int64_t i = threadIdx.x; i < n; i += kThreads) yr[i] = xr[i] * scale * w[i];
+  if (!hi) {
+    for (int64_t i = threadIdx.x; i < n; i += kThreads) yr[i] = xr[i] * scale * w[i];
+    return;
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) *lo_scale = kLoE5m2Scale;
+  for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+    const float v = xr[i] * scale * w[i];
+    yr[i] = v;
+    split_one(v, hi[row + i], lo8[row + i]);
+  }
 }
 
 }  // namespace
 
 cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
-                           float eps, cudaStream_t s) {
+                           float eps, cudaStream_t s, const XSplitOut* split) {
   if (rows <= 0 || n <= 0) return cudaSuccess;
+  if (split) {
+    if (rows <= kGemvMaxTokens || !split->hi || !split->lo8 || !split->scale)
+      return cudaErrorInvalidValue;
+    return launch_pdl(rmsnorm_rows_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, s, x, w, y, n,
+                      eps, static_cast<__half*>(split->hi), split->lo8, split->scale);
+  }
   static const bool rows_kernel = [] {
     const char* e = std::getenv("HEARTH_CUDA_RMS_ROWS");
     return !(e && std::strcmp(e, "0") == 0);
   }();
   if (rows > kGemvMaxTokens && rows_kernel)
     return launch_pdl(rmsnorm_rows_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, s, x, w, y, n,
-                      eps);
+                      eps, static_cast<__half*>(nullptr), static_cast<__nv_fp8_storage_t*>(nullptr),
+                      static_cast<float*>(nullptr));
   // Slices only for decode-sized batches: a prefill's rows fill the GPU by themselves.
   int64_t slices = rows <= kGemvMaxTokens ? (n + kThreads - 1) / kThreads : 1;
   if (slices > 64) slices = 64;

@@ -1,6 +1,10 @@
 // Rotary embedding for prefill rows: one block per token computes the token's cos/sin once per
 // pair (double angles, the same values as rope.cu) into shared memory, and rotates every head
-// of the row with them: head_dim/2 sincos per token instead of n_heads * head_dim/2.
+// of the row with them: head_dim/2 sincos per token instead of n_heads * head_dim/2. The _kv form
+// (rope q, rope k and both K/V stores in one launch) reads the angles from a table the backend
+// computes once per prefill pass (every layer rotates by the same positions).
+#include <algorithm>
+
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/rope-pair.cuh"
 
@@ -8,24 +12,78 @@ namespace hearth::cuda {
 
 namespace {
 
-__global__ void rope_rows_kernel(float* x, int64_t n_heads, int64_t head_dim,
-                                 const int32_t* __restrict__ pos,
-                                 const float* __restrict__ inv_freq, int style) {
-  extern __shared__ float2 cs[];  // [head_dim / 2]: (cos, sin)
-  const int64_t t = blockIdx.x;
-  const int64_t half = head_dim / 2;
-  const double p = double(pos[t]);
+// cs[j] = (cos, sin) of token t's angle for pair j, for the whole block.
+__device__ __forceinline__ void token_angles(float2* cs, int64_t half, int32_t pos,
+                                             const float* __restrict__ inv_freq) {
+  const double p = double(pos);
   for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
     double sd, cd;
     sincos(p * double(inv_freq[j]), &sd, &cd);
     cs[j] = make_float2(float(cd), float(sd));
   }
   __syncthreads();
-  float* row = x + t * n_heads * head_dim;
+}
+
+// Rotates every head of one token's row.
+__device__ __forceinline__ void rotate_row(float* row, int64_t n_heads, int64_t head_dim,
+                                           const float2* cs, int style) {
+  const int64_t half = head_dim / 2;
   for (int64_t idx = threadIdx.x; idx < n_heads * half; idx += blockDim.x) {
     const int64_t h = idx / half, i = idx % half;
     rope_rotate_pair(row + h * head_dim, i, half, style, cs[i].x, cs[i].y);
   }
+}
+
+__global__ void rope_rows_kernel(float* x, int64_t n_heads, int64_t head_dim,
+                                 const int32_t* __restrict__ pos,
+                                 const float* __restrict__ inv_freq, int style) {
+  extern __shared__ float2 cs[];  // [head_dim / 2]: (cos, sin)
+  const int64_t t = blockIdx.x;
+  token_angles(cs, head_dim / 2, pos[t], inv_freq);
+  rotate_row(x + t * n_heads * head_dim, n_heads, head_dim, cs, style);
+}
+
+// cs[t * half + j] = (cos, sin) of pos[t] * inv_freq[j], double angles as everywhere else.
+__global__ void rope_angles_kernel(float2* cs, int64_t n_tokens, int64_t half,
+                                   const int32_t* __restrict__ pos,
+                                   const float* __restrict__ inv_freq) {
+  for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n_tokens * half;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    double sd, cd;
+    sincos(double(pos[idx / half]) * double(inv_freq[idx % half]), &sd, &cd);
+    cs[idx] = make_float2(float(cd), float(sd));
+  }
+}
+
+// Prefill rope + KV append from an angle table (rope_angles_kernel): one thread per pair of q
+// and k across all tokens and heads (k's also stored to k_cache row cache_pos + t), then v's
+// rows copied to v_cache (rows of nk*head_dim). 32-bit indices: the launcher checks the counts.
+__global__ void rope_rows_kv_kernel(float* q, int nq, float* k, int nk, int head_dim,
+                                    unsigned n_tokens, const float2* __restrict__ cs, int style,
+                                    float* k_cache, float* v_cache, const float* __restrict__ v,
+                                    int64_t cache_pos) {
+  const unsigned half = unsigned(head_dim) / 2, pairs_q = unsigned(nq) * half;
+  const unsigned per_token = pairs_q + unsigned(nk) * half;
+  const unsigned kv_row = unsigned(nk * head_dim);
+  const unsigned stride = gridDim.x * blockDim.x;
+  for (unsigned idx = blockIdx.x * blockDim.x + threadIdx.x; idx < n_tokens * per_token;
+       idx += stride) {
+    const unsigned t = idx / per_token, r = idx % per_token;
+    const bool is_q = r < pairs_q;
+    const unsigned rr = is_q ? r : r - pairs_q, h = rr / half, i = rr % half;
+    const float2 c = cs[t * half + i];
+    if (is_q) {
+      rope_rotate_pair(q + (size_t(t) * unsigned(nq) + h) * unsigned(head_dim), i, half, style, c.x,
+                       c.y);
+    } else {
+      const size_t off = size_t(t) * kv_row + size_t(h) * unsigned(head_dim);
+      rope_rotate_pair(k + off, i, half, style, c.x, c.y,
+                       k_cache + size_t(cache_pos) * kv_row + off);
+    }
+  }
+  float* dst = v_cache + size_t(cache_pos) * kv_row;
+  for (unsigned idx = blockIdx.x * blockDim.x + threadIdx.x; idx < n_tokens * kv_row; idx += stride)
+    dst[idx] = v[idx];
 }
 
 }  // namespace
@@ -37,6 +95,39 @@ cudaError_t launch_rope_rows(float* x, int64_t n_tokens, int64_t n_heads, int64_
   const size_t smem = size_t(head_dim / 2) * sizeof(float2);
   rope_rows_kernel<<<unsigned(n_tokens), 256, smem, s>>>(x, n_heads, head_dim, pos, inv_freq,
                                                          style);
+  return cudaGetLastError();
+}
+
+size_t rope_angles_bytes(int64_t n_tokens, int64_t head_dim) {
+  return size_t(n_tokens) * size_t(head_dim / 2) * sizeof(float2);
+}
+
+cudaError_t launch_rope_angles(float* cs, int64_t n_tokens, int64_t head_dim, const int32_t* pos,
+                               const float* inv_freq, cudaStream_t s) {
+  if (n_tokens <= 0) return cudaSuccess;
+  if (head_dim <= 0 || head_dim % 2 != 0) return cudaErrorInvalidValue;
+  const int64_t n = n_tokens * (head_dim / 2);
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 4096);
+  rope_angles_kernel<<<unsigned(blocks), 256, 0, s>>>(reinterpret_cast<float2*>(cs), n_tokens,
+                                                      head_dim / 2, pos, inv_freq);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rope_rows_kv(float* q, int64_t nq, float* k, int64_t nk, int64_t head_dim,
+                                int64_t n_tokens, const float* cs, int style, float* k_cache,
+                                float* v_cache, const float* v, int64_t cache_pos, cudaStream_t s) {
+  if (n_tokens <= 0) return cudaSuccess;
+  if (head_dim <= 0 || head_dim % 2 != 0 || nq <= 0 || nk <= 0 || cache_pos < 0)
+    return cudaErrorInvalidValue;
+  // The kernel's 32-bit indices: every per-call element count must fit.
+  const int64_t per_token = (nq + nk) * (head_dim / 2), kv_row = nk * head_dim;
+  if (n_tokens * per_token > 0x7fffffff || n_tokens * kv_row > 0x7fffffff ||
+      nq * head_dim > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  const int64_t blocks = std::min<int64_t>((n_tokens * per_token + 255) / 256, 4096);
+  rope_rows_kv_kernel<<<unsigned(blocks), 256, 0, s>>>(
+      q, int(nq), k, int(nk), int(head_dim), unsigned(n_tokens),
+      reinterpret_cast<const float2*>(cs), style, k_cache, v_cache, v, cache_pos);
   return cudaGetLastError();
 }
 

@@ -123,6 +123,53 @@ TEST_P(CudaPrefillSharedX, MatmulAddAccumulatesIntoY) {
   }
 }
 
+// After a prefill GEMM, the prefill rmsnorm and swiglu write their outputs' split forms for the
+// next GEMM themselves (cuda-backend.cpp producer_split): that GEMM must see exactly those
+// outputs, also when a second weight of another width reads the same values as [T', cols'].
+TEST_P(CudaPrefillSharedX, ProducersWriteTheSplitTheGemmReads) {
+  const DType t = GetParam();
+  const int64_t cols = 512, T = 40, wide = 1024;
+  const double tol = t == DType::Q4_0 ? 1e-3 : 3e-5;
+  std::vector<std::vector<uint8_t>> keep;
+  auto weight = [&](int64_t rows, int64_t c, uint32_t seed) {
+    keep.push_back(random_weight_bytes(t, rows, c, seed));
+    Weight w = make_weight(t, rows, c, keep.back());
+    EXPECT_TRUE(backend_->prepare_weight(w).is_ok()) << backend_->status().message();
+    return w;
+  };
+  Weight up = weight(wide, cols, 21), down = weight(cols, wide, 22), other = weight(64, 256, 23);
+  const std::vector<float> upf = cpu_dequant(up), downf = cpu_dequant(down),
+                           otherf = cpu_dequant(other);
+  auto xh = random_floats(size_t(T * cols), 24, -2.f, 2.f);
+  const auto nw = random_floats(size_t(cols), 25, 0.5f, 1.5f);
+  float* x = dev(xh);
+  float* xn = poisoned(T * cols);
+  // A first GEMM (so the last GEMM took split forms), then rmsnorm -> GEMM.
+  backend_->matmul(up, x, T, poisoned(T * wide));
+  backend_->rmsnorm(x, dev(nw), xn, T, cols, 1e-5f);
+  std::vector<float> xnh(xh.size());
+  kernels::rmsnorm(xh.data(), nw.data(), xnh.data(), T, cols, 1e-5f);
+  float* g = poisoned(T * wide);
+  backend_->matmul(up, xn, T, g);
+  const std::vector<float> gh = reference_matmul(upf, xnh, wide, cols, T);
+  EXPECT_LT(rel_error(get(g, T * wide), gh), tol) << dtype_name(t) << " after rmsnorm";
+  // swiglu in place (as forward.cpp calls it) -> GEMM, then a weight of another width.
+  float* u = dev(random_floats(size_t(T * wide), 26, -2.f, 2.f));
+  const std::vector<float> uh = get(u, T * wide), gcur = get(g, T * wide);
+  std::vector<float> sh(gcur.size());
+  kernels::swiglu(gcur.data(), uh.data(), sh.data(), int64_t(sh.size()));
+  backend_->swiglu(g, u, g, T * wide);
+  float* y = poisoned(T * cols);
+  backend_->matmul(down, g, T, y);
+  EXPECT_LT(rel_error(get(y, T * cols), reference_matmul(downf, sh, cols, wide, T)), tol)
+      << dtype_name(t) << " after swiglu";
+  const int64_t T2 = T * wide / 256;
+  float* y2 = poisoned(T2 * 64);
+  backend_->matmul(other, g, T2, y2);
+  EXPECT_LT(rel_error(get(y2, T2 * 64), reference_matmul(otherf, sh, 64, 256, T2)), tol)
+      << dtype_name(t) << " same values as [" << T2 << ", 256]";
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaPrefillSharedX,
                          ::testing::Values(DType::F16, DType::BF16, DType::Q4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
