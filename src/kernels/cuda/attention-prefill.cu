@@ -90,7 +90,7 @@ __device__ __forceinline__ BlockItem block_item(int64_t b, int64_t n_blocks, int
 // Shared memory per key tile: K and V as [key][dim] hi (and lo) halves; B fragments come out of
 // ldmatrix (V's transposed).
 // q, out: [T, n_heads, HD] f32; kc, vc: [ctx, n_kv_heads, HD] f32, rows 0 .. pos0 + T - 1 valid.
-template <int HD, bool kSplit>
+template <int HD, bool kSplit, int kLoads>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     attn_tc_kernel(const float* __restrict__ q, const float* __restrict__ kc,
                    const float* __restrict__ vc, float* __restrict__ out, int64_t n_tokens,
@@ -144,32 +144,47 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 
   for (int64_t kt0 = 0; kt0 < kv_end; kt0 += kBK) {
     __syncthreads();  // the previous tile has been consumed
-    // K and V rows: coalesced float4 loads, 8-byte shared stores of hi (and lo).
+    // K and V rows: coalesced float4 loads, 8-byte shared stores of hi (and lo). kLoads
+    // iterations' loads go out before the first is converted (the loop was latency-bound: one
+    // K and one V load in flight per thread, ncu's top stall).
     constexpr int kD4 = HD / 4;
-    for (int idx = threadIdx.x; idx < kBK * kD4; idx += kWarps * 32) {
-      const int key = idx / kD4, d = (idx % kD4) * 4;
-      const int64_t p = kt0 + key;
-      float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
-      if (p < kv_end) {
-        kv = *reinterpret_cast<const float4*>(kc + p * kv_stride + kvh * HD + d);
-        vv = *reinterpret_cast<const float4*>(vc + p * kv_stride + kvh * HD + d);
+    constexpr int kIters = kBK * kD4 / (kWarps * 32);
+    static_assert(kIters % kLoads == 0, "load batches must tile the K/V tile");
+#pragma unroll 1
+    for (int it0 = 0; it0 < kIters; it0 += kLoads) {
+      float4 kv[kLoads], vv[kLoads];
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        const int idx = (it0 + u) * kWarps * 32 + threadIdx.x;
+        const int64_t p = kt0 + idx / kD4;
+        const int d = (idx % kD4) * 4;
+        kv[u] = vv[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (p < kv_end) {
+          kv[u] = *reinterpret_cast<const float4*>(kc + p * kv_stride + kvh * HD + d);
+          vv[u] = *reinterpret_cast<const float4*>(vc + p * kv_stride + kvh * HD + d);
+        }
       }
-      uint2 khi, klo, vhi, vlo;
-      if constexpr (kSplit) {
-        split_half2(kv.x, kv.y, khi.x, klo.x);
-        split_half2(kv.z, kv.w, khi.y, klo.y);
-        split_half2(vv.x, vv.y, vhi.x, vlo.x);
-        split_half2(vv.z, vv.w, vhi.y, vlo.y);
-        *reinterpret_cast<uint2*>(ks + kBK * kKS + key * kKS + d) = klo;
-        *reinterpret_cast<uint2*>(vs + kBK * kKS + key * kKS + d) = vlo;
-      } else {
-        khi.x = pack_half2(kv.x, kv.y);
-        khi.y = pack_half2(kv.z, kv.w);
-        vhi.x = pack_half2(vv.x, vv.y);
-        vhi.y = pack_half2(vv.z, vv.w);
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        const int idx = (it0 + u) * kWarps * 32 + threadIdx.x;
+        const int key = idx / kD4, d = (idx % kD4) * 4;
+        uint2 khi, klo, vhi, vlo;
+        if constexpr (kSplit) {
+          split_half2(kv[u].x, kv[u].y, khi.x, klo.x);
+          split_half2(kv[u].z, kv[u].w, khi.y, klo.y);
+          split_half2(vv[u].x, vv[u].y, vhi.x, vlo.x);
+          split_half2(vv[u].z, vv[u].w, vhi.y, vlo.y);
+          *reinterpret_cast<uint2*>(ks + kBK * kKS + key * kKS + d) = klo;
+          *reinterpret_cast<uint2*>(vs + kBK * kKS + key * kKS + d) = vlo;
+        } else {
+          khi.x = pack_half2(kv[u].x, kv[u].y);
+          khi.y = pack_half2(kv[u].z, kv[u].w);
+          vhi.x = pack_half2(vv[u].x, vv[u].y);
+          vhi.y = pack_half2(vv[u].z, vv[u].w);
+        }
+        *reinterpret_cast<uint2*>(ks + key * kKS + d) = khi;
+        *reinterpret_cast<uint2*>(vs + key * kKS + d) = vhi;
       }
-      *reinterpret_cast<uint2*>(ks + key * kKS + d) = khi;
-      *reinterpret_cast<uint2*>(vs + key * kKS + d) = vhi;
     }
     __syncthreads();
     if (kt0 > w_last_pos) continue;  // every key of this tile is in this warp's future
@@ -289,13 +304,31 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 
 bool attention_order_paired();
 
+// K/V load iterations per thread in flight while a tile fills (HEARTH_CUDA_ATTN_LOADS: 1, 4, 8
+// or 16; 8 unless set). H200, 7B layer at 512 tokens (cuda-bench, hi+lo): 1 66.3 us, 4 43.6,
+// 8 40.8; in the F16 prefill pass 2,788 / 1,702 / 1,533 us.
+int attention_load_batch() {
+  static const int n = [] {
+    const char* e = std::getenv("HEARTH_CUDA_ATTN_LOADS");
+    const int v = e ? std::atoi(e) : 8;
+    return v == 1 || v == 4 || v == 16 ? v : 8;
+  }();
+  return n;
+}
+
 template <int HD, bool kSplit>
 cudaError_t launch_tc(const float* q, const float* k_cache, const float* v_cache, float* out,
                       int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                       float scale, cudaStream_t s) {
   constexpr int kParts = kSplit ? 2 : 1;
   constexpr size_t kSmem = size_t(kParts) * 2 * size_t(kBK) * (HD + kKPad) * 2;
-  auto* kernel = attn_tc_kernel<HD, kSplit>;
+  const int loads = attention_load_batch();
+  // Batches that tile the tile's iterations (HD 64 has 8 a thread: 16 becomes 8).
+  constexpr int kMax = kBK * HD / 4 / (kWarps * 32);
+  auto* kernel = loads == 1                  ? attn_tc_kernel<HD, kSplit, 1>
+                 : loads == 4                ? attn_tc_kernel<HD, kSplit, 4>
+                 : loads == 16 && kMax >= 16 ? attn_tc_kernel<HD, kSplit, (kMax >= 16 ? 16 : 8)>
+                                             : attn_tc_kernel<HD, kSplit, 8>;
   if (kSmem > 48 * 1024) {
     const cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));

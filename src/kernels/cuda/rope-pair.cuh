@@ -21,4 +21,30 @@ __device__ __forceinline__ void rope_rotate_pair(float* v, int64_t i, int64_t ha
   if (copy_to) copy_to[a] = r0, copy_to[b] = r1;
 }
 
+// Pairs i and i + 1 (i even, half even, v 16-byte aligned for style 0, 8-byte for style 1)
+// rotated by (c.x, c.y) and (c.z, c.w): one 16-byte access (interleaved) or two 8-byte ones
+// (halves) instead of four scalar ones. copy_to as above.
+__device__ __forceinline__ void rope_rotate_two_pairs(float* v, int64_t i, int64_t half, int style,
+                                                      float4 c, float* copy_to = nullptr) {
+  float4 r;
+  if (style == 0) {
+    const float4 x = *reinterpret_cast<const float4*>(v + 2 * i);
+    r = make_float4(x.x * c.x - x.y * c.y, x.x * c.y + x.y * c.x, x.z * c.z - x.w * c.w,
+                    x.z * c.w + x.w * c.z);
+    *reinterpret_cast<float4*>(v + 2 * i) = r;
+    if (copy_to) *reinterpret_cast<float4*>(copy_to + 2 * i) = r;
+    return;
+  }
+  const float2 a = *reinterpret_cast<const float2*>(v + i);
+  const float2 b = *reinterpret_cast<const float2*>(v + i + half);
+  const float2 ra = make_float2(a.x * c.x - b.x * c.y, a.y * c.z - b.y * c.w);
+  const float2 rb = make_float2(a.x * c.y + b.x * c.x, a.y * c.w + b.y * c.z);
+  *reinterpret_cast<float2*>(v + i) = ra;
+  *reinterpret_cast<float2*>(v + i + half) = rb;
+  if (copy_to) {
+    *reinterpret_cast<float2*>(copy_to + i) = ra;
+    *reinterpret_cast<float2*>(copy_to + i + half) = rb;
+  }
+}
+
 }  // namespace hearth::cuda

@@ -55,35 +55,51 @@ __global__ void rope_angles_kernel(float2* cs, int64_t n_tokens, int64_t half,
   }
 }
 
-// Prefill rope + KV append from an angle table (rope_angles_kernel): one thread per pair of q
-// and k across all tokens and heads (k's also stored to k_cache row cache_pos + t), then v's
-// rows copied to v_cache (rows of nk*head_dim). 32-bit indices: the launcher checks the counts.
+// Prefill rope + KV append from an angle table (rope_angles_kernel): one thread per kPairs
+// neighbouring pairs of q and k across all tokens and heads (k's also stored to k_cache row
+// cache_pos + t), then v's rows copied to v_cache (rows of nk*head_dim). kPairs 2: 16-byte
+// accesses (the launcher checks head_dim % 4 and alignment), else one pair a thread. 32-bit
+// indices: the launcher checks the counts.
+template <int kPairs>
 __global__ void rope_rows_kv_kernel(float* q, int nq, float* k, int nk, int head_dim,
                                     unsigned n_tokens, const float2* __restrict__ cs, int style,
                                     float* k_cache, float* v_cache, const float* __restrict__ v,
                                     int64_t cache_pos) {
-  const unsigned half = unsigned(head_dim) / 2, pairs_q = unsigned(nq) * half;
-  const unsigned per_token = pairs_q + unsigned(nk) * half;
+  const unsigned half = unsigned(head_dim) / 2, units = half / kPairs;
+  const unsigned units_q = unsigned(nq) * units, per_token = units_q + unsigned(nk) * units;
   const unsigned kv_row = unsigned(nk * head_dim);
   const unsigned stride = gridDim.x * blockDim.x;
   for (unsigned idx = blockIdx.x * blockDim.x + threadIdx.x; idx < n_tokens * per_token;
        idx += stride) {
     const unsigned t = idx / per_token, r = idx % per_token;
-    const bool is_q = r < pairs_q;
-    const unsigned rr = is_q ? r : r - pairs_q, h = rr / half, i = rr % half;
-    const float2 c = cs[t * half + i];
+    const bool is_q = r < units_q;
+    const unsigned rr = is_q ? r : r - units_q, h = rr / units, i = (rr % units) * kPairs;
+    float* row;
+    float* copy_to = nullptr;
     if (is_q) {
-      rope_rotate_pair(q + (size_t(t) * unsigned(nq) + h) * unsigned(head_dim), i, half, style, c.x,
-                       c.y);
+      row = q + (size_t(t) * unsigned(nq) + h) * unsigned(head_dim);
     } else {
       const size_t off = size_t(t) * kv_row + size_t(h) * unsigned(head_dim);
-      rope_rotate_pair(k + off, i, half, style, c.x, c.y,
-                       k_cache + size_t(cache_pos) * kv_row + off);
+      row = k + off;
+      copy_to = k_cache + size_t(cache_pos) * kv_row + off;
+    }
+    if constexpr (kPairs == 2) {
+      const float4 c = *reinterpret_cast<const float4*>(cs + t * half + i);
+      rope_rotate_two_pairs(row, i, half, style, c, copy_to);
+    } else {
+      const float2 c = cs[t * half + i];
+      rope_rotate_pair(row, i, half, style, c.x, c.y, copy_to);
     }
   }
   float* dst = v_cache + size_t(cache_pos) * kv_row;
-  for (unsigned idx = blockIdx.x * blockDim.x + threadIdx.x; idx < n_tokens * kv_row; idx += stride)
-    dst[idx] = v[idx];
+  const unsigned n = n_tokens * kv_row;
+  if constexpr (kPairs == 2) {
+    for (unsigned idx = blockIdx.x * blockDim.x + threadIdx.x; idx < n / 4; idx += stride)
+      reinterpret_cast<float4*>(dst)[idx] = reinterpret_cast<const float4*>(v)[idx];
+  } else {
+    for (unsigned idx = blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += stride)
+      dst[idx] = v[idx];
+  }
 }
 
 }  // namespace
@@ -124,10 +140,20 @@ cudaError_t launch_rope_rows_kv(float* q, int64_t nq, float* k, int64_t nk, int6
   if (n_tokens * per_token > 0x7fffffff || n_tokens * kv_row > 0x7fffffff ||
       nq * head_dim > 0x7fffffff)
     return cudaErrorInvalidValue;
-  const int64_t blocks = std::min<int64_t>((n_tokens * per_token + 255) / 256, 4096);
-  rope_rows_kv_kernel<<<unsigned(blocks), 256, 0, s>>>(
-      q, int(nq), k, int(nk), int(head_dim), unsigned(n_tokens),
-      reinterpret_cast<const float2*>(cs), style, k_cache, v_cache, v, cache_pos);
+  const auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  const bool vec = head_dim % 4 == 0 && aligned(q) && aligned(k) && aligned(k_cache) &&
+                   aligned(v_cache) && aligned(v) && aligned(cs);
+  const int64_t blocks =
+      std::min<int64_t>((n_tokens * per_token / (vec ? 2 : 1) + 255) / 256, 4096);
+  const auto* angles = reinterpret_cast<const float2*>(cs);
+  if (vec)
+    rope_rows_kv_kernel<2><<<unsigned(blocks), 256, 0, s>>>(q, int(nq), k, int(nk), int(head_dim),
+                                                            unsigned(n_tokens), angles, style,
+                                                            k_cache, v_cache, v, cache_pos);
+  else
+    rope_rows_kv_kernel<1><<<unsigned(blocks), 256, 0, s>>>(q, int(nq), k, int(nk), int(head_dim),
+                                                            unsigned(n_tokens), angles, style,
+                                                            k_cache, v_cache, v, cache_pos);
   return cudaGetLastError();
 }
 

@@ -151,43 +151,47 @@ TEST_F(CudaTest, PrefillRopeMatchesCpu) {
 // as one launch (launch_rope_rows_kv), or, when the sequence stops early, as its parts. Every
 // way must give what the CPU gives, and cache rows outside [pos0, pos0 + T) stay untouched.
 TEST_F(CudaTest, PrefillRopeAndKvAppendMatchCpu) {
-  const auto style = kernels::RopeStyle::kInterleaved;
-  for (int64_t hd : {int64_t(128), int64_t(80)}) {
-    // stop: how many of the four calls run before the results are read (4: the fused launch).
-    // Two start positions: the fused launch's angle table (one per pass, reused while the
-    // positions stay the same) must follow new positions.
-    for (int step = 0; step < 8; ++step) {
-      const int stop = step % 4 + 1;
-      const int64_t T = 40, heads = 8, kv_heads = 2, pos0 = step < 4 ? 7 : 20, cap = 64,
-                    kvd = kv_heads * hd;
-      auto q = random_floats(size_t(T * heads * hd), uint32_t(hd + stop), -3.f, 3.f);
-      auto k = random_floats(size_t(T * kvd), uint32_t(hd + 10 + stop), -3.f, 3.f);
-      const auto v = random_floats(size_t(T * kvd), uint32_t(hd + 20 + stop), -3.f, 3.f);
-      auto kc = random_floats(size_t(cap * kvd), 5, -1.f, 1.f);
-      auto vc = random_floats(size_t(cap * kvd), 6, -1.f, 1.f);
-      std::vector<float> inv(size_t(hd / 2));
-      for (int64_t i = 0; i < hd / 2; ++i) inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / hd));
-      std::vector<int32_t> pos(static_cast<size_t>(T));
-      for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(pos0 + t);
-      float *dq = dev(q), *dk = dev(k), *dv = dev(v), *dkc = dev(kc), *dvc = dev(vc);
-      backend_->rope(dq, T, heads, hd, pos.data(), inv.data(), style);
-      if (stop >= 2) backend_->rope(dk, T, kv_heads, hd, pos.data(), inv.data(), style);
-      if (stop >= 3) backend_->store_kv(dkc, dk, pos0, kvd, T);
-      if (stop >= 4) backend_->store_kv(dvc, dv, pos0, kvd, T);
-      kernels::rope(q.data(), T, heads, hd, pos.data(), inv.data(), style);
-      if (stop >= 2) kernels::rope(k.data(), T, kv_heads, hd, pos.data(), inv.data(), style);
-      const std::string what = "hd " + std::to_string(hd) + " stop " + std::to_string(stop) +
-                               " pos0 " + std::to_string(pos0);
-      EXPECT_LT(rel_error(get(dq, T * heads * hd), q), 1e-6) << what;
-      const std::vector<float> k_gpu = get(dk, T * kvd);
-      EXPECT_LT(rel_error(k_gpu, k), 1e-6) << what;
-      // The cache rows hold exactly the k the GPU rotated (and v as given); no other row moves.
-      if (stop >= 3) std::copy(k_gpu.begin(), k_gpu.end(), kc.begin() + pos0 * kvd);
-      if (stop >= 4) std::copy(v.begin(), v.end(), vc.begin() + pos0 * kvd);
-      EXPECT_EQ(get(dkc, cap * kvd), kc) << what;
-      EXPECT_EQ(get(dvc, cap * kvd), vc) << what;
+  // Both pair layouts; head_dim 128 and 80 take the kernel's 16-byte form, 6 (pairs not a
+  // multiple of two) the one-pair form.
+  for (auto style : {kernels::RopeStyle::kInterleaved, kernels::RopeStyle::kHalves})
+    for (int64_t hd : {int64_t(128), int64_t(80), int64_t(6)}) {
+      // stop: how many of the four calls run before the results are read (4: the fused launch).
+      // Two start positions: the fused launch's angle table (one per pass, reused while the
+      // positions stay the same) must follow new positions.
+      for (int step = 0; step < 8; ++step) {
+        const int stop = step % 4 + 1;
+        const int64_t T = 40, heads = 8, kv_heads = 2, pos0 = step < 4 ? 7 : 20, cap = 64,
+                      kvd = kv_heads * hd;
+        auto q = random_floats(size_t(T * heads * hd), uint32_t(hd + stop), -3.f, 3.f);
+        auto k = random_floats(size_t(T * kvd), uint32_t(hd + 10 + stop), -3.f, 3.f);
+        const auto v = random_floats(size_t(T * kvd), uint32_t(hd + 20 + stop), -3.f, 3.f);
+        auto kc = random_floats(size_t(cap * kvd), 5, -1.f, 1.f);
+        auto vc = random_floats(size_t(cap * kvd), 6, -1.f, 1.f);
+        std::vector<float> inv(size_t(hd / 2));
+        for (int64_t i = 0; i < hd / 2; ++i)
+          inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / hd));
+        std::vector<int32_t> pos(static_cast<size_t>(T));
+        for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(pos0 + t);
+        float *dq = dev(q), *dk = dev(k), *dv = dev(v), *dkc = dev(kc), *dvc = dev(vc);
+        backend_->rope(dq, T, heads, hd, pos.data(), inv.data(), style);
+        if (stop >= 2) backend_->rope(dk, T, kv_heads, hd, pos.data(), inv.data(), style);
+        if (stop >= 3) backend_->store_kv(dkc, dk, pos0, kvd, T);
+        if (stop >= 4) backend_->store_kv(dvc, dv, pos0, kvd, T);
+        kernels::rope(q.data(), T, heads, hd, pos.data(), inv.data(), style);
+        if (stop >= 2) kernels::rope(k.data(), T, kv_heads, hd, pos.data(), inv.data(), style);
+        const std::string what = "hd " + std::to_string(hd) + " stop " + std::to_string(stop) +
+                                 " pos0 " + std::to_string(pos0) + " style " +
+                                 std::to_string(int(style));
+        EXPECT_LT(rel_error(get(dq, T * heads * hd), q), 1e-6) << what;
+        const std::vector<float> k_gpu = get(dk, T * kvd);
+        EXPECT_LT(rel_error(k_gpu, k), 1e-6) << what;
+        // The cache rows hold exactly the k the GPU rotated (and v as given); no other row moves.
+        if (stop >= 3) std::copy(k_gpu.begin(), k_gpu.end(), kc.begin() + pos0 * kvd);
+        if (stop >= 4) std::copy(v.begin(), v.end(), vc.begin() + pos0 * kvd);
+        EXPECT_EQ(get(dkc, cap * kvd), kc) << what;
+        EXPECT_EQ(get(dvc, cap * kvd), vc) << what;
+      }
     }
-  }
 }
 
 }  // namespace
