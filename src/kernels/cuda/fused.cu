@@ -1,7 +1,7 @@
 // Decode-step fusions: ops that sit between two GEMVs merged with their neighbours so a token
 // runs fewer, fuller kernels (each launch in a graph still costs ~1-3 us). rmsnorm and swiglu
 // also emit the int8 activations of the next GEMV; rope + KV append is one kernel; a spin kernel
-// for the profiler. New fusion: a launcher here, matched in backend/cuda/cuda-backend.cpp.
+// for the profiler. New fusion: a launcher here, matched in backend/cuda/cuda-backend-ops.cpp.
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/launch.cuh"

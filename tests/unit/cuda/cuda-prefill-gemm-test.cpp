@@ -124,7 +124,7 @@ TEST_P(CudaPrefillSharedX, MatmulAddAccumulatesIntoY) {
 }
 
 // After a prefill GEMM, the prefill rmsnorm and swiglu write their outputs' split forms for the
-// next GEMM themselves (cuda-backend.cpp producer_split): that GEMM must see exactly those
+// next GEMM themselves (cuda-backend-ops.cpp producer_split): that GEMM must see exactly those
 // outputs, also when a second weight of another width reads the same values as [T', cols'].
 TEST_P(CudaPrefillSharedX, ProducersWriteTheSplitTheGemmReads) {
   const DType t = GetParam();
