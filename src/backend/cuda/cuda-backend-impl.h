@@ -321,8 +321,8 @@ class CudaBackend final : public Backend {
     int64_t nq = 0, nk = 0, hd = 0;
     int64_t nt = 0;         // tokens
     int64_t cache_pos = 0;  // the stores' first cache row
-    // Prefill rows (null in a decode step): positions on the host and staged on the device.
-    const int32_t* host_pos = nullptr;
+    // Prefill rows (null in a decode step): positions staged on the device (pending_pos_ holds
+    // them on the host).
     const int32_t* dev_pos = nullptr;
     const float* freq = nullptr;
     int style = 0;

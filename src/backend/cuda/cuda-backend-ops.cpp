@@ -73,7 +73,7 @@ void CudaBackend::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head
   // Decode: rope q, rope k, store k, store v wait here and go out as one kernel.
   if (fuse_ && (at_step || rows) && rope_.stage == 1 && head_dim == rope_.hd &&
       freq == rope_.freq && st == rope_.style && x != rope_.q && n_tokens == rope_.nt &&
-      (at_step || std::equal(pos, pos + n_tokens, rope_.host_pos))) {
+      (at_step || std::equal(pos, pos + n_tokens, pending_pos_.begin()))) {
     rope_.k = x, rope_.nk = n_heads, rope_.stage = 2;
     return;
   }
@@ -83,7 +83,6 @@ void CudaBackend::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head
     rope_.stage = 1, rope_.q = x, rope_.nq = n_heads, rope_.hd = head_dim, rope_.freq = freq;
     rope_.style = st, rope_.nt = n_tokens;
     if (rows) {
-      rope_.host_pos = pos;
       rope_.dev_pos = static_cast<const int32_t*>(stage_small(pos, size_t(n_tokens) * 4));
       if (!rope_.dev_pos) rope_ = {};
       pending_pos_.assign(pos, pos + n_tokens);

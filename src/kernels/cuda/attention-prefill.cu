@@ -343,10 +343,14 @@ cudaError_t launch_tc(const float* q, const float* k_cache, const float* v_cache
       cudaGetDevice(&dev);
       return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess ? n : 0;
     }();
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarps * 32, kSmem) !=
-        cudaSuccess)
-      per_sm = 0;
+    // Per instantiation, once (the kernel variant is fixed for the process).
+    static const int per_sm = [&] {
+      int n = 0;
+      return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kWarps * 32, kSmem) ==
+                     cudaSuccess
+                 ? n
+                 : 0;
+    }();
     // Pairing only helps when every block is resident at once, two to an SM.
     first_wave = per_sm == 2 && n_blocks <= int64_t(2) * sms && n_blocks > sms ? sms : 0;
   }
