@@ -7,6 +7,7 @@
 #include <new>
 
 #include "backend/cuda/cuda-backend-impl.h"
+#include "kernels/cuda/env-switch.h"
 
 namespace hearth::cuda_impl {
 
@@ -22,21 +23,20 @@ Status CudaBackend::init() {
   if (check(cudaMalloc(reinterpret_cast<void**>(&norm_counter_), sizeof(unsigned)), "counter"))
     check(cudaMemset(norm_counter_, 0, sizeof(unsigned)), "counter");
   check(cudaEventCreateWithFlags(&step_copied_, cudaEventDisableTiming), "event");
-  // A/B switches: each on unless set to 0 (is(name, "1"): off unless set to 1).
-  const auto is = [](const char* name, const char* value) {
-    const char* e = std::getenv(name);
-    return e && std::strcmp(e, value) == 0;
-  };
-  const auto on = [&](const char* name) { return !is(name, "0"); };
+  // A/B switches (kernels/cuda/env-switch.h): each on unless set to 0, FUSE_NORM and PROFILE off
+  // unless set to 1.
+  using cuda::env_is;
+  const auto on = cuda::env_on;
   graphs_enabled_ = on("HEARTH_CUDA_GRAPHS");
   fuse_ = on("HEARTH_CUDA_FUSE");
   // Off by default: measured slower (the single-block tail costs more than the launch).
-  fuse_norm_ = fuse_ && is("HEARTH_CUDA_FUSE_NORM", "1");
+  fuse_norm_ = fuse_ && env_is("HEARTH_CUDA_FUSE_NORM", "1");
   prefill_x_cache_ = on("HEARTH_CUDA_PREFILL_X_CACHE");
   matmul_add_ = on("HEARTH_CUDA_MATMUL_ADD");
   producer_split_ = fuse_ && on("HEARTH_CUDA_PRODUCER_SPLIT");
   rope_rows_kv_ = on("HEARTH_CUDA_ROPE_KV");
-  if (is("HEARTH_CUDA_PROFILE", "1")) profiler_ = std::make_unique<CudaProfiler>(graphs_enabled_);
+  if (env_is("HEARTH_CUDA_PROFILE", "1"))
+    profiler_ = std::make_unique<CudaProfiler>(graphs_enabled_);
   chain_depth_ = cuda_greedy_chain_depth_from_env();
   return error_;
 }

@@ -4,10 +4,8 @@
 // 0).
 #include <cuda_fp16.h>
 
-#include <cstdlib>
-#include <cstring>
-
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/env-switch.h"
 
 namespace hearth::cuda {
 
@@ -309,8 +307,7 @@ bool attention_order_paired();
 // 8 40.8; in the F16 prefill pass 2,788 / 1,702 / 1,533 us.
 int attention_load_batch() {
   static const int n = [] {
-    const char* e = std::getenv("HEARTH_CUDA_ATTN_LOADS");
-    const int v = e ? std::atoi(e) : 8;
+    const int v = env_int("HEARTH_CUDA_ATTN_LOADS", 8);
     return v == 1 || v == 4 || v == 16 ? v : 8;
   }();
   return n;
@@ -361,22 +358,16 @@ cudaError_t launch_tc(const float* q, const float* k_cache, const float* v_cache
 
 // HEARTH_CUDA_ATTN_ORDER=0: session 6's block order (A/B for block_item's pairing).
 bool attention_order_paired() {
-  static const bool on = [] {
-    const char* e = std::getenv("HEARTH_CUDA_ATTN_ORDER");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = env_on("HEARTH_CUDA_ATTN_ORDER");
   return on;
 }
 
 }  // namespace
 
 int attention_tc_mode() {
-  static const int mode = [] {
-    const char* e = std::getenv("HEARTH_CUDA_ATTN_TC");
-    if (e && std::strcmp(e, "0") == 0) return 0;
-    if (e && std::strcmp(e, "1") == 0) return 1;
-    return 2;
-  }();
+  static const int mode = env_is("HEARTH_CUDA_ATTN_TC", "0")   ? 0
+                          : env_is("HEARTH_CUDA_ATTN_TC", "1") ? 1
+                                                               : 2;
   return mode;
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/rope-pair.cuh"
 #include "kernels/cuda/warp-reduce.cuh"
 
 namespace hearth::cuda {
@@ -145,11 +146,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
   // cache row is written below by one block per KV head, and read by the next step).
   __shared__ float2 sm_cs[128];
   if (rope.k) {
-    for (int j = threadIdx.x; j < hd / 2; j += blockDim.x) {
-      double sd, cd;
-      sincos(double(pcur) * double(rope.inv_freq[j]), &sd, &cd);
-      sm_cs[j] = make_float2(float(cd), float(sd));
-    }
+    for (int j = threadIdx.x; j < hd / 2; j += blockDim.x)
+      sm_cs[j] = rope_cos_sin(pcur, rope.inv_freq[j]);
     __syncthreads();
     rope_rows_tab<EPT>(qv, sm_cs, rope.style, lane);
     rope_rows_tab<EPT>(kcur, sm_cs, rope.style, lane);

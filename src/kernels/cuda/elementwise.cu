@@ -1,9 +1,7 @@
 // Element-wise ops on CUDA: SwiGLU, residual add, bias add, KV row store, fill. Grid-stride
 // loops; these are memory-bound and a small share of a token next to matmul.
-#include <cstdlib>
-#include <cstring>
-
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/env-switch.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/x-split.cuh"
 
@@ -82,18 +80,12 @@ __global__ void copy16_kernel(float4* dst, const float4* src, int64_t n4) {
 }  // namespace
 
 bool pdl_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("HEARTH_CUDA_PDL");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = env_on("HEARTH_CUDA_PDL");
   return on;
 }
 
 bool gemv_pipe_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("HEARTH_CUDA_GEMV_PIPE");
-    return e && std::strcmp(e, "1") == 0;
-  }();
+  static const bool on = env_is("HEARTH_CUDA_GEMV_PIPE", "1");
   return on;
 }
 

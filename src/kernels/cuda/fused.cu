@@ -6,6 +6,7 @@
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rms-scale.cuh"
+#include "kernels/cuda/rope-pair.cuh"
 
 namespace hearth::cuda {
 
@@ -87,9 +88,8 @@ __global__ void rope_kv_kernel(float* q, int64_t nq, float* k, int64_t nk, int64
     const bool is_k = idx >= nqp;
     const int64_t e = is_k ? idx - nqp : idx;
     const int64_t i = e % half, h = e / half;
-    double sd, cd;
-    sincos(double(p) * double(inv_freq[i]), &sd, &cd);  // as rope.cu
-    const float c = float(cd), s = float(sd);
+    const float2 cs = rope_cos_sin(p, inv_freq[i]);
+    const float c = cs.x, s = cs.y;
     float* base = (is_k ? k : q) + h * head_dim;
     const int64_t a = style == 0 ? 2 * i : i;
     const int64_t b = style == 0 ? 2 * i + 1 : i + half;

@@ -10,12 +10,11 @@
 #include <cuda_fp8.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <deque>
 #include <mutex>
 #include <type_traits>
 
+#include "kernels/cuda/env-switch.h"
 #include "kernels/cuda/warp-reduce.cuh"
 #include "kernels/cuda/x-split.cuh"
 
@@ -150,18 +149,12 @@ unsigned reduce_grid(int64_t n) {
 }  // namespace
 
 bool gemm_fp8_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("HEARTH_CUDA_GEMM_FP8");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = env_on("HEARTH_CUDA_GEMM_FP8");
   return on;
 }
 
 Fp8Lo fp8_lo_type() {
-  static const Fp8Lo t = [] {
-    const char* e = std::getenv("HEARTH_CUDA_FP8_LO");
-    return e && std::strcmp(e, "e4m3") == 0 ? Fp8Lo::kE4m3 : Fp8Lo::kE5m2;
-  }();
+  static const Fp8Lo t = env_is("HEARTH_CUDA_FP8_LO", "e4m3") ? Fp8Lo::kE4m3 : Fp8Lo::kE5m2;
   return t;
 }
 

@@ -1,10 +1,9 @@
 // Decode GEMV for the quantized dtypes on integer dot products: x is quantized once per matmul to
 // int8 blocks of 32 (plus a residual level), weights stay packed and meet x in dp4a. New dtype:
 // one QT<> specialization (unit size, raw load, dot) and a case in launch_gemv_int8().
-#include <cstdlib>
-
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/dequantize.cuh"
+#include "kernels/cuda/env-switch.h"
 #include "kernels/cuda/gemv-norm.cuh"
 #include "kernels/cuda/launch.cuh"
 
@@ -557,13 +556,6 @@ GemvBatch make_gemv_batch(const GemvJob* jobs, int n_jobs, int split) {
   }
   return b;
 }
-
-namespace {
-int env_int(const char* name, int fallback) {
-  const char* e = std::getenv(name);
-  return e && *e ? std::atoi(e) : fallback;
-}
-}  // namespace
 
 int gemv_min_blocks(DType t, int64_t grid_blocks) {
   // Q4_K at 80 registers instead of 94 (no spills) fits 3 blocks per SM instead of 2: faster

@@ -5,10 +5,9 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "kernels/cuda/dequantize.cuh"
+#include "kernels/cuda/env-switch.h"
 #include "kernels/cuda/gemm-fp8.h"
 #include "kernels/cuda/gemv-norm.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -229,10 +228,7 @@ __global__ void f32_to_f16_split_kernel(const float* x, __half* hi, __half* lo, 
 // HEARTH_CUDA_SPLIT_X=0 runs one fp16 pass (x rounded to fp16; faster, ~1.4e-3 off on the
 // bf16 goldens): an A/B switch for measuring what the second pass costs.
 bool split_x(DType t) {
-  static const bool on = [] {
-    const char* e = std::getenv("HEARTH_CUDA_SPLIT_X");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = env_on("HEARTH_CUDA_SPLIT_X");
   return on && (t == DType::F16 || t == DType::BF16);
 }
 

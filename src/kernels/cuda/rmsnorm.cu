@@ -1,10 +1,8 @@
 // RMSNorm on CUDA: one block per row (or per slice of a row, for decode), sum of squares reduced
 // in float across the block, then y = x * rsqrt(mean + eps) * w. Rows of any length. Prefill rows
 // can also write y's split forms for the next GEMM (XSplitOut, cuda-ops.h).
-#include <cstdlib>
-#include <cstring>
-
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/env-switch.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rms-scale.cuh"
 #include "kernels/cuda/x-split.cuh"
@@ -68,10 +66,7 @@ cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t row
     return launch_pdl(rmsnorm_rows_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, s, x, w, y, n,
                       eps, static_cast<__half*>(split->hi), split->lo8, split->scale);
   }
-  static const bool rows_kernel = [] {
-    const char* e = std::getenv("HEARTH_CUDA_RMS_ROWS");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool rows_kernel = env_on("HEARTH_CUDA_RMS_ROWS");
   if (rows > kGemvMaxTokens && rows_kernel)
     return launch_pdl(rmsnorm_rows_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, s, x, w, y, n,
                       eps, static_cast<__half*>(nullptr), static_cast<__nv_fp8_storage_t*>(nullptr),

@@ -1,11 +1,21 @@
-// The rotation the CUDA rope kernels (rope.cu per element, rope-prefill.cu per token) apply to
-// one pair of a head's elements, so they cannot drift apart (fused.cu also stores the pair to
-// the K cache, so it keeps its own indices). A new rope style: its pair indexing here.
+// The angles and the rotation the CUDA rope kernels (rope.cu per element, rope-prefill.cu per
+// token or from a table, fused.cu and attention.cu in decode) apply to one pair of a head's
+// elements, so they cannot drift apart (fused.cu also stores the pair to the K cache, so it keeps
+// its own indices). A new rope style: its pair indexing here.
 #pragma once
 
 #include <cstdint>
 
 namespace hearth::cuda {
+
+// (cos, sin) of the angle pos * inv_freq, computed in double and rounded to float: every CUDA
+// rope path (rope.cu, rope-prefill.cu, fused.cu, attention.cu) takes its angles from here, so
+// decode and prefill rotate by the same floats.
+__device__ __forceinline__ float2 rope_cos_sin(int64_t pos, float inv_freq) {
+  double sd, cd;
+  sincos(double(pos) * double(inv_freq), &sd, &cd);
+  return make_float2(float(cd), float(sd));
+}
 
 // Rotates pair i (of half = head_dim / 2) of head vector v by the angle whose cosine and sine
 // are c and s. style 0 (interleaved): elements (2i, 2i+1); style 1 (halves): (i, i + half).

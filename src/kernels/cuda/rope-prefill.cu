@@ -15,12 +15,7 @@ namespace {
 // cs[j] = (cos, sin) of token t's angle for pair j, for the whole block.
 __device__ __forceinline__ void token_angles(float2* cs, int64_t half, int32_t pos,
                                              const float* __restrict__ inv_freq) {
-  const double p = double(pos);
-  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) {
-    double sd, cd;
-    sincos(p * double(inv_freq[j]), &sd, &cd);
-    cs[j] = make_float2(float(cd), float(sd));
-  }
+  for (int64_t j = threadIdx.x; j < half; j += blockDim.x) cs[j] = rope_cos_sin(pos, inv_freq[j]);
   __syncthreads();
 }
 
@@ -43,15 +38,13 @@ __global__ void rope_rows_kernel(float* x, int64_t n_heads, int64_t head_dim,
   rotate_row(x + t * n_heads * head_dim, n_heads, head_dim, cs, style);
 }
 
-// cs[t * half + j] = (cos, sin) of pos[t] * inv_freq[j], double angles as everywhere else.
+// cs[t * half + j] = (cos, sin) of pos[t] * inv_freq[j].
 __global__ void rope_angles_kernel(float2* cs, int64_t n_tokens, int64_t half,
                                    const int32_t* __restrict__ pos,
                                    const float* __restrict__ inv_freq) {
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < n_tokens * half;
        idx += int64_t(gridDim.x) * blockDim.x) {
-    double sd, cd;
-    sincos(double(pos[idx / half]) * double(inv_freq[idx % half]), &sd, &cd);
-    cs[idx] = make_float2(float(cd), float(sd));
+    cs[idx] = rope_cos_sin(pos[idx / half], inv_freq[idx % half]);
   }
 }
 

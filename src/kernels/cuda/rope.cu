@@ -16,10 +16,8 @@ __global__ void rope_kernel(float* x, int64_t n_tokens, int64_t n_heads, int64_t
   for (int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
        idx += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = idx % half, th = idx / half, t = th / n_heads;
-    double sd, cd;
-    sincos(double(pos[t]) * double(inv_freq[i]), &sd, &cd);
-    const float c = float(cd), s = float(sd);
-    rope_rotate_pair(x + th * head_dim, i, half, style, c, s);
+    const float2 cs = rope_cos_sin(pos[t], inv_freq[i]);
+    rope_rotate_pair(x + th * head_dim, i, half, style, cs.x, cs.y);
   }
 }
 
