@@ -12,7 +12,8 @@
 #       setting (space-free env assignments joined by ',', or '-' for the defaults) the GEMV
 #       bench and `hearth bench -p 512 -n 128` on SPEED_TYPES (or the setting's AB_TYPES=a+b);
 #       a table of tok/s per setting. With AB: PROBE=1 runs the cuBLASLt GEMM probe first,
-#       AB_PPROFILE="f16 ..." adds a prefill profile per setting, AB_GEMV=0 skips the GEMV bench, AB_BENCH=0 the
+#       AB_PPROFILE="f16 ..." adds a prefill profile per setting, AB_DPROFILE="f16 ..." a decode
+#       profile (64-token prompt, 80 tokens), AB_GEMV=0 skips the GEMV bench, AB_BENCH=0 the
 #       `hearth bench -p 512 -n 128` runs.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -116,9 +117,11 @@ HEARTH_REQUIRE_GPU=1 timeout 180 "$BIN/cuda_ops_test" >"$OUT/ops.log" 2>&1
 OPS_RC=$?
 grep -E "^\[  FAILED|Failure|Expected|Which is|^\[  PASSED" "$OUT/ops.log" | head -40
 # The A/B switches' other paths must pass too: plain stream order, no PDL; the fp32 prefill
-# attention kernel instead of the tensor-core one; two fp16 passes instead of the FP8 x_lo pass.
-echo "== CUDA op tests, HEARTH_CUDA_PDL=0 HEARTH_CUDA_ATTN_TC=0 HEARTH_CUDA_GEMM_FP8=0"
-HEARTH_CUDA_PDL=0 HEARTH_CUDA_ATTN_TC=0 HEARTH_CUDA_GEMM_FP8=0 HEARTH_REQUIRE_GPU=1 timeout 180 \
+# attention kernel instead of the tensor-core one; two fp16 passes instead of the FP8 x_lo pass;
+# float GEMV weights through L1, Q8_0 and Q4_K weights past it (weight-load.cuh).
+echo "== CUDA op tests, HEARTH_CUDA_PDL=0 HEARTH_CUDA_ATTN_TC=0 HEARTH_CUDA_GEMM_FP8=0 HEARTH_CUDA_GEMV_HINT=0 HEARTH_CUDA_GEMV_HINT_INT8=1"
+HEARTH_CUDA_PDL=0 HEARTH_CUDA_ATTN_TC=0 HEARTH_CUDA_GEMM_FP8=0 HEARTH_CUDA_GEMV_HINT=0 \
+  HEARTH_CUDA_GEMV_HINT_INT8=1 HEARTH_REQUIRE_GPU=1 timeout 180 \
   "$BIN/cuda_ops_test" >"$OUT/ops-classic.log" 2>&1 || OPS_RC=1
 grep -E "^\[  FAILED|Failure|^\[  PASSED" "$OUT/ops-classic.log" | head -20
 # ... and the opt-in experiments (rmsnorm in the GEMV's last block, pipelined GEMV, one fp16
@@ -137,6 +140,7 @@ if [ -n "${AB:-}" ]; then
     cut -c1-150 "$OUT/gemm-probe.txt"
   fi
   wait
+  pids=$(python3 -c "import random; random.seed(2); print(','.join(str(random.randint(100, 31999)) for _ in range(64)))")
   for setting in $AB; do
     envs=${setting//,/ } && envs=${envs/#-/HEARTH_AB=default}
     # AB_TYPES=f16+q4_k inside a setting: bench only those files for it
@@ -152,6 +156,15 @@ if [ -n "${AB:-}" ]; then
         -p 512 -n 0 -r 2 --gpu-layers all >"$f.md" 2>"$f"
       echo "prefill profile $t: $(grep -E "pp512" "$f.md" | tr -s ' ')"
       sed -n '/prefill profile 3:/,/host wall/p' "$f" | grep -vE "^ +(embed|add|copy) "
+    done
+    # AB_DPROFILE="f16": where a decode token's GPU time goes under the setting.
+    for t in ${AB_DPROFILE:-}; do
+      [ "$(cap 60)" -gt 20 ] || continue
+      f="$OUT/dprofile-$t-${setting//[^A-Za-z0-9]/}.txt"
+      env $envs HEARTH_CUDA_PROFILE=1 timeout "$(cap 60)" "$BIN/hearth" run -m "$W/7b-$t.gguf" \
+        --tokens "$pids" -n 80 --ignore-eos --temp 0 -c 1024 --gpu-layers all --json 2>"$f" >/dev/null
+      echo "decode profile $t:"
+      grep -A16 "hearth cuda profile" "$f" || tail -3 "$f"
     done
     [ "${AB_BENCH:-1}" = 1 ] || continue
     for t in $ts; do

@@ -6,6 +6,7 @@
 #include "kernels/cuda/env-switch.h"
 #include "kernels/cuda/gemv-norm.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/weight-load.cuh"
 
 namespace hearth::cuda {
 
@@ -60,6 +61,8 @@ __device__ __forceinline__ XTwo x_two(const QuantizedActs& xa, int t, int64_t bl
   return x;
 }
 
+// QT<T>: a dtype's unit loads and dot. load<kStream> reads the 16-byte weight words past L1
+// (weight-load.cuh) where the dtype takes it (Q4_0, Q8_0, Q4_K); the others ignore it.
 template <DType T>
 struct QT;
 
@@ -72,9 +75,11 @@ struct QT<DType::Q4_0> {
     float d;
   };
   using X = XOne;
+  template <bool kStream = false>
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
     const int64_t bi = row * w.blocks_per_row + u;
-    return {__ldg(reinterpret_cast<const uint4*>(w.body) + bi), half_bits(__ldg(w.aux16 + bi))};
+    return {load_weight16<kStream>(reinterpret_cast<const uint4*>(w.body) + bi),
+            half_bits(__ldg(w.aux16 + bi))};
   }
   static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) { return x_one(xa, t, u); }
   static __device__ float dot(const Raw& r, const X& x, int64_t) {
@@ -97,6 +102,7 @@ struct QT<DType::Q4_1> {
     uint32_t dm;
   };
   using X = XOne;
+  template <bool kStream = false>
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
     const int64_t bi = row * w.blocks_per_row + u;
     return {__ldg(reinterpret_cast<const uint4*>(w.body) + bi), __ldg(w.aux0 + bi)};
@@ -123,6 +129,7 @@ struct QT<DType::Q5_0> {
     float d;
   };
   using X = XOne;
+  template <bool kStream = false>
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
     const int64_t bi = row * w.blocks_per_row + u;
     return {__ldg(reinterpret_cast<const uint4*>(w.body) + bi), __ldg(w.aux0 + bi),
@@ -149,6 +156,7 @@ struct QT<DType::Q5_1> {
     uint32_t qh, dm;
   };
   using X = XOne;
+  template <bool kStream = false>
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
     const int64_t bi = row * w.blocks_per_row + u;
     return {__ldg(reinterpret_cast<const uint4*>(w.body) + bi), __ldg(w.aux0 + bi),
@@ -176,10 +184,12 @@ struct QT<DType::Q8_0> {
     float d;
   };
   using X = XTwo;
+  template <bool kStream = false>
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
     const int64_t bi = row * w.blocks_per_row + u;
     const uint4* p = reinterpret_cast<const uint4*>(w.body) + 2 * bi;
-    return {__ldg(p), __ldg(p + 1), half_bits(__ldg(w.aux16 + bi))};
+    return {load_weight16<kStream>(p), load_weight16<kStream>(p + 1),
+            half_bits(__ldg(w.aux16 + bi))};
   }
   static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) { return x_two(xa, t, u); }
   static __device__ float dot(const Raw& r, const X& x, int64_t) {
@@ -208,11 +218,12 @@ struct QT<DType::Q4_K> {
     uint4 h, q0, q1;
   };
   using X = XPair;
+  template <bool kStream = false>
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
     // Packed layout (dequantize.cu): quants contiguous in the body, heads in their own array.
     const int64_t bi = row * w.blocks_per_row + (u >> 2);
     const uint4* q = reinterpret_cast<const uint4*>(w.body + bi * 128 + (u & 3) * 32);
-    return {__ldg(w.aux_head + bi), __ldg(q), __ldg(q + 1)};
+    return {__ldg(w.aux_head + bi), load_weight16<kStream>(q), load_weight16<kStream>(q + 1)};
   }
   static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) {
     return {x_one(xa, t, 2 * u), x_one(xa, t, 2 * u + 1)};
@@ -241,6 +252,7 @@ struct QT<DType::Q5_K> {
     uint4 h, q0, q1, h0, h1;
   };
   using X = XPair;
+  template <bool kStream = false>
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
     const uint8_t* blk = w.body + (row * w.blocks_per_row + (u >> 2)) * 176;
     const uint4* q = reinterpret_cast<const uint4*>(blk + 48 + (u & 3) * 32);
@@ -288,6 +300,7 @@ struct QT<DType::Q6_K> {
     float d;
   };
   using X = XPair2;
+  template <bool kStream = false>
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
     const int64_t bi = row * w.blocks_per_row + (u >> 2);
     const int h = int(u >> 1) & 1, k = int(u & 1);
@@ -345,8 +358,9 @@ struct QT<DType::Q6_K> {
 // kSplit: warps per row group, each taking every kSplit-th step (gemv_split(); kSplit > 1 only
 // without kNorm and kPipe).
 // kMinBlocks: blocks per SM the register allocation must allow (3: at most 80 registers).
+// kStream: weight loads past L1 (weight-load.cuh; Q4_0, Q8_0 and Q4_K can, launch_plain).
 template <DType T, int NT, bool kNorm = false, bool kPipe = false, int kSplit = 1,
-          int kMinBlocks = 1>
+          int kMinBlocks = 1, bool kStream = false>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     gemv_int8_kernel(GemvBatch batch, QuantizedActs xa) {
   static_assert(kSplit == 1 || (!kNorm && !kPipe), "split steps: plain kernel only");
@@ -381,7 +395,7 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     for (int k = 0; k < Q::kUnroll; ++k) {
       const int64_t u = u0 + 32 * k < nu ? u0 + 32 * k : nu - 1;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) buf[k][r] = Q::load(w, rows[r], u);
+      for (int r = 0; r < kRows; ++r) buf[k][r] = Q::template load<kStream>(w, rows[r], u);
     }
   };
   auto dot_step = [&](const Raw(&buf)[Q::kUnroll][kRows], int64_t u0) {
@@ -445,14 +459,27 @@ constexpr bool pipe_dtype(DType t) {
 }
 
 // The one-token kernel without epilogue or pipelining, by split.
+template <DType T, int kMin, bool kStream>
+cudaError_t launch_plain_as(const GemvBatch& b, const QuantizedActs& xa, int split,
+                            cudaStream_t s) {
+  const dim3 grid(b.block_end[b.n_jobs - 1]), block(kWarps * 32);
+  return split == 4   ? launch_pdl(gemv_int8_kernel<T, 1, false, false, 4, kMin, kStream>, grid,
+                                   block, 0, s, b, xa)
+         : split == 2 ? launch_pdl(gemv_int8_kernel<T, 1, false, false, 2, kMin, kStream>, grid,
+                                   block, 0, s, b, xa)
+                      : launch_pdl(gemv_int8_kernel<T, 1, false, false, 1, kMin, kStream>, grid,
+                                   block, 0, s, b, xa);
+}
+// Q4_0 streams its weights past L1 (tg128 561 -> 572 tok/s on the H200); Q8_0 lost (441 ->
+// 434) and Q4_K did not move (508 -> 507). HEARTH_CUDA_GEMV_HINT_INT8=0: none, =1: all three.
 template <DType T, int kMin>
 cudaError_t launch_plain(const GemvBatch& b, const QuantizedActs& xa, int split, cudaStream_t s) {
-  const dim3 grid(b.block_end[b.n_jobs - 1]), block(kWarps * 32);
-  return split == 4
-             ? launch_pdl(gemv_int8_kernel<T, 1, false, false, 4, kMin>, grid, block, 0, s, b, xa)
-         : split == 2
-             ? launch_pdl(gemv_int8_kernel<T, 1, false, false, 2, kMin>, grid, block, 0, s, b, xa)
-             : launch_pdl(gemv_int8_kernel<T, 1, false, false, 1, kMin>, grid, block, 0, s, b, xa);
+  static const int mode = env_int("HEARTH_CUDA_GEMV_HINT_INT8", -1);
+  if constexpr (T == DType::Q4_0 || T == DType::Q8_0 || T == DType::Q4_K) {
+    if (mode == 1 || (mode == -1 && T == DType::Q4_0))
+      return launch_plain_as<T, kMin, true>(b, xa, split, s);
+  }
+  return launch_plain_as<T, kMin, false>(b, xa, split, s);
 }
 
 template <DType T>

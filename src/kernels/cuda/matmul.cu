@@ -11,6 +11,7 @@
 #include "kernels/cuda/gemm-fp8.h"
 #include "kernels/cuda/gemv-norm.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/weight-load.cuh"
 
 namespace hearth::cuda {
 
@@ -25,11 +26,13 @@ constexpr int kFloatUnroll = 4;
 
 // Raw 8-element groups of a plain dtype, held packed in registers until used (F16/BF16 take 4
 // registers a group instead of 8, so twice as many loads fit in flight).
-template <DType T>
+// kStream: the 16-byte words past L1 (weight-load.cuh); F32 rows keep __ldg.
+template <DType T, bool kStream = false>
 struct PlainGroup {
   uint4 v;
   static __device__ __forceinline__ PlainGroup load(const DeviceWeight& w, int64_t row, int64_t g) {
-    return {__ldg(reinterpret_cast<const uint4*>(w.body) + (row * w.cols + g * 8) / 8)};
+    return {load_weight16<kStream>(reinterpret_cast<const uint4*>(w.body) +
+                                   (row * w.cols + g * 8) / 8)};
   }
   __device__ __forceinline__ void unpack(float (&o)[8]) const {
     const uint32_t u[4] = {v.x, v.y, v.z, v.w};
@@ -46,8 +49,8 @@ struct PlainGroup {
     }
   }
 };
-template <>
-struct PlainGroup<DType::F32> {
+template <bool kStream>
+struct PlainGroup<DType::F32, kStream> {
   float4 a, b;
   static __device__ __forceinline__ PlainGroup load(const DeviceWeight& w, int64_t row, int64_t g) {
     const float4* p = reinterpret_cast<const float4*>(w.body) + (row * w.cols + g * 8) / 4;
@@ -63,9 +66,13 @@ struct PlainGroup<DType::F32> {
 // kNorm: batch.norm's rmsnorm epilogue (one token, one job; warps past the last row stay).
 // kPipe: software-pipelined steps (rows of several steps; HEARTH_CUDA_GEMV_PIPE=0 turns off).
 // kSplit: warps per row group, each taking every kSplit-th step (gemv_split(); plain kernel).
-template <DType T, int NT, int kUnroll, bool kNorm = false, bool kPipe = false, int kSplit = 1>
+// kStream: weight loads past L1 (weight-load.cuh; the split kernels, HEARTH_CUDA_GEMV_HINT=0
+// turns it off).
+template <DType T, int NT, int kUnroll, bool kNorm = false, bool kPipe = false, int kSplit = 1,
+          bool kStream = false>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(GemvBatch batch, const float* __restrict__ x) {
+  using Group = PlainGroup<T, kStream>;
   static_assert(kSplit == 1 || (!kNorm && !kPipe), "split steps: plain kernel only");
   pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -91,15 +98,15 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int t = 0; t < NT; ++t) acc[r][t] = 0.f;
 
   // All weight loads of a step first, so kUnroll*kRows loads are in flight per lane.
-  auto load_step = [&](PlainGroup<T>(&buf)[kUnroll][kRows], int64_t g0) {
+  auto load_step = [&](Group(&buf)[kUnroll][kRows], int64_t g0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t g = g0 + 32 * u < ng ? g0 + 32 * u : ng - 1;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) buf[u][r] = PlainGroup<T>::load(w, rows[r], g);
+      for (int r = 0; r < kRows; ++r) buf[u][r] = Group::load(w, rows[r], g);
     }
   };
-  auto dot_step = [&](const PlainGroup<T>(&buf)[kUnroll][kRows], int64_t g0) {
+  auto dot_step = [&](const Group(&buf)[kUnroll][kRows], int64_t g0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t g = g0 + 32 * u;
@@ -119,7 +126,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
   };
-  PlainGroup<T> raw[kUnroll][kRows];
+  Group raw[kUnroll][kRows];
   // The first step's weights stream in before waiting for the kernel that wrote x (PDL).
   const int64_t first = lane + part * 32 * kUnroll;
   load_step(raw, first);
@@ -127,7 +134,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   if constexpr (kPipe) {
     // Two steps in flight: the next step's loads go out before this step's dots (same
     // summation order as the plain loop).
-    PlainGroup<T> nxt[kUnroll][kRows];
+    Group nxt[kUnroll][kRows];
     constexpr int64_t kStep = 32 * kUnroll;
     for (int64_t s0 = 0; s0 < ng; s0 += 2 * kStep) {
       if (s0 + kStep < ng) load_step(nxt, s0 + kStep + lane);
@@ -184,6 +191,14 @@ cudaError_t gemv_launch(const GemvJob* jobs, int n_jobs, const float* x, int64_t
       }
       if (w.norm.counter)
         return launch_pdl(gemv_kernel<T, 1, U, true>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
+      if (static const bool stream = env_on("HEARTH_CUDA_GEMV_HINT"); stream) {
+        if (split == 4)
+          return launch_pdl(gemv_kernel<T, 1, U, false, false, 4, true>, dim3(grid),
+                            dim3(kWarps * 32), 0, s, w, x);
+        if (split == 2)
+          return launch_pdl(gemv_kernel<T, 1, U, false, false, 2, true>, dim3(grid),
+                            dim3(kWarps * 32), 0, s, w, x);
+      }
       if (split == 8)
         return launch_pdl(gemv_kernel<T, 1, U, false, false, 8>, dim3(grid), dim3(kWarps * 32), 0,
                           s, w, x);
