@@ -13,7 +13,7 @@ std::string shared_path(const std::string& rel);  // shared_dir() + "/" + rel
 std::string source_dir();                         // repository root
 std::string binary_dir();                         // CMake build root
 std::string hearth_cli();                         // path of the built `hearth` executable
-std::string temp_dir();                           // a fresh folder for this test process
+std::string temp_dir();  // a fresh folder for this test process, removed when it exits
 
 struct CommandResult {
   int exit_code = -1;
