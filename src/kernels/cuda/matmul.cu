@@ -191,14 +191,14 @@ cudaError_t gemv_launch(const GemvJob* jobs, int n_jobs, const float* x, int64_t
       }
       if (w.norm.counter)
         return launch_pdl(gemv_kernel<T, 1, U, true>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
-      if (static const bool stream = env_on("HEARTH_CUDA_GEMV_HINT"); stream) {
-        if (split == 4)
-          return launch_pdl(gemv_kernel<T, 1, U, false, false, 4, true>, dim3(grid),
-                            dim3(kWarps * 32), 0, s, w, x);
-        if (split == 2)
-          return launch_pdl(gemv_kernel<T, 1, U, false, false, 2, true>, dim3(grid),
-                            dim3(kWarps * 32), 0, s, w, x);
-      }
+      // Split kernels stream their weights past L1 (weight-load.cuh) unless switched off.
+      static const bool stream = env_on("HEARTH_CUDA_GEMV_HINT");
+      if (stream && split == 4)
+        return launch_pdl(gemv_kernel<T, 1, U, false, false, 4, true>, dim3(grid),
+                          dim3(kWarps * 32), 0, s, w, x);
+      if (stream && split == 2)
+        return launch_pdl(gemv_kernel<T, 1, U, false, false, 2, true>, dim3(grid),
+                          dim3(kWarps * 32), 0, s, w, x);
       if (split == 8)
         return launch_pdl(gemv_kernel<T, 1, U, false, false, 8>, dim3(grid), dim3(kWarps * 32), 0,
                           s, w, x);
