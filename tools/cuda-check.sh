@@ -132,6 +132,8 @@ HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1 HEARTH_CUDA_ATTN_TC=1 HEARTH_CUD
   "$BIN/cuda_ops_test" >"$OUT/ops-exp.log" 2>&1 || OPS_RC=1
 grep -E "^\[  FAILED|Failure|^\[  PASSED" "$OUT/ops-exp.log" | head -20
 
+# The decode profiles' 64-token prompt (the A/B settings' and the full check's).
+pids=$(python3 -c "import random; random.seed(2); print(','.join(str(random.randint(100, 31999)) for _ in range(64)))")
 if [ -n "${AB:-}" ]; then
   # PROBE=1: the cuBLASLt algorithm survey of the prefill GEMM shapes first (gemm-probe.txt).
   if [ "${PROBE:-0}" = 1 ]; then
@@ -140,7 +142,6 @@ if [ -n "${AB:-}" ]; then
     cut -c1-150 "$OUT/gemm-probe.txt"
   fi
   wait
-  pids=$(python3 -c "import random; random.seed(2); print(','.join(str(random.randint(100, 31999)) for _ in range(64)))")
   for setting in $AB; do
     envs=${setting//,/ } && envs=${envs/#-/HEARTH_AB=default}
     # AB_TYPES=f16+q4_k inside a setting: bench only those files for it
@@ -256,7 +257,6 @@ PY
       run_one "$1" "$2"
   }
   # Where a decode token's GPU time goes (HEARTH_CUDA_PROFILE=1): fused (default) and unfused.
-  pids=$(python3 -c "import random; random.seed(2); print(','.join(str(random.randint(100, 31999)) for _ in range(64)))")
   # Defaults, then A/B switches off one at a time (graph replay per token is the figure).
   # Where a 512-token prefill's GPU time goes (the third profiled pass: after the bench's
   # 32-token warm-up and one 512-token pass), default and with the fp32 attention kernel.
