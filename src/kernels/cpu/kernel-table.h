@@ -27,12 +27,13 @@ using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
 
 // Activations for a packed layout: per token, n int8 values (Q8_0 rounding), and per 32-block
-// its f32 scale and the sum of its int8 values (so unsigned weight codes need no offset pass).
+// its f32 scale and 8 x the sum of its int8 values (so unsigned weight codes need no offset pass:
+// the offset-8 correction of 4-bit codes, ready to subtract).
 // Layouts with f32 activations (no quantize function) read x [T, n] as given.
 struct PackedActivations {
   const int8_t* q;   // [T, n]
   const float* d;    // [T, n / 32]
-  const int32_t* s;  // [T, n / 32]
+  const int32_t* s;  // [T, n / 32], 8 x the block's sum
   int64_t n_tokens;
   const float* x = nullptr;  // [T, n] f32 activations
 };

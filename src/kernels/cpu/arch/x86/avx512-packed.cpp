@@ -167,14 +167,30 @@ void q4_0_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
   });
 }
 
-// G streams of one group each against NT tokens (see run_streams): acc[i][t] lanes = rows.
+// acc + (u8 lanes of w) . (the 4 signed bytes at x, broadcast), with the broadcast folded into
+// the instruction: GCC emits a separate vpbroadcastd for the intrinsic form.
+inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int32_t* x) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*x));
+  return acc;
+}
+
+// G streams of one group each against NT tokens (see run_streams): out[i][t] lanes = rows.
+// Decode streams weights at the speed the loop issues its loads, and that speed falls with every
+// uop the loop spends per weight byte (session 11: a loop that only loads the same bytes reads at
+// ~100% of a plain read, the nibble unpack alone cost ~10 points). So per 64 weight bytes this
+// is one load, two ands and two dot products with the activations broadcast from memory: the
+// high nibbles stay in place (16 q, summed on their own and shifted back once per block, exact)
+// and the offset-8 correction is x.s, precomputed by the activation quantizer. Session 12, A/B
+// with the previous loop (srli + and for the high nibbles, separate broadcasts, the correction
+// built per block): hearth-decode-bench 5632x2048 24.5-25.4 GB/s against 23.3-25.3.
 template <int NT, int G>
 void q4_0_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, int64_t first,
                   int64_t pairs, int64_t nb, const PackedActivations& x, int64_t t0,
-                  __m512 (&acc)[G][NT]) {
+                  __m512 (&out)[G][NT]) {
+  __m512 acc[G][NT];  // local, so the compiler keeps them in registers (out may alias)
   for (int i = 0; i < G; ++i)
     for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_setzero_ps();
-  const __m512i m4 = _mm512_set1_epi8(0xF);
+  const __m512i low = _mm512_set1_epi8(0x0F), high = _mm512_set1_epi8(char(0xF0));
   for (int64_t p = 0; p < pairs; ++p) {
     for (int i = 0; i < G; ++i) {
       const uint8_t* wg = w + uint64_t(i) * stride_bytes + uint64_t(p) * kPairBytes;
@@ -184,33 +200,31 @@ void q4_0_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
         const __m512 dw =
             _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg + half * 32)));
         const uint8_t* qp = wg + 64 + half * 256;
-        __m512i q[8];
+        __m512i lo[4], hi[4];
         for (int k = 0; k < 4; ++k) {
           const __m512i v = _mm512_load_si512(qp + 64 * k);
-          q[k] = _mm512_and_si512(v, m4);
-          q[k + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+          lo[k] = _mm512_and_si512(v, low);
+          hi[k] = _mm512_and_si512(v, high);
         }
         for (int t = 0; t < NT; ++t) {
-          const int64_t tok = t0 + t;
-          const int32_t* xq = reinterpret_cast<const int32_t*>(x.q + tok * nb * kQK32 + b * kQK32);
-          // Two chains of four so the dpbusd latency overlaps.
-          __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], _mm512_set1_epi32(xq[0]));
-          __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[1], _mm512_set1_epi32(xq[1]));
-          s0 = _mm512_dpbusd_epi32(s0, q[2], _mm512_set1_epi32(xq[2]));
-          s1 = _mm512_dpbusd_epi32(s1, q[3], _mm512_set1_epi32(xq[3]));
-          s0 = _mm512_dpbusd_epi32(s0, q[4], _mm512_set1_epi32(xq[4]));
-          s1 = _mm512_dpbusd_epi32(s1, q[5], _mm512_set1_epi32(xq[5]));
-          s0 = _mm512_dpbusd_epi32(s0, q[6], _mm512_set1_epi32(xq[6]));
-          s1 = _mm512_dpbusd_epi32(s1, q[7], _mm512_set1_epi32(xq[7]));
-          // sum (q - 8) x = sum q x - 8 sum x.
-          const __m512i corr = _mm512_set1_epi32(8 * x.s[tok * nb + b]);
-          const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), corr);
-          const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[tok * nb + b]));
+          const int64_t tb = (t0 + t) * nb + b;
+          const auto* xq = reinterpret_cast<const int32_t*>(x.q + tb * kQK32);
+          __m512i sl = _mm512_setzero_si512(), sh = _mm512_setzero_si512();
+          for (int k = 0; k < 4; ++k) {
+            sl = dpbusd_bcast(sl, lo[k], xq + k);
+            sh = dpbusd_bcast(sh, hi[k], xq + 4 + k);
+          }
+          // sum (q - 8) x = sum q x - 8 sum x; x.s holds 8 sum x.
+          const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(sl, _mm512_srai_epi32(sh, 4)),
+                                                _mm512_set1_epi32(x.s[tb]));
+          const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[tb]));
           acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[i][t]);
         }
       }
     }
   }
+  for (int i = 0; i < G; ++i)
+    for (int t = 0; t < NT; ++t) out[i][t] = acc[i][t];
 }
 
 // One group of 16 rows against NT tokens: lanes = rows.
@@ -237,8 +251,9 @@ void q4_0_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const Packed
                    });
 }
 
-// x [n] -> Q8_0 codes, scales and sums, rounding exactly like ref::quantize_q8_0 (round half
-// away from zero, scale rounded through fp16) so packed and unpacked kernels agree.
+// x [n] -> Q8_0 codes, scales and 8 x the sum of each block's codes, rounding exactly like
+// ref::quantize_q8_0 (round half away from zero, scale rounded through fp16) so packed and unpacked
+// kernels agree.
 void quantize_q8_0_split(const float* x, int64_t n, int8_t* q, float* d, int32_t* s) {
   const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.f);
   const __m512 lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
@@ -263,7 +278,7 @@ void quantize_q8_0_split(const float* x, int64_t n, int8_t* q, float* d, int32_t
       codes[h] = _mm512_cvtps_epi32(r);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * h), _mm512_cvtsepi32_epi8(codes[h]));
     }
-    s[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(codes[0], codes[1]));
+    s[b] = 8 * _mm512_reduce_add_epi32(_mm512_add_epi32(codes[0], codes[1]));
   }
 }
 
@@ -388,9 +403,11 @@ void f16_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, 
       const uint8_t* wg = w + uint64_t(i) * stride_bytes + uint64_t(p) * kF16PairBytes;
       if ((p & 1) == 0) prefetch_ahead(wg, 64);
       const int64_t j = 2 * (first + i * stride_units + p);
-      const __m512i v = _mm512_load_si512(wg);
-      const __m512 w0 = _mm512_cvtph_ps(_mm512_castsi512_si256(v));
-      const __m512 w1 = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(v, 1));
+      // Two converts straight from memory: no extract of the upper half (one uop less per 64
+      // bytes; see q4_0_streams on why uops per byte matter here).
+      const __m512 w0 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg)));
+      const __m512 w1 =
+          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32)));
       for (int t = 0; t < NT; ++t) {
         const float* xt = x + (t0 + t) * n + j;
         acc[i][t] = _mm512_fmadd_ps(w0, _mm512_set1_ps(xt[0]), acc[i][t]);
@@ -480,62 +497,61 @@ void q4_k_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
     }
 }
 
-// Units are super-blocks (kQ4KSuperBytes).
+// Units are super-blocks (kQ4KSuperBytes). As in Q4_0, the high nibbles stay in place (16 q):
+// their sub-block's scale takes the 1/16 instead, and the mins the 1/8 of x.s (8 sum x); powers
+// of two, so every product is the same as with shifted nibbles, bit for bit.
 template <int NT, int G>
 void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, int64_t first,
                   int64_t supers, int64_t nsb, const PackedActivations& x, int64_t t0,
-                  __m512 (&acc)[G][NT]) {
+                  __m512 (&out)[G][NT]) {
   const int64_t nb = nsb * 8;
+  __m512 acc[G][NT];
   for (int i = 0; i < G; ++i)
     for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_setzero_ps();
-  const __m512i m4 = _mm512_set1_epi8(0xF);
+  const __m512i low = _mm512_set1_epi8(0x0F), high = _mm512_set1_epi8(char(0xF0));
   for (int64_t s = 0; s < supers; ++s) {
     for (int i = 0; i < G; ++i) {
       const uint8_t* wg = w + uint64_t(i) * stride_bytes + uint64_t(s) * kQ4KSuperBytes;
       const int64_t sb = first + i * stride_units + s;
       const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg)));
-      const __m512 mv =
-          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32)));
+      const __m512 dv_hi = _mm512_mul_ps(dv, _mm512_set1_ps(1.f / 16));
+      const __m512 mv = _mm512_mul_ps(
+          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32))),
+          _mm512_set1_ps(1.f / 8));
       for (int c = 0; c < 4; ++c) {
         const uint8_t* qp = wg + 320 + c * 512;
         prefetch_ahead(qp, 512);
-        __m512i raw[8];
-        for (int k = 0; k < 8; ++k) raw[k] = _mm512_load_si512(qp + 64 * k);
         for (int h = 0; h < 2; ++h) {
           const int j = 2 * c + h;
           const int64_t b = sb * 8 + j;
           const __m512 dj = _mm512_mul_ps(
-              dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-                      _mm_load_si128(reinterpret_cast<const __m128i*>(wg + 64 + j * kRows)))));
+              h ? dv_hi : dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(
+                                  reinterpret_cast<const __m128i*>(wg + 64 + j * kRows)))));
           const __m512 mj = _mm512_mul_ps(
               mv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
                       _mm_load_si128(reinterpret_cast<const __m128i*>(wg + 192 + j * kRows)))));
           __m512i q[8];
           for (int k = 0; k < 8; ++k)
-            q[k] = h ? _mm512_and_si512(_mm512_srli_epi16(raw[k], 4), m4)
-                     : _mm512_and_si512(raw[k], m4);
+            q[k] = _mm512_and_si512(_mm512_load_si512(qp + 64 * k), h ? high : low);
           for (int t = 0; t < NT; ++t) {
-            const int64_t tok = t0 + t;
-            const int32_t* xq = reinterpret_cast<const int32_t*>(x.q + (tok * nb + b) * kQK32);
-            __m512i s0 =
-                _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], _mm512_set1_epi32(xq[0]));
-            __m512i s1 =
-                _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[1], _mm512_set1_epi32(xq[1]));
-            s0 = _mm512_dpbusd_epi32(s0, q[2], _mm512_set1_epi32(xq[2]));
-            s1 = _mm512_dpbusd_epi32(s1, q[3], _mm512_set1_epi32(xq[3]));
-            s0 = _mm512_dpbusd_epi32(s0, q[4], _mm512_set1_epi32(xq[4]));
-            s1 = _mm512_dpbusd_epi32(s1, q[5], _mm512_set1_epi32(xq[5]));
-            s0 = _mm512_dpbusd_epi32(s0, q[6], _mm512_set1_epi32(xq[6]));
-            s1 = _mm512_dpbusd_epi32(s1, q[7], _mm512_set1_epi32(xq[7]));
+            const int64_t tb = (t0 + t) * nb + b;
+            const auto* xq = reinterpret_cast<const int32_t*>(x.q + tb * kQK32);
+            __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+            for (int k = 0; k < 8; k += 2) {
+              s0 = dpbusd_bcast(s0, q[k], xq + k);
+              s1 = dpbusd_bcast(s1, q[k + 1], xq + k + 1);
+            }
             // sum w x = xd (dj sum q xq - mj sum xq)
             __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), dj);
-            v = _mm512_fnmadd_ps(mj, _mm512_set1_ps(float(x.s[tok * nb + b])), v);
-            acc[i][t] = _mm512_fmadd_ps(v, _mm512_set1_ps(x.d[tok * nb + b]), acc[i][t]);
+            v = _mm512_fnmadd_ps(mj, _mm512_set1_ps(float(x.s[tb])), v);
+            acc[i][t] = _mm512_fmadd_ps(v, _mm512_set1_ps(x.d[tb]), acc[i][t]);
           }
         }
       }
     }
   }
+  for (int i = 0; i < G; ++i)
+    for (int t = 0; t < NT; ++t) out[i][t] = acc[i][t];
 }
 
 template <int NT>
