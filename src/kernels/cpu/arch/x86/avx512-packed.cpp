@@ -24,7 +24,11 @@ namespace {
 constexpr int kRows = 16;
 
 // Software prefetch this many bytes ahead of the weight stream: the L2 streamer stops at 4 KiB
-// page boundaries, so without it every new page starts with a demand miss.
+// page boundaries, so without it every new page starts with a demand miss. Every line of every
+// unit: session 12 measured F16 prefetching every other line (leaving the odd ones to the
+// adjacent-line prefetcher) at 21-22 GB/s against 26-27 for every line, and the Q4_K
+// super-block's 320 bytes of scales unprefetched at 23.2-23.5 against 23.7-24.5 (the 1B
+// decode's matmuls in sequence, alternating runs).
 constexpr int kPrefetchAhead = 2048;
 
 inline void prefetch_ahead(const uint8_t* p, int bytes) {
@@ -65,7 +69,9 @@ void for_each_tile(const uint8_t* w, uint64_t group_bytes, int64_t g0, int64_t g
 // roofline, alternating runs): Q4_0 1 stream 69-74% / 66%, 2 streams 82-84% / 73-75%, 4 streams
 // 78-83% / 64-65%; Q8_0 71-73% / 59-60%, 83-84% / 61-65%, 78-82% / 59-62%; Q4_K 68-70% / 61%,
 // 73-74% / 62%, 74-76% / 54%; F16 (session 3, in the model) 4 streams 61-62% against 49-50%
-// with one. So F16 reads 4 streams and the others 2.
+// with one. Session 12, with every line prefetched and contiguous shares per thread (the 1B
+// decode's matmuls in sequence, three alternating rounds): F16 1 stream 25.4-26.6 GB/s, 2
+// streams 26.2-27.5, 4 streams 26.1-26.5. So every layout reads 2.
 // streams(G, w, stride_bytes, stride_units, first_unit, units, acc) runs G streams, stream i
 // over units [first_unit + i * stride_units, ... + units) whose bytes start at
 // w + i * stride_bytes, into acc[i][t]; the sum lands at y + (t0 + t) * y_stride. Only the
@@ -401,7 +407,7 @@ void f16_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, 
   for (int64_t p = 0; p < pairs; ++p) {
     for (int i = 0; i < G; ++i) {
       const uint8_t* wg = w + uint64_t(i) * stride_bytes + uint64_t(p) * kF16PairBytes;
-      if ((p & 1) == 0) prefetch_ahead(wg, 64);
+      prefetch_ahead(wg, 64);
       const int64_t j = 2 * (first + i * stride_units + p);
       // Two converts straight from memory: no extract of the upper half (one uop less per 64
       // bytes; see q4_0_streams on why uops per byte matter here).
@@ -422,7 +428,7 @@ void f16_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, 
 template <int NT>
 void f16_group(const uint8_t* wg, int64_t n, const float* x, int64_t t0, float* y,
                int64_t y_stride) {
-  run_streams<NT, 4>(wg, n / 2, kF16PairBytes, y, t0, y_stride,
+  run_streams<NT, 2>(wg, n / 2, kF16PairBytes, y, t0, y_stride,
                      [&](auto g, const uint8_t* w, uint64_t sb, int64_t su, int64_t first,
                          int64_t units, auto& acc) {
                        f16_streams<NT, decltype(g)::value>(w, sb, su, first, units, n, x, t0, acc);
@@ -520,6 +526,7 @@ void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
           _mm512_set1_ps(1.f / 8));
       for (int c = 0; c < 4; ++c) {
         const uint8_t* qp = wg + 320 + c * 512;
+        if (c == 0) prefetch_ahead(wg, 320);  // the scales too: every line of the unit
         prefetch_ahead(qp, 512);
         for (int h = 0; h < 2; ++h) {
           const int j = 2 * c + h;
