@@ -190,10 +190,10 @@ inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int32_t* x) {
 }
 
 // G streams of one group each against NT tokens (see run_streams): out[i][t] lanes = rows.
-// Decode streams weights at the speed the loop issues its loads, and that speed falls with every
-// uop the loop spends per weight byte (session 11: a loop that only loads the same bytes reads at
-// ~100% of a plain read, the nibble unpack alone cost ~10 points). So per 64 weight bytes this
-// is one load, two ands and two dot products with the activations broadcast from memory: the
+// Few uops per weight byte, as session 11 saw a loop that only loads the same bytes stream
+// faster than the kernel (session 12 found most of that gap in the hand-out and the prefetch
+// instead; this loop is worth a few %). Per 64 weight bytes: one load, two ands and two dot
+// products with the activations broadcast from memory: the
 // high nibbles stay in place (16 q, summed on their own and shifted back once per block, exact)
 // and the offset-8 correction is x.s, precomputed by the activation quantizer. Session 12, A/B
 // with the previous loop (srli + and for the high nibbles, separate broadcasts, the correction
