@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "huge-buffer.h"
 #include "kernels/cpu/kernel-table.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
@@ -33,19 +34,17 @@ double now_s() {
 // "huge": buffers on 2 MiB pages (as the CPU backend maps its weight cache), else 4 KiB pages.
 bool g_huge = false;
 
+// 64-byte aligned heap memory, or with g_huge fresh memory on 2 MiB pages (huge-buffer.h).
 struct Aligned {
   std::unique_ptr<uint8_t, decltype(&std::free)> p{nullptr, std::free};
+  bench_tools::HugeBuffer huge;
   explicit Aligned(uint64_t bytes) {
-    const uint64_t align = g_huge ? (uint64_t(2) << 20) : 64;
-    const uint64_t size = (bytes + align - 1) / align * align;
-    p.reset(static_cast<uint8_t*>(std::aligned_alloc(align, size)));
-#ifdef MADV_HUGEPAGE
-    if (g_huge && p) madvise(p.get(), size, MADV_HUGEPAGE);
-#endif
+    if (g_huge)
+      huge = bench_tools::HugeBuffer(bytes);
+    else
+      p.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
   }
-  uint8_t* get() const {
-    return p.get();
-  }
+  uint8_t* get() const { return g_huge ? huge.get() : p.get(); }
 };
 
 // The bytes of `src` in a read-only private mapping of a file, as the CPU backend maps its

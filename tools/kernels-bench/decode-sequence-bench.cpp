@@ -12,8 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <sys/mman.h>
-
+#include "huge-buffer.h"
 #include "kernels/cpu/kernel-table.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
@@ -38,6 +37,7 @@ struct Packed {
   int64_t d = 0, n = 0;
   uint64_t bytes = 0;
   uint8_t* p = nullptr;
+  bench_tools::HugeBuffer buffer;
 };
 
 Packed make_packed(DType t, int64_t d, int64_t n, std::mt19937& rng, ThreadPool& pool) {
@@ -47,14 +47,14 @@ Packed make_packed(DType t, int64_t d, int64_t n, std::mt19937& rng, ThreadPool&
   const uint64_t src_bytes = *row_bytes(t, uint64_t(n)) * uint64_t(d);
   std::vector<uint8_t> q(src_bytes);
   if (!kernels::quantize_rows(t, wf.data(), q.data(), d, n, &pool).is_ok()) std::exit(1);
-  Packed m{d, n, *kernels::packed_size(t, d, n), nullptr};
-  constexpr uint64_t kHuge = uint64_t(2) << 20;
-  const uint64_t alloc = (m.bytes + kHuge - 1) / kHuge * kHuge;
-  m.p = static_cast<uint8_t*>(std::aligned_alloc(kHuge, alloc));
-  if (!m.p) std::exit(1);
-  madvise(m.p, alloc, MADV_HUGEPAGE);
+  Packed m;
+  m.d = d;
+  m.n = n;
+  m.bytes = *kernels::packed_size(t, d, n);
+  m.buffer = bench_tools::HugeBuffer(m.bytes);
+  m.p = m.buffer.get();
   kernels::pack_weight(TensorView{"w", t, {d, n}, q.data(), src_bytes}, m.p, pool);
-  return m;  // never freed: the tool exits after one measurement
+  return m;
 }
 
 }  // namespace

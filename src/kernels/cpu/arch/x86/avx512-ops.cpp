@@ -48,19 +48,51 @@ inline float dot(const float* a, const float* b, int64_t hd) {
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
+// 16 vectors in, one out: lane j = the sum of v[j]'s 16 lanes. A tree of in-lane unpacks and
+// cross-lane shuffles: 45 uops for 16 sums, where 16 separate reductions cost ~130.
+inline __m512 sum_each_16(const __m512 (&v)[16]) {
+  __m512 a[8], b[4];
+  for (int j = 0; j < 8; ++j)  // per 128-bit lane: [v2j even, v2j+1 even, v2j odd, v2j+1 odd]
+    a[j] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * j], v[2 * j + 1]),
+                         _mm512_unpackhi_ps(v[2 * j], v[2 * j + 1]));
+  for (int j = 0; j < 4; ++j) {  // per 128-bit lane: the lane's sums of keys 4j .. 4j+3
+    const __m512d x = _mm512_castps_pd(a[2 * j]), y = _mm512_castps_pd(a[2 * j + 1]);
+    b[j] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  }
+  // Fold the four 128-bit lanes: d0 = [b0 L0+L1, b0 L2+L3, b1 L0+L1, b1 L2+L3], d1 likewise.
+  const __m512 d0 = _mm512_add_ps(_mm512_shuffle_f32x4(b[0], b[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 d1 = _mm512_add_ps(_mm512_shuffle_f32x4(b[2], b[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(b[2], b[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(d0, d1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(d0, d1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Decode attention costs about as much from cache as from memory (session 13: TinyLlama's 22
+// layers at 250 positions, 1.0 ms a step from cache, 1.5 ms cold), and one horizontal reduction
+// per key was the largest part of it: the common head size now reduces 16 keys at once (64
+// keys from L1: 2.3 -> 1.6 ns a key). Only the summation order changes.
 void scores(const float* q, const float* k, int64_t k_stride, int64_t nk, int64_t hd, float scale,
             float* s) {
   if (hd == 64) {  // the common head size: q stays in four registers across all keys
     const __m512 q0 = _mm512_loadu_ps(q), q1 = _mm512_loadu_ps(q + 16);
     const __m512 q2 = _mm512_loadu_ps(q + 32), q3 = _mm512_loadu_ps(q + 48);
-    for (int64_t j = 0; j < nk; ++j) {
-      const float* kj = k + j * k_stride;
-      __m512 a = _mm512_mul_ps(q0, _mm512_loadu_ps(kj));
-      __m512 b = _mm512_mul_ps(q1, _mm512_loadu_ps(kj + 16));
-      a = _mm512_fmadd_ps(q2, _mm512_loadu_ps(kj + 32), a);
-      b = _mm512_fmadd_ps(q3, _mm512_loadu_ps(kj + 48), b);
-      s[j] = _mm512_reduce_add_ps(_mm512_add_ps(a, b)) * scale;
+    const __m512 sv = _mm512_set1_ps(scale);
+    auto partial = [&](const float* kj) {  // 16 lanes whose sum is q . k_j
+      const __m512 a =
+          _mm512_fmadd_ps(q2, _mm512_loadu_ps(kj + 32), _mm512_mul_ps(q0, _mm512_loadu_ps(kj)));
+      const __m512 b = _mm512_fmadd_ps(q3, _mm512_loadu_ps(kj + 48),
+                                       _mm512_mul_ps(q1, _mm512_loadu_ps(kj + 16)));
+      return _mm512_add_ps(a, b);
+    };
+    int64_t j = 0;
+    for (; j + 16 <= nk; j += 16) {
+      __m512 v[16];
+      for (int i = 0; i < 16; ++i) v[i] = partial(k + (j + i) * k_stride);
+      _mm512_storeu_ps(s + j, _mm512_mul_ps(sum_each_16(v), sv));
     }
+    for (; j < nk; ++j) s[j] = _mm512_reduce_add_ps(partial(k + j * k_stride)) * scale;
     return;
   }
   for (int64_t j = 0; j < nk; ++j) s[j] = dot(q, k + j * k_stride, hd) * scale;
