@@ -114,6 +114,19 @@ float exp_sum(float* s, int64_t n, float m) {
 void accumulate(float* acc, float c, const float* p, const float* v, int64_t v_stride, int64_t nk,
                 int64_t hd) {
   const __m512 cv = _mm512_set1_ps(c);
+  // The common head size with plain loads: a masked load costs a uop on the port the FMAs
+  // use too (64 keys from L1: 2.0-2.6 -> 1.6 ns a key).
+  if (hd == 64) {
+    __m512 a[4];
+    for (int r = 0; r < 4; ++r) a[r] = _mm512_mul_ps(cv, _mm512_loadu_ps(acc + 16 * r));
+    for (int64_t j = 0; j < nk; ++j) {
+      const __m512 pj = _mm512_set1_ps(p[j]);
+      const float* vj = v + j * v_stride;
+      for (int r = 0; r < 4; ++r) a[r] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 16 * r), a[r]);
+    }
+    for (int r = 0; r < 4; ++r) _mm512_storeu_ps(acc + 16 * r, a[r]);
+    return;
+  }
   for (int64_t i = 0; i < hd; i += 64) {
     const int64_t w = hd - i;
     const __mmask16 m0 = tail_mask(w), m1 = tail_mask(w - 16 > 0 ? w - 16 : 0);
