@@ -82,6 +82,7 @@ TEST(CpuOps, AttentionMatchesReference) {
   const AttnCase cases[] = {
       {1, 0, 4, 4, 64, 1},      // first decode step: one key
       {1, 255, 32, 4, 64, 1},   // TinyLlama decode at 256 context, GQA 8
+      {1, 20, 10, 5, 64, 1},    // short decode context: kv heads cut 2/2/1 over 3 threads
       {1, 300, 6, 2, 7, 1},     // odd head size, GQA 3
       {130, 0, 8, 2, 64, 1},    // prefill T=130 (tails of query and key blocks)
       {130, 20, 6, 3, 33, 4},   // chunked prefill after 20 cached positions, odd hd, peaky
