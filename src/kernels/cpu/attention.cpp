@@ -1,7 +1,8 @@
 // Causal multi-head attention over the f32 KV cache on the CPU: blocked online softmax, the
 // inner loops from SmallOps (per ISA). Work is cut into jobs (kv heads, query block, key range)
 // taken from a shared counter, largest first, so causal prefill does not leave a straggler.
-// A decode step instead gives each thread a contiguous range of keys across every kv head.
+// A decode step instead gives each thread a contiguous range of keys across every kv head (a
+// short context: a range of kv heads too).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
