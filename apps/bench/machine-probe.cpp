@@ -16,9 +16,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <new>
+#include <optional>
 #include <vector>
 
 #include "base/cpu-features.h"
+#include "base/huge-buffer.h"
 #include "base/thread-pool.h"
 
 namespace hearth::bench {
@@ -168,27 +171,26 @@ double aggregate_rate(ThreadPool& pool, double ops_per_iter, Fn fn) {
 double measure_read_bandwidth(int threads, uint64_t bytes, int passes) {
   threads = std::max(1, threads);
   bytes = std::max<uint64_t>(bytes / (256u * uint64_t(threads)), 1) * 256u * uint64_t(threads);
-  // 2 MiB-aligned and marked for huge pages, as the weights are mapped (base/mapped-file.cpp):
-  // the roofline is what the machine can stream, not what 4 KiB pages let through.
-  constexpr uint64_t kHuge = 2u << 20;
-  void* raw = nullptr;
-  if (posix_memalign(&raw, kHuge, bytes) != 0) return 0;
-  std::unique_ptr<uint8_t, void (*)(void*)> buf(static_cast<uint8_t*>(raw), std::free);
-#ifdef MADV_HUGEPAGE
-  madvise(raw, bytes, MADV_HUGEPAGE);
-#endif
+  // On 2 MiB pages, as the weights are mapped (base/mapped-file.cpp): the roofline is what the
+  // machine can stream, not what 4 KiB pages let through.
+  std::optional<HugeBuffer> buf;
+  try {
+    buf.emplace(bytes);
+  } catch (const std::bad_alloc&) {
+    return 0;
+  }
   ThreadPool pool(threads);
   const CpuFeatures& f = cpu_features();
   const uint64_t slice = bytes / uint64_t(threads);
   // First touch from the reading thread places pages near it (matters on multi-socket hosts).
-  pool.run([&](int t, int) { std::memset(buf.get() + uint64_t(t) * slice, t + 1, slice); });
+  pool.run([&](int t, int) { std::memset(buf->get() + uint64_t(t) * slice, t + 1, slice); });
   std::atomic<uint64_t> sink{0};
   double best = 0;
   for (int streams : {1, 4})
     for (int pass = 0; pass <= passes; ++pass) {
       const auto t0 = std::chrono::steady_clock::now();
       pool.run([&](int t, int) {
-        const uint8_t* p = buf.get() + uint64_t(t) * slice;
+        const uint8_t* p = buf->get() + uint64_t(t) * slice;
         sink += f.avx512f ? read_avx512(p, slice, streams)
                 : f.avx2  ? read_avx2(p, slice, streams)
                           : read_scalar(p, slice, streams);

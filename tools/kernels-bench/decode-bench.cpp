@@ -18,7 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "huge-buffer.h"
+#include "base/huge-buffer.h"
 #include "kernels/cpu/kernel-table.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
@@ -34,13 +34,13 @@ double now_s() {
 // "huge": buffers on 2 MiB pages (as the CPU backend maps its weight cache), else 4 KiB pages.
 bool g_huge = false;
 
-// 64-byte aligned heap memory, or with g_huge fresh memory on 2 MiB pages (huge-buffer.h).
+// 64-byte aligned heap memory, or with g_huge fresh memory on 2 MiB pages (base/huge-buffer.h).
 struct Aligned {
   std::unique_ptr<uint8_t, decltype(&std::free)> p{nullptr, std::free};
-  bench_tools::HugeBuffer huge;
+  HugeBuffer huge;
   explicit Aligned(uint64_t bytes) {
     if (g_huge)
-      huge = bench_tools::HugeBuffer(bytes);
+      huge = HugeBuffer(bytes);
     else
       p.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
   }

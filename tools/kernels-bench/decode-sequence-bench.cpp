@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "huge-buffer.h"
+#include "base/huge-buffer.h"
 #include "kernels/cpu/kernel-table.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
@@ -36,8 +36,8 @@ constexpr Shape kShapes[] = {{"tinyllama-1b", 22, 2048, 256, 5632, 32000},
 struct Packed {
   int64_t d = 0, n = 0;
   uint64_t bytes = 0;
-  uint8_t* p = nullptr;
-  bench_tools::HugeBuffer buffer;
+  HugeBuffer buffer;
+  uint8_t* p() const { return buffer.get(); }
 };
 
 Packed make_packed(DType t, int64_t d, int64_t n, std::mt19937& rng, ThreadPool& pool) {
@@ -51,9 +51,8 @@ Packed make_packed(DType t, int64_t d, int64_t n, std::mt19937& rng, ThreadPool&
   m.d = d;
   m.n = n;
   m.bytes = *kernels::packed_size(t, d, n);
-  m.buffer = bench_tools::HugeBuffer(m.bytes);
-  m.p = m.buffer.get();
-  kernels::pack_weight(TensorView{"w", t, {d, n}, q.data(), src_bytes}, m.p, pool);
+  m.buffer = HugeBuffer(m.bytes);
+  kernels::pack_weight(TensorView{"w", t, {d, n}, q.data(), src_bytes}, m.p(), pool);
   return m;
 }
 
@@ -101,17 +100,17 @@ int main(int argc, char** argv) {
   auto step = [&] {
     for (int64_t l = 0; l < s->layers; ++l) {
       const Packed* m = &w[size_t(l * 7)];
-      const kernels::PackedMatmul qkv[3] = {{t, m[0].p, m[0].d, y0.data()},
-                                            {t, m[1].p, m[1].d, y1.data()},
-                                            {t, m[2].p, m[2].d, y2.data()}};
+      const kernels::PackedMatmul qkv[3] = {{t, m[0].p(), m[0].d, y0.data()},
+                                            {t, m[1].p(), m[1].d, y1.data()},
+                                            {t, m[2].p(), m[2].d, y2.data()}};
       kernels::matmul_packed_shared(qkv, s->dim, x.data(), 1, pool);
-      kernels::matmul_packed(t, m[3].p, m[3].d, m[3].n, x.data(), 1, y0.data(), pool);
-      const kernels::PackedMatmul gate_up[2] = {{t, m[4].p, m[4].d, y1.data()},
-                                                {t, m[5].p, m[5].d, y2.data()}};
+      kernels::matmul_packed(t, m[3].p(), m[3].d, m[3].n, x.data(), 1, y0.data(), pool);
+      const kernels::PackedMatmul gate_up[2] = {{t, m[4].p(), m[4].d, y1.data()},
+                                                {t, m[5].p(), m[5].d, y2.data()}};
       kernels::matmul_packed_shared(gate_up, s->dim, x.data(), 1, pool);
-      kernels::matmul_packed(t, m[6].p, m[6].d, m[6].n, x.data(), 1, y0.data(), pool);
+      kernels::matmul_packed(t, m[6].p(), m[6].d, m[6].n, x.data(), 1, y0.data(), pool);
     }
-    kernels::matmul_packed(t, w.back().p, w.back().d, w.back().n, x.data(), 1, y0.data(), pool);
+    kernels::matmul_packed(t, w.back().p(), w.back().d, w.back().n, x.data(), 1, y0.data(), pool);
   };
   step();  // warm-up: page tables, pool threads
   std::vector<double> secs;
