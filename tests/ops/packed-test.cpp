@@ -32,16 +32,22 @@ std::vector<uint8_t> random_matrix(DType t, int64_t d, int64_t n, std::mt19937& 
 }
 
 // What a layout computes, in float64: the dequantized source rows against the activations as
-// the layout sees them (Q8_0-rounded when it quantizes, else as given).
+// the layout sees them (rounded like its act_type when it quantizes, else as given).
 std::vector<double> packed_reference(const kernels::PackedLayout& l, const TensorView& w,
                                      const std::vector<float>& x, int64_t T) {
   const int64_t d = w.rows(), n = w.cols();
   std::vector<float> xs = x;
   if (l.quantize) {
-    std::vector<kernels::BlockQ8_0> qb(size_t(n / 32));
+    const DType act = l.act_type;
+    std::vector<uint8_t> qb(*row_bytes(act, uint64_t(n)));
     for (int64_t t = 0; t < T; ++t) {
-      kernels::ref::quantize_q8_0(x.data() + t * n, qb.data(), n);
-      kernels::ref::dequantize_q8_0(qb.data(), xs.data() + t * n, n);
+      if (act == DType::Q8_K) {
+        kernels::ref::quantize_q8_k(x.data() + t * n, qb.data(), n);
+        kernels::ref::dequantize_q8_k(qb.data(), xs.data() + t * n, n);
+      } else {
+        kernels::ref::quantize_q8_0(x.data() + t * n, qb.data(), n);
+        kernels::ref::dequantize_q8_0(qb.data(), xs.data() + t * n, n);
+      }
     }
   }
   std::vector<float> wr(static_cast<size_t>(n));
@@ -58,8 +64,8 @@ std::vector<double> packed_reference(const kernels::PackedLayout& l, const Tenso
 }
 
 // Every layout against its float64 reference, and against the unpacked matmul of the same table
-// when both round the activations alike (Q4_0: Q8_0; F16 and Q8_0: f32). Token counts 1..20
-// cover every token tile and its tail; outputs are poisoned and guarded.
+// when both round the activations alike (Q4_0: Q8_0; Q4_K: Q8_K; F16 and Q8_0: f32). Token
+// counts 1..20 cover every token tile and its tail; outputs are poisoned and guarded.
 TEST(Packed, MatchesReferenceAndUnpackedMatmul) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -67,7 +73,7 @@ TEST(Packed, MatchesReferenceAndUnpackedMatmul) {
   for (DType t : kTypes) {
     const kernels::PackedLayout* l = kernels::active_kernel_table().of(t).packed;
     const DType act = kernels::active_kernel_table().of(t).act_type;
-    const bool same_act = l && (l->quantize ? act == DType::Q8_0 : act == DType::F32);
+    const bool same_act = l && act == l->act_type;
     // Odd counts of groups, block pairs and super-blocks; {48, 66} only F16 can pack.
     for (auto [d, n] : {std::pair<int64_t, int64_t>{32, 256},
                         {48, 512},
@@ -102,9 +108,10 @@ TEST(Packed, MatchesReferenceAndUnpackedMatmul) {
                 2e-5f * (std::fabs(float(ref[size_t(i)])) + 1.f) * std::sqrt(float(n));
             ASSERT_NEAR(got[size_t(i)], ref[size_t(i)], tol)
                 << dtype_name(t) << " d=" << d << " n=" << n << " T=" << T << " i=" << i;
-            if (same_act)
+            if (same_act) {
               ASSERT_NEAR(got[size_t(i)], unpacked[size_t(i)], tol)
                   << dtype_name(t) << " vs unpacked, d=" << d << " n=" << n << " T=" << T;
+            }
           }
           for (int g = 0; g < 16; ++g) ASSERT_EQ(got[size_t(T * d + g)], -777.f);
         }
@@ -227,8 +234,51 @@ TEST(Packed, UnpackRowsGivesTheDequantizedSource) {
   }
 }
 
-// The layouts' activation quantizers must round exactly like the reference Q8_0 quantizer, and
-// give 8 x each block's sum.
+// The layouts' activation quantizers must round exactly like the reference quantizer of their
+// act_type. Q8_0: codes, fp16-rounded scales and 8 x each block's sum. Q8_K: codes, the scale
+// with ref's sign (the first element of largest magnitude), and each 32-sum split in high byte
+// and low 7 bits (see PackedActivations).
+void expect_q8_0_bits(const kernels::PackedLayout& l, const std::vector<float>& x) {
+  const int64_t n = int64_t(x.size()), nb = n / 32;
+  std::vector<kernels::BlockQ8_0> want(static_cast<size_t>(nb));
+  kernels::ref::quantize_q8_0(x.data(), want.data(), n);
+  std::vector<int8_t> q(static_cast<size_t>(n));
+  std::vector<float> d(static_cast<size_t>(nb));
+  std::vector<int32_t> s(static_cast<size_t>(nb));
+  l.quantize(x.data(), n, q.data(), d.data(), s.data());
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      ASSERT_EQ(q[size_t(b * 32 + j)], want[size_t(b)].qs[j]) << "block " << b;
+      sum += want[size_t(b)].qs[j];
+    }
+    EXPECT_EQ(d[size_t(b)], fp16_to_f32(want[size_t(b)].d)) << "block " << b;
+    EXPECT_EQ(s[size_t(b)], 8 * sum) << "block " << b;
+  }
+}
+
+void expect_q8_k_bits(const kernels::PackedLayout& l, const std::vector<float>& x) {
+  const int64_t n = int64_t(x.size()), nsb = n / 256;
+  std::vector<kernels::BlockQ8_K> want(static_cast<size_t>(nsb));
+  kernels::ref::quantize_q8_k(x.data(), want.data(), n);
+  std::vector<int8_t> q(static_cast<size_t>(n));
+  std::vector<float> d(static_cast<size_t>(n / 32));
+  std::vector<int32_t> s(static_cast<size_t>(n / 32), -1);
+  l.quantize(x.data(), n, q.data(), d.data(), s.data());
+  for (int64_t b = 0; b < nsb; ++b) {
+    const kernels::BlockQ8_K& w = want[size_t(b)];
+    for (int j = 0; j < 256; ++j) ASSERT_EQ(q[size_t(b * 256 + j)], w.qs[j]) << "super-block " << b;
+    EXPECT_EQ(d[size_t(b)], w.d) << "super-block " << b;
+    const auto* bytes = reinterpret_cast<const uint8_t*>(&s[size_t(b * 8)]);
+    for (int j = 0; j < 8; ++j) {
+      const int sum = w.bsums[2 * j] + w.bsums[2 * j + 1];
+      EXPECT_EQ(int(int8_t(bytes[j])) * 128 + int(bytes[8 + j]), sum) << b << "/" << j;
+      EXPECT_LT(bytes[8 + j], 128) << "the low part must fit a signed byte";
+    }
+    for (int k = 4; k < 8; ++k) EXPECT_EQ(s[size_t(b * 8 + k)], 0);
+  }
+}
+
 TEST(Packed, ActivationQuantizerMatchesReferenceBits) {
   int tested = 0;
   std::mt19937 rng(11);
@@ -237,31 +287,33 @@ TEST(Packed, ActivationQuantizerMatchesReferenceBits) {
     const kernels::PackedLayout* l = kernels::active_kernel_table().of(t).packed;
     if (!l || !l->quantize) continue;  // no layout, or one with f32 activations
     ++tested;
-    constexpr int64_t n = 1024, nb = n / 32;
+    SCOPED_TRACE(dtype_name(t));
+    constexpr int64_t n = 1024;
     std::vector<float> x(n);
     for (float& v : x) v = nd(rng);
-    // Ties: a block whose values land exactly on k + 0.5 after scaling (amax 127 -> d = 1).
+    // Ties: values that land exactly on k + 0.5 after scaling (amax 127 -> |d| = 1).
     for (int j = 0; j < 32; ++j) x[size_t(j)] = float(j % 2 ? j : -j) + 0.5f;
     x[31] = 127.f;
-    for (int j = 32; j < 64; ++j) x[size_t(j)] = 0.f;  // an all-zero block: d = 0
-    std::vector<kernels::BlockQ8_0> want(nb);
-    kernels::ref::quantize_q8_0(x.data(), want.data(), n);
-    std::vector<int8_t> q(n);
-    std::vector<float> d(nb);
-    std::vector<int32_t> s(nb);
-    l->quantize(x.data(), n, q.data(), d.data(), s.data());
-    for (int64_t b = 0; b < nb; ++b) {
-      int32_t sum = 0;
-      for (int j = 0; j < 32; ++j) {
-        ASSERT_EQ(q[size_t(b * 32 + j)], want[size_t(b)].qs[j]) << dtype_name(t) << " block " << b;
-        sum += want[size_t(b)].qs[j];
-      }
-      EXPECT_EQ(d[size_t(b)], fp16_to_f32(want[size_t(b)].d)) << "block " << b;
-      EXPECT_EQ(s[size_t(b)], 8 * sum) << "block " << b;  // see PackedActivations::s
-    }
+    for (int j = 32; j < 64; ++j) x[size_t(j)] = 0.f;  // an all-zero 32-block
+    // Q8_K: a negative largest element, and a tie in magnitude (the first one sets the sign).
+    x[300] = -9.f;
+    x[600] = 7.f;
+    x[700] = -7.f;
+    for (int j = 768; j < 1024; ++j) x[size_t(j)] = 0.f;  // an all-zero 256-block: d = 0
+    if (l->act_type == DType::Q8_K)
+      expect_q8_k_bits(*l, x);
+    else
+      expect_q8_0_bits(*l, x);
+    // Large sums: every element of a super-block near its maximum, both signs.
+    for (int j = 256; j < 512; ++j) x[size_t(j)] = 5.f;
+    for (int j = 512; j < 768; ++j) x[size_t(j)] = -5.f + 0.001f * float(j % 7);
+    if (l->act_type == DType::Q8_K)
+      expect_q8_k_bits(*l, x);
+    else
+      expect_q8_0_bits(*l, x);
   }
   if (kernels::active_kernel_table().isa == kernels::Isa::kAvx512) {
-    EXPECT_GT(tested, 0) << "the avx512 Q4_0 layout quantizes its activations";
+    EXPECT_GT(tested, 0) << "the avx512 Q4_0 and Q4_K layouts quantize their activations";
   }
 }
 

@@ -26,14 +26,18 @@ using VecDotFn = void (*)(int64_t n, const void* w, const void* x, uint64_t x_st
 using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
 
-// Activations for a packed layout: per token, n int8 values (Q8_0 rounding), and per 32-block
-// its f32 scale and 8 x the sum of its int8 values (so unsigned weight codes need no offset pass:
-// the offset-8 correction of 4-bit codes, ready to subtract).
+// Activations for a packed layout, quantized once per call by the layout's quantizer in the
+// format its act_type names. Q8_0: per token n int8 values, and per 32-block its f32 scale and
+// 8 x the sum of its int8 values (so unsigned weight codes need no offset pass: the offset-8
+// correction of 4-bit codes, ready to subtract). Q8_K: n int8 values, one f32 scale per
+// 256-block (d's first n / 256 entries), and per 256-block eight words of s: words 0-1 hold the
+// eight 32-element sums' high parts (sum >> 7, a signed byte each), words 2-3 their low 7 bits,
+// words 4-7 zero; the split lets unsigned 6-bit mins meet the sums in byte dot products.
 // Layouts with f32 activations (no quantize function) read x [T, n] as given.
 struct PackedActivations {
   const int8_t* q;   // [T, n]
   const float* d;    // [T, n / 32]
-  const int32_t* s;  // [T, n / 32], 8 x the block's sum
+  const int32_t* s;  // [T, n / 32]
   int64_t n_tokens;
   const float* x = nullptr;  // [T, n] f32 activations
 };
@@ -49,9 +53,10 @@ struct PackedLayout {
   void (*pack)(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n);
   void (*gemm)(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
                float* y, int64_t y_stride);
-  // One token's activations x [n] -> q [n], d and s [n / 32] (Q8_0 rounding); nullptr when
-  // the layout computes with f32 activations.
+  // One token's activations x [n] -> q [n], d and s [n / 32] in act_type's rounding (see
+  // PackedActivations); nullptr when the layout computes with f32 activations.
   void (*quantize)(const float* x, int64_t n, int8_t* q, float* d, int32_t* s);
+  DType act_type;  // Q8_0 or Q8_K with a quantizer (ref::quantize_* bits), else F32
   // Rows [g * group_rows, (g + 1) * group_rows) back to f32, row-major into out
   // [group_rows, n]: exactly the dequantized source rows. Prefill GEMMs that want another
   // operand format (e.g. AMX tiles) build their panels from this, so the source file's pages

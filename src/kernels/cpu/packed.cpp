@@ -1,6 +1,6 @@
 // The packed-weight driver: asks the active table for a dtype's PackedLayout, packs matrices at
 // load, and runs them: activations are quantized once per call by the layout's quantizer (Q8_0
-// rounding, split into int8 / scales / sums), then row groups go out to the pool's threads:
+// or Q8_K rounding, split into int8 / scales / sums), then row groups go out to the pool's threads:
 // in contiguous ranges for one token, in L2 chunks for more.
 #include <algorithm>
 #include <atomic>

@@ -455,14 +455,63 @@ void f16_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedA
                    });
 }
 
-// Q4_K (VNNI int8 dots against Q8_0-rounded activations, one scale per 32 elements, finer than
-// the row kernel's Q8_K), 16 rows per group. Per 256-element super-block (2368 bytes, 2.8% over
-// the source's 2304): [16 fp16 d][16 fp16 dmin][8 sub-blocks x 16 six-bit scales, one byte each]
-// [8 x 16 mins][4 pairs of sub-blocks x 8 x 64 bytes of nibbles], where 64-byte vector k of pair
-// c holds, for lane r, bytes qs[32c + 4k .. 32c + 4k + 3] of row r: low nibbles are elements
-// 64c + 4k.. of sub-block 2c, high nibbles the same of sub-block 2c + 1.
-// Per sub-block j: w = (d * sc_j) q - dmin * m_j; both products are exact in f32.
+// x [n] -> Q8_K codes, one scale per 256 elements, rounding exactly like ref::quantize_q8_k
+// (its sign too: the scale takes the sign of the first element of largest magnitude), and the
+// 32-element sums split for the Q4_K mins (see PackedActivations). Like the row kernel's Q8_K:
+// Q4_K weights already carry a 6-bit scale per 32 elements, so one activation scale per 256
+// keeps the integer dots of a super-block summable with no float work per sub-block but one FMA.
+void quantize_q8_k_split(const float* x, int64_t n, int8_t* q, float* d, int32_t* s) {
+  for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK, q += kQKK, s += 8) {
+    __m512 m = _mm512_setzero_ps();
+    // abs(x) first: max_ps returns its second operand for a NaN, so NaNs are skipped like ref.
+    for (int k = 0; k < 16; ++k) m = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)), m);
+    const float amax = _mm512_reduce_max_ps(m);
+    std::memset(s, 0, 8 * sizeof(int32_t));
+    if (!(amax > 0.f)) {
+      std::memset(q, 0, kQKK);
+      d[i] = 0.f;
+      continue;
+    }
+    float max = amax;
+    for (int k = 0; k < 16; ++k) {
+      const __m512 v = _mm512_loadu_ps(x + 16 * k);
+      const __mmask16 at = _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+      if (at) {
+        max = x[16 * k + __builtin_ctz(at)];
+        break;
+      }
+    }
+    const float iscale = -127.f / max;
+    d[i] = 1.f / iscale;
+    uint8_t hi[8], lo[8];
+    for (int j = 0; j < 8; ++j) {
+      __m512i sum = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        const __m512 v =
+            _mm512_mul_ps(_mm512_loadu_ps(x + 32 * j + 16 * h), _mm512_set1_ps(iscale));
+        const __m512i c = _mm512_min_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(127));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 32 * j + 16 * h), _mm512_cvtsepi32_epi8(c));
+        sum = _mm512_add_epi32(sum, c);
+      }
+      const int32_t total = _mm512_reduce_add_epi32(sum);  // |total| <= 32 * 127: 13 bits
+      hi[j] = uint8_t(total >> 7);
+      lo[j] = uint8_t(total & 127);
+    }
+    std::memcpy(s, hi, 8);
+    std::memcpy(s + 2, lo, 8);
+  }
+}
+
+// Q4_K (VNNI int8 dots against Q8_K activations, as the row kernel), 16 rows per group. Per
+// 256-element super-block (2368 bytes, 2.8% over the source's 2304): [16 fp16 d][16 fp16 dmin]
+// [8 sub-blocks x 16 six-bit scales, one byte each][2 x 64 bytes of mins: vector h holds, for
+// lane r, the mins of sub-blocks 4h..4h+3 of row r][4 pairs of sub-blocks x 8 x 64 bytes of
+// nibbles], where 64-byte vector k of pair c holds, for lane r, bytes qs[32c + 4k .. 32c + 4k + 3]
+// of row r: low nibbles are elements 4k.. of sub-block 2c, high nibbles the same of 2c + 1.
+// Per super-block: y += xd (d sum_j sc_j (q_j . x_j) - dmin sum_j m_j sum(x_j)), both sums exact
+// integers as in ref::dot_q4_k.
 constexpr uint64_t kQ4KSuperBytes = 64 + 2 * 8 * kRows + 4 * 8 * 64;
+constexpr uint64_t kQ4KScales = 64, kQ4KMins = 192, kQ4KCodes = 320;
 
 bool q4_k_can_pack(int64_t d, int64_t n) {
   return d % kRows == 0 && n % kQKK == 0;
@@ -483,10 +532,11 @@ void q4_k_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n)
         std::memcpy(out + r * 2, &b.d, 2);
         std::memcpy(out + 32 + r * 2, &b.dmin, 2);
         for (int j = 0; j < 8; ++j)
-          kquant_scale_min(j, b.scales, out + 64 + j * kRows + r, out + 192 + j * kRows + r);
+          kquant_scale_min(j, b.scales, out + kQ4KScales + j * kRows + r,
+                           out + kQ4KMins + (j / 4) * 64 + r * 4 + j % 4);
         for (int c = 0; c < 4; ++c)
           for (int k = 0; k < 8; ++k)
-            std::memcpy(out + 320 + c * 512 + k * 64 + r * 4, b.qs + 32 * c + 4 * k, 4);
+            std::memcpy(out + kQ4KCodes + c * 512 + k * 64 + r * 4, b.qs + 32 * c + 4 * k, 4);
       }
   }
 }
@@ -501,25 +551,29 @@ void q4_k_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
       std::memcpy(&mh, in + 32 + r * 2, 2);
       const float d = fp16_to_f32(dh), dmin = fp16_to_f32(mh);
       for (int j = 0; j < 8; ++j) {
-        const float dj = d * float(in[64 + j * kRows + r]);
-        const float mj = dmin * float(in[192 + j * kRows + r]);
+        const float dj = d * float(in[kQ4KScales + j * kRows + r]);
+        const float mj = dmin * float(in[kQ4KMins + (j / 4) * 64 + r * 4 + j % 4]);
         float* o = out + r * n + i * kQKK + j * 32;
         const int c = j / 2, shift = (j & 1) * 4;
         for (int k = 0; k < 8; ++k)
           for (int b = 0; b < 4; ++b)
-            o[4 * k + b] = dj * float((in[320 + c * 512 + k * 64 + r * 4 + b] >> shift) & 0xF) - mj;
+            o[4 * k + b] =
+                dj * float((in[kQ4KCodes + c * 512 + k * 64 + r * 4 + b] >> shift) & 0xF) - mj;
       }
     }
 }
 
 // Units are super-blocks (kQ4KSuperBytes). As in Q4_0, the high nibbles stay in place (16 q):
-// their sub-block's scale takes the 1/16 instead, and the mins the 1/8 of x.s (8 sum x); powers
-// of two, so every product is the same as with shifted nibbles, bit for bit.
+// their sub-block's scale takes the 1/16, a power of two, so each product and the super-block's
+// sum are the integers ref::dot_q4_k forms. Per sub-block: 8 and + 8 dot products and, per
+// token, one convert and one FMA; the mins are 4 byte dot products per super-block.
+// Against the previous loop (Q8_0 activations, both scale products per sub-block: ~33 uops a
+// sub-block against ~23 here): see docs/performance.md, session 14.
 template <int NT, int G>
 void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, int64_t first,
                   int64_t supers, int64_t nsb, const PackedActivations& x, int64_t t0,
                   __m512 (&out)[G][NT]) {
-  const int64_t nb = nsb * 8;
+  const int64_t n = nsb * kQKK, nb = nsb * 8;
   __m512 acc[G][NT];
   for (int i = 0; i < G; ++i)
     for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_setzero_ps();
@@ -528,41 +582,46 @@ void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
     for (int i = 0; i < G; ++i) {
       const uint8_t* wg = w + uint64_t(i) * stride_bytes + uint64_t(s) * kQ4KSuperBytes;
       const int64_t sb = first + i * stride_units + s;
-      const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg)));
-      const __m512 dv_hi = _mm512_mul_ps(dv, _mm512_set1_ps(1.f / 16));
-      const __m512 mv = _mm512_mul_ps(
-          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32))),
-          _mm512_set1_ps(1.f / 8));
+      __m512 sum_q[NT];
+      for (int t = 0; t < NT; ++t) sum_q[t] = _mm512_setzero_ps();
+      prefetch_ahead(wg, int(kQ4KCodes));  // the scales too: every line of the unit
       for (int c = 0; c < 4; ++c) {
-        const uint8_t* qp = wg + 320 + c * 512;
-        if (c == 0) prefetch_ahead(wg, 320);  // the scales too: every line of the unit
+        const uint8_t* qp = wg + kQ4KCodes + c * 512;
         prefetch_ahead(qp, 512);
         for (int h = 0; h < 2; ++h) {
           const int j = 2 * c + h;
-          const int64_t b = sb * 8 + j;
-          const __m512 dj = _mm512_mul_ps(
-              h ? dv_hi : dv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_load_si128(
-                                  reinterpret_cast<const __m128i*>(wg + 64 + j * kRows)))));
-          const __m512 mj = _mm512_mul_ps(
-              mv, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-                      _mm_load_si128(reinterpret_cast<const __m128i*>(wg + 192 + j * kRows)))));
+          __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+              _mm_load_si128(reinterpret_cast<const __m128i*>(wg + kQ4KScales + j * kRows))));
+          if (h) sc = _mm512_mul_ps(sc, _mm512_set1_ps(1.f / 16));
           __m512i q[8];
           for (int k = 0; k < 8; ++k)
             q[k] = _mm512_and_si512(_mm512_load_si512(qp + 64 * k), h ? high : low);
           for (int t = 0; t < NT; ++t) {
-            const int64_t tb = (t0 + t) * nb + b;
-            const auto* xq = reinterpret_cast<const int32_t*>(x.q + tb * kQK32);
+            const auto* xq =
+                reinterpret_cast<const int32_t*>(x.q + (t0 + t) * n + sb * kQKK + j * 32);
             __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
             for (int k = 0; k < 8; k += 2) {
               s0 = dpbusd_bcast(s0, q[k], xq + k);
               s1 = dpbusd_bcast(s1, q[k + 1], xq + k + 1);
             }
-            // sum w x = xd (dj sum q xq - mj sum xq)
-            __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), dj);
-            v = _mm512_fnmadd_ps(mj, _mm512_set1_ps(float(x.s[tb])), v);
-            acc[i][t] = _mm512_fmadd_ps(v, _mm512_set1_ps(x.d[tb]), acc[i][t]);
+            sum_q[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), sc, sum_q[t]);
           }
         }
+      }
+      const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg)));
+      const __m512 mv =
+          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32)));
+      const __m512i m0 = _mm512_load_si512(wg + kQ4KMins),
+                    m1 = _mm512_load_si512(wg + kQ4KMins + 64);
+      for (int t = 0; t < NT; ++t) {
+        const int32_t* xs = x.s + (t0 + t) * nb + sb * 8;
+        // sum_j m_j sum(x_j), the sums split in high and low bytes (both fit s8).
+        const __m512i mhi = dpbusd_bcast(dpbusd_bcast(_mm512_setzero_si512(), m0, xs), m1, xs + 1);
+        const __m512i mlo =
+            dpbusd_bcast(dpbusd_bcast(_mm512_setzero_si512(), m0, xs + 2), m1, xs + 3);
+        const __m512 sum_m = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(mhi, 7), mlo));
+        const __m512 v = _mm512_fnmadd_ps(mv, sum_m, _mm512_mul_ps(dv, sum_q[t]));
+        acc[i][t] = _mm512_fmadd_ps(v, _mm512_set1_ps(x.d[(t0 + t) * nb + sb]), acc[i][t]);
       }
     }
   }
@@ -595,16 +654,31 @@ void q4_k_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const Packed
 
 }  // namespace
 
-const PackedLayout q8_0_packed = {1,         kRows,     pair_can_pack, q8_0_bytes,
-                                  q8_0_pack, q8_0_gemm, nullptr,       q8_0_unpack_rows};
+const PackedLayout q8_0_packed = {1,         kRows,   pair_can_pack, q8_0_bytes,      q8_0_pack,
+                                  q8_0_gemm, nullptr, DType::F32,    q8_0_unpack_rows};
 
-const PackedLayout q4_0_packed = {1,         kRows,     pair_can_pack,       q4_0_bytes,
-                                  q4_0_pack, q4_0_gemm, quantize_q8_0_split, q4_0_unpack_rows};
+const PackedLayout q4_0_packed = {1,
+                                  kRows,
+                                  pair_can_pack,
+                                  q4_0_bytes,
+                                  q4_0_pack,
+                                  q4_0_gemm,
+                                  quantize_q8_0_split,
+                                  DType::Q8_0,
+                                  q4_0_unpack_rows};
 
-const PackedLayout q4_k_packed = {1,         kRows,     q4_k_can_pack,       q4_k_bytes,
-                                  q4_k_pack, q4_k_gemm, quantize_q8_0_split, q4_k_unpack_rows};
+// Version 2: Q8_K activations and the mins as byte vectors (version 1: Q8_0, mins per sub-block).
+const PackedLayout q4_k_packed = {2,
+                                  kRows,
+                                  q4_k_can_pack,
+                                  q4_k_bytes,
+                                  q4_k_pack,
+                                  q4_k_gemm,
+                                  quantize_q8_k_split,
+                                  DType::Q8_K,
+                                  q4_k_unpack_rows};
 
-const PackedLayout f16_packed = {1,        kRows,    f16_can_pack, f16_bytes,
-                                 f16_pack, f16_gemm, nullptr,      f16_unpack_rows};
+const PackedLayout f16_packed = {1,        kRows,   f16_can_pack, f16_bytes,      f16_pack,
+                                 f16_gemm, nullptr, DType::F32,   f16_unpack_rows};
 
 }  // namespace hearth::kernels::avx512

@@ -46,7 +46,6 @@ KernelTable make_avx512_table() {
       dot_via_dequantize<avx512::dequantize_q8_0, avx512::dot_f32, 32, 34>,
       avx512::dequantize_q8_0);
   t.types[uint32_t(DType::Q8_0)].packed = &avx512::q8_0_packed;
-  // Packed Q4_K rounds activations per 32 elements (Q8_0), not per 256 like the row kernel's Q8_K.
   t.types[uint32_t(DType::Q4_K)].packed = &avx512::q4_k_packed;
   set(t, DType::Q6_K, DType::F32,
       dot_via_dequantize<avx512::dequantize_q6_k, avx512::dot_f32, 256, 210>,
