@@ -503,15 +503,17 @@ void quantize_q8_k_split(const float* x, int64_t n, int8_t* q, float* d, int32_t
 }
 
 // Q4_K (VNNI int8 dots against Q8_K activations, as the row kernel), 16 rows per group. Per
-// 256-element super-block (2368 bytes, 2.8% over the source's 2304): [16 fp16 d][16 fp16 dmin]
-// [8 sub-blocks x 16 six-bit scales, one byte each][2 x 64 bytes of mins: vector h holds, for
-// lane r, the mins of sub-blocks 4h..4h+3 of row r][4 pairs of sub-blocks x 8 x 64 bytes of
-// nibbles], where 64-byte vector k of pair c holds, for lane r, bytes qs[32c + 4k .. 32c + 4k + 3]
-// of row r: low nibbles are elements 4k.. of sub-block 2c, high nibbles the same of 2c + 1.
+// 256-element super-block (2304 bytes, the source's size): [16 fp16 d][16 fp16 dmin]
+// [3 x 64 bytes of six-bit scales and mins, word r for row r][4 pairs of sub-blocks x 8 x 64
+// bytes of nibbles], where 64-byte vector k of pair c holds, for lane r, bytes
+// qs[32c + 4k .. 32c + 4k + 3] of row r: low nibbles are elements 4k.. of sub-block 2c, high
+// nibbles the same of 2c + 1. The scale words keep the source's 12 bytes a row, arranged so the
+// kernel needs one and per min vector: byte b of word 0 is m_b, of word 1 m_{4+b}, of word 2
+// sc_b, each in its low 6 bits; their top 2 bits hold sc_{4+b}, 2 bits each (word 0 the lowest).
 // Per super-block: y += xd (d sum_j sc_j (q_j . x_j) - dmin sum_j m_j sum(x_j)), both sums exact
 // integers as in ref::dot_q4_k.
-constexpr uint64_t kQ4KSuperBytes = 64 + 2 * 8 * kRows + 4 * 8 * 64;
-constexpr uint64_t kQ4KScales = 64, kQ4KMins = 192, kQ4KCodes = 320;
+constexpr uint64_t kQ4KSuperBytes = 64 + 3 * 64 + 4 * 8 * 64;
+constexpr uint64_t kQ4KWords = 64, kQ4KCodes = 256;
 
 bool q4_k_can_pack(int64_t d, int64_t n) {
   return d % kRows == 0 && n % kQKK == 0;
@@ -519,6 +521,11 @@ bool q4_k_can_pack(int64_t d, int64_t n) {
 
 uint64_t q4_k_bytes(int64_t d, int64_t n) {
   return uint64_t(d / kRows) * uint64_t(n / kQKK) * kQ4KSuperBytes;
+}
+
+// Offset of byte b of row r's scale word v (0..2) in a packed super-block.
+constexpr uint64_t q4_k_word_byte(int v, int r, int b) {
+  return kQ4KWords + uint64_t(v * 64 + r * 4 + b);
 }
 
 void q4_k_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n) {
@@ -531,9 +538,14 @@ void q4_k_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n)
         const BlockQ4_K& b = w[(g * kRows + r) * nsb + i];
         std::memcpy(out + r * 2, &b.d, 2);
         std::memcpy(out + 32 + r * 2, &b.dmin, 2);
-        for (int j = 0; j < 8; ++j)
-          kquant_scale_min(j, b.scales, out + kQ4KScales + j * kRows + r,
-                           out + kQ4KMins + (j / 4) * 64 + r * 4 + j % 4);
+        uint8_t sc[8], m[8];
+        for (int j = 0; j < 8; ++j) kquant_scale_min(j, b.scales, &sc[j], &m[j]);
+        for (int k = 0; k < 4; ++k) {
+          const int top = sc[4 + k];
+          out[q4_k_word_byte(0, r, k)] = uint8_t(m[k] | (top & 3) << 6);
+          out[q4_k_word_byte(1, r, k)] = uint8_t(m[4 + k] | (top >> 2 & 3) << 6);
+          out[q4_k_word_byte(2, r, k)] = uint8_t(sc[k] | (top >> 4) << 6);
+        }
         for (int c = 0; c < 4; ++c)
           for (int k = 0; k < 8; ++k)
             std::memcpy(out + kQ4KCodes + c * 512 + k * 64 + r * 4, b.qs + 32 * c + 4 * k, 4);
@@ -544,23 +556,29 @@ void q4_k_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n)
 void q4_k_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
   const int64_t nsb = n / kQKK;
   const uint8_t* in = w + uint64_t(g) * uint64_t(nsb) * kQ4KSuperBytes;
-  for (int64_t i = 0; i < nsb; ++i, in += kQ4KSuperBytes)
+  for (int64_t i = 0; i < nsb; ++i, in += kQ4KSuperBytes) {
     for (int r = 0; r < kRows; ++r) {
       uint16_t dh, mh;
       std::memcpy(&dh, in + r * 2, 2);
       std::memcpy(&mh, in + 32 + r * 2, 2);
       const float d = fp16_to_f32(dh), dmin = fp16_to_f32(mh);
       for (int j = 0; j < 8; ++j) {
-        const float dj = d * float(in[kQ4KScales + j * kRows + r]);
-        const float mj = dmin * float(in[kQ4KMins + (j / 4) * 64 + r * 4 + j % 4]);
+        const int k = j % 4;
+        const int sc = j < 4 ? in[q4_k_word_byte(2, r, k)] & 63
+                             : (in[q4_k_word_byte(0, r, k)] >> 6) |
+                                   (in[q4_k_word_byte(1, r, k)] >> 6) << 2 |
+                                   (in[q4_k_word_byte(2, r, k)] >> 6) << 4;
+        const int m = in[q4_k_word_byte(j / 4, r, k)] & 63;
+        const float dj = d * float(sc), mj = dmin * float(m);
         float* o = out + r * n + i * kQKK + j * 32;
         const int c = j / 2, shift = (j & 1) * 4;
-        for (int k = 0; k < 8; ++k)
-          for (int b = 0; b < 4; ++b)
-            o[4 * k + b] =
-                dj * float((in[kQ4KCodes + c * 512 + k * 64 + r * 4 + b] >> shift) & 0xF) - mj;
+        for (int kk = 0; kk < 8; ++kk)
+          for (int e = 0; e < 4; ++e)
+            o[4 * kk + e] =
+                dj * float((in[kQ4KCodes + c * 512 + kk * 64 + r * 4 + e] >> shift) & 0xF) - mj;
       }
     }
+  }
 }
 
 // Units are super-blocks (kQ4KSuperBytes). As in Q4_0, the high nibbles stay in place (16 q):
@@ -578,6 +596,7 @@ void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
   for (int i = 0; i < G; ++i)
     for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_setzero_ps();
   const __m512i low = _mm512_set1_epi8(0x0F), high = _mm512_set1_epi8(char(0xF0));
+  const __m512i six_bits = _mm512_set1_epi8(0x3F), low_six = _mm512_set1_epi32(0x3F);
   for (int64_t s = 0; s < supers; ++s) {
     for (int i = 0; i < G; ++i) {
       const uint8_t* wg = w + uint64_t(i) * stride_bytes + uint64_t(s) * kQ4KSuperBytes;
@@ -585,13 +604,25 @@ void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
       __m512 sum_q[NT];
       for (int t = 0; t < NT; ++t) sum_q[t] = _mm512_setzero_ps();
       prefetch_ahead(wg, int(kQ4KCodes));  // the scales too: every line of the unit
+      const __m512i w0 = _mm512_load_si512(wg + kQ4KWords),
+                    w1 = _mm512_load_si512(wg + kQ4KWords + 64);
+      const __m512i sc_lo = _mm512_load_si512(wg + kQ4KWords + 128);
+      // sc_{4+b}: the top 2 bits of byte b of words 0, 1, 2 as bits 0-1, 2-3, 4-5 (bits 6-7
+      // are left over, masked with the rest when each scale is taken out).
+      const __m512i sc_hi = _mm512_ternarylogic_epi32(
+          _mm512_ternarylogic_epi32(_mm512_srli_epi32(w0, 6), _mm512_srli_epi32(w1, 4),
+                                    _mm512_set1_epi8(0x03), 0xE4),
+          _mm512_srli_epi32(sc_lo, 2), _mm512_set1_epi8(0x0F), 0xE4);
+      // Scales of sub-blocks 2c, 2c + 1 in bytes 0, 1 of `pair` (shifted along as c moves on).
+      __m512i pair = sc_lo;
       for (int c = 0; c < 4; ++c) {
         const uint8_t* qp = wg + kQ4KCodes + c * 512;
         prefetch_ahead(qp, 512);
+        if (c == 2) pair = sc_hi;
         for (int h = 0; h < 2; ++h) {
           const int j = 2 * c + h;
-          __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-              _mm_load_si128(reinterpret_cast<const __m128i*>(wg + kQ4KScales + j * kRows))));
+          __m512 sc =
+              _mm512_cvtepi32_ps(_mm512_and_si512(h ? _mm512_srli_epi32(pair, 8) : pair, low_six));
           if (h) sc = _mm512_mul_ps(sc, _mm512_set1_ps(1.f / 16));
           __m512i q[8];
           for (int k = 0; k < 8; ++k)
@@ -607,12 +638,12 @@ void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
             sum_q[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), sc, sum_q[t]);
           }
         }
+        pair = _mm512_srli_epi32(pair, 16);
       }
       const __m512 dv = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg)));
       const __m512 mv =
           _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32)));
-      const __m512i m0 = _mm512_load_si512(wg + kQ4KMins),
-                    m1 = _mm512_load_si512(wg + kQ4KMins + 64);
+      const __m512i m0 = _mm512_and_si512(w0, six_bits), m1 = _mm512_and_si512(w1, six_bits);
       for (int t = 0; t < NT; ++t) {
         const int32_t* xs = x.s + (t0 + t) * nb + sb * 8;
         // sum_j m_j sum(x_j), the sums split in high and low bytes (both fit s8).
@@ -667,8 +698,9 @@ const PackedLayout q4_0_packed = {1,
                                   DType::Q8_0,
                                   q4_0_unpack_rows};
 
-// Version 2: Q8_K activations and the mins as byte vectors (version 1: Q8_0, mins per sub-block).
-const PackedLayout q4_k_packed = {2,
+// Version 3: the source's 12 bytes of scales a row as 3 words (2: Q8_K activations, bytes of
+// scales and mins, 2368 bytes a super-block; 1: Q8_0 activations).
+const PackedLayout q4_k_packed = {3,
                                   kRows,
                                   q4_k_can_pack,
                                   q4_k_bytes,
