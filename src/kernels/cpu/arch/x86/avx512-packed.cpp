@@ -675,7 +675,7 @@ void q4_k_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const Packed
                float* y, int64_t y_stride) {
   const int64_t nsb = n / kQKK;
   const uint64_t group_bytes = uint64_t(nsb) * kQ4KSuperBytes;
-  // Tiles of 4 tokens: 8 raw + 8 nibble vectors + accumulators fit the 32 registers.
+  // Tiles of 4 tokens: 8 nibble vectors + two accumulators a token fit the 32 registers.
   for_each_tile<4>(w, group_bytes, g0, g1, x.n_tokens, y,
                    [&](auto tile, const uint8_t* wg, int64_t t0, float* yg) {
                      constexpr int NT = decltype(tile)::value;
@@ -685,32 +685,46 @@ void q4_k_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const Packed
 
 }  // namespace
 
-const PackedLayout q8_0_packed = {1,         kRows,   pair_can_pack, q8_0_bytes,      q8_0_pack,
-                                  q8_0_gemm, nullptr, DType::F32,    q8_0_unpack_rows};
+const PackedLayout q8_0_packed = {.version = 1,
+                                  .group_rows = kRows,
+                                  .can_pack = pair_can_pack,
+                                  .bytes = q8_0_bytes,
+                                  .pack = q8_0_pack,
+                                  .gemm = q8_0_gemm,
+                                  .quantize = nullptr,
+                                  .act_type = DType::F32,
+                                  .unpack_rows = q8_0_unpack_rows};
 
-const PackedLayout q4_0_packed = {1,
-                                  kRows,
-                                  pair_can_pack,
-                                  q4_0_bytes,
-                                  q4_0_pack,
-                                  q4_0_gemm,
-                                  quantize_q8_0_split,
-                                  DType::Q8_0,
-                                  q4_0_unpack_rows};
+const PackedLayout q4_0_packed = {.version = 1,
+                                  .group_rows = kRows,
+                                  .can_pack = pair_can_pack,
+                                  .bytes = q4_0_bytes,
+                                  .pack = q4_0_pack,
+                                  .gemm = q4_0_gemm,
+                                  .quantize = quantize_q8_0_split,
+                                  .act_type = DType::Q8_0,
+                                  .unpack_rows = q4_0_unpack_rows};
 
 // Version 3: the source's 12 bytes of scales a row as 3 words (2: Q8_K activations, bytes of
 // scales and mins, 2368 bytes a super-block; 1: Q8_0 activations).
-const PackedLayout q4_k_packed = {3,
-                                  kRows,
-                                  q4_k_can_pack,
-                                  q4_k_bytes,
-                                  q4_k_pack,
-                                  q4_k_gemm,
-                                  quantize_q8_k_split,
-                                  DType::Q8_K,
-                                  q4_k_unpack_rows};
+const PackedLayout q4_k_packed = {.version = 3,
+                                  .group_rows = kRows,
+                                  .can_pack = q4_k_can_pack,
+                                  .bytes = q4_k_bytes,
+                                  .pack = q4_k_pack,
+                                  .gemm = q4_k_gemm,
+                                  .quantize = quantize_q8_k_split,
+                                  .act_type = DType::Q8_K,
+                                  .unpack_rows = q4_k_unpack_rows};
 
-const PackedLayout f16_packed = {1,        kRows,   f16_can_pack, f16_bytes,      f16_pack,
-                                 f16_gemm, nullptr, DType::F32,   f16_unpack_rows};
+const PackedLayout f16_packed = {.version = 1,
+                                 .group_rows = kRows,
+                                 .can_pack = f16_can_pack,
+                                 .bytes = f16_bytes,
+                                 .pack = f16_pack,
+                                 .gemm = f16_gemm,
+                                 .quantize = nullptr,
+                                 .act_type = DType::F32,
+                                 .unpack_rows = f16_unpack_rows};
 
 }  // namespace hearth::kernels::avx512
