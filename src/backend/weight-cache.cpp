@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <utility>
 
 #include "base/log.h"
@@ -121,10 +122,20 @@ std::vector<uint8_t> file_header(const std::string& key, const std::string& sour
   return h;
 }
 
+// The kernel table a key was written for: the part after the source identity's "|" up to the
+// first ':' or '|' (weight_cache_key's isa is the table's layouts signature, "avx512:1v1:...").
+std::string_view key_table(std::string_view key, size_t identity_prefix) {
+  const std::string_view rest = key.substr(identity_prefix);
+  return rest.substr(0, rest.find_first_of(":|"));
+}
+
 // Removes cache files whose source is gone or changed (its identity no longer starts their
-// key), and files of older formats, so the folder does not grow with every edited or temporary
-// model. A process still mapping a removed file keeps its pages (unlink, not truncate).
-void sweep_stale(const std::string& dir, const std::string& keep) {
+// key), files of older formats, and files of the same source and kernel table under another
+// key (written before a layout's version changed: this build never reads them again; a folder
+// shared by two builds of different layouts would rebuild in turn), so the folder does not grow
+// with every edited or temporary model or every update. A process still mapping a removed file
+// keeps its pages (unlink, not truncate).
+void sweep_stale(const std::string& dir, const std::string& keep, const std::string& keep_key) {
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     const std::string f = e.path().string();
@@ -142,7 +153,10 @@ void sweep_stale(const std::string& dir, const std::string& keep) {
       stale = !in.read(key.data(), klen) || !in.read(source.data(), plen);
       if (!stale) {
         auto src = MappedFile::open(source);
-        stale = !src.is_ok() || key.rfind(src.value().identity() + "|", 0) != 0;
+        const std::string prefix = src.is_ok() ? src.value().identity() + "|" : std::string();
+        stale = !src.is_ok() || key.rfind(prefix, 0) != 0;
+        if (!stale && key != keep_key && keep_key.rfind(prefix, 0) == 0)
+          stale = key_table(key, prefix.size()) == key_table(keep_key, prefix.size());
       }
     }
     if (stale) std::filesystem::remove(e.path(), ec);
@@ -254,7 +268,7 @@ Result<std::shared_ptr<WeightCache>> WeightCache::open(const std::string& dir,
         ::pread(f.fd, have.data(), have.size(), 0) == ssize_t(have.size()) && have == header;
   }
   if (!header_ok) {
-    sweep_stale(dir, path);  // a new file: the source or the kernels changed, or first use
+    sweep_stale(dir, path, key);  // a new file: the source or the kernels changed, or first use
     if (size > 0) {
       // Foreign or damaged: start a new inode, so a process still mapping the old file keeps
       // valid pages (truncating a mapped file would turn its reads into SIGBUS).

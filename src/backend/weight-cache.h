@@ -62,7 +62,8 @@ class WeightCache {
 
   // Opens (or creates) the cache file for `key` in `dir`; `source` is the model file's path
   // (it names the cache file, and a new cache file sweeps away those whose source is gone or
-  // changed). Errors (unwritable dir) are returned; callers treat them as "no cache".
+  // changed, and those of the same source and kernel table under an older layout). Errors
+  // (unwritable dir) are returned; callers treat them as "no cache".
   static Result<std::shared_ptr<WeightCache>> open(const std::string& dir, const std::string& key,
                                                    const std::string& source,
                                                    CacheVerify verify = CacheVerify::from_env());

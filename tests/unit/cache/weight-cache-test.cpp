@@ -81,14 +81,17 @@ TEST(WeightCache, OtherIsaLayoutOrSourceMisses) {
   const auto a = pattern(256, 3);
   const std::string base = weight_cache_key(src.identity, "avx512:2v1", 1);
   ASSERT_TRUE(open_ok(dir, base, src.path)->add("w", a.data(), a.size()).is_ok());
-  for (const std::string& other :
-       {weight_cache_key(src.identity, "avx2", 1), weight_cache_key(src.identity, "avx512:2v2", 1),
-        weight_cache_key(src.identity + "9", "avx512:2v1", 1)}) {
+  for (const std::string& other : {weight_cache_key(src.identity, "avx2", 1),
+                                   weight_cache_key(src.identity + "9", "avx512:2v1", 1)}) {
     auto c = open_ok(dir, other, src.path);
     ASSERT_TRUE(c);
     EXPECT_EQ(c->find("w", a.size()), nullptr) << other;
   }
   EXPECT_NE(open_ok(dir, base, src.path)->find("w", a.size()), nullptr);
+  // Another layout version misses too (and supersedes base: SupersededLayoutsAreSwept).
+  EXPECT_EQ(
+      open_ok(dir, weight_cache_key(src.identity, "avx512:2v2", 1), src.path)->find("w", a.size()),
+      nullptr);
 }
 
 // A new cache file removes the files of sources that were deleted or changed since.
@@ -113,6 +116,35 @@ TEST(WeightCache, StaleFilesAreSwept) {
   EXPECT_FALSE(fs::exists(files[edited.path])) << "source changed";
   EXPECT_TRUE(fs::exists(files[kept.path])) << "source unchanged";
   EXPECT_NE(open_ok(dir, weight_cache_key(kept.identity, "isa", 1), kept.path)->find("w", a.size()),
+            nullptr);
+}
+
+// A layout's new version (a hearth update) writes a new file for the same source and kernel
+// table: the superseded one goes, another table's file (a folder shared with another CPU) stays.
+TEST(WeightCache, SupersededLayoutsAreSwept) {
+  const std::string dir = test::temp_dir() + "/superseded";
+  const Source src = make_source(test::temp_dir() + "/superseded-models", "m.gguf");
+  const Source other = make_source(test::temp_dir() + "/superseded-models", "other.gguf");
+  const auto a = pattern(128, 3);
+  auto write = [&](const Source& s, const std::string& isa) {
+    auto c = open_ok(dir, weight_cache_key(s.identity, isa, 1), s.path);
+    EXPECT_TRUE(c->add("w", a.data(), a.size()).is_ok());
+    return c->path();
+  };
+  const std::string old_layout = write(src, "avx512:1v1:12v2");
+  const std::string other_table = write(src, "avx2:1v1");
+  const std::string other_source = write(other, "avx512:1v1:12v2");
+  const std::string current = write(src, "avx512:1v1:12v3");
+  EXPECT_FALSE(fs::exists(old_layout)) << "same source and table, older layout";
+  EXPECT_TRUE(fs::exists(other_table)) << "another kernel table";
+  EXPECT_TRUE(fs::exists(other_source)) << "another source";
+  EXPECT_TRUE(fs::exists(current));
+  // The other table's file is still served, and reopening the current one sweeps nothing.
+  EXPECT_NE(
+      open_ok(dir, weight_cache_key(src.identity, "avx2:1v1", 1), src.path)->find("w", a.size()),
+      nullptr);
+  EXPECT_NE(open_ok(dir, weight_cache_key(src.identity, "avx512:1v1:12v3", 1), src.path)
+                ->find("w", a.size()),
             nullptr);
 }
 
