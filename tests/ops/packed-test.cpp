@@ -279,6 +279,13 @@ void expect_q8_k_bits(const kernels::PackedLayout& l, const std::vector<float>& 
   }
 }
 
+void expect_quantizer_bits(const kernels::PackedLayout& l, const std::vector<float>& x) {
+  if (l.act_type == DType::Q8_K)
+    expect_q8_k_bits(l, x);
+  else
+    expect_q8_0_bits(l, x);
+}
+
 TEST(Packed, ActivationQuantizerMatchesReferenceBits) {
   int tested = 0;
   std::mt19937 rng(11);
@@ -300,17 +307,11 @@ TEST(Packed, ActivationQuantizerMatchesReferenceBits) {
     x[600] = 7.f;
     x[700] = -7.f;
     for (int j = 768; j < 1024; ++j) x[size_t(j)] = 0.f;  // an all-zero 256-block: d = 0
-    if (l->act_type == DType::Q8_K)
-      expect_q8_k_bits(*l, x);
-    else
-      expect_q8_0_bits(*l, x);
+    expect_quantizer_bits(*l, x);
     // Large sums: every element of a super-block near its maximum, both signs.
     for (int j = 256; j < 512; ++j) x[size_t(j)] = 5.f;
     for (int j = 512; j < 768; ++j) x[size_t(j)] = -5.f + 0.001f * float(j % 7);
-    if (l->act_type == DType::Q8_K)
-      expect_q8_k_bits(*l, x);
-    else
-      expect_q8_0_bits(*l, x);
+    expect_quantizer_bits(*l, x);
   }
   if (kernels::active_kernel_table().isa == kernels::Isa::kAvx512) {
     EXPECT_GT(tested, 0) << "the avx512 Q4_0 and Q4_K layouts quantize their activations";
