@@ -30,7 +30,7 @@ std::string error_json(const std::string& message) {
                           {"type", "server_error"},
                           {"param", nullptr},
                           {"code", "fallback_failed"}}}}
-      .dump();
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 }  // namespace
 
@@ -96,7 +96,7 @@ void Fallback::forward(const httplib::Request& req, httplib::Response& res, cons
           const auto parsed = nlohmann::json::parse(msg, nullptr, false);
           msg = parsed.is_discarded()
                     ? error_json("the fallback endpoint answered HTTP " + std::to_string(status))
-                    : parsed.dump();
+                    : parsed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
           const std::string event = "data: " + msg + "\n\ndata: [DONE]\n\n";
           sink.write(event.data(), event.size());
         }

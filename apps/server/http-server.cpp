@@ -28,7 +28,7 @@ namespace {
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   if (e.status == 503) res.set_header("Retry-After", "1");
-  res.set_content(error_body(e).dump(), "application/json");
+  res.set_content(json_text(error_body(e)), "application/json");
 }
 
 ApiError make_error(int status, const std::string& message, const std::string& type,
@@ -59,7 +59,7 @@ bool equal_constant_time(const std::string& a, const std::string& b) {
 }
 
 std::string sse(const json& j) {
-  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+  return "data: " + json_text(j) + "\n\n";
 }
 
 }  // namespace
@@ -194,8 +194,7 @@ struct Server::Impl {
       std::string text;
       wait_job(req, *r->job, &text);
       if (job_failed(*r->job, res)) return;
-      res.set_content(completion_response(*r, opt.api, id, created, text)
-                          .dump(-1, ' ', false, json::error_handler_t::replace),
+      res.set_content(json_text(completion_response(*r, opt.api, id, created, text)),
                       "application/json");
       return;
     }
@@ -295,7 +294,7 @@ struct Server::Impl {
     std::string unused;
     wait_job(req, *job, &unused);
     if (job_failed(*job, res)) return;
-    res.set_content(embeddings_response(*job, opt.api, base64).dump(), "application/json");
+    res.set_content(json_text(embeddings_response(*job, opt.api, base64)), "application/json");
   }
 
   std::string metrics() const {
@@ -356,6 +355,14 @@ struct Server::Impl {
       }
       send_error(r, make_error(r.status, msg, "invalid_request_error", code));
     });
+    // Last line of defence: whatever a handler throws is a 500 in the API's shape, never a
+    // terminated process; the exception's text stays in the server (it may echo request bytes).
+    http.set_exception_handler(
+        [this](const httplib::Request&, httplib::Response& r, std::exception_ptr) {
+          bad_requests++;
+          send_error(r, make_error(500, "the server failed to answer this request", "server_error",
+                                   "internal_error"));
+        });
     http.Get("/", [](const httplib::Request&, httplib::Response& res) {
       res.set_header("Content-Security-Policy",
                      "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'");
@@ -370,13 +377,13 @@ struct Server::Impl {
                 {"slots_total", s.slots_total},
                 {"queue_depth", s.queue_depth}};
       res.status = draining.load() ? 503 : 200;
-      res.set_content(j.dump(), "application/json");
+      res.set_content(json_text(j), "application/json");
     });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics(), "text/plain; version=0.0.4");
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(models_response(opt.api, created).dump(), "application/json");
+      res.set_content(json_text(models_response(opt.api, created)), "application/json");
     });
     http.Post("/v1/chat/completions",
               [this](const httplib::Request& q, httplib::Response& r) { completions(q, r, true); });

@@ -19,6 +19,10 @@ json error_body(const ApiError& e) {
   return json{{"error", err}};
 }
 
+std::string json_text(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 namespace {
 
 bool fail(ApiError* err, const std::string& param, const std::string& message,
@@ -38,8 +42,8 @@ bool get_number(const json& j, const char* key, double lo, double hi, double* ou
   const double v = it->get<double>();
   if (!(v >= lo && v <= hi))
     return fail(err, key,
-                std::string("'") + key + "' is " + it->dump() + "; it must be between " +
-                    json(lo).dump() + " and " + json(hi).dump());
+                std::string("'") + key + "' is " + json_text(*it) + "; it must be between " +
+                    json_text(json(lo)) + " and " + json_text(json(hi)));
   *out = v;
   return true;
 }
@@ -55,7 +59,7 @@ bool get_int(const json& j, const char* key, int64_t lo, int64_t hi, std::option
   const bool too_big = it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX);
   if (too_big || it->get<int64_t>() > hi || it->get<int64_t>() < lo)
     return fail(err, key,
-                std::string("'") + key + "' is " + it->dump() + "; it must be between " +
+                std::string("'") + key + "' is " + json_text(*it) + "; it must be between " +
                     std::to_string(lo) + " and " + std::to_string(hi));
   *out = it->is_number_unsigned() ? int64_t(it->get<uint64_t>()) : it->get<int64_t>();
   return true;
@@ -126,7 +130,7 @@ bool parse_token_ids(const json& arr, const Engine& engine, const std::string& p
   for (const auto& t : arr) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab)
       return fail(err, param,
-                  "'" + param + "' holds " + t.dump() + ", which is not a token id (0.." +
+                  "'" + param + "' holds " + json_text(t) + ", which is not a token id (0.." +
                       std::to_string(n_vocab - 1) + ")");
     out->push_back(int32_t(t.get<int64_t>()));
   }

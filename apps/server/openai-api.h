@@ -28,6 +28,10 @@ struct ApiError {
 };
 json error_body(const ApiError& e);
 
+// Serializes a response document. Request bytes reach messages (paths, field values) and may be
+// invalid UTF-8, which nlohmann's plain dump() throws on: they become U+FFFD instead.
+std::string json_text(const json& j);
+
 struct ApiLimits {
   size_t max_messages = 1024;
   size_t max_string_bytes = 1 << 20;  // any one string field
