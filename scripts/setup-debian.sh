@@ -9,7 +9,7 @@ $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config git \
   googletest libgtest-dev \
-  nlohmann-json3-dev libcli11-dev libcpp-httplib-dev \
+  nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libboost-dev \
   libcurl4-openssl-dev libssl-dev libicu-dev libedit-dev \
   libsentencepiece-dev \
   clang libclang-rt-14-dev \

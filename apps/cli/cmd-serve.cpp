@@ -139,8 +139,20 @@ void setup(CLI::App& root) {
   cmd->add_option("--max-body-kib", a->max_body_kib, "largest request body in KiB (default 8192)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--http-threads", a->opt.http_threads,
-                  "HTTP worker threads (default: slots + queue + 16, at least 32)")
+                  "threads of the HTTP event loop (default 2; idle and streaming connections "
+                  "hold none)")
       ->check(CLI::Range(0, 4096));
+  cmd->add_option("--allowed-host", a->opt.allowed_hosts,
+                  "a Host name the server answers to besides localhost, 127.0.0.1, [::1] and "
+                  "--host (repeatable; others get 403)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--cors-origin", a->opt.cors_origins,
+                  "an origin (https://app.example:3000, or *) whose pages may call the API, with "
+                  "CORS and preflight (repeatable; other origins get 403)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_flag("--special-tokens-in-content", a->opt.api.special_tokens_in_content,
+                "trusted clients only: special-token texts in chat messages (</s>, <|im_end|>) "
+                "become control tokens instead of text");
   cmd->add_option("--drain-seconds", a->drain_seconds,
                   "on SIGTERM, how long in-flight requests may take to finish (default 30)")
       ->check(CLI::Range(0, 3600));

@@ -1,8 +1,12 @@
-// Fallback forwarding with cpp-httplib's client. Each forward opens its own connection, so a
-// slow remote never blocks other requests; timeouts bound a dead one.
+// Fallback forwarding with cpp-httplib's client (only the server side moved to Asio). Each
+// forward opens its own connection on its own thread, so a slow remote never blocks other
+// requests; timeouts bound a dead one.
 #include "fallback.h"
 
+#include <httplib.h>
+
 #include <nlohmann/json.hpp>
+#include <thread>
 
 namespace hearth::server {
 
@@ -34,75 +38,97 @@ std::string error_json(const std::string& message) {
 }
 }  // namespace
 
-void Fallback::forward(const httplib::Request& req, httplib::Response& res, const std::string& path,
-                       bool stream, const std::string& reason) const {
-  res.set_header("X-Hearth-Fallback", reason);
-  httplib::Headers headers;
-  if (!key_.empty()) headers.emplace("Authorization", "Bearer " + key_);
-  const std::string target = base_path_ + path;
+namespace {
+HttpResponse json_response(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "application/json";
+  r.body = std::move(body);
+  return r;
+}
+
+// Runs on the forwarding thread: the blocking client call, answered on ex.
+void relay(const std::string& origin, const std::string& url, const std::string& target,
+           const httplib::Headers& headers, const std::string& body, bool stream,
+           const std::string& reason, HttpExchange& ex) {
+  httplib::Client cli(origin);
+  cli.set_connection_timeout(5);
+  cli.set_read_timeout(600);
   if (!stream) {
-    httplib::Client cli(origin_);
-    cli.set_connection_timeout(5);
-    cli.set_read_timeout(600);
-    auto r = cli.Post(target.c_str(), headers, req.body, "application/json");
+    auto r = cli.Post(target.c_str(), headers, body, "application/json");
+    HttpResponse res;
     if (!r) {
-      res.status = 502;
-      res.set_content(error_json("the fallback endpoint " + url_ + " did not answer (" +
-                                 httplib::to_string(r.error()) + ")"),
-                      "application/json");
-      return;
+      res = json_response(502, error_json("the fallback endpoint " + url + " did not answer (" +
+                                          httplib::to_string(r.error()) + ")"));
+    } else {
+      const std::string type = r->get_header_value("Content-Type");
+      res.status = r->status;
+      res.content_type = type.empty() ? "application/json" : type;
+      res.body = r->body;
     }
-    res.status = r->status;
-    res.set_content(r->body, r->get_header_value("Content-Type").empty()
-                                 ? "application/json"
-                                 : r->get_header_value("Content-Type"));
-    return;
+    res.set_header("X-Hearth-Fallback", reason);
+    return ex.send(std::move(res));
   }
   // Streaming: the status line is already 200 by the time the remote answers, so a remote
   // failure is reported as an error event in the stream (what OpenAI clients look for).
-  res.set_header("Cache-Control", "no-cache");
-  auto origin = origin_, url = url_;
-  auto body = req.body;
-  res.set_chunked_content_provider(
-      "text/event-stream", [origin, url, target, headers, body](size_t, httplib::DataSink& sink) {
-        httplib::Client cli(origin);
-        cli.set_connection_timeout(5);
-        cli.set_read_timeout(600);
-        int status = 0;
-        std::string error_body;
-        httplib::Request fwd;
-        fwd.method = "POST";
-        fwd.path = target;
-        fwd.headers = headers;
-        fwd.headers.emplace("Content-Type", "application/json");
-        fwd.body = body;
-        fwd.response_handler = [&](const httplib::Response& r) {
-          status = r.status;
-          return true;
-        };
-        fwd.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-          if (status != 200) {
-            error_body.append(data, n);
-            return error_body.size() < (1 << 20);
-          }
-          return sink.write(data, n);
-        };
-        auto r = cli.send(fwd);
-        if (!r || status != 200) {
-          std::string msg = !r ? error_json("the fallback endpoint " + url + " did not answer (" +
-                                            httplib::to_string(r.error()) + ")")
-                               : error_body;
-          // One SSE data line: re-serialize JSON compactly, or wrap whatever else came back.
-          const auto parsed = nlohmann::json::parse(msg, nullptr, false);
-          msg = parsed.is_discarded()
-                    ? error_json("the fallback endpoint answered HTTP " + std::to_string(status))
-                    : parsed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-          const std::string event = "data: " + msg + "\n\ndata: [DONE]\n\n";
-          sink.write(event.data(), event.size());
-        }
-        sink.done();
-        return true;
-      });
+  HttpResponse head;
+  head.content_type = "text/event-stream";
+  head.set_header("Cache-Control", "no-cache");
+  head.set_header("X-Hearth-Fallback", reason);
+  ex.begin_stream(std::move(head), StreamOptions{});
+  int status = 0;
+  std::string error_body;
+  httplib::Request fwd;
+  fwd.method = "POST";
+  fwd.path = target;
+  fwd.headers = headers;
+  fwd.headers.emplace("Content-Type", "application/json");
+  fwd.body = body;
+  fwd.response_handler = [&](const httplib::Response& r) {
+    status = r.status;
+    return true;
+  };
+  fwd.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    if (status != 200) {
+      error_body.append(data, n);
+      return error_body.size() < (1 << 20);
+    }
+    ex.write(std::string(data, n));
+    return !ex.gone();
+  };
+  auto r = cli.send(fwd);
+  if (!r || status != 200) {
+    std::string msg = !r ? error_json("the fallback endpoint " + url + " did not answer (" +
+                                      httplib::to_string(r.error()) + ")")
+                         : error_body;
+    // One SSE data line: re-serialize JSON compactly, or wrap whatever else came back.
+    const auto parsed = nlohmann::json::parse(msg, nullptr, false);
+    msg = parsed.is_discarded()
+              ? error_json("the fallback endpoint answered HTTP " + std::to_string(status))
+              : parsed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    ex.write("data: " + msg + "\n\ndata: [DONE]\n\n");
+  }
+  ex.end();
+}
+}  // namespace
+
+void Fallback::forward(std::string body, std::shared_ptr<HttpExchange> ex, const std::string& path,
+                       bool stream, const std::string& reason) const {
+  if (running_->fetch_add(1) >= kMaxForwards) {
+    running_->fetch_sub(1);
+    HttpResponse r = json_response(
+        503, error_json("the fallback endpoint already has " + std::to_string(kMaxForwards) +
+                        " requests in flight; retry later"));
+    r.set_header("Retry-After", "1");
+    return ex->send(std::move(r));
+  }
+  httplib::Headers headers;
+  if (!key_.empty()) headers.emplace("Authorization", "Bearer " + key_);
+  std::thread([origin = origin_, url = url_, target = base_path_ + path, headers,
+               body = std::move(body), stream, reason, ex = std::move(ex), running = running_] {
+    relay(origin, url, target, headers, body, stream, reason, *ex);
+    running->fetch_sub(1);
+  }).detach();
 }
 
 }  // namespace hearth::server

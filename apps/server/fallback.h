@@ -3,12 +3,12 @@
 // Other reasons to forward only need a new reason string at the call site.
 #pragma once
 
-#include <httplib.h>
-
+#include <atomic>
 #include <memory>
 #include <string>
 
 #include "base/status.h"
+#include "http-message.h"
 
 namespace hearth::server {
 
@@ -17,15 +17,18 @@ class Fallback {
   // url: the remote API base, e.g. http://127.0.0.1:9000/v1 or https://api.example.com/v1.
   static Result<std::unique_ptr<Fallback>> create(const std::string& url, const std::string& key);
 
-  // Forwards req's body to base + path (e.g. "/chat/completions"). Streaming requests relay the
-  // remote's event stream chunk by chunk; others copy status and body.
-  void forward(const httplib::Request& req, httplib::Response& res, const std::string& path,
+  // Forwards `body` to base + path (e.g. "/chat/completions") on a thread of its own (the
+  // client is blocking; at most kMaxForwards at once) and answers on `ex`. Streaming requests
+  // relay the remote's event stream chunk by chunk; others copy status and body.
+  void forward(std::string body, std::shared_ptr<HttpExchange> ex, const std::string& path,
                bool stream, const std::string& reason) const;
+  static constexpr int kMaxForwards = 64;
 
   const std::string& url() const { return url_; }
 
  private:
   std::string url_, origin_, base_path_, key_;
+  std::shared_ptr<std::atomic<int>> running_ = std::make_shared<std::atomic<int>>(0);
 };
 
 }  // namespace hearth::server

@@ -1,8 +1,7 @@
-// Routes and policies of `hearth serve` on cpp-httplib: request checks before routing, the
-// OpenAI endpoints (SSE streaming with heartbeats that notice gone clients), metrics, drain.
-// New endpoints: add a route in routes(); shared checks belong in pre_route().
-#include <httplib.h>
-
+// Routes and policies of `hearth serve` over the Asio connection layer (http-connection.cpp):
+// admission checks before routing, the OpenAI endpoints (answers and SSE streams driven by the
+// scheduler's notifications, no thread per client), metrics, drain.
+// New endpoints: add a row in route(); checks every request passes belong in admit().
 #include <atomic>
 #include <cstring>
 #include <ctime>
@@ -10,8 +9,9 @@
 #include <thread>
 
 #include "chat-page.h"
-#include "connection-watch.h"
 #include "fallback.h"
+#include "http-connection.h"
+#include "http-policy.h"
 #include "server.h"
 
 namespace hearth::server {
@@ -25,10 +25,18 @@ bool is_loopback_host(const std::string& host) {
 
 namespace {
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  if (e.status == 503) res.set_header("Retry-After", "1");
-  res.set_content(json_text(error_body(e)), "application/json");
+HttpResponse json_response(int status, const json& j) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "application/json";
+  r.body = json_text(j);
+  return r;
+}
+
+HttpResponse error_response(const ApiError& e) {
+  HttpResponse r = json_response(e.status, error_body(e));
+  if (e.status == 503) r.set_header("Retry-After", "1");
+  return r;
 }
 
 ApiError make_error(int status, const std::string& message, const std::string& type,
@@ -41,15 +49,6 @@ ApiError make_error(int status, const std::string& message, const std::string& t
   return e;
 }
 
-// The host part of a Host header ("[::1]:8080" -> "::1", "localhost:80" -> "localhost").
-std::string host_of(const std::string& header) {
-  if (!header.empty() && header[0] == '[') {
-    const size_t close = header.find(']');
-    return close == std::string::npos ? header : header.substr(1, close - 1);
-  }
-  return header.substr(0, header.find(':'));
-}
-
 // Compares secrets without an early exit, so timing does not reveal the matching prefix.
 bool equal_constant_time(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
@@ -58,9 +57,15 @@ bool equal_constant_time(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-std::string sse(const json& j) {
-  return "data: " + json_text(j) + "\n\n";
-}
+std::string sse(const json& j) { return "data: " + json_text(j) + "\n\n"; }
+
+// Counts a request (or a stream it started) as in flight until destroyed.
+struct InFlight {
+  std::atomic<int>* n;
+  explicit InFlight(std::atomic<int>* c) : n(c) { n->fetch_add(1); }
+  ~InFlight() { n->fetch_sub(1); }
+  InFlight(const InFlight&) = delete;
+};
 
 }  // namespace
 
@@ -68,110 +73,216 @@ struct Server::Impl {
   std::shared_ptr<const Engine> engine;
   ServerOptions opt;
   Scheduler sched;
-  httplib::Server http;
+  OriginPolicy policy;
+  std::unique_ptr<HttpListener> http;
   std::unique_ptr<Fallback> fallback;
   std::atomic<int> in_flight{0};
   std::atomic<bool> draining{false};
-  std::atomic<int64_t> rejected_queue_full{0}, forwarded{0}, bad_requests{0};
+  std::atomic<int64_t> rejected_queue_full{0}, forwarded{0}, bad_requests{0}, refused{0};
   int64_t created = std::time(nullptr);
-  int port = -1;
 
   Impl(std::shared_ptr<const Engine> e, ServerOptions o)
       : engine(std::move(e)), opt(std::move(o)), sched(engine, opt.scheduler) {}
 
-  // Counts a handler (or a stream it started) as in flight until destroyed.
-  struct InFlight {
-    std::atomic<int>* n;
-    explicit InFlight(std::atomic<int>* c) : n(c) { n->fetch_add(1); }
-    ~InFlight() { n->fetch_sub(1); }
-  };
+  using Ex = std::shared_ptr<HttpExchange>;
 
-  httplib::Server::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res) {
-    using HR = httplib::Server::HandlerResponse;
-    // DNS rebinding: a web page on evil.example resolving to 127.0.0.1 still sends its own
-    // name as Host, so a loopback server only answers to loopback names.
-    if (is_loopback_host(opt.host) && req.has_header("Host") &&
-        !is_loopback_host(host_of(req.get_header_value("Host")))) {
-      send_error(res, make_error(403,
-                                 "Host header '" + req.get_header_value("Host") +
-                                     "' is not allowed: this server only answers to localhost",
-                                 "invalid_request_error", "invalid_host"));
-      return HR::Handled;
+  // Every request: Host (DNS rebinding), Origin (pages of other sites), CORS preflight, API
+  // key. Returns false when it answered already.
+  bool admit(const HttpRequest& req, Ex* ex) {
+    auto refuse = [&](int status, const std::string& msg, const char* code) {
+      refused++;
+      (*ex)->send(error_response(make_error(status, msg, "invalid_request_error", code)));
+      return false;
+    };
+    // A page on evil.example that resolves to 127.0.0.1 still sends its own name as Host.
+    if (!host_allowed(policy, req))
+      return refuse(403,
+                    "the Host header is not a name this server answers to (add it with "
+                    "--allowed-host)",
+                    "invalid_host");
+    switch (check_origin(policy, req)) {
+      case OriginVerdict::kForeign:
+        return refuse(403,
+                      "cross-origin requests are refused (allow an origin with --cors-origin)",
+                      "invalid_origin");
+      case OriginVerdict::kCorsAllowed: {
+        const std::string o = req.header_value("origin");
+        // The allowed value is our own configuration's text, never the request's bytes.
+        std::string value = "*";
+        for (const auto& c : policy.cors_origins)
+          if (c != "*" && c.size() == o.size() && strncasecmp(c.c_str(), o.c_str(), c.size()) == 0)
+            value = c;
+        *ex = with_cors(*ex, value);
+        if (is_preflight(req)) {
+          (*ex)->send(preflight_response(req));
+          return false;
+        }
+        break;
+      }
+      default:
+        break;
     }
     const bool open_path = req.path == "/" || req.path == "/health";
-    if (!opt.api_key.empty() && !open_path) {
-      const std::string auth = req.get_header_value("Authorization");
+    if (!opt.api_key.empty() && !open_path && req.method != "OPTIONS") {
+      const std::string auth = req.header_value("authorization");
       const std::string prefix = "Bearer ";
       if (auth.rfind(prefix, 0) != 0 ||
           !equal_constant_time(auth.substr(prefix.size()), opt.api_key)) {
-        send_error(res,
-                   make_error(401,
-                              auth.empty() ? "Missing API key: send 'Authorization: Bearer KEY'"
-                                           : "Incorrect API key provided",
-                              "invalid_request_error", "invalid_api_key"));
-        return HR::Handled;
+        return refuse(401,
+                      auth.empty() ? "Missing API key: send 'Authorization: Bearer KEY'"
+                                   : "Incorrect API key provided",
+                      "invalid_api_key");
       }
     }
-    if (draining.load() && req.method == "POST") {
-      send_error(res, make_error(503, "the server is shutting down", "server_error",
-                                 "server_shutting_down"));
-      res.set_header("Connection", "close");
-      return HR::Handled;
-    }
-    return HR::Unhandled;
+    return true;
   }
 
-  // Waits for a non-streaming job; a client that hung up cancels it.
-  void wait_job(const httplib::Request& req, Job& job, std::string* text) {
-    const int fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
-    while (!job.wait_text(100ms, text)) {
-      if (peer_closed(fd)) job.cancel();
+  void handle(HttpRequest req, Ex ex) {
+    try {
+      if (!admit(req, &ex)) return;
+      route(req, ex);
+    } catch (...) {
+      // Whatever a handler throws is a 500 in the API's shape, never a terminated process;
+      // the exception's text stays in the server (it may echo request bytes).
+      bad_requests++;
+      ex->send(error_response(make_error(500, "the server failed to answer this request",
+                                         "server_error", "internal_error")));
     }
   }
 
-  bool job_failed(Job& job, httplib::Response& res) {
-    if (job.finish_reason() == "error") {
-      send_error(res, make_error(500, "generation failed: " + job.error(), "server_error",
-                                 "internal_error"));
-      return true;
+  void route(const HttpRequest& req, const Ex& ex) {
+    const std::string& p = req.path;
+    const bool get = req.method == "GET" || req.method == "HEAD", post = req.method == "POST";
+    const bool is_get_route = p == "/" || p == "/health" || p == "/metrics" || p == "/v1/models";
+    const bool is_post_route =
+        p == "/v1/chat/completions" || p == "/v1/completions" || p == "/v1/embeddings";
+    if (req.method == "OPTIONS" && (is_get_route || is_post_route)) {
+      HttpResponse r;
+      r.status = 204;
+      r.set_header("Allow", is_get_route ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
+      return ex->send(std::move(r));
     }
-    if (job.finish_reason() == "cancelled") {
-      send_error(res,
-                 make_error(503, job.error().empty() ? "the request was cancelled" : job.error(),
-                            "server_error", "cancelled"));
-      return true;
+    if ((is_get_route && !get) || (is_post_route && !post)) {
+      HttpResponse r = error_response(make_error(
+          405, "Method " + req.method + " is not allowed for " + p, "invalid_request_error",
+          "method_not_allowed"));
+      r.set_header("Allow", is_get_route ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
+      return ex->send(std::move(r));
     }
-    return false;
+    if (is_get_route) return ex->send(get_route(p));
+    if (!is_post_route) {
+      bad_requests++;
+      return ex->send(error_response(make_error(404,
+                                                "Unknown request URL: " + req.method + " " + p,
+                                                "invalid_request_error", "unknown_url")));
+    }
+    if (draining.load()) {
+      HttpResponse r = error_response(make_error(503, "the server is shutting down",
+                                                 "server_error", "server_shutting_down"));
+      r.close = true;
+      return ex->send(std::move(r));
+    }
+    // A form or text/plain body needs no CORS preflight, so only JSON is taken (defence in
+    // depth behind the Origin check).
+    if (!is_json_content_type(req.header_value("content-type"))) {
+      bad_requests++;
+      return ex->send(error_response(
+          make_error(415, "API requests must have 'Content-Type: application/json'",
+                     "invalid_request_error", "unsupported_media_type")));
+    }
+    if (p == "/v1/embeddings") return embeddings(req, ex);
+    completions(req, ex, p == "/v1/chat/completions");
+  }
+
+  HttpResponse get_route(const std::string& p) {
+    if (p == "/") {
+      HttpResponse r;
+      r.content_type = "text/html; charset=utf-8";
+      r.body.assign(kChatPage, kChatPageSize);
+      r.set_header("Content-Security-Policy",
+                   "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'");
+      r.set_header("X-Content-Type-Options", "nosniff");
+      return r;
+    }
+    if (p == "/health") {
+      const SchedulerStats s = sched.stats();
+      json j = {{"status", draining.load() ? "draining" : "ok"},
+                {"model", opt.api.model_id},
+                {"slots_busy", s.slots_busy},
+                {"slots_total", s.slots_total},
+                {"queue_depth", s.queue_depth}};
+      return json_response(draining.load() ? 503 : 200, j);
+    }
+    if (p == "/metrics") {
+      HttpResponse r;
+      r.content_type = "text/plain; version=0.0.4";
+      r.body = metrics();
+      return r;
+    }
+    return json_response(200, models_response(opt.api, created));
+  }
+
+  ApiError job_error(const Job& job) const {
+    if (job.finish_reason() == "cancelled")
+      return make_error(503, job.error().empty() ? "the request was cancelled" : job.error(),
+                        "server_error", draining.load() ? "server_shutting_down" : "cancelled");
+    return make_error(500, "generation failed: " + job.error(), "server_error", "internal_error");
+  }
+  static bool failed(const Job& job) {
+    return job.finish_reason() == "error" || job.finish_reason() == "cancelled";
   }
 
   // Submits a job, or answers why not (forwarding to the fallback when there is one).
-  bool submit(const std::shared_ptr<Job>& job, const httplib::Request& req, httplib::Response& res,
+  bool submit(const std::shared_ptr<Job>& job, const HttpRequest& req, const Ex& ex,
               const std::string& fallback_path, bool stream) {
     switch (sched.submit(job)) {
       case Scheduler::Submit::kOk:
+        ex->on_gone([job] { job->cancel(); });
         return true;
       case Scheduler::Submit::kQueueFull:
         if (fallback) {
           forwarded++;
-          fallback->forward(req, res, fallback_path, stream, "queue-full");
+          fallback->forward(req.body, ex, fallback_path, stream, "queue-full");
           return false;
         }
         rejected_queue_full++;
-        send_error(res,
-                   make_error(503,
-                              "the server is busy: all " + std::to_string(opt.scheduler.parallel) +
-                                  " slots are in use and the queue is full; retry later",
-                              "server_error", "server_busy"));
+        ex->send(error_response(
+            make_error(503,
+                       "the server is busy: all " + std::to_string(opt.scheduler.parallel) +
+                           " slots are in use and the queue is full; retry later",
+                       "server_error", "server_busy")));
         return false;
       case Scheduler::Submit::kDraining:
-        send_error(res, make_error(503, "the server is shutting down", "server_error",
-                                   "server_shutting_down"));
+        ex->send(error_response(make_error(503, "the server is shutting down", "server_error",
+                                           "server_shutting_down")));
         return false;
     }
     return false;
   }
 
-  void completions(const httplib::Request& req, httplib::Response& res, bool chat) {
+  // Runs `on_done(text)` on the connection's executor once the job has finished. The job's
+  // listener posts there; the scheduler drops the listener (and with it this state) at finish.
+  void when_done(const std::shared_ptr<Job>& job, const Ex& ex,
+                 std::function<void(const std::string&)> on_done) {
+    struct State {
+      std::string text;
+      bool done = false;
+      std::function<void(const std::string&)> on_done;
+      InFlight guard;
+      explicit State(std::atomic<int>* n) : guard(n) {}
+    };
+    auto st = std::make_shared<State>(&in_flight);
+    st->on_done = std::move(on_done);
+    job->set_listener([st, job, ex] {
+      ex->post([st, job] {
+        if (st->done || !job->wait_text(0ms, &st->text)) return;
+        st->done = true;
+        st->on_done(st->text);
+      });
+    });
+  }
+
+  void completions(const HttpRequest& req, const Ex& ex, bool chat) {
     InFlight guard(&in_flight);
     const std::string path = chat ? "/chat/completions" : "/completions";
     ApiError err;
@@ -181,103 +292,81 @@ struct Server::Impl {
         forwarded++;
         const json j = json::parse(req.body, nullptr, false);
         const bool stream = j.is_object() && j.value("stream", false) == true;
-        return fallback->forward(req, res, path, stream, err.fallback_reason);
+        return fallback->forward(req.body, ex, path, stream, err.fallback_reason);
       }
       bad_requests++;
-      return send_error(res, err);
+      return ex->send(error_response(err));
     }
     auto r = std::make_shared<CompletionRequest>(std::move(*parsed));
-    if (!submit(r->job, req, res, path, r->stream)) return;
     const std::string id = new_request_id(chat ? "chatcmpl" : "cmpl");
     const int64_t created = std::time(nullptr);
-    if (!r->stream) {
-      std::string text;
-      wait_job(req, *r->job, &text);
-      if (job_failed(*r->job, res)) return;
-      res.set_content(json_text(completion_response(*r, opt.api, id, created, text)),
-                      "application/json");
-      return;
-    }
-    stream(req, res, r, id, created);
+    if (r->stream) return stream(req, ex, r, id, created);
+    when_done(r->job, ex, [this, r, ex, id, created](const std::string& text) {
+      if (failed(*r->job)) return ex->send(error_response(job_error(*r->job)));
+      ex->send(json_response(200, completion_response(*r, opt.api, id, created, text)));
+    });
+    submit(r->job, req, ex, path, false);
   }
 
-  // SSE: a first chunk at once, then text deltas as the scheduler produces them, the finishing
-  // chunk, optional usage, and [DONE]. Comment lines every 250 ms of silence let a write fail
-  // soon after the client left, which cancels the job (together with the socket poll).
-  void stream(const httplib::Request& req, httplib::Response& res,
-              std::shared_ptr<CompletionRequest> r, const std::string& id, int64_t created) {
+  // SSE: the head and (chat) role chunk with the first text, then text deltas as the scheduler
+  // produces them, the finishing chunk (or an error event when the job failed or the drain
+  // deadline cut it), optional usage, and [DONE]. The connection writes a comment line after
+  // 250 ms of silence, so a write fails soon after the client left, which cancels the job.
+  void stream(const HttpRequest& req, const Ex& ex, std::shared_ptr<CompletionRequest> r,
+              const std::string& id, int64_t created) {
     struct State {
       std::shared_ptr<CompletionRequest> r;
       std::string id;
       int64_t created;
-      int fd;
-      bool first = true, finished = false;
-      Clock::time_point last_write = Clock::now();
-      std::unique_ptr<InFlight> guard;
+      bool started = false, finished = false;  // touched on the connection's executor only
+      InFlight guard;
+      explicit State(std::atomic<int>* n) : guard(n) {}
     };
-    auto st = std::make_shared<State>();
-    st->r = std::move(r);
+    auto st = std::make_shared<State>(&in_flight);
+    st->r = r;
     st->id = id;
     st->created = created;
-    st->fd = find_connection_fd(req.remote_addr, req.remote_port, req.local_port);
-    st->guard = std::make_unique<InFlight>(&in_flight);
-    res.set_header("Cache-Control", "no-cache");
-    res.set_header("X-Accel-Buffering", "no");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, st](size_t, httplib::DataSink& sink) {
-          Job& job = *st->r->job;
-          auto write = [&](const std::string& s) {
-            st->last_write = Clock::now();
-            if (sink.write(s.data(), s.size())) return true;
-            job.cancel();
-            return false;
-          };
-          if (st->first) {
-            st->first = false;
-            if (st->r->chat && !write(sse(completion_chunk(*st->r, opt.api, st->id, st->created, "",
-                                                           nullptr, true))))
-              return false;
-          }
-          std::string text;
-          const bool done = job.wait_text(100ms, &text);
-          if (!text.empty() && !write(sse(completion_chunk(*st->r, opt.api, st->id, st->created,
-                                                           text, nullptr, false))))
-            return false;
-          if (!done) {
-            if (peer_closed(st->fd)) {
-              job.cancel();
-              return false;
-            }
-            if (Clock::now() - st->last_write > 250ms && !write(": keep-alive\n\n")) return false;
-            return true;
-          }
-          std::string tail;
-          if (job.finish_reason() == "error" || job.finish_reason() == "cancelled") {
-            ApiError e = make_error(500, "generation failed: " + job.error(), "server_error",
-                                    "internal_error");
-            if (job.finish_reason() == "cancelled")
-              e = make_error(503, job.error(), "server_error", "cancelled");
-            tail += sse(error_body(e));
-          } else {
-            tail += sse(completion_chunk(*st->r, opt.api, st->id, st->created, "",
-                                         api_finish_reason(job), false));
-            if (st->r->include_usage)
-              tail += sse(usage_chunk(*st->r, opt.api, st->id, st->created));
-          }
-          tail += "data: [DONE]\n\n";
-          st->finished = true;
-          if (!write(tail)) return false;
-          sink.done();
-          return true;
-        },
-        [st](bool) {
-          if (!st->finished) st->r->job->cancel();
-          st->guard.reset();
-        });
+    auto pump = [this, st, ex] {
+      if (st->finished) return;
+      Job& job = *st->r->job;
+      std::string text;
+      const bool done = job.wait_text(0ms, &text);
+      if (text.empty() && !done) return;
+      std::string out;
+      // The head goes out with the first output: until then a client that left is found by the
+      // connection's probe, and the first bytes a client reads are the answer, not a comment.
+      if (!st->started) {
+        st->started = true;
+        HttpResponse head;
+        head.content_type = "text/event-stream";
+        head.set_header("Cache-Control", "no-cache");
+        head.set_header("X-Accel-Buffering", "no");
+        ex->begin_stream(std::move(head), StreamOptions{": keep-alive\n\n", 250ms});
+        if (st->r->chat)
+          out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, "", nullptr, true));
+      }
+      if (!text.empty())
+        out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, text, nullptr, false));
+      if (done) {
+        st->finished = true;
+        if (failed(job)) {
+          out += sse(error_body(job_error(job)));
+        } else {
+          out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, "",
+                                      api_finish_reason(job), false));
+          if (st->r->include_usage)
+            out += sse(usage_chunk(*st->r, opt.api, st->id, st->created));
+        }
+        out += "data: [DONE]\n\n";
+      }
+      ex->write(std::move(out));
+      if (done) ex->end();
+    };
+    r->job->set_listener([ex, pump] { ex->post(pump); });
+    submit(r->job, req, ex, r->chat ? "/chat/completions" : "/completions", true);
   }
 
-  void embeddings(const httplib::Request& req, httplib::Response& res) {
+  void embeddings(const HttpRequest& req, const Ex& ex) {
     InFlight guard(&in_flight);
     ApiError err;
     bool base64 = false;
@@ -285,127 +374,75 @@ struct Server::Impl {
     if (!job) {
       if (fallback && !err.fallback_reason.empty()) {
         forwarded++;
-        return fallback->forward(req, res, "/embeddings", false, err.fallback_reason);
+        return fallback->forward(req.body, ex, "/embeddings", false, err.fallback_reason);
       }
       bad_requests++;
-      return send_error(res, err);
+      return ex->send(error_response(err));
     }
-    if (!submit(job, req, res, "/embeddings", false)) return;
-    std::string unused;
-    wait_job(req, *job, &unused);
-    if (job_failed(*job, res)) return;
-    res.set_content(json_text(embeddings_response(*job, opt.api, base64)), "application/json");
+    when_done(job, ex, [this, job, ex, base64](const std::string&) {
+      if (failed(*job)) return ex->send(error_response(job_error(*job)));
+      ex->send(json_response(200, embeddings_response(*job, opt.api, base64)));
+    });
+    submit(job, req, ex, "/embeddings", false);
   }
 
-  std::string metrics() const {
-    const SchedulerStats s = sched.stats();
-    std::ostringstream o;
-    auto metric = [&](const char* name, const char* type, const char* help, double v) {
-      o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
-        << name << ' ' << v << '\n';
-    };
-    metric("hearth_prompt_tokens_total", "counter", "Prompt tokens of accepted requests.",
-           double(s.prompt_tokens));
-    metric("hearth_prompt_tokens_evaluated_total", "counter",
-           "Prompt tokens computed (the rest reused a slot's cached prefix).",
-           double(s.prompt_evaluated));
-    metric("hearth_generated_tokens_total", "counter", "Tokens generated.",
-           double(s.generated_tokens));
-    metric("hearth_embedded_tokens_total", "counter", "Tokens pooled into embeddings.",
-           double(s.embedded_tokens));
-    metric("hearth_generation_tokens_per_second", "gauge",
-           "Generated tokens per second over the last 10 seconds.", s.gen_tok_s_10s);
-    o << "# HELP hearth_requests_total Requests by outcome.\n# TYPE hearth_requests_total counter\n"
-      << "hearth_requests_total{outcome=\"finished\"} " << s.requests_finished << '\n'
-      << "hearth_requests_total{outcome=\"cancelled\"} " << s.requests_cancelled << '\n'
-      << "hearth_requests_total{outcome=\"failed\"} " << s.requests_failed << '\n'
-      << "hearth_requests_total{outcome=\"rejected_queue_full\"} " << rejected_queue_full.load()
-      << '\n'
-      << "hearth_requests_total{outcome=\"invalid\"} " << bad_requests.load() << '\n'
-      << "hearth_requests_total{outcome=\"forwarded\"} " << forwarded.load() << '\n';
-    metric("hearth_queue_depth", "gauge", "Requests waiting for a slot.", s.queue_depth);
-    metric("hearth_slots_busy", "gauge", "Slots running a request.", s.slots_busy);
-    metric("hearth_slots_total", "gauge", "Slots (--parallel).", s.slots_total);
-    metric("hearth_kv_positions_used", "gauge", "KV cache positions holding entries.",
-           double(s.kv_used));
-    metric("hearth_kv_positions_capacity", "gauge", "KV cache positions in all slots.",
-           double(s.kv_capacity));
-    metric("hearth_kv_bytes", "gauge", "Bytes of KV cache allocated for the slots.",
-           double(s.kv_bytes));
-    metric("hearth_forward_steps_total", "counter", "Batched forward passes run.", double(s.steps));
-    metric("hearth_forward_seconds_total", "counter", "Seconds spent in batched forward passes.",
-           s.forward_seconds);
-    metric("hearth_requests_in_flight", "gauge", "HTTP requests being answered.", in_flight.load());
-    return o.str();
-  }
-
-  void routes() {
-    http.set_pre_routing_handler(
-        [this](const httplib::Request& q, httplib::Response& r) { return pre_route(q, r); });
-    http.set_error_handler([this](const httplib::Request& q, httplib::Response& r) {
-      if (!r.body.empty()) return;
-      std::string msg = "HTTP error " + std::to_string(r.status);
-      std::string code;
-      if (r.status == 404) {
-        msg = "Unknown request URL: " + q.method + " " + q.path;
-        code = "unknown_url";
-      } else if (r.status == 413) {
-        msg = "the request body is larger than " + std::to_string(opt.max_body_bytes) + " bytes";
-        code = "request_too_large";
-      }
-      send_error(r, make_error(r.status, msg, "invalid_request_error", code));
-    });
-    // Last line of defence: whatever a handler throws is a 500 in the API's shape, never a
-    // terminated process; the exception's text stays in the server (it may echo request bytes).
-    http.set_exception_handler(
-        [this](const httplib::Request&, httplib::Response& r, std::exception_ptr) {
-          bad_requests++;
-          send_error(r, make_error(500, "the server failed to answer this request", "server_error",
-                                   "internal_error"));
-        });
-    http.Get("/", [](const httplib::Request&, httplib::Response& res) {
-      res.set_header("Content-Security-Policy",
-                     "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'");
-      res.set_header("X-Content-Type-Options", "nosniff");
-      res.set_content(kChatPage, kChatPageSize, "text/html; charset=utf-8");
-    });
-    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      const SchedulerStats s = sched.stats();
-      json j = {{"status", draining.load() ? "draining" : "ok"},
-                {"model", opt.api.model_id},
-                {"slots_busy", s.slots_busy},
-                {"slots_total", s.slots_total},
-                {"queue_depth", s.queue_depth}};
-      res.status = draining.load() ? 503 : 200;
-      res.set_content(json_text(j), "application/json");
-    });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics(), "text/plain; version=0.0.4");
-    });
-    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(json_text(models_response(opt.api, created)), "application/json");
-    });
-    http.Post("/v1/chat/completions",
-              [this](const httplib::Request& q, httplib::Response& r) { completions(q, r, true); });
-    http.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) {
-      completions(q, r, false);
-    });
-    http.Post("/v1/embeddings",
-              [this](const httplib::Request& q, httplib::Response& r) { embeddings(q, r); });
-  }
+  std::string metrics() const;
 };
+
+std::string Server::Impl::metrics() const {
+  const SchedulerStats s = sched.stats();
+  std::ostringstream o;
+  auto metric = [&](const char* name, const char* type, const char* help, double v) {
+    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
+      << name << ' ' << v << '\n';
+  };
+  metric("hearth_prompt_tokens_total", "counter", "Prompt tokens of accepted requests.",
+         double(s.prompt_tokens));
+  metric("hearth_prompt_tokens_evaluated_total", "counter",
+         "Prompt tokens computed (the rest reused a slot's cached prefix).",
+         double(s.prompt_evaluated));
+  metric("hearth_generated_tokens_total", "counter", "Tokens generated.",
+         double(s.generated_tokens));
+  metric("hearth_embedded_tokens_total", "counter", "Tokens pooled into embeddings.",
+         double(s.embedded_tokens));
+  metric("hearth_generation_tokens_per_second", "gauge",
+         "Generated tokens per second over the last 10 seconds.", s.gen_tok_s_10s);
+  o << "# HELP hearth_requests_total Requests by outcome.\n# TYPE hearth_requests_total counter\n"
+    << "hearth_requests_total{outcome=\"finished\"} " << s.requests_finished << '\n'
+    << "hearth_requests_total{outcome=\"cancelled\"} " << s.requests_cancelled << '\n'
+    << "hearth_requests_total{outcome=\"failed\"} " << s.requests_failed << '\n'
+    << "hearth_requests_total{outcome=\"rejected_queue_full\"} " << rejected_queue_full.load()
+    << '\n'
+    << "hearth_requests_total{outcome=\"invalid\"} " << bad_requests.load() << '\n'
+    << "hearth_requests_total{outcome=\"refused\"} " << refused.load() << '\n'
+    << "hearth_requests_total{outcome=\"forwarded\"} " << forwarded.load() << '\n';
+  metric("hearth_queue_depth", "gauge", "Requests waiting for a slot.", s.queue_depth);
+  metric("hearth_slots_busy", "gauge", "Slots running a request.", s.slots_busy);
+  metric("hearth_slots_total", "gauge", "Slots (--parallel).", s.slots_total);
+  metric("hearth_kv_positions_used", "gauge", "KV cache positions holding entries.",
+         double(s.kv_used));
+  metric("hearth_kv_positions_capacity", "gauge", "KV cache positions in all slots.",
+         double(s.kv_capacity));
+  metric("hearth_kv_bytes", "gauge", "Bytes of KV cache allocated for the slots.",
+         double(s.kv_bytes));
+  metric("hearth_forward_steps_total", "counter", "Batched forward passes run.", double(s.steps));
+  metric("hearth_forward_seconds_total", "counter", "Seconds spent in batched forward passes.",
+         s.forward_seconds);
+  metric("hearth_requests_in_flight", "gauge", "HTTP requests being answered.", in_flight.load());
+  metric("hearth_http_connections", "gauge", "Open HTTP connections.",
+         http ? double(http->open_connections()) : 0.0);
+  return o.str();
+}
 
 Server::Server(std::shared_ptr<const Engine> engine, ServerOptions options)
     : impl_(std::make_unique<Impl>(std::move(engine), std::move(options))) {}
 
 Server::~Server() {
-  impl_->http.stop();
   impl_->sched.stop();
+  if (impl_->http) impl_->http->stop();
 }
 
-int Server::port() const {
-  return impl_->port;
-}
+int Server::port() const { return impl_->http ? impl_->http->port() : -1; }
 
 Status Server::start() {
   Impl& m = *impl_;
@@ -417,34 +454,25 @@ Status Server::start() {
     HEARTH_ASSIGN_OR_RETURN(m.fallback, Fallback::create(m.opt.fallback_url, m.opt.fallback_key));
   }
   m.opt.api.ctx_size = m.opt.scheduler.ctx_size;
+  m.policy = make_origin_policy(m.opt.host, m.opt.allowed_hosts, m.opt.cors_origins);
   HEARTH_TRY(m.sched.start());
-  // Each streaming client holds a worker thread, so there must be one per slot and queued
-  // request, plus spare ones so a full queue still gets its quick 503.
-  int threads = m.opt.http_threads;
-  if (threads <= 0)
-    threads =
-        std::min(512, std::max(32, m.opt.scheduler.parallel + m.opt.scheduler.max_queue + 16));
-  m.http.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-  m.http.set_payload_max_length(m.opt.max_body_bytes);
-  m.http.set_keep_alive_timeout(5);
-  m.http.set_read_timeout(30);
-  m.routes();
+  ConnectionLimits limits = m.opt.connections;
+  limits.request.body_bytes = m.opt.max_body_bytes;
+  if (m.opt.http_threads > 0) limits.io_threads = m.opt.http_threads;
+  m.http = std::make_unique<HttpListener>(
+      limits, [&m](HttpRequest req, std::shared_ptr<HttpExchange> ex) {
+        m.handle(std::move(req), std::move(ex));
+      });
   const std::string bind_host = m.opt.host == "localhost" ? "127.0.0.1" : m.opt.host;
-  if (m.opt.port == 0) {
-    m.port = m.http.bind_to_any_port(bind_host);
-    if (m.port <= 0) return Status::error("cannot bind " + m.opt.host + " (any port)");
-  } else {
-    if (!m.http.bind_to_port(bind_host, m.opt.port))
-      return Status::error("cannot bind " + m.opt.host + ":" + std::to_string(m.opt.port) +
-                           " (in use, or not an address of this machine)");
-    m.port = m.opt.port;
-  }
+  const Status st = m.http->bind(bind_host, m.opt.port);
+  if (!st.is_ok())
+    return Status::error("cannot bind " + m.opt.host + ":" + std::to_string(m.opt.port) +
+                         " (in use, or not an address of this machine): " + st.message());
   return Status::ok();
 }
 
 Status Server::serve() {
-  if (!impl_->http.listen_after_bind())
-    return Status::error("the HTTP server stopped with an error");
+  impl_->http->run();
   return Status::ok();
 }
 
@@ -452,12 +480,14 @@ void Server::shutdown(std::chrono::milliseconds drain) {
   Impl& m = *impl_;
   m.draining.store(true);
   m.sched.begin_drain();
-  const auto deadline = Clock::now() + drain;
   m.sched.wait_idle(drain);
-  // Streams still write their last chunks after the scheduler is idle.
-  while (m.in_flight.load() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(20ms);
-  m.http.stop();
+  // The deadline: what still runs ends as "cancelled", so its stream gets an error event and
+  // [DONE] instead of a cut connection; give the connections a moment to write those.
   m.sched.stop();
+  const auto flush_deadline = Clock::now() + 2s;
+  while (m.in_flight.load() > 0 && Clock::now() < flush_deadline)
+    std::this_thread::sleep_for(10ms);
+  m.http->stop();
 }
 
 }  // namespace hearth::server

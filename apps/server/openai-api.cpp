@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "json-body.h"
 #include "runtime/chat/chat-template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -72,6 +73,48 @@ bool check_string(const json& v, const std::string& param, size_t max, ApiError*
                 "'" + param + "' is " + std::to_string(v.get_ref<const std::string&>().size()) +
                     " bytes; the limit is " + std::to_string(max));
   return true;
+}
+
+// OpenAI fields this server does not implement. A request that sets one to anything but its
+// no-op value is refused, naming the field, so no client gets an answer that silently ignored
+// it (a JSON schema, tools, a bias). Implementing one means deleting its row.
+struct Unimplemented {
+  const char* name;
+  bool (*is_noop)(const json&);
+};
+const Unimplemented kUnimplemented[] = {
+    {"tools", [](const json& v) { return v.is_array() && v.empty(); }},
+    {"tool_choice", [](const json& v) { return v == "none" || v == "auto"; }},
+    {"functions", [](const json& v) { return v.is_array() && v.empty(); }},
+    {"function_call", [](const json& v) { return v == "none" || v == "auto"; }},
+    {"parallel_tool_calls", [](const json& v) { return v.is_boolean(); }},
+    {"response_format",
+     [](const json& v) { return v.is_object() && v.size() == 1 && v.value("type", "") == "text"; }},
+    {"logit_bias", [](const json& v) { return v.is_object() && v.empty(); }},
+    {"echo", [](const json& v) { return v == false; }},
+    {"best_of", [](const json& v) { return v == 1; }},
+    {"suffix", [](const json& v) { return v == ""; }},
+    {"top_logprobs", [](const json& v) { return v == 0; }},
+    {"modalities", [](const json& v) { return v == json::array({"text"}); }},
+    {"audio", [](const json&) { return false; }},
+    {"prediction", [](const json&) { return false; }},
+};
+
+bool reject_unimplemented(const json& j, ApiError* err) {
+  for (const auto& u : kUnimplemented) {
+    auto it = j.find(u.name);
+    if (it == j.end() || it->is_null() || u.is_noop(*it)) continue;
+    return fail(err, u.name,
+                std::string("'") + u.name + "' is not supported by this server", "unsupported_field");
+  }
+  return true;
+}
+
+// The body as a JSON object, or a 400 saying why not.
+bool parse_body(const std::string& body, const ApiConfig& cfg, json* j, ApiError* err) {
+  std::string why;
+  if (parse_json_object(body, cfg.json_limits, j, &why)) return true;
+  return fail(err, "", why, "invalid_json");
 }
 
 // Sampling, length and stop fields shared by both completion endpoints.
@@ -212,11 +255,8 @@ bool completion_prompt(const json& j, const ApiConfig& cfg, const Engine& engine
 std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const Engine& engine,
                                                   const std::string& body, bool chat,
                                                   ApiError* err) {
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
-    fail(err, "", "the request body is not a JSON object");
-    return std::nullopt;
-  }
+  json j;
+  if (!parse_body(body, cfg, &j, err) || !reject_unimplemented(j, err)) return std::nullopt;
   CompletionRequest req;
   req.chat = chat;
   req.job = std::make_shared<Job>();
@@ -269,9 +309,8 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
 
 std::shared_ptr<Job> parse_embeddings(const ApiConfig& cfg, const Engine& engine,
                                       const std::string& body, bool* base64, ApiError* err) {
-  json j = json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
-    return fail(err, "", "the request body is not a JSON object"), nullptr;
+  json j;
+  if (!parse_body(body, cfg, &j, err)) return nullptr;
   if (auto it = j.find("model"); it != j.end() && !check_string(*it, "model", 256, err))
     return nullptr;
   *base64 = false;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "json-body.h"
 #include "runtime/engine.h"
 #include "scheduler.h"
 
@@ -48,6 +49,10 @@ struct ApiConfig {
   std::string chat_template;            // "" -> /v1/chat/completions answers 400
   std::vector<std::string> chat_stops;  // end-of-turn texts of the template's family
   ApiLimits limits;
+  JsonLimits json_limits;
+  // Trusted clients only: special-token texts in message content ("</s>") become control tokens.
+  // Off, content is text and only the template's own text yields control tokens.
+  bool special_tokens_in_content = false;
 };
 
 // A parsed completion or chat request ready for the scheduler.

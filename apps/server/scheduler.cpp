@@ -30,6 +30,7 @@ void Job::push_text(const std::string& text) {
     pending_ += text;
   }
   cv_.notify_all();
+  if (listener_) listener_();
 }
 
 void Job::finish(const std::string& reason, const std::string& error) {
@@ -41,6 +42,10 @@ void Job::finish(const std::string& reason, const std::string& error) {
     done_ = true;
   }
   cv_.notify_all();
+  // The last call: dropping the listener also drops what it holds (it may hold this job).
+  auto listener = std::move(listener_);
+  listener_ = nullptr;
+  if (listener) listener();
 }
 
 // A sequence slot: its cache, the tokens whose entries the cache holds, and the job it runs.

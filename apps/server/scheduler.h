@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +40,10 @@ class Job {
   // Consumer side. Waits up to `timeout` for text or the end; appends new text to *text.
   // Returns true once the job has finished and all its text was handed out.
   bool wait_text(std::chrono::milliseconds timeout, std::string* text);
+  // Called on the producing thread after new text or the end is available, so an event-driven
+  // consumer needs no thread blocked in wait_text(). Set before submit(); keep it short (it runs
+  // between the scheduler's steps).
+  void set_listener(std::function<void()> listener) { listener_ = std::move(listener); }
   // The client went away: the scheduler drops the job at its next step and frees the slot.
   void cancel() { cancelled_.store(true); }
   bool cancelled() const { return cancelled_.load(); }
@@ -62,6 +67,7 @@ class Job {
   std::string pending_;
   bool done_ = false;
   std::atomic<bool> cancelled_{false};
+  std::function<void()> listener_;
   std::string finish_reason_, error_;
   int64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
   std::vector<std::vector<float>> embeddings_;

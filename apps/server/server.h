@@ -1,13 +1,15 @@
 // `hearth serve`'s HTTP front: OpenAI routes, /health, /metrics and the chat page over the
-// continuous-batching scheduler, with the safety checks (bind rules, API key, Host header, size
-// limits) and graceful drain. A new route goes in Server::Impl::routes() (http-server.cpp).
+// continuous-batching scheduler, with the safety checks (bind rules, API key, Host and Origin
+// policy, connection and size limits) and graceful drain. A new route goes in Server::Impl::routes() (http-server.cpp).
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
+#include "http-connection.h"
 #include "openai-api.h"
 #include "runtime/engine.h"
 #include "scheduler.h"
@@ -20,7 +22,12 @@ struct ServerOptions {
   std::string api_key;  // required when host is not a loopback address
   std::string fallback_url, fallback_key;
   size_t max_body_bytes = 8u << 20;
-  int http_threads = 0;  // 0: enough for every slot and queued request plus spare
+  int http_threads = 0;  // threads of the HTTP event loop; 0: connections.io_threads
+  // Host names besides localhost, 127.0.0.1, ::1 and the bind address (DNS-rebinding check).
+  std::vector<std::string> allowed_hosts;
+  // Origins whose pages may call the API (CORS); "*" for any. Others get 403.
+  std::vector<std::string> cors_origins;
+  ConnectionLimits connections;
   SchedulerOptions scheduler;
   ApiConfig api;
 };
