@@ -136,9 +136,8 @@ Result<std::unique_ptr<Tokenizer>> bpe_from_gguf(const GgufFile& g, Common c) {
   const std::string pre = pre_name.value_or("gpt-2");
   auto p = pre_tokenizer_for_gguf(pre);
   if (!p) return Status::error("tokenizer.ggml.pre: unsupported pre-tokenizer '" + pre + "'");
-  v.pre = *p;
-  const bool llama3 = !v.pre.empty() && v.pre[0] == PreTokPattern::kLlama3;
-  v.ignore_merges = llama3;  // Llama 3's tokenizer.json sets ignore_merges
+  v.pre = std::move(*p);
+  v.ignore_merges = v.pre.ignore_merges;  // e.g. Llama 3's tokenizer.json sets ignore_merges
   v.tokens = std::move(c.tokens);
   v.types = std::move(c.types);
   v.unk_id = c.unk;
@@ -146,7 +145,7 @@ Result<std::unique_ptr<Tokenizer>> bpe_from_gguf(const GgufFile& g, Common c) {
   v.eos_id = c.eos;
   v.pad_id = c.pad;
   v.extra_eog_ids = std::move(c.eog);
-  v.add_bos = c.add_bos.value_or(llama3);
+  v.add_bos = c.add_bos.value_or(v.pre.add_bos);
   v.add_eos = c.add_eos.value_or(false);
   HEARTH_ASSIGN_OR_RETURN(auto tok, BpeTokenizer::create(std::move(v), "tokenizer.ggml"));
   return std::unique_ptr<Tokenizer>(std::move(tok));

@@ -15,9 +15,15 @@ Pieces split(PreTokenizer pre, std::string_view text) {
   return out;
 }
 
-const PreTokenizer kGpt2{PreTokPattern::kGpt2};
-const PreTokenizer kLlama3{PreTokPattern::kLlama3};
-const PreTokenizer kQwen2{PreTokPattern::kQwen2};
+PreTokenizer named(std::string_view name) {
+  auto p = pre_tokenizer_for_gguf(name);
+  EXPECT_TRUE(p.has_value()) << name;
+  return p.value_or(PreTokenizer{});
+}
+
+const PreTokenizer kGpt2 = named("gpt-2");
+const PreTokenizer kLlama3 = named("llama-bpe");
+const PreTokenizer kQwen2 = named("qwen2");
 
 TEST(PreTokenizer, Llama3) {
   EXPECT_EQ(split(kLlama3, "the 12345 he's\n\n  x"),
@@ -62,7 +68,7 @@ TEST(PreTokenizer, Gpt2) {
 }
 
 TEST(PreTokenizer, DigitsThenGpt2AsStarCoder) {
-  EXPECT_EQ(split(PreTokenizer{PreTokPattern::kDigits, PreTokPattern::kGpt2}, "a 123b"),
+  EXPECT_EQ(split(named("starcoder"), "a 123b"),
             (Pieces{"a", " ", "1", "2", "3", "b"}));
 }
 
@@ -83,7 +89,10 @@ TEST(PreTokenizer, Lookups) {
   EXPECT_EQ(pre_tokenizer_for_gguf("qwen2"), kQwen2);
   EXPECT_EQ(pre_tokenizer_for_gguf("gpt-2"), kGpt2);
   EXPECT_FALSE(pre_tokenizer_for_gguf("no-such-pre").has_value());
-  EXPECT_FALSE(pre_tok_pattern_for_regex("\\w+").has_value());
+  // Any Split regex now compiles; a malformed one is an error naming the pattern.
+  auto bad = SplitRegex::compile("(\\w+");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.message().find("(\\w+"), std::string::npos) << bad.message();
 }
 
 }  // namespace
