@@ -1,6 +1,6 @@
 // tokenizer.json reader: vocab, merges ("a b" strings or ["a", "b"] pairs), added_tokens,
-// normalizer (none/NFC), pre_tokenizer (ByteLevel, Split, Digits, Punctuation, Sequence), ByteLevel decoder,
-// and BOS/EOS from a TemplateProcessing post-processor.
+// normalizer (none/NFC), pre_tokenizer (ByteLevel, Split, Digits, Punctuation, Sequence), ByteLevel
+// decoder, and BOS/EOS from a TemplateProcessing post-processor.
 #include "tokenizer/hf-tokenizer-json.h"
 
 #include <nlohmann/json.hpp>
@@ -65,16 +65,15 @@ Status read_pre(const json& p, BpeVocab& v, const std::string& source) {
     if (behavior != "Isolated" && behavior != "Contiguous") {
       return bad(source, "pre_tokenizer: Punctuation behavior '" + behavior + "' is unsupported");
     }
-    return add_split(behavior == "Isolated" ? R"([\p{P}!-/:-@\[-`{-~])" : R"([\p{P}!-/:-@\[-`{-~]+)",
-                     v, source);
+    return add_split(
+        behavior == "Isolated" ? R"([\p{P}!-/:-@\[-`{-~])" : R"([\p{P}!-/:-@\[-`{-~]+)", v, source);
   }
   if (type == "Split") {
     const json* pat = p.contains("pattern") ? &p["pattern"] : nullptr;
     std::string regex;
     if (pat && pat->is_object() && pat->contains("Regex") && (*pat)["Regex"].is_string()) {
       regex = (*pat)["Regex"].get<std::string>();
-    } else if (pat && pat->is_object() && pat->contains("String") &&
-               (*pat)["String"].is_string()) {
+    } else if (pat && pat->is_object() && pat->contains("String") && (*pat)["String"].is_string()) {
       regex = escape_literal((*pat)["String"].get<std::string>());
     } else {
       return bad(source, "pre_tokenizer: Split without a Regex or String pattern");

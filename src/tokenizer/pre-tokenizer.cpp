@@ -34,8 +34,10 @@ constexpr std::string_view kBloom = R"( ?[^(\s|.,!?…。，、।۔،)]+)";
 // DeepSeek: CJK ideographs, Samaritan..CJK and Hangul blocks as runs.
 constexpr std::string_view kDeepSeekCjk = R"([一-龥ࠀ-一가-퟿]+)";
 constexpr std::string_view kNewline = "[\r\n]";
+// Its Greek and letter-like entries that Unicode normalization would change (U+1F7D, U+2126...)
+// are written as \uXXXX so no editor can rewrite them.
 constexpr std::string_view kDeepSeekLlmLetters =
-    R"(\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-ώᾀ-ᾴᾶ-ᾼιῂ-ῄῆ-ῌῐ-ΐῖ-Ίῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤΩℨK-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+)";
+    R"(\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-\u1F7Dᾀ-ᾴᾶ-ᾼ\u1FBEῂ-ῄῆ-ῌῐ-\u1FD3ῖ-\u1FDBῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤ\u2126ℨ\u212A-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+)";
 constexpr std::string_view kDeepSeekLlmPunct = R"(\s?[!-/:-~！-／：-～‘-‟　-。]+)";
 constexpr std::string_view kDeepSeekV3Words =
     R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
@@ -63,7 +65,8 @@ const std::vector<PreTokenizerRow>& table() {
       {{"deepseek-llm"},
        {kNewline, kDeepSeekLlmLetters, kDeepSeekLlmPunct, R"(\s+$)", kDeepSeekCjk, kDigitRun}},
       {{"deepseek-coder"}, {kNewline, R"(\s?\p{L}+)", R"(\s?\p{P}+)", kDeepSeekCjk, kDigit}},
-      {{"deepseek-v3", "hunyuan-dense"}, {R"(\p{N}{1,3})", R"([一-龥぀-ゟ゠-ヿ]+)", kDeepSeekV3Words}},
+      {{"deepseek-v3", "hunyuan-dense"},
+       {R"(\p{N}{1,3})", R"([一-龥぀-ゟ゠-ヿ]+)", kDeepSeekV3Words}},
       {{"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, kThreeAsciiDigits}},
       {{"gpt-2", "gpt2", "mpt", "olmo", "jais", "trillion", "granite-docling", "phi-2", "jina-es",
         "jina-de", "jina-v1-en", "jina-v2-es", "jina-v2-de", "jina-v2-code", "roberta-bpe",
@@ -142,7 +145,8 @@ std::optional<PreTokenizer> pre_tokenizer_for_gguf(std::string_view pre) {
 
 std::vector<std::string_view> known_pre_tokenizer_names() {
   std::vector<std::string_view> out;
-  for (const PreTokenizerRow& row : table()) out.insert(out.end(), row.names.begin(), row.names.end());
+  for (const PreTokenizerRow& row : table())
+    out.insert(out.end(), row.names.begin(), row.names.end());
   return out;
 }
 

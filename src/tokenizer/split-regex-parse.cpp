@@ -229,7 +229,8 @@ class Parser {
       HEARTH_ASSIGN_OR_RETURN(CharSet s, bracket());
       return std::optional<Node>(set_node(std::move(s)));
     }
-    if (c == '*' || c == '+' || c == '?') return error(std::string("nothing to repeat before '") + c + "'");
+    if (c == '*' || c == '+' || c == '?')
+      return error(std::string("nothing to repeat before '") + c + "'");
     if (c == '.') {
       ++pos_;
       CharSet s = single('\n');
@@ -315,22 +316,38 @@ class Parser {
       return s;
     };
     switch (e) {
-      case 'n': return single('\n');
-      case 'r': return single('\r');
-      case 't': return single('\t');
-      case 'f': return single('\f');
-      case 'v': return single('\v');
-      case 'a': return single('\a');
-      case 'e': return single(0x1B);
-      case '0': return single(0);
-      case 's': return prop(Property::kWhiteSpace, 0, false);
-      case 'S': return prop(Property::kWhiteSpace, 0, true);
-      case 'd': return prop(Property::kCategoryMask, U_GC_ND_MASK, false);
-      case 'D': return prop(Property::kCategoryMask, U_GC_ND_MASK, true);
-      case 'w': return prop(Property::kWord, 0, false);
-      case 'W': return prop(Property::kWord, 0, true);
-      case 'p': return property(false);
-      case 'P': return property(true);
+      case 'n':
+        return single('\n');
+      case 'r':
+        return single('\r');
+      case 't':
+        return single('\t');
+      case 'f':
+        return single('\f');
+      case 'v':
+        return single('\v');
+      case 'a':
+        return single('\a');
+      case 'e':
+        return single(0x1B);
+      case '0':
+        return single(0);
+      case 's':
+        return prop(Property::kWhiteSpace, 0, false);
+      case 'S':
+        return prop(Property::kWhiteSpace, 0, true);
+      case 'd':
+        return prop(Property::kCategoryMask, U_GC_ND_MASK, false);
+      case 'D':
+        return prop(Property::kCategoryMask, U_GC_ND_MASK, true);
+      case 'w':
+        return prop(Property::kWord, 0, false);
+      case 'W':
+        return prop(Property::kWord, 0, true);
+      case 'p':
+        return property(false);
+      case 'P':
+        return property(true);
       case 'x': {
         const bool braced = !at_end() && peek() == '{';
         if (braced) ++pos_;

@@ -74,7 +74,8 @@ bool CharSet::contains(uint32_t cp) const {
   bool in = raw_contains(*this, cp);
   if (!in && ignore_case && cp <= 0x10FFFF) {
     const auto c = static_cast<UChar32>(cp);
-    for (UChar32 v : {u_foldCase(c, U_FOLD_CASE_DEFAULT), u_tolower(c), u_toupper(c), u_totitle(c)}) {
+    for (UChar32 v :
+         {u_foldCase(c, U_FOLD_CASE_DEFAULT), u_tolower(c), u_toupper(c), u_totitle(c)}) {
       if (v != c && raw_contains(*this, static_cast<uint32_t>(v))) {
         in = true;
         break;

@@ -46,14 +46,14 @@ struct CharSet {
 };
 
 enum class Op : uint8_t {
-  kSet,         // a code point in sets[arg]
-  kSplit,       // try x, on failure y
-  kJump,        // continue at x
-  kLookahead,   // sub-program at x must (arg=0) / must not (arg=1) match here
-  kAtomic,      // sub-program at x, first match only, then continue at y
-  kLineStart,   // ^
-  kLineEnd,     // $
-  kWordEdge,    // \b (arg=0) or \B (arg=1)
+  kSet,        // a code point in sets[arg]
+  kSplit,      // try x, on failure y
+  kJump,       // continue at x
+  kLookahead,  // sub-program at x must (arg=0) / must not (arg=1) match here
+  kAtomic,     // sub-program at x, first match only, then continue at y
+  kLineStart,  // ^
+  kLineEnd,    // $
+  kWordEdge,   // \b (arg=0) or \B (arg=1)
   kMatch,
 };
 struct Inst {
