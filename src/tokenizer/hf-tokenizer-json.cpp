@@ -1,9 +1,11 @@
 // tokenizer.json reader: vocab, merges ("a b" strings or ["a", "b"] pairs), added_tokens,
-// normalizer (none/NFC), pre_tokenizer (ByteLevel, Split, Digits, Sequence), ByteLevel decoder,
-// and BOS/EOS from a TemplateProcessing post-processor.
+// normalizer (none/NFC), pre_tokenizer (ByteLevel, Split, Digits, Punctuation, Sequence), ByteLevel
+// decoder, and BOS/EOS from a TemplateProcessing post-processor.
 #include "tokenizer/hf-tokenizer-json.h"
 
 #include <nlohmann/json.hpp>
+
+#include <cctype>
 
 namespace hearth {
 namespace {
@@ -12,6 +14,23 @@ using json = nlohmann::json;
 
 Status bad(const std::string& source, const std::string& what) {
   return Status::error(source + ": " + what);
+}
+
+Status add_split(std::string_view pattern, BpeVocab& v, const std::string& source) {
+  auto re = SplitRegex::compile(pattern);
+  if (!re.is_ok()) return bad(source, "pre_tokenizer: " + re.message());
+  v.pre.splits.push_back(std::move(re).value());
+  return Status::ok();
+}
+
+// A Split's literal String pattern as a regex (every character escaped).
+std::string escape_literal(const std::string& s) {
+  std::string out;
+  for (unsigned char ch : s) {
+    if (ch < 0x80 && !std::isalnum(ch)) out.push_back('\\');
+    out.push_back(static_cast<char>(ch));
+  }
+  return out;
 }
 
 Status read_pre(const json& p, BpeVocab& v, const std::string& source) {
@@ -33,32 +52,36 @@ Status read_pre(const json& p, BpeVocab& v, const std::string& source) {
     }
     const bool use_regex =
         !p.contains("use_regex") || !p["use_regex"].is_boolean() || p["use_regex"].get<bool>();
-    if (use_regex) v.pre.push_back(PreTokPattern::kGpt2);
-    return Status::ok();
+    return use_regex ? add_split(gpt2_split_pattern(), v, source) : Status::ok();
   }
   if (type == "Digits") {
     const bool individual = p.contains("individual_digits") &&
                             p["individual_digits"].is_boolean() &&
                             p["individual_digits"].get<bool>();
-    if (!individual) return bad(source, "pre_tokenizer: Digits without individual_digits");
-    v.pre.push_back(PreTokPattern::kDigits);
-    return Status::ok();
+    return add_split(individual ? R"(\p{N})" : R"(\p{N}+)", v, source);
+  }
+  const std::string behavior = p.value("behavior", std::string("Isolated"));
+  if (type == "Punctuation") {  // ASCII punctuation and Unicode P, as tokenizers' is_punctuation
+    if (behavior != "Isolated" && behavior != "Contiguous") {
+      return bad(source, "pre_tokenizer: Punctuation behavior '" + behavior + "' is unsupported");
+    }
+    return add_split(
+        behavior == "Isolated" ? R"([\p{P}!-/:-@\[-`{-~])" : R"([\p{P}!-/:-@\[-`{-~]+)", v, source);
   }
   if (type == "Split") {
     const json* pat = p.contains("pattern") ? &p["pattern"] : nullptr;
-    if (!pat || !pat->is_object() || !pat->contains("Regex") || !(*pat)["Regex"].is_string()) {
-      return bad(source, "pre_tokenizer: Split without a Regex pattern");
+    std::string regex;
+    if (pat && pat->is_object() && pat->contains("Regex") && (*pat)["Regex"].is_string()) {
+      regex = (*pat)["Regex"].get<std::string>();
+    } else if (pat && pat->is_object() && pat->contains("String") && (*pat)["String"].is_string()) {
+      regex = escape_literal((*pat)["String"].get<std::string>());
+    } else {
+      return bad(source, "pre_tokenizer: Split without a Regex or String pattern");
     }
-    const std::string behavior = p.value("behavior", std::string("Isolated"));
     if (behavior != "Isolated" || p.value("invert", false)) {
       return bad(source, "pre_tokenizer: Split behavior '" + behavior + "' is unsupported");
     }
-    auto m = pre_tok_pattern_for_regex((*pat)["Regex"].get<std::string>());
-    if (!m) {
-      return bad(source, "pre_tokenizer: unsupported Split regex " + (*pat)["Regex"].dump());
-    }
-    v.pre.push_back(*m);
-    return Status::ok();
+    return add_split(regex, v, source);
   }
   return bad(source, "pre_tokenizer: unsupported type '" + type + "'");
 }

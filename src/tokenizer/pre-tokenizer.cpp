@@ -1,184 +1,166 @@
-// Hand-written matchers for the pre-tokenizer regexes. Each matcher returns the length (in code
-// points) of the regex's leftmost-alternative match at a position, mirroring its backtracking.
+// The table of GGUF pre-tokenizer names and their split patterns, and the split pipeline.
+// The patterns are the ones the models' tokenizer.json files publish (llama.cpp names them in
+// `llama-vocab.cpp`); several names share one pipeline.
 #include "tokenizer/pre-tokenizer.h"
 
 #include <cstdint>
 
-#include "tokenizer/utf8.h"
-
 namespace hearth {
 namespace {
 
-constexpr uint32_t kInvalid = 0xFFFFFFFF;  // a byte that is not valid UTF-8
+// GPT-2 (ByteLevel use_regex): case-sensitive contractions, letters / numbers / other runs with
+// an optional leading space, whitespace that leaves its last space to the next word.
+constexpr std::string_view kGpt2 =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+// Llama 3 (tiktoken cl100k): case-insensitive contractions, one non-letter glued before a
+// word, numbers in groups of up to three, newlines kept with the whitespace before them.
+constexpr std::string_view kLlama3 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Qwen2: Llama 3 with one digit per piece.
+constexpr std::string_view kQwen2 =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kDigit = R"(\p{N})";
+constexpr std::string_view kDigitRun = R"(\p{N}+)";
+constexpr std::string_view kThreeAsciiDigits = R"([0-9][0-9][0-9])";
+// Tekken (Mistral Nemo): words split at case changes ("CamelCase" -> "Camel" "Case").
+constexpr std::string_view kTekken =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// GPT-4o (o200k): Tekken's case-change words with contractions attached, digits by three.
+constexpr std::string_view kGpt4o =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// BLOOM / Poro / GPT-3 Finnish: anything up to white space or a sentence mark. The ( | ) in
+// the class are literal characters, as the published pattern has them.
+constexpr std::string_view kBloom = R"( ?[^(\s|.,!?…。，、।۔،)]+)";
+// DeepSeek: CJK ideographs, Samaritan..CJK and Hangul blocks as runs.
+constexpr std::string_view kDeepSeekCjk = R"([一-龥ࠀ-一가-퟿]+)";
+constexpr std::string_view kNewline = "[\r\n]";
+// Its Greek and letter-like entries that Unicode normalization would change (U+1F7D, U+2126...)
+// are written as \uXXXX so no editor can rewrite them.
+constexpr std::string_view kDeepSeekLlmLetters =
+    R"(\s?[A-Za-zµÀ-ÖØ-öø-ƺƼ-ƿǄ-ʓʕ-ʯͰ-ͳͶͷͻ-ͽͿΆΈ-ΊΌΎ-ΡΣ-ϵϷ-ҁҊ-ԯԱ-ՖႠ-ჅᎠ-Ᏽᏸ-ᏽᲐ-ᲺᲽ-Ჿᴀ-ᴫᵫ-ᵷᵹ-ᶚḀ-ἕἘ-Ἕἠ-ὅὈ-Ὅὐ-ὗὙὛὝὟ-\u1F7Dᾀ-ᾴᾶ-ᾼ\u1FBEῂ-ῄῆ-ῌῐ-\u1FD3ῖ-\u1FDBῠ-Ῥῲ-ῴῶ-ῼℂℇℊ-ℓℕℙ-ℝℤ\u2126ℨ\u212A-ℭℯ-ℴℹℼ-ℿⅅ-ⅉⅎↃↄⰀ-ⱻⱾ-ⳤⳫ-ⳮⳲⳳꙀ-ꙭꚀ-ꚛꜢ-ꝯꝱ-ꞇꞋ-ꞎꭰ-ꮿﬀ-ﬆﬓ-ﬗＡ-Ｚａ-ｚ𐐀-𐑏𐒰-𐓓𐓘-𐓻𐲀-𐲲𐳀-𐳲𑢠-𑣟𞤀-𞥃]+)";
+constexpr std::string_view kDeepSeekLlmPunct = R"(\s?[!-/:-~！-／：-～‘-‟　-。]+)";
+constexpr std::string_view kDeepSeekV3Words =
+    R"([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// BailingMoE's possessive form of the Qwen2 pattern (one newline per whitespace piece).
+constexpr std::string_view kBailingMoe =
+    R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)";
+constexpr std::string_view kSeedCoder =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-struct Cps {
-  std::vector<uint32_t> cp;
-  std::vector<size_t> off;  // byte offset of each code point, plus the end
-  size_t n() const { return cp.size(); }
-  bool letter(size_t i) const { return i < n() && utf8::is_letter(cp[i]); }
-  bool number(size_t i) const { return i < n() && utf8::is_number(cp[i]); }
-  bool space(size_t i) const { return i < n() && utf8::is_whitespace(cp[i]); }
-  bool is(size_t i, uint32_t c) const { return i < n() && cp[i] == c; }
-  bool newline(size_t i) const { return is(i, '\r') || is(i, '\n'); }
-  bool other(size_t i) const { return i < n() && !letter(i) && !number(i) && !space(i); }
+struct PreTokenizerRow {
+  std::vector<std::string_view> names;
+  std::vector<std::string_view> patterns;
+  bool ignore_merges = false;
+  bool add_bos = false;
 };
 
-Cps to_cps(std::string_view text) {
-  Cps c;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    uint32_t cp;
-    const int len = utf8::decode(text, pos, &cp);
-    c.cp.push_back(len > 0 ? cp : kInvalid);
-    c.off.push_back(pos);
-    pos += len > 0 ? len : 1;
-  }
-  c.off.push_back(text.size());
-  return c;
+const std::vector<PreTokenizerRow>& table() {
+  static const std::vector<PreTokenizerRow> rows = {
+      {{"default"}, {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, kDigitRun, kThreeAsciiDigits}},
+      {{"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"},
+       {kLlama3},
+       /*ignore_merges=*/true,
+       /*add_bos=*/true},
+      {{"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"}, {kLlama3}},
+      {{"deepseek-llm"},
+       {kNewline, kDeepSeekLlmLetters, kDeepSeekLlmPunct, R"(\s+$)", kDeepSeekCjk, kDigitRun}},
+      {{"deepseek-coder"}, {kNewline, R"(\s?\p{L}+)", R"(\s?\p{P}+)", kDeepSeekCjk, kDigit}},
+      {{"deepseek-v3", "hunyuan-dense"},
+       {R"(\p{N}{1,3})", R"([一-龥぀-ゟ゠-ヿ]+)", kDeepSeekV3Words}},
+      {{"falcon"}, {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, kThreeAsciiDigits}},
+      {{"gpt-2", "gpt2", "mpt", "olmo", "jais", "trillion", "granite-docling", "phi-2", "jina-es",
+        "jina-de", "jina-v1-en", "jina-v2-es", "jina-v2-de", "jina-v2-code", "roberta-bpe",
+        "gigachat", "a.x-4.0", "mellum", "exaone4"},
+       {kGpt2}},
+      {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"},
+       {kDigit, kGpt2}},
+      {{"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez", "kormo", "hunyuan", "grok-2"},
+       {kQwen2}},
+      {{"poro-chat", "bloom", "gpt3-finnish"}, {kBloom}},
+      {{"viking"}, {kBloom, kDigit}},
+      {{"tekken"}, {kTekken}, /*ignore_merges=*/true, /*add_bos=*/true},
+      {{"chameleon"},
+       {R"(<sentinel:[0-9]+>)", R"((IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z)", R"(([\t\n]|    |  ))",
+        kDigit, R"([\p{P}!-/:-@\[-`{-~])", kGpt2},
+       /*ignore_merges=*/false,
+       /*add_bos=*/true},
+      {{"gpt-4o", "llama4", "minimax-m2"}, {kGpt4o}},
+      {{"superbpe"}, {kDigitRun, R"((?=(\d{3})+(?!\d)))"}},
+      {{"bailingmoe", "bailingmoe2", "llada-moe"}, {kBailingMoe}},
+      {{"seed-coder"}, {kSeedCoder}},
+  };
+  return rows;
 }
 
-uint32_t fold(uint32_t c) {  // the case folding (?i:) needs for the contraction letters
-  if (c >= 'A' && c <= 'Z') return c + 32;
-  if (c == 0x17F) return 's';  // LATIN SMALL LETTER LONG S folds to 's'
-  return c;
-}
-
-// 's|'t|'re|'ve|'m|'ll|'d, optionally case-insensitive.
-size_t contraction(const Cps& c, size_t i, bool icase) {
-  if (!c.is(i, '\'') || i + 1 >= c.n()) return 0;
-  auto at = [&](size_t k) { return k < c.n() ? (icase ? fold(c.cp[k]) : c.cp[k]) : 0u; };
-  const uint32_t a = at(i + 1);
-  if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
-  const uint32_t b = at(i + 2);
-  if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
-  return 0;
-}
-
-size_t run(const Cps& c, size_t j, bool (Cps::*pred)(size_t) const) {
-  while ((c.*pred)(j)) ++j;
-  return j;
-}
-
-// \s+(?!\S) then \s+: a whitespace run, leaving its last character for the next piece when a
-// non-space follows (so " word" keeps its space).
-size_t whitespace_tail(const Cps& c, size_t i) {
-  const size_t k = run(c, i, &Cps::space);
-  if (k == c.n() || k - i < 2) return k - i;
-  return k - 1 - i;
-}
-
-size_t match_gpt2(const Cps& c, size_t i) {
-  if (size_t m = contraction(c, i, false)) return m;
-  const size_t j = c.is(i, ' ') ? i + 1 : i;
-  if (c.letter(j)) return run(c, j, &Cps::letter) - i;
-  if (c.number(j)) return run(c, j, &Cps::number) - i;
-  if (c.other(j)) return run(c, j, &Cps::other) - i;
-  if (c.space(i)) return whitespace_tail(c, i);
-  return 1;
-}
-
-size_t match_llama3(const Cps& c, size_t i, size_t max_digits) {
-  if (size_t m = contraction(c, i, true)) return m;
-  // [^\r\n\p{L}\p{N}]?\p{L}+
-  if (i < c.n() && !c.newline(i) && !c.letter(i) && !c.number(i) && c.letter(i + 1)) {
-    return run(c, i + 1, &Cps::letter) - i;
-  }
-  if (c.letter(i)) return run(c, i, &Cps::letter) - i;
-  // \p{N}{1,max}
-  if (c.number(i)) {
-    size_t j = i;
-    while (j - i < max_digits && c.number(j)) ++j;
-    return j - i;
-  }
-  // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
-  const size_t j = c.is(i, ' ') ? i + 1 : i;
-  if (c.other(j)) return run(c, run(c, j, &Cps::other), &Cps::newline) - i;
-  if (c.space(i)) {
-    // \s*[\r\n]+: through the last newline of the whitespace run.
-    const size_t k = run(c, i, &Cps::space);
-    for (size_t m = k; m > i; --m) {
-      if (c.newline(m - 1)) return m - i;
-    }
-    return whitespace_tail(c, i);
-  }
-  return 1;
-}
-
-void split_pattern(PreTokPattern p, std::string_view text, size_t base,
-                   std::vector<std::pair<size_t, size_t>>& out) {
-  const Cps c = to_cps(text);
+// Adds the pieces of one split of text[b, e) to `out`: matches and the gaps between them.
+// An empty match only marks a boundary (as Hugging Face drops empty splits).
+void split_piece(const SplitRegex& re, std::string_view text, size_t b, size_t e,
+                 std::vector<std::pair<size_t, size_t>>& out) {
+  const CodePoints c = CodePoints::from_utf8(text.substr(b, e - b));
+  size_t gap = 0;  // start of text not yet emitted
   size_t i = 0;
-  size_t gap = 0;  // start of text not yet emitted (only kDigits leaves gaps)
-  while (i < c.n()) {
-    size_t len = 1;
-    switch (p) {
-      case PreTokPattern::kGpt2:
-        len = match_gpt2(c, i);
-        break;
-      case PreTokPattern::kLlama3:
-        len = match_llama3(c, i, 3);
-        break;
-      case PreTokPattern::kQwen2:
-        len = match_llama3(c, i, 1);
-        break;
-      case PreTokPattern::kDigits:
-        if (!c.number(i)) {
-          ++i;
-          continue;
-        }
-        len = 1;
-        break;
+  auto emit = [&](size_t from, size_t to) {
+    if (from < to) out.emplace_back(b + c.offset[from], b + c.offset[to]);
+  };
+  while (i < c.size()) {
+    const int64_t len = re.match_at(c, i);
+    if (len < 0) {
+      ++i;
+      continue;
     }
-    if (gap < i) out.emplace_back(base + c.off[gap], base + c.off[i]);
-    out.emplace_back(base + c.off[i], base + c.off[i + len]);
-    i += len;
-    gap = i;
+    emit(gap, i);
+    emit(i, i + static_cast<size_t>(len));
+    // After an empty match the search resumes one code point later, as Oniguruma's does.
+    i += len > 0 ? static_cast<size_t>(len) : 1;
+    gap = len > 0 ? i : i - 1;
   }
-  if (gap < c.n()) out.emplace_back(base + c.off[gap], base + c.off[c.n()]);
+  emit(gap, c.size());
 }
 
 }  // namespace
 
+std::vector<std::string> PreTokenizer::patterns() const {
+  std::vector<std::string> out;
+  for (const SplitRegex& s : splits) out.push_back(s.pattern());
+  return out;
+}
+
 std::optional<PreTokenizer> pre_tokenizer_for_gguf(std::string_view pre) {
-  using P = PreTokPattern;
-  if (pre == "gpt-2" || pre == "gpt2" || pre == "phi-2" || pre == "jina-es" || pre == "jina-de" ||
-      pre == "roberta-bpe" || pre == "mpt" || pre == "olmo") {
-    return PreTokenizer{P::kGpt2};
-  }
-  if (pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3" || pre == "dbrx" ||
-      pre == "smaug-bpe" || pre == "falcon3" || pre == "pixtral") {
-    return PreTokenizer{P::kLlama3};
-  }
-  if (pre == "qwen2" || pre == "deepseek-r1-qwen" || pre == "stablelm2") {
-    return PreTokenizer{P::kQwen2};
-  }
-  if (pre == "starcoder" || pre == "refact" || pre == "smollm" || pre == "codeshell") {
-    return PreTokenizer{P::kDigits, P::kGpt2};
+  for (const PreTokenizerRow& row : table()) {
+    for (std::string_view name : row.names) {
+      if (name != pre) continue;
+      PreTokenizer p;
+      p.ignore_merges = row.ignore_merges;
+      p.add_bos = row.add_bos;
+      for (std::string_view pattern : row.patterns) {
+        auto re = SplitRegex::compile(pattern);
+        if (!re.is_ok()) return std::nullopt;  // the table is tested to compile
+        p.splits.push_back(std::move(re).value());
+      }
+      return p;
+    }
   }
   return std::nullopt;
 }
 
-std::optional<PreTokPattern> pre_tok_pattern_for_regex(std::string_view regex) {
-  static constexpr std::string_view kGpt2 =
-      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-  static constexpr std::string_view kLlama3 =
-      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-  static constexpr std::string_view kQwen2 =
-      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-  if (regex == kGpt2) return PreTokPattern::kGpt2;
-  if (regex == kLlama3) return PreTokPattern::kLlama3;
-  if (regex == kQwen2) return PreTokPattern::kQwen2;
-  if (regex == R"(\p{N})") return PreTokPattern::kDigits;
-  return std::nullopt;
+std::vector<std::string_view> known_pre_tokenizer_names() {
+  std::vector<std::string_view> out;
+  for (const PreTokenizerRow& row : table())
+    out.insert(out.end(), row.names.begin(), row.names.end());
+  return out;
+}
+
+std::string_view gpt2_split_pattern() {
+  return kGpt2;
 }
 
 std::vector<std::pair<size_t, size_t>> pre_tokenize(const PreTokenizer& pre,
                                                     std::string_view text) {
-  std::vector<std::pair<size_t, size_t>> pieces{{0, text.size()}};
   if (text.empty()) return {};
-  for (PreTokPattern p : pre) {
+  std::vector<std::pair<size_t, size_t>> pieces{{0, text.size()}};
+  for (const SplitRegex& re : pre.splits) {
     std::vector<std::pair<size_t, size_t>> next;
-    for (auto [b, e] : pieces) split_pattern(p, text.substr(b, e - b), b, next);
+    for (auto [b, e] : pieces) split_piece(re, text, b, e, next);
     pieces = std::move(next);
   }
   return pieces;

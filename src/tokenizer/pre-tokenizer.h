@@ -1,6 +1,7 @@
-// Byte-level BPE pre-tokenizers: the published split patterns (GPT-2, Llama 3, Qwen2, digit
-// isolation) as hand-written matchers over code points. Add a pattern: a PreTokPattern value,
-// its matcher in pre-tokenizer.cpp, and its names in the two look-up functions.
+// Byte-level BPE pre-tokenizers as data: each GGUF `tokenizer.ggml.pre` name (llama.cpp's
+// converter) is a list of split patterns in the regex dialect of split-regex.h, the patterns as
+// the models' tokenizer.json files publish them. Add a pre-tokenizer: a row in kPreTokenizers
+// (pre-tokenizer.cpp) and a test of its splits in tests/unit/tokenizer.
 #pragma once
 
 #include <optional>
@@ -9,23 +10,30 @@
 #include <utility>
 #include <vector>
 
+#include "tokenizer/split-regex.h"
+
 namespace hearth {
 
-enum class PreTokPattern {
-  kGpt2,    // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-  kLlama3,  // (?i:'s|...)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|...
-  kQwen2,   // as kLlama3 with \p{N} (one digit per piece)
-  kDigits,  // \p{N}: every number character on its own
+// A pipeline of patterns; each splits the pieces of the previous one as Hugging Face's
+// Split(behavior="Isolated") does: both the matches and the text between them stay pieces.
+struct PreTokenizer {
+  std::vector<SplitRegex> splits;
+  // llama.cpp's per-name defaults: a whole pre-token found in the vocabulary is one id
+  // (tokenizer.json's ignore_merges), and BOS is added when the GGUF does not say.
+  bool ignore_merges = false;
+  bool add_bos = false;
+
+  std::vector<std::string> patterns() const;
+  // Same patterns in the same order (the flags are the GGUF name's, not the split's).
+  bool operator==(const PreTokenizer& o) const { return patterns() == o.patterns(); }
 };
 
-// A pipeline of patterns; each splits the pieces of the previous one ("Isolated": both the
-// matches and the text between them stay pieces).
-using PreTokenizer = std::vector<PreTokPattern>;
-
-// GGUF `tokenizer.ggml.pre` names (llama.cpp's converter), nullopt when unknown.
+// GGUF `tokenizer.ggml.pre` names, nullopt when unknown.
 std::optional<PreTokenizer> pre_tokenizer_for_gguf(std::string_view pre);
-// A Split pre-tokenizer's regex string from tokenizer.json, nullopt when unknown.
-std::optional<PreTokPattern> pre_tok_pattern_for_regex(std::string_view regex);
+// Every name pre_tokenizer_for_gguf knows (for `hearth convert`'s reverse look-up and tests).
+std::vector<std::string_view> known_pre_tokenizer_names();
+// The GPT-2 pattern, which ByteLevel(use_regex=true) applies.
+std::string_view gpt2_split_pattern();
 
 // Splits `text` into byte ranges [begin, end). Invalid UTF-8 bytes are single code points that
 // are neither letters, numbers nor white space, so the pieces always cover the input exactly.

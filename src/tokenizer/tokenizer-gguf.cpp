@@ -1,11 +1,13 @@
-// Tokenizer::from_gguf: reads `tokenizer.ggml.*` metadata into an SpmVocab ("llama") or a
-// BpeVocab ("gpt2"). A new tokenizer model type gets its own branch here.
+// Tokenizer::from_gguf: reads `tokenizer.ggml.*` metadata into an SpmVocab ("llama"), a
+// BpeVocab ("gpt2") or a WordPieceVocab ("bert"). A new tokenizer model type gets its own branch
+// here.
 #include <string>
 
 #include "formats/gguf.h"
 #include "tokenizer/bpe-tokenizer.h"
 #include "tokenizer/pre-tokenizer.h"
 #include "tokenizer/spm-tokenizer.h"
+#include "tokenizer/wordpiece-tokenizer.h"
 
 namespace hearth {
 namespace {
@@ -136,9 +138,8 @@ Result<std::unique_ptr<Tokenizer>> bpe_from_gguf(const GgufFile& g, Common c) {
   const std::string pre = pre_name.value_or("gpt-2");
   auto p = pre_tokenizer_for_gguf(pre);
   if (!p) return Status::error("tokenizer.ggml.pre: unsupported pre-tokenizer '" + pre + "'");
-  v.pre = *p;
-  const bool llama3 = !v.pre.empty() && v.pre[0] == PreTokPattern::kLlama3;
-  v.ignore_merges = llama3;  // Llama 3's tokenizer.json sets ignore_merges
+  v.pre = std::move(*p);
+  v.ignore_merges = v.pre.ignore_merges;  // e.g. Llama 3's tokenizer.json sets ignore_merges
   v.tokens = std::move(c.tokens);
   v.types = std::move(c.types);
   v.unk_id = c.unk;
@@ -146,9 +147,32 @@ Result<std::unique_ptr<Tokenizer>> bpe_from_gguf(const GgufFile& g, Common c) {
   v.eos_id = c.eos;
   v.pad_id = c.pad;
   v.extra_eog_ids = std::move(c.eog);
-  v.add_bos = c.add_bos.value_or(llama3);
+  v.add_bos = c.add_bos.value_or(v.pre.add_bos);
   v.add_eos = c.add_eos.value_or(false);
   HEARTH_ASSIGN_OR_RETURN(auto tok, BpeTokenizer::create(std::move(v), "tokenizer.ggml"));
+  return std::unique_ptr<Tokenizer>(std::move(tok));
+}
+
+// BERT vocabularies as llama.cpp's converter writes them: "▁" marks word starts ("phantom
+// space"), [CLS] / [SEP] are the ids added around a sequence, text is lowercased (llama.cpp's
+// WPM tokenizer lowercases every BERT vocabulary; no GGUF key says otherwise).
+Result<std::unique_ptr<Tokenizer>> wordpiece_from_gguf(const GgufFile& g, Common c) {
+  WordPieceVocab v;
+  const auto n = static_cast<int64_t>(c.tokens.size());
+  int32_t cls = -1, sep = -1;
+  HEARTH_TRY(read_id(g, "tokenizer.ggml.cls_token_id", n, &cls));
+  HEARTH_TRY(read_id(g, "tokenizer.ggml.seperator_token_id", n, &sep));  // llama.cpp's spelling
+  v.tokens = std::move(c.tokens);
+  v.types = std::move(c.types);
+  v.phantom_space = true;
+  v.unk_id = c.unk;
+  v.bos_id = cls >= 0 ? cls : c.bos;
+  v.eos_id = sep >= 0 ? sep : c.eos;
+  v.pad_id = c.pad;
+  v.extra_eog_ids = std::move(c.eog);
+  v.add_bos = c.add_bos.value_or(true);
+  v.add_eos = c.add_eos.value_or(true);
+  HEARTH_ASSIGN_OR_RETURN(auto tok, WordPieceTokenizer::create(std::move(v), "tokenizer.ggml"));
   return std::unique_ptr<Tokenizer>(std::move(tok));
 }
 
@@ -161,6 +185,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& gguf) {
     HEARTH_ASSIGN_OR_RETURN(Common c, read_common(gguf));
     if (*model == "llama") return spm_from_gguf(gguf, std::move(c));
     if (*model == "gpt2") return bpe_from_gguf(gguf, std::move(c));
+    if (*model == "bert") return wordpiece_from_gguf(gguf, std::move(c));
     return Status::error("tokenizer.ggml.model: unsupported tokenizer model '" + *model + "'");
   };
   auto r = run();

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace hearth {
 
 namespace {
@@ -113,6 +115,13 @@ Result<std::string> render_chat_template(const std::string& tmpl,
   vars.emplace_back("add_generation_prompt", jinja::Value::boolean(add_generation_prompt));
   vars.emplace_back("bos_token", jinja::Value::string(bos_token));
   vars.emplace_back("eos_token", jinja::Value::string(eos_token));
+  // transformers passes tools= and documents= always, None when the caller has none, so
+  // templates see them defined (`tools is none`, not `tools is undefined`).
+  for (const char* name : {"tools", "documents"}) {
+    const bool given =
+        std::any_of(extra.begin(), extra.end(), [&](const auto& kv) { return kv.first == name; });
+    if (!given) vars.emplace_back(name, jinja::Value::none());
+  }
   for (const auto& kv : extra) vars.push_back(kv);
   HEARTH_ASSIGN_OR_RETURN(jinja::Template t, jinja::Template::parse(tmpl, limits));
   return t.render(vars);

@@ -110,8 +110,9 @@ Result<bool> apply_test(Interpreter& in, const std::string& name, const Value& v
   if (name == "integer") return v.is_int();
   if (name == "float") return v.is_float();
   if (name == "mapping") return v.is_dict();
-  if (name == "sequence") return v.is_list() || v.is_string() || v.is_dict();
-  if (name == "iterable") return v.is_list() || v.is_string() || v.is_dict();
+  // jinja2's Undefined has __iter__, __len__ and __getitem__, so it passes both.
+  if (name == "sequence" || name == "iterable")
+    return v.is_list() || v.is_string() || v.is_dict() || v.is_undefined();
   if (name == "callable") return v.is_callable();
   if (name == "lower") return v.is_string() && v.as_string() == ascii_lower(v.as_string());
   if (name == "upper") return v.is_string() && v.as_string() == ascii_upper(v.as_string());
@@ -157,7 +158,11 @@ Result<Value> apply_filter(Interpreter& in, const std::string& name, const Value
     if (v.is_undefined()) return std::string();
     return v.to_output();
   };
-  if (name == "safe") return v;  // no autoescaping in chat templates, so nothing to mark
+  if (name == "safe") {
+    if (v.is_markup()) return v;
+    HEARTH_ASSIGN_OR_RETURN(std::string s, string_of());
+    return Value::markup(std::move(s));
+  }
   if (name == "trim" || name == "strip") {
     HEARTH_ASSIGN_OR_RETURN(std::string s, string_of());
     return Value::string(strip_chars(s, a.get(0, "chars"), true, true));
@@ -197,31 +202,11 @@ Result<Value> apply_filter(Interpreter& in, const std::string& name, const Value
     return Value::string(std::move(out));
   }
   if (name == "escape" || name == "e" || name == "forceescape") {
+    if (v.is_markup() && name != "forceescape") return v;  // already safe
     HEARTH_ASSIGN_OR_RETURN(std::string s, string_of());
-    std::string out;
-    for (char c : s) {
-      switch (c) {
-        case '&':
-          out += "&amp;";
-          break;
-        case '<':
-          out += "&lt;";
-          break;
-        case '>':
-          out += "&gt;";
-          break;
-        case '"':
-          out += "&#34;";
-          break;
-        case '\'':
-          out += "&#39;";
-          break;
-        default:
-          out += c;
-      }
-    }
+    std::string out = html_escape(s);
     HEARTH_TRY(in.check_size(out.size(), "string"));
-    return Value::string(std::move(out));
+    return Value::markup(std::move(out));
   }
   if (name == "tojson") {
     const Value* ind = a.get(0, "indent");
@@ -269,6 +254,10 @@ Result<Value> apply_filter(Interpreter& in, const std::string& name, const Value
                             sorted(in, pairs, bool_arg(a, 2, "reverse", false),
                                    bool_arg(a, 0, "case_sensitive", false), by_value ? "1" : "0"));
     return Value::list(std::move(pairs));
+  }
+  if ((name == "int" || name == "float") && v.is_undefined()) {
+    // int(Undefined) raises UndefinedError, which jinja2's filters do not catch.
+    return Status::error(name + ": '" + v.as_string() + "' is undefined");
   }
   if (name == "int") {
     const int64_t def = int_arg(a, 0, "default", 0);
@@ -326,6 +315,11 @@ Result<Value> apply_filter(Interpreter& in, const std::string& name, const Value
   if (std::find_if(std::begin(kSequenceFilters), std::end(kSequenceFilters),
                    [&](const char* f) { return name == f; }) == std::end(kSequenceFilters))
     return Status::error("unknown filter '" + name + "'");
+  // jinja2's map, select, reject, selectattr and rejectattr start with `if value:`, so a
+  // none (or any falsy value) gives an empty sequence where `list` would raise.
+  const bool guarded = name == "map" || name == "select" || name == "reject" ||
+                       name == "selectattr" || name == "rejectattr";
+  if (guarded && !v.truthy()) return Value::list({});
   HEARTH_ASSIGN_OR_RETURN(std::vector<Value> items, in.iterate(v));
   HEARTH_TRY(in.step(1 + items.size()));
   if (name == "list") return Value::list(std::move(items));

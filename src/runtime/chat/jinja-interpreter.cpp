@@ -561,7 +561,13 @@ Result<Value> Interpreter::binary(const std::string& op, const Value& a, const V
     if (a.is_string() && b.is_string()) {
       HEARTH_TRY(check_size(uint64_t(a.as_string().size()) + b.as_string().size(), "string"));
       HEARTH_TRY(step(1 + (a.as_string().size() + b.as_string().size()) / 64));
-      return Value::string(a.as_string() + b.as_string());
+      if (!a.is_markup() && !b.is_markup()) return Value::string(a.as_string() + b.as_string());
+      // Markup + str escapes the str (and str + Markup too): `"x"|safe + name` in a template
+      // HTML-escapes name, as jinja2 renders it.
+      std::string s = a.is_markup() ? a.as_string() : html_escape(a.as_string());
+      s += b.is_markup() ? b.as_string() : html_escape(b.as_string());
+      HEARTH_TRY(check_size(s.size(), "string"));
+      return Value::markup(std::move(s));
     }
     if (a.is_list() && b.is_list()) {
       const uint64_t n = uint64_t(a.items().size()) + b.items().size();

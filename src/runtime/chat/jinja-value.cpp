@@ -70,6 +70,39 @@ Value Value::string(std::string s) {
   v.s_ = std::move(s);
   return v;
 }
+Value Value::markup(std::string s) {
+  Value v = string(std::move(s));
+  v.markup_ = true;
+  return v;
+}
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
 Value Value::list(std::vector<Value> items) {
   Value v;
   v.kind_ = Kind::List;

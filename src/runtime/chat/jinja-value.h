@@ -45,6 +45,9 @@ class Value {
   static Value integer(int64_t i);
   static Value number(double f);
   static Value string(std::string s);
+  // markupsafe's Markup (what `|safe` and `|escape` return): a string that `+` never escapes
+  // but whose other operand it does, as jinja2 does without autoescaping.
+  static Value markup(std::string s);
   static Value list(std::vector<Value> items = {});
   static Value dict(Dict d = {});
   // A namespace() object: a dict whose attributes `set ns.x = ...` may assign.
@@ -59,6 +62,7 @@ class Value {
   bool is_float() const { return kind_ == Kind::Float; }
   bool is_number() const { return kind_ == Kind::Int || kind_ == Kind::Float; }
   bool is_string() const { return kind_ == Kind::String; }
+  bool is_markup() const { return kind_ == Kind::String && markup_; }
   bool is_list() const { return kind_ == Kind::List; }
   bool is_dict() const { return kind_ == Kind::Dict; }
   bool is_callable() const { return kind_ == Kind::Callable; }
@@ -88,6 +92,7 @@ class Value {
   Kind kind_ = Kind::Undefined;
   bool b_ = false;
   bool namespace_ = false;
+  bool markup_ = false;
   int64_t i_ = 0;
   double f_ = 0;
   std::string s_;
@@ -106,6 +111,9 @@ inline bool is_intlike(const Value& v) {
 inline int64_t int_of(const Value& v) {  // requires is_intlike(v)
   return v.is_bool() ? int64_t(v.as_bool()) : v.as_int();
 }
+
+// markupsafe.escape: & < > " ' as HTML entities.
+std::string html_escape(std::string_view s);
 
 // Python's repr() of a float: shortest round-trip digits, "1.0", "1e+16", "inf", "nan".
 std::string format_python_float(double f);

@@ -56,11 +56,16 @@ Result<Vocab> read_sentencepiece(const std::string& path) {
   return v;
 }
 
-// The GGUF pre-tokenizer name whose pattern pipeline equals the one tokenizer.json describes.
-Result<std::string> gguf_pre_name(const PreTokenizer& pre, const std::string& source) {
-  for (const char* name : {"gpt-2", "llama-bpe", "qwen2", "starcoder"}) {
-    auto p = pre_tokenizer_for_gguf(name);
-    if (p && *p == pre) return std::string(name);
+// The GGUF pre-tokenizer name whose pattern pipeline equals the one tokenizer.json describes,
+// preferring one whose ignore_merges default agrees with the file's (llama-bpe vs dbrx).
+Result<std::string> gguf_pre_name(const BpeVocab& bpe, const std::string& source) {
+  for (bool same_flags : {true, false}) {
+    for (std::string_view name : known_pre_tokenizer_names()) {
+      auto p = pre_tokenizer_for_gguf(name);
+      if (p && *p == bpe.pre && (!same_flags || p->ignore_merges == bpe.ignore_merges)) {
+        return std::string(name);
+      }
+    }
   }
   return Status::error(source + ": pre_tokenizer: no GGUF pre-tokenizer name matches it");
 }
@@ -70,7 +75,7 @@ Result<Vocab> read_tokenizer_json(const std::string& path) {
   HEARTH_ASSIGN_OR_RETURN(BpeVocab bpe, parse_hf_tokenizer_json(text, path));
   Vocab v;
   v.model = "gpt2";
-  HEARTH_ASSIGN_OR_RETURN(v.pre, gguf_pre_name(bpe.pre, path));
+  HEARTH_ASSIGN_OR_RETURN(v.pre, gguf_pre_name(bpe, path));
   v.tokens = std::move(bpe.tokens);
   for (size_t i = 0; i < v.tokens.size(); ++i) {
     const TokenType t = i < bpe.types.size() ? bpe.types[i] : TokenType::kUnused;

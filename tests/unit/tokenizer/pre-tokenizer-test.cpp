@@ -15,9 +15,15 @@ Pieces split(PreTokenizer pre, std::string_view text) {
   return out;
 }
 
-const PreTokenizer kGpt2{PreTokPattern::kGpt2};
-const PreTokenizer kLlama3{PreTokPattern::kLlama3};
-const PreTokenizer kQwen2{PreTokPattern::kQwen2};
+PreTokenizer named(std::string_view name) {
+  auto p = pre_tokenizer_for_gguf(name);
+  EXPECT_TRUE(p.has_value()) << name;
+  return p.value_or(PreTokenizer{});
+}
+
+const PreTokenizer kGpt2 = named("gpt-2");
+const PreTokenizer kLlama3 = named("llama-bpe");
+const PreTokenizer kQwen2 = named("qwen2");
 
 TEST(PreTokenizer, Llama3) {
   EXPECT_EQ(split(kLlama3, "the 12345 he's\n\n  x"),
@@ -62,8 +68,47 @@ TEST(PreTokenizer, Gpt2) {
 }
 
 TEST(PreTokenizer, DigitsThenGpt2AsStarCoder) {
-  EXPECT_EQ(split(PreTokenizer{PreTokPattern::kDigits, PreTokPattern::kGpt2}, "a 123b"),
-            (Pieces{"a", " ", "1", "2", "3", "b"}));
+  EXPECT_EQ(split(named("starcoder"), "a 123b"), (Pieces{"a", " ", "1", "2", "3", "b"}));
+}
+
+// Hand-checked splits of the other published pipelines (the oracle test checks many more
+// strings against Python's regex engine).
+TEST(PreTokenizer, DeepSeekCoder) {
+  // Newlines alone, letters with one leading space, punctuation (P, so not "=", a symbol)
+  // runs, CJK runs cut out of " 中文", digits alone; the rest stays as gaps.
+  EXPECT_EQ(split(named("deepseek-coder"), "int x = 42;\n// 中文"),
+            (Pieces{"int", " x", " = ", "4", "2", ";", "\n", "//", " ", "中文"}));
+}
+
+TEST(PreTokenizer, Gpt4oSplitsCaseChanges) {
+  EXPECT_EQ(split(named("gpt-4o"), "CamelCase HTTPServer it's 12345"),
+            (Pieces{"Camel", "Case", " HTTPServer", " it's", " ", "123", "45"}));
+  EXPECT_EQ(split(named("tekken"), "CamelCase it's 12"),
+            (Pieces{"Camel", "Case", " it", "'s", " ", "1", "2"}));
+}
+
+TEST(PreTokenizer, SuperBpeGroupsDigitsFromTheRight) {
+  EXPECT_EQ(split(named("superbpe"), "x1234567 12"), (Pieces{"x", "1", "234", "567", " ", "12"}));
+}
+
+TEST(PreTokenizer, BloomSplitsAtSentenceMarks) {
+  // "(", "|" and ")" are in the excluded class too; excluded runs stay one gap piece.
+  EXPECT_EQ(split(named("bloom"), "Hi, you (x|y).\n"),
+            (Pieces{"Hi", ",", " you", " (", "x", "|", "y", ").\n"}));
+}
+
+TEST(PreTokenizer, FalconAndDefault) {
+  // ASCII symbols split first, then GPT-2, then runs of three ASCII digits.
+  EXPECT_EQ(split(named("falcon"), "a+b 1234"), (Pieces{"a", "+", "b", " ", "123", "4"}));
+  EXPECT_EQ(split(named("default"), "a+b 1234"), (Pieces{"a", "+", "b", " ", "123", "4"}));
+}
+
+TEST(PreTokenizer, DeepSeekV3) {
+  // Digits by three first; kanji and katakana share one class; " ." is a punctuation piece
+  // (a space is not in the first alternative's ASCII list).
+  EXPECT_EQ(split(named("deepseek-v3"), "1234 .NET 日本語テキスト"),
+            (Pieces{"123", "4", " .", "NET", " ", "日本語テキスト"}));
+  EXPECT_EQ(split(named("deepseek-v3"), "x.NET"), (Pieces{"x", ".NET"}));
 }
 
 TEST(PreTokenizer, PiecesAlwaysCoverInput) {
@@ -83,7 +128,10 @@ TEST(PreTokenizer, Lookups) {
   EXPECT_EQ(pre_tokenizer_for_gguf("qwen2"), kQwen2);
   EXPECT_EQ(pre_tokenizer_for_gguf("gpt-2"), kGpt2);
   EXPECT_FALSE(pre_tokenizer_for_gguf("no-such-pre").has_value());
-  EXPECT_FALSE(pre_tok_pattern_for_regex("\\w+").has_value());
+  // Any Split regex now compiles; a malformed one is an error naming the pattern.
+  auto bad = SplitRegex::compile("(\\w+");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.message().find("(\\w+"), std::string::npos) << bad.message();
 }
 
 }  // namespace

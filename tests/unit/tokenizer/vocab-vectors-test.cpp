@@ -66,6 +66,15 @@ TEST(VocabVectors, LlamaSpm) {
 TEST(VocabVectors, Gpt2) {
   check_vocab("ggml-vocab-gpt-2.gguf", "gpt2 (byte-level BPE)");
 }
+TEST(VocabVectors, DeepSeekCoder) {
+  check_vocab("ggml-vocab-deepseek-coder.gguf", "gpt2 (byte-level BPE)");
+}
+TEST(VocabVectors, Mpt) {
+  check_vocab("ggml-vocab-mpt.gguf", "gpt2 (byte-level BPE)");
+}
+TEST(VocabVectors, Refact) {
+  check_vocab("ggml-vocab-refact.gguf", "gpt2 (byte-level BPE)");
+}
 
 }  // namespace
 }  // namespace hearth
