@@ -13,10 +13,12 @@ GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> grammar,
   state_ = matcher_.start();
 }
 
-void GrammarConstraint::compute_allowed(std::vector<uint64_t>* bits) {
-  bits->assign((size_t(vocab_->n_vocab) + 63) / 64, 0);
+void GrammarConstraint::compute_allowed(uint32_t limit, Mask* mask) {
+  std::vector<uint64_t>& bits = mask->bits;
+  bits.assign((size_t(vocab_->n_vocab) + 63) / 64, 0);
+  mask->max_distance = 0;
   if (ended_) return;
-  auto set = [&](int32_t id) { (*bits)[size_t(id) >> 6] |= uint64_t(1) << (id & 63); };
+  auto set = [&](int32_t id) { bits[size_t(id) >> 6] |= uint64_t(1) << (id & 63); };
   if (matcher_.can_end(state_)) {
     for (int32_t id : vocab_->end_ids) set(id);
   }
@@ -37,8 +39,12 @@ void GrammarConstraint::compute_allowed(std::vector<uint64_t>* bits) {
       const TokenTrie::Node& child = nodes[c];
       const GrammarMatcher::StateId next = matcher_.step(it.state, child.byte);
       if (next == GrammarMatcher::kDead) continue;
-      for (uint32_t t = child.first_token; t < child.first_token + child.n_tokens; ++t)
-        set(ids[t]);
+      const uint32_t d = matcher_.distance(next);
+      if (child.n_tokens && d <= limit) {
+        mask->max_distance = std::max(mask->max_distance, d);
+        for (uint32_t t = child.first_token; t < child.first_token + child.n_tokens; ++t)
+          set(ids[t]);
+      }
       if (child.n_children) todo.push_back({c, next});
     }
   }
@@ -50,17 +56,31 @@ const std::vector<uint64_t>& GrammarConstraint::allowed() {
   auto it = cache_.find(state_);
   if (it != cache_.end()) {
     ++stats_.cache_hits;
-    return it->second;
+  } else {
+    if (cache_.size() >= options_.max_cached_masks) cache_.clear();
+    if (matcher_.state_count() > options_.max_matcher_states) {
+      state_ = matcher_.rebase(state_);  // state ids change: cached masks refer to old ones
+      cache_.clear();
+      budget_key_ = -1;
+    }
+    it = cache_.emplace(state_, Mask{}).first;
+    compute_allowed(UINT32_MAX, &it->second);
   }
-  if (cache_.size() >= options_.max_cached_masks) cache_.clear();
-  if (matcher_.state_count() > options_.max_matcher_states) {
-    // State ids change: the cached masks refer to the old ones.
-    state_ = matcher_.rebase(state_);
-    cache_.clear();
+  const Mask& free = it->second;
+  if (tokens_left_ < 0 || int64_t(free.max_distance) + 2 <= tokens_left_) return free.bits;
+  // The budget binds: only tokens after which the rest still fits.
+  const int64_t key = (int64_t(state_) << 32) | uint32_t(std::max<int64_t>(tokens_left_, 0));
+  if (key != budget_key_) {
+    compute_allowed(tokens_left_ < 2 ? 0 : uint32_t(std::min<int64_t>(tokens_left_ - 2, UINT32_MAX)),
+                    &budget_mask_);
+    if (tokens_left_ < 2) {  // no room for another byte: only the end token, where allowed
+      std::fill(budget_mask_.bits.begin(), budget_mask_.bits.end(), 0);
+      if (matcher_.can_end(state_))
+        for (int32_t id : vocab_->end_ids) budget_mask_.bits[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+    }
+    budget_key_ = key;
   }
-  std::vector<uint64_t>& bits = cache_[state_];
-  compute_allowed(&bits);
-  return bits;
+  return budget_mask_.bits;
 }
 
 bool GrammarConstraint::allows(int32_t token) {

@@ -28,7 +28,13 @@ class GrammarConstraint final : public TokenConstraint {
   void mask(std::span<float> logits) override;
   Status accept(int32_t token) override;
   bool complete() const override { return ended_ || !matcher_.can_continue(state_); }
-  bool can_end() const override { return !ended_ && matcher_.can_end(state_); }
+  bool can_end() const override { return ended_ || matcher_.can_end(state_); }
+  // With a budget of L tokens (this one included), a token is allowed only if the fewest bytes
+  // that complete the grammar after it are at most L - 2 (one token per byte, plus the end
+  // token). A single-byte token on the shortest way out always qualifies (byte-fallback and
+  // byte-level vocabularies have one per byte), so once the budget binds the output still
+  // completes within it. Usually the budget is far and the per-state mask is used as it is.
+  void set_token_budget(int64_t tokens_left) override { tokens_left_ = tokens_left; }
 
   // The allowed tokens now, one bit per id (bit i of word i / 64).
   const std::vector<uint64_t>& allowed();
@@ -40,14 +46,22 @@ class GrammarConstraint final : public TokenConstraint {
   const Stats& stats() const { return stats_; }
 
  private:
-  void compute_allowed(std::vector<uint64_t>* bits);
+  struct Mask {
+    std::vector<uint64_t> bits;
+    uint32_t max_distance = 0;  // the largest distance to the end after an allowed token
+  };
+  // Tokens allowed now whose distance to the end afterwards is at most `limit`.
+  void compute_allowed(uint32_t limit, Mask* mask);
 
   std::shared_ptr<const TokenVocabulary> vocab_;
   GrammarConstraintOptions options_;
   GrammarMatcher matcher_;
   GrammarMatcher::StateId state_;
   bool ended_ = false;  // an end-of-generation token was accepted
-  std::unordered_map<GrammarMatcher::StateId, std::vector<uint64_t>> cache_;
+  int64_t tokens_left_ = -1;
+  std::unordered_map<GrammarMatcher::StateId, Mask> cache_;  // masks without a budget
+  Mask budget_mask_;  // the last mask the budget narrowed, and its key
+  int64_t budget_key_ = -1;
   Stats stats_;
 };
 

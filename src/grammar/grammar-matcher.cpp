@@ -13,8 +13,42 @@ size_t GrammarMatcher::VectorHash::operator()(const std::vector<uint32_t>& v) co
   return size_t(h);
 }
 
+namespace {
+
+constexpr uint32_t kFar = 1u << 30;  // saturating "infinity" for lengths
+
+uint32_t add_lengths(uint32_t a, uint32_t b) { return std::min(kFar, a + b); }
+
+// Shortest string of each rule (a fixed point; the builder guarantees it is finite for every
+// reachable rule), then of each element's rest of sequence.
+std::vector<uint32_t> suffix_lengths(const Grammar& g) {
+  std::vector<uint32_t> rule(g.alternatives.size(), kFar), suffix(g.elements.size(), 0);
+  auto compute_suffixes = [&] {
+    for (size_t i = g.elements.size(); i-- > 0;) {
+      const GrammarElement& e = g.elements[i];
+      if (e.kind == GrammarElement::Kind::kEnd) suffix[i] = 0;
+      else suffix[i] = add_lengths(e.kind == GrammarElement::Kind::kBytes ? 1 : rule[e.arg],
+                                   suffix[i + 1]);
+    }
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    compute_suffixes();
+    for (size_t r = 0; r < rule.size(); ++r) {
+      for (uint32_t alt : g.alternatives[r]) {
+        if (suffix[alt] < rule[r]) rule[r] = suffix[alt], changed = true;
+      }
+    }
+  }
+  return suffix;
+}
+
+}  // namespace
+
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar) : g_(std::move(grammar)) {
+  suffix_length_ = suffix_lengths(*g_);
   frames_.push_back({0, 0});  // id 0: the empty stack
+  frame_distance_.push_back(0);
   std::vector<uint32_t> stacks;
   expanded_.clear();
   for (uint32_t alt : g_->alternatives[g_->root]) expand(alt, 0, &stacks);
@@ -24,7 +58,10 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar) : g_(std:
 uint32_t GrammarMatcher::intern_frame(uint32_t pos, uint32_t parent) {
   const uint64_t key = (uint64_t(pos) << 32) | parent;
   auto [it, inserted] = frame_ids_.emplace(key, uint32_t(frames_.size()));
-  if (inserted) frames_.push_back({pos, parent});
+  if (inserted) {
+    frames_.push_back({pos, parent});
+    frame_distance_.push_back(add_lengths(suffix_length_[pos], frame_distance_[parent]));
+  }
   return it->second;
 }
 
@@ -63,6 +100,8 @@ GrammarMatcher::StateId GrammarMatcher::intern_state(std::vector<uint32_t> stack
   State& st = states_.emplace_back();
   st.can_end = stacks.front() == 0;
   st.can_continue = stacks.back() != 0;
+  st.distance = kFar;
+  for (uint32_t stack : stacks) st.distance = std::min(st.distance, frame_distance_[stack]);
   st.stacks = stacks;
   state_ids_.emplace(std::move(stacks), id);
   return id;

@@ -36,6 +36,8 @@ class GrammarMatcher {
   }
   bool can_end(StateId s) const { return states_[size_t(s)].can_end; }      // input complete
   bool can_continue(StateId s) const { return states_[size_t(s)].can_continue; }  // more bytes
+  // The fewest bytes that complete the input from state s (0 when it can end).
+  uint32_t distance(StateId s) const { return states_[size_t(s)].distance; }
 
   size_t state_count() const { return states_.size(); }
   // Drops every cached state and transition; returns `keep`'s new id (start() gets one too).
@@ -48,6 +50,7 @@ class GrammarMatcher {
     std::vector<uint32_t> stacks;  // sorted ids; 0 is the empty stack (the grammar is complete)
     std::unique_ptr<int32_t[]> next;  // 256 transitions, allocated on the first step
     bool can_end = false, can_continue = false;
+    uint32_t distance = 0;
   };
   struct Frame {
     uint32_t pos;     // next element to match
@@ -66,6 +69,8 @@ class GrammarMatcher {
 
   std::shared_ptr<const Grammar> g_;
   std::vector<Frame> frames_;
+  std::vector<uint32_t> frame_distance_;  // fewest bytes to empty each frame's stack
+  std::vector<uint32_t> suffix_length_;   // fewest bytes from an element to its sequence's end
   std::unordered_map<uint64_t, uint32_t> frame_ids_;
   std::unordered_set<uint64_t> expanded_;  // (pos, parent) seen in the current closure
   std::deque<State> states_;  // deque: references stay valid while states are added

@@ -22,6 +22,9 @@ class TokenConstraint {
   virtual bool complete() const = 0;
   // True when the output so far is a complete match (ending here is allowed).
   virtual bool can_end() const = 0;
+  // How many more tokens generation may take (-1: no limit), told before each mask(). A
+  // constraint may then narrow its mask so that the output still completes in time.
+  virtual void set_token_budget(int64_t tokens_left) { (void)tokens_left; }
 };
 
 }  // namespace hearth
