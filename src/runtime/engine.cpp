@@ -5,6 +5,7 @@
 #include "base/timer.h"
 #include "formats/gguf.h"
 #include "formats/hf-config.h"
+#include "grammar/token-trie.h"
 
 namespace hearth {
 
@@ -58,6 +59,11 @@ std::string Engine::bos_text() const {
 std::string Engine::eos_text() const {
   const int32_t id = tokenizer_->eos_id();
   return id >= 0 ? tokenizer_->token_text(id) : "";
+}
+
+std::shared_ptr<const TokenVocabulary> Engine::token_vocabulary() const {
+  std::call_once(vocabulary_once_, [&] { vocabulary_ = TokenVocabulary::from_tokenizer(*tokenizer_); });
+  return vocabulary_;
 }
 
 }  // namespace hearth

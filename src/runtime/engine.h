@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "base/status.h"
@@ -10,6 +11,8 @@
 #include "tokenizer/tokenizer.h"
 
 namespace hearth {
+
+struct TokenVocabulary;
 
 class Engine {
  public:
@@ -26,12 +29,17 @@ class Engine {
   std::string eos_text() const;
   // Short human name: general.name, or the file/directory name.
   const std::string& name() const { return name_; }
+  // The vocabulary as constrained decoding needs it (each token's bytes in a trie), built on
+  // first use and shared by every session; thread-safe.
+  std::shared_ptr<const TokenVocabulary> token_vocabulary() const;
 
  private:
   std::shared_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string path_, chat_template_, name_;
   double load_ms_ = 0;
+  mutable std::once_flag vocabulary_once_;
+  mutable std::shared_ptr<const TokenVocabulary> vocabulary_;
 };
 
 }  // namespace hearth

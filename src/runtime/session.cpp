@@ -79,8 +79,15 @@ Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt,
   Timer gen_timer;
   st.finish_reason = "length";
   // One generated token: EOS, streaming, stop strings, the callback, max_tokens. False: stop.
+  TokenConstraint* constraint = opt.constraint.get();
+  Status constraint_status;
   auto take = [&](int32_t id) {
-    if (!opt.ignore_eos && tok.is_end_of_generation(id)) {
+    if (constraint) {
+      // The sampler only picks a masked-out token when no allowed one had a finite logit.
+      constraint_status = constraint->accept(id);
+      if (!constraint_status) return false;
+    }
+    if ((!opt.ignore_eos || constraint) && tok.is_end_of_generation(id)) {
       st.finish_reason = "stop";
       return false;
     }
@@ -97,15 +104,28 @@ Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt,
       st.finish_reason = "cancelled";
       return false;
     }
+    if (constraint && constraint->complete()) {
+      st.finish_reason = "stop";
+      return false;
+    }
     return !(opt.max_tokens >= 0 && st.generated_tokens >= opt.max_tokens);
   };
   if (opt.max_tokens != 0) {
     // The first token comes from the prompt's logits.
+    // The budget counts this token: max_tokens, or what the context still holds.
+    auto mask = [&] {
+      if (!constraint) return;
+      int64_t left = n_ctx_ - kv_.used();
+      if (opt.max_tokens >= 0) left = std::min<int64_t>(left, opt.max_tokens - st.generated_tokens);
+      constraint->set_token_budget(left);
+      constraint->mask(std::span<float>(logits.data(), size_t(n_vocab)));
+    };
+    mask();
     int32_t id = sampler.sample(logits.data(), n_vocab, history_);
     st.ttft_ms = timer.elapsed_ms();
     gen_timer.reset();
     if (take(id)) {
-      if (is_plain_greedy(opt.sampling)) {
+      if (is_plain_greedy(opt.sampling) && !constraint) {
         // Greedy without penalties needs only the argmax: the model may keep it on the device
         // and run steps ahead (Model::decode_greedy); same tokens as the loop below.
         int32_t fed = id;  // the token whose step produced the next callback's token
@@ -123,12 +143,14 @@ Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt,
             break;
           }
           HEARTH_TRY(decode_one(id, &logits));
+          mask();
           id = sampler.sample(logits.data(), n_vocab, history_);
           if (!take(id)) break;
         }
       }
     }
   }
+  HEARTH_TRY(constraint_status);
   st.gen_ms = st.generated_tokens > 1 ? gen_timer.elapsed_ms() : 0;
   if (!stops.matched()) {
     const std::string tail = stops.flush(decoder.flush());

@@ -10,6 +10,7 @@
 
 #include "runtime/engine.h"
 #include "sampling/sampler.h"
+#include "sampling/token-constraint.h"
 
 namespace hearth {
 
@@ -18,6 +19,11 @@ struct GenerateOptions {
   bool ignore_eos = false;
   std::vector<std::string> stop;  // stop strings (not included in the output)
   SamplingParams sampling;
+  // Constrained decoding (runtime/structured-output.h makes one from a grammar or a JSON
+  // Schema): masks the logits before the sampler chain and follows every picked token. When it
+  // is complete generation ends with "stop"; end-of-generation tokens are allowed only where it
+  // may end, and end generation even with ignore_eos. One object per generate() call.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 struct GenerateStats {

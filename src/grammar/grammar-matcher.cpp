@@ -1,0 +1,138 @@
+// grammar-matcher.h. A frame (pos, parent) is a stack whose top is at element `pos`; when pos is
+// a rule reference at the end of its sequence the callee takes the caller's place (tail call),
+// so right recursion (x* as rest ::= x rest | "") runs in constant stack depth.
+#include "grammar/grammar-matcher.h"
+
+#include <algorithm>
+
+namespace hearth {
+
+size_t GrammarMatcher::VectorHash::operator()(const std::vector<uint32_t>& v) const {
+  uint64_t h = 1469598103934665603ull;
+  for (uint32_t x : v) h = (h ^ x) * 1099511628211ull;
+  return size_t(h);
+}
+
+namespace {
+
+constexpr uint32_t kFar = 1u << 30;  // saturating "infinity" for lengths
+
+uint32_t add_lengths(uint32_t a, uint32_t b) { return std::min(kFar, a + b); }
+
+// Shortest string of each rule (a fixed point; the builder guarantees it is finite for every
+// reachable rule), then of each element's rest of sequence.
+std::vector<uint32_t> suffix_lengths(const Grammar& g) {
+  std::vector<uint32_t> rule(g.alternatives.size(), kFar), suffix(g.elements.size(), 0);
+  auto compute_suffixes = [&] {
+    for (size_t i = g.elements.size(); i-- > 0;) {
+      const GrammarElement& e = g.elements[i];
+      if (e.kind == GrammarElement::Kind::kEnd) suffix[i] = 0;
+      else suffix[i] = add_lengths(e.kind == GrammarElement::Kind::kBytes ? 1 : rule[e.arg],
+                                   suffix[i + 1]);
+    }
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    compute_suffixes();
+    for (size_t r = 0; r < rule.size(); ++r) {
+      for (uint32_t alt : g.alternatives[r]) {
+        if (suffix[alt] < rule[r]) rule[r] = suffix[alt], changed = true;
+      }
+    }
+  }
+  return suffix;
+}
+
+}  // namespace
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar) : g_(std::move(grammar)) {
+  suffix_length_ = suffix_lengths(*g_);
+  frames_.push_back({0, 0});  // id 0: the empty stack
+  frame_distance_.push_back(0);
+  std::vector<uint32_t> stacks;
+  expanded_.clear();
+  for (uint32_t alt : g_->alternatives[g_->root]) expand(alt, 0, &stacks);
+  start_ = intern_state(std::move(stacks));
+}
+
+uint32_t GrammarMatcher::intern_frame(uint32_t pos, uint32_t parent) {
+  const uint64_t key = (uint64_t(pos) << 32) | parent;
+  auto [it, inserted] = frame_ids_.emplace(key, uint32_t(frames_.size()));
+  if (inserted) {
+    frames_.push_back({pos, parent});
+    frame_distance_.push_back(add_lengths(suffix_length_[pos], frame_distance_[parent]));
+  }
+  return it->second;
+}
+
+void GrammarMatcher::expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>* out) {
+  // A configuration seen before in this closure adds nothing (x?* loops back to itself).
+  if (!expanded_.insert((uint64_t(pos) << 32) | parent).second) return;
+  const GrammarElement& e = g_->elements[pos];
+  switch (e.kind) {
+    case GrammarElement::Kind::kBytes:
+      out->push_back(intern_frame(pos, parent));
+      return;
+    case GrammarElement::Kind::kEnd:
+      if (parent == 0) {
+        out->push_back(0);
+      } else {
+        const Frame f = frames_[parent];
+        expand(f.pos, f.parent, out);
+      }
+      return;
+    case GrammarElement::Kind::kRule: {
+      const bool tail = g_->elements[pos + 1].kind == GrammarElement::Kind::kEnd;
+      const uint32_t below = tail ? parent : intern_frame(pos + 1, parent);
+      for (uint32_t alt : g_->alternatives[e.arg]) expand(alt, below, out);
+      return;
+    }
+  }
+}
+
+GrammarMatcher::StateId GrammarMatcher::intern_state(std::vector<uint32_t> stacks) {
+  std::sort(stacks.begin(), stacks.end());
+  stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
+  if (stacks.empty()) return kDead;
+  auto it = state_ids_.find(stacks);
+  if (it != state_ids_.end()) return it->second;
+  const StateId id = StateId(states_.size());
+  State& st = states_.emplace_back();
+  st.can_end = stacks.front() == 0;
+  st.can_continue = stacks.back() != 0;
+  st.distance = kFar;
+  for (uint32_t stack : stacks) st.distance = std::min(st.distance, frame_distance_[stack]);
+  st.stacks = stacks;
+  state_ids_.emplace(std::move(stacks), id);
+  return id;
+}
+
+GrammarMatcher::StateId GrammarMatcher::compute_step(StateId s, uint8_t byte) {
+  std::vector<uint32_t> out;
+  expanded_.clear();
+  for (uint32_t stack : states_[size_t(s)].stacks) {
+    if (stack == 0) continue;
+    const Frame f = frames_[stack];
+    if (g_->byte_sets[g_->elements[f.pos].arg].has(byte)) expand(f.pos + 1, f.parent, &out);
+  }
+  const StateId next = intern_state(std::move(out));
+  State& st = states_[size_t(s)];
+  if (!st.next) {
+    st.next = std::make_unique<int32_t[]>(256);
+    std::fill_n(st.next.get(), 256, kUnknown);
+  }
+  st.next[byte] = next;
+  return next;
+}
+
+GrammarMatcher::StateId GrammarMatcher::rebase(StateId keep) {
+  std::vector<uint32_t> kept = states_[size_t(keep)].stacks;
+  std::vector<uint32_t> start = states_[size_t(start_)].stacks;
+  states_.clear();
+  state_ids_.clear();
+  // Frames are small and shared by the kept stacks; they stay.
+  start_ = intern_state(std::move(start));
+  return intern_state(std::move(kept));
+}
+
+}  // namespace hearth
