@@ -14,7 +14,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libsentencepiece-dev \
   clang libclang-rt-14-dev \
   g++-aarch64-linux-gnu qemu-user \
-  python3 tmux curl procps \
+  python3 python3-jinja2 python3-regex tmux curl procps \
   nodejs chromium >/dev/null
 # npm ships with Debian's nodejs only as a separate package; install it when missing.
 command -v npm >/dev/null || $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
