@@ -30,7 +30,7 @@ struct ConnectionLimits {
   size_t max_connections_per_ip = 256;
   size_t max_unsent_bytes = 8u << 20;  // a client that does not read its answer is dropped
   RequestLimits request;
-  int io_threads = 2;
+  int io_threads = 4;  // handlers (JSON, tokenizing a long prompt) run on these too
   int listen_backlog = 4096;
 };
 
