@@ -120,6 +120,7 @@ class Chat {
     template_ = f.template_text;
     template_label_ = f.label;
     stops_ = f.stops;
+    chat_tokenizer_ = f.tokenizer;
   }
 
   void reset_messages() {
@@ -128,7 +129,7 @@ class Chat {
   }
 
   Result<std::vector<int32_t>> tokenize(const std::vector<ChatMessage>& msgs) const {
-    return tokenize_chat(*engine_, ChatFormat{template_, template_label_, stops_}, msgs);
+    return tokenize_chat(*engine_, ChatFormat{template_, template_label_, stops_, chat_tokenizer_}, msgs);
   }
 
   // Index of the first droppable message (after the system prompt), or npos.
@@ -340,6 +341,7 @@ class Chat {
   SamplingParams sampling_;
   std::string template_, template_label_;
   std::vector<std::string> stops_;
+  std::shared_ptr<const ChatTokenizer> chat_tokenizer_;
   std::vector<ChatMessage> messages_;
   LineReader reader_;
   GenerateStats last_;

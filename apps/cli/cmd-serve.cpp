@@ -139,7 +139,7 @@ void setup(CLI::App& root) {
   cmd->add_option("--max-body-kib", a->max_body_kib, "largest request body in KiB (default 8192)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--http-threads", a->opt.http_threads,
-                  "threads of the HTTP event loop (default 2; idle and streaming connections "
+                  "threads of the HTTP event loop (default 4; idle and streaming connections "
                   "hold none)")
       ->check(CLI::Range(0, 4096));
   cmd->add_option("--allowed-host", a->opt.allowed_hosts,

@@ -2,7 +2,7 @@
 // RequestReader under deadlines, answers them in order (pipelining), streams bodies without a
 // thread per client, and bounds what any one client can hold. Routes live in http-server.cpp.
 //
-// Why not cpp-httplib (measured, docs/server.md): its thread per connection with a read timeout
+// Why not cpp-httplib (measured; docs/architecture.md, "The server on a hostile network"): its thread per connection with a read timeout
 // that every byte resets let ~85 one-byte-a-second clients hold every thread; 200 of them plus
 // 200 idle keep-alives made a 0.4 s completion time out after 30 s. Here a waiting socket costs a
 // few hundred bytes, a request head has a deadline that bytes do not extend, and a full server
@@ -30,7 +30,7 @@ struct ConnectionLimits {
   size_t max_connections_per_ip = 256;
   size_t max_unsent_bytes = 8u << 20;  // a client that does not read its answer is dropped
   RequestLimits request;
-  int io_threads = 2;
+  int io_threads = 4;  // handlers (JSON, tokenizing a long prompt) run on these too
   int listen_backlog = 4096;
 };
 

@@ -454,6 +454,8 @@ Status Server::start() {
     HEARTH_ASSIGN_OR_RETURN(m.fallback, Fallback::create(m.opt.fallback_url, m.opt.fallback_key));
   }
   m.opt.api.ctx_size = m.opt.scheduler.ctx_size;
+  if (!m.opt.api.chat_tokenizer)
+    m.opt.api.chat_tokenizer = std::make_shared<const ChatTokenizer>(m.engine->tokenizer());
   m.policy = make_origin_policy(m.opt.host, m.opt.allowed_hosts, m.opt.cors_origins);
   HEARTH_TRY(m.sched.start());
   ConnectionLimits limits = m.opt.connections;

@@ -225,11 +225,12 @@ bool chat_prompt(const json& j, const ApiConfig& cfg, const Engine& engine,
       return false;
     messages.push_back(std::move(msg));
   }
-  auto text =
-      render_chat_template(cfg.chat_template, messages, true, engine.bos_text(), engine.eos_text());
-  if (!text.is_ok()) return fail(err, "messages", "the chat template failed: " + text.message());
-  // The template writes BOS itself (bos_token), so only special-token texts are parsed.
-  *prompt = engine.tokenizer().encode(*text, /*add_special=*/false, /*parse_special=*/true);
+  // The template writes BOS itself; special-token texts are control tokens in its own text
+  // only (and in messages too for servers started with --special-tokens-in-content).
+  auto tokens = cfg.chat_tokenizer->tokenize(cfg.chat_template, messages, true, engine.bos_text(),
+                                             engine.eos_text(), cfg.special_tokens_in_content);
+  if (!tokens.is_ok()) return fail(err, "messages", "the chat template failed: " + tokens.message());
+  *prompt = std::move(tokens.value());
   return true;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "json-body.h"
+#include "runtime/chat-tokenize.h"
 #include "runtime/engine.h"
 #include "scheduler.h"
 
@@ -53,6 +54,8 @@ struct ApiConfig {
   // Trusted clients only: special-token texts in message content ("</s>") become control tokens.
   // Off, content is text and only the template's own text yields control tokens.
   bool special_tokens_in_content = false;
+  // The engine's special-token index for chat prompts (Server::start builds it when null).
+  std::shared_ptr<const ChatTokenizer> chat_tokenizer;
 };
 
 // A parsed completion or chat request ready for the scheduler.

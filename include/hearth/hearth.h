@@ -269,6 +269,21 @@ HEARTH_API hearth_status hearth_chat_render(const hearth_model* model, const cha
                                             int32_t add_generation_prompt, char* text,
                                             size_t capacity, size_t* length);
 
+enum {
+  /* Trusted input only: special-token texts in roles and contents ("</s>") become control
+   * tokens. Without it they are text; only the template's own text yields control tokens. */
+  HEARTH_CHAT_CONTENT_SPECIAL = 1,
+};
+/* Renders messages as hearth_chat_render does and tokenizes the prompt (nothing added: the
+ * template writes BOS). Use this rather than hearth_chat_render + hearth_tokenize with
+ * HEARTH_TOKENIZE_PARSE_SPECIAL, which lets a message forge turns and stops. Buffer rules as
+ * hearth_tokenize. */
+HEARTH_API hearth_status hearth_chat_tokenize(const hearth_model* model, const char* chat_template,
+                                              const hearth_chat_message* messages,
+                                              size_t n_messages, int32_t add_generation_prompt,
+                                              uint32_t flags, int32_t* tokens, size_t capacity,
+                                              size_t* n_tokens);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -7,6 +7,7 @@
 #include "hub/progress.h"
 #include "hub/pull.h"
 #include "hub/repo-spec.h"
+#include "runtime/chat-tokenize.h"
 #include "runtime/chat/chat-template.h"
 
 #ifndef HEARTH_VERSION_STRING
@@ -320,6 +321,51 @@ hearth_status hearth_embed(const hearth_model* model, const int32_t* tokens, siz
   });
 }
 
+}  // extern "C"
+
+namespace {
+// The template, BOS and EOS text for hearth_chat_render / hearth_chat_tokenize (`fn` names
+// the caller in errors). model may be NULL only when chat_template is given.
+hearth_status chat_inputs(const hearth_model* model, const char* chat_template,
+                          const hearth_chat_message* messages, size_t n_messages, const char* fn,
+                          std::string* tmpl, std::string* bos, std::string* eos,
+                          std::vector<ChatMessage>* msgs) {
+  if (!messages && n_messages > 0)
+    return fail(HEARTH_ERR_INVALID_ARGUMENT, std::string(fn) + ": messages is NULL");
+  if (!model && !chat_template)
+    return fail(HEARTH_ERR_INVALID_ARGUMENT,
+                std::string(fn) + ": model and chat_template are both NULL");
+  for (size_t i = 0; i < n_messages; ++i) {
+    if (!messages[i].role || !messages[i].content)
+      return fail(HEARTH_ERR_INVALID_ARGUMENT, std::string(fn) + ": messages[" +
+                                                   std::to_string(i) +
+                                                   "] has a NULL role or content");
+    msgs->push_back({messages[i].role, messages[i].content, {}});
+  }
+  if (model) {
+    *bos = model->engine->bos_text();
+    *eos = model->engine->eos_text();
+  }
+  if (chat_template) {
+    const auto builtin = builtin_chat_template(chat_template);
+    *tmpl = builtin ? std::string(*builtin) : std::string(chat_template);
+  } else if (!model->engine->chat_template().empty()) {
+    *tmpl = model->engine->chat_template();
+  } else {
+    // No template in the file: a built-in only when the model's name says which family.
+    const auto guess = guess_chat_template_name(model->engine->name(), model->arch_name);
+    if (!guess)
+      return fail(HEARTH_ERR_NOT_FOUND,
+                  std::string(fn) + ": " + model->engine->name() +
+                      " has no chat template and its name matches no built-in; pass one");
+    *tmpl = std::string(*builtin_chat_template(*guess));
+  }
+  return succeed();
+}
+}  // namespace
+
+extern "C" {
+
 hearth_status hearth_chat_render(const hearth_model* model, const char* chat_template,
                                  const hearth_chat_message* messages, size_t n_messages,
                                  int32_t add_generation_prompt, char* text, size_t capacity,
@@ -328,41 +374,40 @@ hearth_status hearth_chat_render(const hearth_model* model, const char* chat_tem
     if (!length) return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_chat_render: length is NULL");
     if (!text && capacity > 0)
       return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_chat_render: text is NULL");
-    if (!messages && n_messages > 0)
-      return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_chat_render: messages is NULL");
-    if (!model && !chat_template)
-      return fail(HEARTH_ERR_INVALID_ARGUMENT,
-                  "hearth_chat_render: model and chat_template are both NULL");
-    std::vector<ChatMessage> msgs;
-    for (size_t i = 0; i < n_messages; ++i) {
-      if (!messages[i].role || !messages[i].content)
-        return fail(
-            HEARTH_ERR_INVALID_ARGUMENT,
-            "hearth_chat_render: messages[" + std::to_string(i) + "] has a NULL role or content");
-      msgs.push_back({messages[i].role, messages[i].content, {}});
-    }
     std::string tmpl, bos, eos;
-    if (model) {
-      bos = model->engine->bos_text();
-      eos = model->engine->eos_text();
-    }
-    if (chat_template) {
-      const auto builtin = builtin_chat_template(chat_template);
-      tmpl = builtin ? std::string(*builtin) : std::string(chat_template);
-    } else if (!model->engine->chat_template().empty()) {
-      tmpl = model->engine->chat_template();
-    } else {
-      // No template in the file: a built-in only when the model's name says which family.
-      const auto guess = guess_chat_template_name(model->engine->name(), model->arch_name);
-      if (!guess)
-        return fail(HEARTH_ERR_NOT_FOUND,
-                    "hearth_chat_render: " + model->engine->name() +
-                        " has no chat template and its name matches no built-in; pass one");
-      tmpl = std::string(*builtin_chat_template(*guess));
-    }
+    std::vector<ChatMessage> msgs;
+    if (hearth_status st = chat_inputs(model, chat_template, messages, n_messages,
+                                       "hearth_chat_render", &tmpl, &bos, &eos, &msgs);
+        st != HEARTH_OK)
+      return st;
     auto out = render_chat_template(tmpl, msgs, add_generation_prompt != 0, bos, eos);
     if (!out.is_ok()) return from_status(out.status(), "hearth_chat_render");
     return copy_string_out(out.value(), text, capacity, length, "hearth_chat_render");
+  });
+}
+
+hearth_status hearth_chat_tokenize(const hearth_model* model, const char* chat_template,
+                                   const hearth_chat_message* messages, size_t n_messages,
+                                   int32_t add_generation_prompt, uint32_t flags, int32_t* tokens,
+                                   size_t capacity, size_t* n_tokens) {
+  return guarded("hearth_chat_tokenize", [&]() -> hearth_status {
+    if (!model) return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_chat_tokenize: model is NULL");
+    if (!n_tokens)
+      return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_chat_tokenize: n_tokens is NULL");
+    if (!tokens && capacity > 0)
+      return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_chat_tokenize: tokens is NULL");
+    std::string tmpl, bos, eos;
+    std::vector<ChatMessage> msgs;
+    if (hearth_status st = chat_inputs(model, chat_template, messages, n_messages,
+                                       "hearth_chat_tokenize", &tmpl, &bos, &eos, &msgs);
+        st != HEARTH_OK)
+      return st;
+    const ChatTokenizer chat(model->engine->tokenizer());
+    auto ids = chat.tokenize(tmpl, msgs, add_generation_prompt != 0, bos, eos,
+                             (flags & HEARTH_CHAT_CONTENT_SPECIAL) != 0);
+    if (!ids.is_ok()) return from_status(ids.status(), "hearth_chat_tokenize");
+    return copy_out(ids.value().data(), ids.value().size(), tokens, capacity, n_tokens,
+                    "hearth_chat_tokenize");
   });
 }
 

@@ -36,17 +36,17 @@ Result<ChatFormat> resolve_chat_format(const Engine& engine, const std::string& 
   if (family == "gemma") f.stops = {"<end_of_turn>", "<start_of_turn>"};
   if (family == "llama2" || family == "mistral") f.stops = {"</s>", "[INST]"};
   if (!engine.eos_text().empty()) f.stops.push_back(engine.eos_text());
+  f.tokenizer = std::make_shared<const ChatTokenizer>(engine.tokenizer());
   return f;
 }
 
 Result<std::vector<int32_t>> tokenize_chat(const Engine& engine, const ChatFormat& format,
                                            const std::vector<ChatMessage>& messages,
-                                           bool add_generation_prompt) {
-  HEARTH_ASSIGN_OR_RETURN(
-      std::string prompt,
-      render_chat_template(format.template_text, messages, add_generation_prompt, engine.bos_text(),
-                           engine.eos_text()));
-  return engine.tokenizer().encode(prompt, /*add_special=*/false, /*parse_special=*/true);
+                                           bool add_generation_prompt, bool content_specials) {
+  std::shared_ptr<const ChatTokenizer> tok = format.tokenizer;
+  if (!tok) tok = std::make_shared<const ChatTokenizer>(engine.tokenizer());
+  return tok->tokenize(format.template_text, messages, add_generation_prompt, engine.bos_text(),
+                       engine.eos_text(), content_specials);
 }
 
 }  // namespace hearth

@@ -3,9 +3,11 @@
 // rendering + tokenization. Shared by `hearth chat`, `hearth run --chat`, the server and the C API.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/chat-tokenize.h"
 #include "runtime/chat/chat-template.h"
 #include "runtime/engine.h"
 
@@ -15,6 +17,8 @@ struct ChatFormat {
   std::string template_text;
   std::string label;               // "from the model", "built-in llama2 (...)", a file path
   std::vector<std::string> stops;  // end-of-turn texts the model may print as plain text
+  // The engine's special-token index (resolve_chat_format builds it; null: built per call).
+  std::shared_ptr<const ChatTokenizer> tokenizer;
 };
 
 // template_file wins, then builtin_name, then the model's template, then a guessed built-in
@@ -23,9 +27,11 @@ Result<ChatFormat> resolve_chat_format(const Engine& engine, const std::string& 
                                        const std::string& builtin_name = "");
 
 // Renders the messages (with the generation prompt) and tokenizes the result. The template
-// writes BOS itself, so only special-token texts are parsed and nothing is added.
+// writes BOS itself, so nothing is added; special-token texts become control tokens only in the
+// template's own text, unless content_specials (then also in roles and contents).
 Result<std::vector<int32_t>> tokenize_chat(const Engine& engine, const ChatFormat& format,
                                            const std::vector<ChatMessage>& messages,
-                                           bool add_generation_prompt = true);
+                                           bool add_generation_prompt = true,
+                                           bool content_specials = false);
 
 }  // namespace hearth

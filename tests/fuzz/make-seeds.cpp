@@ -1,8 +1,9 @@
 // Writes the fuzz seed corpus (small GGUF and safetensors files made by Hearth's own writers)
-// into OUT/seeds/{gguf,safetensors}, and empty work dirs OUT/corpus/{gguf,safetensors} for
+// into OUT/seeds/{gguf,safetensors,http}, and empty work dirs OUT/corpus/{...} for
 // libFuzzer's new inputs. Usage: make-seeds OUT. A new seed: one more put_*() call below.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -94,6 +95,35 @@ bool safetensors_seeds(const std::string& dir) {
   return ok;
 }
 
+// HTTP requests as a client sends them: each file starts with the piece-size byte the target
+// reads first, then pipelined, chunked, malformed and hostile requests.
+bool http_seeds(const std::string& dir) {
+  const std::string post_json =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost:8080\r\nContent-Type: "
+      "application/json\r\nContent-Length: 45\r\n\r\n{\"messages\":[{\"role\":\"user\","
+      "\"content\":\"hi\"}]}";
+  const std::string seeds[] = {
+      "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+      post_json,
+      "GET /%ff HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: [::1]:1\r\n\r\n",
+      "POST /v1/completions HTTP/1.1\r\nHost: hearth.lan\r\nTransfer-Encoding: chunked\r\n"
+      "Content-Type: application/json\r\n\r\n5\r\n{\"a\":\r\n2\r\n1}\r\n0\r\n\r\n",
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: "
+      "chunked\r\n\r\n0\r\n\r\n",
+      "OPTIONS /v1/completions HTTP/1.1\r\nHost: 127.0.0.1.evil.com\r\nOrigin: "
+      "http://app.example:3000\r\nAccess-Control-Request-Method: POST\r\n\r\n",
+      "POST /v1/embeddings HTTP/1.0\r\nContent-Length: 12\r\n\r\n[[[[[[[[[[[[",
+  };
+  int i = 0;
+  for (const auto& s : seeds) {
+    std::vector<uint8_t> bytes(1 + s.size());
+    bytes[0] = uint8_t(i * 37);  // piece sizes 1, 38, 75, ...
+    std::copy(s.begin(), s.end(), bytes.begin() + 1);
+    if (!put(dir + "/seed-" + std::to_string(i++), bytes)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,10 +132,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string out = argv[1];
-  for (const char* sub : {"", "/seeds", "/seeds/gguf", "/seeds/safetensors", "/corpus",
-                          "/corpus/gguf", "/corpus/safetensors"})
+  for (const char* sub : {"", "/seeds", "/seeds/gguf", "/seeds/safetensors", "/seeds/http",
+                          "/corpus", "/corpus/gguf", "/corpus/safetensors", "/corpus/http"})
     mkdir((out + sub).c_str(), 0755);  // existing dirs are fine
-  if (!gguf_seeds(out + "/seeds/gguf") || !safetensors_seeds(out + "/seeds/safetensors")) {
+  if (!gguf_seeds(out + "/seeds/gguf") || !safetensors_seeds(out + "/seeds/safetensors") ||
+      !http_seeds(out + "/seeds/http")) {
     std::fprintf(stderr, "%s: cannot write seeds under %s\n", argv[0], out.c_str());
     return 1;
   }
