@@ -1,11 +1,12 @@
-// Tokenizer::from_hf_dir: tokenizer.model (SentencePiece) or tokenizer.json (byte-level BPE),
-// with BOS/EOS rules from tokenizer_config.json and ids from config.json.
+// Tokenizer::from_hf_dir: tokenizer.model (SentencePiece) or tokenizer.json (byte-level BPE or
+// WordPiece), with BOS/EOS rules from tokenizer_config.json and ids from config.json.
 #include "base/mapped-file.h"
 #include "formats/hf-config.h"
 #include "tokenizer/bpe-tokenizer.h"
 #include "tokenizer/hf-tokenizer-json.h"
 #include "tokenizer/sentencepiece-model.h"
 #include "tokenizer/spm-tokenizer.h"
+#include "tokenizer/wordpiece-tokenizer.h"
 
 namespace hearth {
 namespace {
@@ -76,7 +77,14 @@ struct TextLookup {
 
 Result<std::unique_ptr<Tokenizer>> from_json(const Rules& rules, const std::string& json_path) {
   HEARTH_ASSIGN_OR_RETURN(std::string text, read_text_file(json_path, 256u << 20));
-  HEARTH_ASSIGN_OR_RETURN(BpeVocab v, parse_hf_tokenizer_json(text, json_path));
+  HEARTH_ASSIGN_OR_RETURN(HfTokenizerModel model, parse_hf_tokenizer_json_model(text, json_path));
+  if (model.wordpiece) {
+    WordPieceVocab& v = *model.wordpiece;
+    apply_rules(rules, v, TextLookup{v.tokens, v.tokens.size()});
+    HEARTH_ASSIGN_OR_RETURN(auto tok, WordPieceTokenizer::create(std::move(v), json_path));
+    return std::unique_ptr<Tokenizer>(std::move(tok));
+  }
+  BpeVocab& v = *model.bpe;
   apply_rules(rules, v, TextLookup{v.tokens, v.tokens.size()});
   HEARTH_ASSIGN_OR_RETURN(auto tok, BpeTokenizer::create(std::move(v), json_path));
   return std::unique_ptr<Tokenizer>(std::move(tok));
