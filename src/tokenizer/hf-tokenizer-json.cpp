@@ -1,4 +1,5 @@
-// tokenizer.json reader: vocab, merges ("a b" strings or ["a", "b"] pairs), added_tokens,
+// tokenizer.json reader: BPE (vocab, merges as "a b" strings or ["a", "b"] pairs) or WordPiece
+// (BERT normalizer and pre-tokenizer), added_tokens,
 // normalizer (none/NFC), pre_tokenizer (ByteLevel, Split, Digits, Punctuation, Sequence), ByteLevel
 // decoder, and BOS/EOS from a TemplateProcessing post-processor.
 #include "tokenizer/hf-tokenizer-json.h"
@@ -100,25 +101,19 @@ Status read_normalizer(const json& n, BpeVocab& v, const std::string& source) {
   return bad(source, "normalizer: unsupported type '" + type + "'");
 }
 
-int32_t special_id(const json& item) {  // {"SpecialToken": {"id": "<s>", "type_id": 0}}
-  if (!item.is_object() || !item.contains("SpecialToken")) return -2;
-  return -1;
-}
-
-}  // namespace
-
-Result<BpeVocab> parse_hf_tokenizer_json(const std::string& text, const std::string& source) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return bad(source, "not valid JSON");
-  BpeVocab v;
-  if (!j.contains("model") || !j["model"].is_object()) return bad(source, "model: missing");
-  const json& m = j["model"];
-  const std::string type = m.value("type", std::string("BPE"));
-  if (type != "BPE") return bad(source, "model.type '" + type + "' is not BPE");
-  if (m.value("byte_fallback", false)) {
-    return bad(source, "model.byte_fallback: SentencePiece-style BPE needs tokenizer.model");
+struct TokenTable {
+  std::vector<std::string> tokens;
+  std::vector<TokenType> types;
+  int32_t find(const std::string& s) const {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i] == s && types[i] != TokenType::kUnused) return static_cast<int32_t>(i);
+    }
+    return -1;
   }
-  v.ignore_merges = m.value("ignore_merges", false);
+};
+
+// model.vocab plus added_tokens (special ones are control tokens) as one id-indexed table.
+Result<TokenTable> read_token_table(const json& j, const json& m, const std::string& source) {
   if (!m.contains("vocab") || !m["vocab"].is_object()) return bad(source, "model.vocab: missing");
   std::vector<std::pair<int64_t, std::string>> entries;
   int64_t max_id = -1;
@@ -150,15 +145,74 @@ Result<BpeVocab> parse_hf_tokenizer_json(const std::string& text, const std::str
   if (max_id > 8 * static_cast<int64_t>(entries.size()) + 1024) {
     return bad(source, "model.vocab: ids are too sparse (max id " + std::to_string(max_id) + ")");
   }
-  v.tokens.assign(max_id + 1, std::string());
-  v.types.assign(max_id + 1, TokenType::kUnused);
+  TokenTable t;
+  t.tokens.assign(max_id + 1, std::string());
+  t.types.assign(max_id + 1, TokenType::kUnused);
   for (auto& [id, s] : entries) {
-    v.tokens[id] = s;
-    v.types[id] = TokenType::kNormal;
+    t.tokens[id] = s;
+    t.types[id] = TokenType::kNormal;
   }
   for (auto [id, special] : added) {
-    v.types[id] = special ? TokenType::kControl : TokenType::kUserDefined;
+    t.types[id] = special ? TokenType::kControl : TokenType::kUserDefined;
   }
+  return t;
+}
+
+// The ids a post-processor puts around a sequence: TemplateProcessing ("<|begin_of_text|> $A",
+// "[CLS] $A [SEP]") or BertProcessing ({"cls": ["[CLS]", 101], "sep": ["[SEP]", 102]}).
+struct Wrapping {
+  int32_t bos = -1, eos = -1;
+};
+Wrapping read_post_processor(const json& j, const TokenTable& t) {
+  Wrapping w;
+  std::vector<const json*> procs;
+  const json post = j.value("post_processor", json());
+  if (post.is_object()) {
+    if (post.value("type", std::string()) == "Sequence" && post.contains("processors") &&
+        post["processors"].is_array()) {
+      for (const json& p : post["processors"]) procs.push_back(&p);
+    } else {
+      procs.push_back(&post);
+    }
+  }
+  auto pair_token = [&](const json& p, const char* key) -> int32_t {
+    if (!p.contains(key) || !p[key].is_array() || p[key].empty() || !p[key][0].is_string())
+      return -1;
+    return t.find(p[key][0].get<std::string>());
+  };
+  for (const json* p : procs) {
+    const std::string type = p->value("type", std::string());
+    if (type == "BertProcessing" || type == "RobertaProcessing") {
+      w.bos = pair_token(*p, "cls");
+      w.eos = pair_token(*p, "sep");
+      continue;
+    }
+    if (type != "TemplateProcessing" || !p->contains("single") || !(*p)["single"].is_array() ||
+        (*p)["single"].empty()) {
+      continue;
+    }
+    const json& single = (*p)["single"];
+    auto token_of = [&](const json& item) -> int32_t {  // {"SpecialToken": {"id": "<s>", ...}}
+      if (!item.is_object() || !item.contains("SpecialToken")) return -1;
+      const json& st = item["SpecialToken"];
+      if (!st.is_object() || !st.contains("id") || !st["id"].is_string()) return -1;
+      return t.find(st["id"].get<std::string>());
+    };
+    if (int32_t b = token_of(single.front()); b >= 0) w.bos = b;
+    if (single.size() > 1) {
+      if (int32_t e = token_of(single.back()); e >= 0) w.eos = e;
+    }
+  }
+  return w;
+}
+
+Result<BpeVocab> read_bpe(const json& j, const json& m, const std::string& source) {
+  BpeVocab v;
+  if (m.value("byte_fallback", false)) {
+    return bad(source, "model.byte_fallback: SentencePiece-style BPE needs tokenizer.model");
+  }
+  v.ignore_merges = m.value("ignore_merges", false);
+  HEARTH_ASSIGN_OR_RETURN(TokenTable t, read_token_table(j, m, source));
   if (!m.contains("merges") || !m["merges"].is_array()) return bad(source, "model.merges: missing");
   const json& merges = m["merges"];
   for (size_t i = 0; i < merges.size(); ++i) {
@@ -176,14 +230,8 @@ Result<BpeVocab> parse_hf_tokenizer_json(const std::string& text, const std::str
       return bad(source, "model.merges[" + std::to_string(i) + "]: not a string or a pair");
     }
   }
-  auto find_id = [&](const std::string& s) -> int32_t {
-    for (size_t i = 0; i < v.tokens.size(); ++i) {
-      if (v.tokens[i] == s && v.types[i] != TokenType::kUnused) return static_cast<int32_t>(i);
-    }
-    return -1;
-  };
   if (m.contains("unk_token") && m["unk_token"].is_string()) {
-    v.unk_id = find_id(m["unk_token"].get<std::string>());
+    v.unk_id = t.find(m["unk_token"].get<std::string>());
   }
   HEARTH_TRY(read_normalizer(j.value("normalizer", json()), v, source));
   HEARTH_TRY(read_pre(j.value("pre_tokenizer", json()), v, source));
@@ -192,35 +240,73 @@ Result<BpeVocab> parse_hf_tokenizer_json(const std::string& text, const std::str
     return bad(source, "decoder: only ByteLevel is supported for BPE, got " +
                            dec.value("type", std::string("?")));
   }
-  // BOS/EOS as the TemplateProcessing post-processor adds them ("<|begin_of_text|> $A").
-  std::vector<const json*> procs;
-  const json post = j.value("post_processor", json());
-  if (post.is_object()) {
-    if (post.value("type", std::string()) == "Sequence" && post.contains("processors") &&
-        post["processors"].is_array()) {
-      for (const json& p : post["processors"]) procs.push_back(&p);
-    } else {
-      procs.push_back(&post);
-    }
-  }
-  for (const json* p : procs) {
-    if (p->value("type", std::string()) != "TemplateProcessing" || !p->contains("single") ||
-        !(*p)["single"].is_array() || (*p)["single"].empty()) {
-      continue;
-    }
-    const json& single = (*p)["single"];
-    auto token_of = [&](const json& item) -> int32_t {
-      if (special_id(item) == -2) return -1;
-      const json& st = item["SpecialToken"];
-      if (!st.is_object() || !st.contains("id") || !st["id"].is_string()) return -1;
-      return find_id(st["id"].get<std::string>());
-    };
-    if (int32_t b = token_of(single.front()); b >= 0) v.bos_id = b, v.add_bos = true;
-    if (single.size() > 1) {
-      if (int32_t e = token_of(single.back()); e >= 0) v.eos_id = e, v.add_eos = true;
-    }
-  }
+  const Wrapping w = read_post_processor(j, t);
+  if (w.bos >= 0) v.bos_id = w.bos, v.add_bos = true;
+  if (w.eos >= 0) v.eos_id = w.eos, v.add_eos = true;
+  v.tokens = std::move(t.tokens);
+  v.types = std::move(t.types);
   return v;
+}
+
+// BERT: WordPiece model, BertNormalizer (strip_accents null follows lowercase), BertPreTokenizer.
+Result<WordPieceVocab> read_wordpiece(const json& j, const json& m, const std::string& source) {
+  WordPieceVocab v;
+  HEARTH_ASSIGN_OR_RETURN(TokenTable t, read_token_table(j, m, source));
+  const std::string unk = m.value("unk_token", std::string("[UNK]"));
+  v.unk_id = t.find(unk);
+  if (v.unk_id < 0) return bad(source, "model.unk_token '" + unk + "' is not in the vocabulary");
+  if (m.contains("continuing_subword_prefix") && m["continuing_subword_prefix"].is_string())
+    v.continuation_prefix = m["continuing_subword_prefix"].get<std::string>();
+  if (m.contains("max_input_chars_per_word") && m["max_input_chars_per_word"].is_number_unsigned())
+    v.max_input_chars_per_word = m["max_input_chars_per_word"].get<size_t>();
+  const json n = j.value("normalizer", json());
+  if (n.is_null()) {
+    v.lowercase = v.strip_accents = false;
+  } else if (n.value("type", std::string()) == "BertNormalizer") {
+    v.lowercase = n.value("lowercase", true);
+    const json sa = n.value("strip_accents", json());
+    v.strip_accents = sa.is_boolean() ? sa.get<bool>() : v.lowercase;
+  } else {
+    return bad(source, "normalizer: WordPiece needs BertNormalizer, got '" +
+                           n.value("type", std::string("?")) + "'");
+  }
+  const json pre = j.value("pre_tokenizer", json());
+  if (!pre.is_null() && pre.value("type", std::string()) != "BertPreTokenizer") {
+    return bad(source, "pre_tokenizer: WordPiece needs BertPreTokenizer, got '" +
+                           pre.value("type", std::string("?")) + "'");
+  }
+  const Wrapping w = read_post_processor(j, t);
+  v.bos_id = w.bos, v.add_bos = w.bos >= 0;
+  v.eos_id = w.eos, v.add_eos = w.eos >= 0;
+  v.tokens = std::move(t.tokens);
+  v.types = std::move(t.types);
+  return v;
+}
+
+}  // namespace
+
+Result<HfTokenizerModel> parse_hf_tokenizer_json_model(const std::string& text,
+                                                       const std::string& source) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return bad(source, "not valid JSON");
+  if (!j.contains("model") || !j["model"].is_object()) return bad(source, "model: missing");
+  const json& m = j["model"];
+  const std::string type = m.value("type", std::string("BPE"));
+  HfTokenizerModel out;
+  if (type == "BPE") {
+    HEARTH_ASSIGN_OR_RETURN(out.bpe, read_bpe(j, m, source));
+  } else if (type == "WordPiece") {
+    HEARTH_ASSIGN_OR_RETURN(out.wordpiece, read_wordpiece(j, m, source));
+  } else {
+    return bad(source, "model.type '" + type + "' is not BPE or WordPiece");
+  }
+  return out;
+}
+
+Result<BpeVocab> parse_hf_tokenizer_json(const std::string& text, const std::string& source) {
+  HEARTH_ASSIGN_OR_RETURN(HfTokenizerModel model, parse_hf_tokenizer_json_model(text, source));
+  if (!model.bpe) return bad(source, "model.type 'WordPiece' is not BPE");
+  return std::move(*model.bpe);
 }
 
 }  // namespace hearth

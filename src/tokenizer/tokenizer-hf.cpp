@@ -1,11 +1,12 @@
-// Tokenizer::from_hf_dir: tokenizer.model (SentencePiece) or tokenizer.json (byte-level BPE),
-// with BOS/EOS rules from tokenizer_config.json and ids from config.json.
+// Tokenizer::from_hf_dir: tokenizer.model (SentencePiece) or tokenizer.json (byte-level BPE or
+// WordPiece), with BOS/EOS rules from tokenizer_config.json and ids from config.json.
 #include "base/mapped-file.h"
 #include "formats/hf-config.h"
 #include "tokenizer/bpe-tokenizer.h"
 #include "tokenizer/hf-tokenizer-json.h"
 #include "tokenizer/sentencepiece-model.h"
 #include "tokenizer/spm-tokenizer.h"
+#include "tokenizer/wordpiece-tokenizer.h"
 
 namespace hearth {
 namespace {
@@ -74,6 +75,21 @@ struct TextLookup {
   }
 };
 
+Result<std::unique_ptr<Tokenizer>> from_json(const Rules& rules, const std::string& json_path) {
+  HEARTH_ASSIGN_OR_RETURN(std::string text, read_text_file(json_path, 256u << 20));
+  HEARTH_ASSIGN_OR_RETURN(HfTokenizerModel model, parse_hf_tokenizer_json_model(text, json_path));
+  if (model.wordpiece) {
+    WordPieceVocab& v = *model.wordpiece;
+    apply_rules(rules, v, TextLookup{v.tokens, v.tokens.size()});
+    HEARTH_ASSIGN_OR_RETURN(auto tok, WordPieceTokenizer::create(std::move(v), json_path));
+    return std::unique_ptr<Tokenizer>(std::move(tok));
+  }
+  BpeVocab& v = *model.bpe;
+  apply_rules(rules, v, TextLookup{v.tokens, v.tokens.size()});
+  HEARTH_ASSIGN_OR_RETURN(auto tok, BpeTokenizer::create(std::move(v), json_path));
+  return std::unique_ptr<Tokenizer>(std::move(tok));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_hf_dir(const std::string& dir) {
@@ -87,14 +103,15 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_hf_dir(const std::string& dir
     HEARTH_ASSIGN_OR_RETURN(auto tok, SpmTokenizer::create(std::move(v), model_path));
     return std::unique_ptr<Tokenizer>(std::move(tok));
   }
-  if (file_exists(json_path)) {
-    HEARTH_ASSIGN_OR_RETURN(std::string text, read_text_file(json_path, 256u << 20));
-    HEARTH_ASSIGN_OR_RETURN(BpeVocab v, parse_hf_tokenizer_json(text, json_path));
-    apply_rules(rules, v, TextLookup{v.tokens, v.tokens.size()});
-    HEARTH_ASSIGN_OR_RETURN(auto tok, BpeTokenizer::create(std::move(v), json_path));
-    return std::unique_ptr<Tokenizer>(std::move(tok));
-  }
+  if (file_exists(json_path)) return from_json(rules, json_path);
   return Status::error(dir + ": no tokenizer.model or tokenizer.json");
+}
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::from_hf_json(const std::string& json_path) {
+  const size_t slash = json_path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : json_path.substr(0, slash);
+  HEARTH_ASSIGN_OR_RETURN(Rules rules, read_rules(dir));
+  return from_json(rules, json_path);
 }
 
 }  // namespace hearth

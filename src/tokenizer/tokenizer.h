@@ -34,6 +34,9 @@ class Tokenizer {
   // From a Hugging Face directory: tokenizer.model (SentencePiece protobuf) or tokenizer.json,
   // plus tokenizer_config.json / config.json for BOS/EOS rules.
   static Result<std::unique_ptr<Tokenizer>> from_hf_dir(const std::string& dir);
+  // From one tokenizer.json (with its directory's tokenizer_config.json / config.json rules),
+  // even where a tokenizer.model sits beside it.
+  static Result<std::unique_ptr<Tokenizer>> from_hf_json(const std::string& json_path);
 
   // Tokenizes text. add_special: prepend BOS / append EOS as the model's rules say.
   // parse_special: recognise control-token texts such as "<s>" inside `text`.

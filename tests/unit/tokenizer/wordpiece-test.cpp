@@ -4,7 +4,10 @@
 // longest-match-first pieces, [UNK] for a word with no cover.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "formats/gguf.h"
+#include "support/test-data.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/wordpiece-tokenizer.h"
 
@@ -93,6 +96,52 @@ TEST(WordPiece, HuggingFaceHashForm) {
   auto t = hf_bert();
   ASSERT_NE(t, nullptr);
   check_encodings(*t);
+}
+
+// bert-base-uncased's tokenizer.json layout: BertNormalizer, BertPreTokenizer, [CLS] $A [SEP].
+std::string write_bert_tokenizer_json(const std::string& name, const std::string& post) {
+  nlohmann::ordered_json vocab = nlohmann::ordered_json::object(),
+                         added = nlohmann::ordered_json::array();
+  const auto tokens = hf_tokens();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    vocab[tokens[i]] = i;
+    if (i <= 4) added.push_back({{"id", i}, {"content", tokens[i]}, {"special", true}});
+  }
+  nlohmann::ordered_json j = {
+      {"added_tokens", added},
+      {"normalizer",
+       {{"type", "BertNormalizer"},
+        {"clean_text", true},
+        {"handle_chinese_chars", true},
+        {"strip_accents", nullptr},
+        {"lowercase", true}}},
+      {"pre_tokenizer", {{"type", "BertPreTokenizer"}}},
+      {"post_processor", nlohmann::ordered_json::parse(post)},
+      {"decoder", {{"type", "WordPiece"}, {"prefix", "##"}, {"cleanup", true}}},
+      {"model",
+       {{"type", "WordPiece"},
+        {"unk_token", "[UNK]"},
+        {"continuing_subword_prefix", "##"},
+        {"max_input_chars_per_word", 100},
+        {"vocab", vocab}}}};
+  const std::string dir = test::temp_dir() + "/" + name;
+  test::run_command({"mkdir", "-p", dir});
+  test::write_file(dir + "/tokenizer.json", j.dump());
+  return dir;
+}
+
+TEST(WordPiece, HuggingFaceTokenizerJson) {
+  for (
+      const char* post :
+      {R"({"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+           {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "[SEP]", "type_id": 0}}]})",
+       R"({"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]})"}) {
+    static int serial = 0;
+    const std::string dir = write_bert_tokenizer_json("bert-" + std::to_string(++serial), post);
+    auto t = Tokenizer::from_hf_dir(dir);
+    ASSERT_TRUE(t.is_ok()) << t.message();
+    check_encodings(*t.value());
+  }
 }
 
 TEST(WordPiece, BasicPreTokenizer) {
