@@ -61,6 +61,9 @@ std::string render_markdown(const BenchReport& r) {
          std::to_string(r.gpu_layers) + ", weight cache " + r.cache + ", cold load by " +
          r.cold_method + ", load average " +
          (r.load_avg_1m >= 0 ? fmt("%.2f", r.load_avg_1m) : "n/a") + "\n";
+  if (r.depth > 0 || !r.sampling.empty())
+    out += "depth " + std::to_string(r.depth) + " tokens in the cache before each pp and tg" +
+           (r.sampling.empty() ? std::string() : ", tg sampled with " + r.sampling) + "\n";
   out += "peak RSS " + gib(r.peak_rss) + " (file " + gib(r.file_bytes) + " + KV " +
          gib(r.kv_bytes) + "); during the cold load " + gib(r.peak_rss_cold) + "\n\n";
   const bool gpu = r.gpu_layers != 0;  // GPU runs add the board's energy per token
@@ -96,6 +99,8 @@ std::string render_json(const BenchReport& r) {
   j["peak_rss_bytes"] = r.peak_rss;
   j["peak_rss_cold_load_bytes"] = r.peak_rss_cold;
   j["kv_bytes"] = r.kv_bytes;
+  j["depth"] = r.depth;
+  j["sampling"] = r.sampling.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.sampling);
   j["devices"] = nlohmann::json::array();
   for (const DeviceReport& d : r.devices) {
     nlohmann::json dj{{"backend", d.backend},

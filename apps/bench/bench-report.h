@@ -50,6 +50,8 @@ struct BenchReport {
   uint64_t peak_rss = 0;       // warm loads and the runs
   uint64_t peak_rss_cold = 0;  // the cold load (which may pack and write the weight cache)
   int threads = 0, gpu_layers = 0;
+  int depth = 0;         // tokens in the cache before each pp and tg row
+  std::string sampling;  // the sampled tg row's settings; empty: greedy only
   double load_avg_1m = -1;
   std::vector<DeviceReport> devices;
   std::vector<Figure> figures;

@@ -65,18 +65,29 @@ struct Shape {
     const double head = double(hp.n_vocab) * double(hp.n_embd);
     return double(hp.n_layer) * layer_params() + head * (hp.tied_embeddings ? 1 : 2);
   }
-  // Matmuls for every token, the LM head for the last one, causal attention (QK^T and PV).
-  double prefill_flops(int64_t P) const {
-    const double p = double(P);
+  // Matmuls for every token, the LM head for the last one, attention (QK^T and PV) of each
+  // token over the D cached ones before the prompt and the causal prompt itself.
+  double prefill_flops(int64_t P, int64_t D = 0) const {
+    const double p = double(P), d = double(D);
     return 2 * p * double(hp.n_layer) * layer_params() +
            2 * double(hp.n_vocab) * double(hp.n_embd) +
-           double(hp.n_layer) * 4 * double(hp.q_dim()) * p * (p + 1) / 2;
-  }
-  // K and V rows read by attention per decoded token at context length ctx.
-  double kv_bytes_read(double ctx) const {
-    return 2 * double(hp.n_layer) * double(hp.kv_dim()) * 4 * ctx;
+           double(hp.n_layer) * 4 * double(hp.q_dim()) * (p * d + p * (p + 1) / 2);
   }
 };
+
+// Bytes of K and V (every layer) one cached position holds, whatever the cache's element type.
+double kv_bytes_per_position(const KvCache& kv) {
+  return kv.capacity() > 0 ? double(kv.bytes()) / double(kv.capacity()) : 0.0;
+}
+
+// "temp 0.8 top-k 0 top-p 0.95 min-p 0.05": the settings a sampled row ran with.
+std::string describe(const SamplingParams& p) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "temp %g top-k %d top-p %g min-p %g", double(p.temperature),
+                int(p.top_k), double(p.top_p), double(p.min_p));
+  return buf;
+}
+
 
 // The most common matrix type (what sets the kernels' precision and speed).
 DType main_weight_type(const Model& m) {
@@ -160,6 +171,21 @@ Result<Measured> measure(int reps, int64_t tokens, GpuMeter& gpu, Body body) {
   return out;
 }
 
+// Appends one repetition's figures to the ones collected so far (rows measured in alternation).
+void append(Measured& all, const Measured& one, int reps_so_far) {
+  all.tok_s.insert(all.tok_s.end(), one.tok_s.begin(), one.tok_s.end());
+  auto average = [&](std::optional<double>& a, const std::optional<double>& b) {
+    a = a && b ? std::optional<double>((*a * reps_so_far + *b) / (reps_so_far + 1)) : std::nullopt;
+  };
+  if (reps_so_far == 0) {
+    all.jpt = one.jpt;
+    all.gpu_jpt = one.gpu_jpt;
+  } else {
+    average(all.jpt, one.jpt);
+    average(all.gpu_jpt, one.gpu_jpt);
+  }
+}
+
 }  // namespace
 
 void register_device_probe(DeviceProbe probe) {
@@ -173,11 +199,14 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   };
   if (o.reps < 1) return Status::error("bench: -r must be at least 1");
   if (o.n_gen < 0) return Status::error("bench: -n must not be negative");
+  if (o.depth < 0) return Status::error("bench: --depth must not be negative");
   for (int p : o.prompt_sizes)
     if (p < 0) return Status::error("bench: -p sizes must not be negative");
   BenchReport rep;
   rep.threads = o.threads > 0 ? o.threads : available_cpu_count();
   rep.gpu_layers = o.gpu_layers;
+  rep.depth = o.depth;
+  if (o.sampling) rep.sampling = describe(*o.sampling);
   rep.kernel_isa = kernels::active_kernel_table().name;
   rep.cache = o.no_cache ? "off" : "on (" + weight_cache_dir() + ")";
 
@@ -248,8 +277,9 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   lo.n_threads = rep.threads;
   lo.gpu_layers = o.gpu_layers;
   // The KV run() sizes (the largest prompt + generation), for --gpu-layers auto.
-  lo.ctx_hint = o.n_gen + 8;
-  for (int p : o.prompt_sizes) lo.ctx_hint = std::max<int64_t>(lo.ctx_hint, p + o.n_gen + 8);
+  lo.ctx_hint = int64_t(o.depth) + o.n_gen + 8;
+  for (int p : o.prompt_sizes)
+    lo.ctx_hint = std::max<int64_t>(lo.ctx_hint, int64_t(o.depth) + p + o.n_gen + 8);
   lo.use_weight_cache = !o.no_cache;
 
   // Cold load: the file (and its prepacked cache) out of the page cache first.
@@ -325,7 +355,14 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
 
   int max_p = 0;
   for (int p : o.prompt_sizes) max_p = std::max(max_p, p);
-  HEARTH_ASSIGN_OR_RETURN(KvCache kv, model->new_kv_cache(int64_t(max_p) + o.n_gen + 8));
+  // The longest row: depth, then the largest prompt or the one-token prompt and generation.
+  const int64_t longest = int64_t(o.depth) + std::max<int64_t>(max_p, 1 + int64_t(o.n_gen));
+  const int64_t n_ctx = model->hparams().n_ctx_train;
+  if (o.depth > 0 && n_ctx > 0 && longest > n_ctx)
+    return Status::error("bench: --depth " + std::to_string(o.depth) + " plus the longest test (" +
+                         std::to_string(longest - o.depth) + " tokens) exceeds the model's context of " +
+                         std::to_string(n_ctx) + " tokens");
+  HEARTH_ASSIGN_OR_RETURN(KvCache kv, model->new_kv_cache(int64_t(max_p) + o.n_gen + 8 + o.depth));
   rep.kv_bytes = kv.bytes();
   ForwardScratch scratch;
   std::vector<float> logits;
@@ -343,6 +380,19 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   // device copies made at the first prefill) land here and not in the first timed repetition.
   HEARTH_TRY(model->prefill(kv, tokens(std::max(1, max_p)), scratch, &logits));
   for (int i = 0; i < 4 && o.n_gen > 0; ++i) HEARTH_TRY(model->decode(kv, 1, scratch, &logits));
+  // The depth's tokens, once: every row starts at kv.set_used(depth) and writes only after it.
+  if (o.depth > 0) {
+    say("filling " + std::to_string(o.depth) + " tokens of depth");
+    kv.set_used(0);
+    for (int done = 0; done < o.depth;) {
+      const int chunk = std::min(512, o.depth - done);
+      HEARTH_TRY(model->prefill(kv, tokens(chunk), scratch, &logits));
+      done += chunk;
+    }
+  }
+  const int64_t depth = o.depth;
+  const double kv_row = kv_bytes_per_position(kv);
+  const std::string at_depth = depth > 0 ? " @ d" + std::to_string(depth) : "";
 
   // Decode reads each layer group's weights from its backend's memory: the roofline's time per
   // token is the sum over groups of (their share of the bytes / that memory's bandwidth), the
@@ -364,11 +414,11 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   gpu.on = o.gpu_layers != 0;
   for (int p : o.prompt_sizes) {
     if (p == 0) continue;
-    say("pp" + std::to_string(p));
+    say("pp" + std::to_string(p) + at_depth);
     const std::vector<int32_t> prompt = tokens(p);
     std::vector<double> ttft;
     HEARTH_ASSIGN_OR_RETURN(Measured m, measure(o.reps, p, gpu, [&]() -> Status {
-                              kv.set_used(0);
+                              kv.set_used(depth);
                               const auto t0 = Clock::now();
                               HEARTH_TRY(model->prefill(kv, prompt, scratch, &logits));
                               (void)argmax(logits);
@@ -376,10 +426,12 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
                               return Status::ok();
                             }));
     const auto [peak_gops, compute_bound] = prefill_peak(p);
-    const double compute_max = peak_gops * 1e9 / (shape.prefill_flops(p) / p);
-    const double bw_max = bandwidth_roofline(double(rep.weight_bytes), p);
+    const double compute_max = peak_gops * 1e9 / (shape.prefill_flops(p, depth) / p);
+    // The weights once and the cache it attends to (depth and the prompt's own rows).
+    const double bw_max =
+        bandwidth_roofline(double(rep.weight_bytes) + kv_row * double(depth + p), p);
     // The GPU's matrix peak is not probed: with layers there, no prefill roofline is claimed.
-    Figure f{"pp" + std::to_string(p),
+    Figure f{"pp" + std::to_string(p) + at_depth,
              "tok/s",
              Stat::of(m.tok_s),
              gpu_share > 0 ? std::nullopt : std::optional<double>(std::min(compute_max, bw_max)),
@@ -389,27 +441,62 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
              m.jpt,
              m.gpu_jpt};
     figs.push_back(f);
-    figs.push_back({"ttft pp" + std::to_string(p), "ms", Stat::of(ttft), std::nullopt, "", {}});
+    figs.push_back(
+        {"ttft pp" + std::to_string(p) + at_depth, "ms", Stat::of(ttft), std::nullopt, "", {}});
   }
   if (o.n_gen > 0) {
-    say("tg" + std::to_string(o.n_gen));
+    const std::string tg = "tg" + std::to_string(o.n_gen);
+    say(tg + at_depth + (o.sampling ? " greedy and sampled, alternating" : ""));
     // Greedy through Model::decode_greedy, as generation runs it: on a backend that chains
     // steps (CUDA) the argmax stays on the device and the host queues steps ahead.
-    HEARTH_ASSIGN_OR_RETURN(
-        Measured m, measure(o.reps, o.n_gen, gpu, [&]() -> Status {
-          kv.set_used(0);
-          HEARTH_TRY(model->prefill(kv, {1}, scratch, &logits));
-          HEARTH_ASSIGN_OR_RETURN(
-              GreedyRun run,
-              model->decode_greedy(kv, 1, o.n_gen, scratch, [](int32_t) { return true; }));
-          if (run.steps != o.n_gen)
-            return Status::error("bench: generation stopped after " + std::to_string(run.steps) +
-                                 " tokens");
-          return Status::ok();
-        }));
-    const double bytes = double(rep.weight_bytes) + shape.kv_bytes_read(1 + o.n_gen / 2.0);
-    figs.push_back({"tg" + std::to_string(o.n_gen), "tok/s", Stat::of(m.tok_s),
-                    bandwidth_roofline(bytes, 1), "bandwidth", m.jpt, m.gpu_jpt});
+    auto greedy = [&]() -> Status {
+      kv.set_used(depth);
+      HEARTH_TRY(model->prefill(kv, {1}, scratch, &logits));
+      HEARTH_ASSIGN_OR_RETURN(
+          GreedyRun run,
+          model->decode_greedy(kv, 1, o.n_gen, scratch, [](int32_t) { return true; }));
+      if (run.steps != o.n_gen)
+        return Status::error("bench: generation stopped after " + std::to_string(run.steps) +
+                             " tokens");
+      return Status::ok();
+    };
+    // Sampled as Session::generate runs it: decode, then the sampler over the logits and the
+    // history. One sampler for every repetition (its buffers grow once, as in a session).
+    std::optional<Sampler> sampler;
+    std::vector<int32_t> history;
+    if (o.sampling) {
+      SamplingParams sp = *o.sampling;
+      sp.seed = 42;
+      sampler.emplace(sp);
+      history.reserve(size_t(o.n_gen) + 1);
+    }
+    const int32_t n_vocab = int32_t(model->hparams().n_vocab);
+    auto sampled = [&]() -> Status {
+      kv.set_used(depth);
+      history.assign(1, 1);
+      HEARTH_TRY(model->prefill(kv, {1}, scratch, &logits));
+      for (int i = 0; i < o.n_gen; ++i) {
+        const int32_t token = sampler->sample(logits.data(), n_vocab, history);
+        history.push_back(token);
+        HEARTH_TRY(model->decode(kv, token, scratch, &logits));
+      }
+      return Status::ok();
+    };
+    Measured mg, ms;
+    for (int r = 0; r < o.reps; ++r) {
+      HEARTH_ASSIGN_OR_RETURN(Measured one, measure(1, o.n_gen, gpu, greedy));
+      append(mg, one, r);
+      if (!sampler) continue;
+      HEARTH_ASSIGN_OR_RETURN(Measured two, measure(1, o.n_gen, gpu, sampled));
+      append(ms, two, r);
+    }
+    // Weights once per token, and the cache rows it attends to (depth + the mean position).
+    const double bytes = double(rep.weight_bytes) + kv_row * (double(depth) + 1 + o.n_gen / 2.0);
+    figs.push_back({tg + at_depth, "tok/s", Stat::of(mg.tok_s), bandwidth_roofline(bytes, 1),
+                    "bandwidth", mg.jpt, mg.gpu_jpt});
+    if (sampler)
+      figs.push_back({tg + " sampled" + at_depth, "tok/s", Stat::of(ms.tok_s),
+                      bandwidth_roofline(bytes, 1), "bandwidth", ms.jpt, ms.gpu_jpt});
   }
   figs.insert(figs.end(), loads.begin(), loads.end());
   rep.figures = figs;

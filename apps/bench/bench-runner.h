@@ -10,6 +10,7 @@
 
 #include "bench-report.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
 
 namespace hearth::bench {
 
@@ -24,6 +25,10 @@ struct BenchOptions {
   bool no_cache = false;         // bypass the prepacked-weight cache
   bool keep = false;             // keep the synthetic GGUF (and reuse it next time)
   uint64_t bandwidth_bytes = 0;  // probe buffer; 0: 2 GiB or a quarter of free memory
+  int depth = 0;  // --depth: tokens already in the cache when each pp and tg row starts
+  // --temp/--top-k/--top-p/--min-p: a "tg sampled" row next to tg (greedy), the two run in
+  // alternation; each of its tokens goes through the real Sampler (seed fixed).
+  std::optional<SamplingParams> sampling;
   std::function<void(const std::string&)> progress;  // one line per stage (stderr)
 };
 

@@ -13,8 +13,10 @@ namespace {
 struct BenchArgs {
   RuntimeArgs rt;
   std::string synthetic, prompts = "128";
-  int n_gen = 128, reps = 3;
+  int n_gen = 128, reps = 3, depth = 0;
   bool json = false, csv = false, keep = false;
+  SamplingParams sampling;  // used when any of its flags is given
+  bool sampled = false;
 };
 
 std::vector<int> parse_sizes(const std::string& text, const char* flag) {
@@ -49,6 +51,8 @@ void run(const BenchArgs& a) {
   o.gpu_layers = parse_gpu_layers(a.rt.gpu_layers);
   o.no_cache = a.rt.no_cache;
   o.keep = a.keep;
+  o.depth = a.depth;
+  if (a.sampled) o.sampling = a.sampling;
   o.progress = [](const std::string& s) { std::fprintf(stderr, "hearth bench: %s\n", s.c_str()); };
   const bench::BenchReport r = check(bench::run_bench(o));
   const std::string out = a.json  ? bench::render_json(r)
@@ -69,11 +73,22 @@ void setup(CLI::App& root) {
                   "prompt sizes to process, comma-separated (default 128; 0 skips)");
   cmd->add_option("-n,--n-gen", a->n_gen, "tokens to generate (default 128; 0 skips)");
   cmd->add_option("-r,--repetitions", a->reps, "repetitions of each test (default 3)");
+  cmd->add_option("-d,--depth", a->depth,
+                  "tokens already in the cache before each pp and tg test (default 0)");
+  // Any of these adds a "tg sampled" row (same settings as `hearth run`'s defaults otherwise),
+  // measured in alternation with the greedy tg row.
+  const char* sampling_flags[] = {"--temp", "--top-k", "--top-p", "--min-p"};
+  cmd->add_option(sampling_flags[0], a->sampling.temperature,
+                  "tg sampled: temperature (default 0.8; 0 = greedy through the sampler)");
+  cmd->add_option(sampling_flags[1], a->sampling.top_k, "tg sampled: top-k, 0 = off (default 40)");
+  cmd->add_option(sampling_flags[2], a->sampling.top_p, "tg sampled: top-p, 1 = off (default 0.95)");
+  cmd->add_option(sampling_flags[3], a->sampling.min_p, "tg sampled: min-p, 0 = off (default 0.05)");
   cmd->add_flag("--json", a->json, "print JSON instead of a markdown table");
   cmd->add_flag("--csv", a->csv, "print CSV instead of a markdown table");
   cmd->add_flag("--keep", a->keep, "keep the synthetic model file in $TMPDIR (and reuse it)");
-  cmd->callback([a] {
+  cmd->callback([a, cmd, sampling_flags] {
     if (a->json && a->csv) fail("bench: choose one of --json and --csv");
+    for (const char* f : sampling_flags) a->sampled = a->sampled || cmd->count(f) > 0;
     run(*a);
   });
 }

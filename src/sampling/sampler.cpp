@@ -1,76 +1,40 @@
-// The sampling chain of sampler.h: penalties -> top-k -> top-p -> min-p -> temperature -> draw.
-// Add a stage as one small function over `candidates_` and call it in sample() in chain order.
+// The sampling chain of sampler.h: penalties -> top-k -> top-p -> min-p -> temperature -> draw
+// (llama.cpp's default order). Each stage narrows the candidate set (parallel arrays in id
+// order) in one pass; top-k and top-p find their cut with CutoffFinder instead of a sort.
+// Add a stage as one block in candidates(), in chain order, that narrows (cl, ci, n).
 #include "sampling/sampler.h"
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_map>
+#include <numeric>
+
+#include "sampling/logit-loops.h"
 
 namespace hearth {
 namespace {
 
-using Candidates = std::vector<std::pair<float, int32_t>>;  // (logit, id)
+using sampling::Cutoff;
 
-// llama.cpp semantics: repetition divides positive logits and multiplies negative ones; presence
-// subtracts once per seen token, frequency once per occurrence.
-void apply_penalties(Candidates& c, const SamplingParams& p, std::span<const int32_t> history) {
-  const bool rep = p.repeat_penalty != 1.0f;
-  if (!rep && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) return;
-  if (p.repeat_last_n == 0 || history.empty()) return;
-  size_t n = history.size();
-  if (p.repeat_last_n > 0) n = std::min(n, static_cast<size_t>(p.repeat_last_n));
-  std::unordered_map<int32_t, int> counts;
-  for (size_t i = history.size() - n; i < history.size(); ++i) ++counts[history[i]];
-  for (auto& [logit, id] : c) {
-    auto it = counts.find(id);
-    if (it == counts.end()) continue;
-    if (rep) logit = logit > 0 ? logit / p.repeat_penalty : logit * p.repeat_penalty;
-    logit -= static_cast<float>(it->second) * p.frequency_penalty + p.presence_penalty;
-  }
+// greedy_argmax's rule (backend.h): the largest, the lowest index among equals, 0 when all are
+// -inf (NaN is already -inf here).
+int32_t argmax_lowest(const float* x, int64_t n) {
+  int32_t best = 0;
+  float best_v = sampling::kNegInf;
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] > best_v) best_v = x[i], best = int32_t(i);
+  return best;
 }
 
-// Sorted by logit descending, ties by lower id, so every later stage is deterministic.
-void sort_desc(Candidates& c) {
-  std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
+SamplingCandidates picked_without_draw(int64_t id) {
+  SamplingCandidates c;
+  c.picked = int32_t(id);
+  return c;
 }
 
-void top_k(Candidates& c, int32_t k) {
-  if (k > 0 && static_cast<size_t>(k) < c.size()) c.resize(k);
-}
-
-std::vector<double> softmax(const Candidates& c) {  // c sorted descending
-  std::vector<double> p(c.size());
-  double sum = 0;
-  for (size_t i = 0; i < c.size(); ++i) sum += p[i] = std::exp(double(c[i].first - c[0].first));
-  for (double& x : p) x /= sum;
-  return p;
-}
-
-// Keeps the smallest prefix whose probability mass reaches top_p (at least one token).
-void top_p(Candidates& c, float tp) {
-  if (tp >= 1.0f || c.size() <= 1) return;
-  const auto p = softmax(c);
-  double cum = 0;
-  size_t keep = c.size();
-  for (size_t i = 0; i < c.size(); ++i) {
-    cum += p[i];
-    if (cum >= tp) {
-      keep = i + 1;
-      break;
-    }
-  }
-  c.resize(std::max<size_t>(keep, 1));
-}
-
-// Drops tokens whose probability is below min_p times the most likely token's.
-void min_p(Candidates& c, float mp) {
-  if (mp <= 0.0f || c.empty()) return;
-  const float threshold = c[0].first + std::log(mp);  // p_i >= mp * p_max in logit space
-  size_t keep = 1;
-  while (keep < c.size() && c[keep].first >= threshold) ++keep;
-  c.resize(keep);
+int64_t first_index_of(const float* x, int64_t n, float v) {
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] == v) return i;
+  return 0;
 }
 
 }  // namespace
@@ -91,38 +55,174 @@ void Sampler::set_params(const SamplingParams& p) {
   params_ = p;
 }
 
-int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history) {
-  if (n_vocab <= 0) return -1;
-  candidates_.resize(n_vocab);
-  for (int32_t i = 0; i < n_vocab; ++i) candidates_[i] = {logits[i], i};
-  // NaN logits would poison comparisons and softmax; treat them as impossible.
-  for (auto& c : candidates_) {
-    if (std::isnan(c.first)) c.first = -INFINITY;
+// llama.cpp semantics: repetition divides positive logits and multiplies negative ones; presence
+// subtracts once per seen token, frequency once per occurrence. Only the window's tokens are
+// touched; seen_count_ is back to zero on return.
+bool Sampler::apply_penalties(int32_t n_vocab, std::span<const int32_t> history) {
+  const SamplingParams& p = params_;
+  const bool rep = p.repeat_penalty != 1.0f;
+  if (!rep && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) return false;
+  if (p.repeat_last_n == 0 || history.empty()) return false;
+  size_t n = history.size();
+  if (p.repeat_last_n > 0) n = std::min(n, static_cast<size_t>(p.repeat_last_n));
+  seen_ids_.clear();
+  for (size_t i = history.size() - n; i < history.size(); ++i) {
+    const int32_t id = history[i];
+    if (id < 0 || id >= n_vocab) continue;  // not a token of these logits
+    if (seen_count_[size_t(id)]++ == 0) seen_ids_.push_back(id);
   }
-  apply_penalties(candidates_, params_, history);
-  if (params_.temperature <= 0.0f) {
-    // Greedy: argmax after penalties, lowest id on ties.
-    size_t best = 0;
-    for (size_t i = 1; i < candidates_.size(); ++i) {
-      if (candidates_[i].first > candidates_[best].first) best = i;
+  for (int32_t id : seen_ids_) {
+    float& logit = logits_[size_t(id)];
+    if (rep) logit = logit > 0 ? logit / p.repeat_penalty : logit * p.repeat_penalty;
+    logit -= static_cast<float>(seen_count_[size_t(id)]) * p.frequency_penalty + p.presence_penalty;
+    seen_count_[size_t(id)] = 0;
+  }
+  return !seen_ids_.empty();
+}
+
+void Sampler::Set::reserve(int64_t n) {
+  if (logit.size() >= size_t(n)) return;
+  logit.resize(size_t(n));
+  weight.resize(size_t(n));
+  id.resize(size_t(n));
+}
+
+// Writes every element and advances by the test: how many pass is data-dependent, and a
+// mispredicted branch per element would cost more than the stores.
+int64_t Sampler::keep(const float* logit, const int32_t* id, int64_t n, const Cutoff& cut,
+                      Set& to) {
+  to.reserve(n);
+  int64_t kept = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    to.logit[size_t(kept)] = logit[i];
+    to.id[size_t(kept)] = id[i];
+    kept += cut.keeps(logit[i], id[i]);
+  }
+  return kept;
+}
+
+// The band is a small part of a real model's vocabulary: a vectorised count per block of
+// kBlock skips the blocks with nothing in it, and the rest take a branch per element.
+Sampler::Band Sampler::band_from(const float* logit, const int32_t* id, const float* weight,
+                                 int64_t n, float floor, Set& to) {
+  to.reserve(n);
+  Band b;
+  auto take = [&](int64_t i) {
+    if (!(logit[i] >= floor)) return;
+    to.logit[size_t(b.n)] = logit[i];
+    to.id[size_t(b.n)] = id[i];
+    if (weight) {
+      to.weight[size_t(b.n)] = weight[i];
+      b.weight += double(weight[i]);
     }
-    return candidates_[best].second;
+    ++b.n;
+  };
+  int64_t i = 0;
+  for (; i + sampling::kBlock <= n; i += sampling::kBlock) {
+    int in_block = 0;
+    for (int64_t j = 0; j < sampling::kBlock; ++j) in_block += logit[i + j] >= floor;
+    if (in_block == 0) continue;
+    for (int64_t j = 0; j < sampling::kBlock; ++j) take(i + j);
   }
-  sort_desc(candidates_);
-  if (!std::isfinite(candidates_[0].first)) return candidates_[0].second;  // nothing to weigh
-  top_k(candidates_, params_.top_k);
-  top_p(candidates_, params_.top_p);
-  min_p(candidates_, params_.min_p);
-  for (auto& c : candidates_) c.first /= params_.temperature;
-  const auto probs = softmax(candidates_);
+  for (; i < n; ++i) take(i);
+  return b;
+}
+
+SamplingCandidates Sampler::candidates(const float* logits, int32_t n_vocab,
+                                       std::span<const int32_t> history) {
+  if (n_vocab <= 0) return {};
+  const size_t V = size_t(n_vocab);
+  if (logits_.size() < V) {  // the only allocation: the first call at a vocabulary size
+    logits_.resize(V);
+    weights_.resize(V);
+    seen_count_.resize(V, 0);
+    all_ids_.resize(V);
+  }
+  if (all_ids_.empty() || all_ids_[V - 1] != int32_t(V - 1))
+    std::iota(all_ids_.begin(), all_ids_.end(), 0);
+  float* L = logits_.data();
+  float m = sampling::copy_clean_max(logits, L, n_vocab);
+  if (apply_penalties(n_vocab, history)) m = sampling::max_value(L, n_vocab);
+  if (params_.temperature <= 0.0f) return picked_without_draw(argmax_lowest(L, n_vocab));
+  if (!std::isfinite(m)) return picked_without_draw(first_index_of(L, n_vocab, m));  // nothing to weigh
+
+  // The current set; every stage keeps the largest logit m, so m stays the set's max.
+  const float* cl = L;
+  const int32_t* ci = all_ids_.data();
+  int64_t n = n_vocab;
+  int next = 0;
+  auto narrow = [&](const Cutoff& cut) {
+    Set& to = sets_[next];
+    next ^= 1;
+    n = keep(cl, ci, n, cut, to);
+    cl = to.logit.data();
+    ci = to.id.data();
+  };
+  const float* cw = nullptr;  // the current set's weights, where a stage computed them
+  // The k best or the nucleus almost always lie a few nats below the max: the band above
+  // m - width, when it holds enough (count or mass), holds the whole cut (everything outside is
+  // lower), so the cutoff search runs over the band instead of the vocabulary.
+  auto narrow_to_band = [&](double enough) {
+    for (float width : {8.0f, 24.0f}) {
+      Set& to = sets_[next];
+      const Band b = band_from(cl, ci, cw, n, m - width, to);
+      if ((cw ? b.weight : double(b.n)) < enough) continue;
+      next ^= 1;
+      n = b.n;
+      cl = to.logit.data();
+      ci = to.id.data();
+      if (cw) cw = to.weight.data();
+      return;
+    }
+  };
+  if (params_.top_k > 0 && params_.top_k < n) {
+    narrow_to_band(double(params_.top_k));
+    narrow(cutoff_.find({cl, ci, nullptr, n}, params_.top_k, m));
+  }
+  if (params_.top_p < 1.0f && n > 1) {
+    // The smallest prefix (in sorted order) whose softmax mass reaches top_p.
+    const double target = double(params_.top_p) * sampling::exp_weights(cl, n, m, 1.0f, weights_.data());
+    cw = weights_.data();
+    narrow_to_band(target);
+    narrow(cutoff_.find({cl, ci, cw, n}, target, m));
+  }
+  if (params_.min_p > 0.0f) {
+    // p_i >= min_p * p_max in logit space; above the max (min_p > 1) only the best is left.
+    const float threshold = m + std::log(params_.min_p);
+    Cutoff cut;
+    cut.keep_all = false;
+    if (threshold > m) {
+      cut.logit = m;
+      cut.id = ci[first_index_of(cl, n, m)];
+    } else {
+      // Every logit >= threshold, whatever its id: the last kept is the smallest such.
+      cut.logit = threshold;
+      cut.id = std::numeric_limits<int32_t>::max();
+    }
+    narrow(cut);
+  }
+  const double total = sampling::exp_weights(cl, n, m, params_.temperature, weights_.data());
+  SamplingCandidates out;
+  out.ids = std::span<const int32_t>(ci, size_t(n));
+  out.weights = std::span<const float>(weights_.data(), size_t(n));
+  out.total = total;
+  return out;
+}
+
+int32_t Sampler::sample(const float* logits, int32_t n_vocab, std::span<const int32_t> history) {
+  const SamplingCandidates c = candidates(logits, n_vocab, history);
+  if (c.picked >= 0 || c.ids.empty()) return c.picked;
   std::uniform_real_distribution<double> uni(0.0, 1.0);
-  const double r = uni(rng_);
+  const double target = uni(rng_) * c.total;
   double cum = 0;
-  for (size_t i = 0; i < probs.size(); ++i) {
-    cum += probs[i];
-    if (r < cum) return candidates_[i].second;
+  size_t last_possible = 0;
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    if (c.weights[i] == 0.0f) continue;
+    cum += double(c.weights[i]);
+    if (target < cum) return c.ids[i];
+    last_possible = i;
   }
-  return candidates_.back().second;
+  return c.ids[last_possible];  // rounding left the target at the very end
 }
 
 }  // namespace hearth

@@ -1,14 +1,17 @@
 // apps/bench: --synthetic parsing, a synthetic GGUF of a small custom shape that the normal
-// loader runs, mean/sd, the three report formats, and the machine probes returning sane values.
+// loader runs, mean/sd, the three report formats, the machine probes returning sane values, and
+// run_bench's --depth and sampled rows on a small model.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "base/mapped-file.h"
 #include "bench-report.h"
+#include "bench-runner.h"
 #include "machine-probe.h"
 #include "model/model.h"
 #include "support/test-data.h"
@@ -62,6 +65,71 @@ TEST(Synthetic, WritesAModelTheLoaderRuns) {
     ASSERT_EQ(logits.size(), 300u);
     for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << dtype_name(t);
   }
+}
+
+// --depth within the context adds " @ dD" rows (pp, ttft, tg and tg sampled, the roofline of
+// the latter two counting the cache at that depth); beyond it is a one-line error.
+TEST(RunBench, DepthAndSampledRows) {
+  const std::string path = test::temp_dir() + "/bench-depth.gguf";
+  SyntheticSpec spec{{"test-small", 256, 512, 2, 4, 2, 300, 128, 10000.0}, DType::Q8_0};
+  ASSERT_TRUE(write_synthetic_gguf(spec, path).is_ok());
+  BenchOptions o;
+  o.model_path = path;
+  o.prompt_sizes = {8};
+  o.n_gen = 6;
+  o.reps = 2;
+  o.threads = 1;
+  o.no_cache = true;
+  o.bandwidth_bytes = 16u << 20;
+  o.depth = 100;
+  SamplingParams sp;
+  sp.temperature = 0.8f;
+  sp.top_k = 0;
+  sp.top_p = 0.95f;
+  o.sampling = sp;
+  auto r = run_bench(o);
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_EQ(r->depth, 100);
+  EXPECT_EQ(r->sampling, "temp 0.8 top-k 0 top-p 0.95 min-p 0.05");
+  std::map<std::string, Figure> by_name;
+  for (const Figure& f : r->figures) by_name[f.test] = f;
+  for (const char* name : {"pp8 @ d100", "ttft pp8 @ d100", "tg6 @ d100", "tg6 sampled @ d100"}) {
+    ASSERT_TRUE(by_name.count(name)) << name;
+    EXPECT_EQ(by_name[name].value.n, 2) << name;
+    EXPECT_GT(by_name[name].value.mean, 0) << name;
+  }
+  // Same bytes per token for both tg rows; deeper means more cache bytes, a lower roofline.
+  EXPECT_EQ(by_name["tg6 @ d100"].roofline, by_name["tg6 sampled @ d100"].roofline);
+  const nlohmann::json j = nlohmann::json::parse(render_json(*r));
+  EXPECT_EQ(j["depth"], 100);
+  EXPECT_EQ(j["sampling"], "temp 0.8 top-k 0 top-p 0.95 min-p 0.05");
+
+  o.depth = 0;
+  o.sampling.reset();
+  auto shallow = run_bench(o);
+  ASSERT_TRUE(shallow.is_ok()) << shallow.message();
+  std::optional<double> roof0;
+  for (const Figure& f : shallow->figures) {
+    EXPECT_EQ(f.test.find('@'), std::string::npos) << f.test;
+    EXPECT_EQ(f.test.find("sampled"), std::string::npos) << f.test;
+    if (f.test == "tg6") roof0 = f.roofline;
+  }
+  // Bytes per token = bandwidth / roofline (each run measures its own bandwidth).
+  ASSERT_TRUE(roof0 && by_name["tg6 @ d100"].roofline);
+  const double bytes0 = shallow->devices[0].bandwidth_gbs / *roof0;
+  const double bytes100 = r->devices[0].bandwidth_gbs / *by_name["tg6 @ d100"].roofline;
+  // 100 more cached positions of K and V; the depth-100 cache holds 100 + 8 + 6 + 8 of them.
+  const double per_position = double(r->kv_bytes) / (100 + 8 + 6 + 8);
+  EXPECT_GE(per_position, 2 * 2 * 128 * 2.0);  // layers x kv_dim x (K, V) x at least 2 bytes
+  EXPECT_NEAR((bytes100 - bytes0) * 1e9, 100 * per_position, 1.0);
+
+  o.depth = 121;  // + the 8-token prompt > the shape's context of 128
+  auto deep = run_bench(o);
+  ASSERT_FALSE(deep.is_ok());
+  EXPECT_NE(deep.message().find("--depth 121"), std::string::npos) << deep.message();
+  EXPECT_NE(deep.message().find("context of 128"), std::string::npos) << deep.message();
+  EXPECT_EQ(deep.message().find('\n'), std::string::npos) << deep.message();
+  std::filesystem::remove(path);
 }
 
 TEST(Report, StatsAndFormats) {
