@@ -466,12 +466,15 @@ Result<std::string> SchemaConverter::visit_object(const Json& s, const std::stri
   for (const auto& r : required)  // required but not described: any value
     if (!listed.count(r)) members.push_back({r, any_value(), true}), listed.insert(r);
 
-  // Other properties: absent or false -> none; true -> any value; a schema -> that schema.
-  // (Leaving them out when absent generates a subset of the valid objects.)
+  // Other properties: false -> none; true -> any value; a schema -> that schema; absent -> none
+  // when "properties" lists some (a subset of the valid objects, and what a caller listing
+  // properties wants), any when it lists none ({"type":"object"} is any object).
   std::string extra;
-  if (s.contains("additionalProperties") && s["additionalProperties"] != false) {
-    HEARTH_ASSIGN_OR_RETURN(std::string value,
-                            visit(s["additionalProperties"], path + "/additionalProperties"));
+  const Json additional = s.contains("additionalProperties") ? s["additionalProperties"]
+                          : s.contains("properties")         ? Json(false)
+                                                             : Json(true);
+  if (additional != false) {
+    HEARTH_ASSIGN_OR_RETURN(std::string value, visit(additional, path + "/additionalProperties"));
     HEARTH_ASSIGN_OR_RETURN(std::string key,
                             key_not_in(std::vector<std::string>(listed.begin(), listed.end())));
     extra = new_rule("extra-kv", key + " " + ws() + " \":\" " + ws() + " " + value + " " + ws());
