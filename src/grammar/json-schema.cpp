@@ -405,12 +405,8 @@ Result<std::string> SchemaConverter::key_not_in(const std::vector<std::string>& 
   for (const auto& name : names) {
     int node = 0;
     for (size_t i = 0; i < name.size();) {
-      const uint8_t c = uint8_t(name[i]);
-      const int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
-      uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-      for (int k = 1; k < len && i + size_t(k) < name.size(); ++k)
-        cp = (cp << 6) | (uint8_t(name[i + size_t(k)]) & 0x3F);
-      i += size_t(len);
+      uint32_t cp = 0;
+      if (!decode_utf8(name, &i, &cp)) return Status::error("JSON Schema: invalid UTF-8 in a property name");
       auto it = trie[size_t(node)].next.find(cp);
       if (it == trie[size_t(node)].next.end()) {
         trie.emplace_back();
