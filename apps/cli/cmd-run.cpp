@@ -5,6 +5,7 @@
 #include "base/mapped-file.h"
 #include "command.h"
 #include "common.h"
+#include "output-format-args.h"
 #include "runtime/chat-format.h"
 #include "runtime/session.h"
 
@@ -20,9 +21,12 @@ struct RunArgs {
   std::string system, template_file, template_name;
   std::vector<std::string> stop;
   SamplingParams sampling;
+  OutputFormatArgs format;
 };
 
 void run(const RunArgs& a) {
+  // Compiled before the model loads, so a bad grammar fails fast.
+  const std::shared_ptr<const Grammar> grammar = output_grammar_or_exit(a.format);
   auto engine = load_engine_or_exit(a.rt, a.json);
   const Tokenizer& tok = engine->tokenizer();
   std::vector<int32_t> prompt;
@@ -52,6 +56,7 @@ void run(const RunArgs& a) {
   opt.sampling = a.sampling;
   opt.stop = a.stop;
   opt.stop.insert(opt.stop.end(), chat_stops.begin(), chat_stops.end());
+  if (grammar) opt.constraint = make_constraint(*engine, grammar);
   if (!a.json && !a.no_display_prompt && !a.chat) {
     std::fputs(a.tokens_text.empty() ? prompt_text.c_str() : tok.decode(prompt).c_str(), stdout);
     std::fflush(stdout);
@@ -95,6 +100,7 @@ void setup(CLI::App& root) {
   auto* cmd = root.add_subcommand("run", "generate text from a prompt");
   add_runtime_options(cmd, &a->rt);
   add_sampling_options(cmd, &a->sampling);
+  add_output_format_options(cmd, &a->format);
   auto* p = cmd->add_option("-p,--prompt", a->prompt, "prompt text");
   auto* t = cmd->add_option("--tokens", a->tokens_text, "prompt as token ids 1,2,3 (no BOS added)");
   auto* f = cmd->add_option("-f,--file", a->file, "read the prompt from a file");

@@ -175,6 +175,20 @@ HEARTH_API void hearth_session_free(hearth_session* session); /* NULL ok */
 /* Replaces the sampling chain (and restarts its random stream from the seed). */
 HEARTH_API hearth_status hearth_session_set_sampling(hearth_session* session,
                                                      const hearth_sampling_params* params);
+/* Constrained output for the session's next hearth_session_generate calls: every generated
+ * text then matches the grammar (generation ends when it is complete, or at the budget with it
+ * complete). text: a GBNF grammar (llama.cpp syntax) or a JSON Schema; ignored (may be NULL) for
+ * TEXT, which removes the constraint, and JSON_OBJECT (any JSON object). A grammar or schema
+ * that does not compile fails with HEARTH_ERR_INVALID_ARGUMENT and a message naming the line or
+ * the keyword; the session keeps its previous format then. */
+enum {
+  HEARTH_FORMAT_TEXT = 0,
+  HEARTH_FORMAT_GBNF = 1,
+  HEARTH_FORMAT_JSON_SCHEMA = 2,
+  HEARTH_FORMAT_JSON_OBJECT = 3
+};
+HEARTH_API hearth_status hearth_session_set_output_format(hearth_session* session, int32_t format,
+                                                          const char* text);
 /* Forgets the conversation (the KV memory is kept for reuse). */
 HEARTH_API hearth_status hearth_session_reset(hearth_session* session);
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "grammar/grammar.h"
 #include "hearth/hearth.h"
 #include "runtime/engine.h"
 #include "runtime/session.h"
@@ -31,6 +32,7 @@ struct hearth_session {
   std::vector<int32_t> pending;
   std::vector<float> logits;  // of the last evaluated token
   bool logits_valid = false;
+  std::shared_ptr<const hearth::Grammar> output_grammar;  // set_output_format; null: plain text
 
   // history() + pending: the whole conversation as the app sees it.
   std::vector<int32_t> conversation() const {

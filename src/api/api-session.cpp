@@ -4,6 +4,7 @@
 
 #include "api/api-internal.h"
 #include "base/checked-math.h"
+#include "runtime/structured-output.h"
 
 namespace hearth::api {
 namespace {
@@ -215,6 +216,34 @@ hearth_status hearth_session_set_sampling(hearth_session* session,
   });
 }
 
+hearth_status hearth_session_set_output_format(hearth_session* session, int32_t format,
+                                               const char* text) {
+  static const char* kCall = "hearth_session_set_output_format";
+  return guarded(kCall, [&]() -> hearth_status {
+    if (!session) return fail(HEARTH_ERR_INVALID_ARGUMENT, std::string(kCall) + ": session is NULL");
+    OutputFormat f;
+    switch (format) {
+      case HEARTH_FORMAT_TEXT:
+        session->output_grammar.reset();
+        return succeed();
+      case HEARTH_FORMAT_GBNF: f.kind = OutputFormat::Kind::kGbnf; break;
+      case HEARTH_FORMAT_JSON_SCHEMA: f.kind = OutputFormat::Kind::kJsonSchema; break;
+      case HEARTH_FORMAT_JSON_OBJECT: f.kind = OutputFormat::Kind::kJsonObject; break;
+      default:
+        return fail(HEARTH_ERR_INVALID_ARGUMENT,
+                    std::string(kCall) + ": format " + std::to_string(format) + " is unknown");
+    }
+    if (f.kind != OutputFormat::Kind::kJsonObject) {
+      if (!text) return fail(HEARTH_ERR_INVALID_ARGUMENT, std::string(kCall) + ": text is NULL");
+      f.text = text;
+    }
+    auto grammar = compile_output_format(f);
+    if (!grammar) return fail(HEARTH_ERR_INVALID_ARGUMENT, std::string(kCall) + ": " + grammar.message());
+    session->output_grammar = grammar.value();
+    return succeed();
+  });
+}
+
 hearth_status hearth_session_reset(hearth_session* session) {
   return guarded("hearth_session_reset", [&]() -> hearth_status {
     if (!session) return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_session_reset: session is NULL");
@@ -333,6 +362,8 @@ hearth_status hearth_session_generate(hearth_session* session, const int32_t* pr
     opt.max_tokens = p.max_tokens;
     opt.ignore_eos = p.ignore_eos != 0;
     opt.sampling = session->sampling;
+    if (session->output_grammar)
+      opt.constraint = make_constraint(*session->engine, session->output_grammar);
     for (size_t i = 0; i < p.n_stop; ++i) {
       if (!p.stop[i] || !*p.stop[i])
         return fail(HEARTH_ERR_INVALID_ARGUMENT,

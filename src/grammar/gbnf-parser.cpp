@@ -226,18 +226,7 @@ class GbnfParser {
           return error(std::string("unknown escape '\\") + e + "'");
       }
     }
-    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || pos_ + size_t(len) > s_.size()) return error("invalid UTF-8 in the grammar");
-    uint32_t v = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    for (int i = 1; i < len; ++i) {
-      const uint8_t cc = uint8_t(s_[pos_ + size_t(i)]);
-      if ((cc & 0xC0) != 0x80) return error("invalid UTF-8 in the grammar");
-      v = (v << 6) | (cc & 0x3F);
-    }
-    static constexpr uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < kMinForLength[len] || v > 0x10FFFF) return error("invalid UTF-8 in the grammar");
-    pos_ += size_t(len);
-    *cp = v;
+    if (!decode_utf8(s_, &pos_, cp)) return error("invalid UTF-8 in the grammar");
     return Status::ok();
   }
 

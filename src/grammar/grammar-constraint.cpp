@@ -24,29 +24,37 @@ void GrammarConstraint::compute_allowed(uint32_t limit, Mask* mask) {
   }
   const auto& nodes = vocab_->trie.nodes();
   const auto& ids = vocab_->trie.token_ids();
-  struct Item {
-    uint32_t node;
+  // Depth-first over the preorder array: each level walks its children through the sibling
+  // links with the transitions of the state reached at that level.
+  struct Level {
+    uint32_t child, end;
+    const int32_t* table;
     GrammarMatcher::StateId state;
   };
-  std::vector<Item> todo = {{0, state_}};
+  std::vector<Level> todo = {{1, nodes[0].end, matcher_.transitions(state_), state_}};
   uint64_t visited = 0;
   while (!todo.empty()) {
-    const Item it = todo.back();
-    todo.pop_back();
-    const TokenTrie::Node& n = nodes[it.node];
-    for (uint32_t c = n.first_child; c < n.first_child + n.n_children; ++c) {
-      ++visited;
-      const TokenTrie::Node& child = nodes[c];
-      const GrammarMatcher::StateId next = matcher_.step(it.state, child.byte);
-      if (next == GrammarMatcher::kDead) continue;
+    Level& level = todo.back();
+    if (level.child >= level.end) {
+      todo.pop_back();
+      continue;
+    }
+    const uint32_t c = level.child;
+    const TokenTrie::Node& child = nodes[c];
+    level.child = child.end;
+    ++visited;
+    GrammarMatcher::StateId next = level.table[child.byte];
+    if (next == GrammarMatcher::kUnknown) next = matcher_.step_uncached(level.state, child.byte);
+    if (next == GrammarMatcher::kDead) continue;
+    if (child.n_tokens) {
       const uint32_t d = matcher_.distance(next);
-      if (child.n_tokens && d <= limit) {
+      if (d <= limit) {
         mask->max_distance = std::max(mask->max_distance, d);
         for (uint32_t t = child.first_token; t < child.first_token + child.n_tokens; ++t)
           set(ids[t]);
       }
-      if (child.n_children) todo.push_back({c, next});
     }
+    if (child.end > c + 1) todo.push_back({c + 1, child.end, matcher_.transitions(next), next});
   }
   stats_.trie_nodes_visited += visited;
 }

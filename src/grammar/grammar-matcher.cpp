@@ -102,6 +102,7 @@ GrammarMatcher::StateId GrammarMatcher::intern_state(std::vector<uint32_t> stack
   st.can_continue = stacks.back() != 0;
   st.distance = kFar;
   for (uint32_t stack : stacks) st.distance = std::min(st.distance, frame_distance_[stack]);
+  distances_.push_back(st.distance);
   st.stacks = stacks;
   state_ids_.emplace(std::move(stacks), id);
   return id;
@@ -130,6 +131,7 @@ GrammarMatcher::StateId GrammarMatcher::rebase(StateId keep) {
   std::vector<uint32_t> start = states_[size_t(start_)].stacks;
   states_.clear();
   state_ids_.clear();
+  distances_.clear();
   // Frames are small and shared by the kept stacks; they stay.
   start_ = intern_state(std::move(start));
   return intern_state(std::move(kept));

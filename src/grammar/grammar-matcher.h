@@ -27,6 +27,19 @@ class GrammarMatcher {
     if (next && next[byte] != kUnknown) return next[byte];
     return compute_step(s, byte);
   }
+  // The 256 transitions of s for a loop over many bytes from one state; an entry may be
+  // kUnknown, which step_uncached() fills. Valid until rebase().
+  const int32_t* transitions(StateId s) {
+    State& st = states_[size_t(s)];
+    if (!st.next) {
+      st.next = std::make_unique<int32_t[]>(256);
+      std::fill_n(st.next.get(), 256, kUnknown);
+    }
+    return st.next.get();
+  }
+  StateId step_uncached(StateId s, uint8_t byte) { return compute_step(s, byte); }
+  static constexpr int32_t kUnknown = -2;
+
   StateId step(StateId s, std::string_view bytes) {
     for (char c : bytes) {
       if (s == kDead) break;
@@ -37,7 +50,7 @@ class GrammarMatcher {
   bool can_end(StateId s) const { return states_[size_t(s)].can_end; }      // input complete
   bool can_continue(StateId s) const { return states_[size_t(s)].can_continue; }  // more bytes
   // The fewest bytes that complete the input from state s (0 when it can end).
-  uint32_t distance(StateId s) const { return states_[size_t(s)].distance; }
+  uint32_t distance(StateId s) const { return distances_[size_t(s)]; }
 
   size_t state_count() const { return states_.size(); }
   // Drops every cached state and transition; returns `keep`'s new id (start() gets one too).
@@ -45,7 +58,6 @@ class GrammarMatcher {
   StateId rebase(StateId keep);
 
  private:
-  static constexpr int32_t kUnknown = -2;
   struct State {
     std::vector<uint32_t> stacks;  // sorted ids; 0 is the empty stack (the grammar is complete)
     std::unique_ptr<int32_t[]> next;  // 256 transitions, allocated on the first step
@@ -73,7 +85,8 @@ class GrammarMatcher {
   std::vector<uint32_t> suffix_length_;   // fewest bytes from an element to its sequence's end
   std::unordered_map<uint64_t, uint32_t> frame_ids_;
   std::unordered_set<uint64_t> expanded_;  // (pos, parent) seen in the current closure
-  std::deque<State> states_;  // deque: references stay valid while states are added
+  std::deque<State> states_;
+  std::vector<uint32_t> distances_;  // State::distance, flat for the trie walk's inner loop  // deque: references stay valid while states are added
   std::unordered_map<std::vector<uint32_t>, StateId, VectorHash> state_ids_;
   StateId start_ = kDead;
 };

@@ -405,12 +405,8 @@ Result<std::string> SchemaConverter::key_not_in(const std::vector<std::string>& 
   for (const auto& name : names) {
     int node = 0;
     for (size_t i = 0; i < name.size();) {
-      const uint8_t c = uint8_t(name[i]);
-      const int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
-      uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-      for (int k = 1; k < len && i + size_t(k) < name.size(); ++k)
-        cp = (cp << 6) | (uint8_t(name[i + size_t(k)]) & 0x3F);
-      i += size_t(len);
+      uint32_t cp = 0;
+      if (!decode_utf8(name, &i, &cp)) return Status::error("JSON Schema: invalid UTF-8 in a property name");
       auto it = trie[size_t(node)].next.find(cp);
       if (it == trie[size_t(node)].next.end()) {
         trie.emplace_back();
@@ -466,12 +462,15 @@ Result<std::string> SchemaConverter::visit_object(const Json& s, const std::stri
   for (const auto& r : required)  // required but not described: any value
     if (!listed.count(r)) members.push_back({r, any_value(), true}), listed.insert(r);
 
-  // Other properties: absent or false -> none; true -> any value; a schema -> that schema.
-  // (Leaving them out when absent generates a subset of the valid objects.)
+  // Other properties: false -> none; true -> any value; a schema -> that schema; absent -> none
+  // when "properties" lists some (a subset of the valid objects, and what a caller listing
+  // properties wants), any when it lists none ({"type":"object"} is any object).
   std::string extra;
-  if (s.contains("additionalProperties") && s["additionalProperties"] != false) {
-    HEARTH_ASSIGN_OR_RETURN(std::string value,
-                            visit(s["additionalProperties"], path + "/additionalProperties"));
+  const Json additional = s.contains("additionalProperties") ? s["additionalProperties"]
+                          : s.contains("properties")         ? Json(false)
+                                                             : Json(true);
+  if (additional != false) {
+    HEARTH_ASSIGN_OR_RETURN(std::string value, visit(additional, path + "/additionalProperties"));
     HEARTH_ASSIGN_OR_RETURN(std::string key,
                             key_not_in(std::vector<std::string>(listed.begin(), listed.end())));
     extra = new_rule("extra-kv", key + " " + ws() + " \":\" " + ws() + " " + value + " " + ws());

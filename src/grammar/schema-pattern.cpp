@@ -227,13 +227,7 @@ class PatternParser {
   }
 
   Status read_codepoint(uint32_t* cp) {
-    const uint8_t c = uint8_t(p_[i_]);
-    const int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || i_ + size_t(len) > p_.size()) return error("invalid UTF-8");
-    uint32_t v = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    for (int k = 1; k < len; ++k) v = (v << 6) | (uint8_t(p_[i_ + size_t(k)]) & 0x3F);
-    i_ += size_t(len);
-    *cp = v;
+    if (!decode_utf8(p_, &i_, cp)) return error("invalid UTF-8");
     return Status::ok();
   }
 

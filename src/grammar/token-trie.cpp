@@ -1,6 +1,5 @@
 // token-trie.h. Built from the tokens sorted by their bytes: each node's range of the sorted
-// list splits into one contiguous run per next byte, so nodes are laid out breadth-first with
-// every node's children next to each other.
+// list splits into one contiguous run per next byte, and the runs become its children.
 #include "grammar/token-trie.h"
 
 #include <algorithm>
@@ -19,32 +18,46 @@ TokenTrie::TokenTrie(const std::vector<std::string>& token_bytes) {
                ? token_bytes[size_t(a)] < token_bytes[size_t(b)]
                : a < b;
   });
+  // Preorder by an explicit stack (token lengths are unbounded): each entry is the node for
+  // order[begin, end), whose tokens share their first `depth` bytes.
   struct Pending {
     uint32_t node;
-    size_t begin, end, depth;  // tokens order[begin, end) share the node's depth-byte prefix
+    size_t begin, end, depth;
+    bool opened;
   };
   nodes_.push_back({});
-  std::vector<Pending> queue = {{0, 0, order.size(), 0}};
-  for (size_t q = 0; q < queue.size(); ++q) {
-    const Pending p = queue[q];
-    size_t i = p.begin;
-    // Tokens exactly `depth` bytes long sort first in the range and end at this node.
-    nodes_[p.node].first_token = uint32_t(token_ids_.size());
-    while (i < p.end && token_bytes[size_t(order[i])].size() == p.depth)
+  std::vector<Pending> todo = {{0, 0, order.size(), 0, false}};
+  while (!todo.empty()) {
+    Pending& p = todo.back();
+    if (p.opened) {  // every child is laid out: the subtree ends here
+      nodes_[p.node].end = uint32_t(nodes_.size());
+      todo.pop_back();
+      continue;
+    }
+    if (p.node == UINT32_MAX) {  // a child is numbered when it is opened: preorder
+      p.node = uint32_t(nodes_.size());
+      Node n;
+      n.byte = uint8_t(token_bytes[size_t(order[p.begin])][p.depth - 1]);
+      nodes_.push_back(n);
+    }
+    p.opened = true;
+    const Pending here = p;
+    size_t i = here.begin;
+    nodes_[here.node].first_token = uint32_t(token_ids_.size());
+    while (i < here.end && token_bytes[size_t(order[i])].size() == here.depth)
       token_ids_.push_back(order[i++]);
-    nodes_[p.node].n_tokens = uint32_t(token_ids_.size()) - nodes_[p.node].first_token;
-    nodes_[p.node].first_child = uint32_t(nodes_.size());
-    while (i < p.end) {
-      const uint8_t b = uint8_t(token_bytes[size_t(order[i])][p.depth]);
+    nodes_[here.node].n_tokens = uint32_t(token_ids_.size()) - nodes_[here.node].first_token;
+    // Children are pushed in reverse so the stack opens them in byte order.
+    std::vector<std::pair<size_t, size_t>> groups;
+    while (i < here.end) {
+      const uint8_t b = uint8_t(token_bytes[size_t(order[i])][here.depth]);
       size_t j = i;
-      while (j < p.end && uint8_t(token_bytes[size_t(order[j])][p.depth]) == b) ++j;
-      Node child;
-      child.byte = b;
-      queue.push_back({uint32_t(nodes_.size()), i, j, p.depth + 1});
-      nodes_.push_back(child);
-      ++nodes_[p.node].n_children;
+      while (j < here.end && uint8_t(token_bytes[size_t(order[j])][here.depth]) == b) ++j;
+      groups.push_back({i, j});
       i = j;
     }
+    for (size_t g = groups.size(); g-- > 0;)
+      todo.push_back({UINT32_MAX, groups[g].first, groups[g].second, here.depth + 1, false});
   }
 }
 

@@ -14,10 +14,13 @@ class Tokenizer;
 
 class TokenTrie {
  public:
+  // Nodes are in depth-first preorder: a node's subtree is nodes [index, end), its first child
+  // (if any) is index + 1 and each child's next sibling is that child's end. A walk then reads
+  // the array nearly in order, and a subtree's tokens are contiguous in token_ids().
   struct Node {
-    uint32_t first_child = 0, n_children = 0;  // children are contiguous in nodes()
-    uint32_t first_token = 0, n_tokens = 0;    // tokens whose bytes end here, in token_ids()
-    uint8_t byte = 0;                          // the edge from the parent
+    uint32_t end = 0;                        // one past the last node of this subtree
+    uint32_t first_token = 0, n_tokens = 0;  // tokens whose bytes end here, in token_ids()
+    uint8_t byte = 0;                        // the edge from the parent
   };
 
   // token_bytes[id] is token id's output; empty ones (control tokens) are left out.

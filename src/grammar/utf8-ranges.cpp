@@ -46,6 +46,24 @@ void split_same_length(uint32_t lo, uint32_t hi, std::vector<ByteRangeSequence>*
 
 }  // namespace
 
+bool decode_utf8(std::string_view s, size_t* pos, uint32_t* cp) {
+  if (*pos >= s.size()) return false;
+  const uint8_t c = uint8_t(s[*pos]);
+  const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  if (len == 0 || *pos + len > s.size()) return false;
+  uint32_t v = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+  for (size_t i = 1; i < len; ++i) {
+    const uint8_t cc = uint8_t(s[*pos + i]);
+    if ((cc & 0xC0) != 0x80) return false;
+    v = (v << 6) | (cc & 0x3F);
+  }
+  static constexpr uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (v < kMinForLength[len] || v > kMaxCodepoint || (v >= 0xD800 && v <= 0xDFFF)) return false;
+  *pos += len;
+  *cp = v;
+  return true;
+}
+
 void append_utf8(uint32_t cp, std::vector<uint8_t>* out) {
   if (cp < 0x80) {
     out->push_back(uint8_t(cp));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,10 @@ std::vector<CodepointRange> normalize_ranges(std::vector<CodepointRange> ranges,
 // Byte-range sequences whose union is exactly the valid UTF-8 encodings of the code points in
 // `ranges` (which must be normalized).
 std::vector<ByteRangeSequence> utf8_sequences(const std::vector<CodepointRange>& ranges);
+
+// Decodes the code point at s[*pos] and advances *pos past it; false (and *pos unchanged) on
+// invalid or truncated UTF-8, overlong forms, surrogates and values past U+10FFFF.
+bool decode_utf8(std::string_view s, size_t* pos, uint32_t* cp);
 
 // Appends the UTF-8 encoding of a code point (<= 0x10FFFF, not a surrogate).
 void append_utf8(uint32_t cp, std::vector<uint8_t>* out);

@@ -240,6 +240,11 @@ TEST(JsonSchema, ObjectsAndArraysLayout) {
   for (const char* ok : {R"("a\"b")", "3", "null", R"({"x":[1]})"}) EXPECT_TRUE(grammar_matches(en, ok)) << ok;
   EXPECT_FALSE(grammar_matches(en, "\"a\""));
 
+  auto any_obj = from_schema(R"({"type":"object"})");
+  ASSERT_TRUE(any_obj);
+  EXPECT_TRUE(grammar_matches(any_obj, R"({"x":[1,{"y":null}]})"));
+  EXPECT_FALSE(grammar_matches(any_obj, "[]"));
+
   auto obj_any = parse_gbnf(json_object_gbnf());
   ASSERT_TRUE(obj_any.is_ok()) << obj_any.message();
   auto any = std::make_shared<const Grammar>(std::move(obj_any.value()));
