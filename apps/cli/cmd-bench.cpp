@@ -48,6 +48,7 @@ void run(const BenchArgs& a) {
   o.threads = a.rt.threads;
   o.gpu_layers = parse_gpu_layers(a.rt.gpu_layers);
   o.no_cache = a.rt.no_cache;
+  o.cuda = a.rt.cuda;
   o.keep = a.keep;
   o.progress = [](const std::string& s) { std::fprintf(stderr, "hearth bench: %s\n", s.c_str()); };
   const bench::BenchReport r = check(bench::run_bench(o));
