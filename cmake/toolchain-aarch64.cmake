@@ -1,5 +1,5 @@
 # Cross-compiling for AArch64 Linux with Debian's g++-aarch64-linux-gnu. Used by
-# tools/test-arm.sh (which runs the results under qemu-aarch64); pass -DCMAKE_TOOLCHAIN_FILE=.
+# scripts/test-arm.sh (which runs the results under qemu-aarch64); pass -DCMAKE_TOOLCHAIN_FILE=.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)

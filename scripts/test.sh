@@ -39,7 +39,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 ctest --preset asan-ubsan -j "$jobs" --timeout 900 -E "server_load|server_limits|InstallTest|Cuda"
 
 # CI has nvcc but no GPU: the CUDA backend must compile and link; its tests run on the device
-# (tools/cuda-check.sh) and the ones here skip for lack of a GPU.
+# (scripts/cuda-check.sh) and the ones here skip for lack of a GPU.
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   section "CUDA build (compile and link only)"
   cmake --preset cuda >/dev/null
@@ -47,6 +47,6 @@ if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 
 section "ARM NEON kernels under qemu"
-tools/test-arm.sh build-arm
+scripts/test-arm.sh build-arm
 
 section "all test stages passed"

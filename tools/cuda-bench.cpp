@@ -2,7 +2,8 @@
 // device-to-device copy measured in the same run, plus prefill GEMM (T=512) throughput and the
 // prefill attention of one 7B layer.
 // Weights rotate over replicas larger than L2 so the numbers are HBM, not cache. Add a dtype or
-// shape in the tables at the top of main().
+// shape in the tables at the top of main(). `hearth-cuda-bench --dtypes F16,Q4_0` limits the GEMV
+// table to those dtypes ("none": no GEMV table).
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -160,13 +161,20 @@ bool fp8_gemm_line(cudaStream_t s, cublasHandle_t blas, int64_t rows, int64_t co
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   const DType dtypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
                           DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                           DType::Q4_K, DType::Q5_K, DType::Q6_K};
   const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
-  // HEARTH_BENCH_DTYPES=F16,BF16 limits the table to those dtypes.
-  const char* only = std::getenv("HEARTH_BENCH_DTYPES");
+  const char* only = nullptr;  // --dtypes F16,BF16: only those dtypes
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--dtypes") == 0 && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: hearth-cuda-bench [--dtypes F16,Q4_0,...]\n");
+      return 2;
+    }
+  }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::fprintf(stderr, "cuda-bench: no CUDA device\n");
@@ -268,7 +276,7 @@ int main() {
   for (const auto& l : table) std::printf("%s\n", l.c_str());
 
   // Prefill attention, llama2-7b layer (32 heads x 128, 512 causal queries at pos0 0): the
-  // default dispatch (HEARTH_CUDA_ATTN_TC picks it) and both tensor-core precisions.
+  // the backend's dispatch (the tensor-core kernel, q/k/p/v as fp16 hi + lo).
   {
     const int64_t T = 512, H = 32, HD = 128;
     const size_t n = size_t(T * H * HD);
@@ -285,23 +293,15 @@ int main() {
     const double flop = 4.0 * double(H) * double(HD) * double(T) * double(T + 1) / 2;
     std::printf("\n== prefill attention, %lld heads x %lld, %lld causal tokens ==\n", (long long)H,
                 (long long)HD, (long long)T);
-    const char* names[] = {"default dispatch", "tensor cores, fp16", "tensor cores, hi+lo"};
-    for (int variant = 0; variant < 3; ++variant) {
-      const double sec = time_graph(s, 8, [&] {
-        for (int i = 0; i < 8; ++i) {
-          if (variant == 0)
-            cuda::launch_attention(q, k, v, o, T, 0, nullptr, T, H, H, HD, scale, nullptr, s);
-          else
-            cuda::launch_attention_prefill_tc(q, k, v, o, T, 0, H, H, HD, scale, variant, s);
-        }
-      });
-      const cudaError_t err = cudaStreamSynchronize(s);
-      std::printf("attention pp512 %-20s %8.1f us %6.1f TFLOP/s  (x32 layers: %.2f ms)%s\n",
-                  names[variant], sec * 1e6, flop / sec / 1e12, 32 * sec * 1e3,
-                  err == cudaSuccess ? "" : " ERROR");
-      if (err != cudaSuccess) return 1;
-    }
-    std::printf("(HEARTH_CUDA_ATTN_TC=%d)\n", cuda::attention_tc_mode());
+    const double sec = time_graph(s, 8, [&] {
+      for (int i = 0; i < 8; ++i)
+        cuda::launch_attention(q, k, v, o, T, 0, nullptr, T, H, H, HD, scale, nullptr, s);
+    });
+    const cudaError_t err = cudaStreamSynchronize(s);
+    std::printf("attention pp512 %-20s %8.1f us %6.1f TFLOP/s  (x32 layers: %.2f ms)%s\n",
+                "default dispatch", sec * 1e6, flop / sec / 1e12, 32 * sec * 1e3,
+                err == cudaSuccess ? "" : " ERROR");
+    if (err != cudaSuccess) return 1;
     if (!only || std::strstr(only, "F16")) {
       std::printf(
           "\n== F16 prefill GEMM with an FP8 correction pass (errors vs two fp16 passes) ==\n");

@@ -281,6 +281,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   for (int p : o.prompt_sizes)
     lo.ctx_hint = std::max<int64_t>(lo.ctx_hint, int64_t(o.depth) + p + o.n_gen + 8);
   lo.use_weight_cache = !o.no_cache;
+  lo.cuda = o.cuda;
 
   // Cold load: the file (and its prepacked cache) out of the page cache first.
   say("cold load");

@@ -20,6 +20,18 @@ void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
   cmd->add_flag("--no-cache", a->no_cache,
                 "do not use or write the prepacked-weight cache ($HEARTH_CACHE_DIR or "
                 "~/.cache/hearth/packed)");
+  // CUDA backend options (backend/cuda-options.h); ignored without GPU layers.
+  cmd->add_flag_callback(
+      "--no-cuda-graphs", [a] { a->cuda.graphs = false; },
+      "GPU: launch every decode step's kernels instead of replaying a CUDA graph (also turns "
+      "greedy chaining off)");
+  cmd->add_option("--cuda-chain-depth", a->cuda.greedy_chain_depth,
+                  "GPU, greedy decoding: steps queued ahead of the host with the argmax on the "
+                  "device; 0 = off (default 3)")
+      ->check(CLI::Range(0, CudaOptions::kMaxGreedyChainDepth));
+  cmd->add_flag("--cuda-profile", a->cuda.profile,
+                "GPU: print where decode steps' and prefill passes' time goes, per op family, "
+                "to stderr (slower)");
 }
 
 void add_sampling_options(CLI::App* cmd, SamplingParams* p) {
@@ -45,20 +57,26 @@ int parse_gpu_layers(const std::string& v) {
   return int(n);
 }
 
-std::shared_ptr<Engine> load_engine_or_exit(const RuntimeArgs& args, bool quiet, int kv_sequences) {
-  const std::string path = check(resolve_model(args.model));
+LoadOptions load_options(const RuntimeArgs& args) {
   LoadOptions opt;
   opt.n_threads = args.threads;
   opt.gpu_layers = parse_gpu_layers(args.gpu_layers);
-  // 0 (the model's own context) leaves the estimate to the loader; several slots multiply it.
-  if (args.ctx_size > 0) opt.ctx_hint = args.ctx_size * std::max(1, kv_sequences);
   opt.use_weight_cache = !args.no_cache;
+  opt.cuda = args.cuda;
   if (opt.gpu_layers != 0 && !gpu_backend_compiled()) {
     std::fprintf(
         stderr,
         "hearth: --gpu-layers ignored: this build has no GPU support; running on the CPU\n");
     opt.gpu_layers = 0;
   }
+  return opt;
+}
+
+std::shared_ptr<Engine> load_engine_or_exit(const RuntimeArgs& args, bool quiet, int kv_sequences) {
+  const std::string path = check(resolve_model(args.model));
+  LoadOptions opt = load_options(args);
+  // 0 (the model's own context) leaves the estimate to the loader; several slots multiply it.
+  if (args.ctx_size > 0) opt.ctx_hint = args.ctx_size * std::max(1, kv_sequences);
   auto engine = check(Engine::load(path, opt));
   if (!quiet)
     std::fprintf(stderr, "hearth: loaded %s (%s, %lld layers) in %.1f ms\n", path.c_str(),

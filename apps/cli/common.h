@@ -18,6 +18,7 @@ struct RuntimeArgs {
   int64_t ctx_size = 0;          // -c; 0 = min(training context, 4096)
   std::string gpu_layers = "0";  // -ngl N | auto | all
   bool no_cache = false;         // --no-cache: do not use or write the prepacked-weight cache
+  CudaOptions cuda;              // --no-cuda-graphs, --cuda-chain-depth, --cuda-profile
 };
 
 void add_runtime_options(CLI::App* cmd, RuntimeArgs* args);
@@ -31,6 +32,8 @@ std::shared_ptr<Engine> load_engine_or_exit(const RuntimeArgs& args, bool quiet 
                                             int kv_sequences = 1);
 // --gpu-layers: N, "all" (kGpuLayersAll) or "auto" (kGpuLayersAuto); exits on anything else.
 int parse_gpu_layers(const std::string& v);
+// The runtime flags as load options (what load_engine_or_exit and `bench` load with).
+LoadOptions load_options(const RuntimeArgs& args);
 int64_t context_size(const RuntimeArgs& args, const Engine& engine);
 
 }  // namespace hearth::cli

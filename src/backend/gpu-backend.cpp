@@ -15,14 +15,14 @@ bool gpu_backend_compiled() {
 #endif
 }
 
-Result<std::unique_ptr<Backend>> make_gpu_backend(int device) {
+Result<std::unique_ptr<Backend>> make_gpu_backend(int device, const CudaOptions& cuda) {
 #ifdef HEARTH_HAVE_CUDA
   Status error;
-  auto backend = make_cuda_backend(device, &error);
+  auto backend = make_cuda_backend(device, cuda, &error);
   if (!backend) return error.is_ok() ? Status::error("no CUDA device") : error;
   return backend;
 #else
-  (void)device;
+  (void)device, (void)cuda;
   return Status::error("this build of hearth has no GPU support (configure with -DHEARTH_CUDA=ON)");
 #endif
 }

@@ -5,10 +5,12 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "backend/cuda-options.h"
 
 namespace hearth {
 
-Result<std::unique_ptr<Backend>> make_gpu_backend(int device);
+// cuda: how a CUDA backend works (ignored by a build without one).
+Result<std::unique_ptr<Backend>> make_gpu_backend(int device, const CudaOptions& cuda = {});
 bool gpu_backend_compiled();
 
 }  // namespace hearth

@@ -28,7 +28,7 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
 }
 
 // HEARTH_TEST_GPU_LAYERS=N|all runs the same cases with N (all) layers on the GPU backend
-// (tools/cuda-check.sh); unset, everything runs on the CPU.
+// (scripts/cuda-check.sh); unset, everything runs on the CPU.
 int test_gpu_layers() {
   const char* v = std::getenv("HEARTH_TEST_GPU_LAYERS");
   if (!v || !*v) return 0;

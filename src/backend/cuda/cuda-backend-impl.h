@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda-options.h"
 #include "backend/cuda/cuda-greedy.h"
 #include "backend/cuda/cuda-profiler.h"
 #include "backend/cuda/cuda-weights.h"
@@ -40,7 +41,7 @@ struct FreqEntry {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device) {}
+  CudaBackend(int device, const CudaOptions& options) : device_(device), opt_(options) {}
 
   Status init();
 
@@ -57,7 +58,6 @@ class CudaBackend final : public Backend {
     cudaFree(ring_dev_);
     cudaFreeHost(ring_host_);
     cudaFree(step_dev_);
-    cudaFree(norm_counter_);
     cudaFreeHost(step_host_);
     if (step_copied_) cudaEventDestroy(step_copied_);
     if (blas_) cublasDestroy(blas_);
@@ -108,7 +108,7 @@ class CudaBackend final : public Backend {
     return uint64_t(free);
   }
   uint64_t device_weight_bytes(const TensorView& h) const override {
-    return cuda_weight_device_bytes(h);
+    return cuda_weight_device_bytes(h, opt_.fp8_prefill);
   }
   std::optional<double> measure_read_bandwidth_gbs() override;
   Result<float*> prepare_vector(const TensorView& v) override;
@@ -149,7 +149,7 @@ class CudaBackend final : public Backend {
   // Greedy chaining (backend.h; the pick and ring are cuda-greedy.cpp's). Chained steps are
   // graph replays only, so it needs graphs; the profiler's eager steps would break the chain.
   int greedy_chain_depth() const override {
-    return graphs_enabled_ && !profiler_ ? chain_depth_ : 0;
+    return opt_.graphs && !profiler_ ? opt_.greedy_chain_depth : 0;
   }
   void pick_greedy(const float* logits, int64_t n_vocab, int64_t pos) override {
     flush();
@@ -164,8 +164,8 @@ class CudaBackend final : public Backend {
   bool begin_chained_step(int64_t pos, int64_t ctx_capacity) override {
     flush();
     acts_changed();
-    if (state_ != State::kIdle || !graphs_enabled_ || profiler_ || !error_.is_ok() ||
-        !graph_exec_ || graph_capacity_ != ctx_capacity || pos < 0 || pos >= ctx_capacity)
+    if (state_ != State::kIdle || !opt_.graphs || profiler_ || !error_.is_ok() || !graph_exec_ ||
+        graph_capacity_ != ctx_capacity || pos < 0 || pos >= ctx_capacity)
       return false;
     step_capacity_ = ctx_capacity;
     if (!check(cudaGraphLaunch(graph_exec_, stream_), "graph launch")) return false;
@@ -197,7 +197,7 @@ class CudaBackend final : public Backend {
   // Slots for a producer (prefill rmsnorm, swiglu) to write its output's split forms, so the
   // GEMM reading it skips the split pass: only while the last matmul was a prefill GEMM that
   // took those forms (an F16/BF16 model's prefill; it implies a prefill-sized output). Null
-  // otherwise. HEARTH_CUDA_PRODUCER_SPLIT=0 turns it off (A/B).
+  // otherwise. CudaOptions::producer_split = false turns it off (A/B).
   const cuda::XSplitOut* producer_split(int64_t n);
 
   // Activations may have changed: the quantized x of the decode GEMVs and the converted x of
@@ -217,11 +217,7 @@ class CudaBackend final : public Backend {
     flush_gemv();
     flush_rope();
   }
-  void flush_gemv(const cuda::GemvNorm* norm = nullptr);
-  // rmsnorm of the residual row a queued one-token GEMV + add is writing: runs in that GEMV's
-  // last block (with the int8 activations for the next GEMVs on int8 models).
-  bool fuse_pending_norm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
-                         float eps);
+  void flush_gemv();
   struct PendingRope;  // below, with the other queued work
   // A decode step's rope/store sequence that did not complete the fused pattern: run its parts.
   void flush_rope();
@@ -261,6 +257,7 @@ class CudaBackend final : public Backend {
   const float* device_freqs(const float* host, int64_t n);
 
   int device_;
+  const CudaOptions opt_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   Status error_;
@@ -272,8 +269,6 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   float* partials_ = nullptr;
   size_t partials_bytes_ = 0;
-  unsigned* norm_counter_ = nullptr;  // GemvNorm's block counter (zero between launches)
-  bool fuse_norm_ = false;  // HEARTH_CUDA_FUSE_NORM=1: rmsnorm inside the GEMV + add (experiment)
   int64_t partials_rows_ = -1;  // T * n_heads the counters at the front of partials_ are for
   // The last x quantized for the integer GEMV; any op other than a matmul that leaves x alone
   // calls acts_changed() (ops are few per token, and x's contents are unknown after them).
@@ -283,15 +278,12 @@ class CudaBackend final : public Backend {
   const float* xq_src_ = nullptr;
   bool xq_valid_ = false;
   // x's fp16 (or hi + lo) forms left in workspace_ by the last prefill matmul (matmul.cu), so Q,
-  // K and V (gate and up) convert their shared x once. HEARTH_CUDA_PREFILL_X_CACHE=0: every
-  // matmul converts (A/B).
+  // K and V (gate and up) convert their shared x once (unless CudaOptions::prefill_x_cache is
+  // off: every matmul converts).
   cuda::PrefillX prefill_x_;
-  bool prefill_x_cache_ = true;
   // The form the last matmul's x took (kNone: a GEMV or no cache), and producers' split slots.
   cuda::PrefillX::Kind last_gemm_kind_ = cuda::PrefillX::kNone;
   cuda::XSplitOut split_slots_;
-  bool producer_split_ = true;
-  bool rope_rows_kv_ = true;  // prefill rope q/k + K/V append as one launch (flush_rope_rows)
   // The queued prefill rope's positions, and the angle table's (cuda::launch_rope_angles).
   std::vector<int32_t> pending_pos_, angles_pos_;
   float* angles_ = nullptr;
@@ -299,9 +291,7 @@ class CudaBackend final : public Backend {
   const float* angles_freq_ = nullptr;
   int64_t angles_hd_ = 0;
   uint64_t freqs_version_ = 0, angles_version_ = 0;
-  bool matmul_add_ = true;  // HEARTH_CUDA_MATMUL_ADD=0: prefill residual adds as their own kernel
   std::vector<float*> vectors_;
-  bool fuse_ = true;         // HEARTH_CUDA_FUSE=0: every op its own launch (A/B and debugging)
   bool int8_model_ = false;  // some weight uses the int8 GEMV: producers quantize their outputs
   struct PendingGemv {
     cuda::GemvJob jobs[3];
@@ -334,13 +324,11 @@ class CudaBackend final : public Backend {
   StepValues* step_dev_ = nullptr;
   cudaEvent_t step_copied_ = nullptr;
   State state_ = State::kIdle;
-  bool graphs_enabled_ = true;
   int64_t step_capacity_ = 0;
   int64_t warmed_capacity_ = -1;
   int64_t graph_capacity_ = -1;
   cudaGraphExec_t graph_exec_ = nullptr;
   CudaGreedyChain greedy_;
-  int chain_depth_ = 0;  // HEARTH_CUDA_CHAIN (cuda-greedy.h)
 };
 
 }  // namespace hearth::cuda_impl

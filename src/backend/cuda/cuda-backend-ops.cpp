@@ -36,7 +36,7 @@ void CudaBackend::matmul(const Weight& w, const float* x, int64_t n_tokens, floa
 void CudaBackend::matmul_add(const Weight& w, const float* x, int64_t n_tokens, float* y,
                              float* scratch) {
   const int64_t rows = w.host.rows(), cols = w.host.cols();
-  if (n_tokens <= cuda::kGemvMaxTokens || !fuse_ || !matmul_add_ ||
+  if (n_tokens <= cuda::kGemvMaxTokens || !opt_.fuse || !opt_.matmul_add ||
       (y < x + n_tokens * cols && x < y + n_tokens * rows))
     return Backend::matmul_add(w, x, n_tokens, y, scratch);
   matmul_into(w, x, n_tokens, y, true);
@@ -44,11 +44,10 @@ void CudaBackend::matmul_add(const Weight& w, const float* x, int64_t n_tokens, 
 
 void CudaBackend::rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                           float eps) {
-  if (fuse_pending_norm(x, w, y, rows, n, eps)) return;
   flush();
   acts_changed();
   const int m = prof("rmsnorm");
-  if (fuse_ && int8_model_ && rows <= cuda::kGemvMaxTokens && n % 32 == 0) {
+  if (opt_.fuse && int8_model_ && rows <= cuda::kGemvMaxTokens && n % 32 == 0) {
     if (ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(rows, n), "quantized activations") &&
         check(cuda::launch_rmsnorm_quant(x, w, y, rows, n, eps, xq_buf_, stream_), "rmsnorm"))
       set_xq(y, rows, n);
@@ -69,16 +68,17 @@ void CudaBackend::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head
   const int st = style == kernels::RopeStyle::kInterleaved ? 0 : 1;
   const bool at_step = stepping() && n_tokens == 1 && pos[0] == step_host_->pos;
   // Prefill rows outside a decode step queue the same way (one launch for the four ops).
-  const bool rows = rope_rows_kv_ && !stepping() && !capturing() && n_tokens > cuda::kGemvMaxTokens;
+  const bool rows =
+      opt_.rope_rows_kv && !stepping() && !capturing() && n_tokens > cuda::kGemvMaxTokens;
   // Decode: rope q, rope k, store k, store v wait here and go out as one kernel.
-  if (fuse_ && (at_step || rows) && rope_.stage == 1 && head_dim == rope_.hd &&
+  if (opt_.fuse && (at_step || rows) && rope_.stage == 1 && head_dim == rope_.hd &&
       freq == rope_.freq && st == rope_.style && x != rope_.q && n_tokens == rope_.nt &&
       (at_step || std::equal(pos, pos + n_tokens, pending_pos_.begin()))) {
     rope_.k = x, rope_.nk = n_heads, rope_.stage = 2;
     return;
   }
   flush_rope();
-  if (fuse_ && (at_step || rows)) {
+  if (opt_.fuse && (at_step || rows)) {
     rope_ = {};
     rope_.stage = 1, rope_.q = x, rope_.nq = n_heads, rope_.hd = head_dim, rope_.freq = freq;
     rope_.style = st, rope_.nt = n_tokens;
@@ -130,7 +130,7 @@ void CudaBackend::attention(const float* q, const float* k_cache, const float* v
   }
   // The output feeds the O projection: its combine pass also quantizes it.
   const int64_t width = n_heads * head_dim;
-  const bool quant = fuse_ && int8_model_ && n_tokens <= cuda::kGemvMaxTokens &&
+  const bool quant = opt_.fuse && int8_model_ && n_tokens <= cuda::kGemvMaxTokens &&
                      head_dim % 32 == 0 &&
                      ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(n_tokens, width),
                             "quantized activations");
@@ -150,7 +150,7 @@ void CudaBackend::swiglu(const float* gate, const float* up, float* out, int64_t
   const int m = prof("swiglu");
   // In a decode step the output feeds the down projection: quantize it in the same pass (one
   // row of n; the GEMV reads the same bytes as [T, n/T]).
-  if (fuse_ && int8_model_ && stepping() && n % 32 == 0) {
+  if (opt_.fuse && int8_model_ && stepping() && n % 32 == 0) {
     if (ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(1, n), "quantized activations") &&
         check(cuda::launch_swiglu_quant(gate, up, out, 1, n, xq_buf_, stream_), "swiglu"))
       set_xq(out, 1, n);
@@ -171,9 +171,7 @@ void CudaBackend::add_inplace(float* y, const float* x, int64_t n) {
       n == pend_.n_tokens * pend_.jobs[0].w.rows && !(y < x + n && x < y + n) &&
       !(y < pend_.x + n_x() && pend_.x < y + n)) {
     pend_.jobs[0].add_to = y;
-    // A one-token GEMV + add stays queued: the rmsnorm that usually follows goes into its
-    // last block (fuse_pending_norm); any other op flushes it first.
-    if (!(fuse_norm_ && norm_counter_ && pend_.n_tokens == 1)) flush_gemv();
+    flush_gemv();
     return;
   }
   flush_gemv();
@@ -233,7 +231,7 @@ void CudaBackend::matmul_into(const Weight& w, const float* x, int64_t n_tokens,
   const bool plain = dw.dtype == DType::F32 || dw.dtype == DType::F16 || dw.dtype == DType::BF16;
   if (!accumulate && n_tokens <= cuda::kGemvMaxTokens && (int8 || (plain && dw.cols % 8 == 0))) {
     // Decode GEMVs wait in pend_ so matrices reading the same x share a launch.
-    if (pend_.n > 0 && !(fuse_ && pend_.n < 3 && !pend_.jobs[0].add_to && pend_.x == x &&
+    if (pend_.n > 0 && !(opt_.fuse && pend_.n < 3 && !pend_.jobs[0].add_to && pend_.x == x &&
                          pend_.n_tokens == n_tokens && pend_.int8 == int8 &&
                          pend_.jobs[0].w.dtype == dw.dtype && pend_.jobs[0].w.cols == dw.cols))
       flush_gemv();
@@ -263,7 +261,7 @@ void CudaBackend::matmul_into(const Weight& w, const float* x, int64_t n_tokens,
     pend_.n_tokens = n_tokens;
     pend_.int8 = int8;
     // In place (y over x): later jobs could not read x any more.
-    if (!fuse_ || (y < x + n_tokens * dw.cols && x < y + n_tokens * dw.rows)) flush_gemv();
+    if (!opt_.fuse || (y < x + n_tokens * dw.cols && x < y + n_tokens * dw.rows)) flush_gemv();
     if (clobbers) acts_changed();
     return;
   }
@@ -271,7 +269,8 @@ void CudaBackend::matmul_into(const Weight& w, const float* x, int64_t n_tokens,
   if (clobbers) acts_changed();
   last_gemm_kind_ = cuda::PrefillX::kNone;
   if (!pw->fp8_tried) {
-    const Status st = make_e4m3_copy(const_cast<PreparedWeight&>(*pw), w.host.name, stream_);
+    const Status st =
+        make_e4m3_copy(const_cast<PreparedWeight&>(*pw), w.host.name, opt_.fp8_prefill, stream_);
     if (!st.is_ok()) return fail(st.message());
   }
   const size_t need = cuda::matmul_workspace_bytes(pw->dw, n_tokens);
@@ -279,7 +278,7 @@ void CudaBackend::matmul_into(const Weight& w, const float* x, int64_t n_tokens,
   if (!ensure(reinterpret_cast<void**>(&workspace_), workspace_bytes_, need, "workspace")) return;
   const int m = prof("gemm");
   check(cuda::launch_matmul(pw->dw, x, n_tokens, y, workspace_, workspace_bytes_, blas_, stream_,
-                            prefill_x_cache_ ? &prefill_x_ : nullptr, accumulate),
+                            opt_.prefill_x_cache ? &prefill_x_ : nullptr, accumulate),
         "matmul " + w.host.name);
   unprof(m);
   last_gemm_kind_ = prefill_x_.kind;
@@ -287,8 +286,8 @@ void CudaBackend::matmul_into(const Weight& w, const float* x, int64_t n_tokens,
 }
 
 const cuda::XSplitOut* CudaBackend::producer_split(int64_t n) {
-  if (!producer_split_ || last_gemm_kind_ != cuda::PrefillX::kHiLo8 || stepping() || capturing() ||
-      !cuda::prefill_x_producible())
+  if (!opt_.producer_split || !opt_.fuse || last_gemm_kind_ != cuda::PrefillX::kHiLo8 ||
+      stepping() || capturing() || !cuda::prefill_x_producible())
     return nullptr;
   if (!ensure(reinterpret_cast<void**>(&workspace_), workspace_bytes_,
               cuda::prefill_x_slots(n, nullptr).bytes, "workspace"))
@@ -297,40 +296,15 @@ const cuda::XSplitOut* CudaBackend::producer_split(int64_t n) {
   return &split_slots_;
 }
 
-void CudaBackend::flush_gemv(const cuda::GemvNorm* norm) {
+void CudaBackend::flush_gemv() {
   if (pend_.n == 0) return;
   const int n = pend_.n;
   pend_.n = 0;
-  const int m = prof(n > 1                  ? "gemv (batched)"
-                     : norm                 ? "gemv + add + rmsnorm"
-                     : pend_.jobs[0].add_to ? "gemv + add"
-                                            : "gemv");
-  check(pend_.int8
-            ? cuda::launch_gemv_int8_multi(pend_.jobs, n, pend_.xa, stream_, norm)
-            : cuda::launch_gemv_float_multi(pend_.jobs, n, pend_.x, pend_.n_tokens, stream_, norm),
+  const int m = prof(n > 1 ? "gemv (batched)" : pend_.jobs[0].add_to ? "gemv + add" : "gemv");
+  check(pend_.int8 ? cuda::launch_gemv_int8_multi(pend_.jobs, n, pend_.xa, stream_)
+                   : cuda::launch_gemv_float_multi(pend_.jobs, n, pend_.x, pend_.n_tokens, stream_),
         "gemv");
   unprof(m);
-}
-
-bool CudaBackend::fuse_pending_norm(const float* x, const float* w, float* y, int64_t rows,
-                                    int64_t n, float eps) {
-  if (!fuse_norm_ || !norm_counter_ || rows != 1 || pend_.n != 1 || pend_.n_tokens != 1 ||
-      rope_.stage != 0 || pend_.jobs[0].add_to != x || pend_.jobs[0].w.rows != n ||
-      (y < x + n && x < y + n) || (y < pend_.x + n_x() && pend_.x < y + n))
-    return false;
-  // The quantized output goes to xq_buf_ (the queued GEMV's own x, read before the last block
-  // starts); never reallocate it under that GEMV.
-  const bool quant =
-      int8_model_ && n % 32 == 0 && xq_buf_ && xq_bytes_ >= cuda::quantized_acts_bytes(1, n);
-  // The int8 GEMV's epilogue always quantizes, the float one never does.
-  if (int8_model_ != pend_.int8 || (int8_model_ && !quant)) return false;
-  cuda::GemvNorm nm;
-  nm.w = w, nm.y = y, nm.eps = eps, nm.counter = norm_counter_;
-  nm.qbuf = quant ? xq_buf_ : nullptr;
-  flush_gemv(&nm);
-  acts_changed();
-  if (quant) set_xq(y, 1, n);
-  return true;
 }
 
 void CudaBackend::flush_rope() {

@@ -7,7 +7,6 @@
 #include <new>
 
 #include "backend/cuda/cuda-backend-impl.h"
-#include "kernels/cuda/env-switch.h"
 
 namespace hearth::cuda_impl {
 
@@ -20,24 +19,8 @@ Status CudaBackend::init() {
   check(cudaMalloc(reinterpret_cast<void**>(&ring_dev_), kRingBytes), "device ring");
   check(cudaMallocHost(reinterpret_cast<void**>(&step_host_), sizeof(StepValues)), "step");
   check(cudaMalloc(reinterpret_cast<void**>(&step_dev_), sizeof(StepValues)), "step");
-  if (check(cudaMalloc(reinterpret_cast<void**>(&norm_counter_), sizeof(unsigned)), "counter"))
-    check(cudaMemset(norm_counter_, 0, sizeof(unsigned)), "counter");
   check(cudaEventCreateWithFlags(&step_copied_, cudaEventDisableTiming), "event");
-  // A/B switches (kernels/cuda/env-switch.h): each on unless set to 0, FUSE_NORM and PROFILE off
-  // unless set to 1.
-  using cuda::env_is;
-  const auto on = cuda::env_on;
-  graphs_enabled_ = on("HEARTH_CUDA_GRAPHS");
-  fuse_ = on("HEARTH_CUDA_FUSE");
-  // Off by default: measured slower (the single-block tail costs more than the launch).
-  fuse_norm_ = fuse_ && env_is("HEARTH_CUDA_FUSE_NORM", "1");
-  prefill_x_cache_ = on("HEARTH_CUDA_PREFILL_X_CACHE");
-  matmul_add_ = on("HEARTH_CUDA_MATMUL_ADD");
-  producer_split_ = fuse_ && on("HEARTH_CUDA_PRODUCER_SPLIT");
-  rope_rows_kv_ = on("HEARTH_CUDA_ROPE_KV");
-  if (env_is("HEARTH_CUDA_PROFILE", "1"))
-    profiler_ = std::make_unique<CudaProfiler>(graphs_enabled_);
-  chain_depth_ = cuda_greedy_chain_depth_from_env();
+  if (opt_.profile) profiler_ = std::make_unique<CudaProfiler>(opt_.graphs);
   return error_;
 }
 
@@ -211,7 +194,7 @@ bool CudaBackend::begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capa
     profiler_->begin_eager_step(stream_);
     return false;
   }
-  if (!graphs_enabled_ || !error_.is_ok()) {
+  if (!opt_.graphs || !error_.is_ok()) {
     state_ = State::kEager;
     return false;
   }
@@ -263,18 +246,21 @@ namespace hearth {
 
 using cuda_impl::CudaBackend;
 
-std::unique_ptr<Backend> make_cuda_backend(int device, Status* error) {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
+std::unique_ptr<Backend> make_cuda_backend(int device, const CudaOptions& options, Status* error) {
   auto set = [&](const std::string& msg) {
     if (error) *error = Status::error(msg);
     return nullptr;
   };
+  // Options first: a bad field is the caller's error whatever the machine has.
+  if (const std::string bad = cuda_options_error(options); !bad.empty())
+    return set("cuda backend: " + bad);
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) return set(std::string("no CUDA device: ") + cudaGetErrorString(e));
   if (device < 0 || device >= count)
     return set("CUDA device " + std::to_string(device) + " does not exist (" +
                std::to_string(count) + " found)");
-  auto backend = std::make_unique<CudaBackend>(device);
+  auto backend = std::make_unique<CudaBackend>(device, options);
   if (Status s = backend->init(); !s.is_ok()) return set(s.message());
   if (error) *error = Status::ok();
   return backend;

@@ -3,7 +3,6 @@
 // A new readback (several tokens per step, logprobs) would widen the ring slot, not the protocol.
 #include "backend/cuda/cuda-greedy.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -17,15 +16,6 @@ Status cuda_status(cudaError_t e, const char* what) {
   return Status::error(std::string("greedy chain: ") + what + ": " + cudaGetErrorString(e));
 }
 }  // namespace
-
-int cuda_greedy_chain_depth_from_env() {
-  const char* env = std::getenv("HEARTH_CUDA_CHAIN");
-  if (!env || !*env) return 3;
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
-  if (*end != '\0' || v < 0) return 3;  // not a number: the default, never a crash
-  return int(v > 8 ? 8 : v);
-}
 
 CudaGreedyChain::~CudaGreedyChain() {
   // The backend synchronizes its stream before its members go, so no pick still writes here.

@@ -11,10 +11,6 @@
 
 namespace hearth {
 
-// HEARTH_CUDA_CHAIN: unset -> 3 steps in flight; 0 -> off (decode + host argmax per token, for
-// A/B timing); 1-8 -> that many.
-int cuda_greedy_chain_depth_from_env();
-
 class CudaGreedyChain {
  public:
   static constexpr int kSlots = 16;  // > the deepest chain: a slot is reused only once waited on

@@ -1,7 +1,8 @@
-// HEARTH_CUDA_PROFILE=1: where a decode token's GPU time goes, per op family. Eager decode steps
-// are queued behind a spin kernel (so they run back to back, as in a graph) and each launch is
-// bracketed by CUDA events; graph replays are timed whole. One table on stderr, once. Prefill
-// passes (embed of > 4 tokens .. the next download) get the same per-family table each.
+// CudaOptions::profile (hearth --cuda-profile): where a decode token's GPU time goes, per op
+// family. Eager decode steps are queued behind a spin kernel (so they run back to back, as in a
+// graph) and each launch is bracketed by CUDA events; graph replays are timed whole. One table on
+// stderr, once. Prefill passes (embed of > 4 tokens .. the next download) get the same per-family
+// table each.
 #pragma once
 
 #include <cuda_runtime_api.h>

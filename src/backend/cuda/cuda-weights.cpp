@@ -20,19 +20,19 @@ Status cuda_status(cudaError_t e, const std::string& what) {
 
 }  // namespace
 
-uint64_t cuda_weight_device_bytes(const TensorView& h) {
+uint64_t cuda_weight_device_bytes(const TensorView& h, bool fp8_prefill) {
   if (!cuda::supports_dtype(h.dtype) || h.shape.empty() || h.shape.size() > 2) return h.nbytes;
   const uint64_t packed = cuda::packed_layout(h.dtype, h.rows(), h.cols()).total_bytes;
-  const uint64_t e4m3 =
-      cuda::gemm_fp8_enabled() ? cuda::weight_e4m3_bytes(h.dtype, h.rows(), h.cols()) : 0;
+  const uint64_t e4m3 = fp8_prefill ? cuda::weight_e4m3_bytes(h.dtype, h.rows(), h.cols()) : 0;
   return packed + e4m3;
 }
 
-Status make_e4m3_copy(PreparedWeight& pw, const std::string& name, cudaStream_t s) {
+Status make_e4m3_copy(PreparedWeight& pw, const std::string& name, bool fp8_prefill,
+                      cudaStream_t s) {
   pw.fp8_tried = true;
   const cuda::DeviceWeight& d = pw.dw;
   const size_t bytes = cuda::weight_e4m3_bytes(d.dtype, d.rows, d.cols);
-  if (bytes == 0 || !cuda::gemm_fp8_enabled()) return Status::ok();
+  if (bytes == 0 || !fp8_prefill) return Status::ok();
   const float* scale = nullptr;
   HEARTH_TRY(cuda_status(cudaMalloc(&pw.fp8_mem, bytes), "e4m3 copy of " + name));
   HEARTH_TRY(cuda_status(

@@ -31,13 +31,14 @@ struct PreparedWeight {
 };
 
 // The packed layout's bytes plus the e4m3 copy F16/BF16 weights get at their first prefill
-// GEMM (when the FP8 pass is on); the source bytes for dtypes the device cannot run.
-uint64_t cuda_weight_device_bytes(const TensorView& h);
+// GEMM (with fp8_prefill, CudaOptions); the source bytes for dtypes the device cannot run.
+uint64_t cuda_weight_device_bytes(const TensorView& h, bool fp8_prefill);
 
 // F16/BF16 weights: the e4m3 copy (half the weight's bytes again) for the FP8 x_lo pass of
-// prefill GEMMs, once per weight; without it (HEARTH_CUDA_GEMM_FP8=0, rows or cols not a
-// multiple of 16, other dtypes) those GEMMs run two fp16 passes. Queued on `s`.
-Status make_e4m3_copy(PreparedWeight& pw, const std::string& name, cudaStream_t s);
+// prefill GEMMs, once per weight; without it (fp8_prefill false, rows or cols not a multiple
+// of 16, other dtypes) those GEMMs run two fp16 passes. Queued on `s`.
+Status make_e4m3_copy(PreparedWeight& pw, const std::string& name, bool fp8_prefill,
+                      cudaStream_t s);
 
 // Uploads weights from host memory (usually the mapped file) through two pinned buffers: the
 // memcpy into one overlaps the DMA out of the other.

@@ -1,11 +1,9 @@
 // Prefill attention on the tensor cores (mma.sync m16n8k16, fp16 in, fp32 accumulate, fp32
 // online softmax): causal, GQA, head_dim 64 or 128. Other shapes keep attention.cu's fp32 kernel.
-// To add a head_dim: instantiate attn_tc_kernel<HD, ...> in launch_attention_prefill_tc (HD % 16 ==
-// 0).
+// To add a head_dim: instantiate attn_tc_kernel<HD> in launch_attention_prefill_tc (HD % 16 == 0).
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/cuda-ops.h"
-#include "kernels/cuda/env-switch.h"
 
 namespace hearth::cuda {
 
@@ -15,17 +13,15 @@ constexpr int kBQ = 64;  // queries per block: 4 warps x 16 rows (one mma row ti
 constexpr int kBK = 64;  // keys per shared-memory tile
 constexpr int kWarps = 4;
 constexpr int kKPad = 8;  // halves of padding per K / V row: conflict-free ldmatrix rows
+// K/V load iterations per thread in flight while a tile fills. H200, 7B layer at 512 tokens
+// (cuda-bench): 1 66.3 us, 4 43.6, 8 40.8; in the F16 prefill pass 2,788 / 1,702 / 1,533 us.
+constexpr int kLoads = 8;
 
-// Each fp16 operand is either x rounded to fp16 (kSplit false) or x = hi + lo, two fp16 values
-// that keep ~22 bits (kSplit true). With the split, S = Qhi.Khi + Qlo.Khi + Qhi.Klo and
-// O = Phi.Vhi + Plo.Vhi + Phi.Vlo: the dropped lo.lo terms are ~2^-22 of the result, so the
-// output is close to the fp32 kernel's (one fp16 rounding of q, k, p and v would put ~1e-3
+// Each fp16 operand is x = hi + lo, two fp16 values that keep ~22 bits: S = Qhi.Khi + Qlo.Khi +
+// Qhi.Klo and O = Phi.Vhi + Plo.Vhi + Phi.Vlo: the dropped lo.lo terms are ~2^-22 of the result, so
+// the output is close to the fp32 kernel's (one fp16 rounding of q, k, p and v would put ~1e-3
 // relative error into the scores of a 7B-sized model). Values must stay inside fp16's range
 // (|x| < 65504), as attention inputs of Llama-family models do.
-__device__ __forceinline__ uint32_t pack_half2(float a, float b) {
-  const __half2 h = __floats2half2_rn(a, b);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
 // hi = fp16(a, b); lo = fp16(a - hi, b - hi).
 __device__ __forceinline__ void split_half2(float a, float b, uint32_t& hi, uint32_t& lo) {
   const __half2 h = __floats2half2_rn(a, b);
@@ -70,7 +66,7 @@ __device__ __forceinline__ float exp_diff(float a, float b) {
 // when every block fits on the GPU at once): blocks first_wave.. take the items from the
 // lightest up, so the SM that gets block j (the j-th heaviest) also gets the j-th lightest and
 // per-SM work evens out (the 7B pass: the busiest SM had 12 key tiles to do against a mean of
-// 9). first_wave < 0: session 6's order (per head, heaviest tile first), for A/B.
+// 9).
 struct BlockItem {
   int64_t q_tile;
   int head;
@@ -78,29 +74,27 @@ struct BlockItem {
 __device__ __forceinline__ BlockItem block_item(int64_t b, int64_t n_blocks, int n_heads,
                                                 int first_wave) {
   const int64_t n_tiles = n_blocks / n_heads;
-  if (first_wave < 0) return {n_tiles - 1 - b % n_tiles, int(b / n_tiles)};
   const int64_t i = first_wave > 0 && b >= first_wave ? n_blocks - 1 - (b - first_wave) : b;
   return {n_tiles - 1 - i / n_heads, int(i % n_heads)};
 }
 
 // Block = (64 queries, head h); warp w owns queries q0 + 16w .. + 15. Thread (g = lane / 4,
 // c = lane % 4) holds rows g and g + 8 of its warp's tiles (the mma fragment layout).
-// Shared memory per key tile: K and V as [key][dim] hi (and lo) halves; B fragments come out of
+// Shared memory per key tile: K and V as [key][dim] hi and lo halves; B fragments come out of
 // ldmatrix (V's transposed).
 // q, out: [T, n_heads, HD] f32; kc, vc: [ctx, n_kv_heads, HD] f32, rows 0 .. pos0 + T - 1 valid.
-template <int HD, bool kSplit, int kLoads>
+template <int HD>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     attn_tc_kernel(const float* __restrict__ q, const float* __restrict__ kc,
                    const float* __restrict__ vc, float* __restrict__ out, int64_t n_tokens,
                    int64_t pos0, int n_heads, int n_kv_heads, float scale, int first_wave) {
   constexpr int kKS = HD + kKPad;  // K / V row stride (halves)
-  constexpr int kParts = kSplit ? 2 : 1;
-  constexpr int kKC = HD / 16;  // 16-dim chunks (QK^T k-steps)
-  constexpr int kND = HD / 8;   // 8-dim output tiles
-  constexpr int kNT = kBK / 8;  // 8-key score tiles
+  constexpr int kKC = HD / 16;     // 16-dim chunks (QK^T k-steps)
+  constexpr int kND = HD / 8;      // 8-dim output tiles
+  constexpr int kNT = kBK / 8;     // 8-key score tiles
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  __half* ks = reinterpret_cast<__half*>(smem_raw);  // [kParts][kBK][kKS]
-  __half* vs = ks + kParts * kBK * kKS;              // [kParts][kBK][kKS]
+  __half* ks = reinterpret_cast<__half*>(smem_raw);  // [2: hi, lo][kBK][kKS]
+  __half* vs = ks + 2 * kBK * kKS;                   // [2: hi, lo][kBK][kKS]
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c = lane & 3;
@@ -125,12 +119,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       float2 v = make_float2(0.f, 0.f);
       if (t < n_tokens) v = *reinterpret_cast<const float2*>(q + (t * n_heads + h) * HD + d);
       v.x *= scale, v.y *= scale;
-      if constexpr (kSplit) {
-        split_half2(v.x, v.y, qh[kc][r], ql[kc][r]);
-      } else {
-        qh[kc][r] = pack_half2(v.x, v.y);
-        ql[kc][r] = 0u;
-      }
+      split_half2(v.x, v.y, qh[kc][r], ql[kc][r]);
     }
   }
 
@@ -142,7 +131,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 
   for (int64_t kt0 = 0; kt0 < kv_end; kt0 += kBK) {
     __syncthreads();  // the previous tile has been consumed
-    // K and V rows: coalesced float4 loads, 8-byte shared stores of hi (and lo). kLoads
+    // K and V rows: coalesced float4 loads, 8-byte shared stores of hi and lo. kLoads
     // iterations' loads go out before the first is converted (the loop was latency-bound: one
     // K and one V load in flight per thread, ncu's top stall).
     constexpr int kD4 = HD / 4;
@@ -167,19 +156,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         const int idx = (it0 + u) * kWarps * 32 + threadIdx.x;
         const int key = idx / kD4, d = (idx % kD4) * 4;
         uint2 khi, klo, vhi, vlo;
-        if constexpr (kSplit) {
-          split_half2(kv[u].x, kv[u].y, khi.x, klo.x);
-          split_half2(kv[u].z, kv[u].w, khi.y, klo.y);
-          split_half2(vv[u].x, vv[u].y, vhi.x, vlo.x);
-          split_half2(vv[u].z, vv[u].w, vhi.y, vlo.y);
-          *reinterpret_cast<uint2*>(ks + kBK * kKS + key * kKS + d) = klo;
-          *reinterpret_cast<uint2*>(vs + kBK * kKS + key * kKS + d) = vlo;
-        } else {
-          khi.x = pack_half2(kv[u].x, kv[u].y);
-          khi.y = pack_half2(kv[u].z, kv[u].w);
-          vhi.x = pack_half2(vv[u].x, vv[u].y);
-          vhi.y = pack_half2(vv[u].z, vv[u].w);
-        }
+        split_half2(kv[u].x, kv[u].y, khi.x, klo.x);
+        split_half2(kv[u].z, kv[u].w, khi.y, klo.y);
+        split_half2(vv[u].x, vv[u].y, vhi.x, vlo.x);
+        split_half2(vv[u].z, vv[u].w, vhi.y, vlo.y);
+        *reinterpret_cast<uint2*>(ks + kBK * kKS + key * kKS + d) = klo;
+        *reinterpret_cast<uint2*>(vs + kBK * kKS + key * kKS + d) = vlo;
         *reinterpret_cast<uint2*>(ks + key * kKS + d) = khi;
         *reinterpret_cast<uint2*>(vs + key * kKS + d) = vhi;
       }
@@ -200,14 +182,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         const __half* kr = ks + (nt * 8 + k_row) * kKS + kc * 16 + k_col;
         uint32_t bh[4];
         ldsm_x4(bh, kr);
-        if constexpr (kSplit) {
-          uint32_t bl[4];
-          ldsm_x4(bl, kr + kBK * kKS);
-          mma16816(s[nt], ql[kc], bh[0], bh[1]);
-          mma16816(s[nt + 1], ql[kc], bh[2], bh[3]);
-          mma16816(s[nt], qh[kc], bl[0], bl[1]);
-          mma16816(s[nt + 1], qh[kc], bl[2], bl[3]);
-        }
+        uint32_t bl[4];
+        ldsm_x4(bl, kr + kBK * kKS);
+        mma16816(s[nt], ql[kc], bh[0], bh[1]);
+        mma16816(s[nt + 1], ql[kc], bh[2], bh[3]);
+        mma16816(s[nt], qh[kc], bl[0], bl[1]);
+        mma16816(s[nt + 1], qh[kc], bl[2], bl[3]);
         mma16816(s[nt], qh[kc], bh[0], bh[1]);
         mma16816(s[nt + 1], qh[kc], bh[2], bh[3]);
       }
@@ -249,17 +229,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk) {
       uint32_t ph[4], pl[4];
-      if constexpr (kSplit) {
-        split_half2(s[2 * kk][0], s[2 * kk][1], ph[0], pl[0]);
-        split_half2(s[2 * kk][2], s[2 * kk][3], ph[1], pl[1]);
-        split_half2(s[2 * kk + 1][0], s[2 * kk + 1][1], ph[2], pl[2]);
-        split_half2(s[2 * kk + 1][2], s[2 * kk + 1][3], ph[3], pl[3]);
-      } else {
-        ph[0] = pack_half2(s[2 * kk][0], s[2 * kk][1]);
-        ph[1] = pack_half2(s[2 * kk][2], s[2 * kk][3]);
-        ph[2] = pack_half2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        ph[3] = pack_half2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      }
+      split_half2(s[2 * kk][0], s[2 * kk][1], ph[0], pl[0]);
+      split_half2(s[2 * kk][2], s[2 * kk][3], ph[1], pl[1]);
+      split_half2(s[2 * kk + 1][0], s[2 * kk + 1][1], ph[2], pl[2]);
+      split_half2(s[2 * kk + 1][2], s[2 * kk + 1][3], ph[3], pl[3]);
       // ldmatrix.trans rows for output tiles nd, nd + 1: lanes 0-7 / 8-15 keys +0 / +8 at
       // dims of nd, lanes 16-31 the same keys at dims of nd + 1.
       const int v_row = kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), v_col = (lane >> 4) * 8;
@@ -268,14 +241,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         const __half* vr = vs + v_row * kKS + nd * 8 + v_col;
         uint32_t bh[4];
         ldsm_x4_trans(bh, vr);
-        if constexpr (kSplit) {
-          uint32_t bl[4];
-          ldsm_x4_trans(bl, vr + kBK * kKS);
-          mma16816(o[nd], pl, bh[0], bh[1]);
-          mma16816(o[nd + 1], pl, bh[2], bh[3]);
-          mma16816(o[nd], ph, bl[0], bl[1]);
-          mma16816(o[nd + 1], ph, bl[2], bl[3]);
-        }
+        uint32_t bl[4];
+        ldsm_x4_trans(bl, vr + kBK * kKS);
+        mma16816(o[nd], pl, bh[0], bh[1]);
+        mma16816(o[nd + 1], pl, bh[2], bh[3]);
+        mma16816(o[nd], ph, bl[0], bl[1]);
+        mma16816(o[nd + 1], ph, bl[2], bl[3]);
         mma16816(o[nd], ph, bh[0], bh[1]);
         mma16816(o[nd + 1], ph, bh[2], bh[3]);
       }
@@ -300,32 +271,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   }
 }
 
-bool attention_order_paired();
-
-// K/V load iterations per thread in flight while a tile fills (HEARTH_CUDA_ATTN_LOADS: 1, 4, 8
-// or 16; 8 unless set). H200, 7B layer at 512 tokens (cuda-bench, hi+lo): 1 66.3 us, 4 43.6,
-// 8 40.8; in the F16 prefill pass 2,788 / 1,702 / 1,533 us.
-int attention_load_batch() {
-  static const int n = [] {
-    const int v = env_int("HEARTH_CUDA_ATTN_LOADS", 8);
-    return v == 1 || v == 4 || v == 16 ? v : 8;
-  }();
-  return n;
-}
-
-template <int HD, bool kSplit>
+template <int HD>
 cudaError_t launch_tc(const float* q, const float* k_cache, const float* v_cache, float* out,
                       int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                       float scale, cudaStream_t s) {
-  constexpr int kParts = kSplit ? 2 : 1;
-  constexpr size_t kSmem = size_t(kParts) * 2 * size_t(kBK) * (HD + kKPad) * 2;
-  const int loads = attention_load_batch();
-  // Batches that tile the tile's iterations (HD 64 has 8 a thread: 16 becomes 8).
-  constexpr int kMax = kBK * HD / 4 / (kWarps * 32);
-  auto* kernel = loads == 1                  ? attn_tc_kernel<HD, kSplit, 1>
-                 : loads == 4                ? attn_tc_kernel<HD, kSplit, 4>
-                 : loads == 16 && kMax >= 16 ? attn_tc_kernel<HD, kSplit, (kMax >= 16 ? 16 : 8)>
-                                             : attn_tc_kernel<HD, kSplit, 8>;
+  constexpr size_t kSmem = size_t(2) * 2 * size_t(kBK) * (HD + kKPad) * 2;  // K, V: hi and lo
+  auto* kernel = attn_tc_kernel<HD>;
   if (kSmem > 48 * 1024) {
     const cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
@@ -333,67 +284,42 @@ cudaError_t launch_tc(const float* q, const float* k_cache, const float* v_cache
   }
   const int64_t n_blocks = (n_tokens + kBQ - 1) / kBQ * n_heads;
   if (n_blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  int first_wave = -1;
-  if (attention_order_paired()) {
-    static const int sms = [] {
-      int dev = 0, n = 0;
-      cudaGetDevice(&dev);
-      return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess ? n : 0;
-    }();
-    // Per instantiation, once (the kernel variant is fixed for the process).
-    static const int per_sm = [&] {
-      int n = 0;
-      return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kWarps * 32, kSmem) ==
-                     cudaSuccess
-                 ? n
-                 : 0;
-    }();
-    // Pairing only helps when every block is resident at once, two to an SM.
-    first_wave = per_sm == 2 && n_blocks <= int64_t(2) * sms && n_blocks > sms ? sms : 0;
-  }
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    cudaGetDevice(&dev);
+    return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess ? n : 0;
+  }();
+  // Per instantiation, once (the kernel variant is fixed for the process).
+  static const int per_sm = [&] {
+    int n = 0;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kWarps * 32, kSmem) ==
+                   cudaSuccess
+               ? n
+               : 0;
+  }();
+  // Pairing (block_item) only helps when every block is resident at once, two to an SM.
+  const int first_wave = per_sm == 2 && n_blocks <= int64_t(2) * sms && n_blocks > sms ? sms : 0;
   kernel<<<unsigned(n_blocks), kWarps * 32, kSmem, s>>>(
       q, k_cache, v_cache, out, n_tokens, pos0, int(n_heads), int(n_kv_heads), scale, first_wave);
   return cudaGetLastError();
 }
 
-// HEARTH_CUDA_ATTN_ORDER=0: session 6's block order (A/B for block_item's pairing).
-bool attention_order_paired() {
-  static const bool on = env_on("HEARTH_CUDA_ATTN_ORDER");
-  return on;
-}
-
 }  // namespace
 
-int attention_tc_mode() {
-  static const int mode = env_is("HEARTH_CUDA_ATTN_TC", "0")   ? 0
-                          : env_is("HEARTH_CUDA_ATTN_TC", "1") ? 1
-                                                               : 2;
-  return mode;
-}
-
 bool attention_prefill_tc_supported(int64_t head_dim) {
-  return attention_tc_mode() != 0 && (head_dim == 64 || head_dim == 128);
+  return head_dim == 64 || head_dim == 128;
 }
 
 cudaError_t launch_attention_prefill_tc(const float* q, const float* k_cache, const float* v_cache,
                                         float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
                                         int64_t n_kv_heads, int64_t head_dim, float scale,
-                                        int precision, cudaStream_t s) {
+                                        cudaStream_t s) {
   if (n_tokens <= 0) return cudaSuccess;
-  if (n_kv_heads <= 0 || n_heads % n_kv_heads != 0 || n_heads > 65535 ||
-      (precision != 1 && precision != 2))
-    return cudaErrorInvalidValue;
-  const bool split = precision == 2;
+  if (n_kv_heads <= 0 || n_heads % n_kv_heads != 0 || n_heads > 65535) return cudaErrorInvalidValue;
   if (head_dim == 64)
-    return split ? launch_tc<64, true>(q, k_cache, v_cache, out, n_tokens, pos0, n_heads,
-                                       n_kv_heads, scale, s)
-                 : launch_tc<64, false>(q, k_cache, v_cache, out, n_tokens, pos0, n_heads,
-                                        n_kv_heads, scale, s);
+    return launch_tc<64>(q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads, scale, s);
   if (head_dim == 128)
-    return split ? launch_tc<128, true>(q, k_cache, v_cache, out, n_tokens, pos0, n_heads,
-                                        n_kv_heads, scale, s)
-                 : launch_tc<128, false>(q, k_cache, v_cache, out, n_tokens, pos0, n_heads,
-                                         n_kv_heads, scale, s);
+    return launch_tc<128>(q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads, scale, s);
   return cudaErrorInvalidValue;
 }
 

@@ -459,7 +459,7 @@ cudaError_t launch_attention(const float* q, const float* k_cache, const float* 
   if (use_flash(n_tokens, head_dim) && !pos0_dev) {
     if (attention_prefill_tc_supported(head_dim))
       return launch_attention_prefill_tc(q, k_cache, v_cache, out, n_tokens, pos0, n_heads,
-                                         n_kv_heads, head_dim, scale, attention_tc_mode(), s);
+                                         n_kv_heads, head_dim, scale, s);
     const size_t smem =
         size_t(kFlashQ * head_dim + kFlashK * (head_dim + 4) + kFlashK * head_dim) * sizeof(float);
     const dim3 grid(unsigned((n_tokens + kFlashQ - 1) / kFlashQ), unsigned(n_heads));

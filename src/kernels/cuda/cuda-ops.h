@@ -79,24 +79,8 @@ struct GemvJob {
   float* y = nullptr;
   float* add_to = nullptr;
 };
-// Optional epilogue of a one-token GEMV + residual add (one job, add_to set): the grid's last
-// block writes y = rmsnorm(add_to) * w, and with qbuf (a quantized_acts_bytes(1, rows) buffer,
-// rows % 32 == 0) its int8 activations, as launch_rmsnorm / launch_rmsnorm_quant do: one
-// launch fewer (gemv-norm.cuh).
-struct GemvNorm {
-  const float* w = nullptr;
-  float* y = nullptr;
-  float eps = 0.f;
-  void* qbuf = nullptr;
-  unsigned* counter = nullptr;  // a device word that is zero before the launch (left at zero)
-  // Filled by the launcher from qbuf.
-  int8_t* q1 = nullptr;
-  int8_t* q2 = nullptr;
-  float* scales = nullptr;
-};
 struct GemvBatch {
   GemvJob jobs[3];
-  GemvNorm norm;                      // counter null: no epilogue
   unsigned block_end[3] = {0, 0, 0};  // cumulative blocks (kGemvRowsPerBlock rows each)
   int n_jobs = 0;
 };
@@ -104,26 +88,18 @@ constexpr int64_t kGemvRowsPerBlock = 16;
 // split: warps per row group (1, 2 or 4), so a block takes kGemvRowsPerBlock / split rows.
 GemvBatch make_gemv_batch(const GemvJob* jobs, int n_jobs, int split = 1);
 // One-token GEMVs with rows of several steps split each row group's steps over 2 or 4 warps
-// (more loads in flight per SM, fewer serial steps) while the grid stays under
-// HEARTH_CUDA_GEMV_SPLIT_BLOCKS (4096) blocks: the float GEMV up to 4 (HEARTH_CUDA_GEMV_SPLIT;
-// 8 allowed for A/B), the int8 one up to 2 for Q8_0 only (HEARTH_CUDA_GEMV_SPLIT_INT8 sets the
-// cap for every int8 dtype: A/B).
+// (more loads in flight per SM, fewer serial steps) while the grid stays under 4096 blocks:
+// the float GEMV up to 4, the int8 one up to 2 for Q8_0 only.
 int gemv_split(const GemvJob* jobs, int n_jobs, int64_t steps, bool int8);
 // Blocks per SM the one-token int8 GEMV of dtype t over grid_blocks blocks is compiled for: 4
-// for Q8_0, 3 for Q4_K grids of several waves, else 1 (no bound). HEARTH_CUDA_GEMV_MINBLOCKS=1
-// forces 1 (A/B), =3 forces 3 for the K-quants.
+// for Q8_0, 3 for Q4_K grids of several waves, else 1 (no bound).
 int gemv_min_blocks(DType t, int64_t grid_blocks);
 // Same dtype and cols for every job; 1 <= n_jobs <= 3.
-// norm (optional): the GemvNorm epilogue; needs n_jobs == 1, one token and add_to.
 cudaError_t launch_gemv_int8_multi(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
-                                   cudaStream_t s, const GemvNorm* norm = nullptr);
+                                   cudaStream_t s);
 // Plain dtypes (F32/F16/BF16, cols % 8 == 0), x f32 [T, cols], T <= kGemvMaxTokens.
 cudaError_t launch_gemv_float_multi(const GemvJob* jobs, int n_jobs, const float* x,
-                                    int64_t n_tokens, cudaStream_t s,
-                                    const GemvNorm* norm = nullptr);
-// Checks a GemvNorm request and fills its q1/q2/scales into b (false: invalid). int8: the
-// int8 GEMV (the float GEMV's epilogue writes no int8 activations: qbuf must be null).
-bool attach_gemv_norm(GemvBatch& b, const GemvNorm* norm, int64_t n_tokens, bool int8);
+                                    int64_t n_tokens, cudaStream_t s);
 
 // Decode fusions (fused.cu). Each writes its f32 output exactly as the unfused op and, with
 // `qbuf` set (a quantized_acts_bytes(rows, n) buffer, n % 32 == 0), the int8 activations of that
@@ -171,7 +147,8 @@ struct XSplitOut {
   float* scale = nullptr;
   size_t bytes = 0;
 };
-// Whether kHiLo8 forms can come from producers: the FP8 pass on, working, with e5m2 lo.
+// Whether kHiLo8 forms can come from producers: the FP8 pass has not failed on this device
+// (whether it is on is the backend's option: only weights with an e4m3 copy take kHiLo8).
 bool prefill_x_producible();
 // The slots for an x of n values in `workspace` (null: bytes only).
 XSplitOut prefill_x_slots(int64_t n, void* workspace);
@@ -230,16 +207,13 @@ cudaError_t launch_attention(const float* q, const float* k_cache, const float* 
 
 // Prefill attention on the tensor cores (attention-prefill.cu): causal, GQA, head_dim 64 or
 // 128, n_tokens queries at positions pos0.. against k_cache / v_cache rows 0 .. pos0 + T - 1.
-// precision 2: q, k, p and v each as two fp16 halves (hi + lo; close to the fp32 kernel),
-// 1: one fp16 rounding each (faster, ~1e-3 relative). launch_attention picks it for prefill
-// when attention_prefill_tc_supported(); HEARTH_CUDA_ATTN_TC=0 keeps the fp32 kernel, =1 uses
-// precision 1 (A/B switches; attention_tc_mode() returns 0, 1 or 2).
-int attention_tc_mode();
+// q, k, p and v each go in as two fp16 halves (hi + lo), close to the fp32 kernel.
+// launch_attention picks it for prefill when attention_prefill_tc_supported().
 bool attention_prefill_tc_supported(int64_t head_dim);
 cudaError_t launch_attention_prefill_tc(const float* q, const float* k_cache, const float* v_cache,
                                         float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
                                         int64_t n_kv_heads, int64_t head_dim, float scale,
-                                        int precision, cudaStream_t s);
+                                        cudaStream_t s);
 
 // split: also write out's kHiLo8 forms (XSplitOut); needs swiglu_split_able.
 bool swiglu_split_able(const float* gate, const float* up, const float* out, int64_t n,

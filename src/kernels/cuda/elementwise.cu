@@ -1,7 +1,6 @@
 // Element-wise ops on CUDA: SwiGLU, residual add, bias add, KV row store, fill. Grid-stride
 // loops; these are memory-bound and a small share of a token next to matmul.
 #include "kernels/cuda/cuda-ops.h"
-#include "kernels/cuda/env-switch.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/x-split.cuh"
 
@@ -78,16 +77,6 @@ __global__ void copy16_kernel(float4* dst, const float4* src, int64_t n4) {
 }
 
 }  // namespace
-
-bool pdl_enabled() {
-  static const bool on = env_on("HEARTH_CUDA_PDL");
-  return on;
-}
-
-bool gemv_pipe_enabled() {
-  static const bool on = env_is("HEARTH_CUDA_GEMV_PIPE", "1");
-  return on;
-}
 
 cudaError_t launch_copy16(float* dst, const float* src, int64_t n, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;

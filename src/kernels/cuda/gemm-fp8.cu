@@ -1,7 +1,7 @@
 // FP8 correction pass of F16/BF16 prefill GEMMs: y = W.x_hi (fp16, matmul.cu) + W8.x_lo8 (FP8
 // through cuBLASLt, here): W8 e4m3 at a per-tensor scale (amax / 448), x_lo8 e5m2 at a fixed
-// scale (or e4m3 at its amax, fp8_lo_type()). Why it is accurate: x_lo is ~2^-12 of x, so FP8's
-// 2^-4 (e4m3) or 2^-3 (e5m2) relative error costs ~2^-15 of y. See gemm-fp8.h.
+// scale. Why it is accurate: x_lo is ~2^-12 of x, so FP8's 2^-4 (e4m3) or 2^-3 (e5m2) relative
+// error costs ~2^-15 of y. See gemm-fp8.h.
 #include "kernels/cuda/gemm-fp8.h"
 
 #include <cublasLt.h>
@@ -14,7 +14,6 @@
 #include <mutex>
 #include <type_traits>
 
-#include "kernels/cuda/env-switch.h"
 #include "kernels/cuda/warp-reduce.cuh"
 #include "kernels/cuda/x-split.cuh"
 
@@ -53,15 +52,6 @@ __global__ void amax_w_kernel(const T* x, int64_t n, float* amax) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     m = fmaxf(m, fabsf(to_f(x[i])));
-  block_max_to(amax, m);
-}
-
-// amax of x - fp16(x) (the part one fp16 pass drops).
-__global__ void amax_lo_kernel(const float* x, int64_t n, float* amax) {
-  float m = 0.f;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    m = fmaxf(m, fabsf(x[i] - __half2float(__float2half_rn(x[i]))));
   block_max_to(amax, m);
 }
 
@@ -114,19 +104,6 @@ __global__ void split_e5m2_scalar_kernel(const float* x, int64_t n, __half* hi, 
   }
 }
 
-// e4m3 form: block 0 also stores the scale (amax is final: the amax kernel ran before this one).
-__global__ void split_fp8_kernel(const float* x, int64_t n, const float* amax, __half* hi,
-                                 uint8_t* lo8, float* scale_out) {
-  const float inv = 1.f / fp8_scale(amax);
-  if (blockIdx.x == 0 && threadIdx.x == 0) *scale_out = fp8_scale(amax);
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const __half h = __float2half_rn(x[i]);
-    hi[i] = h;
-    lo8[i] = __nv_cvt_float_to_fp8((x[i] - __half2float(h)) * inv, __NV_SATFINITE, __NV_E4M3);
-  }
-}
-
 __global__ void hash_fill_kernel(float* p, int64_t n, uint32_t seed, float lo, float hi) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -147,16 +124,6 @@ unsigned reduce_grid(int64_t n) {
 }
 
 }  // namespace
-
-bool gemm_fp8_enabled() {
-  static const bool on = env_on("HEARTH_CUDA_GEMM_FP8");
-  return on;
-}
-
-Fp8Lo fp8_lo_type() {
-  static const Fp8Lo t = env_is("HEARTH_CUDA_FP8_LO", "e4m3") ? Fp8Lo::kE4m3 : Fp8Lo::kE5m2;
-  return t;
-}
 
 namespace {
 std::atomic<bool> g_fp8_failed{false};
@@ -199,25 +166,17 @@ cudaError_t launch_weight_to_e4m3(DType t, const void* w, int64_t rows, int64_t 
 
 cudaError_t launch_split_x_fp8(const float* x, int64_t n, void* hi16, uint8_t* lo8,
                                float* scale_dev, cudaStream_t s) {
-  if (fp8_lo_type() == Fp8Lo::kE5m2) {
-    const bool vec =
-        n % 8 == 0 && ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(hi16) |
-                        reinterpret_cast<uintptr_t>(lo8)) &
-                       15) == 0;
-    if (vec)
-      split_e5m2_vec8_kernel<<<grid_for(n / 8), 256, 0, s>>>(
-          reinterpret_cast<const float4*>(x), n / 8, static_cast<uint4*>(hi16),
-          reinterpret_cast<uint2*>(lo8), scale_dev);
-    else
-      split_e5m2_scalar_kernel<<<grid_for(n), 256, 0, s>>>(x, n, static_cast<__half*>(hi16), lo8,
-                                                           scale_dev);
-    return cudaGetLastError();
-  }
-  float* amax = scale_dev + 1;
-  if (cudaError_t e = cudaMemsetAsync(amax, 0, sizeof(float), s); e != cudaSuccess) return e;
-  amax_lo_kernel<<<reduce_grid(n), 256, 0, s>>>(x, n, amax);
-  split_fp8_kernel<<<grid_for(n), 256, 0, s>>>(x, n, amax, static_cast<__half*>(hi16), lo8,
-                                               scale_dev);
+  const bool vec =
+      n % 8 == 0 && ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(hi16) |
+                      reinterpret_cast<uintptr_t>(lo8)) &
+                     15) == 0;
+  if (vec)
+    split_e5m2_vec8_kernel<<<grid_for(n / 8), 256, 0, s>>>(
+        reinterpret_cast<const float4*>(x), n / 8, static_cast<uint4*>(hi16),
+        reinterpret_cast<uint2*>(lo8), scale_dev);
+  else
+    split_e5m2_scalar_kernel<<<grid_for(n), 256, 0, s>>>(x, n, static_cast<__half*>(hi16), lo8,
+                                                         scale_dev);
   return cudaGetLastError();
 }
 
@@ -261,9 +220,8 @@ bool make_plan(Fp8Plan& p, size_t workspace_bytes) {
     st = cublasLtMatrixLayoutCreate(&p.la, CUDA_R_8F_E4M3, uint64_t(p.cols), uint64_t(p.rows),
                                     p.cols);
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatrixLayoutCreate(&p.lb,
-                                    fp8_lo_type() == Fp8Lo::kE5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3,
-                                    uint64_t(p.cols), uint64_t(p.n_tokens), p.cols);
+    st = cublasLtMatrixLayoutCreate(&p.lb, CUDA_R_8F_E5M2, uint64_t(p.cols), uint64_t(p.n_tokens),
+                                    p.cols);
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasLtMatrixLayoutCreate(&p.lc, CUDA_R_32F, uint64_t(p.rows), uint64_t(p.n_tokens),
                                     p.rows);

@@ -1,4 +1,4 @@
-// FP8 correction pass for F16/BF16 prefill GEMMs (gemm-fp8.cu): y = W.fp16(x) + W8.e4m3(x_lo),
+// FP8 correction pass for F16/BF16 prefill GEMMs (gemm-fp8.cu): y = W.fp16(x) + W8.e5m2(x_lo),
 // x_lo = x - fp16(x), the second pass at FP8 rate instead of a second fp16 pass. matmul.cu uses
 // it when the weight carries an e4m3 copy (DeviceWeight::w8, made by the backend on a weight's
 // first prefill GEMM); tools/cuda-bench.cpp measures it.
@@ -15,9 +15,6 @@ typedef struct cublasContext* cublasHandle_t;
 
 namespace hearth::cuda {
 
-// HEARTH_CUDA_GEMM_FP8=0 turns the FP8 correction off (two fp16 passes). On, every F16/BF16
-// weight that runs a prefill GEMM holds an e4m3 copy on the GPU (half its bytes again).
-bool gemm_fp8_enabled();
 // False once an FP8 GEMM failed on the device in this process (matmul.cu then keeps to two fp16
 // passes for good).
 bool gemm_fp8_working();
@@ -30,21 +27,16 @@ size_t weight_e4m3_bytes(DType t, int64_t rows, int64_t cols);
 // *scale_out points at s. w: F16 or BF16, n = rows * cols values.
 cudaError_t launch_weight_to_e4m3(DType t, const void* w, int64_t rows, int64_t cols, void* buf,
                                   const float** scale_out, cudaStream_t s);
-// How x_lo = x - fp16(x) is stored for the FP8 pass. kE5m2 (default): e5m2 at the fixed scale
-// 2^-11, one pass over x (e5m2's range covers every x_lo an fp16 hi leaves, see gemm-fp8.cu).
-// kE4m3 (HEARTH_CUDA_FP8_LO=e4m3): e4m3 at a per-tensor scale amax / 448, which needs a memset
-// and an amax pass first; one more mantissa bit, for A/B.
-enum class Fp8Lo { kE4m3, kE5m2 };
-Fp8Lo fp8_lo_type();
-// hi16[i] = fp16(x[i]); lo8[i] = fp8((x[i] - hi16[i]) / s) in fp8_lo_type()'s form, s written
-// to scale_dev[0]; scale_dev[1] is scratch.
+// hi16[i] = fp16(x[i]); lo8[i] = e5m2((x[i] - hi16[i]) / s) at the fixed scale s = 2^-11 (one
+// pass over x: e5m2's range covers every x_lo an fp16 hi leaves, see gemm-fp8.cu), s written to
+// scale_dev[0]; scale_dev[1] is scratch.
 cudaError_t launch_split_x_fp8(const float* x, int64_t n, void* hi16, uint8_t* lo8,
                                float* scale_dev, cudaStream_t s);
 // p[i] uniform in [lo, hi) from a hash of (i, seed): non-trivial test data on the device.
 cudaError_t launch_hash_fill(float* p, int64_t n, uint32_t seed, float lo, float hi,
                              cudaStream_t s);
 // y [T, rows] += (w_scale W8) . (x_scale X8)^T through cuBLASLt (the cuBLAS handle, cast).
-// W8 {rows, cols} e4m3, X8 [T, cols] in fp8_lo_type()'s form, cols % 16 == 0. Descriptors and the
+// W8 {rows, cols} e4m3, X8 [T, cols] e5m2 (launch_split_x_fp8), cols % 16 == 0. Descriptors and the
 // algorithm are cached per shape; fp8_gemm_supported() says whether cuBLASLt has an algorithm for a
 // shape (fp8_gemm_accumulate returns cudaErrorNotSupported otherwise). workspace: kFp8LtWorkspace.
 constexpr size_t kFp8LtWorkspace = size_t(32) << 20;

@@ -3,8 +3,7 @@
 // one QT<> specialization (unit size, raw load, dot) and a case in launch_gemv_int8().
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/dequantize.cuh"
-#include "kernels/cuda/env-switch.h"
-#include "kernels/cuda/gemv-norm.cuh"
+#include "kernels/cuda/gemv-store.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/weight-load.cuh"
 
@@ -352,18 +351,12 @@ struct QT<DType::Q6_K> {
 // W {d, n} @ x [NT, n] -> y [NT, d]. A warp takes kRows rows; each lane a unit per step, all
 // kUnroll*kRows unit loads of a step issued before the first dot (several 16-byte loads in
 // flight per lane); each x unit is read once and used for every row of the warp.
-// kNorm: batch.norm's rmsnorm epilogue (one token, one job); its warps past the last row run on
-// duplicate rows instead of leaving, since the epilogue needs every thread of the block.
-// kPipe: software-pipelined steps for rows of several steps (pipe_dtype(); one token).
-// kSplit: warps per row group, each taking every kSplit-th step (gemv_split(); kSplit > 1 only
-// without kNorm and kPipe).
+// kSplit: warps per row group, each taking every kSplit-th step (gemv_split(); one token).
 // kMinBlocks: blocks per SM the register allocation must allow (3: at most 80 registers).
-// kStream: weight loads past L1 (weight-load.cuh; Q4_0, Q8_0 and Q4_K can, launch_plain).
-template <DType T, int NT, bool kNorm = false, bool kPipe = false, int kSplit = 1,
-          int kMinBlocks = 1, bool kStream = false>
+// kStream: weight loads past L1 (weight-load.cuh; launch_plain picks it for Q4_0, where it won).
+template <DType T, int NT, int kSplit = 1, int kMinBlocks = 1, bool kStream = false>
 __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     gemv_int8_kernel(GemvBatch batch, QuantizedActs xa) {
-  static_assert(kSplit == 1 || (!kNorm && !kPipe), "split steps: plain kernel only");
   using Q = QT<T>;
   pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -376,8 +369,8 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   const int64_t d = w.rows;
   const int group = warp / kSplit, part = warp % kSplit;
   const int64_t row0 = (int64_t(block) * (kWarps / kSplit) + group) * kRows;
-  // Split groups stay to the end for the epilogue's barrier (their rows clamp to d - 1).
-  if (!kNorm && kSplit == 1 && row0 >= d) return;
+  // Split groups stay to the end: store_gemv_rows_split reduces across their warps.
+  if (kSplit == 1 && row0 >= d) return;
   int64_t rows[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) rows[r] = row0 + r < d ? row0 + r : d - 1;  // dup, never stored
@@ -415,28 +408,12 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   // ahead of the wait, which pins the x loads behind the weights (sessions 2 and 8: Q4_K
   // tg128 345 against 484 tok/s).
   pdl_wait();
-  if constexpr (kPipe) {
-    // Two steps in flight: the next step's loads go out before this step's dots (same
-    // summation order as the plain loop).
-    constexpr int64_t kStep = 32 * Q::kUnroll;
-    Raw cur[Q::kUnroll][kRows], nxt[Q::kUnroll][kRows];
-    load_step(cur, lane);
-    for (int64_t s0 = 0; s0 < nu; s0 += 2 * kStep) {
-      if (s0 + kStep < nu) load_step(nxt, s0 + kStep + lane);
-      dot_step(cur, s0 + lane);
-      if (s0 + kStep >= nu) break;
-      if (s0 + 2 * kStep < nu) load_step(cur, s0 + 2 * kStep + lane);
-      dot_step(nxt, s0 + kStep + lane);
-    }
-  } else {
-    for (int64_t u0 = lane + part * 32 * Q::kUnroll; u0 < nu; u0 += kSplit * 32 * Q::kUnroll) {
-      Raw raw[Q::kUnroll][kRows];
-      load_step(raw, u0);
-      dot_step(raw, u0);
-    }
+  for (int64_t u0 = lane + part * 32 * Q::kUnroll; u0 < nu; u0 += kSplit * 32 * Q::kUnroll) {
+    Raw raw[Q::kUnroll][kRows];
+    load_step(raw, u0);
+    dot_step(raw, u0);
   }
   store_gemv_rows_split<kSplit, kWarps, kRows, NT>(acc, warp, lane, row0, d, y, add);
-  if constexpr (kNorm) gemv_norm_epilogue<kWarps * 32, true>(batch.norm, add, d);
 }
 
 // One warp per 32-element block: q1 = round(x / d1), then the residual x - d1*q1 to q2 the
@@ -452,59 +429,32 @@ __global__ void quantize_acts_kernel(const float* __restrict__ x, int8_t* __rest
   quant_block32(x[b * 32 + lane], lane, b, q1, q2, scales);
 }
 
-// Dtypes whose pipelined kernel stays within 128 registers (two 256-thread blocks per SM, so a
-// 4096-row grid is one wave); Q5_0/Q5_1 (~138) and the K-quants would not.
-constexpr bool pipe_dtype(DType t) {
-  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0;
-}
-
-// The one-token kernel without epilogue or pipelining, by split.
+// The one-token kernel, by split.
 template <DType T, int kMin, bool kStream>
 cudaError_t launch_plain_as(const GemvBatch& b, const QuantizedActs& xa, int split,
                             cudaStream_t s) {
   const dim3 grid(b.block_end[b.n_jobs - 1]), block(kWarps * 32);
-  return split == 4   ? launch_pdl(gemv_int8_kernel<T, 1, false, false, 4, kMin, kStream>, grid,
-                                   block, 0, s, b, xa)
-         : split == 2 ? launch_pdl(gemv_int8_kernel<T, 1, false, false, 2, kMin, kStream>, grid,
-                                   block, 0, s, b, xa)
-                      : launch_pdl(gemv_int8_kernel<T, 1, false, false, 1, kMin, kStream>, grid,
-                                   block, 0, s, b, xa);
+  return split == 4 ? launch_pdl(gemv_int8_kernel<T, 1, 4, kMin, kStream>, grid, block, 0, s, b, xa)
+         : split == 2
+             ? launch_pdl(gemv_int8_kernel<T, 1, 2, kMin, kStream>, grid, block, 0, s, b, xa)
+             : launch_pdl(gemv_int8_kernel<T, 1, 1, kMin, kStream>, grid, block, 0, s, b, xa);
 }
 // Q4_0 streams its weights past L1 (tg128 561 -> 572 tok/s on the H200); Q8_0 lost (441 ->
-// 434) and Q4_K did not move (508 -> 507). HEARTH_CUDA_GEMV_HINT_INT8=0: none, =1: all three.
+// 434) and Q4_K did not move (508 -> 507), so they keep the plain loads.
 template <DType T, int kMin>
 cudaError_t launch_plain(const GemvBatch& b, const QuantizedActs& xa, int split, cudaStream_t s) {
-  static const int mode = env_int("HEARTH_CUDA_GEMV_HINT_INT8", -1);
-  if constexpr (T == DType::Q4_0 || T == DType::Q8_0 || T == DType::Q4_K) {
-    if (mode == 1 || (mode == -1 && T == DType::Q4_0))
-      return launch_plain_as<T, kMin, true>(b, xa, split, s);
-  }
-  return launch_plain_as<T, kMin, false>(b, xa, split, s);
+  return launch_plain_as<T, kMin, T == DType::Q4_0>(b, xa, split, s);
 }
 
 template <DType T>
-cudaError_t gemv_typed(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa, cudaStream_t s,
-                       const GemvNorm* norm) {
+cudaError_t gemv_typed(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa, cudaStream_t s) {
   const int64_t nu = xa.cols / QT<T>::kUnit,
                 steps = (nu + 32 * QT<T>::kUnroll - 1) / (32 * QT<T>::kUnroll);
-  const bool pipe = pipe_dtype(T) && steps > 1 && gemv_pipe_enabled();
-  const int split = xa.n_tokens == 1 && !norm && !pipe ? gemv_split(jobs, n_jobs, steps, true) : 1;
-  GemvBatch b = make_gemv_batch(jobs, n_jobs, split);
-  if (!attach_gemv_norm(b, norm, xa.n_tokens, true)) return cudaErrorInvalidValue;
+  const int split = xa.n_tokens == 1 ? gemv_split(jobs, n_jobs, steps, true) : 1;
+  const GemvBatch b = make_gemv_batch(jobs, n_jobs, split);
   const unsigned grid = b.block_end[b.n_jobs - 1];
   switch (xa.n_tokens) {
     case 1:
-      if constexpr (pipe_dtype(T)) {
-        if (pipe) {
-          if (b.norm.counter)
-            return launch_pdl(gemv_int8_kernel<T, 1, true, true>, dim3(grid), dim3(kWarps * 32), 0,
-                              s, b, xa);
-          return launch_pdl(gemv_int8_kernel<T, 1, false, true>, dim3(grid), dim3(kWarps * 32), 0,
-                            s, b, xa);
-        }
-      }
-      if (b.norm.counter)
-        return launch_pdl(gemv_int8_kernel<T, 1, true>, dim3(grid), dim3(kWarps * 32), 0, s, b, xa);
       if constexpr (T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K) {
         if (gemv_min_blocks(T, grid) == 3) return launch_plain<T, 3>(b, xa, split, s);
       }
@@ -591,9 +541,7 @@ int gemv_min_blocks(DType t, int64_t grid_blocks) {
   // Q8_0 at 64 registers instead of 94 (no spills) fits 4 blocks per SM instead of 2: ncu showed
   // its warps stalled on memory at 25% occupancy; with the split below, tg128 392 -> 438 tok/s
   // (session 9). Q4_0 at 64 spills, and at 80 (3 blocks) it lost (557 -> 554).
-  static const int forced = env_int("HEARTH_CUDA_GEMV_MINBLOCKS", 0);
-  if (t == DType::Q8_0) return forced == 1 ? 1 : 4;
-  if (forced == 1 || forced == 3) return forced;
+  if (t == DType::Q8_0) return 4;
   return t == DType::Q4_K && grid_blocks > 512 ? 3 : 1;
 }
 
@@ -601,19 +549,18 @@ int gemv_split(const GemvJob* jobs, int n_jobs, int64_t steps, bool int8) {
   // Measured on the H200 (docs/performance-cuda.md, session 8): the float GEMV gains from
   // splitting (F16 4096x11008 2.5 -> 3.4 TB/s; F16 tg128 225 -> 246 with grids up to 4096
   // blocks, so gate/up splits too).
-  static const int max_float = env_int("HEARTH_CUDA_GEMV_SPLIT", 4);
+  constexpr int kMaxFloat = 4;
+  constexpr int64_t kMaxBlocks = 4096;
   // The int8 kernels split only where 4 blocks fit per SM (Q8_0 at 64 registers, above): split
   // 2 took Q8_0 4096x4096 from 2.49 to 2.74 TB/s; at 2 blocks per SM a split only lengthens the
   // grid (Q4_0 4096x11008 2.36 -> 2.02).
-  static const int max_int8 = env_int("HEARTH_CUDA_GEMV_SPLIT_INT8", 0);
-  static const int64_t max_blocks = env_int("HEARTH_CUDA_GEMV_SPLIT_BLOCKS", 4096);
-  const int int8_cap = max_int8 > 0 ? max_int8 : jobs[0].w.dtype == DType::Q8_0 ? 2 : 1;
-  const int cap = int8 ? int8_cap : max_float;
+  const int int8_cap = jobs[0].w.dtype == DType::Q8_0 ? 2 : 1;
+  const int cap = int8 ? int8_cap : kMaxFloat;
   int64_t blocks = 0;
   for (int i = 0; i < n_jobs; ++i)
     blocks += (jobs[i].w.rows + kGemvRowsPerBlock - 1) / kGemvRowsPerBlock;
   int split = 1;
-  while (split < 8 && 2 * split <= cap && 2 * split <= steps && blocks * split < max_blocks)
+  while (split < 8 && 2 * split <= cap && 2 * split <= steps && blocks * split < kMaxBlocks)
     split *= 2;
   return split;
 }
@@ -624,26 +571,8 @@ cudaError_t launch_gemv_int8(const DeviceWeight& w, const QuantizedActs& xa, flo
   return launch_gemv_int8_multi(&job, 1, xa, s);
 }
 
-bool attach_gemv_norm(GemvBatch& b, const GemvNorm* norm, int64_t n_tokens, bool int8) {
-  if (!norm) return true;
-  const int64_t rows = b.jobs[0].w.rows;
-  if (b.n_jobs != 1 || n_tokens != 1 || !b.jobs[0].add_to || !norm->counter || !norm->w ||
-      !norm->y || (norm->qbuf && rows % 32 != 0) || (!int8 && norm->qbuf) || (int8 && !norm->qbuf))
-    return false;
-  b.norm = *norm;
-  b.norm.q1 = b.norm.q2 = nullptr;
-  b.norm.scales = nullptr;
-  if (norm->qbuf) {
-    const QuantizedActs v = quantized_acts_view(norm->qbuf, 1, rows);
-    b.norm.q1 = const_cast<int8_t*>(v.q1);
-    b.norm.q2 = const_cast<int8_t*>(v.q2);
-    b.norm.scales = const_cast<float*>(v.scales);
-  }
-  return true;
-}
-
 cudaError_t launch_gemv_int8_multi(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
-                                   cudaStream_t s, const GemvNorm* norm) {
+                                   cudaStream_t s) {
   if (n_jobs < 1 || n_jobs > 3 || xa.n_tokens < 1 || xa.n_tokens > kGemvMaxTokens)
     return cudaErrorInvalidValue;
   for (int i = 0; i < n_jobs; ++i)
@@ -652,21 +581,21 @@ cudaError_t launch_gemv_int8_multi(const GemvJob* jobs, int n_jobs, const Quanti
   static_assert(kWarps * kRows == kGemvRowsPerBlock, "block ranges assume this many rows");
   switch (jobs[0].w.dtype) {
     case DType::Q4_0:
-      return gemv_typed<DType::Q4_0>(jobs, n_jobs, xa, s, norm);
+      return gemv_typed<DType::Q4_0>(jobs, n_jobs, xa, s);
     case DType::Q4_1:
-      return gemv_typed<DType::Q4_1>(jobs, n_jobs, xa, s, norm);
+      return gemv_typed<DType::Q4_1>(jobs, n_jobs, xa, s);
     case DType::Q5_0:
-      return gemv_typed<DType::Q5_0>(jobs, n_jobs, xa, s, norm);
+      return gemv_typed<DType::Q5_0>(jobs, n_jobs, xa, s);
     case DType::Q5_1:
-      return gemv_typed<DType::Q5_1>(jobs, n_jobs, xa, s, norm);
+      return gemv_typed<DType::Q5_1>(jobs, n_jobs, xa, s);
     case DType::Q8_0:
-      return gemv_typed<DType::Q8_0>(jobs, n_jobs, xa, s, norm);
+      return gemv_typed<DType::Q8_0>(jobs, n_jobs, xa, s);
     case DType::Q4_K:
-      return gemv_typed<DType::Q4_K>(jobs, n_jobs, xa, s, norm);
+      return gemv_typed<DType::Q4_K>(jobs, n_jobs, xa, s);
     case DType::Q5_K:
-      return gemv_typed<DType::Q5_K>(jobs, n_jobs, xa, s, norm);
+      return gemv_typed<DType::Q5_K>(jobs, n_jobs, xa, s);
     case DType::Q6_K:
-      return gemv_typed<DType::Q6_K>(jobs, n_jobs, xa, s, norm);
+      return gemv_typed<DType::Q6_K>(jobs, n_jobs, xa, s);
     default:
       return cudaErrorInvalidValue;
   }

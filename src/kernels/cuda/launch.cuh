@@ -9,12 +9,6 @@
 
 namespace hearth::cuda {
 
-// HEARTH_CUDA_PDL=0 turns it off (plain stream order; for A/B timing and debugging).
-bool pdl_enabled();
-// HEARTH_CUDA_GEMV_PIPE=1: decode GEMVs over rows of several steps software-pipelined (an
-// experiment, off by default: no gain in the decode graph, Q8_0 lost 8%).
-bool gemv_pipe_enabled();
-
 // Waits until the grids this one depends on have completed and their writes are visible. A
 // no-op for a kernel launched without the PDL attribute.
 __device__ __forceinline__ void pdl_wait() {
@@ -43,7 +37,7 @@ cudaError_t launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t s
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 

@@ -7,9 +7,8 @@
 #include <algorithm>
 
 #include "kernels/cuda/dequantize.cuh"
-#include "kernels/cuda/env-switch.h"
 #include "kernels/cuda/gemm-fp8.h"
-#include "kernels/cuda/gemv-norm.cuh"
+#include "kernels/cuda/gemv-store.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/weight-load.cuh"
 
@@ -63,17 +62,12 @@ struct PlainGroup<DType::F32, kStream> {
 
 // W {d, n} @ X [NT, n] -> Y [NT, d]; n % 8 == 0 (every quant block size is; plain types with
 // other n take gemv_scalar_kernel).
-// kNorm: batch.norm's rmsnorm epilogue (one token, one job; warps past the last row stay).
-// kPipe: software-pipelined steps (rows of several steps; HEARTH_CUDA_GEMV_PIPE=0 turns off).
-// kSplit: warps per row group, each taking every kSplit-th step (gemv_split(); plain kernel).
-// kStream: weight loads past L1 (weight-load.cuh; the split kernels, HEARTH_CUDA_GEMV_HINT=0
-// turns it off).
-template <DType T, int NT, int kUnroll, bool kNorm = false, bool kPipe = false, int kSplit = 1,
-          bool kStream = false>
+// kSplit: warps per row group, each taking every kSplit-th step (gemv_split(); one token).
+// kStream: weight loads past L1 (weight-load.cuh; the split-2 and split-4 kernels).
+template <DType T, int NT, int kUnroll, int kSplit = 1, bool kStream = false>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_kernel(GemvBatch batch, const float* __restrict__ x) {
   using Group = PlainGroup<T, kStream>;
-  static_assert(kSplit == 1 || (!kNorm && !kPipe), "split steps: plain kernel only");
   pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // Block ranges of up to three matrices sharing x (Q/K/V, gate/up): one launch for all.
@@ -85,8 +79,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t d = w.rows, n = w.cols;
   const int group = warp / kSplit, part = warp % kSplit;
   const int64_t row0 = (int64_t(block) * (kWarps / kSplit) + group) * kRows;
-  // Split groups stay to the end for the epilogue's barrier (their rows clamp to d - 1).
-  if (!kNorm && kSplit == 1 && row0 >= d) return;
+  // Split groups stay to the end: store_gemv_rows_split reduces across their warps.
+  if (kSplit == 1 && row0 >= d) return;
   int64_t rows[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) rows[r] = row0 + r < d ? row0 + r : d - 1;  // dup, never stored
@@ -131,26 +125,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t first = lane + part * 32 * kUnroll;
   load_step(raw, first);
   pdl_wait();
-  if constexpr (kPipe) {
-    // Two steps in flight: the next step's loads go out before this step's dots (same
-    // summation order as the plain loop).
-    Group nxt[kUnroll][kRows];
-    constexpr int64_t kStep = 32 * kUnroll;
-    for (int64_t s0 = 0; s0 < ng; s0 += 2 * kStep) {
-      if (s0 + kStep < ng) load_step(nxt, s0 + kStep + lane);
-      dot_step(raw, s0 + lane);
-      if (s0 + kStep >= ng) break;
-      if (s0 + 2 * kStep < ng) load_step(raw, s0 + 2 * kStep + lane);
-      dot_step(nxt, s0 + kStep + lane);
-    }
-  } else {
-    for (int64_t g0 = first; g0 < ng; g0 += kSplit * 32 * kUnroll) {
-      if (g0 != first) load_step(raw, g0);
-      dot_step(raw, g0);
-    }
+  for (int64_t g0 = first; g0 < ng; g0 += kSplit * 32 * kUnroll) {
+    if (g0 != first) load_step(raw, g0);
+    dot_step(raw, g0);
   }
   store_gemv_rows_split<kSplit, kWarps, kRows, NT>(acc, warp, lane, row0, d, y, add);
-  if constexpr (kNorm) gemv_norm_epilogue<kWarps * 32, false>(batch.norm, add, d);
 }
 
 // Plain dtypes with n % 8 != 0: one warp per row, one element per lane step.
@@ -169,45 +148,20 @@ __global__ void gemv_scalar_kernel(DeviceWeight w, const float* __restrict__ x,
 }
 
 template <DType T, int U>
-cudaError_t gemv_launch(const GemvJob* jobs, int n_jobs, const float* x, int64_t nt, cudaStream_t s,
-                        const GemvNorm* norm) {
+cudaError_t gemv_launch(const GemvJob* jobs, int n_jobs, const float* x, int64_t nt,
+                        cudaStream_t s) {
   const int64_t ng = jobs[0].w.cols / 8, steps = (ng + 32 * U - 1) / (32 * U);
-  // F16/BF16 rows of several steps are software-pipelined (one token only; F32: 174 registers).
-  const bool pipe = T != DType::F32 && nt == 1 && gemv_pipe_enabled();
-  const int split = nt == 1 && !norm && !pipe ? gemv_split(jobs, n_jobs, steps, false) : 1;
-  GemvBatch w = make_gemv_batch(jobs, n_jobs, split);
-  if (!attach_gemv_norm(w, norm, nt, false)) return cudaErrorInvalidValue;
+  const int split = nt == 1 ? gemv_split(jobs, n_jobs, steps, false) : 1;
+  const GemvBatch w = make_gemv_batch(jobs, n_jobs, split);
   const unsigned grid = w.block_end[w.n_jobs - 1];
   switch (nt) {
     case 1:
-      if constexpr (T != DType::F32) {
-        if (pipe) {
-          if (w.norm.counter)
-            return launch_pdl(gemv_kernel<T, 1, U, true, true>, dim3(grid), dim3(kWarps * 32), 0, s,
-                              w, x);
-          return launch_pdl(gemv_kernel<T, 1, U, false, true>, dim3(grid), dim3(kWarps * 32), 0, s,
-                            w, x);
-        }
-      }
-      if (w.norm.counter)
-        return launch_pdl(gemv_kernel<T, 1, U, true>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
-      // Split kernels stream their weights past L1 (weight-load.cuh) unless switched off.
-      static const bool stream = env_on("HEARTH_CUDA_GEMV_HINT");
-      if (stream && split == 4)
-        return launch_pdl(gemv_kernel<T, 1, U, false, false, 4, true>, dim3(grid),
-                          dim3(kWarps * 32), 0, s, w, x);
-      if (stream && split == 2)
-        return launch_pdl(gemv_kernel<T, 1, U, false, false, 2, true>, dim3(grid),
-                          dim3(kWarps * 32), 0, s, w, x);
-      if (split == 8)
-        return launch_pdl(gemv_kernel<T, 1, U, false, false, 8>, dim3(grid), dim3(kWarps * 32), 0,
-                          s, w, x);
+      // Split kernels stream their weights past L1 (weight-load.cuh). gemv_split caps the
+      // float split at 4.
       if (split == 4)
-        return launch_pdl(gemv_kernel<T, 1, U, false, false, 4>, dim3(grid), dim3(kWarps * 32), 0,
-                          s, w, x);
+        return launch_pdl(gemv_kernel<T, 1, U, 4, true>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
       if (split == 2)
-        return launch_pdl(gemv_kernel<T, 1, U, false, false, 2>, dim3(grid), dim3(kWarps * 32), 0,
-                          s, w, x);
+        return launch_pdl(gemv_kernel<T, 1, U, 2, true>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
       return launch_pdl(gemv_kernel<T, 1, U>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
     case 2:
       return launch_pdl(gemv_kernel<T, 2, U>, dim3(grid), dim3(kWarps * 32), 0, s, w, x);
@@ -219,9 +173,9 @@ cudaError_t gemv_launch(const GemvJob* jobs, int n_jobs, const float* x, int64_t
 }
 
 template <DType T>
-cudaError_t gemv_typed(const GemvJob* jobs, int n_jobs, const float* x, int64_t nt, cudaStream_t s,
-                       const GemvNorm* norm) {
-  return gemv_launch<T, kFloatUnroll>(jobs, n_jobs, x, nt, s, norm);
+cudaError_t gemv_typed(const GemvJob* jobs, int n_jobs, const float* x, int64_t nt,
+                       cudaStream_t s) {
+  return gemv_launch<T, kFloatUnroll>(jobs, n_jobs, x, nt, s);
 }
 
 size_t align256(size_t v) {
@@ -240,19 +194,18 @@ __global__ void f32_to_f16_split_kernel(const float* x, __half* hi, __half* lo, 
   }
 }
 
-// HEARTH_CUDA_SPLIT_X=0 runs one fp16 pass (x rounded to fp16; faster, ~1.4e-3 off on the
-// bf16 goldens): an A/B switch for measuring what the second pass costs.
+// Full-precision weights take x as hi + lo (one fp16 pass is ~1.4e-3 off on the bf16 goldens).
 bool split_x(DType t) {
-  static const bool on = env_on("HEARTH_CUDA_SPLIT_X");
-  return on && (t == DType::F16 || t == DType::BF16);
+  return t == DType::F16 || t == DType::BF16;
 }
 
-// The FP8 correction applies: a split-x dtype with an e4m3 copy, switched on, not refused.
-bool use_fp8(const DeviceWeight& w) {
-  return split_x(w.dtype) && w.w8 && w.w8_scale && gemm_fp8_enabled() && gemm_fp8_working();
-}
+// The FP8 correction applies: a split-x dtype with an e4m3 copy (the backend makes one only when
+// its options ask for the FP8 pass), not refused by the device.
 bool fp8_able(const DeviceWeight& w) {
-  return split_x(w.dtype) && w.w8 && w.w8_scale && gemm_fp8_enabled();
+  return split_x(w.dtype) && w.w8 && w.w8_scale;
+}
+bool use_fp8(const DeviceWeight& w) {
+  return fp8_able(w) && gemm_fp8_working();
 }
 
 // The prefill workspace: x's converted forms first, at offsets that depend on x's size and
@@ -300,7 +253,7 @@ PrefillWorkspace carve(const DeviceWeight& w, int64_t n_tokens, void* base) {
 }  // namespace
 
 cudaError_t launch_gemv_float_multi(const GemvJob* jobs, int n_jobs, const float* x,
-                                    int64_t n_tokens, cudaStream_t s, const GemvNorm* norm) {
+                                    int64_t n_tokens, cudaStream_t s) {
   if (n_jobs < 1 || n_jobs > 3 || n_tokens < 1 || n_tokens > kGemvMaxTokens)
     return cudaErrorInvalidValue;
   for (int i = 0; i < n_jobs; ++i)
@@ -310,19 +263,18 @@ cudaError_t launch_gemv_float_multi(const GemvJob* jobs, int n_jobs, const float
   static_assert(kWarps * kRows == kGemvRowsPerBlock, "block ranges assume this many rows");
   switch (jobs[0].w.dtype) {
     case DType::F32:
-      return gemv_typed<DType::F32>(jobs, n_jobs, x, n_tokens, s, norm);
+      return gemv_typed<DType::F32>(jobs, n_jobs, x, n_tokens, s);
     case DType::F16:
-      return gemv_typed<DType::F16>(jobs, n_jobs, x, n_tokens, s, norm);
+      return gemv_typed<DType::F16>(jobs, n_jobs, x, n_tokens, s);
     case DType::BF16:
-      return gemv_typed<DType::BF16>(jobs, n_jobs, x, n_tokens, s, norm);
+      return gemv_typed<DType::BF16>(jobs, n_jobs, x, n_tokens, s);
     default:
       return cudaErrorInvalidValue;
   }
 }
 
 bool prefill_x_producible() {
-  return split_x(DType::F16) && gemm_fp8_enabled() && gemm_fp8_working() &&
-         fp8_lo_type() == Fp8Lo::kE5m2;
+  return gemm_fp8_working();
 }
 
 XSplitOut prefill_x_slots(int64_t n, void* workspace) {

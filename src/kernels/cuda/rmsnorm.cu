@@ -2,7 +2,6 @@
 // in float across the block, then y = x * rsqrt(mean + eps) * w. Rows of any length. Prefill rows
 // can also write y's split forms for the next GEMM (XSplitOut, cuda-ops.h).
 #include "kernels/cuda/cuda-ops.h"
-#include "kernels/cuda/env-switch.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rms-scale.cuh"
 #include "kernels/cuda/x-split.cuh"
@@ -66,13 +65,13 @@ cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t row
     return launch_pdl(rmsnorm_rows_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, s, x, w, y, n,
                       eps, static_cast<__half*>(split->hi), split->lo8, split->scale);
   }
-  static const bool rows_kernel = env_on("HEARTH_CUDA_RMS_ROWS");
-  if (rows > kGemvMaxTokens && rows_kernel)
+  // Prefill rows: one block per row.
+  if (rows > kGemvMaxTokens)
     return launch_pdl(rmsnorm_rows_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, s, x, w, y, n,
                       eps, static_cast<__half*>(nullptr), static_cast<__nv_fp8_storage_t*>(nullptr),
                       static_cast<float*>(nullptr));
-  // Slices only for decode-sized batches: a prefill's rows fill the GPU by themselves.
-  int64_t slices = rows <= kGemvMaxTokens ? (n + kThreads - 1) / kThreads : 1;
+  // Decode-sized batches: each row in slices, so a few rows still spread over the SMs.
+  int64_t slices = (n + kThreads - 1) / kThreads;
   if (slices > 64) slices = 64;
   return launch_pdl(rmsnorm_kernel, dim3(unsigned(rows), unsigned(slices)), dim3(kThreads), 0, s, x,
                     w, y, n, eps);

@@ -133,5 +133,25 @@ TEST(CliRun, GpuLayersWithoutGpuFallsBackToCpu) {
   EXPECT_NE(bad.err.find("--gpu-layers: 'most'"), std::string::npos) << bad.err;
 }
 
+// The CUDA backend's options are flags of every model-running command; a CPU-only run takes
+// them (they only change what a GPU does) and the same greedy tokens come out; a chain depth
+// outside 0..8 is refused with a line naming the flag.
+TEST(CliRun, CudaOptionFlagsAreAcceptedAndChecked) {
+  const std::string model = shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf");
+  auto plain = run_command(
+      {test::hearth_cli(), "run", "-m", model, "-p", "And", "-n", "4", "--temp", "0", "--json"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  auto flagged =
+      run_command({test::hearth_cli(), "run", "-m", model, "-p", "And", "-n", "4", "--temp", "0",
+                   "--json", "--no-cuda-graphs", "--cuda-chain-depth", "0", "--cuda-profile"});
+  ASSERT_EQ(flagged.exit_code, 0) << flagged.err;
+  EXPECT_EQ(nlohmann::json::parse(flagged.out)["tokens"],
+            nlohmann::json::parse(plain.out)["tokens"]);
+  auto bad =
+      run_command({test::hearth_cli(), "run", "-m", model, "-p", "And", "--cuda-chain-depth", "9"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--cuda-chain-depth"), std::string::npos) << bad.err;
+}
+
 }  // namespace
 }  // namespace hearth

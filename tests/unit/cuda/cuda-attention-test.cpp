@@ -41,38 +41,31 @@ PrefillData make_case(const PrefillCase& c, ThreadPool& pool) {
   return d;
 }
 
-// Precision 2 (hi + lo halves) keeps ~22 bits: at the fp32 kernel's bound. Precision 1 rounds
-// q, k, p and v to fp16 once (2^-11 each): ~1e-3 relative on these scores (|s| up to ~4); a
-// wrong fragment, mask or tile offset errs by tens of percent.
-double tolerance(int precision) {
-  return precision == 2 ? 2e-5 : 5e-3;
-}
+// hi + lo halves keep ~22 bits: at the fp32 kernel's bound; a wrong fragment, mask or tile
+// offset errs by tens of percent.
+constexpr double kTolerance = 2e-5;
 
 TEST_F(CudaTest, PrefillAttentionTensorCoresMatchCpu) {
   ThreadPool pool(2);
-  for (int precision : {2, 1}) {
-    for (const auto& c : kPrefillCases) {
-      const PrefillData d = make_case(c, pool);
-      const int64_t n = int64_t(d.q.size());
-      constexpr int64_t kTail = 64;
-      float* out = poisoned(n + kTail);
-      float *q = dev(d.q), *k = dev(d.k), *v = dev(d.v);
-      // Small uploads are queued on the backend's own (non-blocking) stream: let them land
-      // before a launch on the legacy stream reads them.
-      backend_->synchronize();
-      ASSERT_EQ(
-          cuda::launch_attention_prefill_tc(q, k, v, out, c.T, c.pos0, c.heads, c.kv_heads, c.hd,
-                                            1.f / std::sqrt(float(c.hd)), precision, nullptr),
-          cudaSuccess);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      std::vector<float> got = get(out, n + kTail);
-      for (int64_t i = n; i < n + kTail; ++i)
-        ASSERT_TRUE(std::isnan(got[size_t(i)])) << "wrote past the output at " << i;
-      got.resize(size_t(n));
-      EXPECT_LT(rel_error(got, d.want), tolerance(precision))
-          << "precision " << precision << " T " << c.T << " pos0 " << c.pos0 << " heads " << c.heads
-          << "/" << c.kv_heads << " hd " << c.hd;
-    }
+  for (const auto& c : kPrefillCases) {
+    const PrefillData d = make_case(c, pool);
+    const int64_t n = int64_t(d.q.size());
+    constexpr int64_t kTail = 64;
+    float* out = poisoned(n + kTail);
+    float *q = dev(d.q), *k = dev(d.k), *v = dev(d.v);
+    // Small uploads are queued on the backend's own (non-blocking) stream: let them land
+    // before a launch on the legacy stream reads them.
+    backend_->synchronize();
+    ASSERT_EQ(cuda::launch_attention_prefill_tc(q, k, v, out, c.T, c.pos0, c.heads, c.kv_heads,
+                                                c.hd, 1.f / std::sqrt(float(c.hd)), nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> got = get(out, n + kTail);
+    for (int64_t i = n; i < n + kTail; ++i)
+      ASSERT_TRUE(std::isnan(got[size_t(i)])) << "wrote past the output at " << i;
+    got.resize(size_t(n));
+    EXPECT_LT(rel_error(got, d.want), kTolerance) << "T " << c.T << " pos0 " << c.pos0 << " heads "
+                                                  << c.heads << "/" << c.kv_heads << " hd " << c.hd;
   }
 }
 
@@ -85,7 +78,7 @@ TEST_F(CudaTest, PrefillAttentionTensorCoresEveryRowMatches) {
   float *q = dev(d.q), *k = dev(d.k), *v = dev(d.v);
   backend_->synchronize();  // the uploads ran on the backend's stream
   ASSERT_EQ(cuda::launch_attention_prefill_tc(q, k, v, out, c.T, c.pos0, c.heads, c.kv_heads, c.hd,
-                                              1.f / std::sqrt(float(c.hd)), 2, nullptr),
+                                              1.f / std::sqrt(float(c.hd)), nullptr),
             cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> got = get(out, int64_t(d.q.size()));
@@ -100,31 +93,27 @@ TEST_F(CudaTest, PrefillAttentionTensorCoresEveryRowMatches) {
 
 TEST_F(CudaTest, PrefillAttentionTensorCoresRejectsBadShapes) {
   float* buf = poisoned(64 * 128);
-  // head_dim 96 has no tensor-core kernel; 3 heads over 2 KV heads is no GQA grouping;
-  // precision 3 does not exist.
-  EXPECT_NE(cuda::launch_attention_prefill_tc(buf, buf, buf, buf, 8, 0, 2, 2, 96, 1.f, 2, nullptr),
+  // head_dim 96 has no tensor-core kernel; 3 heads over 2 KV heads is no GQA grouping.
+  EXPECT_NE(cuda::launch_attention_prefill_tc(buf, buf, buf, buf, 8, 0, 2, 2, 96, 1.f, nullptr),
             cudaSuccess);
-  EXPECT_NE(cuda::launch_attention_prefill_tc(buf, buf, buf, buf, 8, 0, 3, 2, 64, 1.f, 2, nullptr),
-            cudaSuccess);
-  EXPECT_NE(cuda::launch_attention_prefill_tc(buf, buf, buf, buf, 8, 0, 2, 2, 64, 1.f, 3, nullptr),
+  EXPECT_NE(cuda::launch_attention_prefill_tc(buf, buf, buf, buf, 8, 0, 3, 2, 64, 1.f, nullptr),
             cudaSuccess);
   EXPECT_FALSE(cuda::attention_prefill_tc_supported(96));
   EXPECT_FALSE(cuda::attention_prefill_tc_supported(256));
 }
 
-// Through the backend: the dispatch picks the tensor-core kernel for prefill (unless
-// HEARTH_CUDA_ATTN_TC=0) at the precision of HEARTH_CUDA_ATTN_TC (default 2).
+// Through the backend: the dispatch picks the tensor-core kernel for prefill at head_dim 64/128.
 TEST_F(CudaTest, PrefillAttentionThroughBackendMatchesCpu) {
   ThreadPool pool(2);
-  const int mode = cuda::attention_tc_mode();
-  EXPECT_EQ(cuda::attention_prefill_tc_supported(128), mode != 0);
+  EXPECT_TRUE(cuda::attention_prefill_tc_supported(64));
+  EXPECT_TRUE(cuda::attention_prefill_tc_supported(128));
   for (const auto& c : kPrefillCases) {
     const PrefillData d = make_case(c, pool);
     float* out = poisoned(int64_t(d.q.size()));
     backend_->attention(dev(d.q), dev(d.k), dev(d.v), out, c.T, c.pos0, c.heads, c.kv_heads, c.hd,
                         1.f / std::sqrt(float(c.hd)));
-    EXPECT_LT(rel_error(get(out, int64_t(d.q.size())), d.want), tolerance(mode == 1 ? 1 : 2))
-        << "mode " << mode << " T " << c.T << " pos0 " << c.pos0 << " hd " << c.hd;
+    EXPECT_LT(rel_error(get(out, int64_t(d.q.size())), d.want), kTolerance)
+        << "T " << c.T << " pos0 " << c.pos0 << " hd " << c.hd;
   }
 }
 

@@ -38,15 +38,13 @@ TEST_F(CudaTest, CapturedDecodeStepsMatchEager) {
     backend_->attention(s.q, s.kc, s.vc, s.out, 1, pos, heads, heads, hd,
                         1.f / std::sqrt(float(hd)));
   };
-  const char* env = std::getenv("HEARTH_CUDA_GRAPHS");
-  const bool graphs = !(env && std::string(env) == "0");
   for (int32_t pos = 0; pos < 9; ++pos) {
     const int32_t token = (pos * 17 + 3) % int32_t(vocab);
     const bool replayed = backend_->begin_decode_step(token, pos, cap);
     if (!replayed) run_ops(a, token, pos);
     backend_->end_decode_step();
     // Step 0 warms up, step 1 captures; every later step must be a replay.
-    if (graphs && pos >= 2) {
+    if (options().graphs && pos >= 2) {
       EXPECT_TRUE(replayed) << "pos " << pos;
     }
     run_ops(b, token, pos);

@@ -107,11 +107,7 @@ class CudaGreedyModelTest : public CudaTest, public testing::WithParamInterface<
     ASSERT_TRUE(model_);
     ASSERT_EQ(model_->groups().size(), 1u);
     ASSERT_EQ(model_->groups()[0].backend->name().rfind("cuda", 0), 0u);
-    const char* chain = std::getenv("HEARTH_CUDA_CHAIN");
-    const char* graphs = std::getenv("HEARTH_CUDA_GRAPHS");
-    if (!chain && !graphs) {
-      EXPECT_GT(model_->groups()[0].backend->greedy_chain_depth(), 0);
-    }
+    EXPECT_EQ(model_->groups()[0].backend->greedy_chain_depth(), CudaOptions{}.greedy_chain_depth);
   }
   void TearDown() override {
     model_.reset();
@@ -119,11 +115,12 @@ class CudaGreedyModelTest : public CudaTest, public testing::WithParamInterface<
     CudaTest::TearDown();
   }
 
-  std::shared_ptr<Model> load() {
+  std::shared_ptr<Model> load(const CudaOptions& cuda = {}) {
     LoadOptions opt;
     opt.n_threads = 2;
     opt.gpu_layers = -1;
     opt.use_weight_cache = false;
+    opt.cuda = cuda;
     auto m = load_model(path_, opt);
     EXPECT_TRUE(m.is_ok()) << m.message();
     return m.is_ok() ? m.value() : nullptr;
@@ -229,8 +226,8 @@ TEST_P(CudaGreedyModelTest, DecodeFromTheCallbackIsAnError) {
   }
 }
 
-// HEARTH_CUDA_CHAIN=1 (device pick, nothing queued ahead) and =0 (the host loop) give the same
-// tokens as the default depth. The variable is read when the model's backend starts.
+// Chain depth 1 (device pick, nothing queued ahead), 0 (the host loop) and the deepest give the
+// same tokens as the default depth (LoadOptions::cuda, given to the backend when it is made).
 TEST_P(CudaGreedyModelTest, ChainDepthsAgree) {
   constexpr int kSteps = 24;
   // The cache and scratch below free through this model's backend: it outlives them.
@@ -239,30 +236,22 @@ TEST_P(CudaGreedyModelTest, ChainDepthsAgree) {
   ForwardScratch s_ref;
   const int32_t first = start(kv_ref, s_ref, 64);
   const std::vector<int32_t> want = loop(kv_ref, s_ref, first, kSteps);
-  const char* old = std::getenv("HEARTH_CUDA_CHAIN");
-  const std::string saved = old ? old : "";
-  for (const char* depth : {"1", "0", "8"}) {
-    setenv("HEARTH_CUDA_CHAIN", depth, 1);
-    model_ = load();
+  for (int depth : {1, 0, CudaOptions::kMaxGreedyChainDepth}) {
+    CudaOptions cuda;
+    cuda.greedy_chain_depth = depth;
+    model_ = load(cuda);
     ASSERT_TRUE(model_);
-    if (!std::getenv("HEARTH_CUDA_GRAPHS")) {
-      EXPECT_EQ(model_->groups()[0].backend->greedy_chain_depth(), std::atoi(depth));
-    }
+    EXPECT_EQ(model_->groups()[0].backend->greedy_chain_depth(), depth);
     KvCache kv;
     ForwardScratch s;
-    ASSERT_EQ(start(kv, s, 64), first) << "HEARTH_CUDA_CHAIN=" << depth;
+    ASSERT_EQ(start(kv, s, 64), first) << "chain depth " << depth;
     std::vector<int32_t> got;
     auto run = chain(kv, s, first, kSteps, got, 17);
     ASSERT_TRUE(run.is_ok()) << run.message();
     EXPECT_EQ(run->steps, 17);
     EXPECT_EQ(kv.used(), 4 + 17);
     EXPECT_EQ(got, std::vector<int32_t>(want.begin(), want.begin() + 17))
-        << "HEARTH_CUDA_CHAIN=" << depth;
-  }
-  if (old) {
-    setenv("HEARTH_CUDA_CHAIN", saved.c_str(), 1);
-  } else {
-    unsetenv("HEARTH_CUDA_CHAIN");
+        << "chain depth " << depth;
   }
 }
 

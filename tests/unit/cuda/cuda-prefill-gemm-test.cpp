@@ -1,6 +1,6 @@
-// F16/BF16 prefill GEMMs (the FP8 correction pass of gemm-fp8.h, or with HEARTH_CUDA_GEMM_FP8=0
-// two fp16 passes) against a double-precision CPU product: both must stay at two-fp16-pass
-// accuracy (one fp16 pass errs ~1e-4 here).
+// F16/BF16 prefill GEMMs (the FP8 correction pass of gemm-fp8.h, or with
+// CudaOptions::fp8_prefill off two fp16 passes) against a double-precision CPU product: both
+// must stay at two-fp16-pass accuracy (one fp16 pass errs ~1e-4 here).
 // Add a shape or token count to the lists below.
 #include <cublas_v2.h>
 #include <gtest/gtest.h>
@@ -12,10 +12,19 @@
 namespace hearth::test {
 namespace {
 
-class CudaPrefillGemm : public CudaTest, public ::testing::WithParamInterface<DType> {};
+// (dtype, fp8_prefill): the FP8 pass and the two fp16 passes it replaces.
+class CudaPrefillGemm : public CudaTest,
+                        public ::testing::WithParamInterface<std::tuple<DType, bool>> {
+ protected:
+  CudaOptions options() const override {
+    CudaOptions o;
+    o.fp8_prefill = std::get<1>(GetParam());
+    return o;
+  }
+};
 
 TEST_P(CudaPrefillGemm, Fp8CorrectionKeepsTwoPassAccuracy) {
-  const DType t = GetParam();
+  const auto [t, fp8] = GetParam();
   cublasHandle_t blas = nullptr;
   ASSERT_EQ(cublasCreate(&blas), CUBLAS_STATUS_SUCCESS);
   // 48 x 512 and 80 x 1040 (odd multiples of 16); 64 and 512 tokens take the FP8 pass, 17 (no
@@ -42,7 +51,7 @@ TEST_P(CudaPrefillGemm, Fp8CorrectionKeepsTwoPassAccuracy) {
         EXPECT_LT(err, 3e-5) << dtype_name(t) << " " << rows << "x" << cols << " T=" << n_tokens
                              << " x magnitude " << magnitude;
       }
-      if (cuda::gemm_fp8_enabled() && n_tokens != 17) {
+      if (fp8 && n_tokens != 17) {
         EXPECT_TRUE(cuda::fp8_gemm_supported(blas, rows, cols, n_tokens))
             << "no FP8 algorithm for " << rows << "x" << cols << " T=" << n_tokens;
       }
@@ -174,8 +183,13 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CudaPrefillSharedX,
                          ::testing::Values(DType::F16, DType::BF16, DType::Q4_0),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-INSTANTIATE_TEST_SUITE_P(Float, CudaPrefillGemm, ::testing::Values(DType::F16, DType::BF16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Float, CudaPrefillGemm,
+                         ::testing::Combine(::testing::Values(DType::F16, DType::BF16),
+                                            ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) +
+                                  (std::get<1>(info.param) ? "_fp8" : "_two_fp16_passes");
+                         });
 
 }  // namespace
 }  // namespace hearth::test

@@ -1,5 +1,6 @@
-// Helpers for the CUDA op tests: a backend fixture (skips without a GPU unless
-// HEARTH_REQUIRE_GPU=1), device buffers with NaN poisoning, and error norms.
+// Helpers for the CUDA op tests: a backend fixture (default CudaOptions unless a test overrides
+// options(); skips without a GPU unless HEARTH_REQUIRE_GPU=1), device buffers with NaN
+// poisoning, and error norms.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -20,13 +21,14 @@ class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     Status err;
-    backend_ = make_cuda_backend(0, &err);
+    backend_ = make_cuda_backend(0, options(), &err);
     if (!backend_) {
       const char* req = std::getenv("HEARTH_REQUIRE_GPU");
       if (req && std::string(req) == "1") FAIL() << "no GPU: " << err.message();
       GTEST_SKIP() << "no CUDA device (" << err.message() << ")";
     }
   }
+  virtual CudaOptions options() const { return {}; }
   void TearDown() override {
     if (backend_) {
       EXPECT_TRUE(backend_->status().is_ok()) << backend_->status().message();

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Cross-builds the kernels and tests/ops for AArch64 (tools/kernels-build, no host libraries
-# needed; GoogleTest is built from /usr/src/googletest) and runs them under qemu-aarch64, once
-# with every NEON level the emulated CPU has and once forced to baseline NEON (no sdot).
-# Usage: tools/test-arm.sh [build-dir]   (default: build-arm beside this script's repo root)
+# Cross-builds the kernels and tests/ops for AArch64 (the main build with HEARTH_KERNELS_ONLY=ON,
+# no host libraries needed; GoogleTest is built from /usr/src/googletest) and runs them under
+# qemu-aarch64, once with every NEON level the emulated CPU has and once forced to baseline NEON
+# (no sdot).
+# Usage: scripts/test-arm.sh [build-dir]   (default: build-arm in the repo root)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build-arm}"
@@ -11,15 +12,15 @@ for tool in aarch64-linux-gnu-g++ qemu-aarch64 cmake ninja; do
 done
 [ -d /usr/src/googletest ] || { echo "test-arm.sh: missing /usr/src/googletest (apt-get install googletest)" >&2; exit 1; }
 
-cmake -S "$root/tools/kernels-build" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEARTH_KERNELS_ONLY=ON \
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchain-aarch64.cmake" \
   -DHEARTH_GTEST_SOURCE=/usr/src/googletest >/dev/null
 ninja -C "$build" ops-kernels-test
 
-run() { qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu max "$build/ops/ops-kernels-test" "$@"; }
+run() { qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu max "$build/tests/ops/ops-kernels-test" "$@"; }
 echo "== ops-kernels-test under qemu-aarch64 -cpu max (NEON + dotprod)"
 run
 # Baseline NEON (no sdot) is only exercised when the CPU lacks dotprod: emulate one.
 echo "== ops-kernels-test under qemu-aarch64 -cpu cortex-a72 (NEON without dotprod)"
-qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu cortex-a72 "$build/ops/ops-kernels-test" \
+qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu cortex-a72 "$build/tests/ops/ops-kernels-test" \
   --gtest_filter='KernelTables.*:Matmul.*'

@@ -1,26 +1,28 @@
 #!/usr/bin/env bash
 # The whole CUDA check in one device call: CUDA op tests, GEMV bench, goldens through the GPU
 # (all layers, then partial), then llama2-7b-shape decode/prefill speed; a short table last.
-#   tools/cuda-check.sh pack [SET]  (here, no GPU) builds build-cuda and fills .gpu-data/ (bin/,
+# Device-run packaging, not part of the product (docs/performance-cuda.md describes a run).
+#   scripts/cuda-check.sh pack [SET]  (here, no GPU) builds build-cuda and fills .gpu-data/ (bin/,
 #       lib/, goldens/, tools/): carry ".gpu-data" to the device. SET: a (default) or b, which
 #       golden files (64 MiB carry limit).
-#   tools/cuda-check.sh             (device) uses .gpu-data/bin if present, else builds the full
+#   scripts/cuda-check.sh             (device) uses .gpu-data/bin if present, else builds the full
 #       tree (cmake -DHEARTH_CUDA=ON) there. Env: OUT (logs), SKIP_SPEED=1, SPEED_TYPES,
 #       BUDGET_S (default 570: later steps are skipped rather than run past a 600 s call),
 #       DECODE_PROFILE=0 (skip the decode profiles), PREFILL_PROFILE=0 (skip the prefill ones).
 #       AB="A B ...": an A/B run instead of the full check: the default op tests, then for each
-#       setting (space-free env assignments joined by ',', or '-' for the defaults) the GEMV
-#       bench and `hearth bench -p 512 -n 128` on SPEED_TYPES (or the setting's AB_TYPES=a+b);
-#       a table of tok/s per setting. With AB: PROBE=1 runs the cuBLASLt GEMM probe first,
-#       AB_PPROFILE="f16 ..." adds a prefill profile per setting, AB_DPROFILE="f16 ..." a decode
-#       profile (64-token prompt, 80 tokens), AB_GEMV=0 skips the GEMV bench, AB_BENCH=0 the
+#       setting (hearth flags joined by ',' such as --cuda-chain-depth=0,--no-cuda-graphs, or
+#       '-' for the defaults) `hearth bench -p 512 -n 128` on SPEED_TYPES (or the setting's
+#       types=a+b); a table of tok/s per setting. With AB: AB_PPROFILE="f16 ..." adds a
+#       prefill profile per setting, AB_DPROFILE="f16 ..." a decode profile (64-token prompt,
+#       80 tokens), AB_GEMV=1 runs the GEMV bench once first, AB_BENCH=0 skips the
 #       `hearth bench -p 512 -n 128` runs.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DATA=${HEARTH_GPU_DATA:-$ROOT/.gpu-data}
 BUILD=${BUILD:-$ROOT/build-cuda}
 SHARED=${HEARTH_SHARED_SRC:-$ROOT/../shared}
-TARGETS="hearth golden-test cuda_ops_test hearth-cuda-bench hearth-cuda-gemm-probe"
+TARGETS="hearth golden-test cuda_ops_test hearth-cuda-bench"
+BINS="apps/cli/hearth tests/golden/golden-test tests/unit/cuda/cuda_ops_test tools/hearth-cuda-bench"
 
 if [ "${1:-}" = pack ]; then
   set -e
@@ -28,8 +30,7 @@ if [ "${1:-}" = pack ]; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEARTH_CUDA=ON >/dev/null
   ninja -C "$BUILD" -j2 $TARGETS
   rm -rf "$DATA" && mkdir -p "$DATA/bin" "$DATA/lib" "$DATA/tools" "$DATA/goldens"
-  for b in apps/cli/hearth tests/golden/golden-test tests/unit/cuda/cuda_ops_test \
-    src/backend/cuda/hearth-cuda-bench src/backend/cuda/hearth-cuda-gemm-probe; do
+  for b in $BINS; do
     strip -o "$DATA/bin/$(basename $b)" "$BUILD/$b"
   done
   # Non-system shared libraries the binaries need (the device image has glibc, libstdc++ and
@@ -96,8 +97,7 @@ else
   BUILD_RC=$?
   grep -E "error|FAILED|Could NOT" "$OUT/build.log" | head -20
   BIN=$OUT/bin && mkdir -p "$BIN"
-  for b in apps/cli/hearth tests/golden/golden-test tests/unit/cuda/cuda_ops_test \
-    src/backend/cuda/hearth-cuda-bench src/backend/cuda/hearth-cuda-gemm-probe; do ln -sf "$BUILD/$b" "$BIN/"; done
+  for b in $BINS; do ln -sf "$BUILD/$b" "$BIN/"; done
 fi
 T1=$(date +%s)
 
@@ -116,44 +116,24 @@ echo "== CUDA op tests"
 HEARTH_REQUIRE_GPU=1 timeout 180 "$BIN/cuda_ops_test" >"$OUT/ops.log" 2>&1
 OPS_RC=$?
 grep -E "^\[  FAILED|Failure|Expected|Which is|^\[  PASSED" "$OUT/ops.log" | head -40
-# The A/B switches' other paths must pass too: plain stream order, no PDL; the fp32 prefill
-# attention kernel instead of the tensor-core one; two fp16 passes instead of the FP8 x_lo pass;
-# float GEMV weights through L1, Q8_0 and Q4_K weights past it (weight-load.cuh).
-echo "== CUDA op tests, HEARTH_CUDA_PDL=0 HEARTH_CUDA_ATTN_TC=0 HEARTH_CUDA_GEMM_FP8=0 HEARTH_CUDA_GEMV_HINT=0 HEARTH_CUDA_GEMV_HINT_INT8=1"
-HEARTH_CUDA_PDL=0 HEARTH_CUDA_ATTN_TC=0 HEARTH_CUDA_GEMM_FP8=0 HEARTH_CUDA_GEMV_HINT=0 \
-  HEARTH_CUDA_GEMV_HINT_INT8=1 HEARTH_REQUIRE_GPU=1 timeout 180 \
-  "$BIN/cuda_ops_test" >"$OUT/ops-classic.log" 2>&1 || OPS_RC=1
-grep -E "^\[  FAILED|Failure|^\[  PASSED" "$OUT/ops-classic.log" | head -20
-# ... and the opt-in experiments (rmsnorm in the GEMV's last block, pipelined GEMV, one fp16
-# rounding in the tensor-core prefill attention, x_lo in e4m3 at its amax).
-echo "== CUDA op tests, HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1 HEARTH_CUDA_ATTN_TC=1 HEARTH_CUDA_FP8_LO=e4m3"
-HEARTH_CUDA_FUSE_NORM=1 HEARTH_CUDA_GEMV_PIPE=1 HEARTH_CUDA_ATTN_TC=1 HEARTH_CUDA_FP8_LO=e4m3 \
-  HEARTH_REQUIRE_GPU=1 timeout 180 \
-  "$BIN/cuda_ops_test" >"$OUT/ops-exp.log" 2>&1 || OPS_RC=1
-grep -E "^\[  FAILED|Failure|^\[  PASSED" "$OUT/ops-exp.log" | head -20
-
 # The decode profiles' 64-token prompt (the A/B settings' and the full check's).
 pids=$(python3 -c "import random; random.seed(2); print(','.join(str(random.randint(100, 31999)) for _ in range(64)))")
 if [ -n "${AB:-}" ]; then
-  # PROBE=1: the cuBLASLt algorithm survey of the prefill GEMM shapes first (gemm-probe.txt).
-  if [ "${PROBE:-0}" = 1 ]; then
-    echo "== cuBLASLt GEMM probe"
-    timeout "$(cap 120)" "$BIN/hearth-cuda-gemm-probe" >"$OUT/gemm-probe.txt" 2>&1
-    cut -c1-150 "$OUT/gemm-probe.txt"
-  fi
   wait
+  # The kernels take no settings: their bench runs once, before the settings.
+  [ "${AB_GEMV:-0}" = 1 ] && timeout "$(cap 60)" "$BIN/hearth-cuda-bench" \
+    --dtypes "${AB_DTYPES:-F16,Q4_0,Q4_K,Q8_0}" 2>&1 | sed -n '/^== GEMV/,/^ *$/p' |
+    awk '{print $1, $2, $5, $6, $7, $8}'
   for setting in $AB; do
-    envs=${setting//,/ } && envs=${envs/#-/HEARTH_AB=default}
-    # AB_TYPES=f16+q4_k inside a setting: bench only those files for it
-    ts=$types && [[ $setting == *AB_TYPES=* ]] && ts=$(echo "$setting" | sed -E 's/.*AB_TYPES=([^,]*).*/\1/;s/\+/ /g')
+    # types=f16+q4_k inside a setting: bench only those files for it
+    ts=$types && [[ $setting == *types=* ]] && ts=$(echo "$setting" | sed -E 's/.*types=([^,]*).*/\1/;s/\+/ /g')
+    flags=$(echo "$setting" | tr ',' '\n' | grep -v '^types=' | grep -v '^-$' | tr '\n' ' ')
     echo "== A/B $setting"
-    [ "${AB_GEMV:-1}" = 1 ] && env $envs HEARTH_BENCH_DTYPES=${AB_DTYPES:-F16,Q4_0,Q4_K,Q8_0} timeout "$(cap 60)" \
-      "$BIN/hearth-cuda-bench" 2>&1 | sed -n '/^== GEMV/,/^ *$/p' | awk '{print $1, $2, $5, $6, $7, $8}'
     # AB_PPROFILE="f16 q4_0": the prefill profile's third pass for those files under the setting.
     for t in ${AB_PPROFILE:-}; do
       [ "$(cap 60)" -gt 20 ] || continue
       f="$OUT/pprofile-$t-${setting//[^A-Za-z0-9]/}.txt"
-      env $envs HEARTH_CUDA_PROFILE=1 timeout "$(cap 90)" "$BIN/hearth" bench -m "$W/7b-$t.gguf" \
+      timeout "$(cap 90)" "$BIN/hearth" bench -m "$W/7b-$t.gguf" $flags --cuda-profile \
         -p 512 -n 0 -r 2 --gpu-layers all >"$f.md" 2>"$f"
       echo "prefill profile $t: $(grep -E "pp512" "$f.md" | tr -s ' ')"
       sed -n '/prefill profile 3:/,/host wall/p' "$f" | grep -vE "^ +(embed|add|copy) "
@@ -162,7 +142,7 @@ if [ -n "${AB:-}" ]; then
     for t in ${AB_DPROFILE:-}; do
       [ "$(cap 60)" -gt 20 ] || continue
       f="$OUT/dprofile-$t-${setting//[^A-Za-z0-9]/}.txt"
-      env $envs HEARTH_CUDA_PROFILE=1 timeout "$(cap 60)" "$BIN/hearth" run -m "$W/7b-$t.gguf" \
+      timeout "$(cap 60)" "$BIN/hearth" run -m "$W/7b-$t.gguf" $flags --cuda-profile \
         --tokens "$pids" -n 80 --ignore-eos --temp 0 -c 1024 --gpu-layers all --json 2>"$f" >/dev/null
       echo "decode profile $t:"
       grep -A16 "hearth cuda profile" "$f" || tail -3 "$f"
@@ -170,7 +150,7 @@ if [ -n "${AB:-}" ]; then
     [ "${AB_BENCH:-1}" = 1 ] || continue
     for t in $ts; do
       [ "$(cap 60)" -gt 20 ] || { echo "$t SKIPPED (time budget)"; continue; }
-      j=$(env $envs timeout "$(cap 150)" "$BIN/hearth" bench -m "$W/7b-$t.gguf" -p 512 -n 128 -r 2 \
+      j=$(timeout "$(cap 150)" "$BIN/hearth" bench -m "$W/7b-$t.gguf" $flags -p 512 -n 128 -r 2 \
         --gpu-layers all --json 2>>"$OUT/ab.log")
       python3 -c "import json,sys; j=json.loads(sys.argv[1]); print('$setting $t', '  '.join('%s %.1f' % (f['test'], f['mean']) for f in j['figures'] if f['unit'] == 'tok/s'))" "$j" 2>>"$OUT/ab.log" ||
         echo "$setting $t FAILED (ab.log)"
@@ -183,14 +163,6 @@ fi
 echo "== GEMV bench"
 timeout 120 "$BIN/hearth-cuda-bench" >"$OUT/bench.log" 2>&1
 BENCH_RC=$?
-# A/B: GEMV software pipelining on; one fp16 pass for F16/BF16 prefill GEMMs.
-HEARTH_CUDA_GEMV_PIPE=1 HEARTH_BENCH_DTYPES=F16,Q4_0,Q4_K,Q8_0 timeout 60 "$BIN/hearth-cuda-bench" \
-  >"$OUT/bench-pipe.log" 2>&1
-HEARTH_CUDA_SPLIT_X=0 HEARTH_BENCH_DTYPES=F16 timeout 30 "$BIN/hearth-cuda-bench" \
-  >"$OUT/bench-onepass.log" 2>&1
-# The fp32 prefill attention kernel (the default dispatch line), no GEMV table.
-HEARTH_CUDA_ATTN_TC=0 HEARTH_BENCH_DTYPES=none timeout 30 "$BIN/hearth-cuda-bench" \
-  >"$OUT/bench-attn-fp32.log" 2>&1
 T2=$(date +%s)
 
 # Goldens carried under $DATA/goldens: one gtest filter term per file present.
@@ -207,10 +179,6 @@ if [ -d "$GOLD/goldens" ]; then
     filter="$filter:*/${t//[^A-Za-z0-9]/_}"
   done
   filter=${filter#:}
-  echo "== goldens, all layers on the GPU, HEARTH_CUDA_GEMM_FP8=0 (two fp16 passes)"
-  HEARTH_CUDA_GEMM_FP8=0 HEARTH_SHARED=$GOLD HEARTH_TEST_GPU_LAYERS=all timeout 240 \
-    "$BIN/golden-test" --gtest_filter="$filter" >"$OUT/golden-gpu-fp8.log" 2>&1
-  grep -E "^\[  FAILED|^\[  PASSED|Failure|Which is" "$OUT/golden-gpu-fp8.log" | head -10
   echo "== goldens, all layers on the GPU ($filter)"
   HEARTH_SHARED=$GOLD HEARTH_TEST_GPU_LAYERS=all timeout 240 "$BIN/golden-test" \
     --gtest_filter="$filter" >"$OUT/golden-gpu.log" 2>&1
@@ -237,11 +205,11 @@ if [ "${SKIP_SPEED:-0}" != 1 ] && [ -f "$DATA/tools/mkgguf.py" ]; then
     python3 -c "import json,sys; j=json.loads(sys.argv[1]); print('%-5s %-4s pp512 %9.0f tok/s  tg128 %7.1f tok/s' % ('$1', '$2', j['timings']['prompt_tok_s'] if 'timings' in j else j['prompt_tok_s'], j['timings']['gen_tok_s'] if 'timings' in j else j['gen_tok_s']))" "$j" 2>>"$OUT/speed.log" ||
       echo "$1 $2 FAILED (see speed.log)"
   }
-  bench_one() {  # type, gpu-layers: `hearth bench` (warm-up and repetitions) when built
+  bench_one() {  # type, gpu-layers, [hearth flags]: `hearth bench` (warm-up and repetitions)
     local j
     # F16 is 13.5 GB: one cold and two warm loads of it alone take minutes.
     j=$(timeout "$(cap "$([ "$1" = f16 ] && echo 200 || echo 120)")" "$BIN/hearth" bench -m "$W/7b-$1.gguf" \
-      -p 512 -n 128 -r 2 --gpu-layers "$2" --json 2>"$OUT/bench-$1-$2.err")
+      -p 512 -n 128 -r 2 --gpu-layers "$2" ${3:-} --json 2>"$OUT/bench-$1-$2.err")
     echo "rc=$? $1 ngl=$2 $j" >>"$OUT/speed.log"
     grep -v "^hearth bench:" "$OUT/bench-$1-$2.err" | tail -3 >&2
     python3 - "$1" "$2" "$j" 2>>"$OUT/speed.log" <<'PY' ||
@@ -256,36 +224,31 @@ print('%-5s %-4s %s%s' % (t, ngl, figs, g))
 PY
       run_one "$1" "$2"
   }
-  # Where a decode token's GPU time goes (HEARTH_CUDA_PROFILE=1): fused (default) and unfused.
-  # Defaults, then A/B switches off one at a time (graph replay per token is the figure).
   # Where a 512-token prefill's GPU time goes (the third profiled pass: after the bench's
-  # 32-token warm-up and one 512-token pass), default and with the fp32 attention kernel.
-  for cfg in "f16 -" "f16 HEARTH_CUDA_GEMM_FP8=0" "q4_0 -" "q4_0 HEARTH_CUDA_ATTN_TC=0"; do
-    set -- $cfg
-    [ "${PREFILL_PROFILE:-1}" = 1 ] && [ -f "$W/7b-$1.gguf" ] && [ "$(cap 60)" -gt 1 ] || continue
-    echo "== prefill profile $1 ($2)"
-    f="$OUT/pprofile-$1-${2//[^A-Za-z0-9]/}.txt"
-    env HEARTH_CUDA_PROFILE=1 ${2/#-/HEARTH_CUDA_PROFILE=1} timeout "$(cap 90)" "$BIN/hearth" bench \
-      -m "$W/7b-$1.gguf" -p 512 -n 0 -r 2 --gpu-layers all >/dev/null 2>"$f"
+  # warm-up and one 512-token pass).
+  for t in f16 q4_0; do
+    [ "${PREFILL_PROFILE:-1}" = 1 ] && [ -f "$W/7b-$t.gguf" ] && [ "$(cap 60)" -gt 1 ] || continue
+    echo "== prefill profile $t"
+    f="$OUT/pprofile-$t.txt"
+    timeout "$(cap 90)" "$BIN/hearth" bench --cuda-profile -m "$W/7b-$t.gguf" -p 512 -n 0 -r 2 \
+      --gpu-layers all >/dev/null 2>"$f"
     sed -n '/prefill profile 3:/,/host wall/p' "$f" | grep -vE "^ +(embed|add|copy) " ||
       tail -3 "$f"
   done
-  for cfg in "q4_0 -" "q4_0 HEARTH_CUDA_FUSE_NORM=1" "q4_0 HEARTH_CUDA_GEMV_PIPE=1" "q4_k -" \
-    "q8_0 -" "q8_0 HEARTH_CUDA_GEMV_PIPE=1" "f16 -" "f16 HEARTH_CUDA_GEMV_PIPE=1"; do
+  # Where a decode token's GPU time goes (graph replay per token is the figure).
+  for t in q4_0 q4_k q8_0 f16; do
     [ "${DECODE_PROFILE:-1}" = 1 ] || break
-    set -- $cfg
     [ "$(cap 60)" -gt 1 ] || break
-    echo "== profile $1 ($2)"
-    env HEARTH_CUDA_PROFILE=1 ${2/#-/HEARTH_CUDA_PROFILE=1} timeout "$(cap 60)" "$BIN/hearth" run \
-      -m "$W/7b-$1.gguf" --tokens "$pids" -n 80 --ignore-eos --temp 0 -c 1024 --gpu-layers all \
-      --json 2>"$OUT/profile-$1-${2//[^A-Za-z0-9]/}.txt" >/dev/null
-    grep -A16 "hearth cuda profile" "$OUT/profile-$1-${2//[^A-Za-z0-9]/}.txt" |
-      grep -E "graph|attention|eager" || tail -3 "$OUT/profile-$1-${2//[^A-Za-z0-9]/}.txt"
+    echo "== profile $t"
+    timeout "$(cap 60)" "$BIN/hearth" run --cuda-profile -m "$W/7b-$t.gguf" --tokens "$pids" \
+      -n 80 --ignore-eos --temp 0 -c 1024 --gpu-layers all --json 2>"$OUT/profile-$t.txt" >/dev/null
+    grep -A16 "hearth cuda profile" "$OUT/profile-$t.txt" |
+      grep -E "graph|attention|eager" || tail -3 "$OUT/profile-$t.txt"
   done
   # The same after a 512-token prompt (decode at context ~512-590: 8-10 live attention splits).
   if [ "${DECODE_PROFILE:-1}" = 1 ] && [ "$(cap 60)" -gt 1 ]; then
     echo "== profile q4_0 (-), context ~512-590"
-    HEARTH_CUDA_PROFILE=1 timeout "$(cap 60)" "$BIN/hearth" run -m "$W/7b-q4_0.gguf" --tokens "$ids" \
+    timeout "$(cap 60)" "$BIN/hearth" run --cuda-profile -m "$W/7b-q4_0.gguf" --tokens "$ids" \
       -n 80 --ignore-eos --temp 0 -c 1024 --gpu-layers all --json 2>"$OUT/profile-q4_0-ctx512.txt" \
       >/dev/null
     grep -A16 "hearth cuda profile" "$OUT/profile-q4_0-ctx512.txt" | grep -E "graph|attention|eager" ||
@@ -302,7 +265,7 @@ PY
   # run-to-run spread to judge differences against.
   [ "$(left)" -gt 60 ] && SPEED+="$(bench_one q4_0 auto) (auto)"$'\n' &&
     SPEED+="$(grep -h -m1 "gpu-layers auto" "$OUT/bench-q4_0-auto.err")"$'\n'
-  [ "$(left)" -gt 60 ] && SPEED+="$(HEARTH_CUDA_CHAIN=0 bench_one q4_0 all) (HEARTH_CUDA_CHAIN=0)"$'\n'
+  [ "$(left)" -gt 60 ] && SPEED+="$(bench_one q4_0 all --cuda-chain-depth=0) (--cuda-chain-depth=0)"$'\n'
   [ "$(left)" -gt 60 ] && SPEED+="$(bench_one q4_0 all) (repeat)"$'\n'
   echo -n "$SPEED"
 fi
@@ -311,17 +274,12 @@ T4=$(date +%s)
 echo
 echo "== summary: setup ${BUILD_RC} ($((T1 - T0))s)  ops rc=$OPS_RC  bench rc=$BENCH_RC ($((T2 - T1))s)" \
   " goldens gpu=$GOLD_RC partial=$PART_RC ($((T3 - T2))s)  speed ($((T4 - T3))s)"
-for f in ops ops-classic ops-exp golden-gpu-fp8 golden-gpu golden-partial; do
+for f in ops golden-gpu golden-partial; do
   echo "$f: $(grep -E "^\[  PASSED|^\[  FAILED  \] [0-9]+" "$OUT/$f.log" 2>/dev/null | tr '\n' ' ')"
 done
 grep -E "^copy bandwidth" "$OUT/bench.log" 2>/dev/null
 sed -n '/^== GEMV/,$p' "$OUT/bench.log" 2>/dev/null | awk '{print $1, $2, $5, $6, $7, $8, $11, $12, $13}'
-echo "-- HEARTH_CUDA_GEMV_PIPE=1:"
-sed -n '/^== GEMV/,$p' "$OUT/bench-pipe.log" 2>/dev/null | awk '{print $1, $2, $5, $6, $7, $8}'
-echo "-- F16 one fp16 pass:"
-sed -n '/^== GEMV/,$p' "$OUT/bench-onepass.log" 2>/dev/null | awk '{print $1, $2, $11, $12, $13}'
 grep -h "^attention pp512" "$OUT/bench.log" 2>/dev/null
-grep -h "^attention pp512 default" "$OUT/bench-attn-fp32.log" 2>/dev/null | sed 's/default dispatch/fp32 kernel     /'
 for f in "$OUT"/pprofile-*.txt; do
   [ -f "$f" ] && echo "$(basename "$f" .txt): $(sed -n '/prefill profile 3:/,/host wall/p' "$f" | grep -E "^  (pass|attention|gemm) " | tr -s ' ' | tr '\n' ';') first 512-token pass: $(sed -n '/prefill profile 2:/,/host wall/p' "$f" | grep -E "^  pass " | tr -s ' ')"
 done

@@ -1,0 +1,42 @@
+// What a CUDA backend does, chosen when it is made (make_gpu_backend / make_cuda_backend) and
+// fixed for its life. The defaults are the measured fastest (docs/performance-cuda.md); the
+// switches exist for users (graphs, chaining, profile) and for A/B runs of one fused path
+// against its plain form. A new choice: a field here with the current behaviour as its default,
+// read in CudaBackend::init — never an environment variable.
+#pragma once
+
+#include <string>
+
+namespace hearth {
+
+struct CudaOptions {
+  // Decode steps captured once into a CUDA graph and replayed (false: every step launches its
+  // kernels one by one; also turns greedy chaining off, which replays graphs only).
+  bool graphs = true;
+  // Greedy decode steps queued ahead of the host, the argmax on the device
+  // (backend/cuda/cuda-greedy.h): 0 turns chaining off (decode + host argmax per token),
+  // 1..kMaxGreedyChainDepth that many.
+  int greedy_chain_depth = 3;
+  static constexpr int kMaxGreedyChainDepth = 8;
+  // Per-op timing of decode steps and prefill passes, printed to stderr (slower: profiled steps
+  // run eagerly).
+  bool profile = false;
+
+  // A/B switches, each off = the plain form of one fusion:
+  bool fuse = true;             // decode launches fused (false: every op its own launch)
+  bool fp8_prefill = true;      // F16/BF16 prefill GEMMs: x_lo pass in FP8 (else a second fp16)
+  bool prefill_x_cache = true;  // Q/K/V (gate/up) convert their shared x once per prefill
+  bool matmul_add = true;       // prefill residual adds inside the GEMM (beta = 1)
+  bool producer_split = true;   // prefill rmsnorm/swiglu write the next GEMM's split x (needs fuse)
+  bool rope_rows_kv = true;     // prefill rope q/k + K/V append as one launch
+};
+
+// "" when the options are usable, else one line naming the bad field.
+inline std::string cuda_options_error(const CudaOptions& o) {
+  if (o.greedy_chain_depth < 0 || o.greedy_chain_depth > CudaOptions::kMaxGreedyChainDepth)
+    return "greedy chain depth " + std::to_string(o.greedy_chain_depth) + " is outside 0.." +
+           std::to_string(CudaOptions::kMaxGreedyChainDepth);
+  return "";
+}
+
+}  // namespace hearth
