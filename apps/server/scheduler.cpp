@@ -194,6 +194,7 @@ void Scheduler::admit_locked() {
     slot.stops = std::make_unique<StopStringFilter>(job->stop);
     job->prompt_tokens_ = int64_t(job->prompt.size());
     job->cached_tokens_ = int64_t(keep);
+    job->timing_.started = Clock::now();
   }
 }
 
@@ -207,6 +208,9 @@ void Scheduler::finish_slot(Slot& slot, const std::string& reason, const std::st
       job->push_text(slot.stops->flush(slot.decoder->flush()));
   }
   job->completion_tokens_ = slot.generated;
+  job->timing_.finished = Clock::now();
+  if (slot.generated == 0 && job->timing_.first_token == Clock::time_point{})
+    job->timing_.first_token = job->timing_.finished;
   job->finish(reason, error);
   std::lock_guard<std::mutex> lock(mu_);
   --running_;
@@ -240,8 +244,10 @@ void Scheduler::sample_and_emit(Slot& slot, const float* logits) {
   Job& job = *slot.job;
   const int32_t n_vocab = int32_t(engine_->model().hparams().n_vocab);
   const int32_t id = slot.sampler->sample(logits, n_vocab, slot.history);
+  if (slot.generated == 0) job.timing_.first_token = Clock::now();
   if (!job.ignore_eos && tok.is_end_of_generation(id)) return finish_slot(slot, "stop");
   slot.generated++;
+  job.output_tokens_.push_back(id);
   job.push_text(slot.stops->push(slot.decoder->push(id)));
   if (slot.stops->matched()) return finish_slot(slot, "stop");
   if (slot.generated >= job.max_tokens) return finish_slot(slot, "length");

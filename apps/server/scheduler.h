@@ -55,6 +55,15 @@ class Job {
   int64_t cached_tokens() const { return cached_tokens_; }
   int64_t completion_tokens() const { return completion_tokens_; }
   const std::vector<std::vector<float>>& embeddings() const { return embeddings_; }
+  // The generated token ids (the end-of-generation token excluded), for clients that continue
+  // from them (Ollama's `context`).
+  const std::vector<int32_t>& output_tokens() const { return output_tokens_; }
+  // When the scheduler took the job into a slot, sampled its first token, and finished it (for
+  // Ollama's prompt_eval/eval durations). A job that never ran keeps the epoch.
+  struct Timing {
+    std::chrono::steady_clock::time_point started, first_token, finished;
+  };
+  const Timing& timing() const { return timing_; }
 
   // Producer side (scheduler thread only).
   void push_text(const std::string& text);
@@ -71,6 +80,8 @@ class Job {
   std::string finish_reason_, error_;
   int64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
   std::vector<std::vector<float>> embeddings_;
+  std::vector<int32_t> output_tokens_;
+  Timing timing_;
 };
 
 struct SchedulerOptions {
