@@ -318,6 +318,7 @@ struct Server::Impl {
       std::string id;
       int64_t created;
       bool started = false, finished = false;  // touched on the connection's executor only
+      size_t text_offset = 0;                   // completions' logprobs.text_offset so far
       InFlight guard;
       explicit State(std::atomic<int>* n) : guard(n) {}
     };
@@ -344,8 +345,11 @@ struct Server::Impl {
         if (st->r->chat)
           out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, "", nullptr, true));
       }
-      if (!text.empty())
-        out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, text, nullptr, false));
+      std::vector<TokenLogprob> logprobs;
+      job.take_logprobs(&logprobs);
+      if (!text.empty() || !logprobs.empty())
+        out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, text, nullptr, false,
+                                    stream_logprobs(*st->r, logprobs, &st->text_offset)));
       if (done) {
         st->finished = true;
         if (failed(job)) {

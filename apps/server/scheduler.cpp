@@ -23,6 +23,17 @@ bool Job::wait_text(std::chrono::milliseconds timeout, std::string* text) {
   return done_;
 }
 
+void Job::take_logprobs(std::vector<TokenLogprob>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  out->insert(out->end(), logprobs_.begin() + long(logprobs_taken_), logprobs_.end());
+  logprobs_taken_ = logprobs_.size();
+}
+
+void Job::push_logprob(TokenLogprob lp) {
+  std::lock_guard<std::mutex> lock(mu_);
+  logprobs_.push_back(std::move(lp));
+}
+
 void Job::push_text(const std::string& text) {
   if (text.empty()) return;
   {
@@ -248,6 +259,8 @@ void Scheduler::sample_and_emit(Slot& slot, const float* logits) {
   if (!job.ignore_eos && tok.is_end_of_generation(id)) return finish_slot(slot, "stop");
   slot.generated++;
   job.output_tokens_.push_back(id);
+  if (job.logprobs_top >= 0)
+    job.push_logprob(token_logprob(logits, n_vocab, id, job.logprobs_top, tok));
   job.push_text(slot.stops->push(slot.decoder->push(id)));
   if (slot.stops->matched()) return finish_slot(slot, "stop");
   if (slot.generated >= job.max_tokens) return finish_slot(slot, "length");
