@@ -90,7 +90,6 @@ const Unimplemented kUnimplemented[] = {
     {"parallel_tool_calls", [](const json& v) { return v.is_boolean(); }},
     {"response_format",
      [](const json& v) { return v.is_object() && v.size() == 1 && v.value("type", "") == "text"; }},
-    {"logit_bias", [](const json& v) { return v.is_object() && v.empty(); }},
     {"echo", [](const json& v) { return v == false; }},
     {"best_of", [](const json& v) { return v == 1; }},
     {"suffix", [](const json& v) { return v == ""; }},
@@ -188,6 +187,35 @@ bool parse_logprobs(const json& j, bool chat, Job* job, ApiError* err) {
   if (top && !on)
     return fail(err, "top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
   if (on) job->logprobs_top = int32_t(top.value_or(0));
+  return true;
+}
+
+// `logit_bias`: {"token id": bias} with biases in [-100, 100], added to the logits before
+// sampling (OpenAI's semantics: -100 bans a token in effect, 100 makes it the only choice).
+bool parse_logit_bias(const json& j, const Engine& engine, const ApiLimits& limits, Job* job,
+                      ApiError* err) {
+  auto it = j.find("logit_bias");
+  if (it == j.end() || it->is_null()) return true;
+  if (!it->is_object())
+    return fail(err, "logit_bias", "'logit_bias' must be an object of token id -> bias");
+  if (it->size() > limits.max_logit_bias)
+    return fail(err, "logit_bias",
+                "'logit_bias' has " + std::to_string(it->size()) + " entries; the limit is " +
+                    std::to_string(limits.max_logit_bias));
+  const int64_t n_vocab = engine.model().hparams().n_vocab;
+  for (auto e = it->begin(); e != it->end(); ++e) {
+    const std::string& key = e.key();
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoll(key) >= n_vocab)
+      return fail(err, "logit_bias",
+                  "'logit_bias' has the key " + json_text(json(key)) +
+                      ", which is not a token id (0.." + std::to_string(n_vocab - 1) + ")");
+    if (!e->is_number() || !(e->get<double>() >= -100 && e->get<double>() <= 100))
+      return fail(err, "logit_bias",
+                  "'logit_bias' for token " + key + " must be a number from -100 to 100");
+    job->logit_bias.emplace_back(int32_t(std::stoll(key)), e->get<float>());
+  }
   return true;
 }
 
@@ -297,7 +325,8 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
     req.include_usage = it->value("include_usage", false) == true;
   }
   std::optional<int64_t> max_tokens;
-  if (!parse_common(j, cfg, &job, &max_tokens, err) || !parse_logprobs(j, chat, &job, err))
+  if (!parse_common(j, cfg, &job, &max_tokens, err) || !parse_logprobs(j, chat, &job, err) ||
+      !parse_logit_bias(j, engine, cfg.limits, &job, err))
     return std::nullopt;
   if (chat) {
     if (!chat_prompt(j, cfg, engine, &job.prompt, err)) return std::nullopt;

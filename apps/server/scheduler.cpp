@@ -71,6 +71,7 @@ struct Scheduler::Slot {
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StreamDecoder> decoder;
   std::unique_ptr<StopStringFilter> stops;
+  std::vector<float> biased;  // the logits row plus the job's logit_bias (scratch)
 };
 
 // Embedding jobs run one chunk per step in their own pass (hidden states, not logits) over a
@@ -254,7 +255,13 @@ void Scheduler::sample_and_emit(Slot& slot, const float* logits) {
   const Tokenizer& tok = engine_->tokenizer();
   Job& job = *slot.job;
   const int32_t n_vocab = int32_t(engine_->model().hparams().n_vocab);
-  const int32_t id = slot.sampler->sample(logits, n_vocab, slot.history);
+  const float* sampled_from = logits;
+  if (!job.logit_bias.empty()) {
+    slot.biased.assign(logits, logits + n_vocab);
+    for (const auto& [token, bias] : job.logit_bias) slot.biased[size_t(token)] += bias;
+    sampled_from = slot.biased.data();
+  }
+  const int32_t id = slot.sampler->sample(sampled_from, n_vocab, slot.history);
   if (slot.generated == 0) job.timing_.first_token = Clock::now();
   if (!job.ignore_eos && tok.is_end_of_generation(id)) return finish_slot(slot, "stop");
   slot.generated++;

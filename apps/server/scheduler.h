@@ -40,6 +40,8 @@ class Job {
   // -1: no logprobs; 0..kMaxTopLogprobs: each generated token's logprob and that many of the
   // most likely alternatives.
   int32_t logprobs_top = -1;
+  // Added to the logits before sampling (OpenAI's logit_bias); logprobs stay the model's own.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   // Consumer side. Waits up to `timeout` for text or the end; appends new text to *text.
   // Returns true once the job has finished and all its text was handed out.

@@ -1,6 +1,7 @@
 // OpenAI's per-request sampling fields on `hearth serve` (kjv-13m, loopback), through the
 // official `openai` client where it can express them and fetch otherwise: logprobs (checked
-// against log-softmax of `hearth logits` for the same tokens), and their 400s naming the field.
+// against log-softmax of `hearth logits` for the same tokens), logit_bias, seed (against `hearth
+// run --seed`), stop, and their 400s naming the field.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, mkdtempSync, rmSync } from "node:fs";
@@ -180,6 +181,78 @@ test("bad logprobs fields are a 400 naming the field", async () => {
   ];
   for (const [path, body, field] of cases) {
     const r = await postJson(`${srv.base}${path}`, body);
+    assert.equal(r.status, 400, `${JSON.stringify(body)} -> ${r.status}`);
+    assertErrorShape(r.body, "invalid_request_error");
+    assert.equal(r.body.error.param, field);
+  }
+});
+
+test("logit_bias: -100 bans the greedy token, +100 forces a token; the logprobs stay the model's", async () => {
+  const prompt = "And the king said";
+  const cli = await run(HEARTH, ["run", "-m", MODEL, "-p", prompt, "--temp", "0", "-n", "4",
+                                 "-c", "512", "--json"]);
+  assert.equal(cli.code, 0, cli.stderr);
+  const ref = JSON.parse(cli.stdout);
+  const first = ref.tokens[0];
+  const banned = await client.completions.create({
+    model: "kjv", prompt, max_tokens: 1, temperature: 0, logprobs: 2,
+    logit_bias: { [String(first)]: -100 },
+  });
+  const lp = banned.choices[0].logprobs;
+  // The greedy token is gone; the pick is the model's second most likely token, whose logprob
+  // is the unbiased one (the top alternative is still the banned token).
+  const top = Object.entries(lp.top_logprobs[0]).sort((a, b) => b[1] - a[1]);
+  assert.notEqual(lp.tokens[0], top[0][0]);
+  assert.equal(lp.tokens[0], top[1][0]);
+  // Forcing: token 29892 (",") at +100 on every step.
+  const forced = await client.completions.create({
+    model: "kjv", prompt, max_tokens: 3, temperature: 0, logit_bias: { "29892": 100 },
+  });
+  assert.equal(forced.choices[0].text, ",,,");
+  const chat = await client.chat.completions.create({
+    model: "kjv", messages: [{ role: "user", content: "x" }], max_tokens: 2, temperature: 0,
+    logit_bias: { "29892": 100 },
+  });
+  assert.equal(chat.choices[0].message.content, ",,");
+});
+
+test("seed reproduces a sampled answer per request; stop cuts it (string or array)", async () => {
+  const body = { model: "kjv", prompt: "And God said", max_tokens: 16, temperature: 1.2, top_k: 0,
+                 top_p: 1, min_p: 0, seed: 4242 };
+  const a = await client.completions.create(body);
+  const b = await client.completions.create(body);
+  assert.equal(a.choices[0].text, b.choices[0].text);
+  const others = await Promise.all([1, 2, 3].map((s) => client.completions.create({ ...body, seed: s })));
+  assert.ok(others.some((o) => o.choices[0].text !== a.choices[0].text));
+  // The seeded run matches the CLI's sampler with the same seed.
+  const cli = await run(HEARTH, ["run", "-m", MODEL, "-p", "And God said", "-n", "16", "-c", "512",
+                                 "--temp", "1.2", "--top-k", "0", "--top-p", "1", "--min-p", "0",
+                                 "--seed", "4242", "--json"]);
+  assert.equal(cli.code, 0, cli.stderr);
+  assert.equal(a.choices[0].text, JSON.parse(cli.stdout).text);
+  const word = a.choices[0].text.trim().split(/\s+/)[1];
+  for (const stop of [word, [word, "zzzz"]]) {
+    const s = await client.completions.create({ ...body, stop });
+    assert.ok(!s.choices[0].text.includes(word), s.choices[0].text);
+    assert.equal(s.choices[0].finish_reason, "stop");
+    assert.ok(a.choices[0].text.startsWith(s.choices[0].text));
+  }
+});
+
+test("bad logit_bias and n are a 400 naming the field", async () => {
+  const base = { model: "kjv", prompt: "x", max_tokens: 1 };
+  const cases = [
+    [{ ...base, logit_bias: { "abc": 1 } }, "logit_bias"],
+    [{ ...base, logit_bias: { "-1": 1 } }, "logit_bias"],
+    [{ ...base, logit_bias: { "99999999": 1 } }, "logit_bias"],
+    [{ ...base, logit_bias: { "5": 101 } }, "logit_bias"],
+    [{ ...base, logit_bias: { "5": "1" } }, "logit_bias"],
+    [{ ...base, logit_bias: [1, 2] }, "logit_bias"],
+    [{ ...base, n: 9 }, "n"],
+    [{ ...base, n: 0 }, "n"],
+  ];
+  for (const [body, field] of cases) {
+    const r = await postJson(`${srv.base}/v1/completions`, body);
     assert.equal(r.status, 400, `${JSON.stringify(body)} -> ${r.status}`);
     assertErrorShape(r.body, "invalid_request_error");
     assert.equal(r.body.error.param, field);
