@@ -12,6 +12,8 @@
 #include "fallback.h"
 #include "http-connection.h"
 #include "http-policy.h"
+#include "in-flight.h"
+#include "ollama-routes.h"
 #include "server.h"
 
 namespace hearth::server {
@@ -59,14 +61,6 @@ bool equal_constant_time(const std::string& a, const std::string& b) {
 
 std::string sse(const json& j) { return "data: " + json_text(j) + "\n\n"; }
 
-// Counts a request (or a stream it started) as in flight until destroyed.
-struct InFlight {
-  std::atomic<int>* n;
-  explicit InFlight(std::atomic<int>* c) : n(c) { n->fetch_add(1); }
-  ~InFlight() { n->fetch_sub(1); }
-  InFlight(const InFlight&) = delete;
-};
-
 }  // namespace
 
 struct Server::Impl {
@@ -80,6 +74,8 @@ struct Server::Impl {
   std::atomic<bool> draining{false};
   std::atomic<int64_t> rejected_queue_full{0}, forwarded{0}, bad_requests{0}, refused{0};
   int64_t created = std::time(nullptr);
+  OllamaRoutes ollama{{engine.get(), &opt.api, &sched, &in_flight, &bad_requests,
+                       &rejected_queue_full}};
 
   Impl(std::shared_ptr<const Engine> e, ServerOptions o)
       : engine(std::move(e)), opt(std::move(o)), sched(engine, opt.scheduler) {}
@@ -153,9 +149,11 @@ struct Server::Impl {
   void route(const HttpRequest& req, const Ex& ex) {
     const std::string& p = req.path;
     const bool get = req.method == "GET" || req.method == "HEAD", post = req.method == "POST";
-    const bool is_get_route = p == "/" || p == "/health" || p == "/metrics" || p == "/v1/models";
-    const bool is_post_route =
-        p == "/v1/chat/completions" || p == "/v1/completions" || p == "/v1/embeddings";
+    const OllamaMethod ollama_route = ollama_method(p);
+    const bool is_get_route = p == "/" || p == "/health" || p == "/metrics" ||
+                              p == "/v1/models" || ollama_route == OllamaMethod::kGet;
+    const bool is_post_route = p == "/v1/chat/completions" || p == "/v1/completions" ||
+                               p == "/v1/embeddings" || ollama_route == OllamaMethod::kPost;
     if (req.method == "OPTIONS" && (is_get_route || is_post_route)) {
       HttpResponse r;
       r.status = 204;
@@ -169,7 +167,7 @@ struct Server::Impl {
       r.set_header("Allow", is_get_route ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
       return ex->send(std::move(r));
     }
-    if (is_get_route) return ex->send(get_route(p));
+    if (is_get_route) return ex->send(ollama_route == OllamaMethod::kGet ? ollama.get(p) : get_route(p));
     if (!is_post_route) {
       bad_requests++;
       return ex->send(error_response(make_error(404,
@@ -190,6 +188,7 @@ struct Server::Impl {
           make_error(415, "API requests must have 'Content-Type: application/json'",
                      "invalid_request_error", "unsupported_media_type")));
     }
+    if (ollama_route == OllamaMethod::kPost) return ollama.post(req, ex);
     if (p == "/v1/embeddings") return embeddings(req, ex);
     completions(req, ex, p == "/v1/chat/completions");
   }
@@ -319,6 +318,7 @@ struct Server::Impl {
       std::string id;
       int64_t created;
       bool started = false, finished = false;  // touched on the connection's executor only
+      size_t text_offset = 0;                   // completions' logprobs.text_offset so far
       InFlight guard;
       explicit State(std::atomic<int>* n) : guard(n) {}
     };
@@ -345,8 +345,11 @@ struct Server::Impl {
         if (st->r->chat)
           out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, "", nullptr, true));
       }
-      if (!text.empty())
-        out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, text, nullptr, false));
+      std::vector<TokenLogprob> logprobs;
+      job.take_logprobs(&logprobs);
+      if (!text.empty() || !logprobs.empty())
+        out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, text, nullptr, false,
+                                    stream_logprobs(*st->r, logprobs, &st->text_offset)));
       if (done) {
         st->finished = true;
         if (failed(job)) {

@@ -90,11 +90,9 @@ const Unimplemented kUnimplemented[] = {
     {"parallel_tool_calls", [](const json& v) { return v.is_boolean(); }},
     {"response_format",
      [](const json& v) { return v.is_object() && v.size() == 1 && v.value("type", "") == "text"; }},
-    {"logit_bias", [](const json& v) { return v.is_object() && v.empty(); }},
     {"echo", [](const json& v) { return v == false; }},
     {"best_of", [](const json& v) { return v == 1; }},
     {"suffix", [](const json& v) { return v == ""; }},
-    {"top_logprobs", [](const json& v) { return v == 0; }},
     {"modalities", [](const json& v) { return v == json::array({"text"}); }},
     {"audio", [](const json&) { return false; }},
     {"prediction", [](const json&) { return false; }},
@@ -147,8 +145,6 @@ bool parse_common(const json& j, const ApiConfig& cfg, Job* job, std::optional<i
   if (!get_int(j, "n", 1, 1, &iv, err)) return false;
   if (!get_int(j, "max_completion_tokens", 1, INT32_MAX, max_tokens, err)) return false;
   if (!get_int(j, "max_tokens", 1, INT32_MAX, max_tokens, err)) return false;
-  if (auto it = j.find("logprobs"); it != j.end() && !it->is_null() && *it != false && *it != 0)
-    return fail(err, "logprobs", "'logprobs' is not supported by this server");
   if (auto it = j.find("ignore_eos"); it != j.end() && !it->is_null()) {
     if (!it->is_boolean()) return fail(err, "ignore_eos", "'ignore_eos' must be a boolean");
     job->ignore_eos = it->get<bool>();
@@ -163,6 +159,62 @@ bool parse_common(const json& j, const ApiConfig& cfg, Job* job, std::optional<i
       if (!check_string(s, "stop", cfg.limits.max_stop_bytes, err)) return false;
       if (!s.get_ref<const std::string&>().empty()) job->stop.push_back(s.get<std::string>());
     }
+  }
+  return true;
+}
+
+// Chat: `logprobs` true/false and `top_logprobs` 0..20 (which needs logprobs). Completions (the
+// legacy API): `logprobs` an integer 0..5, the number of alternatives; 0 gives only the chosen
+// tokens' logprobs.
+bool parse_logprobs(const json& j, bool chat, Job* job, ApiError* err) {
+  auto lp = j.find("logprobs");
+  const bool lp_set = lp != j.end() && !lp->is_null();
+  if (!chat) {
+    if (auto tl = j.find("top_logprobs"); tl != j.end() && !tl->is_null())
+      return fail(err, "top_logprobs",
+                  "'top_logprobs' is a chat field; completions take 'logprobs' as a number");
+    std::optional<int64_t> n;
+    if (lp_set && lp->is_boolean())
+      return fail(err, "logprobs", "'logprobs' must be an integer from 0 to 5 on completions");
+    if (!get_int(j, "logprobs", 0, kMaxLegacyLogprobs, &n, err)) return false;
+    if (n) job->logprobs_top = int32_t(*n);
+    return true;
+  }
+  if (lp_set && !lp->is_boolean()) return fail(err, "logprobs", "'logprobs' must be a boolean");
+  const bool on = lp_set && lp->get<bool>();
+  std::optional<int64_t> top;
+  if (!get_int(j, "top_logprobs", 0, kMaxTopLogprobs, &top, err)) return false;
+  if (top && !on)
+    return fail(err, "top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+  if (on) job->logprobs_top = int32_t(top.value_or(0));
+  return true;
+}
+
+// `logit_bias`: {"token id": bias} with biases in [-100, 100], added to the logits before
+// sampling (OpenAI's semantics: -100 bans a token in effect, 100 makes it the only choice).
+bool parse_logit_bias(const json& j, const Engine& engine, const ApiLimits& limits, Job* job,
+                      ApiError* err) {
+  auto it = j.find("logit_bias");
+  if (it == j.end() || it->is_null()) return true;
+  if (!it->is_object())
+    return fail(err, "logit_bias", "'logit_bias' must be an object of token id -> bias");
+  if (it->size() > limits.max_logit_bias)
+    return fail(err, "logit_bias",
+                "'logit_bias' has " + std::to_string(it->size()) + " entries; the limit is " +
+                    std::to_string(limits.max_logit_bias));
+  const int64_t n_vocab = engine.model().hparams().n_vocab;
+  for (auto e = it->begin(); e != it->end(); ++e) {
+    const std::string& key = e.key();
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoll(key) >= n_vocab)
+      return fail(err, "logit_bias",
+                  "'logit_bias' has the key " + json_text(json(key)) +
+                      ", which is not a token id (0.." + std::to_string(n_vocab - 1) + ")");
+    if (!e->is_number() || !(e->get<double>() >= -100 && e->get<double>() <= 100))
+      return fail(err, "logit_bias",
+                  "'logit_bias' for token " + key + " must be a number from -100 to 100");
+    job->logit_bias.emplace_back(int32_t(std::stoll(key)), e->get<float>());
   }
   return true;
 }
@@ -274,7 +326,9 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
     req.include_usage = it->value("include_usage", false) == true;
   }
   std::optional<int64_t> max_tokens;
-  if (!parse_common(j, cfg, &job, &max_tokens, err)) return std::nullopt;
+  if (!parse_common(j, cfg, &job, &max_tokens, err) || !parse_logprobs(j, chat, &job, err) ||
+      !parse_logit_bias(j, engine, cfg.limits, &job, err))
+    return std::nullopt;
   if (chat) {
     if (!chat_prompt(j, cfg, engine, &job.prompt, err)) return std::nullopt;
     for (const auto& s : cfg.chat_stops) job.stop.push_back(s);
@@ -384,6 +438,12 @@ const char* api_finish_reason(const Job& job) {
   return job.finish_reason() == "length" ? "length" : "stop";
 }
 
+json stream_logprobs(const CompletionRequest& req, const std::vector<TokenLogprob>& tokens,
+                     size_t* text_offset) {
+  if (req.job->logprobs_top < 0 || tokens.empty()) return nullptr;
+  return req.chat ? chat_logprobs_json(tokens) : completion_logprobs_json(tokens, text_offset);
+}
+
 json usage_json(const Job& job) {
   return json{{"prompt_tokens", job.prompt_tokens()},
               {"completion_tokens", job.completion_tokens()},
@@ -395,6 +455,11 @@ json completion_response(const CompletionRequest& req, const ApiConfig& cfg, con
                          int64_t created, const std::string& text) {
   json choice = {
       {"index", 0}, {"finish_reason", api_finish_reason(*req.job)}, {"logprobs", nullptr}};
+  if (req.job->logprobs_top >= 0) {
+    size_t text_offset = 0;
+    choice["logprobs"] = req.chat ? chat_logprobs_json(req.job->logprobs())
+                                  : completion_logprobs_json(req.job->logprobs(), &text_offset);
+  }
   if (req.chat)
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   else
@@ -409,8 +474,8 @@ json completion_response(const CompletionRequest& req, const ApiConfig& cfg, con
 
 json completion_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                       int64_t created, const std::string& text, const char* finish_reason,
-                      bool first) {
-  json choice = {{"index", 0}, {"logprobs", nullptr}};
+                      bool first, const json& logprobs) {
+  json choice = {{"index", 0}, {"logprobs", logprobs}};
   choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
   if (req.chat) {
     json delta = json::object();

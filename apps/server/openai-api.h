@@ -40,6 +40,7 @@ struct ApiLimits {
   size_t max_stop = 8;                // stop strings
   size_t max_stop_bytes = 256;        // each
   size_t max_embedding_inputs = 256;
+  size_t max_logit_bias = 1024;       // logit_bias entries
 };
 
 // Server-wide settings the parser needs.
@@ -80,10 +81,15 @@ std::shared_ptr<Job> parse_embeddings(const ApiConfig& cfg, const Engine& engine
 std::string new_request_id(const char* prefix);
 json completion_response(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                          int64_t created, const std::string& text);
-// One SSE chunk: a text delta (finish_reason null) or the last chunk (finish_reason set).
+// One SSE chunk: a text delta (finish_reason null) or the last chunk (finish_reason set), with
+// the logprobs of the delta's tokens when asked for (null otherwise).
 json completion_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                       int64_t created, const std::string& text, const char* finish_reason,
-                      bool first);
+                      bool first, const json& logprobs = nullptr);
+// A stream chunk's `logprobs` for the tokens it carries: null when the request did not ask or
+// there are none; *text_offset carries the completions' text_offset across chunks.
+json stream_logprobs(const CompletionRequest& req, const std::vector<TokenLogprob>& tokens,
+                     size_t* text_offset);
 json usage_json(const Job& job);
 json usage_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                  int64_t created);

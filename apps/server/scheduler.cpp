@@ -23,6 +23,17 @@ bool Job::wait_text(std::chrono::milliseconds timeout, std::string* text) {
   return done_;
 }
 
+void Job::take_logprobs(std::vector<TokenLogprob>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  out->insert(out->end(), logprobs_.begin() + long(logprobs_taken_), logprobs_.end());
+  logprobs_taken_ = logprobs_.size();
+}
+
+void Job::push_logprob(TokenLogprob lp) {
+  std::lock_guard<std::mutex> lock(mu_);
+  logprobs_.push_back(std::move(lp));
+}
+
 void Job::push_text(const std::string& text) {
   if (text.empty()) return;
   {
@@ -60,6 +71,7 @@ struct Scheduler::Slot {
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StreamDecoder> decoder;
   std::unique_ptr<StopStringFilter> stops;
+  std::vector<float> biased;  // the logits row plus the job's logit_bias (scratch)
 };
 
 // Embedding jobs run one chunk per step in their own pass (hidden states, not logits) over a
@@ -194,6 +206,7 @@ void Scheduler::admit_locked() {
     slot.stops = std::make_unique<StopStringFilter>(job->stop);
     job->prompt_tokens_ = int64_t(job->prompt.size());
     job->cached_tokens_ = int64_t(keep);
+    job->timing_.started = Clock::now();
   }
 }
 
@@ -207,6 +220,9 @@ void Scheduler::finish_slot(Slot& slot, const std::string& reason, const std::st
       job->push_text(slot.stops->flush(slot.decoder->flush()));
   }
   job->completion_tokens_ = slot.generated;
+  job->timing_.finished = Clock::now();
+  if (slot.generated == 0 && job->timing_.first_token == Clock::time_point{})
+    job->timing_.first_token = job->timing_.finished;
   job->finish(reason, error);
   std::lock_guard<std::mutex> lock(mu_);
   --running_;
@@ -239,9 +255,19 @@ void Scheduler::sample_and_emit(Slot& slot, const float* logits) {
   const Tokenizer& tok = engine_->tokenizer();
   Job& job = *slot.job;
   const int32_t n_vocab = int32_t(engine_->model().hparams().n_vocab);
-  const int32_t id = slot.sampler->sample(logits, n_vocab, slot.history);
+  const float* sampled_from = logits;
+  if (!job.logit_bias.empty()) {
+    slot.biased.assign(logits, logits + n_vocab);
+    for (const auto& [token, bias] : job.logit_bias) slot.biased[size_t(token)] += bias;
+    sampled_from = slot.biased.data();
+  }
+  const int32_t id = slot.sampler->sample(sampled_from, n_vocab, slot.history);
+  if (slot.generated == 0) job.timing_.first_token = Clock::now();
   if (!job.ignore_eos && tok.is_end_of_generation(id)) return finish_slot(slot, "stop");
   slot.generated++;
+  job.output_tokens_.push_back(id);
+  if (job.logprobs_top >= 0)
+    job.push_logprob(token_logprob(logits, n_vocab, id, job.logprobs_top, tok));
   job.push_text(slot.stops->push(slot.decoder->push(id)));
   if (slot.stops->matched()) return finish_slot(slot, "stop");
   if (slot.generated >= job.max_tokens) return finish_slot(slot, "length");

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "logprobs.h"
 #include "runtime/engine.h"
 #include "sampling/sampler.h"
 
@@ -36,10 +37,18 @@ class Job {
   bool ignore_eos = false;
   SamplingParams sampling;
   std::vector<std::string> stop;
+  // -1: no logprobs; 0..kMaxTopLogprobs: each generated token's logprob and that many of the
+  // most likely alternatives.
+  int32_t logprobs_top = -1;
+  // Added to the logits before sampling (OpenAI's logit_bias); logprobs stay the model's own.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   // Consumer side. Waits up to `timeout` for text or the end; appends new text to *text.
   // Returns true once the job has finished and all its text was handed out.
   bool wait_text(std::chrono::milliseconds timeout, std::string* text);
+  // Appends the logprobs produced since the last call (a stream sends them with their text; they
+  // are pushed before the token's text, so a chunk never carries text without its tokens').
+  void take_logprobs(std::vector<TokenLogprob>* out);
   // Called on the producing thread after new text or the end is available, so an event-driven
   // consumer needs no thread blocked in wait_text(). Set before submit(); keep it short (it runs
   // between the scheduler's steps).
@@ -55,9 +64,21 @@ class Job {
   int64_t cached_tokens() const { return cached_tokens_; }
   int64_t completion_tokens() const { return completion_tokens_; }
   const std::vector<std::vector<float>>& embeddings() const { return embeddings_; }
+  // The generated token ids (the end-of-generation token excluded), for clients that continue
+  // from them (Ollama's `context`).
+  const std::vector<int32_t>& output_tokens() const { return output_tokens_; }
+  // Every generated token's logprobs (when logprobs_top >= 0), once finished.
+  const std::vector<TokenLogprob>& logprobs() const { return logprobs_; }
+  // When the scheduler took the job into a slot, sampled its first token, and finished it (for
+  // Ollama's prompt_eval/eval durations). A job that never ran keeps the epoch.
+  struct Timing {
+    std::chrono::steady_clock::time_point started, first_token, finished;
+  };
+  const Timing& timing() const { return timing_; }
 
   // Producer side (scheduler thread only).
   void push_text(const std::string& text);
+  void push_logprob(TokenLogprob lp);
   void finish(const std::string& reason, const std::string& error = "");
 
  private:
@@ -71,6 +92,10 @@ class Job {
   std::string finish_reason_, error_;
   int64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
   std::vector<std::vector<float>> embeddings_;
+  std::vector<int32_t> output_tokens_;
+  std::vector<TokenLogprob> logprobs_;  // guarded by mu_ until done
+  size_t logprobs_taken_ = 0;
+  Timing timing_;
 };
 
 struct SchedulerOptions {
