@@ -193,7 +193,9 @@ void Scheduler::admit_locked() {
     ++running_;
     Slot& slot = *best;
     // Always recompute at least the last prompt token: its logits pick the first new token.
-    const size_t keep = std::min(best_len, job->prompt.size() - 1);
+    // (a sliding-window layer's ring may no longer hold what a longer rewind would need)
+    const size_t keep = size_t(
+        best->kv.reusable_prefix(int64_t(std::min(best_len, job->prompt.size() - 1))));
     slot.history.resize(keep);
     slot.kv.set_used(int64_t(keep));
     slot.job = job;

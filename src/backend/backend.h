@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -84,6 +86,40 @@ class Backend {
   virtual void add_inplace(float* y, const float* x, int64_t n) = 0;
   virtual void add_bias(float* y, const float* bias, int64_t rows, int64_t n) = 0;
 
+  // Ops only some families need (kernels/ops.h has their contracts). A backend lists the ones
+  // it runs in features(); the loader keeps the layers of a model that needs one its backend
+  // lacks on the CPU (model/loader.cpp place()), so the defaults below, which stop the process
+  // with the op's name, are never reached: a missing op can never be a silent wrong answer.
+  enum Feature : uint32_t {
+    kQkNorm = 1u << 0,           // rmsnorm_heads
+    kGeluGated = 1u << 1,        // gelu_tanh_gated
+    kMaskedAttention = 1u << 2,  // attention_masked: sliding window, soft-cap, ring cache
+    kPartialRope = 1u << 3,      // rope_partial: partial rotary, attention factor
+    kScaleOps = 1u << 4,         // scale (embedding scale), softcap (final logit soft-cap)
+  };
+  virtual uint32_t features() const { return 0; }
+  // x [rows, head_dim] in place: each row (one head of one token) RMS-normalised, times w.
+  virtual void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim,
+                             float eps) {
+    missing_feature("rmsnorm_heads");
+  }
+  virtual void attention_masked(const float* q, const float* k_cache, const float* v_cache,
+                                float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
+                                int64_t n_kv_heads, int64_t head_dim, float scale,
+                                const kernels::AttentionMask& mask) {
+    missing_feature("attention_masked");
+  }
+  virtual void rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                            int64_t n_rot, const int32_t* host_pos, const float* host_inv_freq,
+                            kernels::RopeStyle style, float mscale) {
+    missing_feature("rope_partial");
+  }
+  virtual void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) {
+    missing_feature("gelu_tanh_gated");
+  }
+  virtual void softcap(float* x, int64_t n, float cap) { missing_feature("softcap"); }
+  virtual void scale(float* x, int64_t n, float s) { missing_feature("scale"); }
+
   // KV append: rows [n_tokens, row_floats] of src into cache at position `pos`. A backend that
   // replays captured decode steps reads pos from device memory, so the forward pass must store
   // K/V through this (not copy() with a host-computed address).
@@ -125,7 +161,26 @@ class Backend {
 
   // First error an asynchronous backend hit since creation (ops return void); ok for the CPU.
   virtual Status status() const { return Status::ok(); }
+
+ private:
+  // Inline: the CUDA library implements Backend without linking this layer.
+  [[noreturn]] void missing_feature(const char* op) const {
+    std::fprintf(stderr, "hearth: internal error: backend %s has no %s op (placement bug)\n",
+                 name().c_str(), op);
+    std::abort();
+  }
 };
+
+// "qk-norm, gelu-gated" for the features in `mask` (load messages).
+inline std::string backend_feature_names(uint32_t mask) {
+  static const char* const kNames[] = {"per-head q/k norm", "GELU-gated FFN",
+                                       "masked attention (sliding window / soft-cap)",
+                                       "partial or scaled RoPE", "scale / soft-cap"};
+  std::string out;
+  for (uint32_t i = 0; i < 5; ++i)
+    if (mask & (1u << i)) out += (out.empty() ? "" : ", ") + std::string(kNames[i]);
+  return out;
+}
 
 // The greedy rule every path shares (host loop, sampler at temperature 0, device pick): the
 // largest logit, NaN counting as -inf, the lowest index among equals (0 when all are -inf/NaN).

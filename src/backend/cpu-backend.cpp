@@ -133,6 +133,29 @@ class CpuBackend final : public Backend {
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
     kernels::swiglu(gate, up, out, n, pool_);
   }
+
+  uint32_t features() const override {
+    return kQkNorm | kGeluGated | kMaskedAttention | kPartialRope | kScaleOps;
+  }
+  void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim,
+                     float eps) override {
+    kernels::rmsnorm(x, w, x, rows, head_dim, eps, pool_);  // element-wise: in place is safe
+  }
+  void attention_masked(const float* q, const float* k, const float* v, float* out, int64_t T,
+                        int64_t pos0, int64_t n_heads, int64_t n_kv, int64_t hd, float scale,
+                        const kernels::AttentionMask& mask) override {
+    kernels::attention(q, k, v, out, T, pos0, n_heads, n_kv, hd, scale, mask, pool_);
+  }
+  void rope_partial(float* x, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                    const int32_t* pos, const float* inv_freq, kernels::RopeStyle style,
+                    float mscale) override {
+    kernels::rope_partial(x, T, n_heads, head_dim, n_rot, pos, inv_freq, style, mscale, pool_);
+  }
+  void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) override {
+    kernels::gelu_tanh_gated(gate, up, out, n, pool_);
+  }
+  void softcap(float* x, int64_t n, float cap) override { kernels::softcap(x, n, cap); }
+  void scale(float* x, int64_t n, float s) override { kernels::scale(x, n, s); }
   void add_inplace(float* y, const float* x, int64_t n) override {
     kernels::add_inplace(y, x, n, pool_);
   }

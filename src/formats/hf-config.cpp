@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "formats/hf-config.h"
@@ -103,6 +104,26 @@ class Fields {
     if (!v->is_string()) return wrong(key, "a string");
     return std::optional<std::string>(v->get<std::string>());
   }
+  // A list of numbers (LongRoPE's factors) or strings (layer_types); empty when absent.
+  Result<std::vector<double>> numbers(const char* key) const {
+    return list<double>(key, [](const json& x) { return x.is_number(); }, "a list of numbers");
+  }
+  Result<std::vector<std::string>> strings(const char* key) const {
+    return list<std::string>(key, [](const json& x) { return x.is_string(); },
+                             "a list of strings");
+  }
+  template <typename T, typename IsT>
+  Result<std::vector<T>> list(const char* key, IsT is_t, const char* want) const {
+    const json* v = get(key);
+    std::vector<T> out;
+    if (!v) return out;
+    if (!v->is_array()) return wrong(key, want);
+    for (const json& x : *v) {
+      if (!is_t(x)) return wrong(key, want);
+      out.push_back(x.get<T>());
+    }
+    return out;
+  }
   // An integer or a list of integers (eos_token_id in Llama 3 configs is a list).
   Result<std::vector<int64_t>> int_or_list(const char* key) const {
     const json* v = get(key);
@@ -163,6 +184,24 @@ Status read_rope_object(const json& obj, const std::string& source, const std::s
   if (high) rope->high_freq_factor = *high;
   HEARTH_ASSIGN_OR_RETURN(auto orig, f.integer("original_max_position_embeddings"));
   if (orig) rope->original_max_position_embeddings = *orig;
+  // YaRN's optional numbers: a later object (rope_parameters) overrides only what it gives.
+  const std::pair<const char*, std::optional<double>*> optional_numbers[] = {
+      {"beta_fast", &rope->beta_fast},
+      {"beta_slow", &rope->beta_slow},
+      {"attention_factor", &rope->attention_factor},
+      {"mscale", &rope->mscale},
+      {"mscale_all_dim", &rope->mscale_all_dim},
+      {"partial_rotary_factor", &rope->partial_rotary_factor}};
+  for (const auto& [key, dst] : optional_numbers) {
+    HEARTH_ASSIGN_OR_RETURN(auto v, f.number(key));
+    if (v) *dst = v;
+  }
+  HEARTH_ASSIGN_OR_RETURN(auto truncate, f.boolean("truncate"));
+  if (truncate) rope->truncate = truncate;
+  HEARTH_ASSIGN_OR_RETURN(auto long_factor, f.numbers("long_factor"));
+  if (!long_factor.empty()) rope->long_factor = long_factor;
+  HEARTH_ASSIGN_OR_RETURN(auto short_factor, f.numbers("short_factor"));
+  if (!short_factor.empty()) rope->short_factor = short_factor;
   if (rope->type == "llama3" && rope->high_freq_factor <= rope->low_freq_factor)
     return Status::error(source + ": " + prefix +
                          ": llama3 scaling needs high_freq_factor > low_freq_factor");
@@ -242,12 +281,25 @@ Result<HfConfig> parse_hf_config(const std::string& json_text, const std::string
   HEARTH_ASSIGN_OR_RETURN(auto act, f.string("hidden_act"));
   if (act) c.hidden_act = *act;
   HEARTH_ASSIGN_OR_RETURN(c.sliding_window, f.integer("sliding_window"));
+  HEARTH_ASSIGN_OR_RETURN(c.use_sliding_window, f.boolean("use_sliding_window"));
+  HEARTH_ASSIGN_OR_RETURN(c.max_window_layers, f.integer("max_window_layers"));
+  HEARTH_ASSIGN_OR_RETURN(c.sliding_window_pattern, f.integer("sliding_window_pattern"));
+  HEARTH_ASSIGN_OR_RETURN(c.layer_types, f.strings("layer_types"));
+  HEARTH_ASSIGN_OR_RETURN(auto hidden_activation, f.string("hidden_activation"));
+  c.hidden_activation = hidden_activation.value_or("");
+  HEARTH_ASSIGN_OR_RETURN(c.query_pre_attn_scalar, f.number("query_pre_attn_scalar"));
+  HEARTH_ASSIGN_OR_RETURN(c.attn_logit_softcapping, f.number("attn_logit_softcapping"));
+  HEARTH_ASSIGN_OR_RETURN(c.final_logit_softcapping, f.number("final_logit_softcapping"));
+  HEARTH_ASSIGN_OR_RETURN(c.partial_rotary_factor, f.number("partial_rotary_factor"));
+  HEARTH_ASSIGN_OR_RETURN(c.rope_local_base_freq, f.number("rope_local_base_freq"));
   HEARTH_ASSIGN_OR_RETURN(c.bos_token_ids, f.int_or_list("bos_token_id"));
   HEARTH_ASSIGN_OR_RETURN(c.eos_token_ids, f.int_or_list("eos_token_id"));
   // transformers 5 writes `dtype`; older versions `torch_dtype`.
   HEARTH_ASSIGN_OR_RETURN(auto torch_dtype, f.string("torch_dtype"));
   HEARTH_ASSIGN_OR_RETURN(auto dtype, f.string("dtype"));
   c.torch_dtype = torch_dtype ? *torch_dtype : dtype.value_or("");
+  HEARTH_ASSIGN_OR_RETURN(auto tf_version, f.string("transformers_version"));
+  if (tf_version) c.transformers_major = std::atoi(tf_version->c_str());
 
   // RoPE: legacy top-level rope_theta + rope_scaling first, then rope_parameters on top (it is
   // the newer, complete form, so it wins when both are present).
@@ -259,13 +311,21 @@ Result<HfConfig> parse_hf_config(const std::string& json_text, const std::string
     // Models with several attention kinds nest one object per kind; the full-attention one is
     // the one a Llama-family forward pass uses.
     if (rp->is_object() && !rp->contains("rope_type") && !rp->contains("rope_theta") &&
-        rp->contains("full_attention"))
+        rp->contains("full_attention")) {
       HEARTH_TRY(read_rope_object(rp->at("full_attention"), source,
                                   "rope_parameters.full_attention", &c.rope));
-    else
+      if (rp->contains("sliding_attention")) {
+        HfRope local;
+        HEARTH_TRY(read_rope_object(rp->at("sliding_attention"), source,
+                                    "rope_parameters.sliding_attention", &local));
+        c.rope_local = local;
+      }
+    } else
       HEARTH_TRY(read_rope_object(*rp, source, "rope_parameters", &c.rope));
   }
   if (!(c.rope.theta > 0)) return Status::error(source + ": rope_theta: must be positive");
+  if (c.rope.partial_rotary_factor && !c.partial_rotary_factor)
+    c.partial_rotary_factor = c.rope.partial_rotary_factor;
   if (c.rope.original_max_position_embeddings == 0) {
     HEARTH_ASSIGN_OR_RETURN(auto orig, f.integer("original_max_position_embeddings"));
     if (orig) c.rope.original_max_position_embeddings = *orig;

@@ -14,11 +14,17 @@ namespace hearth {
 
 struct HfRope {
   double theta = 10000.0;
-  std::string type = "default";  // "default", "linear", "llama3", "yarn", ...
+  std::string type = "default";  // "default", "linear", "llama3", "yarn", "longrope", ...
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 0;
+  // YaRN (absent: transformers' defaults, which model/ applies).
+  std::optional<double> beta_fast, beta_slow, attention_factor, mscale, mscale_all_dim;
+  std::optional<bool> truncate;
+  // LongRoPE: per-frequency divisors for contexts beyond / within the original one.
+  std::vector<double> long_factor, short_factor;
+  std::optional<double> partial_rotary_factor;  // rope_parameters' copy of the top-level key
 };
 
 struct HfConfig {
@@ -37,10 +43,21 @@ struct HfConfig {
   bool attention_bias = false;
   std::string hidden_act = "silu";
   std::optional<int64_t> sliding_window;
+  std::optional<bool> use_sliding_window;   // Qwen2: false means sliding_window is unused
+  std::optional<int64_t> max_window_layers;  // Qwen2: layers from here on slide (older configs)
+  std::optional<int64_t> sliding_window_pattern;  // Gemma 3 (older configs): every n-th is full
+  std::vector<std::string> layer_types;      // "full_attention" / "sliding_attention" per layer
+  std::string hidden_activation;             // Gemma's spelling of hidden_act (wins when set)
+  std::optional<double> query_pre_attn_scalar;
+  std::optional<double> attn_logit_softcapping, final_logit_softcapping;
+  std::optional<double> partial_rotary_factor;
+  std::optional<HfRope> rope_local;          // sliding layers' RoPE when it differs (Gemma 3)
+  std::optional<double> rope_local_base_freq;
   std::vector<int64_t> bos_token_ids;
   std::vector<int64_t> eos_token_ids;  // eos_token_id may be an int or a list
   HfRope rope;
   std::string torch_dtype;
+  int transformers_major = 0;  // major version in transformers_version (0: not given)
 };
 
 // `source` names the file in error messages ("llama2-tiny/config.json: hidden_size: ...").

@@ -67,8 +67,39 @@ void attention(const float* q, const float* k_cache, const float* v_cache, float
                int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                int64_t head_dim, float scale, ThreadPool& pool);
 
+// What a family's attention adds to plain causal attention over a linear cache. The default
+// value is plain attention: attention(..., AttentionMask{}, pool) == attention(..., pool).
+struct AttentionMask {
+  int64_t window = 0;     // > 0: a query at position p sees only keys p-window+1 .. p (sliding)
+  float softcap = 0;      // > 0: score = softcap * tanh(score / softcap) after the scale (Gemma 2)
+  int64_t ring_rows = 0;  // > 0: the cache is a ring of this many rows, position p in row
+                          // p % ring_rows; it must hold every key a query of the call sees
+                          // (ring_rows >= window + n_tokens - 1)
+  bool plain() const { return window == 0 && softcap == 0 && ring_rows == 0; }
+};
+void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
+               int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+               int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool);
+
+// RoPE on the first n_rot dims of each head only (partial rotary: Phi-4-mini, GPT-NeoX); dims
+// [n_rot, head_dim) pass through. The rotated dims are multiplied by mscale (YaRN's and
+// LongRoPE's attention factor; 1 = none). inv_freq [n_rot/2]; n_rot even, <= head_dim; the pair
+// layout of `style` applies within the first n_rot dims.
+void rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                  const int32_t* pos, const float* inv_freq, RopeStyle style, float mscale);
+
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
+
+// out[i] = gelu_tanh(gate[i]) * up[i], gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+// (PyTorch's gelu(approximate="tanh"): Gemma's FFN). out may alias gate or up.
+void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n);
+
+// x[i] = cap * tanh(x[i] / cap), cap > 0 (Gemma 2's final logit soft-cap).
+void softcap(float* x, int64_t n, float cap);
+
+// x[i] *= s (Gemma's embedding scale).
+void scale(float* x, int64_t n, float s);
 
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);

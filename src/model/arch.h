@@ -1,5 +1,8 @@
-// Architectures as data. A family is one ArchSpec row (arch/*.cpp): its names in GGUF and HF, and
-// flags that steer the ONE generic forward pass. Adding a Llama-like family = adding a row.
+// Architectures as data. A family is one ArchSpec row (arch/families.cpp): its names in GGUF and
+// HF and the blocks its layers are made of. The loader reads a file's hyper-parameters into the
+// flat per-model description (HParams in model.h) that the ONE generic forward pass walks.
+// Adding a family = adding a row (docs/adding-an-arch.md); a new kind of block = a flag here, a
+// field in HParams, and the branch in model/forward.cpp.
 #pragma once
 
 #include <string>
@@ -8,6 +11,19 @@
 #include "kernels/ops.h"
 
 namespace hearth {
+
+// The FFN's gate activation: out = act(gate) * up.
+enum class FfnActivation { kSilu, kGeluTanh };
+
+// Where a layer normalises: before attention and FFN (Llama), or also after each ("sandwich":
+// Gemma 2/3's post-attention and post-FFN norms, applied to the block's output before the add).
+enum class NormPlacement { kPre, kSandwich };
+
+// Which layers slide when a file gives a window but no per-layer list (llama.cpp's GGUF files
+// carry only the window): every layer, or all but every n-th (Gemma 2: n = 2, Gemma 3: n = 6).
+struct SlidingPattern {
+  int period = 1;  // 1: every layer slides; n > 1: layer l slides unless (l + 1) % n == 0
+};
 
 struct ArchSpec {
   std::string gguf_name;                      // general.architecture value, "llama"
@@ -19,6 +35,21 @@ struct ArchSpec {
   kernels::RopeStyle gguf_rope_style = kernels::RopeStyle::kInterleaved;
   double default_rms_eps = 1e-5;
   double default_rope_theta = 10000.0;
+
+  // --- blocks ---
+  NormPlacement norms = NormPlacement::kPre;
+  // HF stores Gemma's norm weights as w and normalises with (1 + w); llama.cpp's converter
+  // stores 1 + w. Hearth keeps GGUF's convention: HF weights get the 1 added at load.
+  bool norm_plus_one = false;
+  bool qk_norm = false;            // per-head RMSNorm of q and k before RoPE (Qwen3, Gemma 3)
+  bool embed_scale_sqrt = false;   // embeddings times sqrt(n_embd) (Gemma)
+  FfnActivation default_activation = FfnActivation::kSilu;
+  SlidingPattern gguf_sliding;     // which layers a GGUF file's sliding_window applies to
+  // Sliding layers' RoPE base when the file does not say (Gemma 3: 10000; 0 = same as global).
+  double default_local_rope_theta = 0;
+  // Query scale when the file gives none: 1/sqrt(head_dim), except llama.cpp's size rule for
+  // Gemma (the 27B models scale by n_embd / n_head): that many layers selects it (0 = never).
+  int64_t query_scale_by_width_layers = 0;
 };
 
 // nullptr when unknown.
@@ -26,5 +57,8 @@ const ArchSpec* find_arch_by_gguf_name(const std::string& name);
 const ArchSpec* find_arch_by_hf(const std::string& model_type,
                                 const std::vector<std::string>& architectures);
 std::vector<std::string> known_arch_names();
+std::vector<std::string> known_hf_model_types();
+// "a, b, c" (the lists in load errors).
+std::string join_names(const std::vector<std::string>& names);
 
 }  // namespace hearth

@@ -1,6 +1,9 @@
-// The ONE generic forward pass (Llama family): embed -> N x [RMSNorm, attention with RoPE and
-// KV append, residual, RMSNorm, SwiGLU MLP, residual] -> RMSNorm -> LM head. Written against the
-// Backend interface; layer groups on different backends exchange activations once per group.
+// The ONE generic forward pass, walking the model's flat description (HParams): embed (x scale)
+// -> N x [RMSNorm, attention block (Q/K/V, bias, per-head norm, RoPE, KV append, attention with
+// window / soft-cap), output projection (+ post-norm), residual, RMSNorm, FFN block (gated
+// SiLU / GELU), down projection (+ post-norm), residual] -> RMSNorm -> LM head (soft-cap).
+// Written against the Backend interface; a block a family does not use costs one branch per
+// layer, never an op. Layer groups on different backends exchange activations once per group.
 #include <algorithm>
 #include <cmath>
 
@@ -9,8 +12,15 @@
 namespace hearth {
 
 namespace {
-constexpr int64_t kMaxTokensPerPass = 512;  // prefill is chunked so scratch stays bounded
+// Appends n rows at position pos; a ring cache wraps, at most once (ring_rows >= n).
+void store_kv_rows(Backend* be, float* cache, const float* src, int64_t pos, int64_t n,
+                   int64_t row_floats, int64_t ring_rows) {
+  if (ring_rows == 0) return be->store_kv(cache, src, pos, row_floats, n);
+  const int64_t row0 = pos % ring_rows, first = std::min(n, ring_rows - row0);
+  be->store_kv(cache, src, row0, row_floats, first);
+  if (first < n) be->store_kv(cache, src + first * row_floats, 0, row_floats, n - first);
 }
+}  // namespace
 
 ForwardScratch::~ForwardScratch() {
   for (auto& b : per_backend) {
@@ -144,46 +154,15 @@ void Model::match_step_key(size_t g, const ForwardScratch& scratch, KvCache& kv)
 
 void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
   const int64_t T = p.n_tokens;
-  const int64_t E = hp_.n_embd, HD = hp_.head_dim, QD = hp_.q_dim(), KVD = hp_.kv_dim();
-  const float scale = float(1.0 / std::sqrt(double(HD)));
+  const int64_t E = hp_.n_embd;
   Backend* be = groups_[g].backend;
   auto& b = scratch.per_backend[g];
   if (g == 0) {
     be->embed(tok_embd_, p.tokens.data(), T, b.x);
+    if (hp_.embed_scale > 0) be->scale(b.x, T * E, hp_.embed_scale);
     tap("token_embd", be, b.x, T * E);
   }
-  for (int64_t l = groups_[g].first; l < groups_[g].last; ++l) {
-    const LayerWeights& w = layers_[size_t(l)];
-    const std::string blk = debug_tap ? "blk." + std::to_string(l) + "." : "";
-    be->rmsnorm(b.x, w.attn_norm, b.xn, T, E, hp_.rms_eps);
-    const Backend::MatmulOut qkv[] = {{&w.wq, b.q}, {&w.wk, b.k}, {&w.wv, b.v}};
-    be->matmul_shared(b.xn, T, qkv);
-    if (w.q_bias) be->add_bias(b.q, w.q_bias, T, QD);
-    if (w.k_bias) be->add_bias(b.k, w.k_bias, T, KVD);
-    if (w.v_bias) be->add_bias(b.v, w.v_bias, T, KVD);
-    be->rope(b.q, T, hp_.n_head, HD, p.pos.data(), inv_freq_.data(), rope_style_);
-    be->rope(b.k, T, hp_.n_head_kv, HD, p.pos.data(), inv_freq_.data(), rope_style_);
-    if (debug_tap) {  // (names are built only when someone listens: decode runs this per layer)
-      tap(blk + "q", be, b.q, T * QD);
-      tap(blk + "k", be, b.k, T * KVD);
-    }
-    int64_t row = 0;
-    for (const auto& s : p.segs) {
-      be->store_kv(s.kv->k(l), b.k + row * KVD, s.pos0, KVD, s.n_tokens);
-      be->store_kv(s.kv->v(l), b.v + row * KVD, s.pos0, KVD, s.n_tokens);
-      be->attention(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD, s.n_tokens, s.pos0,
-                    hp_.n_head, hp_.n_head_kv, HD, scale);
-      row += s.n_tokens;
-    }
-    if (debug_tap) tap(blk + "attn_out", be, b.attn, T * QD);
-    be->matmul_add(w.wo, b.attn, T, b.x, b.xn);  // b.xn: scratch, rewritten by the rmsnorm
-    be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
-    const Backend::MatmulOut gate_up[] = {{&w.w_gate, b.gate}, {&w.w_up, b.up}};
-    be->matmul_shared(b.xn, T, gate_up);
-    be->swiglu(b.gate, b.up, b.gate, T * hp_.n_ff);
-    be->matmul_add(w.w_down, b.gate, T, b.x, b.xn);
-    if (debug_tap) tap(blk + "out", be, b.x, T * E);
-  }
+  for (int64_t l = groups_[g].first; l < groups_[g].last; ++l) run_layer(l, p, b, be);
   if (g + 1 != groups_.size()) return;
   // LM head only on the rows whose logits are wanted: gather them to the front first.
   int64_t n_out = 0, row = 0;
@@ -195,7 +174,103 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
     row += s.n_tokens;
   }
   be->rmsnorm(b.x, output_norm_, b.xn, n_out, E, hp_.rms_eps);
-  if (!p.hidden) be->matmul(output_, b.xn, n_out, b.logits);
+  if (p.hidden) return;
+  be->matmul(output_, b.xn, n_out, b.logits);
+  if (hp_.final_softcap > 0) be->softcap(b.logits, n_out * hp_.n_vocab, hp_.final_softcap);
+}
+
+void Model::run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b, Backend* be) const {
+  const int64_t T = p.n_tokens, E = hp_.n_embd;
+  const LayerWeights& w = layers_[size_t(l)];
+  be->rmsnorm(b.x, w.attn_norm, b.xn, T, E, hp_.rms_eps);
+  attention_block(l, p, b, be);
+  if (debug_tap) tap("blk." + std::to_string(l) + ".attn_out", be, b.attn, T * hp_.q_dim());
+  add_block_output(w.wo, b.attn, w.post_attn_norm, b, be, T);
+  be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
+  ffn_block(l, b, be, T);
+  add_block_output(w.w_down, b.gate, w.post_ffn_norm, b, be, T);
+  if (debug_tap) tap("blk." + std::to_string(l) + ".out", be, b.x, T * E);
+}
+
+void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b,
+                            Backend* be) const {
+  const int64_t T = p.n_tokens;
+  const int64_t HD = hp_.head_dim, QD = hp_.q_dim(), KVD = hp_.kv_dim();
+  const LayerWeights& w = layers_[size_t(l)];
+  const LayerAttention& kind = hp_.layers[size_t(l)];
+  const Backend::MatmulOut qkv[] = {{&w.wq, b.q}, {&w.wk, b.k}, {&w.wv, b.v}};
+  be->matmul_shared(b.xn, T, qkv);
+  if (w.q_bias) be->add_bias(b.q, w.q_bias, T, QD);
+  if (w.k_bias) be->add_bias(b.k, w.k_bias, T, KVD);
+  if (w.v_bias) be->add_bias(b.v, w.v_bias, T, KVD);
+  if (w.q_norm) {  // per-head RMSNorm before RoPE (Qwen3, Gemma 3)
+    be->rmsnorm_heads(b.q, w.q_norm, T * hp_.n_head, HD, hp_.rms_eps);
+    be->rmsnorm_heads(b.k, w.k_norm, T * hp_.n_head_kv, HD, hp_.rms_eps);
+  }
+  const RopeTable& rope = rope_[size_t(kind.rope)];
+  // The segments' cache sizes pick LongRoPE's table; one call per segment only then.
+  const bool per_segment = !rope.inv_freq_long.empty();
+  int64_t row = 0;
+  for (const auto& s : p.segs) {
+    const int64_t rows = per_segment ? s.n_tokens : T;
+    const bool use_long = per_segment && s.kv->capacity() > rope.long_beyond;
+    const float* inv_freq = use_long ? rope.inv_freq_long.data() : rope.inv_freq.data();
+    const float mscale = use_long ? rope.mscale_long : rope.mscale;
+    const int32_t* pos = p.pos.data() + row;
+    if (rope_partial_) {
+      be->rope_partial(b.q + row * QD, rows, hp_.n_head, HD, hp_.n_rot, pos, inv_freq,
+                       rope_style_, mscale);
+      be->rope_partial(b.k + row * KVD, rows, hp_.n_head_kv, HD, hp_.n_rot, pos, inv_freq,
+                       rope_style_, mscale);
+    } else {
+      be->rope(b.q + row * QD, rows, hp_.n_head, HD, pos, inv_freq, rope_style_);
+      be->rope(b.k + row * KVD, rows, hp_.n_head_kv, HD, pos, inv_freq, rope_style_);
+    }
+    if (!per_segment) break;
+    row += s.n_tokens;
+  }
+  if (debug_tap) {  // (names are built only when someone listens: decode runs this per layer)
+    const std::string blk = "blk." + std::to_string(l) + ".";
+    tap(blk + "q", be, b.q, T * QD);
+    tap(blk + "k", be, b.k, T * KVD);
+  }
+  row = 0;
+  for (const auto& s : p.segs) {
+    kernels::AttentionMask mask;
+    mask.window = kind.window;
+    mask.softcap = hp_.attn_softcap;
+    mask.ring_rows = s.kv->ring_rows(l);
+    store_kv_rows(be, s.kv->k(l), b.k + row * KVD, s.pos0, s.n_tokens, KVD, mask.ring_rows);
+    store_kv_rows(be, s.kv->v(l), b.v + row * KVD, s.pos0, s.n_tokens, KVD, mask.ring_rows);
+    if (mask.plain())  // the Llama path: backends fuse and capture this one
+      be->attention(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD, s.n_tokens,
+                    s.pos0, hp_.n_head, hp_.n_head_kv, HD, hp_.query_scale);
+    else
+      be->attention_masked(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD,
+                           s.n_tokens, s.pos0, hp_.n_head, hp_.n_head_kv, HD, hp_.query_scale,
+                           mask);
+    row += s.n_tokens;
+  }
+}
+
+void Model::ffn_block(int64_t l, ForwardScratch::Buffers& b, Backend* be, int64_t T) const {
+  const LayerWeights& w = layers_[size_t(l)];
+  const Backend::MatmulOut gate_up[] = {{&w.w_gate, b.gate}, {&w.w_up, b.up}};
+  be->matmul_shared(b.xn, T, gate_up);
+  if (hp_.activation == FfnActivation::kGeluTanh)
+    be->gelu_tanh_gated(b.gate, b.up, b.gate, T * hp_.n_ff);
+  else
+    be->swiglu(b.gate, b.up, b.gate, T * hp_.n_ff);
+}
+
+void Model::add_block_output(const Weight& proj, const float* in, const float* post_norm,
+                             ForwardScratch::Buffers& b, Backend* be, int64_t T) const {
+  if (!post_norm) return be->matmul_add(proj, in, T, b.x, b.xn);  // b.xn: scratch
+  // Sandwich: x += norm(proj . in); the norm works in place.
+  const int64_t E = hp_.n_embd;
+  be->matmul(proj, in, T, b.xn);
+  be->rmsnorm(b.xn, post_norm, b.xn, T, E, hp_.rms_eps);
+  be->add_inplace(b.x, b.xn, T * E);
 }
 
 Status Model::prefill(KvCache& kv, const std::vector<int32_t>& tokens, ForwardScratch& scratch,

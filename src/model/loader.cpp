@@ -10,6 +10,7 @@
 #include "formats/gguf.h"
 #include "formats/hf-config.h"
 #include "formats/safetensors.h"
+#include "model/arch-read.h"
 #include "model/model.h"
 #include "model/tensor-names.h"
 
@@ -18,12 +19,6 @@ namespace hearth {
 namespace {
 
 using FindTensor = std::function<const TensorView*(const std::string&)>;
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
 
 // Looks up a tensor and checks its shape and that Hearth can compute with its type.
 Result<Weight> take_weight(const FindTensor& find, const std::string& name,
@@ -53,85 +48,53 @@ struct Source {
 
 class ModelBuilder {
  public:
-  static Status read_gguf_hparams(Model& m, const GgufFile& f) {
-    HEARTH_ASSIGN_OR_RETURN(auto arch_name, f.get_string("general.architecture"));
-    if (!arch_name) return Status::error("missing key general.architecture");
-    m.arch_ = find_arch_by_gguf_name(*arch_name);
-    if (!m.arch_)
-      return Status::error("unknown architecture '" + *arch_name +
-                           "' (general.architecture); supported: " + join(known_arch_names()));
-    const std::string a = *arch_name + ".";
-    auto need_int = [&](const std::string& key, int64_t* out) -> Status {
-      HEARTH_ASSIGN_OR_RETURN(auto v, f.get_int(a + key));
-      if (!v) return Status::error("missing key " + a + key);
-      if (*v <= 0 || *v > (int64_t(1) << 31))
-        return Status::error("key " + a + key + " has invalid value " + std::to_string(*v));
-      *out = *v;
+  static void adopt_spec(Model& m, ModelSpec spec) {
+    m.arch_ = spec.arch;
+    m.hp_ = std::move(spec.hp);
+    m.rope_ = std::move(spec.rope);
+    m.rope_style_ = spec.rope_style;
+    m.rope_partial_ = m.hp_.n_rot != m.hp_.head_dim;
+    for (const RopeTable& t : m.rope_)
+      m.rope_partial_ = m.rope_partial_ || t.mscale != 1.0f || t.mscale_long != 1.0f;
+  }
+
+  // Q/K/V (or gate/up) from their own tensors, or as row views of the fused one.
+  static Status take_split(const Source& src, int64_t l, TensorRole fused, int64_t cols,
+                           std::initializer_list<std::pair<TensorRole, int64_t>> parts,
+                           std::initializer_list<Weight*> outs) {
+    // Fused when the first part has no tensor of its own and the fused one exists (llama.cpp
+    // names Phi-3's gate/up "ffn_up", the up part's own name: ffn_gate's absence decides).
+    const TensorView* first = src.find(src.name(parts.begin()->first, l));
+    const TensorView* whole = first ? nullptr : src.find(src.name(fused, l));
+    int64_t rows = 0;
+    for (const auto& p : parts) rows += p.second;
+    if (whole) {
+      if (whole->shape != std::vector<int64_t>{rows, cols})
+        return Status::error("tensor " + whole->name + " has shape " + shape_string(whole->shape) +
+                             ", expected " + shape_string({rows, cols}) +
+                             " (the fused parts' rows)");
+      if (!dtype_info(whole->dtype).runnable)
+        return Status::error(std::string("unsupported tensor type ") + dtype_name(whole->dtype) +
+                             " (" + whole->name + ")");
+      int64_t row0 = 0;
+      auto out = outs.begin();
+      for (const auto& p : parts) {
+        TensorView v = *whole;
+        v.name = whole->name + "#" + std::to_string(row0);  // unique: the weight cache's key
+        v.shape = {p.second, cols};
+        v.data = whole->row(row0);
+        v.nbytes = uint64_t(p.second) * whole->row_stride_bytes();
+        (*out)->host = v;
+        row0 += p.second;
+        ++out;
+      }
       return Status::ok();
-    };
-    HParams& hp = m.hp_;
-    HEARTH_TRY(need_int("embedding_length", &hp.n_embd));
-    HEARTH_TRY(need_int("block_count", &hp.n_layer));
-    HEARTH_TRY(need_int("feed_forward_length", &hp.n_ff));
-    HEARTH_TRY(need_int("attention.head_count", &hp.n_head));
-    HEARTH_ASSIGN_OR_RETURN(auto kv, f.get_int(a + "attention.head_count_kv"));
-    hp.n_head_kv = kv ? *kv : hp.n_head;
-    HEARTH_ASSIGN_OR_RETURN(auto ctx, f.get_int(a + "context_length"));
-    hp.n_ctx_train = ctx ? *ctx : 2048;
-    HEARTH_ASSIGN_OR_RETURN(auto key_len, f.get_int(a + "attention.key_length"));
-    hp.head_dim = key_len ? *key_len : (hp.n_embd / hp.n_head);
-    HEARTH_ASSIGN_OR_RETURN(auto eps, f.get_float(a + "attention.layer_norm_rms_epsilon"));
-    hp.rms_eps = float(eps ? *eps : m.arch_->default_rms_eps);
-    HEARTH_ASSIGN_OR_RETURN(auto theta, f.get_float(a + "rope.freq_base"));
-    hp.rope_theta = theta ? *theta : m.arch_->default_rope_theta;
-    HEARTH_ASSIGN_OR_RETURN(auto stype, f.get_string(a + "rope.scaling.type"));
-    HEARTH_ASSIGN_OR_RETURN(auto sfactor, f.get_float(a + "rope.scaling.factor"));
-    if (stype && *stype == "linear" && sfactor && *sfactor > 0) {
-      hp.rope_scaling = "linear";
-      hp.rope_factor = *sfactor;
-    } else if (stype && *stype != "none" && *stype != "linear") {
-      return Status::error("unsupported RoPE scaling '" + *stype + "' (" + a +
-                           "rope.scaling.type)");
     }
-    m.rope_style_ = m.arch_->gguf_rope_style;
-    return Status::ok();
-  }
-
-  static Status read_hf_hparams(Model& m, const HfConfig& c) {
-    m.arch_ = find_arch_by_hf(c.model_type, c.architectures);
-    if (!m.arch_)
-      return Status::error("unknown architecture '" + c.model_type +
-                           "' (config.json model_type); supported: llama, mistral, qwen2");
-    HParams& hp = m.hp_;
-    hp.n_vocab = c.vocab_size;
-    hp.n_embd = c.hidden_size;
-    hp.n_layer = c.num_hidden_layers;
-    hp.n_head = c.num_attention_heads;
-    hp.n_head_kv = c.num_key_value_heads;
-    hp.head_dim = c.head_dim;
-    hp.n_ff = c.intermediate_size;
-    hp.n_ctx_train = c.max_position_embeddings > 0 ? c.max_position_embeddings : 2048;
-    hp.rms_eps = float(c.rms_norm_eps);
-    hp.rope_theta = c.rope.theta;
-    hp.tied_embeddings = c.tie_word_embeddings;
-    if (c.rope.type != "default" && c.rope.type != "linear" && c.rope.type != "llama3")
-      return Status::error("unsupported RoPE scaling '" + c.rope.type + "' (config.json)");
-    hp.rope_scaling = c.rope.type == "default" ? "none" : c.rope.type;
-    hp.rope_factor = c.rope.factor;
-    m.inv_freq_ =
-        rope_inv_freq(hp.head_dim, c.rope.theta, c.rope.type, c.rope.factor, c.rope.low_freq_factor,
-                      c.rope.high_freq_factor, c.rope.original_max_position_embeddings);
-    m.rope_style_ = kernels::RopeStyle::kHalves;
-    return Status::ok();
-  }
-
-  static Status validate_hparams(const HParams& hp) {
-    if (hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0)
-      return Status::error("head counts " + std::to_string(hp.n_head) + "/" +
-                           std::to_string(hp.n_head_kv) + " are not a valid GQA grouping");
-    if (hp.head_dim <= 0 || hp.head_dim % 2 != 0 || hp.head_dim > 1024)
-      return Status::error("invalid head dimension " + std::to_string(hp.head_dim));
-    if (hp.n_layer <= 0 || hp.n_layer > 4096) return Status::error("invalid layer count");
+    auto out = outs.begin();
+    for (const auto& p : parts) {
+      HEARTH_ASSIGN_OR_RETURN(**out, take_weight(src.find, src.name(p.first, l), {p.second, cols}));
+      ++out;
+    }
     return Status::ok();
   }
 
@@ -143,7 +106,7 @@ class ModelBuilder {
       return Status::error("tensor " + emb->name + " has shape " + shape_string(emb->shape) +
                            ", expected [n_vocab, " + std::to_string(hp.n_embd) + "]");
     if (hp.n_vocab == 0) hp.n_vocab = emb->shape[0];
-    const int64_t E = hp.n_embd, V = hp.n_vocab, F = hp.n_ff;
+    const int64_t E = hp.n_embd, V = hp.n_vocab, F = hp.n_ff, HD = hp.head_dim;
     const int64_t QD = hp.q_dim(), KVD = hp.kv_dim();
     auto W = [&](TensorRole r, int64_t l, std::vector<int64_t> shape, bool required = true) {
       return take_weight(src.find, src.name(r, l), shape, required);
@@ -155,24 +118,46 @@ class ModelBuilder {
       m.output_ = m.tok_embd_;
       hp.tied_embeddings = true;
     }
+    const bool sandwich = hp.norms == NormPlacement::kSandwich;
     m.layers_.resize(size_t(hp.n_layer));
     for (int64_t l = 0; l < hp.n_layer; ++l) {
       LayerWeights& lw = m.layers_[size_t(l)];
       HEARTH_ASSIGN_OR_RETURN(lw.attn_norm_src, W(TensorRole::kAttnNorm, l, {E}));
-      HEARTH_ASSIGN_OR_RETURN(lw.wq, W(TensorRole::kAttnQ, l, {QD, E}));
-      HEARTH_ASSIGN_OR_RETURN(lw.wk, W(TensorRole::kAttnK, l, {KVD, E}));
-      HEARTH_ASSIGN_OR_RETURN(lw.wv, W(TensorRole::kAttnV, l, {KVD, E}));
+      HEARTH_TRY(take_split(src, l, TensorRole::kAttnQkv, E,
+                            {{TensorRole::kAttnQ, QD}, {TensorRole::kAttnK, KVD},
+                             {TensorRole::kAttnV, KVD}},
+                            {&lw.wq, &lw.wk, &lw.wv}));
       HEARTH_ASSIGN_OR_RETURN(lw.wo, W(TensorRole::kAttnOut, l, {E, QD}));
       const bool bias = m.arch_->qkv_bias;
       HEARTH_ASSIGN_OR_RETURN(lw.bq, W(TensorRole::kAttnQBias, l, {QD}, bias));
       HEARTH_ASSIGN_OR_RETURN(lw.bk, W(TensorRole::kAttnKBias, l, {KVD}, bias));
       HEARTH_ASSIGN_OR_RETURN(lw.bv, W(TensorRole::kAttnVBias, l, {KVD}, bias));
+      HEARTH_ASSIGN_OR_RETURN(lw.q_norm_src, W(TensorRole::kAttnQNorm, l, {HD}, hp.qk_norm));
+      HEARTH_ASSIGN_OR_RETURN(lw.k_norm_src, W(TensorRole::kAttnKNorm, l, {HD}, hp.qk_norm));
+      HEARTH_ASSIGN_OR_RETURN(lw.post_attn_norm_src,
+                              W(TensorRole::kAttnPostNorm, l, {E}, sandwich));
       HEARTH_ASSIGN_OR_RETURN(lw.ffn_norm_src, W(TensorRole::kFfnNorm, l, {E}));
-      HEARTH_ASSIGN_OR_RETURN(lw.w_gate, W(TensorRole::kFfnGate, l, {F, E}));
-      HEARTH_ASSIGN_OR_RETURN(lw.w_up, W(TensorRole::kFfnUp, l, {F, E}));
+      HEARTH_TRY(take_split(src, l, TensorRole::kFfnGateUp, E,
+                            {{TensorRole::kFfnGate, F}, {TensorRole::kFfnUp, F}},
+                            {&lw.w_gate, &lw.w_up}));
       HEARTH_ASSIGN_OR_RETURN(lw.w_down, W(TensorRole::kFfnDown, l, {E, F}));
+      HEARTH_ASSIGN_OR_RETURN(lw.post_ffn_norm_src, W(TensorRole::kFfnPostNorm, l, {E}, sandwich));
     }
     return Status::ok();
+  }
+
+  // A norm vector in backend memory; HF's Gemma weights w become llama.cpp's 1 + w.
+  static Result<float*> prepare_norm(const Model& m, Backend& be, const Weight& w) {
+    if (!w) return static_cast<float*>(nullptr);
+    if (!m.plus_one_norms_) return be.prepare_vector(w.host);
+    std::vector<float> v(size_t(w.host.numel()));
+    kernels::dequantize_row(w.host.dtype, w.host.data, v.data(), w.host.numel());
+    for (float& x : v) x += 1.0f;
+    TensorView t = w.host;
+    t.dtype = DType::F32;
+    t.data = v.data();
+    t.nbytes = v.size() * sizeof(float);
+    return be.prepare_vector(t);
   }
 
   // Places layers: the first gpu_layers on the GPU backend (when asked and available), the rest
@@ -190,7 +175,18 @@ class ModelBuilder {
       } else {
         m.backends_.push_back(std::move(made).value());
         gpu = m.backends_.back().get();
-        if (opt.gpu_layers == kGpuLayersAuto) gpu_layers = layers_that_fit(m, *gpu, opt);
+        // A family whose blocks need an op the GPU backend lacks runs on the CPU, said once,
+        // rather than on a backend that would compute something else.
+        const uint32_t missing = m.needed_features() & ~gpu->features();
+        if (missing) {
+          log_gpu_fallback(gpu->name() + " does not run this model's " +
+                           backend_feature_names(missing) + " yet");
+          m.backends_.clear();
+          gpu = nullptr;
+          gpu_layers = 0;
+        } else if (opt.gpu_layers == kGpuLayersAuto) {
+          gpu_layers = layers_that_fit(m, *gpu, opt);
+        }
       }
     }
     Backend* cpu = nullptr;
@@ -220,15 +216,20 @@ class ModelBuilder {
     Backend* last = m.groups_.back().backend;
     HEARTH_TRY(first->prepare_weight(m.tok_embd_));
     HEARTH_TRY(last->prepare_weight(m.output_));
-    HEARTH_ASSIGN_OR_RETURN(m.output_norm_, last->prepare_vector(m.output_norm_src_.host));
+    HEARTH_ASSIGN_OR_RETURN(m.output_norm_, prepare_norm(m, *last, m.output_norm_src_));
     HEARTH_TRY(progress());
     for (const auto& g : m.groups_) {
       for (int64_t l = g.first; l < g.last; ++l) {
         LayerWeights& lw = m.layers_[size_t(l)];
         for (Weight* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
           HEARTH_TRY(g.backend->prepare_weight(*w));
-        HEARTH_ASSIGN_OR_RETURN(lw.attn_norm, g.backend->prepare_vector(lw.attn_norm_src.host));
-        HEARTH_ASSIGN_OR_RETURN(lw.ffn_norm, g.backend->prepare_vector(lw.ffn_norm_src.host));
+        Backend& be = *g.backend;
+        HEARTH_ASSIGN_OR_RETURN(lw.attn_norm, prepare_norm(m, be, lw.attn_norm_src));
+        HEARTH_ASSIGN_OR_RETURN(lw.ffn_norm, prepare_norm(m, be, lw.ffn_norm_src));
+        HEARTH_ASSIGN_OR_RETURN(lw.post_attn_norm, prepare_norm(m, be, lw.post_attn_norm_src));
+        HEARTH_ASSIGN_OR_RETURN(lw.post_ffn_norm, prepare_norm(m, be, lw.post_ffn_norm_src));
+        HEARTH_ASSIGN_OR_RETURN(lw.q_norm, prepare_norm(m, be, lw.q_norm_src));
+        HEARTH_ASSIGN_OR_RETURN(lw.k_norm, prepare_norm(m, be, lw.k_norm_src));
         if (lw.bq) {
           HEARTH_ASSIGN_OR_RETURN(lw.q_bias, g.backend->prepare_vector(lw.bq.host));
           HEARTH_ASSIGN_OR_RETURN(lw.k_bias, g.backend->prepare_vector(lw.bk.host));
@@ -281,27 +282,14 @@ class ModelBuilder {
     m->format_ = "gguf";
     m->gguf_ = std::make_shared<GgufFile>(std::move(f));
     const GgufFile& g = *m->gguf_;
-    HEARTH_TRY(read_gguf_hparams(*m, g).with_context(path));
-    HEARTH_TRY(validate_hparams(m->hp_).with_context(path));
+    auto spec_read = read_gguf_spec(g);
+    if (!spec_read.is_ok()) return spec_read.status().with_context(path);
+    ModelSpec spec = std::move(spec_read).value();
+    HEARTH_TRY(check_model_spec(spec).with_context(path));
+    adopt_spec(*m, std::move(spec));
     Source src{[&g](const std::string& n) { return g.find_tensor(n); },
                [](TensorRole r, int64_t l) { return gguf_tensor_name(r, l); }};
     HEARTH_TRY(take_weights(*m, src).with_context(path));
-    HParams& hp = m->hp_;
-    m->inv_freq_ =
-        rope_inv_freq(hp.head_dim, hp.rope_theta, hp.rope_scaling, hp.rope_factor, 1, 4, 0);
-    // llama.cpp stores llama3-style scaling as per-frequency divisors.
-    if (const TensorView* rf = g.find_tensor(gguf_tensor_name(TensorRole::kRopeFreqs))) {
-      if (rf->numel() != hp.head_dim / 2)
-        return Status::error(path + ": tensor rope_freqs.weight has " +
-                             std::to_string(rf->numel()) + " elements, expected " +
-                             std::to_string(hp.head_dim / 2));
-      if (!dtype_info(rf->dtype).runnable || dtype_info(rf->dtype).quantized)
-        return Status::error(path + ": tensor rope_freqs.weight must be a float type");
-      std::vector<float> factors(static_cast<size_t>(rf->numel()));
-      kernels::dequantize_row(rf->dtype, rf->data, factors.data(), rf->numel());
-      for (size_t i = 0; i < factors.size(); ++i) m->inv_freq_[i] /= factors[i];
-      hp.rope_scaling = "freqs";
-    }
     HEARTH_TRY(place(*m, opt).with_context(path));
     return m;
   }
@@ -315,11 +303,16 @@ class ModelBuilder {
     m->path_ = dir;
     m->format_ = "safetensors";
     m->st_ = std::make_shared<SafetensorsCheckpoint>(std::move(ck));
-    HEARTH_TRY(read_hf_hparams(*m, config).with_context(config_path));
-    HEARTH_TRY(validate_hparams(m->hp_).with_context(config_path));
+    auto spec_read = read_hf_spec(config);
+    if (!spec_read.is_ok()) return spec_read.status().with_context(config_path);
+    ModelSpec spec = std::move(spec_read).value();
+    HEARTH_TRY(check_model_spec(spec).with_context(config_path));
+    adopt_spec(*m, std::move(spec));
+    m->plus_one_norms_ = m->arch_->norm_plus_one;  // HF stores w; the norm is (1 + w)
     const SafetensorsCheckpoint& st = *m->st_;
+    const NormPlacement norms = m->hp_.norms;
     Source src{[&st](const std::string& n) { return st.find_tensor(n); },
-               [](TensorRole r, int64_t l) { return hf_tensor_name(r, l); }};
+               [norms](TensorRole r, int64_t l) { return hf_tensor_name(r, l, norms); }};
     HEARTH_TRY(take_weights(*m, src).with_context(dir));
     HEARTH_TRY(place(*m, opt).with_context(dir));
     return m;
@@ -354,7 +347,19 @@ int64_t auto_gpu_layers(uint64_t free_bytes, uint64_t fixed_bytes, uint64_t per_
 }
 
 Result<KvCache> Model::new_kv_cache(int64_t n_ctx) const {
-  return KvCache::create(layer_backends(), n_ctx, hp_.kv_dim());
+  std::vector<int64_t> windows;
+  for (const auto& l : hp_.layers) windows.push_back(l.window);
+  return KvCache::create(layer_backends(), n_ctx, hp_.kv_dim(), windows, kMaxTokensPerPass);
+}
+
+uint32_t Model::needed_features() const {
+  uint32_t f = 0;
+  if (hp_.qk_norm) f |= Backend::kQkNorm;
+  if (hp_.activation != FfnActivation::kSilu) f |= Backend::kGeluGated;
+  if (hp_.attn_softcap > 0 || hp_.any_sliding()) f |= Backend::kMaskedAttention;
+  if (rope_partial_) f |= Backend::kPartialRope;
+  if (hp_.embed_scale > 0 || hp_.final_softcap > 0) f |= Backend::kScaleOps;
+  return f;
 }
 
 uint64_t Model::weight_bytes() const {
@@ -374,8 +379,9 @@ std::vector<std::pair<std::string, int>> Model::weight_type_counts() const {
   if (!hp_.tied_embeddings) add(output_);
   add(output_norm_src_);
   for (const auto& l : layers_)
-    for (const Weight* w : {&l.attn_norm_src, &l.ffn_norm_src, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq,
-                            &l.bk, &l.bv, &l.w_gate, &l.w_up, &l.w_down})
+    for (const Weight* w : {&l.attn_norm_src, &l.ffn_norm_src, &l.post_attn_norm_src,
+                            &l.post_ffn_norm_src, &l.q_norm_src, &l.k_norm_src, &l.wq, &l.wk,
+                            &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.w_gate, &l.w_up, &l.w_down})
       add(*w);
   return {counts.begin(), counts.end()};
 }

@@ -23,6 +23,28 @@ namespace hearth {
 class GgufFile;
 class SafetensorsCheckpoint;
 
+// Prefill is chunked so scratch stays bounded; a sliding layer's ring holds window + this.
+constexpr int64_t kMaxTokensPerPass = 512;
+
+// One layer's attention, as the file describes it.
+struct LayerAttention {
+  int64_t window = 0;  // > 0: a sliding layer that sees this many positions (its own included)
+  int rope = 0;        // which RoPE table: 0 global, 1 the sliding layers' own (Gemma 3)
+};
+
+// RoPE inverse frequencies [n_rot/2] with their scaling folded in, and the factor the rotated
+// dims are multiplied by (YaRN / LongRoPE attention factor). LongRoPE has a second table for
+// contexts beyond the original one (llama.cpp's rule: chosen by the cache's context size).
+struct RopeTable {
+  std::vector<float> inv_freq;
+  float mscale = 1.0f;
+  std::vector<float> inv_freq_long;  // LongRoPE only
+  float mscale_long = 1.0f;
+  int64_t long_beyond = 0;  // contexts larger than this use the long table
+};
+
+// The flat description of a model that the ONE forward pass walks: sizes, and which blocks
+// each layer uses (read from GGUF metadata or config.json; see arch.h for the family rows).
 struct HParams {
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
@@ -34,21 +56,48 @@ struct HParams {
   int64_t n_ctx_train = 0;
   float rms_eps = 1e-5f;
   double rope_theta = 10000.0;
-  std::string rope_scaling = "none";  // none, linear, llama3 (from config), freqs (GGUF tensor)
+  // none, linear, llama3 (from config), freqs (GGUF tensor), yarn, longrope
+  std::string rope_scaling = "none";
   double rope_factor = 1.0;
+  // The precision of the RoPE frequencies: "f32", or "bf16" / "f16" when the reference keeps
+  // them in the checkpoint's dtype (transformers 5 holds its inv_freq buffer in the model's
+  // dtype, so a bf16 checkpoint rotates by bf16-rounded frequencies).
+  std::string rope_freq_type = "f32";
   bool tied_embeddings = false;
+  // Blocks.
+  int64_t n_rot = 0;           // rotated dims per head (partial rotary: < head_dim)
+  float query_scale = 0;       // scores = q.k * query_scale (1/sqrt(head_dim) unless the file says)
+  float attn_softcap = 0;      // > 0: attention scores soft-capped (Gemma 2)
+  float final_softcap = 0;     // > 0: logits soft-capped (Gemma 2)
+  float embed_scale = 0;       // > 0: embeddings multiplied by it (Gemma: sqrt(n_embd))
+  FfnActivation activation = FfnActivation::kSilu;
+  NormPlacement norms = NormPlacement::kPre;
+  bool qk_norm = false;
+  std::vector<LayerAttention> layers;  // [n_layer]
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
+  bool any_sliding() const {
+    for (const auto& l : layers)
+      if (l.window > 0) return true;
+    return false;
+  }
 };
 
 struct LayerWeights {
   Weight attn_norm_src, ffn_norm_src;  // views of the norm vectors (any float dtype)
+  Weight post_attn_norm_src, post_ffn_norm_src;  // sandwich norms
+  Weight q_norm_src, k_norm_src;                 // per-head q/k norms [head_dim]
+  // Q/K/V and gate/up: their own tensors, or row views of a fused qkv / gate_up tensor (no copy).
   Weight wq, wk, wv, wo;
   Weight bq, bk, bv;  // present when the arch has qkv_bias
   Weight w_gate, w_up, w_down;
-  // Backend copies of the small vectors in f32.
+  // Backend copies of the small vectors in f32 (Gemma's (1 + w) already added).
   float* attn_norm = nullptr;
   float* ffn_norm = nullptr;
+  float* post_attn_norm = nullptr;
+  float* post_ffn_norm = nullptr;
+  float* q_norm = nullptr;
+  float* k_norm = nullptr;
   float* q_bias = nullptr;
   float* k_bias = nullptr;
   float* v_bias = nullptr;
@@ -123,7 +172,9 @@ class Model {
   const std::string& source_format() const { return format_; }  // "gguf" or "safetensors"
   const GgufFile* gguf() const { return gguf_.get(); }          // null for HF directories
   kernels::RopeStyle rope_style() const { return rope_style_; }
-  const std::vector<float>& inv_freq() const { return inv_freq_; }
+  const std::vector<float>& inv_freq() const { return rope_[0].inv_freq; }
+  // Backend features (Backend::Feature) a layer of this model needs beyond the Llama set.
+  uint32_t needed_features() const;
   const std::vector<LayerGroup>& groups() const { return groups_; }
   std::vector<Backend*> layer_backends() const;
   // Bytes of weights streamed per decoded token, and a histogram of weight types for `info`.
@@ -194,6 +245,17 @@ class Model {
                                           const std::function<bool(int32_t)>& on_token,
                                           int depth) const;
 
+  // One transformer layer (attention block, FFN block) of a pass on group g's backend.
+  void run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b, Backend* be) const;
+  void attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b, Backend* be) const;
+  // The FFN block: a dense gated MLP today; an MoE FFN slots in here (same input xn, same
+  // residual contract: adds its output to x).
+  void ffn_block(int64_t l, ForwardScratch::Buffers& b, Backend* be, int64_t T) const;
+  // x += proj . in (the O or down projection), through the post-norm when the family has
+  // sandwich norms (post_norm non-null).
+  void add_block_output(const Weight& proj, const float* in, const float* post_norm,
+                        ForwardScratch::Buffers& b, Backend* be, int64_t T) const;
+
   HParams hp_;
   const ArchSpec* arch_ = nullptr;
   std::string path_, format_;
@@ -204,7 +266,10 @@ class Model {
   float* output_norm_ = nullptr;
   std::vector<LayerWeights> layers_;
   kernels::RopeStyle rope_style_ = kernels::RopeStyle::kHalves;
-  std::vector<float> inv_freq_;
+  std::vector<RopeTable> rope_ = std::vector<RopeTable>(1);  // [0] global, [1] sliding layers'
+  // Set when a layer needs rope_partial (partial rotary or an attention factor).
+  bool rope_partial_ = false;
+  bool plus_one_norms_ = false;  // norm weights w in the file mean (1 + w) (HF Gemma)
   std::vector<std::unique_ptr<Backend>> backends_;
   std::vector<LayerGroup> groups_;
   // Decode-step capture bookkeeping: which buffers each group's recorded step belongs to.
@@ -228,5 +293,29 @@ Result<std::shared_ptr<Model>> load_model(const std::string& path, const LoadOpt
 std::vector<float> rope_inv_freq(int64_t head_dim, double theta, const std::string& scaling,
                                  double factor, double low_freq_factor, double high_freq_factor,
                                  int64_t original_context);
+
+// YaRN (transformers' _compute_yarn_parameters; llama.cpp's ggml_rope_yarn): inverse frequencies
+// of n_rot dims blended between interpolation (1/factor) and extrapolation by a ramp over the
+// dims whose wavelengths fall between beta_fast and beta_slow rotations of the original context,
+// and the attention factor (given, or 0.1 ln(factor) + 1, or the mscale / mscale_all_dim ratio).
+struct YarnParams {
+  double theta = 10000, factor = 1;
+  int64_t original_context = 0;
+  double beta_fast = 32, beta_slow = 1;
+  double attention_factor = 0;  // 0: derived from factor / mscale
+  double mscale = 0, mscale_all_dim = 0;
+  bool truncate = true;
+};
+RopeTable yarn_rope_table(int64_t n_rot, const YarnParams& y);
+
+// Rounds every frequency of t to "bf16" or "f16" (rope_freq_type); "f32" leaves them.
+Status round_rope_freqs(RopeTable& t, const std::string& type);
+
+// LongRoPE (Phi-3 128k, Phi-4-mini): inverse frequencies divided by per-frequency factors, short
+// within the original context and long beyond it; the attention factor is given, or
+// sqrt(1 + ln(factor) / ln(original_context)) with factor = context / original_context.
+RopeTable longrope_table(int64_t n_rot, double theta, const std::vector<float>& short_factor,
+                         const std::vector<float>& long_factor, double attention_factor,
+                         int64_t context, int64_t original_context);
 
 }  // namespace hearth

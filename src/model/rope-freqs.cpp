@@ -1,7 +1,10 @@
-// RoPE inverse frequencies with HF's scaling rules. Computed in double, stored as float, matching
-// transformers' float32 inv_freq to the last bit in the unscaled case.
+// RoPE inverse frequencies with HF's scaling rules (linear, llama3, YaRN, LongRoPE). Computed in
+// double, stored as float, matching transformers' float32 inv_freq to the last bit in the
+// unscaled case.
+#include <algorithm>
 #include <cmath>
 
+#include "base/half.h"
 #include "model/model.h"
 
 namespace hearth {
@@ -31,6 +34,85 @@ std::vector<float> rope_inv_freq(int64_t head_dim, double theta, const std::stri
     inv[size_t(i)] = float(f);
   }
   return inv;
+}
+
+namespace {
+// transformers' `arange(0, dim, 2).float() / dim` exponent of pair i.
+double pair_exponent(int64_t i, int64_t n_rot) {
+  return double(float(2 * i) / float(n_rot));
+}
+}  // namespace
+
+RopeTable yarn_rope_table(int64_t n_rot, const YarnParams& y) {
+  const int64_t half = n_rot / 2;
+  const double base = y.theta;
+  const double ctx = double(y.original_context);
+  // The pair index whose wavelength fits `rotations` turns into the original context.
+  auto correction_dim = [&](double rotations) {
+    return double(n_rot) * std::log(ctx / (rotations * 2.0 * M_PI)) / (2.0 * std::log(base));
+  };
+  double low = correction_dim(y.beta_fast), high = correction_dim(y.beta_slow);
+  if (y.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, double(n_rot - 1));
+  if (low == high) high += 0.001;  // no division by zero in the ramp
+  RopeTable t;
+  t.inv_freq.resize(size_t(half));
+  for (int64_t i = 0; i < half; ++i) {
+    const double extrapolation = 1.0 / std::pow(base, pair_exponent(i, n_rot));
+    const double interpolation = extrapolation / y.factor;
+    const double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
+    const double keep = 1.0 - ramp;  // share of the unscaled (extrapolated) frequency
+    t.inv_freq[size_t(i)] = float(interpolation * (1.0 - keep) + extrapolation * keep);
+  }
+  auto mscale_of = [](double scale, double m) {
+    return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+  };
+  if (y.attention_factor > 0)
+    t.mscale = float(y.attention_factor);
+  else if (y.mscale > 0 && y.mscale_all_dim > 0)
+    t.mscale = float(mscale_of(y.factor, y.mscale) / mscale_of(y.factor, y.mscale_all_dim));
+  else
+    t.mscale = float(mscale_of(y.factor, 1.0));
+  return t;
+}
+
+RopeTable longrope_table(int64_t n_rot, double theta, const std::vector<float>& short_factor,
+                         const std::vector<float>& long_factor, double attention_factor,
+                         int64_t context, int64_t original_context) {
+  const int64_t half = n_rot / 2;
+  auto table = [&](const std::vector<float>& ext) {
+    std::vector<float> inv(static_cast<size_t>(half));
+    for (int64_t i = 0; i < half; ++i)
+      inv[size_t(i)] =
+          float(1.0 / (double(ext[size_t(i)]) * std::pow(theta, pair_exponent(i, n_rot))));
+    return inv;
+  };
+  RopeTable t;
+  t.inv_freq = table(short_factor);
+  t.inv_freq_long = table(long_factor);
+  double factor = attention_factor;
+  if (!(factor > 0)) {
+    const double scale = original_context > 0 ? double(context) / double(original_context) : 1.0;
+    factor = scale <= 1.0 ? 1.0
+                          : std::sqrt(1.0 + std::log(scale) / std::log(double(original_context)));
+  }
+  // transformers applies the factor whichever table is in use; so does llama.cpp.
+  t.mscale = t.mscale_long = float(factor);
+  t.long_beyond = original_context;
+  return t;
+}
+
+Status round_rope_freqs(RopeTable& t, const std::string& type) {
+  if (type == "f32") return Status::ok();
+  if (type != "bf16" && type != "f16")
+    return Status::error("RoPE frequency type '" + type + "' is not supported (f32, bf16, f16)");
+  for (auto* v : {&t.inv_freq, &t.inv_freq_long})
+    for (float& x : *v) x = type == "bf16" ? bf16_to_f32(f32_to_bf16(x)) : fp16_to_f32(f32_to_fp16(x));
+  return Status::ok();
 }
 
 }  // namespace hearth

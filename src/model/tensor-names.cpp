@@ -15,18 +15,27 @@ constexpr Names kNames[] = {
     {TensorRole::kOutputNorm, "output_norm.weight", "model.norm.weight", false},
     {TensorRole::kOutput, "output.weight", "lm_head.weight", false},
     {TensorRole::kRopeFreqs, "rope_freqs.weight", "", false},
+    {TensorRole::kRopeFactorsLong, "rope_factors_long.weight", "", false},
+    {TensorRole::kRopeFactorsShort, "rope_factors_short.weight", "", false},
     {TensorRole::kAttnNorm, "attn_norm.weight", "input_layernorm.weight", true},
     {TensorRole::kAttnQ, "attn_q.weight", "self_attn.q_proj.weight", true},
     {TensorRole::kAttnK, "attn_k.weight", "self_attn.k_proj.weight", true},
     {TensorRole::kAttnV, "attn_v.weight", "self_attn.v_proj.weight", true},
+    {TensorRole::kAttnQkv, "attn_qkv.weight", "self_attn.qkv_proj.weight", true},
     {TensorRole::kAttnOut, "attn_output.weight", "self_attn.o_proj.weight", true},
     {TensorRole::kAttnQBias, "attn_q.bias", "self_attn.q_proj.bias", true},
     {TensorRole::kAttnKBias, "attn_k.bias", "self_attn.k_proj.bias", true},
     {TensorRole::kAttnVBias, "attn_v.bias", "self_attn.v_proj.bias", true},
+    {TensorRole::kAttnQNorm, "attn_q_norm.weight", "self_attn.q_norm.weight", true},
+    {TensorRole::kAttnKNorm, "attn_k_norm.weight", "self_attn.k_norm.weight", true},
+    {TensorRole::kAttnPostNorm, "post_attention_norm.weight", "post_attention_layernorm.weight",
+     true},
     {TensorRole::kFfnNorm, "ffn_norm.weight", "post_attention_layernorm.weight", true},
     {TensorRole::kFfnGate, "ffn_gate.weight", "mlp.gate_proj.weight", true},
     {TensorRole::kFfnUp, "ffn_up.weight", "mlp.up_proj.weight", true},
+    {TensorRole::kFfnGateUp, "ffn_up.weight", "mlp.gate_up_proj.weight", true},
     {TensorRole::kFfnDown, "ffn_down.weight", "mlp.down_proj.weight", true},
+    {TensorRole::kFfnPostNorm, "post_ffw_norm.weight", "post_feedforward_layernorm.weight", true},
 };
 
 const Names& lookup(TensorRole role) {
@@ -41,10 +50,33 @@ std::string gguf_tensor_name(TensorRole role, int64_t layer) {
   return n.per_layer ? "blk." + std::to_string(layer) + "." + n.gguf : n.gguf;
 }
 
-std::string hf_tensor_name(TensorRole role, int64_t layer) {
+std::string hf_tensor_name(TensorRole role, int64_t layer, NormPlacement norms) {
   const Names& n = lookup(role);
-  if (!*n.hf) return "";
-  return n.per_layer ? "model.layers." + std::to_string(layer) + "." + n.hf : n.hf;
+  const char* hf = n.hf;
+  // Sandwich families: the FFN's pre-norm has its own name; post_attention_layernorm is the
+  // post-attention norm (the table's entry above).
+  if (norms == NormPlacement::kSandwich && role == TensorRole::kFfnNorm)
+    hf = "pre_feedforward_layernorm.weight";
+  if (norms == NormPlacement::kPre &&
+      (role == TensorRole::kAttnPostNorm || role == TensorRole::kFfnPostNorm))
+    return "";
+  if (!*hf) return "";
+  return n.per_layer ? "model.layers." + std::to_string(layer) + "." + hf : hf;
+}
+
+bool is_norm_role(TensorRole role) {
+  switch (role) {
+    case TensorRole::kOutputNorm:
+    case TensorRole::kAttnNorm:
+    case TensorRole::kAttnQNorm:
+    case TensorRole::kAttnKNorm:
+    case TensorRole::kAttnPostNorm:
+    case TensorRole::kFfnNorm:
+    case TensorRole::kFfnPostNorm:
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace hearth

@@ -1,9 +1,13 @@
-// Tensor names of the Llama-family layout in both on-disk conventions: llama.cpp's GGUF names and
-// Hugging Face's. The loaders and `hearth convert` share this one table.
+// Tensor names in both on-disk conventions: llama.cpp's GGUF names and Hugging Face's. The
+// loaders and `hearth convert` share this one table. HF's names depend on where the family
+// normalises (arch.h NormPlacement): Gemma's post_attention_layernorm is the post-attention
+// norm, Llama's is the FFN's pre-norm.
 #pragma once
 
 #include <cstdint>
 #include <string>
+
+#include "model/arch.h"
 
 namespace hearth {
 
@@ -12,27 +16,42 @@ enum class TensorRole {
   kOutputNorm,
   kOutput,
   kRopeFreqs,
+  kRopeFactorsLong,   // LongRoPE divisors (GGUF only; HF keeps them in config.json)
+  kRopeFactorsShort,
   kAttnNorm,
   kAttnQ,
   kAttnK,
   kAttnV,
+  kAttnQkv,           // fused Q/K/V rows (Phi-3)
   kAttnOut,
   kAttnQBias,
   kAttnKBias,
   kAttnVBias,
+  kAttnQNorm,         // per-head norms (Qwen3, Gemma 3)
+  kAttnKNorm,
+  kAttnPostNorm,      // sandwich norms (Gemma 2/3)
   kFfnNorm,
   kFfnGate,
   kFfnUp,
+  kFfnGateUp,         // fused gate/up rows (Phi-3); llama.cpp calls it ffn_up (2 x n_ff rows)
   kFfnDown,
+  kFfnPostNorm,
 };
 constexpr TensorRole kLayerRoles[] = {
-    TensorRole::kAttnNorm, TensorRole::kAttnQ,     TensorRole::kAttnK,     TensorRole::kAttnV,
-    TensorRole::kAttnOut,  TensorRole::kAttnQBias, TensorRole::kAttnKBias, TensorRole::kAttnVBias,
-    TensorRole::kFfnNorm,  TensorRole::kFfnGate,   TensorRole::kFfnUp,     TensorRole::kFfnDown,
+    TensorRole::kAttnNorm,     TensorRole::kAttnQ,        TensorRole::kAttnK,
+    TensorRole::kAttnV,        TensorRole::kAttnQkv,      TensorRole::kAttnOut,
+    TensorRole::kAttnQBias,    TensorRole::kAttnKBias,    TensorRole::kAttnVBias,
+    TensorRole::kAttnQNorm,    TensorRole::kAttnKNorm,    TensorRole::kAttnPostNorm,
+    TensorRole::kFfnNorm,      TensorRole::kFfnGate,      TensorRole::kFfnUp,
+    TensorRole::kFfnGateUp,    TensorRole::kFfnDown,      TensorRole::kFfnPostNorm,
 };
 
-// layer is ignored for model-level roles. HF has no rope_freqs tensor (returns "").
+// layer is ignored for model-level roles. HF has no rope_freqs / rope factor tensors (returns "").
 std::string gguf_tensor_name(TensorRole role, int64_t layer = -1);
-std::string hf_tensor_name(TensorRole role, int64_t layer = -1);
+std::string hf_tensor_name(TensorRole role, int64_t layer = -1,
+                           NormPlacement norms = NormPlacement::kPre);
+
+// Norm vectors (kept f32 by the converter; Gemma's get the (1 + w) convention).
+bool is_norm_role(TensorRole role);
 
 }  // namespace hearth

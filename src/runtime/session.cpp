@@ -32,6 +32,7 @@ Status Session::evaluate(const std::vector<int32_t>& prompt, std::vector<float>*
   size_t keep = 0;
   while (keep < history_.size() && keep < prompt.size() && history_[keep] == prompt[keep]) ++keep;
   if (keep == prompt.size()) --keep;
+  keep = size_t(kv_.reusable_prefix(int64_t(keep)));  // a sliding layer's ring may not reach back
   kv_.set_used(int64_t(keep));
   history_.resize(keep);
   std::vector<int32_t> rest(prompt.begin() + long(keep), prompt.end());

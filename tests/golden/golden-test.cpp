@@ -96,7 +96,13 @@ const auto kFullPrecision = testing::Values(
     Case{"llama3-tiny", "", -1},
     Case{"llama3-tiny", "llama3-tiny-bf16.gguf", -1},
     Case{"qwen2-tiny", "", -1},
-    Case{"llama-k256", "", -1});
+    Case{"llama-k256", "", -1},
+    // 2025-26 families from their HF directories (goldens/README.md); their GGUF conversions
+    // are checked in converted-golden-test.cpp.
+    Case{"qwen3-tiny", "", -1},
+    Case{"gemma2-tiny", "", -1},
+    Case{"phi3-tiny", "", -1},
+    Case{"qwen2-yarn-tiny", "", -1});
 INSTANTIATE_TEST_SUITE_P(FullPrecision, GoldenTest, kFullPrecision, case_name);
 INSTANTIATE_TEST_SUITE_P(FullPrecision, GoldenGreedyTest, kFullPrecision, case_name);
 

@@ -11,37 +11,12 @@
 
 #include "kernels/cpu/small-ops.h"
 #include "kernels/ops.h"
+#include "op-test-util.h"
 
 namespace hearth::kernels {
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr size_t kGuard = 16;  // floats after every output, which no op may write
-constexpr float kGuardValue = -12345.0f;
-
-std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-// An output buffer poisoned with NaN, followed by guard values.
-std::vector<float> poisoned(size_t n) {
-  std::vector<float> v(n + kGuard, kNaN);
-  for (size_t i = n; i < v.size(); ++i) v[i] = kGuardValue;
-  return v;
-}
-void expect_guard(const std::vector<float>& v, size_t n, const std::string& what) {
-  for (size_t i = n; i < v.size(); ++i) ASSERT_EQ(v[i], kGuardValue) << what << ": wrote past end";
-}
-
-std::vector<const SmallOps*> tables() {
-  int n = 0;
-  const SmallOps* const* list = supported_small_ops(&n);
-  return {list, list + n};
-}
+using namespace test;  // op-test-util.h
 
 // Causal attention in double, straight from the definition.
 std::vector<float> attention_ref(const std::vector<float>& q, const std::vector<float>& k,
@@ -109,7 +84,7 @@ TEST(CpuOps, AttentionMatchesReference) {
       for (ThreadPool* pool : {&pool1, &pool3}) {
         auto out = poisoned(want.size());
         attention_with(*ops, q.data(), k.data(), v.data(), out.data(), c.T, c.pos0, c.H, c.Hkv,
-                       c.hd, scale, *pool);
+                       c.hd, scale, AttentionMask{}, *pool);
         const std::string what =
             name + " " + ops->name + " threads=" + std::to_string(pool->size());
         expect_guard(out, want.size(), what);

@@ -2,7 +2,8 @@
 // inner loops from SmallOps (per ISA). Work is cut into jobs (kv heads, query block, key range)
 // taken from a shared counter, largest first, so causal prefill does not leave a straggler.
 // A decode step instead gives each thread a contiguous range of keys across every kv head (a
-// short context: a range of kv heads too).
+// short context: a range of kv heads too). Sliding windows, soft-caps and ring caches
+// (AttentionMask) change which keys a query sees and its scores, not the schedule.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -26,10 +27,17 @@ struct Shape {
   float* out;
   int64_t T, pos0, H, group, hd, kv_stride;
   float scale;
+  AttentionMask mask;
+  // The keys query token t sees: positions [first_key(t), pos0 + t + 1).
+  int64_t first_key(int64_t t) const {
+    return mask.window > 0 ? std::max<int64_t>(0, pos0 + t + 1 - mask.window) : 0;
+  }
+  // Row of position p in the cache (a ring wraps).
+  int64_t row(int64_t p) const { return mask.ring_rows > 0 ? p % mask.ring_rows : p; }
 };
 
 // One job: query tokens [t0, t1) of kv heads [kvh0, kvh1), keys [k0, k1) (clipped per token by
-// causality).
+// causality and the window).
 struct Job {
   int64_t kvh0, kvh1, t0, t1, k0, k1, split;
 };
@@ -49,6 +57,13 @@ float max_of(const float* s, int64_t n) {
   return std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
 }
 
+// Soft-capping inside the online softmax: the capped scores are what the max, exp and sum see.
+// One generic loop for every table (only Gemma 2 pays it).
+void cap_scores(float* s, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t j = 0; j < n; ++j) s[j] = cap * std::tanh(s[j] * inv);
+}
+
 // Runs one job. Each query row (kv head, token t, head h of the group) keeps a running max m,
 // sum l and unnormalised output acc; every key block rescales them once. With `partial` set the
 // (m, l, acc) triple is written for the merge; else the normalised row goes to out.
@@ -60,18 +75,25 @@ void run_job(const SmallOps& ops, const Shape& sh, const Job& job, Scratch& sc, 
   sc.acc.assign(size_t(rows * hd), 0.0f);
   sc.s.resize(size_t(kKeyBlock));
   const int64_t last_ctx = std::min(job.k1, sh.pos0 + job.t1);  // keys the last token sees
-  for (int64_t kb = job.k0; kb < last_ctx; kb += kKeyBlock) {
+  const int64_t first = std::max(job.k0, sh.first_key(job.t0));  // ... and the first token
+  for (int64_t block = first; block < last_ctx;) {
+    // A block of consecutive positions whose rows are consecutive too (a ring wraps between
+    // blocks, never inside one).
+    int64_t block_end = std::min(last_ctx, block + kKeyBlock);
+    if (sh.mask.ring_rows > 0)
+      block_end = std::min(block_end, block + sh.mask.ring_rows - sh.row(block));
     for (int64_t kvh = job.kvh0; kvh < job.kvh1; ++kvh) {
-      const float* kblk = sh.k + kb * sh.kv_stride + kvh * hd;
-      const float* vblk = sh.v + kb * sh.kv_stride + kvh * hd;
       for (int64_t t = job.t0; t < job.t1; ++t) {
-        const int64_t n_ctx = std::min(job.k1, sh.pos0 + t + 1);  // causal
-        const int64_t nk = std::min(kKeyBlock, n_ctx - kb);
+        const int64_t kb = std::max(block, sh.first_key(t));
+        const int64_t nk = std::min(block_end, sh.pos0 + t + 1) - kb;  // causal
         if (nk <= 0) continue;
+        const float* kblk = sh.k + sh.row(kb) * sh.kv_stride + kvh * hd;
+        const float* vblk = sh.v + sh.row(kb) * sh.kv_stride + kvh * hd;
         for (int64_t g = 0; g < sh.group; ++g) {
           const int64_t h = kvh * sh.group + g;
           const int64_t r = ((kvh - job.kvh0) * tokens + (t - job.t0)) * sh.group + g;
           ops.scores(sh.q + (t * sh.H + h) * hd, kblk, sh.kv_stride, nk, hd, sh.scale, sc.s.data());
+          if (sh.mask.softcap > 0) cap_scores(sc.s.data(), nk, sh.mask.softcap);
           const float mx = max_of(sc.s.data(), nk);
           const float m_old = sc.m[size_t(r)];
           const float m_new = std::max(m_old, mx);
@@ -83,6 +105,7 @@ void run_job(const SmallOps& ops, const Shape& sh, const Job& job, Scratch& sc, 
         }
       }
     }
+    block = block_end;
   }
   for (int64_t kvh = job.kvh0; kvh < job.kvh1; ++kvh) {
     for (int64_t t = job.t0; t < job.t1; ++t) {
@@ -109,25 +132,27 @@ void run_job(const SmallOps& ops, const Shape& sh, const Job& job, Scratch& sc, 
 
 void attention_with(const SmallOps& ops, const float* q, const float* k_cache, const float* v_cache,
                     float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
-                    int64_t head_dim, float scale, ThreadPool& pool) {
+                    int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool) {
   if (n_tokens <= 0 || n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0) return;
   const Shape sh{q,        k_cache,
                  v_cache,  out,
                  n_tokens, pos0,
                  n_heads,  n_heads / n_kv_heads,
                  head_dim, n_kv_heads * head_dim,
-                 scale};
+                 scale,    mask};
   // Query blocks: enough rows (tokens x group heads) that a key block loaded once serves many.
   const int64_t qb = std::clamp<int64_t>(32 / sh.group, 1, 16);
   const int64_t n_qblocks = (n_tokens + qb - 1) / qb;
   const int64_t n_ctx = pos0 + n_tokens;
+  const int64_t key0 = sh.first_key(0);  // no query sees a key before this (sliding window)
+  const int64_t n_keys = n_ctx - key0;
   // Long contexts with few (kv head, query block) jobs split the keys, so every thread has
   // work; the partial softmax states are merged after the run.
   const int64_t want_jobs = 4 * int64_t(pool.size());
   int64_t splits = 1;
   if (n_kv_heads * n_qblocks < want_jobs && pool.size() > 1)
     splits =
-        std::clamp<int64_t>(n_ctx / kMinKeysPerSplit, 1,
+        std::clamp<int64_t>(n_keys / kMinKeysPerSplit, 1,
                             (want_jobs + n_kv_heads * n_qblocks - 1) / (n_kv_heads * n_qblocks));
   // One query block (decode, a short batch): the cache is the only large read, and it comes
   // from memory (a step's weights have flushed the caches). Jobs per kv head read one slice of
@@ -139,7 +164,7 @@ void attention_with(const SmallOps& ops, const float* q, const float* k_cache, c
   const bool key_ranges = n_qblocks == 1 && pool.size() > 1;
   int64_t heads_per_job = 1;
   if (key_ranges) {
-    splits = std::clamp<int64_t>(n_ctx / kMinKeysPerDecodeSplit, 1, int64_t(pool.size()));
+    splits = std::clamp<int64_t>(n_keys / kMinKeysPerDecodeSplit, 1, int64_t(pool.size()));
     // Too few keys to give every thread a range (a short context): cut the kv heads too, so
     // the threads still share the cache rows (Llama 2 7B's 32 kv heads at 16 positions, cache
     // flushed: 1.61-1.66 -> 1.13-1.51 ms a step).
@@ -158,7 +183,7 @@ void attention_with(const SmallOps& ops, const float* q, const float* k_cache, c
   for (int64_t b = n_qblocks - 1; b >= 0; --b) {
     const int64_t t0 = b * qb, t1 = std::min(n_tokens, t0 + qb);
     for (int64_t s = 0; s < splits; ++s) {
-      const int64_t k0 = n_ctx * s / splits, k1 = n_ctx * (s + 1) / splits;
+      const int64_t k0 = key0 + n_keys * s / splits, k1 = key0 + n_keys * (s + 1) / splits;
       for (int64_t kvh = 0; kvh < n_kv_heads; kvh += heads_per_job)
         jobs.push_back({kvh, std::min(n_kv_heads, kvh + heads_per_job), t0, t1, k0, k1, s});
     }
@@ -205,7 +230,14 @@ void attention(const float* q, const float* k_cache, const float* v_cache, float
                int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                int64_t head_dim, float scale, ThreadPool& pool) {
   attention_with(small_ops(), q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads,
-                 head_dim, scale, pool);
+                 head_dim, scale, AttentionMask{}, pool);
+}
+
+void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
+               int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+               int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool) {
+  attention_with(small_ops(), q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads,
+                 head_dim, scale, mask, pool);
 }
 
 }  // namespace hearth::kernels

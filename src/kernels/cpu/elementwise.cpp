@@ -1,4 +1,5 @@
-// Element-wise ops on the CPU: SwiGLU, residual add, bias add, softmax. The loops are SmallOps
+// Element-wise ops on the CPU: SwiGLU, GELU-tanh gated, residual add, bias add, soft-cap, scale,
+// softmax. The loops are SmallOps
 // (per ISA: SwiGLU's exp is vectorised); the pooled versions split large (prefill) calls.
 #include <algorithm>
 #include <cmath>
@@ -28,6 +29,36 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
 void swiglu(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool) {
   const SmallOps& ops = small_ops();
   split(n, pool, [&](int64_t b, int64_t e) { ops.swiglu(gate + b, up + b, out + b, e - b); });
+}
+
+namespace {
+// One generic loop for every table (x86 and ARM alike): only Gemma's FFN runs it.
+void gelu_tanh_gated_range(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float inner = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+    out[i] = 0.5f * g * (1.0f + std::tanh(inner)) * up[i];
+  }
+}
+}  // namespace
+
+void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) {
+  gelu_tanh_gated_range(gate, up, out, n);
+}
+
+void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool) {
+  split(n, pool,
+        [&](int64_t b, int64_t e) { gelu_tanh_gated_range(gate + b, up + b, out + b, e - b); });
+}
+
+void softcap(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
+void scale(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {

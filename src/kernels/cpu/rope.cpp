@@ -1,5 +1,6 @@
-// Rotary position embedding on the CPU, both pair layouts (see RopeStyle). The cos/sin of every
-// (token, frequency) is computed once and reused for Q, K and every layer of the pass.
+// Rotary position embedding on the CPU, both pair layouts (see RopeStyle), full or partial
+// (rope_partial). The cos/sin of every (token, frequency) is computed once and reused for Q, K
+// and every layer of the pass.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -39,23 +40,24 @@ const float* angles(const int32_t* pos, int64_t n_tokens, const float* inv_freq,
   return tab.cs.data();
 }
 
-void rotate(float* x, int64_t t0, int64_t t1, int64_t n_heads, int64_t head_dim, const float* cs,
-            RopeStyle style) {
-  const int64_t half = head_dim / 2;
+// Rotates the first n_rot dims of each head (all of them unless partial), scaling them by mscale.
+void rotate(float* x, int64_t t0, int64_t t1, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+            const float* cs, RopeStyle style, float mscale) {
+  const int64_t half = n_rot / 2;
   for (int64_t t = t0; t < t1; ++t) {
     const float* ct = cs + t * half * 2;
     for (int64_t h = 0; h < n_heads; ++h) {
       float* v = x + (t * n_heads + h) * head_dim;
       if (style == RopeStyle::kInterleaved) {
         for (int64_t i = 0; i < half; ++i) {
-          const float c = ct[2 * i], s = ct[2 * i + 1];
+          const float c = ct[2 * i] * mscale, s = ct[2 * i + 1] * mscale;
           const float x0 = v[2 * i], x1 = v[2 * i + 1];
           v[2 * i] = x0 * c - x1 * s;
           v[2 * i + 1] = x0 * s + x1 * c;
         }
       } else {
         for (int64_t i = 0; i < half; ++i) {
-          const float c = ct[2 * i], s = ct[2 * i + 1];
+          const float c = ct[2 * i] * mscale, s = ct[2 * i + 1] * mscale;
           const float x0 = v[i], x1 = v[i + half];
           v[i] = x0 * c - x1 * s;
           v[i + half] = x0 * s + x1 * c;
@@ -69,19 +71,31 @@ void rotate(float* x, int64_t t0, int64_t t1, int64_t n_heads, int64_t head_dim,
 
 void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
           const float* inv_freq, RopeStyle style) {
+  rope_partial(x, n_tokens, n_heads, head_dim, head_dim, pos, inv_freq, style, 1.0f);
+}
+
+void rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                  const int32_t* pos, const float* inv_freq, RopeStyle style, float mscale) {
   if (n_tokens <= 0) return;
-  const float* cs = angles(pos, n_tokens, inv_freq, head_dim / 2);
-  rotate(x, 0, n_tokens, n_heads, head_dim, cs, style);
+  const float* cs = angles(pos, n_tokens, inv_freq, n_rot / 2);
+  rotate(x, 0, n_tokens, n_heads, head_dim, n_rot, cs, style, mscale);
 }
 
 void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
           const float* inv_freq, RopeStyle style, ThreadPool& pool) {
+  rope_partial(x, n_tokens, n_heads, head_dim, head_dim, pos, inv_freq, style, 1.0f, pool);
+}
+
+void rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                  const int32_t* pos, const float* inv_freq, RopeStyle style, float mscale,
+                  ThreadPool& pool) {
   if (n_tokens <= 0) return;
-  const float* cs = angles(pos, n_tokens, inv_freq, head_dim / 2);  // on the caller's thread
+  const float* cs = angles(pos, n_tokens, inv_freq, n_rot / 2);  // on the caller's thread
   if (n_tokens * n_heads * head_dim < (int64_t(1) << 16) || pool.size() == 1)
-    return rotate(x, 0, n_tokens, n_heads, head_dim, cs, style);
-  pool.parallel_for(n_tokens, 1,
-                    [&](int64_t b, int64_t e) { rotate(x, b, e, n_heads, head_dim, cs, style); });
+    return rotate(x, 0, n_tokens, n_heads, head_dim, n_rot, cs, style, mscale);
+  pool.parallel_for(n_tokens, 1, [&](int64_t b, int64_t e) {
+    rotate(x, b, e, n_heads, head_dim, n_rot, cs, style, mscale);
+  });
 }
 
 }  // namespace hearth::kernels

@@ -41,7 +41,7 @@ const SmallOps* const* supported_small_ops(int* count);
 // Attention over an explicit table (ops.h's attention uses small_ops()).
 void attention_with(const SmallOps& ops, const float* q, const float* k_cache, const float* v_cache,
                     float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
-                    int64_t head_dim, float scale, ThreadPool& pool);
+                    int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool);
 
 // Pooled versions of ops.h's element-wise ops: same results, split across the pool when the
 // work is large enough to pay a hand-off (prefill); small calls (decode) stay on the caller.
@@ -49,7 +49,11 @@ void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n, 
              ThreadPool& pool);
 void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
           const float* inv_freq, RopeStyle style, ThreadPool& pool);
+void rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                  const int32_t* pos, const float* inv_freq, RopeStyle style, float mscale,
+                  ThreadPool& pool);
 void swiglu(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool);
+void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool);
 void add_inplace(float* y, const float* x, int64_t n, ThreadPool& pool);
 
 }  // namespace hearth::kernels

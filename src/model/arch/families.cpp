@@ -1,10 +1,13 @@
-// The supported families, one row each. Mistral ships as GGUF architecture "llama" (llama.cpp's
-// converter maps it so) and as HF model_type "mistral": same row as Llama.
+// The supported families, one row each: names, and the blocks that set each apart from Llama.
+// Mistral ships as GGUF architecture "llama" (llama.cpp's converter maps it so) and as HF
+// model_type "mistral": same row as Llama; its sliding window comes from the file.
 #include "model/arch.h"
 
 namespace hearth {
 
 namespace {
+
+using kernels::RopeStyle;
 
 const std::vector<ArchSpec>& families() {
   static const std::vector<ArchSpec> rows = {
@@ -12,28 +15,66 @@ const std::vector<ArchSpec>& families() {
           .gguf_name = "llama",
           .hf_model_types = {"llama", "mistral"},
           .hf_architectures = {"LlamaForCausalLM", "MistralForCausalLM"},
-          .qkv_bias = false,
-          .gguf_rope_style = kernels::RopeStyle::kInterleaved,
-          .default_rms_eps = 1e-5,
-          .default_rope_theta = 10000.0,
+          .gguf_rope_style = RopeStyle::kInterleaved,
       },
       {
           .gguf_name = "mistral",  // some converters write this name; same layout as llama
-          .hf_model_types = {},
-          .hf_architectures = {},
-          .qkv_bias = false,
-          .gguf_rope_style = kernels::RopeStyle::kInterleaved,
-          .default_rms_eps = 1e-5,
-          .default_rope_theta = 10000.0,
+          .gguf_rope_style = RopeStyle::kInterleaved,
       },
       {
           .gguf_name = "qwen2",
           .hf_model_types = {"qwen2"},
           .hf_architectures = {"Qwen2ForCausalLM"},
           .qkv_bias = true,
-          .gguf_rope_style = kernels::RopeStyle::kHalves,
+          .gguf_rope_style = RopeStyle::kHalves,
           .default_rms_eps = 1e-6,
           .default_rope_theta = 1000000.0,
+      },
+      {
+          .gguf_name = "qwen3",
+          .hf_model_types = {"qwen3"},
+          .hf_architectures = {"Qwen3ForCausalLM"},
+          .gguf_rope_style = RopeStyle::kHalves,
+          .default_rms_eps = 1e-6,
+          .default_rope_theta = 1000000.0,
+          .qk_norm = true,
+      },
+      {
+          .gguf_name = "gemma2",
+          .hf_model_types = {"gemma2"},
+          .hf_architectures = {"Gemma2ForCausalLM"},
+          .gguf_rope_style = RopeStyle::kHalves,
+          .default_rms_eps = 1e-6,
+          .norms = NormPlacement::kSandwich,
+          .norm_plus_one = true,
+          .embed_scale_sqrt = true,
+          .default_activation = FfnActivation::kGeluTanh,
+          .gguf_sliding = {.period = 2},
+          .query_scale_by_width_layers = 46,  // Gemma 2 27B
+      },
+      {
+          .gguf_name = "gemma3",
+          .hf_model_types = {"gemma3_text"},
+          .hf_architectures = {"Gemma3ForCausalLM"},
+          .gguf_rope_style = RopeStyle::kHalves,
+          .default_rms_eps = 1e-6,
+          .default_rope_theta = 1000000.0,
+          .norms = NormPlacement::kSandwich,
+          .norm_plus_one = true,
+          .qk_norm = true,
+          .embed_scale_sqrt = true,
+          .default_activation = FfnActivation::kGeluTanh,
+          .gguf_sliding = {.period = 6},
+          .default_local_rope_theta = 10000.0,
+          .query_scale_by_width_layers = 62,  // Gemma 3 27B
+      },
+      {
+          // Phi-3 and Phi-4-mini: fused qkv_proj / gate_up_proj (split into row views at load),
+          // partial rotary (Phi-4-mini), LongRoPE.
+          .gguf_name = "phi3",
+          .hf_model_types = {"phi3"},
+          .hf_architectures = {"Phi3ForCausalLM"},
+          .gguf_rope_style = RopeStyle::kHalves,
       },
   };
   return rows;
@@ -63,6 +104,19 @@ std::vector<std::string> known_arch_names() {
   std::vector<std::string> names;
   for (const auto& a : families()) names.push_back(a.gguf_name);
   return names;
+}
+
+std::vector<std::string> known_hf_model_types() {
+  std::vector<std::string> names;
+  for (const auto& a : families())
+    for (const auto& t : a.hf_model_types) names.push_back(t);
+  return names;
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
 }
 
 }  // namespace hearth

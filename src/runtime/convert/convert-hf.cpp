@@ -1,6 +1,7 @@
 // HF directory -> GGUF: hparams as {arch}.* keys, tokenizer metadata, weights renamed to GGUF
-// names, Q/K permuted for "llama", llama3 rope factors as rope_freqs.weight. One tensor in
-// memory at a time. A new hparam key: add it in hparam_metadata().
+// names, Q/K permuted for "llama", llama3 rope factors as rope_freqs.weight, LongRoPE's as
+// rope_factors_*, Gemma's norms as 1 + w, fused Phi-3 tensors kept fused: llama.cpp's layout.
+// One tensor in memory at a time. A new hparam key: add it in hparam_metadata().
 #include <cctype>
 #include <cmath>
 #include <filesystem>
@@ -8,6 +9,7 @@
 
 #include "base/mapped-file.h"
 #include "formats/safetensors.h"
+#include "model/arch-read.h"
 #include "model/arch.h"
 #include "model/tensor-names.h"
 #include "runtime/convert/convert-vocab.h"
@@ -105,9 +107,36 @@ std::vector<float> llama3_rope_factors(const HfConfig& c) {
   return out;
 }
 
-Status hparam_metadata(const HfConfig& c, const ArchSpec& arch, const std::string& dir,
+// YaRN's attention factor when the config does not give one (transformers' get_mscale).
+double yarn_derived_mscale(double factor) {
+  return factor <= 1.0 ? 1.0 : 0.1 * std::log(factor) + 1.0;
+}
+
+// The layers a GGUF file of this family slides, given its window (llama.cpp's patterns): the
+// config's own layer list must be that one, since GGUF carries only the window.
+Status check_sliding_pattern(const ModelSpec& spec, const std::string& cfg_path) {
+  const int period = spec.arch->gguf_sliding.period;
+  for (int64_t l = 0; l < spec.hp.n_layer; ++l) {
+    const bool slides = spec.hp.layers[size_t(l)].window > 0;
+    const bool gguf_slides = period <= 1 || (l + 1) % period != 0;
+    if (slides != gguf_slides)
+      return Status::error(cfg_path + ": layer_types: layer " + std::to_string(l) +
+                           (slides ? " slides" : " is full") + ", which a " +
+                           spec.arch->gguf_name +
+                           " GGUF cannot express (its sliding_window applies to " +
+                           (period <= 1 ? std::string("every layer")
+                                        : "all but every " + std::to_string(period) + "th") +
+                           ")");
+  }
+  return Status::ok();
+}
+
+Status hparam_metadata(const HfConfig& c, const ModelSpec& spec, const std::string& dir,
                        const OutputType& type, uint64_t n_params, GgufWriter& w) {
+  const ArchSpec& arch = *spec.arch;
+  const HParams& hp = spec.hp;
   const std::string a = arch.gguf_name + ".";
+  const std::string cfg_path = dir + "/config.json";
   w.set_string("general.architecture", arch.gguf_name);
   w.set_string("general.type", "model");
   w.set_string("general.name", model_name_from_dir(dir));
@@ -121,19 +150,55 @@ Status hparam_metadata(const HfConfig& c, const ArchSpec& arch, const std::strin
   w.set_u32(a + "attention.head_count_kv", uint32_t(c.num_key_value_heads));
   w.set_f32(a + "rope.freq_base", float(c.rope.theta));
   w.set_f32(a + "attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
-  if (c.rope.type == "linear") {
+  const std::string& rope = c.rope.type;
+  if (rope == "linear") {
     w.set_string(a + "rope.scaling.type", "linear");
     w.set_f32(a + "rope.scaling.factor", float(c.rope.factor));
-  } else if (c.rope.type != "default" && c.rope.type != "llama3") {
-    return Status::error(dir + "/config.json: rope_scaling: type '" + c.rope.type +
-                         "' is not supported (default, linear, llama3)");
+  } else if (rope == "yarn") {
+    const RopeTable& t = spec.rope[0];
+    w.set_string(a + "rope.scaling.type", "yarn");
+    w.set_f32(a + "rope.scaling.factor", float(hp.rope_factor));
+    const int64_t orig = c.rope.original_max_position_embeddings > 0
+                             ? c.rope.original_max_position_embeddings
+                             : c.max_position_embeddings;
+    w.set_u32(a + "rope.scaling.original_context_length", uint32_t(orig));
+    if (c.rope.beta_fast) w.set_f32(a + "rope.scaling.yarn_beta_fast", float(*c.rope.beta_fast));
+    if (c.rope.beta_slow) w.set_f32(a + "rope.scaling.yarn_beta_slow", float(*c.rope.beta_slow));
+    // llama.cpp's attn_factor multiplies the derived one; write only what differs from it.
+    const double extra = double(t.mscale) / yarn_derived_mscale(hp.rope_factor);
+    if (std::fabs(extra - 1.0) > 1e-6) w.set_f32(a + "rope.scaling.attn_factor", float(extra));
+  } else if (rope == "longrope") {
+    // llama.cpp: the factors as rope_factors_{long,short} tensors, these two keys.
+    w.set_f32(a + "rope.scaling.attn_factor", spec.rope[0].mscale);
+    w.set_u32(a + "rope.scaling.original_context_length", uint32_t(spec.rope[0].long_beyond));
+  } else if (rope != "default" && rope != "llama3") {
+    return Status::error(cfg_path + ": rope_scaling: type '" + rope +
+                         "' is not supported (default, linear, llama3, yarn, longrope)");
   }
   w.set_u32("general.file_type", type.file_type);
   w.set_u32(a + "vocab_size", uint32_t(c.vocab_size));
-  w.set_u32(a + "rope.dimension_count", uint32_t(c.head_dim));
+  w.set_u32(a + "rope.dimension_count", uint32_t(hp.n_rot));
   if (c.head_dim * c.num_attention_heads != c.hidden_size) {
     w.set_u32(a + "attention.key_length", uint32_t(c.head_dim));
     w.set_u32(a + "attention.value_length", uint32_t(c.head_dim));
+  }
+  if (hp.any_sliding()) {
+    HEARTH_TRY(check_sliding_pattern(spec, cfg_path));
+    w.set_u32(a + "attention.sliding_window", uint32_t(*c.sliding_window));
+  }
+  if (hp.attn_softcap > 0) w.set_f32(a + "attn_logit_softcapping", hp.attn_softcap);
+  if (hp.final_softcap > 0) w.set_f32(a + "final_logit_softcapping", hp.final_softcap);
+  if (c.query_pre_attn_scalar) w.set_f32(a + "attention.scale", hp.query_scale);
+  if (hp.rope_freq_type != "f32") w.set_string(a + "rope.inv_freq_type", hp.rope_freq_type);
+  if (hp.embed_scale > 0) w.set_f32(a + "embedding_scale", hp.embed_scale);
+  if (spec.rope.size() > 1) {
+    if (c.rope_local && c.rope_local->type != "default")
+      return Status::error(cfg_path + ": rope_parameters.sliding_attention: type '" +
+                           c.rope_local->type + "' has no GGUF form (default only)");
+    const double local = c.rope_local ? c.rope_local->theta
+                                      : c.rope_local_base_freq.value_or(
+                                            arch.default_local_rope_theta);
+    w.set_f32(a + "rope.freq_base_swa", float(local));
   }
   return Status::ok();
 }
@@ -144,6 +209,7 @@ struct Planned {
   const TensorView* src = nullptr;  // null for generated tensors (rope_freqs)
   std::vector<float> generated;
   int64_t permute_heads = 0;  // > 0: permute rows for interleaved RoPE with this head count
+  bool plus_one = false;      // Gemma norm: HF's w is written as llama.cpp's 1 + w
   bool fell_back = false;
   DType preferred = DType::F32;
 };
@@ -164,24 +230,51 @@ Status check_config(const HfConfig& c, const std::string& where) {
   return Status::ok();
 }
 
-Result<std::vector<Planned>> plan_tensors(const HfConfig& c, const ArchSpec& arch,
+// The GGUF tensors a layer must have (one of each group), given what the plan holds.
+std::vector<std::vector<std::string>> needed_layer_tensors(const ModelSpec& spec, int64_t l) {
+  auto n = [l](TensorRole r) { return gguf_tensor_name(r, l); };
+  std::vector<std::vector<std::string>> need = {
+      {n(TensorRole::kAttnNorm)}, {n(TensorRole::kAttnOut)},  {n(TensorRole::kFfnNorm)},
+      {n(TensorRole::kFfnUp)},    {n(TensorRole::kFfnDown)},
+      // separate Q, K, V and gate, or the fused forms (ffn_up then has both halves)
+      {n(TensorRole::kAttnQ), n(TensorRole::kAttnQkv)},
+      {n(TensorRole::kAttnK), n(TensorRole::kAttnQkv)},
+      {n(TensorRole::kAttnV), n(TensorRole::kAttnQkv)},
+  };
+  if (spec.hp.qk_norm) need.push_back({n(TensorRole::kAttnQNorm)}), need.push_back({n(TensorRole::kAttnKNorm)});
+  if (spec.hp.norms == NormPlacement::kSandwich)
+    need.push_back({n(TensorRole::kAttnPostNorm)}), need.push_back({n(TensorRole::kFfnPostNorm)});
+  return need;
+}
+
+Result<std::vector<Planned>> plan_tensors(const HfConfig& c, const ModelSpec& spec,
                                           const SafetensorsCheckpoint& ckpt, const OutputType& type,
                                           const std::string& dir) {
+  const ArchSpec& arch = *spec.arch;
+  const NormPlacement norms = spec.hp.norms;
   // HF name -> (role, layer) for every tensor this family may hold.
   std::map<std::string, std::pair<TensorRole, int64_t>, std::less<>> by_hf;
   for (TensorRole r : {TensorRole::kTokenEmbedding, TensorRole::kOutputNorm, TensorRole::kOutput})
     by_hf[hf_tensor_name(r)] = {r, -1};
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-    for (TensorRole r : kLayerRoles) by_hf[hf_tensor_name(r, l)] = {r, l};
+    for (TensorRole r : kLayerRoles) {
+      const std::string name = hf_tensor_name(r, l, norms);
+      if (!name.empty()) by_hf[name] = {r, l};
+    }
 
   const bool tied = c.tie_word_embeddings || !ckpt.find_tensor(hf_tensor_name(TensorRole::kOutput));
   std::vector<Planned> out;
-  if (c.rope.type == "llama3") {
+  auto generated = [&](TensorRole role, std::vector<float> values) {
     Planned p;
-    p.generated = llama3_rope_factors(c);
-    p.info = {
-        gguf_tensor_name(TensorRole::kRopeFreqs), DType::F32, {int64_t(p.generated.size())}, 0};
+    p.info = {gguf_tensor_name(role), DType::F32, {int64_t(values.size())}, 0};
+    p.generated = std::move(values);
     out.push_back(std::move(p));
+  };
+  if (c.rope.type == "llama3") generated(TensorRole::kRopeFreqs, llama3_rope_factors(c));
+  if (c.rope.type == "longrope") {
+    auto floats = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+    generated(TensorRole::kRopeFactorsLong, floats(c.rope.long_factor));
+    generated(TensorRole::kRopeFactorsShort, floats(c.rope.short_factor));
   }
   for (const TensorView* t : ckpt.tensors()) {
     auto it = by_hf.find(t->name);
@@ -200,6 +293,7 @@ Result<std::vector<Planned>> plan_tensors(const HfConfig& c, const ArchSpec& arc
     p.src = t;
     p.info.name = gguf_tensor_name(role, layer);
     p.info.shape = t->shape;
+    p.plus_one = arch.norm_plus_one && is_norm_role(role);
     if (arch.gguf_rope_style == kernels::RopeStyle::kInterleaved) {
       if (role == TensorRole::kAttnQ) p.permute_heads = c.num_attention_heads;
       if (role == TensorRole::kAttnK) p.permute_heads = c.num_key_value_heads;
@@ -207,17 +301,24 @@ Result<std::vector<Planned>> plan_tensors(const HfConfig& c, const ArchSpec& arc
     out.push_back(std::move(p));
   }
   // Every weight the forward pass needs must be there before anything is written.
-  std::vector<std::string> need = {gguf_tensor_name(TensorRole::kTokenEmbedding),
-                                   gguf_tensor_name(TensorRole::kOutputNorm)};
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
-    for (TensorRole r : {TensorRole::kAttnNorm, TensorRole::kAttnQ, TensorRole::kAttnK,
-                         TensorRole::kAttnV, TensorRole::kAttnOut, TensorRole::kFfnNorm,
-                         TensorRole::kFfnGate, TensorRole::kFfnUp, TensorRole::kFfnDown})
-      need.push_back(gguf_tensor_name(r, l));
-  for (const auto& n : need) {
+  auto planned = [&](const std::string& n) {
+    for (const auto& p : out)
+      if (p.info.name == n) return true;
+    return false;
+  };
+  std::vector<std::vector<std::string>> need = {{gguf_tensor_name(TensorRole::kTokenEmbedding)},
+                                                {gguf_tensor_name(TensorRole::kOutputNorm)}};
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    auto layer = needed_layer_tensors(spec, l);
+    need.insert(need.end(), layer.begin(), layer.end());
+    // Separate gate and up, or the fused gate_up (written as ffn_up with both halves).
+    const bool fused_ffn = ckpt.find_tensor(hf_tensor_name(TensorRole::kFfnGateUp, l, norms));
+    if (!fused_ffn) need.push_back({gguf_tensor_name(TensorRole::kFfnGate, l)});
+  }
+  for (const auto& any_of : need) {
     bool found = false;
-    for (const auto& p : out) found = found || p.info.name == n;
-    if (!found) return Status::error(dir + ": checkpoint lacks the tensor for " + n);
+    for (const auto& n : any_of) found = found || planned(n);
+    if (!found) return Status::error(dir + ": checkpoint lacks the tensor for " + any_of[0]);
   }
 
   ModelFacts facts{c.num_hidden_layers, !tied};
@@ -249,23 +350,27 @@ Status convert_hf_to_gguf(const std::string& dir, const std::string& out_path,
   HEARTH_ASSIGN_OR_RETURN(std::string cfg_text, read_text_file(cfg_path));
   HEARTH_ASSIGN_OR_RETURN(HfConfig cfg, parse_hf_config(cfg_text, cfg_path));
   HEARTH_TRY(check_config(cfg, cfg_path));
-  const ArchSpec* arch = find_arch_by_hf(cfg.model_type, cfg.architectures);
-  if (!arch)
+  if (!find_arch_by_hf(cfg.model_type, cfg.architectures))
     return Status::error(cfg_path + ": model_type: '" + cfg.model_type +
                          "' is not a supported architecture");
+  // The same reading and checks the loader applies, so a file it would refuse is not written.
+  auto spec_read = read_hf_spec(cfg);
+  if (!spec_read.is_ok()) return spec_read.status().with_context(cfg_path);
+  const ModelSpec spec = std::move(spec_read).value();
+  HEARTH_TRY(check_model_spec(spec).with_context(cfg_path));
   std::optional<HfTokenizerConfig> tok_cfg;
   if (fs::exists(dir + "/tokenizer_config.json")) {
     HEARTH_ASSIGN_OR_RETURN(std::string t, read_text_file(dir + "/tokenizer_config.json"));
     HEARTH_ASSIGN_OR_RETURN(tok_cfg, parse_hf_tokenizer_config(t, dir + "/tokenizer_config.json"));
   }
   HEARTH_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open_dir(dir));
-  HEARTH_ASSIGN_OR_RETURN(std::vector<Planned> plan, plan_tensors(cfg, *arch, ckpt, type, dir));
+  HEARTH_ASSIGN_OR_RETURN(std::vector<Planned> plan, plan_tensors(cfg, spec, ckpt, type, dir));
 
   uint64_t n_params = 0;
   for (const auto& p : plan)
     if (p.src) n_params += uint64_t(p.src->numel());
   GgufWriter w;
-  HEARTH_TRY(hparam_metadata(cfg, *arch, dir, type, n_params, w));
+  HEARTH_TRY(hparam_metadata(cfg, spec, dir, type, n_params, w));
   HEARTH_TRY(add_tokenizer_metadata(dir, cfg, tok_cfg, w));
   w.set_u32("general.quantization_version", 2);
 
@@ -286,6 +391,8 @@ Status convert_hf_to_gguf(const std::string& dir, const std::string& out_path,
           f32 = std::move(p.generated);
         }
         const int64_t cols = info.shape.back(), rows = int64_t(f32.size()) / cols;
+        if (p.plus_one)
+          for (float& x : f32) x += 1.0f;
         if (p.permute_heads > 0) {
           HEARTH_TRY(permute_for_interleaved_rope(f32, rows, cols, p.permute_heads)
                          .with_context(dir + ": tensor " + p.src->name));

@@ -18,8 +18,9 @@ Status quantize_gguf(const std::string& in, const std::string& out_path,
 
   ModelFacts facts;
   facts.has_output = src.find_tensor("output.weight") != nullptr;
+  // One attn_norm per layer in every family (fused Phi-3 files have no attn_v to count).
   for (const auto& t : src.tensors())
-    if (t.name.size() > 14 && t.name.compare(t.name.size() - 14, 14, ".attn_v.weight") == 0)
+    if (t.name.size() > 17 && t.name.compare(t.name.size() - 17, 17, ".attn_norm.weight") == 0)
       ++facts.n_layer;
 
   struct Job {
