@@ -168,7 +168,7 @@ class ModelBuilder {
         opt.gpu_layers < 0 ? m.hp_.n_layer : std::min<int64_t>(opt.gpu_layers, m.hp_.n_layer);
     Backend* gpu = nullptr;
     if (gpu_layers > 0) {
-      auto made = make_gpu_backend(0);
+      auto made = make_gpu_backend(0, opt.cuda);
       if (!made.is_ok()) {
         log_gpu_fallback(made.message());
         gpu_layers = 0;
