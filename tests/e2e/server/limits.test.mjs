@@ -70,7 +70,10 @@ test("a full queue answers 503 with Retry-After within 100 ms", async () => {
 });
 
 test("SIGTERM drains in-flight requests and refuses new ones", async () => {
-  const srv = await startServer(["--parallel", "2", "--ctx-size", "1024", "-t", "2"]);
+  // A drain long enough for 2 x 900 tokens on a slow shared host (~60 tok/s seen): the test is
+  // about finishing in-flight work during the drain, not about speed.
+  const srv = await startServer(["--parallel", "2", "--ctx-size", "1024", "-t", "2",
+                                 "--drain-seconds", "120"]);
   // 900 tokens each: both must still be running when the second one starts on a loaded machine.
   const inflight = postJson(`${srv.base}/v1/completions`, { prompt: "And the king said", max_tokens: 900, ignore_eos: true });
   const streamed = (async () => {
