@@ -88,7 +88,6 @@ std::string describe(const SamplingParams& p) {
   return buf;
 }
 
-
 // The most common matrix type (what sets the kernels' precision and speed).
 DType main_weight_type(const Model& m) {
   DType best = DType::F32;
@@ -361,8 +360,9 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   const int64_t n_ctx = model->hparams().n_ctx_train;
   if (o.depth > 0 && n_ctx > 0 && longest > n_ctx)
     return Status::error("bench: --depth " + std::to_string(o.depth) + " plus the longest test (" +
-                         std::to_string(longest - o.depth) + " tokens) exceeds the model's context of " +
-                         std::to_string(n_ctx) + " tokens");
+                         std::to_string(longest - o.depth) +
+                         " tokens) exceeds the model's context of " + std::to_string(n_ctx) +
+                         " tokens");
   HEARTH_ASSIGN_OR_RETURN(KvCache kv, model->new_kv_cache(int64_t(max_p) + o.n_gen + 8 + o.depth));
   rep.kv_bytes = kv.bytes();
   ForwardScratch scratch;
@@ -453,9 +453,8 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     auto greedy = [&]() -> Status {
       kv.set_used(depth);
       HEARTH_TRY(model->prefill(kv, {1}, scratch, &logits));
-      HEARTH_ASSIGN_OR_RETURN(
-          GreedyRun run,
-          model->decode_greedy(kv, 1, o.n_gen, scratch, [](int32_t) { return true; }));
+      HEARTH_ASSIGN_OR_RETURN(GreedyRun run, model->decode_greedy(kv, 1, o.n_gen, scratch,
+                                                                  [](int32_t) { return true; }));
       if (run.steps != o.n_gen)
         return Status::error("bench: generation stopped after " + std::to_string(run.steps) +
                              " tokens");

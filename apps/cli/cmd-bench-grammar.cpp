@@ -3,9 +3,9 @@
 // size by joining its pieces (default 128256, Llama 3's size) — and times mask() and accept()
 // per token. Compare with the decode step of a model with that vocabulary (hearth bench tg).
 #include <algorithm>
-#include <ctime>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <random>
 #include <set>
 
@@ -49,8 +49,8 @@ std::vector<std::string> build_vocabulary(const BenchGrammarArgs& a) {
     for (int32_t i = 0; i < tok->n_vocab(); ++i) pieces.push_back(tok->token_bytes(i));
   } else {
     for (int b = 0; b < 256; ++b) pieces.push_back(std::string(1, char(b)));
-    for (const char* w : {"the", " the", "ing", " of", " and", "\":", "\",", " {\"", "\"}", "er",
-                          " a", "on", " in", "es", "12", "00", " \"", "ed", "tion", " to"})
+    for (const char* w : {"the", " the", "ing", " of", " and", "\":", "\",", " {\"", "\"}",  "er",
+                          " a",  "on",   " in", "es",  "12",   "00",  " \"", "ed",   "tion", " to"})
       pieces.push_back(w);
   }
   std::set<std::string> seen(pieces.begin(), pieces.end());
@@ -169,11 +169,14 @@ void setup(CLI::App& root) {
   auto* a = &args;
   auto* cmd = root.add_subcommand("bench-grammar", "time constrained decoding's mask per token");
   add_output_format_options(cmd, &a->format);
-  cmd->add_option("--vocab", a->vocab_file, "a GGUF whose vocabulary to start from (default: bytes)");
+  cmd->add_option("--vocab", a->vocab_file,
+                  "a GGUF whose vocabulary to start from (default: bytes)");
   cmd->add_option("--vocab-size", a->vocab_size, "grow the vocabulary to this many tokens (128256)")
       ->check(CLI::Range(256, 1 << 22));
-  cmd->add_option("-r,--walks", a->walks, "walks, each a fresh constraint (20)")->check(CLI::Range(1, 100000));
-  cmd->add_option("-n,--tokens", a->tokens, "token budget per walk (256)")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("-r,--walks", a->walks, "walks, each a fresh constraint (20)")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("-n,--tokens", a->tokens, "token budget per walk (256)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("-s,--seed", a->seed, "seed of the vocabulary growth and the walks (1)");
   cmd->add_option("--decode-ms", a->decode_ms,
                   "a decode step's time (hearth bench tg of a model of this vocabulary size), to "

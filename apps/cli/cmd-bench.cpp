@@ -82,8 +82,10 @@ void setup(CLI::App& root) {
   cmd->add_option(sampling_flags[0], a->sampling.temperature,
                   "tg sampled: temperature (default 0.8; 0 = greedy through the sampler)");
   cmd->add_option(sampling_flags[1], a->sampling.top_k, "tg sampled: top-k, 0 = off (default 40)");
-  cmd->add_option(sampling_flags[2], a->sampling.top_p, "tg sampled: top-p, 1 = off (default 0.95)");
-  cmd->add_option(sampling_flags[3], a->sampling.min_p, "tg sampled: min-p, 0 = off (default 0.05)");
+  cmd->add_option(sampling_flags[2], a->sampling.top_p,
+                  "tg sampled: top-p, 1 = off (default 0.95)");
+  cmd->add_option(sampling_flags[3], a->sampling.min_p,
+                  "tg sampled: min-p, 0 = off (default 0.05)");
   cmd->add_flag("--json", a->json, "print JSON instead of a markdown table");
   cmd->add_flag("--csv", a->csv, "print CSV instead of a markdown table");
   cmd->add_flag("--keep", a->keep, "keep the synthetic model file in $TMPDIR (and reuse it)");

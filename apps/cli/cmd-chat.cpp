@@ -129,7 +129,8 @@ class Chat {
   }
 
   Result<std::vector<int32_t>> tokenize(const std::vector<ChatMessage>& msgs) const {
-    return tokenize_chat(*engine_, ChatFormat{template_, template_label_, stops_, chat_tokenizer_}, msgs);
+    return tokenize_chat(*engine_, ChatFormat{template_, template_label_, stops_, chat_tokenizer_},
+                         msgs);
   }
 
   // Index of the first droppable message (after the system prompt), or npos.

@@ -335,8 +335,10 @@ void Session::send(HttpResponse r) {
   answered_ = true;
   if (r.close || !owner_ || owner_->stopped) keep_alive_ = false;
   std::string framing = "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
-  if (!keep_alive_) framing += "Connection: close\r\n";
-  else if (version_ < 11) framing += "Connection: keep-alive\r\n";
+  if (!keep_alive_)
+    framing += "Connection: close\r\n";
+  else if (version_ < 11)
+    framing += "Connection: keep-alive\r\n";
   std::string bytes = serialize_head(version_, r, framing);
   if (!head_only_) bytes += r.body;
   response_done_ = true;
@@ -367,8 +369,10 @@ void Session::write_stream(std::string data) {
 void Session::end_stream() {
   if (!streaming_ || response_done_) return;
   response_done_ = true;
-  if (chunked_ && !head_only_) queue("0\r\n\r\n");
-  else if (!writing_ && out_.empty()) finish_exchange();
+  if (chunked_ && !head_only_)
+    queue("0\r\n\r\n");
+  else if (!writing_ && out_.empty())
+    finish_exchange();
 }
 
 void Session::abandon(uint64_t id) {
@@ -428,26 +432,25 @@ void Session::finish_exchange() {
 void Session::watch() {
   watching_ = true;
   const uint64_t id = exchange_id_;
-  socket_.async_wait(tcp::socket::wait_read,
-                     [self = shared_from_this(), id](const boost::system::error_code& ec) {
-                       if (ec || id != self->exchange_id_ || self->phase_ != Phase::kBusy) return;
-                       self->watching_ = false;
-                       char b;
-                       const ssize_t n =
-                           ::recv(self->socket_.native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
-                       if (n > 0) return;  // a pipelined request: its turn comes later
-                       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return self->watch();
-                       if (n < 0) return self->close();
-                       self->peer_eof_ = true;
-                       // A client that fully closed answers the next bytes with a reset, which
-                       // tick() sees; a 1xx interim response is the one thing HTTP/1.1 lets us
-                       // send before the answer, and clients must skip it (RFC 9110 15.2).
-                       if (!self->answered_ && self->version_ >= 11 && !self->continue_sent_) {
-                         self->continue_sent_ = true;
-                         self->queue("HTTP/1.1 100 Continue\r\n\r\n");
-                       }
-                       if (self->stream_opt_.idle_text.empty() || !self->streaming_) self->tick();
-                     });
+  socket_.async_wait(
+      tcp::socket::wait_read, [self = shared_from_this(), id](const boost::system::error_code& ec) {
+        if (ec || id != self->exchange_id_ || self->phase_ != Phase::kBusy) return;
+        self->watching_ = false;
+        char b;
+        const ssize_t n = ::recv(self->socket_.native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n > 0) return;  // a pipelined request: its turn comes later
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return self->watch();
+        if (n < 0) return self->close();
+        self->peer_eof_ = true;
+        // A client that fully closed answers the next bytes with a reset, which
+        // tick() sees; a 1xx interim response is the one thing HTTP/1.1 lets us
+        // send before the answer, and clients must skip it (RFC 9110 15.2).
+        if (!self->answered_ && self->version_ >= 11 && !self->continue_sent_) {
+          self->continue_sent_ = true;
+          self->queue("HTTP/1.1 100 Continue\r\n\r\n");
+        }
+        if (self->stream_opt_.idle_text.empty() || !self->streaming_) self->tick();
+      });
 }
 
 // Every 100 ms while busy: a reset after the peer's FIN means it is gone; a stream silent for
@@ -485,15 +488,15 @@ void Session::linger_close() {
   auto buf = std::make_shared<std::array<char, 4096>>();
   auto drain = std::make_shared<std::function<void()>>();
   *drain = [self = shared_from_this(), buf, drain] {
-    self->socket_.async_read_some(
-        asio::buffer(*buf), [self, buf, drain](const boost::system::error_code& e, size_t) {
-          if (e || self->phase_ == Phase::kClosed) {
-            self->close();
-            *drain = nullptr;  // break the cycle
-            return;
-          }
-          (*drain)();
-        });
+    self->socket_.async_read_some(asio::buffer(*buf),
+                                  [self, buf, drain](const boost::system::error_code& e, size_t) {
+                                    if (e || self->phase_ == Phase::kClosed) {
+                                      self->close();
+                                      *drain = nullptr;  // break the cycle
+                                      return;
+                                    }
+                                    (*drain)();
+                                  });
   };
   (*drain)();
 }
@@ -536,23 +539,23 @@ void HttpListener::Impl::forget(Session* s) {
 }
 
 void HttpListener::Impl::accept() {
-  acceptor.async_accept(asio::make_strand(ioc), [self = shared_from_this()](
-                                                    const boost::system::error_code& ec,
-                                                    tcp::socket socket) {
-    if (self->stopped) return;
-    if (ec) {
-      if (ec == asio::error::operation_aborted) return;
-      // Out of file descriptors (or another transient failure): retry shortly, do not spin.
-      self->accept_retry.expires_after(50ms);
-      self->accept_retry.async_wait([self](const boost::system::error_code& e) {
-        if (!e) self->accept();
+  acceptor.async_accept(
+      asio::make_strand(ioc),
+      [self = shared_from_this()](const boost::system::error_code& ec, tcp::socket socket) {
+        if (self->stopped) return;
+        if (ec) {
+          if (ec == asio::error::operation_aborted) return;
+          // Out of file descriptors (or another transient failure): retry shortly, do not spin.
+          self->accept_retry.expires_after(50ms);
+          self->accept_retry.async_wait([self](const boost::system::error_code& e) {
+            if (!e) self->accept();
+          });
+          return;
+        }
+        auto s = std::make_shared<Session>(self, std::move(socket));
+        if (self->admit(s)) asio::post(s->executor(), [s] { s->start(); });
+        self->accept();
       });
-      return;
-    }
-    auto s = std::make_shared<Session>(self, std::move(socket));
-    if (self->admit(s)) asio::post(s->executor(), [s] { s->start(); });
-    self->accept();
-  });
 }
 
 HttpListener::HttpListener(ConnectionLimits limits, HttpHandler handler)
@@ -588,7 +591,9 @@ Status HttpListener::bind(const std::string& host, int port) {
   return Status::ok();
 }
 
-int HttpListener::port() const { return impl_->port; }
+int HttpListener::port() const {
+  return impl_->port;
+}
 
 void HttpListener::run() {
   if (impl_->stopped) return;

@@ -2,11 +2,12 @@
 // RequestReader under deadlines, answers them in order (pipelining), streams bodies without a
 // thread per client, and bounds what any one client can hold. Routes live in http-server.cpp.
 //
-// Why not cpp-httplib (measured; docs/architecture.md, "The server on a hostile network"): its thread per connection with a read timeout
-// that every byte resets let ~85 one-byte-a-second clients hold every thread; 200 of them plus
-// 200 idle keep-alives made a 0.4 s completion time out after 30 s. Here a waiting socket costs a
-// few hundred bytes, a request head has a deadline that bytes do not extend, and a full server
-// closes the oldest connection that is not in a request instead of refusing new ones.
+// Why not cpp-httplib (measured; docs/architecture.md, "The server on a hostile network"): its
+// thread per connection with a read timeout that every byte resets let ~85 one-byte-a-second
+// clients hold every thread; 200 of them plus 200 idle keep-alives made a 0.4 s completion time out
+// after 30 s. Here a waiting socket costs a few hundred bytes, a request head has a deadline that
+// bytes do not extend, and a full server closes the oldest connection that is not in a request
+// instead of refusing new ones.
 #pragma once
 
 #include <chrono>

@@ -14,10 +14,10 @@
 namespace hearth::server {
 
 struct HttpRequest {
-  std::string method;  // as sent ("GET", "POST", ...)
-  std::string target;  // the request target as sent ("/v1/models?x=1")
-  std::string path;    // target without the query, percent-decoded (may hold any bytes)
-  int version = 11;    // 10 or 11
+  std::string method;      // as sent ("GET", "POST", ...)
+  std::string target;      // the request target as sent ("/v1/models?x=1")
+  std::string path;        // target without the query, percent-decoded (may hold any bytes)
+  int version = 11;        // 10 or 11
   bool keep_alive = true;  // what the request's version and Connection header ask for
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased, in order
   std::string body;

@@ -2,10 +2,10 @@
 // (case-insensitively): "127.0.0.1.evil.com" and "localhost." are other names.
 #include "http-policy.h"
 
+#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -47,7 +47,9 @@ bool percent_decode(std::string_view in, std::string* out) {
   return true;
 }
 
-RequestReader::RequestReader(RequestLimits limits) : limits_(limits) { reset(); }
+RequestReader::RequestReader(RequestLimits limits) : limits_(limits) {
+  reset();
+}
 RequestReader::~RequestReader() = default;
 
 void RequestReader::reset() {
@@ -62,7 +64,9 @@ void RequestReader::reset() {
   error_status_ = 400;
 }
 
-bool RequestReader::head_done() const { return parser_->p.is_header_done(); }
+bool RequestReader::head_done() const {
+  return parser_->p.is_header_done();
+}
 
 bool RequestReader::expects_continue() const {
   if (!head_done()) return false;
@@ -90,8 +94,8 @@ size_t RequestReader::feed(std::string_view bytes) {
   size_t used = skipped;
   while (used < bytes.size() && state_ == State::kNeedMore) {
     boost::system::error_code ec;
-    const size_t n = parser_->p.put(boost::asio::buffer(bytes.data() + used, bytes.size() - used),
-                                    ec);
+    const size_t n =
+        parser_->p.put(boost::asio::buffer(bytes.data() + used, bytes.size() - used), ec);
     used += n;
     if (ec == http::error::need_more) break;
     if (ec == http::error::body_limit)
@@ -99,8 +103,8 @@ size_t RequestReader::feed(std::string_view bytes) {
                            " bytes"),
              used;
     if (ec == http::error::header_limit)
-      return fail(431, "the request head is larger than " +
-                           std::to_string(limits_.header_bytes) + " bytes"),
+      return fail(431, "the request head is larger than " + std::to_string(limits_.header_bytes) +
+                           " bytes"),
              used;
     if (ec) return fail(400, "malformed HTTP request (" + ec.message() + ")"), used;
     if (parser_->p.is_done()) finish();

@@ -59,7 +59,9 @@ bool equal_constant_time(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-std::string sse(const json& j) { return "data: " + json_text(j) + "\n\n"; }
+std::string sse(const json& j) {
+  return "data: " + json_text(j) + "\n\n";
+}
 
 }  // namespace
 
@@ -74,8 +76,8 @@ struct Server::Impl {
   std::atomic<bool> draining{false};
   std::atomic<int64_t> rejected_queue_full{0}, forwarded{0}, bad_requests{0}, refused{0};
   int64_t created = std::time(nullptr);
-  OllamaRoutes ollama{{engine.get(), &opt.api, &sched, &in_flight, &bad_requests,
-                       &rejected_queue_full}};
+  OllamaRoutes ollama{
+      {engine.get(), &opt.api, &sched, &in_flight, &bad_requests, &rejected_queue_full}};
 
   Impl(std::shared_ptr<const Engine> e, ServerOptions o)
       : engine(std::move(e)), opt(std::move(o)), sched(engine, opt.scheduler) {}
@@ -98,8 +100,7 @@ struct Server::Impl {
                     "invalid_host");
     switch (check_origin(policy, req)) {
       case OriginVerdict::kForeign:
-        return refuse(403,
-                      "cross-origin requests are refused (allow an origin with --cors-origin)",
+        return refuse(403, "cross-origin requests are refused (allow an origin with --cors-origin)",
                       "invalid_origin");
       case OriginVerdict::kCorsAllowed: {
         const std::string o = req.header_value("origin");
@@ -150,8 +151,8 @@ struct Server::Impl {
     const std::string& p = req.path;
     const bool get = req.method == "GET" || req.method == "HEAD", post = req.method == "POST";
     const OllamaMethod ollama_route = ollama_method(p);
-    const bool is_get_route = p == "/" || p == "/health" || p == "/metrics" ||
-                              p == "/v1/models" || ollama_route == OllamaMethod::kGet;
+    const bool is_get_route = p == "/" || p == "/health" || p == "/metrics" || p == "/v1/models" ||
+                              ollama_route == OllamaMethod::kGet;
     const bool is_post_route = p == "/v1/chat/completions" || p == "/v1/completions" ||
                                p == "/v1/embeddings" || ollama_route == OllamaMethod::kPost;
     if (req.method == "OPTIONS" && (is_get_route || is_post_route)) {
@@ -161,22 +162,22 @@ struct Server::Impl {
       return ex->send(std::move(r));
     }
     if ((is_get_route && !get) || (is_post_route && !post)) {
-      HttpResponse r = error_response(make_error(
-          405, "Method " + req.method + " is not allowed for " + p, "invalid_request_error",
-          "method_not_allowed"));
+      HttpResponse r =
+          error_response(make_error(405, "Method " + req.method + " is not allowed for " + p,
+                                    "invalid_request_error", "method_not_allowed"));
       r.set_header("Allow", is_get_route ? "GET, HEAD, OPTIONS" : "POST, OPTIONS");
       return ex->send(std::move(r));
     }
-    if (is_get_route) return ex->send(ollama_route == OllamaMethod::kGet ? ollama.get(p) : get_route(p));
+    if (is_get_route)
+      return ex->send(ollama_route == OllamaMethod::kGet ? ollama.get(p) : get_route(p));
     if (!is_post_route) {
       bad_requests++;
-      return ex->send(error_response(make_error(404,
-                                                "Unknown request URL: " + req.method + " " + p,
+      return ex->send(error_response(make_error(404, "Unknown request URL: " + req.method + " " + p,
                                                 "invalid_request_error", "unknown_url")));
     }
     if (draining.load()) {
-      HttpResponse r = error_response(make_error(503, "the server is shutting down",
-                                                 "server_error", "server_shutting_down"));
+      HttpResponse r = error_response(
+          make_error(503, "the server is shutting down", "server_error", "server_shutting_down"));
       r.close = true;
       return ex->send(std::move(r));
     }
@@ -184,9 +185,9 @@ struct Server::Impl {
     // depth behind the Origin check).
     if (!is_json_content_type(req.header_value("content-type"))) {
       bad_requests++;
-      return ex->send(error_response(
-          make_error(415, "API requests must have 'Content-Type: application/json'",
-                     "invalid_request_error", "unsupported_media_type")));
+      return ex->send(
+          error_response(make_error(415, "API requests must have 'Content-Type: application/json'",
+                                    "invalid_request_error", "unsupported_media_type")));
     }
     if (ollama_route == OllamaMethod::kPost) return ollama.post(req, ex);
     if (p == "/v1/embeddings") return embeddings(req, ex);
@@ -318,7 +319,7 @@ struct Server::Impl {
       std::string id;
       int64_t created;
       bool started = false, finished = false;  // touched on the connection's executor only
-      size_t text_offset = 0;                   // completions' logprobs.text_offset so far
+      size_t text_offset = 0;                  // completions' logprobs.text_offset so far
       InFlight guard;
       explicit State(std::atomic<int>* n) : guard(n) {}
     };
@@ -357,8 +358,7 @@ struct Server::Impl {
         } else {
           out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, "",
                                       api_finish_reason(job), false));
-          if (st->r->include_usage)
-            out += sse(usage_chunk(*st->r, opt.api, st->id, st->created));
+          if (st->r->include_usage) out += sse(usage_chunk(*st->r, opt.api, st->id, st->created));
         }
         out += "data: [DONE]\n\n";
       }
@@ -445,7 +445,9 @@ Server::~Server() {
   if (impl_->http) impl_->http->stop();
 }
 
-int Server::port() const { return impl_->http ? impl_->http->port() : -1; }
+int Server::port() const {
+  return impl_->http ? impl_->http->port() : -1;
+}
 
 Status Server::start() {
   Impl& m = *impl_;
@@ -464,10 +466,10 @@ Status Server::start() {
   ConnectionLimits limits = m.opt.connections;
   limits.request.body_bytes = m.opt.max_body_bytes;
   if (m.opt.http_threads > 0) limits.io_threads = m.opt.http_threads;
-  m.http = std::make_unique<HttpListener>(
-      limits, [&m](HttpRequest req, std::shared_ptr<HttpExchange> ex) {
-        m.handle(std::move(req), std::move(ex));
-      });
+  m.http = std::make_unique<HttpListener>(limits,
+                                          [&m](HttpRequest req, std::shared_ptr<HttpExchange> ex) {
+                                            m.handle(std::move(req), std::move(ex));
+                                          });
   const std::string bind_host = m.opt.host == "localhost" ? "127.0.0.1" : m.opt.host;
   const Status st = m.http->bind(bind_host, m.opt.port);
   if (!st.is_ok())
@@ -490,8 +492,7 @@ void Server::shutdown(std::chrono::milliseconds drain) {
   // [DONE] instead of a cut connection; give the connections a moment to write those.
   m.sched.stop();
   const auto flush_deadline = Clock::now() + 2s;
-  while (m.in_flight.load() > 0 && Clock::now() < flush_deadline)
-    std::this_thread::sleep_for(10ms);
+  while (m.in_flight.load() > 0 && Clock::now() < flush_deadline) std::this_thread::sleep_for(10ms);
   m.http->stop();
 }
 

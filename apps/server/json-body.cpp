@@ -11,14 +11,20 @@ void scan(const std::string& s, size_t* max_depth, size_t* values, size_t depth_
   bool in_string = false, escaped = false;
   for (const char c : s) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     switch (c) {
-      case '"': in_string = true; break;
-      case '[': case '{':
+      case '"':
+        in_string = true;
+        break;
+      case '[':
+      case '{':
         ++count;
         if (++depth > deepest) deepest = depth;
         if (deepest > depth_cap) {
@@ -27,9 +33,16 @@ void scan(const std::string& s, size_t* max_depth, size_t* values, size_t depth_
           return;
         }
         break;
-      case ']': case '}': if (depth > 0) --depth; break;
-      case ',': case ':': ++count; break;
-      default: break;
+      case ']':
+      case '}':
+        if (depth > 0) --depth;
+        break;
+      case ',':
+      case ':':
+        ++count;
+        break;
+      default:
+        break;
     }
   }
   *max_depth = deepest;
@@ -50,13 +63,12 @@ bool parse_json_object(const std::string& body, const JsonLimits& limits, nlohma
   size_t depth = 0, values = 0;
   scan(body, &depth, &values, limits.max_depth);
   if (depth > limits.max_depth) {
-    *error = "the request body nests JSON deeper than " + std::to_string(limits.max_depth) +
-             " levels";
+    *error =
+        "the request body nests JSON deeper than " + std::to_string(limits.max_depth) + " levels";
     return false;
   }
   if (values > limits.max_values) {
-    *error = "the request body has more than " + std::to_string(limits.max_values) +
-             " JSON values";
+    *error = "the request body has more than " + std::to_string(limits.max_values) + " JSON values";
     return false;
   }
   try {

@@ -10,7 +10,7 @@
 namespace hearth::server {
 
 struct JsonLimits {
-  size_t max_depth = 64;            // the API's deepest document is ~6 levels
+  size_t max_depth = 64;                // the API's deepest document is ~6 levels
   size_t max_values = size_t(1) << 20;  // token-id arrays of a long prompt fit
 };
 

@@ -17,7 +17,9 @@ namespace hearth::server {
 
 using SteadyClock = std::chrono::steady_clock;
 
-json ollama_error_body(const OllamaError& e) { return json{{"error", e.message}}; }
+json ollama_error_body(const OllamaError& e) {
+  return json{{"error", e.message}};
+}
 
 namespace {
 
@@ -42,26 +44,26 @@ struct FieldRow {
 // Top-level fields of /api/generate and /api/chat. `format`, `tools`, images, templates and
 // suffixes need engines this branch does not have: they are refused by check_unsupported().
 const FieldRow kGenerateFields[] = {
-    {"model", Field::kCopy, "model"}, {"stream", Field::kOwn, nullptr},
-    {"options", Field::kOwn, nullptr}, {"keep_alive", Field::kIgnored, nullptr},
-    {"format", Field::kOwn, nullptr}, {"think", Field::kOwn, nullptr},
-    {"prompt", Field::kOwn, nullptr}, {"system", Field::kOwn, nullptr},
-    {"raw", Field::kOwn, nullptr}, {"context", Field::kOwn, nullptr},
-    {"suffix", Field::kOwn, nullptr}, {"images", Field::kOwn, nullptr},
-    {"template", Field::kOwn, nullptr}, {"logprobs", Field::kOwn, nullptr},
+    {"model", Field::kCopy, "model"},       {"stream", Field::kOwn, nullptr},
+    {"options", Field::kOwn, nullptr},      {"keep_alive", Field::kIgnored, nullptr},
+    {"format", Field::kOwn, nullptr},       {"think", Field::kOwn, nullptr},
+    {"prompt", Field::kOwn, nullptr},       {"system", Field::kOwn, nullptr},
+    {"raw", Field::kOwn, nullptr},          {"context", Field::kOwn, nullptr},
+    {"suffix", Field::kOwn, nullptr},       {"images", Field::kOwn, nullptr},
+    {"template", Field::kOwn, nullptr},     {"logprobs", Field::kOwn, nullptr},
     {"top_logprobs", Field::kOwn, nullptr},
 };
 const FieldRow kChatFields[] = {
-    {"model", Field::kCopy, "model"}, {"stream", Field::kOwn, nullptr},
-    {"options", Field::kOwn, nullptr}, {"keep_alive", Field::kIgnored, nullptr},
-    {"format", Field::kOwn, nullptr}, {"think", Field::kOwn, nullptr},
+    {"model", Field::kCopy, "model"},   {"stream", Field::kOwn, nullptr},
+    {"options", Field::kOwn, nullptr},  {"keep_alive", Field::kIgnored, nullptr},
+    {"format", Field::kOwn, nullptr},   {"think", Field::kOwn, nullptr},
     {"messages", Field::kOwn, nullptr}, {"tools", Field::kOwn, nullptr},
     {"logprobs", Field::kOwn, nullptr}, {"top_logprobs", Field::kOwn, nullptr},
 };
 const FieldRow kEmbedFields[] = {
-    {"model", Field::kCopy, "model"}, {"input", Field::kOwn, nullptr},
-    {"prompt", Field::kOwn, nullptr}, {"truncate", Field::kOwn, nullptr},
-    {"dimensions", Field::kOwn, nullptr}, {"options", Field::kOwn, nullptr},
+    {"model", Field::kCopy, "model"},         {"input", Field::kOwn, nullptr},
+    {"prompt", Field::kOwn, nullptr},         {"truncate", Field::kOwn, nullptr},
+    {"dimensions", Field::kOwn, nullptr},     {"options", Field::kOwn, nullptr},
     {"keep_alive", Field::kIgnored, nullptr},
 };
 
@@ -108,8 +110,8 @@ const FieldRow* find_row(const FieldRow (&rows)[N], const std::string& key) {
 
 // Refuses keys no row names; copies kCopy fields into *openai under their OpenAI names.
 template <size_t N>
-bool check_fields(const json& j, const FieldRow (&rows)[N], const std::string& prefix,
-                  json* openai, OllamaError* err) {
+bool check_fields(const json& j, const FieldRow (&rows)[N], const std::string& prefix, json* openai,
+                  OllamaError* err) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     const FieldRow* row = find_row(rows, it.key());
     if (!row) return fail(err, "'" + prefix + it.key() + "' is not supported by this server");
@@ -172,8 +174,9 @@ bool read_options(const json& j, const ApiConfig& cfg, json* openai, OwnOptions*
   };
   if (const json* v = get("num_predict")) {
     if (!is_int_in(*v, -2, INT32_MAX) || *v == 0)
-      return fail(err, "'options.num_predict' must be a positive integer, -1 (no limit) or -2 "
-                       "(fill the context)");
+      return fail(err,
+                  "'options.num_predict' must be a positive integer, -1 (no limit) or -2 "
+                  "(fill the context)");
     if (v->get<int64_t>() > 0) (*openai)["max_tokens"] = *v;
     own->num_predict = v->get<int64_t>();
   }
@@ -191,7 +194,8 @@ bool read_options(const json& j, const ApiConfig& cfg, json* openai, OwnOptions*
     // The slots' context is fixed at start; a request asking for no more than it is satisfied.
     if (!is_int_in(*v, 1, cfg.ctx_size))
       return fail(err, "'options.num_ctx' is " + json_text(*v) + "; this server's context is " +
-                           std::to_string(cfg.ctx_size) + " tokens (start it with a larger "
+                           std::to_string(cfg.ctx_size) +
+                           " tokens (start it with a larger "
                            "--ctx-size)");
   }
   // Sampler stages Hearth does not have: only their off values are accepted.
@@ -199,8 +203,9 @@ bool read_options(const json& j, const ApiConfig& cfg, json* openai, OwnOptions*
       {"typical_p", 1.0}, {"tfs_z", 1.0}, {"mirostat", 0.0}};
   for (const auto& [name, off] : off_values)
     if (const json* v = get(name); v && !(v->is_number() && v->get<double>() == off))
-      return fail(err, std::string("'options.") + name + "' is not supported by this server (only " +
-                           json_text(json(off)) + ", off)");
+      return fail(err, std::string("'options.") + name +
+                           "' is not supported by this server (only " + json_text(json(off)) +
+                           ", off)");
   return true;
 }
 
@@ -253,7 +258,8 @@ bool chat_messages(const json& j, json* openai, bool* empty, OllamaError* err) {
       const std::string& k = f.key();
       if (k == "role" || k == "content") continue;
       const bool empty_value = f->is_null() || ((f->is_array() || f->is_string()) && f->empty());
-      if ((k == "images" || k == "tool_calls" || k == "thinking" || k == "tool_name") && empty_value)
+      if ((k == "images" || k == "tool_calls" || k == "thinking" || k == "tool_name") &&
+          empty_value)
         continue;
       return fail(err, "'" + p + "." + k + "' is not supported by this server");
     }
@@ -339,8 +345,7 @@ std::optional<OllamaGenerate> parse_ollama_generate(const ApiConfig& cfg, const 
   if (auto it = openai.find("max_tokens"); it != openai.end()) max_tokens = it->get<int64_t>();
   if (!context.empty()) openai.erase("max_tokens");
   ApiError api_err;
-  auto parsed =
-      parse_completion(cfg, engine, json_text(openai), chat || !raw, &api_err);
+  auto parsed = parse_completion(cfg, engine, json_text(openai), chat || !raw, &api_err);
   if (!parsed) return from_api_error(api_err, err), std::nullopt;
   req.job = parsed->job;
   Job& job = *req.job;
@@ -355,9 +360,10 @@ std::optional<OllamaGenerate> parse_ollama_generate(const ApiConfig& cfg, const 
     job.prompt = std::move(prompt);
     const int64_t n_prompt = int64_t(job.prompt.size());
     if (n_prompt >= cfg.ctx_size || (max_tokens > 0 && n_prompt + max_tokens > cfg.ctx_size))
-      return fail(err, "'context' and 'prompt' hold " + std::to_string(n_prompt) +
-                           " tokens; with options.num_predict they exceed this server's context of " +
-                           std::to_string(cfg.ctx_size) + " tokens"),
+      return fail(err,
+                  "'context' and 'prompt' hold " + std::to_string(n_prompt) +
+                      " tokens; with options.num_predict they exceed this server's context of " +
+                      std::to_string(cfg.ctx_size) + " tokens"),
              std::nullopt;
     job.max_tokens = int32_t(max_tokens > 0 ? max_tokens : cfg.ctx_size - n_prompt);
   }
@@ -399,12 +405,12 @@ std::optional<OllamaEmbed> parse_ollama_embed(const ApiConfig& cfg, const Engine
   if (it == j.end() || it->is_null())
     return fail(err, std::string("'") + input_key + "' is required"), std::nullopt;
   json list = it->is_array() ? *it : json::array({*it});
-  if (legacy && !it->is_string())
-    return fail(err, "'prompt' must be a string"), std::nullopt;
+  if (legacy && !it->is_string()) return fail(err, "'prompt' must be a string"), std::nullopt;
   // Texts are tokenized here so that `truncate` (Ollama's default) can cut them to the context.
   json ids = json::array();
   for (size_t i = 0; i < list.size(); ++i) {
-    const std::string p = std::string(input_key) + (it->is_array() ? "[" + std::to_string(i) + "]" : "");
+    const std::string p =
+        std::string(input_key) + (it->is_array() ? "[" + std::to_string(i) + "]" : "");
     if (!list[i].is_string()) return fail(err, "'" + p + "' must be a string"), std::nullopt;
     if (list[i].get_ref<const std::string&>().size() > cfg.limits.max_string_bytes)
       return fail(err, "'" + p + "' is longer than " + std::to_string(cfg.limits.max_string_bytes) +
@@ -444,7 +450,8 @@ bool parse_ollama_show(const ApiConfig& cfg, const std::string& body, OllamaErro
 }
 
 std::string ollama_time(std::chrono::system_clock::time_point t) {
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   const std::time_t secs = std::time_t(ns / 1000000000);
   std::tm tm{};
   gmtime_r(&secs, &tm);

@@ -75,8 +75,9 @@ bool OllamaRoutes::submit(const std::shared_ptr<Job>& job, const Ex& ex) const {
       return true;
     case Scheduler::Submit::kQueueFull:
       c_.rejected_queue_full->fetch_add(1);
-      ex->send(error_answer({503, "the server is busy: every slot is in use and the queue is "
-                                  "full; retry later"}));
+      ex->send(error_answer({503,
+                             "the server is busy: every slot is in use and the queue is "
+                             "full; retry later"}));
       return false;
     case Scheduler::Submit::kDraining:
       ex->send(error_answer({503, "the server is shutting down"}));
@@ -98,7 +99,7 @@ void OllamaRoutes::generate(const HttpRequest& req, const Ex& ex, bool chat) con
   if (r->load_only) return ex->send(json_answer(200, ollama_final(*c_.api, *r, "", received)));
   const ApiConfig* api = c_.api;
   struct State {
-    std::string text;  // the whole answer (not streamed)
+    std::string text;                        // the whole answer (not streamed)
     bool started = false, finished = false;  // touched on the connection's executor only
     InFlight guard;
     explicit State(std::atomic<int>* n) : guard(n) {}

@@ -102,8 +102,8 @@ bool reject_unimplemented(const json& j, ApiError* err) {
   for (const auto& u : kUnimplemented) {
     auto it = j.find(u.name);
     if (it == j.end() || it->is_null() || u.is_noop(*it)) continue;
-    return fail(err, u.name,
-                std::string("'") + u.name + "' is not supported by this server", "unsupported_field");
+    return fail(err, u.name, std::string("'") + u.name + "' is not supported by this server",
+                "unsupported_field");
   }
   return true;
 }
@@ -184,8 +184,7 @@ bool parse_logprobs(const json& j, bool chat, Job* job, ApiError* err) {
   const bool on = lp_set && lp->get<bool>();
   std::optional<int64_t> top;
   if (!get_int(j, "top_logprobs", 0, kMaxTopLogprobs, &top, err)) return false;
-  if (top && !on)
-    return fail(err, "top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+  if (top && !on) return fail(err, "top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
   if (on) job->logprobs_top = int32_t(top.value_or(0));
   return true;
 }
@@ -281,7 +280,8 @@ bool chat_prompt(const json& j, const ApiConfig& cfg, const Engine& engine,
   // only (and in messages too for servers started with --special-tokens-in-content).
   auto tokens = cfg.chat_tokenizer->tokenize(cfg.chat_template, messages, true, engine.bos_text(),
                                              engine.eos_text(), cfg.special_tokens_in_content);
-  if (!tokens.is_ok()) return fail(err, "messages", "the chat template failed: " + tokens.message());
+  if (!tokens.is_ok())
+    return fail(err, "messages", "the chat template failed: " + tokens.message());
   *prompt = std::move(tokens.value());
   return true;
 }

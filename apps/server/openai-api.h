@@ -40,7 +40,7 @@ struct ApiLimits {
   size_t max_stop = 8;                // stop strings
   size_t max_stop_bytes = 256;        // each
   size_t max_embedding_inputs = 256;
-  size_t max_logit_bias = 1024;       // logit_bias entries
+  size_t max_logit_bias = 1024;  // logit_bias entries
 };
 
 // Server-wide settings the parser needs.

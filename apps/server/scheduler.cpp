@@ -194,8 +194,8 @@ void Scheduler::admit_locked() {
     Slot& slot = *best;
     // Always recompute at least the last prompt token: its logits pick the first new token.
     // (a sliding-window layer's ring may no longer hold what a longer rewind would need)
-    const size_t keep = size_t(
-        best->kv.reusable_prefix(int64_t(std::min(best_len, job->prompt.size() - 1))));
+    const size_t keep =
+        size_t(best->kv.reusable_prefix(int64_t(std::min(best_len, job->prompt.size() - 1))));
     slot.history.resize(keep);
     slot.kv.set_used(int64_t(keep));
     slot.job = job;

@@ -1,6 +1,7 @@
 // `hearth serve`'s HTTP front: OpenAI routes, /health, /metrics and the chat page over the
 // continuous-batching scheduler, with the safety checks (bind rules, API key, Host and Origin
-// policy, connection and size limits) and graceful drain. A new route goes in Server::Impl::routes() (http-server.cpp).
+// policy, connection and size limits) and graceful drain. A new route goes in
+// Server::Impl::routes() (http-server.cpp).
 #pragma once
 
 #include <chrono>

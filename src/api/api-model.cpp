@@ -337,8 +337,7 @@ hearth_status chat_inputs(const hearth_model* model, const char* chat_template,
                 std::string(fn) + ": model and chat_template are both NULL");
   for (size_t i = 0; i < n_messages; ++i) {
     if (!messages[i].role || !messages[i].content)
-      return fail(HEARTH_ERR_INVALID_ARGUMENT, std::string(fn) + ": messages[" +
-                                                   std::to_string(i) +
+      return fail(HEARTH_ERR_INVALID_ARGUMENT, std::string(fn) + ": messages[" + std::to_string(i) +
                                                    "] has a NULL role or content");
     msgs->push_back({messages[i].role, messages[i].content, {}});
   }

@@ -220,15 +220,22 @@ hearth_status hearth_session_set_output_format(hearth_session* session, int32_t 
                                                const char* text) {
   static const char* kCall = "hearth_session_set_output_format";
   return guarded(kCall, [&]() -> hearth_status {
-    if (!session) return fail(HEARTH_ERR_INVALID_ARGUMENT, std::string(kCall) + ": session is NULL");
+    if (!session)
+      return fail(HEARTH_ERR_INVALID_ARGUMENT, std::string(kCall) + ": session is NULL");
     OutputFormat f;
     switch (format) {
       case HEARTH_FORMAT_TEXT:
         session->output_grammar.reset();
         return succeed();
-      case HEARTH_FORMAT_GBNF: f.kind = OutputFormat::Kind::kGbnf; break;
-      case HEARTH_FORMAT_JSON_SCHEMA: f.kind = OutputFormat::Kind::kJsonSchema; break;
-      case HEARTH_FORMAT_JSON_OBJECT: f.kind = OutputFormat::Kind::kJsonObject; break;
+      case HEARTH_FORMAT_GBNF:
+        f.kind = OutputFormat::Kind::kGbnf;
+        break;
+      case HEARTH_FORMAT_JSON_SCHEMA:
+        f.kind = OutputFormat::Kind::kJsonSchema;
+        break;
+      case HEARTH_FORMAT_JSON_OBJECT:
+        f.kind = OutputFormat::Kind::kJsonObject;
+        break;
       default:
         return fail(HEARTH_ERR_INVALID_ARGUMENT,
                     std::string(kCall) + ": format " + std::to_string(format) + " is unknown");
@@ -238,7 +245,8 @@ hearth_status hearth_session_set_output_format(hearth_session* session, int32_t 
       f.text = text;
     }
     auto grammar = compile_output_format(f);
-    if (!grammar) return fail(HEARTH_ERR_INVALID_ARGUMENT, std::string(kCall) + ": " + grammar.message());
+    if (!grammar)
+      return fail(HEARTH_ERR_INVALID_ARGUMENT, std::string(kCall) + ": " + grammar.message());
     session->output_grammar = grammar.value();
     return succeed();
   });

@@ -99,8 +99,7 @@ class Backend {
   };
   virtual uint32_t features() const { return 0; }
   // x [rows, head_dim] in place: each row (one head of one token) RMS-normalised, times w.
-  virtual void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim,
-                             float eps) {
+  virtual void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim, float eps) {
     missing_feature("rmsnorm_heads");
   }
   virtual void attention_masked(const float* q, const float* k_cache, const float* v_cache,

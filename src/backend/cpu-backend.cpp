@@ -137,8 +137,7 @@ class CpuBackend final : public Backend {
   uint32_t features() const override {
     return kQkNorm | kGeluGated | kMaskedAttention | kPartialRope | kScaleOps;
   }
-  void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim,
-                     float eps) override {
+  void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim, float eps) override {
     kernels::rmsnorm(x, w, x, rows, head_dim, eps, pool_);  // element-wise: in place is safe
   }
   void attention_masked(const float* q, const float* k, const float* v, float* out, int64_t T,
@@ -154,8 +153,12 @@ class CpuBackend final : public Backend {
   void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) override {
     kernels::gelu_tanh_gated(gate, up, out, n, pool_);
   }
-  void softcap(float* x, int64_t n, float cap) override { kernels::softcap(x, n, cap); }
-  void scale(float* x, int64_t n, float s) override { kernels::scale(x, n, s); }
+  void softcap(float* x, int64_t n, float cap) override {
+    kernels::softcap(x, n, cap);
+  }
+  void scale(float* x, int64_t n, float s) override {
+    kernels::scale(x, n, s);
+  }
   void add_inplace(float* y, const float* x, int64_t n) override {
     kernels::add_inplace(y, x, n, pool_);
   }

@@ -106,11 +106,12 @@ class Fields {
   }
   // A list of numbers (LongRoPE's factors) or strings (layer_types); empty when absent.
   Result<std::vector<double>> numbers(const char* key) const {
-    return list<double>(key, [](const json& x) { return x.is_number(); }, "a list of numbers");
+    return list<double>(
+        key, [](const json& x) { return x.is_number(); }, "a list of numbers");
   }
   Result<std::vector<std::string>> strings(const char* key) const {
-    return list<std::string>(key, [](const json& x) { return x.is_string(); },
-                             "a list of strings");
+    return list<std::string>(
+        key, [](const json& x) { return x.is_string(); }, "a list of strings");
   }
   template <typename T, typename IsT>
   Result<std::vector<T>> list(const char* key, IsT is_t, const char* want) const {

@@ -43,15 +43,15 @@ struct HfConfig {
   bool attention_bias = false;
   std::string hidden_act = "silu";
   std::optional<int64_t> sliding_window;
-  std::optional<bool> use_sliding_window;   // Qwen2: false means sliding_window is unused
+  std::optional<bool> use_sliding_window;    // Qwen2: false means sliding_window is unused
   std::optional<int64_t> max_window_layers;  // Qwen2: layers from here on slide (older configs)
   std::optional<int64_t> sliding_window_pattern;  // Gemma 3 (older configs): every n-th is full
-  std::vector<std::string> layer_types;      // "full_attention" / "sliding_attention" per layer
-  std::string hidden_activation;             // Gemma's spelling of hidden_act (wins when set)
+  std::vector<std::string> layer_types;  // "full_attention" / "sliding_attention" per layer
+  std::string hidden_activation;         // Gemma's spelling of hidden_act (wins when set)
   std::optional<double> query_pre_attn_scalar;
   std::optional<double> attn_logit_softcapping, final_logit_softcapping;
   std::optional<double> partial_rotary_factor;
-  std::optional<HfRope> rope_local;          // sliding layers' RoPE when it differs (Gemma 3)
+  std::optional<HfRope> rope_local;  // sliding layers' RoPE when it differs (Gemma 3)
   std::optional<double> rope_local_base_freq;
   std::vector<int64_t> bos_token_ids;
   std::vector<int64_t> eos_token_ids;  // eos_token_id may be an int or a list

@@ -27,8 +27,10 @@ class GbnfParser {
   Status error(const std::string& what) const {
     size_t line = 1, col = 1;
     for (size_t i = 0; i < pos_ && i < s_.size(); ++i) {
-      if (s_[i] == '\n') ++line, col = 1;
-      else ++col;
+      if (s_[i] == '\n')
+        ++line, col = 1;
+      else
+        ++col;
     }
     return Status::error("grammar: line " + std::to_string(line) + " column " +
                          std::to_string(col) + ": " + what);
@@ -36,8 +38,8 @@ class GbnfParser {
   bool at_end() const { return pos_ >= s_.size(); }
   char peek() const { return at_end() ? '\0' : s_[pos_]; }
   static bool is_name_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
   }
 
   void skip_space(bool newline_ok) {
@@ -212,13 +214,28 @@ class GbnfParser {
       const char e = s_[pos_ + 1];
       pos_ += 2;
       switch (e) {
-        case 'x': return parse_hex(2, cp);
-        case 'u': return parse_hex(4, cp);
-        case 'U': return parse_hex(8, cp);
-        case 't': *cp = '\t'; return Status::ok();
-        case 'n': *cp = '\n'; return Status::ok();
-        case 'r': *cp = '\r'; return Status::ok();
-        case '\\': case '"': case '[': case ']': case '-': case '^': case '/':
+        case 'x':
+          return parse_hex(2, cp);
+        case 'u':
+          return parse_hex(4, cp);
+        case 'U':
+          return parse_hex(8, cp);
+        case 't':
+          *cp = '\t';
+          return Status::ok();
+        case 'n':
+          *cp = '\n';
+          return Status::ok();
+        case 'r':
+          *cp = '\r';
+          return Status::ok();
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-':
+        case '^':
+        case '/':
           *cp = uint8_t(e);
           return Status::ok();
         default:
@@ -234,8 +251,10 @@ class GbnfParser {
     uint32_t v = 0;
     for (int i = 0; i < digits; ++i) {
       const char h = peek();
-      int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-              : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+      int d = h >= '0' && h <= '9'   ? h - '0'
+              : h >= 'a' && h <= 'f' ? h - 'a' + 10
+              : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                     : -1;
       if (d < 0) return error("expected " + std::to_string(digits) + " hex digits in an escape");
       v = v * 16 + uint32_t(d);
       ++pos_;

@@ -103,11 +103,10 @@ GrammarBuilder::Symbol GrammarBuilder::group(std::vector<Sequence> alternatives)
 Status GrammarBuilder::apply_repetition(Sequence* seq, size_t start, uint32_t min, uint32_t max) {
   if (start >= seq->size()) return Status::error("a repetition operator follows nothing");
   if (min > limits_.max_repetition || (max != kUnbounded && max > limits_.max_repetition))
-    return Status::error("repetition count above " +
-                         std::to_string(limits_.max_repetition));
+    return Status::error("repetition count above " + std::to_string(limits_.max_repetition));
   if (max != kUnbounded && max < min)
-    return Status::error("repetition {" + std::to_string(min) + "," +
-                         std::to_string(max) + "} has max < min");
+    return Status::error("repetition {" + std::to_string(min) + "," + std::to_string(max) +
+                         "} has max < min");
   Symbol item = (*seq)[start];
   if (seq->size() - start > 1) item = group({Sequence(seq->begin() + long(start), seq->end())});
   seq->resize(start);

@@ -24,7 +24,7 @@ class GrammarBuilder {
 
   explicit GrammarBuilder(const GrammarLimits& limits) : limits_(limits) {}
 
-  uint32_t rule_id(const std::string& name);  // creates an undefined rule on first use
+  uint32_t rule_id(const std::string& name);          // creates an undefined rule on first use
   uint32_t new_helper_rule(const std::string& base);  // "base_N", defined by the caller
   bool is_defined(uint32_t rule) const { return defined_[rule]; }
   const std::string& name(uint32_t rule) const { return names_[rule]; }

@@ -79,12 +79,14 @@ const std::vector<uint64_t>& GrammarConstraint::allowed() {
   // The budget binds: only tokens after which the rest still fits.
   const int64_t key = (int64_t(state_) << 32) | uint32_t(std::max<int64_t>(tokens_left_, 0));
   if (key != budget_key_) {
-    compute_allowed(tokens_left_ < 2 ? 0 : uint32_t(std::min<int64_t>(tokens_left_ - 2, UINT32_MAX)),
-                    &budget_mask_);
+    compute_allowed(
+        tokens_left_ < 2 ? 0 : uint32_t(std::min<int64_t>(tokens_left_ - 2, UINT32_MAX)),
+        &budget_mask_);
     if (tokens_left_ < 2) {  // no room for another byte: only the end token, where allowed
       std::fill(budget_mask_.bits.begin(), budget_mask_.bits.end(), 0);
       if (matcher_.can_end(state_))
-        for (int32_t id : vocab_->end_ids) budget_mask_.bits[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+        for (int32_t id : vocab_->end_ids)
+          budget_mask_.bits[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
     }
     budget_key_ = key;
   }
@@ -111,7 +113,8 @@ void GrammarConstraint::mask(std::span<float> logits) {
 
 Status GrammarConstraint::accept(int32_t token) {
   if (token < 0 || token >= vocab_->n_vocab)
-    return Status::error("grammar: token id " + std::to_string(token) + " is outside the vocabulary");
+    return Status::error("grammar: token id " + std::to_string(token) +
+                         " is outside the vocabulary");
   if (ended_) return Status::error("grammar: a token after the end of the output");
   if (vocab_->ends_generation[size_t(token)]) {
     if (!matcher_.can_end(state_))
@@ -120,8 +123,8 @@ Status GrammarConstraint::accept(int32_t token) {
     return Status::ok();
   }
   const std::string& bytes = vocab_->bytes[size_t(token)];
-  const GrammarMatcher::StateId next = bytes.empty() ? GrammarMatcher::kDead
-                                                     : matcher_.step(state_, bytes);
+  const GrammarMatcher::StateId next =
+      bytes.empty() ? GrammarMatcher::kDead : matcher_.step(state_, bytes);
   if (next == GrammarMatcher::kDead)
     return Status::error("grammar: token " + std::to_string(token) +
                          " is not allowed by the grammar here");

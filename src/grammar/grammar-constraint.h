@@ -15,7 +15,7 @@
 namespace hearth {
 
 struct GrammarConstraintOptions {
-  size_t max_cached_masks = 1024;      // per-state allowed-token sets kept for reuse
+  size_t max_cached_masks = 1024;       // per-state allowed-token sets kept for reuse
   size_t max_matcher_states = 1 << 14;  // DFA states (1 KiB of transitions each) before the
                                         // matcher's cache is rebuilt
 };

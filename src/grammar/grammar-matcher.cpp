@@ -17,7 +17,9 @@ namespace {
 
 constexpr uint32_t kFar = 1u << 30;  // saturating "infinity" for lengths
 
-uint32_t add_lengths(uint32_t a, uint32_t b) { return std::min(kFar, a + b); }
+uint32_t add_lengths(uint32_t a, uint32_t b) {
+  return std::min(kFar, a + b);
+}
 
 // Shortest string of each rule (a fixed point; the builder guarantees it is finite for every
 // reachable rule), then of each element's rest of sequence.
@@ -26,9 +28,11 @@ std::vector<uint32_t> suffix_lengths(const Grammar& g) {
   auto compute_suffixes = [&] {
     for (size_t i = g.elements.size(); i-- > 0;) {
       const GrammarElement& e = g.elements[i];
-      if (e.kind == GrammarElement::Kind::kEnd) suffix[i] = 0;
-      else suffix[i] = add_lengths(e.kind == GrammarElement::Kind::kBytes ? 1 : rule[e.arg],
-                                   suffix[i + 1]);
+      if (e.kind == GrammarElement::Kind::kEnd)
+        suffix[i] = 0;
+      else
+        suffix[i] =
+            add_lengths(e.kind == GrammarElement::Kind::kBytes ? 1 : rule[e.arg], suffix[i + 1]);
     }
   };
   for (bool changed = true; changed;) {

@@ -47,7 +47,7 @@ class GrammarMatcher {
     }
     return s;
   }
-  bool can_end(StateId s) const { return states_[size_t(s)].can_end; }      // input complete
+  bool can_end(StateId s) const { return states_[size_t(s)].can_end; }            // input complete
   bool can_continue(StateId s) const { return states_[size_t(s)].can_continue; }  // more bytes
   // The fewest bytes that complete the input from state s (0 when it can end).
   uint32_t distance(StateId s) const { return distances_[size_t(s)]; }
@@ -59,7 +59,7 @@ class GrammarMatcher {
 
  private:
   struct State {
-    std::vector<uint32_t> stacks;  // sorted ids; 0 is the empty stack (the grammar is complete)
+    std::vector<uint32_t> stacks;     // sorted ids; 0 is the empty stack (the grammar is complete)
     std::unique_ptr<int32_t[]> next;  // 256 transitions, allocated on the first step
     bool can_end = false, can_continue = false;
     uint32_t distance = 0;
@@ -86,7 +86,8 @@ class GrammarMatcher {
   std::unordered_map<uint64_t, uint32_t> frame_ids_;
   std::unordered_set<uint64_t> expanded_;  // (pos, parent) seen in the current closure
   std::deque<State> states_;
-  std::vector<uint32_t> distances_;  // State::distance, flat for the trie walk's inner loop  // deque: references stay valid while states are added
+  std::vector<uint32_t> distances_;  // State::distance, flat for the trie walk's inner loop  //
+                                     // deque: references stay valid while states are added
   std::unordered_map<std::vector<uint32_t>, StateId, VectorHash> state_ids_;
   StateId start_ = kDead;
 };

@@ -43,8 +43,8 @@ std::string same_length(const std::string& lo, const std::string& hi) {
   std::vector<std::string> alts;
   char first = lo[0], last = hi[0];
   if (!lo_rest_zero) {
-    alts.push_back(concat("\"" + lo.substr(0, 1) + "\"",
-                          same_length(lo.substr(1), std::string(n - 1, '9'))));
+    alts.push_back(
+        concat("\"" + lo.substr(0, 1) + "\"", same_length(lo.substr(1), std::string(n - 1, '9'))));
     ++first;
   }
   if (!hi_rest_nine) --last;
@@ -54,8 +54,8 @@ std::string same_length(const std::string& lo, const std::string& hi) {
     alts.push_back(concat(head, digits_any(n - 1)));
   }
   if (!hi_rest_nine)
-    alts.push_back(concat("\"" + hi.substr(0, 1) + "\"",
-                          same_length(std::string(n - 1, '0'), hi.substr(1))));
+    alts.push_back(
+        concat("\"" + hi.substr(0, 1) + "\"", same_length(std::string(n - 1, '0'), hi.substr(1))));
   return join_alternatives(alts);
 }
 

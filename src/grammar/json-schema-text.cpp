@@ -44,9 +44,12 @@ std::string json_char(const std::vector<CodepointRange>& ranges) {
       if (b > a) cls += "-" + hex_escape("\\U%08X", b);
     }
     for (uint32_t c = lo; c <= std::min<uint32_t>(hi, 0x5C); ++c) {
-      if (c == '"') alts.push_back("\"\\\\\\\"\"");
-      else if (c == '\\') alts.push_back("\"\\\\\\\\\"");
-      else if (c < 0x20) alts.push_back(hex_escape("\"\\\\u%04x\"", c));
+      if (c == '"')
+        alts.push_back("\"\\\\\\\"\"");
+      else if (c == '\\')
+        alts.push_back("\"\\\\\\\\\"");
+      else if (c < 0x20)
+        alts.push_back(hex_escape("\"\\\\u%04x\"", c));
     }
   }
   if (!cls.empty()) alts.insert(alts.begin(), "[" + cls + "]");
@@ -74,9 +77,12 @@ Result<std::string> string_format(const std::string& format) {
       "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])";
   const std::string hex = "[0-9a-f]";
   std::string body;
-  if (format == "date") body = date;
-  else if (format == "time") body = time;
-  else if (format == "date-time") body = date + " \"T\" " + time;
+  if (format == "date")
+    body = date;
+  else if (format == "time")
+    body = time;
+  else if (format == "date-time")
+    body = date + " \"T\" " + time;
   else if (format == "uuid")
     body = hex + "{8} \"-\" " + hex + "{4} \"-\" " + hex + "{4} \"-\" " + hex + "{4} \"-\" " + hex +
            "{12}";

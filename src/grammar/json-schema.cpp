@@ -20,12 +20,29 @@ using Json = nlohmann::ordered_json;
 const std::set<std::string> kAnnotations = {"title",    "description", "default",  "examples",
                                             "$schema",  "$id",         "$comment", "deprecated",
                                             "readOnly", "writeOnly",   "$defs",    "definitions"};
-const std::set<std::string> kKeywords = {
-    "type",      "properties", "required",   "additionalProperties", "items",
-    "prefixItems", "minItems", "maxItems",   "minLength",            "maxLength",
-    "pattern",   "format",     "minimum",    "maximum",              "exclusiveMinimum",
-    "exclusiveMaximum", "enum", "const",     "anyOf",                "oneOf",
-    "allOf",     "$ref",       "uniqueItems"};
+const std::set<std::string> kKeywords = {"type",
+                                         "properties",
+                                         "required",
+                                         "additionalProperties",
+                                         "items",
+                                         "prefixItems",
+                                         "minItems",
+                                         "maxItems",
+                                         "minLength",
+                                         "maxLength",
+                                         "pattern",
+                                         "format",
+                                         "minimum",
+                                         "maximum",
+                                         "exclusiveMinimum",
+                                         "exclusiveMaximum",
+                                         "enum",
+                                         "const",
+                                         "anyOf",
+                                         "oneOf",
+                                         "allOf",
+                                         "$ref",
+                                         "uniqueItems"};
 const std::set<std::string> kObjectKeys = {"properties", "required", "additionalProperties"};
 const std::set<std::string> kArrayKeys = {"items", "prefixItems", "minItems", "maxItems",
                                           "uniqueItems"};
@@ -79,7 +96,8 @@ class SchemaConverter {
     for (char c : hint) name += std::isalnum(uint8_t(c)) ? char(std::tolower(c)) : '-';
     if (name.empty() || name.size() > 40) name = "rule";
     const std::string base = name;
-    for (int n = 1; rules_.count(name) || name == "root"; ++n) name = base + "-" + std::to_string(n);
+    for (int n = 1; rules_.count(name) || name == "root"; ++n)
+      name = base + "-" + std::to_string(n);
     rules_[name] = body;
     return name;
   }
@@ -100,8 +118,8 @@ class SchemaConverter {
     rules_["json-object"] = "\"{\" " + w + " (json-string " + w + " \":\" " + w + " json-value " +
                             w + " (\",\" " + w + " json-string " + w + " \":\" " + w +
                             " json-value " + w + ")*)? \"}\"";
-    rules_["json-array"] = "\"[\" " + w + " (json-value " + w + " (\",\" " + w + " json-value " +
-                           w + ")*)? \"]\"";
+    rules_["json-array"] =
+        "\"[\" " + w + " (json-value " + w + " (\",\" " + w + " json-value " + w + ")*)? \"]\"";
     rules_["json-string"] = "\"\\\"\" " + ch + "* \"\\\"\"";
     rules_["json-number"] =
         "\"-\"? (\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?";
@@ -138,8 +156,7 @@ class SchemaConverter {
     if (s.contains("enum")) {
       if (!s["enum"].is_array() || s["enum"].empty())
         return error(path, "'enum' must be a non-empty array");
-      return visit_values(std::vector<Json>(s["enum"].begin(), s["enum"].end()), s,
-                          path + "/enum");
+      return visit_values(std::vector<Json>(s["enum"].begin(), s["enum"].end()), s, path + "/enum");
     }
     HEARTH_ASSIGN_OR_RETURN(std::vector<std::string> types, schema_types(s, path));
     if (types.empty()) return any_value();
@@ -157,11 +174,11 @@ class SchemaConverter {
     std::vector<std::string> types;
     if (s.contains("type")) {
       const Json& t = s["type"];
-      std::vector<Json> list = t.is_array() ? std::vector<Json>(t.begin(), t.end())
-                                            : std::vector<Json>{t};
+      std::vector<Json> list =
+          t.is_array() ? std::vector<Json>(t.begin(), t.end()) : std::vector<Json>{t};
       for (const auto& v : list) {
-        if (!v.is_string() || std::find(std::begin(kTypes), std::end(kTypes), v.get<std::string>()) ==
-                                  std::end(kTypes))
+        if (!v.is_string() || std::find(std::begin(kTypes), std::end(kTypes),
+                                        v.get<std::string>()) == std::end(kTypes))
           return Status(error(path + "/type", "unknown type " + v.dump()));
         types.push_back(v.get<std::string>());
       }
@@ -195,9 +212,9 @@ class SchemaConverter {
     std::vector<std::string> alts;
     for (const auto& v : values) {
       const std::string t = json_type_of(v);
-      const bool typed_ok = types.empty() || std::find(types.begin(), types.end(), t) != types.end() ||
-                            (t == "integer" && std::find(types.begin(), types.end(), "number") !=
-                                                   types.end());
+      const bool typed_ok =
+          types.empty() || std::find(types.begin(), types.end(), t) != types.end() ||
+          (t == "integer" && std::find(types.begin(), types.end(), "number") != types.end());
       // Other keywords next to enum/const must hold too; only "type" is checked here.
       for (const auto& [key, unused] : s.items())
         if (key != "enum" && key != "const" && key != "type" && !kAnnotations.count(key))
@@ -237,7 +254,8 @@ class SchemaConverter {
     }
     // Named before visiting, so a recursive reference finds the rule.
     const size_t slash = ref.rfind('/');
-    const std::string name = new_rule("ref-" + ref.substr(slash == std::string::npos ? 1 : slash + 1), "");
+    const std::string name =
+        new_rule("ref-" + ref.substr(slash == std::string::npos ? 1 : slash + 1), "");
     ref_rules_[ref] = name;
     HEARTH_ASSIGN_OR_RETURN(std::string body, visit(*target, ref));
     set_rule(name, body);
@@ -253,7 +271,8 @@ class SchemaConverter {
       return Status(error(path + "/" + key, "must be a non-empty array"));
     for (const auto& [k, unused] : s.items())
       if (k != key && !kAnnotations.count(k))
-        return Status(error(path, "'" + k + "' next to '" + key + "' is not supported (use allOf)"));
+        return Status(
+            error(path, "'" + k + "' next to '" + key + "' is not supported (use allOf)"));
     if (std::string(key) == "oneOf") HEARTH_TRY(check_disjoint(branches, path));
     std::vector<std::string> alts;
     for (size_t i = 0; i < branches.size(); ++i) {
@@ -278,13 +297,15 @@ class SchemaConverter {
       }
       std::set<std::string> k;
       if (b->is_object() && (b->contains("const") || b->contains("enum"))) {
-        if (b->contains("const")) k.insert("=" + (*b)["const"].dump());
+        if (b->contains("const"))
+          k.insert("=" + (*b)["const"].dump());
         else if ((*b)["enum"].is_array())
           for (const auto& v : (*b)["enum"]) k.insert("=" + v.dump());
       } else if (b->is_object() && b->contains("type")) {
         const Json& t = (*b)["type"];
         for (const auto& v : t.is_array() ? t : Json::array({t}))
-          if (v.is_string()) k.insert(v.get<std::string>() == "integer" ? "number" : v.get<std::string>());
+          if (v.is_string())
+            k.insert(v.get<std::string>() == "integer" ? "number" : v.get<std::string>());
       }
       if (k.empty())
         return error(path + "/oneOf/" + std::to_string(i),
@@ -316,11 +337,13 @@ class SchemaConverter {
       for (int hops = 0; r->is_object() && r->contains("$ref") && hops < 32; ++hops) {
         const std::string ref = (*r)["$ref"].is_string() ? (*r)["$ref"].get<std::string>() : "";
         const Json::json_pointer ptr(ref.size() > 1 && ref[0] == '#' ? ref.substr(1) : "/\x01");
-        if (!root_.contains(ptr)) return Status(error(path + "/allOf", "'$ref' " + ref + " points at nothing"));
+        if (!root_.contains(ptr))
+          return Status(error(path + "/allOf", "'$ref' " + ref + " points at nothing"));
         r = &root_[ptr];
       }
       if (r->is_boolean()) {
-        if (!r->get<bool>()) return Status(error(path + "/allOf", "a 'false' branch matches nothing"));
+        if (!r->get<bool>())
+          return Status(error(path + "/allOf", "a 'false' branch matches nothing"));
         continue;
       }
       parts.push_back(*r);
@@ -332,12 +355,15 @@ class SchemaConverter {
         if (k == "allOf" || k == "$ref")
           return Status(error(path + "/allOf", "nested '" + k + "' inside allOf is not supported"));
         if (k == "properties") {
-          if (!v.is_object()) return Status(error(path + "/allOf", "'properties' must be an object"));
+          if (!v.is_object())
+            return Status(error(path + "/allOf", "'properties' must be an object"));
           Json& props = merged["properties"];
           if (props.is_null()) props = Json::object();
           for (const auto& [name, sub] : v.items()) {
-            if (!props.contains(name)) props[name] = sub;
-            else if (props[name] != sub) props[name] = Json{{"allOf", Json::array({props[name], sub})}};
+            if (!props.contains(name))
+              props[name] = sub;
+            else if (props[name] != sub)
+              props[name] = Json{{"allOf", Json::array({props[name], sub})}};
           }
         } else if (k == "required") {
           if (!v.is_array()) return Status(error(path + "/allOf", "'required' must be an array"));
@@ -348,8 +374,9 @@ class SchemaConverter {
         } else if (!merged.contains(k) || merged[k] == v) {
           merged[k] = v;
         } else {
-          return Status(error(path + "/allOf", "'" + k + "' in two branches with different values "
-                                               "cannot be merged"));
+          return Status(error(path + "/allOf", "'" + k +
+                                                   "' in two branches with different values "
+                                                   "cannot be merged"));
         }
       }
       if (part.contains("additionalProperties") && part["additionalProperties"] != true)
@@ -406,7 +433,8 @@ Result<std::string> SchemaConverter::key_not_in(const std::vector<std::string>& 
     int node = 0;
     for (size_t i = 0; i < name.size();) {
       uint32_t cp = 0;
-      if (!decode_utf8(name, &i, &cp)) return Status::error("JSON Schema: invalid UTF-8 in a property name");
+      if (!decode_utf8(name, &i, &cp))
+        return Status::error("JSON Schema: invalid UTF-8 in a property name");
       auto it = trie[size_t(node)].next.find(cp);
       if (it == trie[size_t(node)].next.end()) {
         trie.emplace_back();
@@ -416,8 +444,8 @@ Result<std::string> SchemaConverter::key_not_in(const std::vector<std::string>& 
     }
     trie[size_t(node)].terminal = true;
   }
-  const std::string raw_any = schema::json_char(
-      normalize_ranges({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}, true));
+  const std::string raw_any =
+      schema::json_char(normalize_ranges({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}, true));
   std::vector<std::string> names_of(trie.size());
   for (size_t i = 0; i < trie.size(); ++i) names_of[i] = new_rule("key-not-in", "");
   for (size_t i = 0; i < trie.size(); ++i) {
@@ -481,9 +509,9 @@ Result<std::string> SchemaConverter::visit_object(const Json& s, const std::stri
   std::string next = extra.empty() ? "\"\"" : "(\",\" " + w + " " + extra + ")*";
   for (size_t i = members.size(); i-- > 0;) {
     const Member& m = members[i];
-    const std::string kv = new_rule("kv-" + m.name, schema::gbnf_literal(Json(m.name).dump()) +
-                                                        " " + w + " \":\" " + w + " " +
-                                                        m.value_expr + " " + w);
+    const std::string kv =
+        new_rule("kv-" + m.name, schema::gbnf_literal(Json(m.name).dump()) + " " + w + " \":\" " +
+                                     w + " " + m.value_expr + " " + w);
     const std::string next_rule = new_rule("after-" + m.name, next);
     const std::string first_rule = new_rule("from-" + m.name, first);
     if (m.required) {
@@ -504,14 +532,14 @@ Result<std::string> SchemaConverter::visit_array(const Json& s, const std::strin
   HEARTH_ASSIGN_OR_RETURN(int64_t max_items, count_keyword(s, "maxItems", path));
   min_items = std::max<int64_t>(min_items, 0);
   std::vector<std::string> prefix;
-  const Json* prefix_items = s.contains("prefixItems") ? &s["prefixItems"]
+  const Json* prefix_items = s.contains("prefixItems")                        ? &s["prefixItems"]
                              : (s.contains("items") && s["items"].is_array()) ? &s["items"]
                                                                               : nullptr;
   if (prefix_items) {
     if (!prefix_items->is_array()) return Status(error(path + "/prefixItems", "must be an array"));
     for (size_t i = 0; i < prefix_items->size(); ++i) {
-      HEARTH_ASSIGN_OR_RETURN(std::string e,
-                              visit((*prefix_items)[i], path + "/prefixItems/" + std::to_string(i)));
+      HEARTH_ASSIGN_OR_RETURN(
+          std::string e, visit((*prefix_items)[i], path + "/prefixItems/" + std::to_string(i)));
       prefix.push_back(e);
     }
   }
@@ -545,8 +573,8 @@ Result<std::string> SchemaConverter::visit_array(const Json& s, const std::strin
     const std::string more = "(" + item + "){" + std::to_string(lo) + "," +
                              (max_items < 0 ? "" : std::to_string(max_items - 1)) + "}";
     const std::string items = rest + " " + w + " " + more;
-    return new_rule("array", "\"[\" " + w + " " + (min_items > 0 ? items : "(" + items + ")?") +
-                                 " \"]\"");
+    return new_rule("array",
+                    "\"[\" " + w + " " + (min_items > 0 ? items : "(" + items + ")?") + " \"]\"");
   }
   // after_i: the array after i prefix items; it may stop once i >= minItems.
   const int64_t limit = max_items < 0 ? k : std::min(k, max_items);
@@ -557,9 +585,8 @@ Result<std::string> SchemaConverter::visit_array(const Json& s, const std::strin
     after = new_rule("after-item-" + std::to_string(i), i >= min_items ? "(" + cont + ")?" : cont);
   }
   const std::string body = prefix[0] + " " + w + " " + after;
-  return new_rule("array",
-                  "\"[\" " + w + " " + (min_items > 0 && limit > 0 ? body : "(" + body + ")?") +
-                      " \"]\"");
+  return new_rule("array", "\"[\" " + w + " " +
+                               (min_items > 0 && limit > 0 ? body : "(" + body + ")?") + " \"]\"");
 }
 
 Result<std::string> SchemaConverter::visit_string(const Json& s, const std::string& path) {
@@ -576,8 +603,7 @@ Result<std::string> SchemaConverter::visit_string(const Json& s, const std::stri
   }
   if (s.contains("pattern")) {
     if (!s["pattern"].is_string()) return Status(error(path + "/pattern", "must be a string"));
-    if (bounded)
-      return Status(error(path, "'pattern' with minLength/maxLength is not supported"));
+    if (bounded) return Status(error(path, "'pattern' with minLength/maxLength is not supported"));
     auto p = schema::pattern_to_gbnf(s["pattern"].get<std::string>());
     if (!p) return Status(error(path + "/pattern", p.message()));
     return new_rule("pattern", "\"\\\"\" " + p.value() + " \"\\\"\"");
@@ -596,8 +622,8 @@ Result<std::string> SchemaConverter::visit_number(bool integer, const Json& s,
   for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
     if (!s.contains(key)) continue;
     const Json& v = s[key];
-    const bool is_min = key[0] == 'm' ? std::string(key) == "minimum"
-                                      : std::string(key) == "exclusiveMinimum";
+    const bool is_min =
+        key[0] == 'm' ? std::string(key) == "minimum" : std::string(key) == "exclusiveMinimum";
     std::optional<double>& bound = is_min ? b.min : b.max;
     bool& exclusive = is_min ? b.min_exclusive : b.max_exclusive;
     if (v.is_boolean()) {  // draft 4: exclusiveMinimum: true applies to minimum

@@ -12,10 +12,9 @@ namespace {
 const std::vector<CodepointRange> kDigit = {{'0', '9'}};
 const std::vector<CodepointRange> kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
 const std::vector<CodepointRange> kSpace = {
-    {0x09, 0x0D}, {0x20, 0x20}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
+    {0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
     {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
-const std::vector<CodepointRange> kLineTerminators = {{'\n', '\n'}, {'\r', '\r'},
-                                                      {0x2028, 0x2029}};
+const std::vector<CodepointRange> kLineTerminators = {{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}};
 
 class PatternParser {
  public:
@@ -185,18 +184,30 @@ class PatternParser {
       return Status::ok();
     };
     switch (e) {
-      case 'd': return add(kDigit, false);
-      case 'D': return add(kDigit, true);
-      case 'w': return add(kWord, false);
-      case 'W': return add(kWord, true);
-      case 's': return add(kSpace, false);
-      case 'S': return add(kSpace, true);
-      case 't': return one('\t');
-      case 'n': return one('\n');
-      case 'r': return one('\r');
-      case 'f': return one('\f');
-      case 'v': return one('\v');
-      case '0': return one(0);
+      case 'd':
+        return add(kDigit, false);
+      case 'D':
+        return add(kDigit, true);
+      case 'w':
+        return add(kWord, false);
+      case 'W':
+        return add(kWord, true);
+      case 's':
+        return add(kSpace, false);
+      case 'S':
+        return add(kSpace, true);
+      case 't':
+        return one('\t');
+      case 'n':
+        return one('\n');
+      case 'r':
+        return one('\r');
+      case 'f':
+        return one('\f');
+      case 'v':
+        return one('\v');
+      case '0':
+        return one(0);
       case 'b':
         if (in_class) return one('\b');
         return error("'\\b' (word boundary) is not supported");
@@ -206,8 +217,10 @@ class PatternParser {
         uint32_t v = 0;
         for (size_t k = 0; k < n; ++k, ++i_) {
           const char h = i_ < p_.size() ? p_[i_] : '\0';
-          const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                        : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+          const int d = h >= '0' && h <= '9'   ? h - '0'
+                        : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                        : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                               : -1;
           if (d < 0) return error(std::string("bad \\") + e + " escape");
           v = v * 16 + uint32_t(d);
         }

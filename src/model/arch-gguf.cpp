@@ -80,11 +80,11 @@ Result<ModelSpec> read_gguf_spec(const GgufFile& f) {
 
   // Query scale: the file's, else llama.cpp's rule (Gemma 27B: n_embd / n_head).
   HEARTH_ASSIGN_OR_RETURN(auto scale, positive("attention.scale"));
-  const bool by_width = arch.query_scale_by_width_layers > 0 &&
-                        hp.n_layer == arch.query_scale_by_width_layers;
-  hp.query_scale = scale ? float(*scale)
-                         : float(1.0 / std::sqrt(double(by_width ? hp.n_embd / hp.n_head
-                                                                  : hp.head_dim)));
+  const bool by_width =
+      arch.query_scale_by_width_layers > 0 && hp.n_layer == arch.query_scale_by_width_layers;
+  hp.query_scale =
+      scale ? float(*scale)
+            : float(1.0 / std::sqrt(double(by_width ? hp.n_embd / hp.n_head : hp.head_dim)));
   HEARTH_ASSIGN_OR_RETURN(auto attn_cap, positive("attn_logit_softcapping"));
   if (attn_cap) hp.attn_softcap = float(*attn_cap);
   HEARTH_ASSIGN_OR_RETURN(auto final_cap, positive("final_logit_softcapping"));
@@ -121,7 +121,8 @@ Result<ModelSpec> read_gguf_spec(const GgufFile& f) {
   RopeTable& global = s.rope[0];
   if (f.find_tensor(gguf_tensor_name(TensorRole::kRopeFactorsLong))) {
     // LongRoPE (Phi-3): llama.cpp stores the divisors as tensors and the attention factor.
-    HEARTH_ASSIGN_OR_RETURN(auto longs, float_vector(f, TensorRole::kRopeFactorsLong, hp.n_rot / 2));
+    HEARTH_ASSIGN_OR_RETURN(auto longs,
+                            float_vector(f, TensorRole::kRopeFactorsLong, hp.n_rot / 2));
     HEARTH_ASSIGN_OR_RETURN(auto shorts,
                             float_vector(f, TensorRole::kRopeFactorsShort, hp.n_rot / 2));
     const int64_t orig = orig_ctx && *orig_ctx > 0 ? *orig_ctx : hp.n_ctx_train;
@@ -149,8 +150,7 @@ Result<ModelSpec> read_gguf_spec(const GgufFile& f) {
     hp.rope_scaling = "yarn";
     hp.rope_factor = y.factor;
   } else {
-    return Status::error("unsupported RoPE scaling '" + type + "' (" + a +
-                         "rope.scaling.type)");
+    return Status::error("unsupported RoPE scaling '" + type + "' (" + a + "rope.scaling.type)");
   }
   // llama.cpp stores llama3-style scaling as per-frequency divisors.
   if (f.find_tensor(gguf_tensor_name(TensorRole::kRopeFreqs))) {

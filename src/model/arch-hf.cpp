@@ -40,7 +40,8 @@ Result<RopeTable> rope_table(const HfRope& r, int64_t n_rot, int64_t max_pos,
     // transformers: with original_max_position_embeddings given, the factor is the ratio of
     // the contexts (DeepSeek-V3 and Qwen configs keep both consistent).
     y.original_context = r.original_max_position_embeddings;
-    if (y.original_context > 0 && max_pos > 0) y.factor = double(max_pos) / double(y.original_context);
+    if (y.original_context > 0 && max_pos > 0)
+      y.factor = double(max_pos) / double(y.original_context);
     if (y.original_context <= 0) y.original_context = max_pos;
     if (y.original_context <= 0)
       return Status::error(where + ".original_max_position_embeddings: required for yarn");
@@ -60,9 +61,8 @@ Result<RopeTable> rope_table(const HfRope& r, int64_t n_rot, int64_t max_pos,
   if (r.type == "longrope") {
     HEARTH_ASSIGN_OR_RETURN(auto shorts, factors_of(r.short_factor, n_rot / 2, "short_factor"));
     HEARTH_ASSIGN_OR_RETURN(auto longs, factors_of(r.long_factor, n_rot / 2, "long_factor"));
-    const int64_t orig = r.original_max_position_embeddings > 0
-                             ? r.original_max_position_embeddings
-                             : max_pos;
+    const int64_t orig =
+        r.original_max_position_embeddings > 0 ? r.original_max_position_embeddings : max_pos;
     return longrope_table(n_rot, r.theta, shorts, longs, r.attention_factor.value_or(0), max_pos,
                           orig);
   }
@@ -89,7 +89,8 @@ Status read_layer_windows(const HfConfig& c, const ArchSpec& arch, HParams& hp) 
     if (c.model_type == "qwen2" || c.model_type == "qwen3") {
       // Qwen: use_sliding_window turns it on for the layers from max_window_layers on.
       if (c.use_sliding_window.value_or(false))
-        for (int64_t l = c.max_window_layers.value_or(0); l < hp.n_layer; ++l) sliding[size_t(l)] = true;
+        for (int64_t l = c.max_window_layers.value_or(0); l < hp.n_layer; ++l)
+          sliding[size_t(l)] = true;
     } else if (c.model_type == "mistral" || c.model_type == "phi3") {
       sliding.assign(sliding.size(), true);
     } else if (arch.gguf_sliding.period > 1) {
@@ -152,7 +153,8 @@ Result<ModelSpec> read_hf_spec(const HfConfig& c) {
 
   const double partial = c.partial_rotary_factor.value_or(1.0);
   if (!(partial > 0 && partial <= 1))
-    return Status::error("partial_rotary_factor: must be in (0, 1], got " + std::to_string(partial));
+    return Status::error("partial_rotary_factor: must be in (0, 1], got " +
+                         std::to_string(partial));
   hp.n_rot = int64_t(double(hp.head_dim) * partial);  // transformers: int(head_dim * factor)
 
   if (c.query_pre_attn_scalar) {
@@ -196,9 +198,8 @@ Result<ModelSpec> read_hf_spec(const HfConfig& c) {
     } else {
       local.theta = c.rope_local_base_freq.value_or(arch.default_local_rope_theta);
     }
-    HEARTH_ASSIGN_OR_RETURN(
-        RopeTable t, rope_table(local, hp.n_rot, c.max_position_embeddings,
-                                "rope_parameters.sliding_attention"));
+    HEARTH_ASSIGN_OR_RETURN(RopeTable t, rope_table(local, hp.n_rot, c.max_position_embeddings,
+                                                    "rope_parameters.sliding_attention"));
     s.rope.push_back(std::move(t));
   } else {
     for (auto& l : hp.layers) l.rope = 0;  // sliding layers share the one table

@@ -41,10 +41,10 @@ struct ArchSpec {
   // HF stores Gemma's norm weights as w and normalises with (1 + w); llama.cpp's converter
   // stores 1 + w. Hearth keeps GGUF's convention: HF weights get the 1 added at load.
   bool norm_plus_one = false;
-  bool qk_norm = false;            // per-head RMSNorm of q and k before RoPE (Qwen3, Gemma 3)
-  bool embed_scale_sqrt = false;   // embeddings times sqrt(n_embd) (Gemma)
+  bool qk_norm = false;           // per-head RMSNorm of q and k before RoPE (Qwen3, Gemma 3)
+  bool embed_scale_sqrt = false;  // embeddings times sqrt(n_embd) (Gemma)
   FfnActivation default_activation = FfnActivation::kSilu;
-  SlidingPattern gguf_sliding;     // which layers a GGUF file's sliding_window applies to
+  SlidingPattern gguf_sliding;  // which layers a GGUF file's sliding_window applies to
   // Sliding layers' RoPE base when the file does not say (Gemma 3: 10000; 0 = same as global).
   double default_local_rope_theta = 0;
   // Query scale when the file gives none: 1/sqrt(head_dim), except llama.cpp's size rule for

@@ -218,8 +218,8 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
     const float mscale = use_long ? rope.mscale_long : rope.mscale;
     const int32_t* pos = p.pos.data() + row;
     if (rope_partial_) {
-      be->rope_partial(b.q + row * QD, rows, hp_.n_head, HD, hp_.n_rot, pos, inv_freq,
-                       rope_style_, mscale);
+      be->rope_partial(b.q + row * QD, rows, hp_.n_head, HD, hp_.n_rot, pos, inv_freq, rope_style_,
+                       mscale);
       be->rope_partial(b.k + row * KVD, rows, hp_.n_head_kv, HD, hp_.n_rot, pos, inv_freq,
                        rope_style_, mscale);
     } else {
@@ -243,12 +243,11 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
     store_kv_rows(be, s.kv->k(l), b.k + row * KVD, s.pos0, s.n_tokens, KVD, mask.ring_rows);
     store_kv_rows(be, s.kv->v(l), b.v + row * KVD, s.pos0, s.n_tokens, KVD, mask.ring_rows);
     if (mask.plain())  // the Llama path: backends fuse and capture this one
-      be->attention(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD, s.n_tokens,
-                    s.pos0, hp_.n_head, hp_.n_head_kv, HD, hp_.query_scale);
+      be->attention(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD, s.n_tokens, s.pos0,
+                    hp_.n_head, hp_.n_head_kv, HD, hp_.query_scale);
     else
-      be->attention_masked(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD,
-                           s.n_tokens, s.pos0, hp_.n_head, hp_.n_head_kv, HD, hp_.query_scale,
-                           mask);
+      be->attention_masked(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD, s.n_tokens,
+                           s.pos0, hp_.n_head, hp_.n_head_kv, HD, hp_.query_scale, mask);
     row += s.n_tokens;
   }
 }

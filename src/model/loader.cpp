@@ -123,10 +123,10 @@ class ModelBuilder {
     for (int64_t l = 0; l < hp.n_layer; ++l) {
       LayerWeights& lw = m.layers_[size_t(l)];
       HEARTH_ASSIGN_OR_RETURN(lw.attn_norm_src, W(TensorRole::kAttnNorm, l, {E}));
-      HEARTH_TRY(take_split(src, l, TensorRole::kAttnQkv, E,
-                            {{TensorRole::kAttnQ, QD}, {TensorRole::kAttnK, KVD},
-                             {TensorRole::kAttnV, KVD}},
-                            {&lw.wq, &lw.wk, &lw.wv}));
+      HEARTH_TRY(take_split(
+          src, l, TensorRole::kAttnQkv, E,
+          {{TensorRole::kAttnQ, QD}, {TensorRole::kAttnK, KVD}, {TensorRole::kAttnV, KVD}},
+          {&lw.wq, &lw.wk, &lw.wv}));
       HEARTH_ASSIGN_OR_RETURN(lw.wo, W(TensorRole::kAttnOut, l, {E, QD}));
       const bool bias = m.arch_->qkv_bias;
       HEARTH_ASSIGN_OR_RETURN(lw.bq, W(TensorRole::kAttnQBias, l, {QD}, bias));
@@ -380,8 +380,8 @@ std::vector<std::pair<std::string, int>> Model::weight_type_counts() const {
   add(output_norm_src_);
   for (const auto& l : layers_)
     for (const Weight* w : {&l.attn_norm_src, &l.ffn_norm_src, &l.post_attn_norm_src,
-                            &l.post_ffn_norm_src, &l.q_norm_src, &l.k_norm_src, &l.wq, &l.wk,
-                            &l.wv, &l.wo, &l.bq, &l.bk, &l.bv, &l.w_gate, &l.w_up, &l.w_down})
+                            &l.post_ffn_norm_src, &l.q_norm_src, &l.k_norm_src, &l.wq, &l.wk, &l.wv,
+                            &l.wo, &l.bq, &l.bk, &l.bv, &l.w_gate, &l.w_up, &l.w_down})
       add(*w);
   return {counts.begin(), counts.end()};
 }

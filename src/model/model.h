@@ -65,11 +65,11 @@ struct HParams {
   std::string rope_freq_type = "f32";
   bool tied_embeddings = false;
   // Blocks.
-  int64_t n_rot = 0;           // rotated dims per head (partial rotary: < head_dim)
-  float query_scale = 0;       // scores = q.k * query_scale (1/sqrt(head_dim) unless the file says)
-  float attn_softcap = 0;      // > 0: attention scores soft-capped (Gemma 2)
-  float final_softcap = 0;     // > 0: logits soft-capped (Gemma 2)
-  float embed_scale = 0;       // > 0: embeddings multiplied by it (Gemma: sqrt(n_embd))
+  int64_t n_rot = 0;        // rotated dims per head (partial rotary: < head_dim)
+  float query_scale = 0;    // scores = q.k * query_scale (1/sqrt(head_dim) unless the file says)
+  float attn_softcap = 0;   // > 0: attention scores soft-capped (Gemma 2)
+  float final_softcap = 0;  // > 0: logits soft-capped (Gemma 2)
+  float embed_scale = 0;    // > 0: embeddings multiplied by it (Gemma: sqrt(n_embd))
   FfnActivation activation = FfnActivation::kSilu;
   NormPlacement norms = NormPlacement::kPre;
   bool qk_norm = false;
@@ -84,7 +84,7 @@ struct HParams {
 };
 
 struct LayerWeights {
-  Weight attn_norm_src, ffn_norm_src;  // views of the norm vectors (any float dtype)
+  Weight attn_norm_src, ffn_norm_src;            // views of the norm vectors (any float dtype)
   Weight post_attn_norm_src, post_ffn_norm_src;  // sandwich norms
   Weight q_norm_src, k_norm_src;                 // per-head q/k norms [head_dim]
   // Q/K/V and gate/up: their own tensors, or row views of a fused qkv / gate_up tensor (no copy).

@@ -97,8 +97,8 @@ RopeTable longrope_table(int64_t n_rot, double theta, const std::vector<float>& 
   double factor = attention_factor;
   if (!(factor > 0)) {
     const double scale = original_context > 0 ? double(context) / double(original_context) : 1.0;
-    factor = scale <= 1.0 ? 1.0
-                          : std::sqrt(1.0 + std::log(scale) / std::log(double(original_context)));
+    factor =
+        scale <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(scale) / std::log(double(original_context)));
   }
   // transformers applies the factor whichever table is in use; so does llama.cpp.
   t.mscale = t.mscale_long = float(factor);
@@ -111,7 +111,8 @@ Status round_rope_freqs(RopeTable& t, const std::string& type) {
   if (type != "bf16" && type != "f16")
     return Status::error("RoPE frequency type '" + type + "' is not supported (f32, bf16, f16)");
   for (auto* v : {&t.inv_freq, &t.inv_freq_long})
-    for (float& x : *v) x = type == "bf16" ? bf16_to_f32(f32_to_bf16(x)) : fp16_to_f32(f32_to_fp16(x));
+    for (float& x : *v)
+      x = type == "bf16" ? bf16_to_f32(f32_to_bf16(x)) : fp16_to_f32(f32_to_fp16(x));
   return Status::ok();
 }
 

@@ -16,34 +16,34 @@ enum class TensorRole {
   kOutputNorm,
   kOutput,
   kRopeFreqs,
-  kRopeFactorsLong,   // LongRoPE divisors (GGUF only; HF keeps them in config.json)
+  kRopeFactorsLong,  // LongRoPE divisors (GGUF only; HF keeps them in config.json)
   kRopeFactorsShort,
   kAttnNorm,
   kAttnQ,
   kAttnK,
   kAttnV,
-  kAttnQkv,           // fused Q/K/V rows (Phi-3)
+  kAttnQkv,  // fused Q/K/V rows (Phi-3)
   kAttnOut,
   kAttnQBias,
   kAttnKBias,
   kAttnVBias,
-  kAttnQNorm,         // per-head norms (Qwen3, Gemma 3)
+  kAttnQNorm,  // per-head norms (Qwen3, Gemma 3)
   kAttnKNorm,
-  kAttnPostNorm,      // sandwich norms (Gemma 2/3)
+  kAttnPostNorm,  // sandwich norms (Gemma 2/3)
   kFfnNorm,
   kFfnGate,
   kFfnUp,
-  kFfnGateUp,         // fused gate/up rows (Phi-3); llama.cpp calls it ffn_up (2 x n_ff rows)
+  kFfnGateUp,  // fused gate/up rows (Phi-3); llama.cpp calls it ffn_up (2 x n_ff rows)
   kFfnDown,
   kFfnPostNorm,
 };
 constexpr TensorRole kLayerRoles[] = {
-    TensorRole::kAttnNorm,     TensorRole::kAttnQ,        TensorRole::kAttnK,
-    TensorRole::kAttnV,        TensorRole::kAttnQkv,      TensorRole::kAttnOut,
-    TensorRole::kAttnQBias,    TensorRole::kAttnKBias,    TensorRole::kAttnVBias,
-    TensorRole::kAttnQNorm,    TensorRole::kAttnKNorm,    TensorRole::kAttnPostNorm,
-    TensorRole::kFfnNorm,      TensorRole::kFfnGate,      TensorRole::kFfnUp,
-    TensorRole::kFfnGateUp,    TensorRole::kFfnDown,      TensorRole::kFfnPostNorm,
+    TensorRole::kAttnNorm,  TensorRole::kAttnQ,     TensorRole::kAttnK,
+    TensorRole::kAttnV,     TensorRole::kAttnQkv,   TensorRole::kAttnOut,
+    TensorRole::kAttnQBias, TensorRole::kAttnKBias, TensorRole::kAttnVBias,
+    TensorRole::kAttnQNorm, TensorRole::kAttnKNorm, TensorRole::kAttnPostNorm,
+    TensorRole::kFfnNorm,   TensorRole::kFfnGate,   TensorRole::kFfnUp,
+    TensorRole::kFfnGateUp, TensorRole::kFfnDown,   TensorRole::kFfnPostNorm,
 };
 
 // layer is ignored for model-level roles. HF has no rope_freqs / rope factor tensors (returns "").

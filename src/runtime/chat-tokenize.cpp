@@ -48,8 +48,8 @@ std::string ChatTokenizer::protect(const std::string& text,
       pos += kOpen.size();
       continue;
     }
-    const auto [id, len] = controls_.empty() ? std::pair<int32_t, size_t>{-1, 0}
-                                             : controls_.match_at(text, pos);
+    const auto [id, len] =
+        controls_.empty() ? std::pair<int32_t, size_t>{-1, 0} : controls_.match_at(text, pos);
     if (id >= 0) {
       placeholder(text.substr(pos, len));
       pos += len;
@@ -126,9 +126,9 @@ Result<std::vector<int32_t>> ChatTokenizer::tokenize(const std::string& template
                                                      const std::string& eos_token,
                                                      bool content_specials) const {
   if (content_specials) {
-    HEARTH_ASSIGN_OR_RETURN(std::string text,
-                            render_chat_template(template_text, messages, add_generation_prompt,
-                                                 bos_token, eos_token));
+    HEARTH_ASSIGN_OR_RETURN(
+        std::string text,
+        render_chat_template(template_text, messages, add_generation_prompt, bos_token, eos_token));
     return tok_.encode(text, /*add_special=*/false, /*parse_special=*/true);
   }
   std::vector<std::string> literals;

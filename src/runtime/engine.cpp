@@ -62,7 +62,8 @@ std::string Engine::eos_text() const {
 }
 
 std::shared_ptr<const TokenVocabulary> Engine::token_vocabulary() const {
-  std::call_once(vocabulary_once_, [&] { vocabulary_ = TokenVocabulary::from_tokenizer(*tokenizer_); });
+  std::call_once(vocabulary_once_,
+                 [&] { vocabulary_ = TokenVocabulary::from_tokenizer(*tokenizer_); });
   return vocabulary_;
 }
 

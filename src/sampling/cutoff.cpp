@@ -12,8 +12,8 @@
 namespace hearth::sampling {
 namespace {
 
-constexpr int kBuckets = 1024;       // finite logits; bucket kBuckets holds the -inf ones
-constexpr int64_t kSortBelow = 64;   // a group this small is sorted instead of bucketed
+constexpr int kBuckets = 1024;      // finite logits; bucket kBuckets holds the -inf ones
+constexpr int64_t kSortBelow = 64;  // a group this small is sorted instead of bucketed
 
 // Bucket of logit x: 0 for the largest (hi), rising with the distance hi - x. scale 0 means
 // every finite logit is equal (or the range is too wide for a float): one bucket.
@@ -51,10 +51,9 @@ Cutoff CutoffFinder::find(const CandidateSpan& set, double target, float set_max
     const float hi = level == 0 ? set_max : max_value(g.logit, g.n);
     const float lo = level == 0 ? set_max - 64.0f : min_finite_value(g.logit, g.n);
     const float range = hi - lo;
-    const float scale =
-        lo < hi && range < std::numeric_limits<float>::infinity()
-            ? float(kBuckets) * (1.0f - 1.0f / 4096) / range
-            : 0.0f;
+    const float scale = lo < hi && range < std::numeric_limits<float>::infinity()
+                            ? float(kBuckets) * (1.0f - 1.0f / 4096) / range
+                            : 0.0f;
     // Two histograms, even and odd elements: runs of one bucket would otherwise chain every
     // add through the same memory slot.
     std::array<double, kBuckets + 1> mass{}, odd{};

@@ -22,9 +22,7 @@ struct Cutoff {
   float logit = 0;
   int32_t id = 0;
   bool keep_all = true;
-  bool keeps(float l, int32_t i) const {
-    return keep_all || l > logit || (l == logit && i <= id);
-  }
+  bool keeps(float l, int32_t i) const { return keep_all || l > logit || (l == logit && i <= id); }
 };
 
 class CutoffFinder {

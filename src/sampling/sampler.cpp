@@ -144,7 +144,8 @@ SamplingCandidates Sampler::candidates(const float* logits, int32_t n_vocab,
   float m = sampling::copy_clean_max(logits, L, n_vocab);
   if (apply_penalties(n_vocab, history)) m = sampling::max_value(L, n_vocab);
   if (params_.temperature <= 0.0f) return picked_without_draw(argmax_lowest(L, n_vocab));
-  if (!std::isfinite(m)) return picked_without_draw(first_index_of(L, n_vocab, m));  // nothing to weigh
+  if (!std::isfinite(m))
+    return picked_without_draw(first_index_of(L, n_vocab, m));  // nothing to weigh
 
   // The current set; every stage keeps the largest logit m, so m stays the set's max.
   const float* cl = L;
@@ -181,7 +182,8 @@ SamplingCandidates Sampler::candidates(const float* logits, int32_t n_vocab,
   }
   if (params_.top_p < 1.0f && n > 1) {
     // The smallest prefix (in sorted order) whose softmax mass reaches top_p.
-    const double target = double(params_.top_p) * sampling::exp_weights(cl, n, m, 1.0f, weights_.data());
+    const double target =
+        double(params_.top_p) * sampling::exp_weights(cl, n, m, 1.0f, weights_.data());
     cw = weights_.data();
     narrow_to_band(target);
     narrow(cutoff_.find({cl, ci, cw, n}, target, m));

@@ -65,8 +65,8 @@ class Sampler {
   // True when it changed a logit (the max must be taken again).
   bool apply_penalties(int32_t n_vocab, std::span<const int32_t> history);
   // Writes the n candidates (logit, id) that `cut` keeps to `to`, in order; returns how many.
-  static int64_t keep(const float* logit, const int32_t* id, int64_t n,
-                      const sampling::Cutoff& cut, Set& to);
+  static int64_t keep(const float* logit, const int32_t* id, int64_t n, const sampling::Cutoff& cut,
+                      Set& to);
   // Writes the candidates with logit >= floor (with their weights, when given) to `to`, in
   // order; returns how many and their weight.
   static Band band_from(const float* logit, const int32_t* id, const float* weight, int64_t n,
@@ -76,9 +76,9 @@ class Sampler {
   uint64_t seed_;
   std::mt19937_64 rng_;
   // Scratch, sized to the vocabulary once.
-  std::vector<float> logits_;       // the clean, penalised logits
-  std::vector<float> weights_;      // exp weights of the current set
-  std::vector<int32_t> all_ids_;    // 0..V-1, the set before top-k
+  std::vector<float> logits_;        // the clean, penalised logits
+  std::vector<float> weights_;       // exp weights of the current set
+  std::vector<int32_t> all_ids_;     // 0..V-1, the set before top-k
   std::vector<int32_t> seen_count_;  // per token, within the penalty window (zero between calls)
   std::vector<int32_t> seen_ids_;    // the distinct tokens of the window
   Set sets_[2];

@@ -27,7 +27,8 @@ void check_request(const HttpRequest& r, const OriginPolicy& policy) {
       (why.empty() || why.find('\n') != std::string::npos))
     __builtin_trap();
   // What the 404 handler writes: the decoded path inside a JSON string.
-  const nlohmann::json err = {{"error", {{"message", "Unknown request URL: " + r.method + " " + r.path}}}};
+  const nlohmann::json err = {
+      {"error", {{"message", "Unknown request URL: " + r.method + " " + r.path}}}};
   if (err.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).empty()) __builtin_trap();
 }
 }  // namespace

@@ -105,7 +105,8 @@ bool http_seeds(const std::string& dir) {
   const std::string seeds[] = {
       "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
       post_json,
-      "GET /%ff HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: [::1]:1\r\n\r\n",
+      "GET /%ff HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /v1/models HTTP/1.1\r\nHost: "
+      "[::1]:1\r\n\r\n",
       "POST /v1/completions HTTP/1.1\r\nHost: hearth.lan\r\nTransfer-Encoding: chunked\r\n"
       "Content-Type: application/json\r\n\r\n5\r\n{\"a\":\r\n2\r\n1}\r\n0\r\n\r\n",
       "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: "

@@ -22,10 +22,10 @@ namespace {
 
 struct Family {
   std::string dir;
-  double q8_kld_bound;  // mean KL of the q8_0 files (goldens/README: well under 0.01)
+  double q8_kld_bound;               // mean KL of the q8_0 files (goldens/README: well under 0.01)
   std::vector<std::string> tensors;  // llama.cpp tensor names the file must hold
   std::vector<std::pair<std::string, double>> keys;  // llama.cpp keys and their values
-  std::vector<std::string> absent;   // names that must not be there (fused forms)
+  std::vector<std::string> absent;                   // names that must not be there (fused forms)
 };
 
 std::string name_of(const testing::TestParamInfo<Family>& info) {
@@ -36,13 +36,15 @@ std::string name_of(const testing::TestParamInfo<Family>& info) {
 }
 
 const auto kFamilies = testing::Values(
-    Family{"qwen3-tiny", 0.01,
+    Family{"qwen3-tiny",
+           0.01,
            {"blk.0.attn_q_norm.weight", "blk.1.attn_k_norm.weight", "blk.0.attn_q.weight"},
            {{"qwen3.attention.key_length", 48}, {"qwen3.rope.dimension_count", 48}},
            {}},
     // Gemma 2 q8_0 measures 0.016 (the bf16 file is exact, the case above): above the issue's
     // 0.01 and not yet explained; this bound only guards against it getting worse.
-    Family{"gemma2-tiny", 0.02,
+    Family{"gemma2-tiny",
+           0.02,
            {"blk.0.post_attention_norm.weight", "blk.3.post_ffw_norm.weight",
             "blk.0.ffn_norm.weight", "blk.0.ffn_gate.weight"},
            {{"gemma2.attn_logit_softcapping", 50},
@@ -50,11 +52,13 @@ const auto kFamilies = testing::Values(
             {"gemma2.attention.sliding_window", 8},
             {"gemma2.attention.scale", 1.0 / std::sqrt(24.0)}},
            {"output.weight"}},
-    Family{"phi3-tiny", 0.01,
+    Family{"phi3-tiny",
+           0.01,
            {"blk.0.attn_qkv.weight", "blk.1.ffn_up.weight", "output.weight"},
            {{"phi3.rope.dimension_count", 16}},
            {"blk.0.attn_q.weight", "blk.0.ffn_gate.weight"}},
-    Family{"qwen2-yarn-tiny", 0.01,
+    Family{"qwen2-yarn-tiny",
+           0.01,
            {"blk.0.attn_q.bias"},
            {{"qwen2.rope.scaling.factor", 4}, {"qwen2.rope.scaling.original_context_length", 32}},
            {}});

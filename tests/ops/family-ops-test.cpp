@@ -13,8 +13,8 @@
 
 #include "kernels/cpu/small-ops.h"
 #include "kernels/ops.h"
-#include "op-test-util.h"
 #include "kernels/ref/ops-ref.h"
+#include "op-test-util.h"
 
 namespace hearth::kernels {
 namespace {
@@ -36,12 +36,12 @@ struct MaskCase {
 
 TEST(FamilyOps, MaskedAttentionMatchesReference) {
   const MaskCase cases[] = {
-      {1, 40, 4, 2, 32, {.window = 8}, 1},                   // decode past the window
-      {24, 0, 4, 2, 32, {.window = 8, .softcap = 50}, 4},    // Gemma 2 prefill, peaky scores
-      {1, 3000, 2, 1, 64, {.window = 1024}, 1},              // key splits inside the window
-      {130, 20, 6, 3, 33, {.window = 17}, 1},                // odd sizes, query blocks
-      {1, 300, 4, 4, 16, {.softcap = 5}, 8},                 // soft-cap alone, strong capping
-      {12, 30, 4, 2, 32, {.window = 8, .ring_rows = 20}, 1}, // ring: the pass wraps its rows
+      {1, 40, 4, 2, 32, {.window = 8}, 1},                      // decode past the window
+      {24, 0, 4, 2, 32, {.window = 8, .softcap = 50}, 4},       // Gemma 2 prefill, peaky scores
+      {1, 3000, 2, 1, 64, {.window = 1024}, 1},                 // key splits inside the window
+      {130, 20, 6, 3, 33, {.window = 17}, 1},                   // odd sizes, query blocks
+      {1, 300, 4, 4, 16, {.softcap = 5}, 8},                    // soft-cap alone, strong capping
+      {12, 30, 4, 2, 32, {.window = 8, .ring_rows = 20}, 1},    // ring: the pass wraps its rows
       {1, 1000, 8, 2, 64, {.window = 64, .ring_rows = 70}, 1},  // decode in a ring
       {64, 500, 4, 1, 48, {.window = 100, .ring_rows = 164}, 1},
   };
@@ -63,8 +63,8 @@ TEST(FamilyOps, MaskedAttentionMatchesReference) {
         for (int64_t i = 0; i < kvd; ++i) k[size_t(r * kvd + i)] = v[size_t(r * kvd + i)] = kNaN;
     }
     const float scale = c.scale_mul / std::sqrt(float(c.hd));
-    const auto want = ref::attention(q.data(), k.data(), v.data(), c.T, c.pos0, c.H, c.Hkv, c.hd,
-                                     scale, c.mask);
+    const auto want =
+        ref::attention(q.data(), k.data(), v.data(), c.T, c.pos0, c.H, c.Hkv, c.hd, scale, c.mask);
     const std::string name = "T=" + std::to_string(c.T) + " pos0=" + std::to_string(c.pos0) +
                              " window=" + std::to_string(c.mask.window) +
                              " cap=" + std::to_string(c.mask.softcap) +
@@ -96,8 +96,8 @@ TEST(FamilyOps, PartialAndScaledRopeMatchesReference) {
           std::vector<int32_t> pos(static_cast<size_t>(T));
           for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(4000 + 3 * t);
           const auto x = random_vec(size_t(T * H * hd), 8);
-          const auto want = ref::rope_partial(x.data(), T, H, hd, n_rot, pos.data(), inv.data(),
-                                              style, mscale);
+          const auto want =
+              ref::rope_partial(x.data(), T, H, hd, n_rot, pos.data(), inv.data(), style, mscale);
           const std::string what = "hd=" + std::to_string(hd) + " n_rot=" + std::to_string(n_rot) +
                                    " T=" + std::to_string(T) + " mscale=" + std::to_string(mscale);
           for (bool pooled : {false, true}) {

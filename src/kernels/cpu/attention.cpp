@@ -74,7 +74,7 @@ void run_job(const SmallOps& ops, const Shape& sh, const Job& job, Scratch& sc, 
   sc.l.assign(size_t(rows), 0.0f);
   sc.acc.assign(size_t(rows * hd), 0.0f);
   sc.s.resize(size_t(kKeyBlock));
-  const int64_t last_ctx = std::min(job.k1, sh.pos0 + job.t1);  // keys the last token sees
+  const int64_t last_ctx = std::min(job.k1, sh.pos0 + job.t1);   // keys the last token sees
   const int64_t first = std::max(job.k0, sh.first_key(job.t0));  // ... and the first token
   for (int64_t block = first; block < last_ctx;) {
     // A block of consecutive positions whose rows are consecutive too (a ring wraps between

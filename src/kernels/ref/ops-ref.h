@@ -16,9 +16,9 @@ std::vector<float> attention(const float* q, const float* k_cache, const float* 
                              int64_t head_dim, double scale, const AttentionMask& mask);
 
 // ops.h rope_partial on a copy of x [T, n_heads, head_dim].
-std::vector<float> rope_partial(const float* x, int64_t n_tokens, int64_t n_heads,
-                                int64_t head_dim, int64_t n_rot, const int32_t* pos,
-                                const float* inv_freq, RopeStyle style, double mscale);
+std::vector<float> rope_partial(const float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                                int64_t n_rot, const int32_t* pos, const float* inv_freq,
+                                RopeStyle style, double mscale);
 
 // gelu_tanh(gate) * up, and cap * tanh(x / cap), element by element.
 std::vector<float> gelu_tanh_gated(const float* gate, const float* up, int64_t n);

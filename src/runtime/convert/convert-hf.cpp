@@ -121,8 +121,7 @@ Status check_sliding_pattern(const ModelSpec& spec, const std::string& cfg_path)
     const bool gguf_slides = period <= 1 || (l + 1) % period != 0;
     if (slides != gguf_slides)
       return Status::error(cfg_path + ": layer_types: layer " + std::to_string(l) +
-                           (slides ? " slides" : " is full") + ", which a " +
-                           spec.arch->gguf_name +
+                           (slides ? " slides" : " is full") + ", which a " + spec.arch->gguf_name +
                            " GGUF cannot express (its sliding_window applies to " +
                            (period <= 1 ? std::string("every layer")
                                         : "all but every " + std::to_string(period) + "th") +
@@ -195,9 +194,9 @@ Status hparam_metadata(const HfConfig& c, const ModelSpec& spec, const std::stri
     if (c.rope_local && c.rope_local->type != "default")
       return Status::error(cfg_path + ": rope_parameters.sliding_attention: type '" +
                            c.rope_local->type + "' has no GGUF form (default only)");
-    const double local = c.rope_local ? c.rope_local->theta
-                                      : c.rope_local_base_freq.value_or(
-                                            arch.default_local_rope_theta);
+    const double local = c.rope_local
+                             ? c.rope_local->theta
+                             : c.rope_local_base_freq.value_or(arch.default_local_rope_theta);
     w.set_f32(a + "rope.freq_base_swa", float(local));
   }
   return Status::ok();
@@ -234,14 +233,18 @@ Status check_config(const HfConfig& c, const std::string& where) {
 std::vector<std::vector<std::string>> needed_layer_tensors(const ModelSpec& spec, int64_t l) {
   auto n = [l](TensorRole r) { return gguf_tensor_name(r, l); };
   std::vector<std::vector<std::string>> need = {
-      {n(TensorRole::kAttnNorm)}, {n(TensorRole::kAttnOut)},  {n(TensorRole::kFfnNorm)},
-      {n(TensorRole::kFfnUp)},    {n(TensorRole::kFfnDown)},
+      {n(TensorRole::kAttnNorm)},
+      {n(TensorRole::kAttnOut)},
+      {n(TensorRole::kFfnNorm)},
+      {n(TensorRole::kFfnUp)},
+      {n(TensorRole::kFfnDown)},
       // separate Q, K, V and gate, or the fused forms (ffn_up then has both halves)
       {n(TensorRole::kAttnQ), n(TensorRole::kAttnQkv)},
       {n(TensorRole::kAttnK), n(TensorRole::kAttnQkv)},
       {n(TensorRole::kAttnV), n(TensorRole::kAttnQkv)},
   };
-  if (spec.hp.qk_norm) need.push_back({n(TensorRole::kAttnQNorm)}), need.push_back({n(TensorRole::kAttnKNorm)});
+  if (spec.hp.qk_norm)
+    need.push_back({n(TensorRole::kAttnQNorm)}), need.push_back({n(TensorRole::kAttnKNorm)});
   if (spec.hp.norms == NormPlacement::kSandwich)
     need.push_back({n(TensorRole::kAttnPostNorm)}), need.push_back({n(TensorRole::kFfnPostNorm)});
   return need;
@@ -272,7 +275,9 @@ Result<std::vector<Planned>> plan_tensors(const HfConfig& c, const ModelSpec& sp
   };
   if (c.rope.type == "llama3") generated(TensorRole::kRopeFreqs, llama3_rope_factors(c));
   if (c.rope.type == "longrope") {
-    auto floats = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+    auto floats = [](const std::vector<double>& v) {
+      return std::vector<float>(v.begin(), v.end());
+    };
     generated(TensorRole::kRopeFactorsLong, floats(c.rope.long_factor));
     generated(TensorRole::kRopeFactorsShort, floats(c.rope.short_factor));
   }

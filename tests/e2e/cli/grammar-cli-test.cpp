@@ -14,10 +14,20 @@ using test::run_command;
 using test::shared_path;
 
 std::vector<std::string> run_args(std::vector<std::string> extra) {
-  std::vector<std::string> argv = {test::hearth_cli(), "run", "-m",
-                                   shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf"), "-p",
-                                   "And the king said", "-t", "1", "--no-cache", "--json",
-                                   "-n", "96", "--seed", "11"};
+  std::vector<std::string> argv = {test::hearth_cli(),
+                                   "run",
+                                   "-m",
+                                   shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf"),
+                                   "-p",
+                                   "And the king said",
+                                   "-t",
+                                   "1",
+                                   "--no-cache",
+                                   "--json",
+                                   "-n",
+                                   "96",
+                                   "--seed",
+                                   "11"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }

@@ -10,8 +10,9 @@ namespace {
 
 std::vector<int32_t> chat_tokens(const std::vector<hearth_chat_message>& m, uint32_t flags) {
   size_t n = 0;
-  EXPECT_EQ(hearth_chat_tokenize(tiny_model(), "llama2", m.data(), m.size(), 1, flags, nullptr, 0, &n),
-            HEARTH_ERR_BUFFER_TOO_SMALL);
+  EXPECT_EQ(
+      hearth_chat_tokenize(tiny_model(), "llama2", m.data(), m.size(), 1, flags, nullptr, 0, &n),
+      HEARTH_ERR_BUFFER_TOO_SMALL);
   std::vector<int32_t> ids(n);
   EXPECT_EQ(hearth_chat_tokenize(tiny_model(), "llama2", m.data(), m.size(), 1, flags, ids.data(),
                                  ids.size(), &n),
@@ -23,8 +24,9 @@ std::vector<int32_t> chat_tokens(const std::vector<hearth_chat_message>& m, uint
 std::vector<int32_t> render_then_tokenize(const std::vector<hearth_chat_message>& m) {
   size_t len = 0;
   char text[4096];
-  EXPECT_EQ(hearth_chat_render(tiny_model(), "llama2", m.data(), m.size(), 1, text, sizeof text, &len),
-            HEARTH_OK);
+  EXPECT_EQ(
+      hearth_chat_render(tiny_model(), "llama2", m.data(), m.size(), 1, text, sizeof text, &len),
+      HEARTH_OK);
   size_t n = 0;
   std::vector<int32_t> ids(1024);
   EXPECT_EQ(hearth_tokenize(tiny_model(), text, len, HEARTH_TOKENIZE_PARSE_SPECIAL, ids.data(),

@@ -20,8 +20,7 @@ std::string generate_text(hearth_session* s, const std::vector<int32_t>& prompt,
   hearth_generate_result r{};
   r.struct_size = sizeof r;
   EXPECT_EQ(hearth_session_reset(s), HEARTH_OK);
-  EXPECT_EQ(hearth_session_generate(s, prompt.data(), prompt.size(), &gp, cb, &text, &r),
-            HEARTH_OK)
+  EXPECT_EQ(hearth_session_generate(s, prompt.data(), prompt.size(), &gp, cb, &text, &r), HEARTH_OK)
       << hearth_last_error();
   *finish = r.finish_reason;
   return text;
@@ -40,8 +39,8 @@ TEST(ApiOutputFormat, GrammarAndSchemaShapeGeneration) {
     EXPECT_TRUE(std::regex_match(text, std::regex("id-[0-9]{2,4}(,[a-z]+)?"))) << text;
     EXPECT_EQ(finish, HEARTH_FINISH_STOP) << text;
   }
-  ASSERT_EQ(hearth_session_set_output_format(
-                s, HEARTH_FORMAT_JSON_SCHEMA, R"({"enum":["alpha","beta",{"k":[1,2]}]})"),
+  ASSERT_EQ(hearth_session_set_output_format(s, HEARTH_FORMAT_JSON_SCHEMA,
+                                             R"({"enum":["alpha","beta",{"k":[1,2]}]})"),
             HEARTH_OK)
       << hearth_last_error();
   const std::string text = generate_text(s, g.gen_prompt, 24, &finish);

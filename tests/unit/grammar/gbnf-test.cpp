@@ -49,7 +49,8 @@ TEST(Gbnf, ConstructsMatchExactlyTheirLanguage) {
       {"root ::=\n  \"a\"\n  | \"b\"\n", {"a", "b"}, {"ab"}},
       {"root ::= (\n  \"a\"\n  \"b\"\n)", {"ab"}, {"a"}},
       // Right recursion (and deep nesting) through rule references.
-      {"root ::= \"[\" (root (\",\" root)*)? \"]\"", {"[]", "[[],[[]]]", "[[[[[[[[]]]]]]]]"},
+      {"root ::= \"[\" (root (\",\" root)*)? \"]\"",
+       {"[]", "[[],[[]]]", "[[[[[[[[]]]]]]]]"},
        {"[", "[]]", "[,]"}},
       // A nullable rule in front of a recursive one is not left recursion.
       {"root ::= ws \"a\" root | ws \"b\"\nws ::= \" \"?", {"b", " a b", "aab"}, {"a", "  b"}},
@@ -65,7 +66,7 @@ TEST(Gbnf, ConstructsMatchExactlyTheirLanguage) {
 TEST(Gbnf, PrefixesOfIncompleteUtf8AreLive) {
   auto g = compile("root ::= \"é\"+");
   ASSERT_TRUE(g);
-  EXPECT_TRUE(grammar_prefix(g, "\xc3"));   // half of é
+  EXPECT_TRUE(grammar_prefix(g, "\xc3"));  // half of é
   EXPECT_FALSE(grammar_matches(g, "\xc3"));
   EXPECT_TRUE(grammar_matches(g, "éé"));
   EXPECT_FALSE(grammar_prefix(g, "\xc3\xa8"));  // è
@@ -159,7 +160,8 @@ TEST(Gbnf, RandomGrammarsAgreeWithStdRegex) {
       std::string s(size_t(rng() % 7), 'a');
       for (char& c : s) c = "abcd"[rng() % 4];
       const bool want = std::regex_match(s, re);
-      EXPECT_EQ(grammar_matches(g, s), want) << e.gbnf << " vs /" << e.regex << "/ on '" << s << "'";
+      EXPECT_EQ(grammar_matches(g, s), want)
+          << e.gbnf << " vs /" << e.regex << "/ on '" << s << "'";
       accepted += want;
       ++total;
     }

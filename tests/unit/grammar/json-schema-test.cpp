@@ -34,14 +34,20 @@ std::string bound_json(double v) {
 TEST(JsonSchema, IntegerBoundsAreExact) {
   std::mt19937 rng(3);
   for (int round = 0; round < 60; ++round) {
-    const int64_t lo = int64_t(rng() % 2001) - 1000, hi = lo + int64_t(rng() % (round < 30 ? 40 : 3000));
+    const int64_t lo = int64_t(rng() % 2001) - 1000,
+                  hi = lo + int64_t(rng() % (round < 30 ? 40 : 3000));
     const bool lo_ex = rng() % 2, hi_ex = rng() % 2;
     const int shape = int(rng() % 4);  // both bounds, only min, only max, both again
     std::string schema = "{\"type\":\"integer\"";
-    if (shape != 2) schema += std::string(",\"") + (lo_ex ? "exclusiveMinimum" : "minimum") + "\":" + std::to_string(lo);
-    if (shape != 1) schema += std::string(",\"") + (hi_ex ? "exclusiveMaximum" : "maximum") + "\":" + std::to_string(hi);
+    if (shape != 2)
+      schema += std::string(",\"") + (lo_ex ? "exclusiveMinimum" : "minimum") +
+                "\":" + std::to_string(lo);
+    if (shape != 1)
+      schema += std::string(",\"") + (hi_ex ? "exclusiveMaximum" : "maximum") +
+                "\":" + std::to_string(hi);
     schema += "}";
-    if ((shape == 0 || shape == 3) && (lo_ex || hi_ex) && hi - lo < 2) continue;  // may be empty: tested below
+    if ((shape == 0 || shape == 3) && (lo_ex || hi_ex) && hi - lo < 2)
+      continue;  // may be empty: tested below
     auto g = from_schema(schema);
     ASSERT_TRUE(g);
     for (int64_t n = lo - 60; n <= hi + 60; ++n) {
@@ -59,7 +65,8 @@ TEST(JsonSchema, IntegerBoundsAreExact) {
   EXPECT_TRUE(grammar_matches(g, "99999999999"));
   EXPECT_FALSE(grammar_matches(g, "123456789013"));
   EXPECT_FALSE(grammar_matches(g, "1.5"));
-  EXPECT_FALSE(json_schema_to_gbnf(R"({"type":"integer","minimum":3,"exclusiveMaximum":3})").is_ok());
+  EXPECT_FALSE(
+      json_schema_to_gbnf(R"({"type":"integer","minimum":3,"exclusiveMaximum":3})").is_ok());
 }
 
 TEST(JsonSchema, NumberBoundsNeverAdmitAValueOutside) {
@@ -69,8 +76,8 @@ TEST(JsonSchema, NumberBoundsNeverAdmitAValueOutside) {
     const bool lo_ex = rng() % 2, hi_ex = rng() % 2;
     const std::string schema = std::string("{\"type\":\"number\",\"") +
                                (lo_ex ? "exclusiveMinimum" : "minimum") + "\":" + bound_json(lo) +
-                               ",\"" + (hi_ex ? "exclusiveMaximum" : "maximum") + "\":" +
-                               bound_json(hi) + "}";
+                               ",\"" + (hi_ex ? "exclusiveMaximum" : "maximum") +
+                               "\":" + bound_json(hi) + "}";
     auto g = from_schema(schema);
     ASSERT_TRUE(g);
     int matched = 0;
@@ -100,16 +107,20 @@ TEST(JsonSchema, NumberBoundsNeverAdmitAValueOutside) {
   EXPECT_FALSE(json_schema_to_gbnf(R"({"type":"number","minimum":0.2,"maximum":0.3})").is_ok());
   auto any = from_schema(R"({"type":"number"})");
   ASSERT_TRUE(any);
-  for (const char* ok : {"0", "-1.5", "3e10", "2.5E-3"}) EXPECT_TRUE(grammar_matches(any, ok)) << ok;
-  for (const char* bad : {"01", "1.", ".5", "+1", "1e"}) EXPECT_FALSE(grammar_matches(any, bad)) << bad;
+  for (const char* ok : {"0", "-1.5", "3e10", "2.5E-3"})
+    EXPECT_TRUE(grammar_matches(any, ok)) << ok;
+  for (const char* bad : {"01", "1.", ".5", "+1", "1e"})
+    EXPECT_FALSE(grammar_matches(any, bad)) << bad;
 }
 
 // The canonical JSON encoding the grammar produces: raw characters, \" \\ and \u00XX escapes.
 std::string json_encode(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
+    if (c == '"')
+      out += "\\\"";
+    else if (c == '\\')
+      out += "\\\\";
     else if (c < 0x20) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\u%04x", c);
@@ -137,9 +148,10 @@ std::string nlohmann_escape(const std::string& p) {
 
 TEST(JsonSchema, PatternsAgreeWithStdRegex) {
   const std::vector<std::string> patterns = {
-      "^[A-Z][a-z]{1,4}$", "^(ab|c)+$", "^a.c$", "b", "^\\d{2,3}-\\w+$", "^[^a-c]*$",
-      "^x?y*z+$", "^(?:q|r)(s|t){2}$", "^\"\\\\[a\\-z]$", "^\\s\\S$", "a$", "^[\\d.]+$",
-      "^\\x41\\u0042{1,}$", "^[a-c\\n]{2}$", "^(a|)b$", "^a{2,}?$"};
+      "^[A-Z][a-z]{1,4}$",  "^(ab|c)+$",     "^a.c$",    "b",
+      "^\\d{2,3}-\\w+$",    "^[^a-c]*$",     "^x?y*z+$", "^(?:q|r)(s|t){2}$",
+      "^\"\\\\[a\\-z]$",    "^\\s\\S$",      "a$",       "^[\\d.]+$",
+      "^\\x41\\u0042{1,}$", "^[a-c\\n]{2}$", "^(a|)b$",  "^a{2,}?$"};
   std::mt19937 rng(5);
   const std::string alphabet = "abcqrstxyzAB09.-\"\\ \n_";
   for (const auto& p : patterns) {
@@ -150,8 +162,8 @@ TEST(JsonSchema, PatternsAgreeWithStdRegex) {
     for (int k = 0; k < 3000; ++k) {
       std::string s(rng() % 6, ' ');
       for (char& c : s) c = alphabet[rng() % alphabet.size()];
-      static const char* kProbes[] = {"Abcd", "12-ab", "abc", "\"\\a", "\"\\-", "AB", "ABB",
-                                      "aa", "aaa", "a", "qst", "b"};
+      static const char* kProbes[] = {"Abcd", "12-ab", "abc", "\"\\a", "\"\\-", "AB",
+                                      "ABB",  "aa",    "aaa", "a",     "qst",   "b"};
       if (k < 12) s = kProbes[k];
       const bool want = std::regex_search(s, re);
       ASSERT_EQ(grammar_matches(g, json_encode(s)), want) << p << " on '" << s << "'";
@@ -167,7 +179,9 @@ TEST(JsonSchema, FormatsMatchTheirRfcShape) {
     std::vector<const char*> ok, bad;
   };
   const std::vector<F> cases = {
-      {"date", {"2024-02-28", "1999-12-31", "2023-04-30"}, {"2024-02-30", "2023-04-31", "2024-13-01", "24-01-01"}},
+      {"date",
+       {"2024-02-28", "1999-12-31", "2023-04-30"},
+       {"2024-02-30", "2023-04-31", "2024-13-01", "24-01-01"}},
       {"time", {"23:59:59Z", "08:30:00.123+05:30"}, {"24:00:00Z", "12:60:00Z", "12:00:00"}},
       {"date-time", {"2024-01-31T10:00:00-03:00"}, {"2024-01-31 10:00:00Z"}},
       {"uuid", {"123e4567-e89b-12d3-a456-426614174000"}, {"123e4567e89b12d3a456426614174000"}},
@@ -175,8 +189,10 @@ TEST(JsonSchema, FormatsMatchTheirRfcShape) {
   for (const auto& f : cases) {
     auto g = from_schema(std::string(R"({"type":"string","format":")") + f.format + "\"}");
     ASSERT_TRUE(g);
-    for (const char* s : f.ok) EXPECT_TRUE(grammar_matches(g, json_encode(s))) << f.format << " " << s;
-    for (const char* s : f.bad) EXPECT_FALSE(grammar_matches(g, json_encode(s))) << f.format << " " << s;
+    for (const char* s : f.ok)
+      EXPECT_TRUE(grammar_matches(g, json_encode(s))) << f.format << " " << s;
+    for (const char* s : f.bad)
+      EXPECT_FALSE(grammar_matches(g, json_encode(s))) << f.format << " " << s;
   }
 }
 
@@ -187,8 +203,9 @@ TEST(JsonSchema, ObjectsAndArraysLayout) {
   for (const char* ok : {R"({"a":1,"c":true})", R"({"a":1,"b":"xy","c":false})",
                          "{ \"a\": 1, \"c\": true }", "{\n  \"a\": 1,\n  \"c\": true\n}"})
     EXPECT_TRUE(grammar_matches(obj, ok)) << ok;
-  for (const char* bad : {"{}", R"({"a":1})", R"({"c":true,"a":1})", R"({"a":1,"b":"long","c":true})",
-                          R"({"a":1,"c":true,"d":1})", R"({"a":1,"c":true,})"})
+  for (const char* bad :
+       {"{}", R"({"a":1})", R"({"c":true,"a":1})", R"({"a":1,"b":"long","c":true})",
+        R"({"a":1,"c":true,"d":1})", R"({"a":1,"c":true,})"})
     EXPECT_FALSE(grammar_matches(obj, bad)) << bad;
 
   auto extra = from_schema(R"({"type":"object","properties":{"id":{"type":"integer"}},
@@ -208,14 +225,18 @@ TEST(JsonSchema, ObjectsAndArraysLayout) {
   auto arr = from_schema(R"({"type":"array","items":{"type":"integer","minimum":0,"maximum":9},
       "minItems":1,"maxItems":3})");
   ASSERT_TRUE(arr);
-  for (const char* ok : {"[1]", "[1,2,3]", "[ 1 , 2 ]"}) EXPECT_TRUE(grammar_matches(arr, ok)) << ok;
-  for (const char* bad : {"[]", "[1,2,3,4]", "[10]", "[1,]"}) EXPECT_FALSE(grammar_matches(arr, bad)) << bad;
+  for (const char* ok : {"[1]", "[1,2,3]", "[ 1 , 2 ]"})
+    EXPECT_TRUE(grammar_matches(arr, ok)) << ok;
+  for (const char* bad : {"[]", "[1,2,3,4]", "[10]", "[1,]"})
+    EXPECT_FALSE(grammar_matches(arr, bad)) << bad;
 
   auto tuple = from_schema(R"({"prefixItems":[{"type":"string","maxLength":1},{"type":"null"}],
       "items":false})");
   ASSERT_TRUE(tuple);
-  for (const char* ok : {"[]", R"(["a"])", R"(["a",null])"}) EXPECT_TRUE(grammar_matches(tuple, ok)) << ok;
-  for (const char* bad : {"[null]", R"(["a",null,1])"}) EXPECT_FALSE(grammar_matches(tuple, bad)) << bad;
+  for (const char* ok : {"[]", R"(["a"])", R"(["a",null])"})
+    EXPECT_TRUE(grammar_matches(tuple, ok)) << ok;
+  for (const char* bad : {"[null]", R"(["a",null,1])"})
+    EXPECT_FALSE(grammar_matches(tuple, bad)) << bad;
 
   auto tree = from_schema(R"({"$ref":"#/$defs/t","$defs":{"t":{"type":"object",
       "properties":{"k":{"type":"array","items":{"$ref":"#/$defs/t"},"maxItems":2}},
@@ -237,7 +258,8 @@ TEST(JsonSchema, ObjectsAndArraysLayout) {
 
   auto en = from_schema(R"({"enum":["a\"b",3,null,{"x":[1]}]})");
   ASSERT_TRUE(en);
-  for (const char* ok : {R"("a\"b")", "3", "null", R"({"x":[1]})"}) EXPECT_TRUE(grammar_matches(en, ok)) << ok;
+  for (const char* ok : {R"("a\"b")", "3", "null", R"({"x":[1]})"})
+    EXPECT_TRUE(grammar_matches(en, ok)) << ok;
   EXPECT_FALSE(grammar_matches(en, "\"a\""));
 
   auto any_obj = from_schema(R"({"type":"object"})");
@@ -269,7 +291,8 @@ TEST(JsonSchema, RefusalsNameTheKeyword) {
       {R"({"type":"string","pattern":"^(?=a)b$"})", "lookaround"},
       {R"({"type":"string","pattern":"^(a)\\1$"})", "unsupported escape '\\1'"},
       {R"({"type":"string","pattern":"^[a-$"})", "missing ']'"},
-      {R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":3}]})", "oneOf branches overlap"},
+      {R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":3}]})",
+       "oneOf branches overlap"},
       {R"({"oneOf":[{"minimum":1},{"maximum":3}]})", "must differ in type"},
       {R"({"allOf":[{"type":"string"},{"type":"integer"}]})", "'type' in two branches"},
       {R"({"properties":{"a":false}})", "'false' matches nothing at #/properties/a"},

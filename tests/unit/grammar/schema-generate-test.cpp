@@ -35,18 +35,30 @@ class SchemaGenerator {
     const int kind = depth >= 3 ? 4 + pick(8) : pick(13);
     switch (kind) {
       case 0:
-      case 1: return object(depth);
-      case 2: return array(depth);
-      case 3: return anyof(depth);
-      case 4: return bounded_string();
-      case 5: return pattern_string();
-      case 6: return integer();
-      case 7: return number();
-      case 8: return enumeration();
-      case 9: return pick(2) ? ordered_json{{"type", "boolean"}} : ordered_json{{"type", "null"}};
-      case 10: return ordered_json{{"const", pick(2) ? ordered_json("psalm") : ordered_json(40)}};
-      case 11: return ref(depth);
-      default: return depth < 3 ? ref(depth) : integer();
+      case 1:
+        return object(depth);
+      case 2:
+        return array(depth);
+      case 3:
+        return anyof(depth);
+      case 4:
+        return bounded_string();
+      case 5:
+        return pattern_string();
+      case 6:
+        return integer();
+      case 7:
+        return number();
+      case 8:
+        return enumeration();
+      case 9:
+        return pick(2) ? ordered_json{{"type", "boolean"}} : ordered_json{{"type", "null"}};
+      case 10:
+        return ordered_json{{"const", pick(2) ? ordered_json("psalm") : ordered_json(40)}};
+      case 11:
+        return ref(depth);
+      default:
+        return depth < 3 ? ref(depth) : integer();
     }
   }
 
@@ -73,8 +85,8 @@ class SchemaGenerator {
     if (pick(4) == 0) {
       s["prefixItems"] = ordered_json::array({node(depth + 1), node(depth + 1)});
       s["items"] = pick(2) ? node(depth + 1) : ordered_json(false);
-      if (s["items"] == false) s["maxItems"] = std::min(2, s["maxItems"].get<int>()),
-                               s["minItems"] = std::min(2, min);
+      if (s["items"] == false)
+        s["maxItems"] = std::min(2, s["maxItems"].get<int>()), s["minItems"] = std::min(2, min);
     } else {
       s["items"] = node(depth + 1);
     }
@@ -91,10 +103,10 @@ class SchemaGenerator {
   }
 
   ordered_json pattern_string() {
-    static const char* kPatterns[] = {"^[A-Z][a-z]{1,6}$", "^[0-9]{3}-[0-9]{4}$",
-                                      "^(yes|no|maybe)$",  "^[a-f0-9]{2,8}$",
+    static const char* kPatterns[] = {"^[A-Z][a-z]{1,6}$",     "^[0-9]{3}-[0-9]{4}$",
+                                      "^(yes|no|maybe)$",      "^[a-f0-9]{2,8}$",
                                       "^v[0-9]\\.[0-9]{1,2}$", "^(Gen|Exo|Lev) [1-9][0-9]?:[0-9]+$",
-                                      "^\\d{2}(\\.\\d)?$", "^[\\w ]{1,10}$"};
+                                      "^\\d{2}(\\.\\d)?$",     "^[\\w ]{1,10}$"};
     return {{"type", "string"}, {"pattern", kPatterns[pick(8)]}};
   }
 
@@ -116,8 +128,8 @@ class SchemaGenerator {
   }
 
   ordered_json enumeration() {
-    static const ordered_json kValues = {"Genesis", "Exodus", "Psalms", 3, 12, true, nullptr,
-                                         "Song of \"Solomon\""};
+    static const ordered_json kValues = {"Genesis", "Exodus", "Psalms", 3,
+                                         12,        true,     nullptr,  "Song of \"Solomon\""};
     ordered_json e = ordered_json::array();
     const int n = 1 + pick(4);
     for (int i = 0; i < n; ++i) {
@@ -198,9 +210,8 @@ TEST_F(SchemaGenerateTest, FiftyRandomSchemasAlwaysValidate) {
       ++runs;
       const std::string text = generate(format, temperature, 7 + c, 256);
       const auto parsed = ordered_json::parse(text, nullptr, false);
-      ASSERT_FALSE(parsed.is_discarded())
-          << "case " << c << " t=" << temperature << "\nschema " << schema.dump() << "\noutput "
-          << text;
+      ASSERT_FALSE(parsed.is_discarded()) << "case " << c << " t=" << temperature << "\nschema "
+                                          << schema.dump() << "\noutput " << text;
       const std::string why = validator.check(parsed);
       EXPECT_EQ(why, "") << "case " << c << " t=" << temperature << "\nschema " << schema.dump()
                          << "\noutput " << text;
@@ -225,11 +236,13 @@ TEST_F(SchemaGenerateTest, JsonObjectModeAndTightBudgetsStillComplete) {
 }
 
 TEST_F(SchemaGenerateTest, GbnfGrammarShapesTheOutput) {
-  const std::string g = "root ::= \"Verse \" [1-9] [0-9]? \": \" word (\" \" word){2,4} \".\"\n"
-                        "word ::= [A-Za-z]{1,8}\n";
+  const std::string g =
+      "root ::= \"Verse \" [1-9] [0-9]? \": \" word (\" \" word){2,4} \".\"\n"
+      "word ::= [A-Za-z]{1,8}\n";
   for (float t : {0.8f, 0.0f}) {
     const std::string text = generate({OutputFormat::Kind::kGbnf, g}, t, 5, 80);
-    EXPECT_TRUE(std::regex_match(text, std::regex("Verse [1-9][0-9]?: [A-Za-z]{1,8}( [A-Za-z]{1,8}){2,4}\\.")))
+    EXPECT_TRUE(std::regex_match(
+        text, std::regex("Verse [1-9][0-9]?: [A-Za-z]{1,8}( [A-Za-z]{1,8}){2,4}\\.")))
         << text;
   }
 }

@@ -94,7 +94,8 @@ class SchemaValidator {
       if (s.contains("prefixItems")) {
         prefix = s["prefixItems"].size();
         for (size_t i = 0; i < std::min(prefix, v.size()); ++i) {
-          const std::string e = check(v[i], s["prefixItems"][i], at + "[" + std::to_string(i) + "]");
+          const std::string e =
+              check(v[i], s["prefixItems"][i], at + "[" + std::to_string(i) + "]");
           if (!e.empty()) return e;
         }
       }
@@ -104,7 +105,8 @@ class SchemaValidator {
           if (!e.empty()) return e;
         }
       if (s.contains("minItems") && v.size() < s["minItems"].get<size_t>()) return at + ": too few";
-      if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>()) return at + ": too many";
+      if (s.contains("maxItems") && v.size() > s["maxItems"].get<size_t>())
+        return at + ": too many";
     }
     if (v.is_string()) {
       const std::string str = v.get<std::string>();
@@ -113,7 +115,8 @@ class SchemaValidator {
       if (s.contains("maxLength") && codepoints(str) > s["maxLength"].get<size_t>())
         return at + ": too long";
       if (s.contains("pattern") &&
-          !std::regex_search(str, std::regex(s["pattern"].get<std::string>(), std::regex::ECMAScript)))
+          !std::regex_search(str,
+                             std::regex(s["pattern"].get<std::string>(), std::regex::ECMAScript)))
         return at + ": does not match " + s["pattern"].get<std::string>();
     }
     if (v.is_number()) {

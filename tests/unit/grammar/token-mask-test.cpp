@@ -14,9 +14,9 @@ namespace {
 std::vector<std::string> random_vocabulary(std::mt19937& rng, size_t n) {
   std::vector<std::string> v;
   for (int b = 0; b < 256; ++b) v.push_back(std::string(1, char(b)));  // byte fallback
-  const std::vector<std::string> pieces = {"{", "}", "[", "]", "\"", ":", ",", " ", "\n", "true",
-                                           "null", "0", "12", "-", ".", "e", "é", "\xc3", "😀",
-                                           "a", "ab", "\\", "\\u", "00"};
+  const std::vector<std::string> pieces = {"{",  "}",    "[",    "]", "\"", ":",  ",",   " ",
+                                           "\n", "true", "null", "0", "12", "-",  ".",   "e",
+                                           "é",  "\xc3", "😀",    "a", "ab", "\\", "\\u", "00"};
   while (v.size() < n) {
     std::string t;
     const size_t parts = 1 + rng() % 3;
@@ -50,7 +50,7 @@ TEST(TokenMask, EqualsBruteForceAlongRandomWalks) {
   int ended = 0;
   for (int walk = 0; walk < 30; ++walk) {
     GrammarConstraintOptions opt;
-    opt.max_cached_masks = walk % 2 ? 1024 : 2;  // with and without reuse
+    opt.max_cached_masks = walk % 2 ? 1024 : 2;        // with and without reuse
     opt.max_matcher_states = walk % 3 ? 1 << 16 : 64;  // and through rebases
     GrammarConstraint c(grammar, vocab, opt);
     GrammarMatcher reference(grammar);  // independent: steps each token's bytes
@@ -60,9 +60,12 @@ TEST(TokenMask, EqualsBruteForceAlongRandomWalks) {
       std::vector<int32_t> want;
       for (int32_t id = 0; id < int32_t(tokens.size()); ++id) {
         bool ok;
-        if (id == eos) ok = reference.can_end(ref);
-        else if (tokens[size_t(id)].empty()) ok = false;
-        else ok = reference.step(ref, tokens[size_t(id)]) != GrammarMatcher::kDead;
+        if (id == eos)
+          ok = reference.can_end(ref);
+        else if (tokens[size_t(id)].empty())
+          ok = false;
+        else
+          ok = reference.step(ref, tokens[size_t(id)]) != GrammarMatcher::kDead;
         if (ok) want.push_back(id);
       }
       std::vector<float> logits(tokens.size() + 5, 1.0f);  // the model's rows may be padded

@@ -58,8 +58,8 @@ TEST(ArchSpec, Phi4MiniPartialRotaryWithLongRope) {
   const ModelSpec s = spec_of(std::string("{\"model_type\": \"phi3\", ") + kSizes +
                               R"(, "max_position_embeddings": 131072,
       "original_max_position_embeddings": 4096, "partial_rotary_factor": 0.75, "head_dim": 32,
-      "rope_theta": 10000.0, "rope_scaling": {"type": "longrope", "short_factor": [)" + shorts +
-                              "], \"long_factor\": [" + longs + "]}}");
+      "rope_theta": 10000.0, "rope_scaling": {"type": "longrope", "short_factor": [)" +
+                              shorts + "], \"long_factor\": [" + longs + "]}}");
   EXPECT_EQ(s.hp.n_rot, 24);
   EXPECT_EQ(s.hp.head_dim, 16 * 2);
   const RopeTable& t = s.rope[0];
@@ -96,8 +96,8 @@ TEST(ArchSpec, WhichLayersSlidePerFamily) {
       spec_of(std::string("{\"model_type\": \"qwen2\", ") + kSizes +
               ", \"sliding_window\": 64, \"use_sliding_window\": true, \"max_window_layers\": 8}");
   for (int64_t l = 0; l < 12; ++l) EXPECT_EQ(qwen_on.hp.layers[size_t(l)].window, l >= 8 ? 64 : 0);
-  const ModelSpec llama = spec_of(std::string("{\"model_type\": \"llama\", ") + kSizes +
-                                  ", \"sliding_window\": 4096}");
+  const ModelSpec llama =
+      spec_of(std::string("{\"model_type\": \"llama\", ") + kSizes + ", \"sliding_window\": 4096}");
   EXPECT_FALSE(llama.hp.any_sliding());
 }
 

@@ -16,8 +16,8 @@ namespace hearth {
 namespace {
 
 std::shared_ptr<Model> load_tiny(const test::TinyModel& m, const std::string& extra = "") {
-  const std::string dir = test::temp_dir() + "/tiny-" + std::to_string(m.window) +
-                          std::to_string(extra.size());
+  const std::string dir =
+      test::temp_dir() + "/tiny-" + std::to_string(m.window) + std::to_string(extra.size());
   std::filesystem::create_directories(dir);
   m.write(dir, extra);
   LoadOptions opt;
@@ -76,8 +76,8 @@ TEST(SlidingWindow, RingCacheKeepsReferenceLogitsPastItsRowsAndIsBoundedByTheWin
   ForwardScratch scratch;
   std::vector<float> got, step;
   const int64_t prefilled = 600;  // two chunks (512 + 88), then decode steps
-  ASSERT_TRUE(model->prefill(*kv, {ids.begin(), ids.begin() + prefilled}, scratch, &got, true)
-                  .is_ok());
+  ASSERT_TRUE(
+      model->prefill(*kv, {ids.begin(), ids.begin() + prefilled}, scratch, &got, true).is_ok());
   for (int64_t t = prefilled; t < n; ++t) {
     ASSERT_TRUE(model->decode(*kv, ids[size_t(t)], scratch, &step).is_ok());
     got.insert(got.end(), step.begin(), step.end());

@@ -55,13 +55,16 @@ struct TinyModel {
   }
   std::string config(const std::string& extra = "") const {
     std::string c = "{\"model_type\": \"" + model_type + "\"";
-    c += ", \"vocab_size\": " + std::to_string(vocab) + ", \"hidden_size\": " +
-         std::to_string(hidden) + ", \"intermediate_size\": " + std::to_string(ff) +
-         ", \"num_hidden_layers\": " + std::to_string(layers) + ", \"num_attention_heads\": " +
-         std::to_string(heads) + ", \"num_key_value_heads\": " + std::to_string(kv_heads) +
+    c += ", \"vocab_size\": " + std::to_string(vocab) +
+         ", \"hidden_size\": " + std::to_string(hidden) +
+         ", \"intermediate_size\": " + std::to_string(ff) +
+         ", \"num_hidden_layers\": " + std::to_string(layers) +
+         ", \"num_attention_heads\": " + std::to_string(heads) +
+         ", \"num_key_value_heads\": " + std::to_string(kv_heads) +
          ", \"max_position_embeddings\": 32768, \"rms_norm_eps\": 1e-05, \"rope_theta\": 10000.0" +
          ", \"tie_word_embeddings\": false, \"hidden_act\": \"silu\"";
-    c += window > 0 ? ", \"sliding_window\": " + std::to_string(window) : ", \"sliding_window\": null";
+    c += window > 0 ? ", \"sliding_window\": " + std::to_string(window)
+                    : ", \"sliding_window\": null";
     return c + extra + "}";
   }
   // Writes dir/config.json (with `extra` fields appended) and dir/model.safetensors.
@@ -82,7 +85,8 @@ struct TinyModel {
     const uint64_t n = header.size();
     f.write(reinterpret_cast<const char*>(&n), 8);
     f << header;
-    for (const auto& [name, v] : w) f.write(reinterpret_cast<const char*>(v.data()), long(v.size() * 4));
+    for (const auto& [name, v] : w)
+      f.write(reinterpret_cast<const char*>(v.data()), long(v.size() * 4));
   }
 
   // Float64 logits [T, vocab] for tokens at positions 0..T-1, straight from the definitions

@@ -88,13 +88,11 @@ TEST_P(ChatTokenizeTest, SpecialTextInContentAndRoleIsText) {
   EXPECT_EQ(control_count(tok_->encode("user" + sp + ": hi\n", false, true)), 1u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Vocabularies, ChatTokenizeTest,
-                         ::testing::Values(Vocab{"goldens/kjv-13m/kjv-13m-q8_0.gguf", "llama2",
-                                                 "</s>"},
-                                           Vocab{"models/vocab/ggml-vocab-gpt-2.gguf", "chatml",
-                                                 "<|endoftext|>"},
-                                           Vocab{"models/vocab/ggml-vocab-mpt.gguf", "llama3",
-                                                 "<|endoftext|>"}));
+INSTANTIATE_TEST_SUITE_P(
+    Vocabularies, ChatTokenizeTest,
+    ::testing::Values(Vocab{"goldens/kjv-13m/kjv-13m-q8_0.gguf", "llama2", "</s>"},
+                      Vocab{"models/vocab/ggml-vocab-gpt-2.gguf", "chatml", "<|endoftext|>"},
+                      Vocab{"models/vocab/ggml-vocab-mpt.gguf", "llama3", "<|endoftext|>"}));
 
 }  // namespace
 }  // namespace hearth

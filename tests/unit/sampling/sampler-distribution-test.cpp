@@ -148,10 +148,18 @@ std::vector<float> random_logits(std::mt19937_64& rng, int64_t n, Kind kind) {
   std::vector<float> l(size_t(n), 0.0f);
   for (float& x : l) {
     switch (kind) {
-      case Kind::kGaussian: x = 3.0f * normal(rng); break;
-      case Kind::kWide: x = 40.0f * normal(rng); break;
-      case Kind::kFlat: x = 0.05f * normal(rng); break;    // nucleus of almost every token
-      case Kind::kTies: x = 0.5f * float(level(rng)); break;  // long runs of equal logits
+      case Kind::kGaussian:
+        x = 3.0f * normal(rng);
+        break;
+      case Kind::kWide:
+        x = 40.0f * normal(rng);
+        break;
+      case Kind::kFlat:
+        x = 0.05f * normal(rng);
+        break;  // nucleus of almost every token
+      case Kind::kTies:
+        x = 0.5f * float(level(rng));
+        break;  // long runs of equal logits
       case Kind::kSpecial: {
         const int r = level(rng);
         x = r == 0 ? NAN : r == 1 ? -INFINITY : 2.0f * normal(rng);
@@ -319,7 +327,8 @@ TEST(SamplerDistribution, TemperatureZeroIsGreedyArgmax) {
     for (int rep = 0; rep < 20; ++rep) {
       const std::vector<float> l = random_logits(rng, 1 + int64_t(rng() % 5000), Kind(kind));
       Sampler s(only(0.0f));
-      EXPECT_EQ(s.sample(l.data(), int32_t(l.size()), {}), greedy_argmax(l.data(), int64_t(l.size())));
+      EXPECT_EQ(s.sample(l.data(), int32_t(l.size()), {}),
+                greedy_argmax(l.data(), int64_t(l.size())));
     }
   }
   const std::vector<float> all_bad = {NAN, -INFINITY, NAN};

@@ -75,7 +75,10 @@ TEST(SplitRegex, UnsupportedIsAnErrorNamingIt) {
 }
 
 TEST(SplitRegex, InvalidUtf8IsOnlyInNegatedClasses) {
-  EXPECT_EQ(match(R"([^\s\p{L}]+)", "\xFF\xFE" "a"), 2);
+  EXPECT_EQ(match(R"([^\s\p{L}]+)",
+                  "\xFF\xFE"
+                  "a"),
+            2);
   EXPECT_EQ(match(R"(\p{L})", "\xFF"), -1);
 }
 
