@@ -36,16 +36,6 @@ std::string error_json(const std::string& message) {
                           {"code", "fallback_failed"}}}}
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
-}  // namespace
-
-namespace {
-HttpResponse json_response(int status, std::string body) {
-  HttpResponse r;
-  r.status = status;
-  r.content_type = "application/json";
-  r.body = std::move(body);
-  return r;
-}
 
 // Runs on the forwarding thread: the blocking client call, answered on ex.
 void relay(const std::string& origin, const std::string& url, const std::string& target,
@@ -58,8 +48,9 @@ void relay(const std::string& origin, const std::string& url, const std::string&
     auto r = cli.Post(target.c_str(), headers, body, "application/json");
     HttpResponse res;
     if (!r) {
-      res = json_response(502, error_json("the fallback endpoint " + url + " did not answer (" +
-                                          httplib::to_string(r.error()) + ")"));
+      res =
+          json_http_response(502, error_json("the fallback endpoint " + url + " did not answer (" +
+                                             httplib::to_string(r.error()) + ")"));
     } else {
       const std::string type = r->get_header_value("Content-Type");
       res.status = r->status;
@@ -116,7 +107,7 @@ void Fallback::forward(std::string body, std::shared_ptr<HttpExchange> ex, const
                        bool stream, const std::string& reason) const {
   if (running_->fetch_add(1) >= kMaxForwards) {
     running_->fetch_sub(1);
-    HttpResponse r = json_response(
+    HttpResponse r = json_http_response(
         503, error_json("the fallback endpoint already has " + std::to_string(kMaxForwards) +
                         " requests in flight; retry later"));
     r.set_header("Retry-After", "1");

@@ -20,6 +20,14 @@ size_t HttpRequest::header_count(std::string_view lower_name) const {
   return n;
 }
 
+HttpResponse json_http_response(int status, std::string body, std::string content_type) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = std::move(content_type);
+  r.body = std::move(body);
+  return r;
+}
+
 void HttpResponse::set_header(std::string name, std::string value) {
   for (auto& h : headers)
     if (h.first == name) {

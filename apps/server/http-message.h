@@ -39,6 +39,10 @@ struct HttpResponse {
   void set_header(std::string name, std::string value);
 };
 
+// A complete JSON answer (the body already serialized).
+HttpResponse json_http_response(int status, std::string body,
+                                std::string content_type = "application/json");
+
 // How a streamed body keeps an idle connection alive: `idle_text` is written whenever nothing
 // was written for `idle_interval` (SSE comment lines), so a gone client shows up as a write error.
 struct StreamOptions {

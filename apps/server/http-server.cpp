@@ -28,11 +28,7 @@ bool is_loopback_host(const std::string& host) {
 namespace {
 
 HttpResponse json_response(int status, const json& j) {
-  HttpResponse r;
-  r.status = status;
-  r.content_type = "application/json";
-  r.body = json_text(j);
-  return r;
+  return json_http_response(status, json_text(j));
 }
 
 HttpResponse error_response(const ApiError& e) {

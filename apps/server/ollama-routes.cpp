@@ -25,11 +25,7 @@ OllamaMethod ollama_method(const std::string& path) {
 namespace {
 
 HttpResponse json_answer(int status, const json& j) {
-  HttpResponse r;
-  r.status = status;
-  r.content_type = "application/json; charset=utf-8";
-  r.body = json_text(j);
-  return r;
+  return json_http_response(status, json_text(j), "application/json; charset=utf-8");
 }
 
 HttpResponse error_answer(const OllamaError& e) {
