@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "base/mapped-file.h"
+#include "base/process-memory.h"
 #include "command.h"
 #include "common.h"
 #include "runtime/chat/chat-template.h"
@@ -159,6 +160,9 @@ void setup(CLI::App& root) {
   cmd->callback([a] {
     if (a->rt.model.model.empty() && a->rt.model.repo_id.empty())
       fail("serve: give a model with -m MODEL");
+    // A server lives for days under bursts of large, short-lived requests: keep the
+    // allocator from holding their memory in one arena per thread that ever touched it.
+    bound_allocator_retention(4);
     serve(*a);
   });
 }

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/log.h"
+#include "base/process-memory.h"
 #include "command.h"
 
 namespace hearth::cli {
@@ -57,6 +59,7 @@ std::vector<int32_t> parse_token_list(const std::string& text) {
 
 int main(int argc, char** argv) {
   using namespace hearth::cli;
+  hearth::log_debug(hearth::limit_huge_pages_to_advised_regions());
   CLI::App app{"hearth: run large language models locally"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "hearth 0.1.0");

@@ -60,6 +60,7 @@ struct HttpListener::Impl : std::enable_shared_from_this<HttpListener::Impl> {
   asio::io_context ioc;
   tcp::acceptor acceptor{ioc};
   asio::steady_timer accept_retry{ioc};
+  asio::steady_timer stop_timer{ioc};
   int port = -1;
   std::atomic<bool> stopped{false};
 
@@ -70,6 +71,7 @@ struct HttpListener::Impl : std::enable_shared_from_this<HttpListener::Impl> {
   Impl(ConnectionLimits l, HttpHandler h) : limits(std::move(l)), handler(std::move(h)) {}
   void accept();
   bool admit(const std::shared_ptr<Session>& s);
+  void stop_when_quiet(Clock::time_point deadline);
   void forget(Session* s);
 };
 
@@ -117,6 +119,14 @@ class Session : public std::enable_shared_from_this<Session> {
   // Closes a connection that is not in the middle of being answered (eviction under load).
   void evict() {
     if (phase_ == Phase::kWaiting || phase_ == Phase::kReading) close();
+  }
+
+  // At stop: a connection being answered keeps going until what its handler has already
+  // finished is written (finish_exchange then closes it, as owner_->stopped is set), so a
+  // drained stream's error event and [DONE] reach the client; any other closes now.
+  void close_unless_answering() {
+    if (phase_ == Phase::kBusy || phase_ == Phase::kClosing) return;  // closing: lingers
+    close();
   }
 
   // --- the exchange's operations (see HttpExchange) ---
@@ -618,9 +628,30 @@ void HttpListener::stop() {
       for (auto& [p, w] : impl->sessions)
         if (auto s = w.lock()) all.push_back(s);
     }
-    for (auto& s : all) asio::post(s->executor(), [s] { s->close(); });
-    // Let the closes run, then end run() even if handlers still hold exchanges.
-    asio::post(impl->ioc, [impl] { impl->ioc.stop(); });
+    for (auto& s : all) asio::post(s->executor(), [s] { s->close_unless_answering(); });
+    impl->stop_when_quiet(Clock::now() + impl->limits.stop_flush);
+  });
+}
+
+// Ends run() once no connection is left, or at the deadline: those still open then are
+// closed (a handler that never finished its answer gets no more time).
+void HttpListener::Impl::stop_when_quiet(Clock::time_point deadline) {
+  size_t open = 0;
+  std::vector<std::shared_ptr<Session>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [p, w] : sessions)
+      if (auto s = w.lock(); s && s->phase() != Session::Phase::kClosed) left.push_back(s);
+    open = left.size();
+  }
+  if (open == 0 || Clock::now() >= deadline) {
+    for (auto& s : left) asio::post(s->executor(), [s] { s->close(); });
+    asio::post(ioc, [self = shared_from_this()] { self->ioc.stop(); });
+    return;
+  }
+  stop_timer.expires_after(10ms);
+  stop_timer.async_wait([self = shared_from_this(), deadline](const boost::system::error_code&) {
+    self->stop_when_quiet(deadline);
   });
 }
 

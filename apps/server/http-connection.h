@@ -33,6 +33,8 @@ struct ConnectionLimits {
   RequestLimits request;
   int io_threads = 4;  // handlers (JSON, tokenizing a long prompt) run on these too
   int listen_backlog = 4096;
+  // At stop, how long answers already produced may take to reach their clients.
+  std::chrono::milliseconds stop_flush{2000};
 };
 
 class HttpListener {

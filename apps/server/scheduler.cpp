@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/process-memory.h"
 #include "base/timer.h"
 #include "runtime/stop-strings.h"
 #include "tokenizer/tokenizer.h"
@@ -409,17 +410,27 @@ void Scheduler::embed_step() {
 }
 
 void Scheduler::loop() {
+  bool worked_since_trim = false;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       admit_locked();
       const bool busy = running_ > 0;
       if (stopping_) break;
+      if (!busy && worked_since_trim) {
+        // Going idle after a burst: what the burst freed goes back to the kernel, so RSS
+        // between bursts is what the server holds, not what it once needed.
+        lock.unlock();
+        release_free_heap_memory();
+        worked_since_trim = false;
+        continue;
+      }
       if (!busy) {
         cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         continue;
       }
     }
+    worked_since_trim = true;
     drop_cancelled();
     step();
     embed_step();

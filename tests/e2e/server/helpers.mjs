@@ -52,6 +52,17 @@ export async function startServer(args = [], { timeoutMs = 60000, model = MODEL 
       const status = readFileSync(`/proc/${proc.pid}/status`, "utf8");
       return Number(status.match(/VmRSS:\s+(\d+)/)[1]);
     },
+    // "rss R MiB (anon A, file F, huge H)": for logs, so a growth says which kind of page it is.
+    memoryLine() {
+      const status = readFileSync(`/proc/${proc.pid}/status`, "utf8");
+      const kib = (k) => Number(status.match(new RegExp(`${k}:\\s+(\\d+)`))?.[1] ?? 0);
+      let huge = 0;
+      try {
+        huge = Number(readFileSync(`/proc/${proc.pid}/smaps_rollup`, "utf8").match(/AnonHugePages:\s+(\d+)/)?.[1] ?? 0);
+      } catch {}
+      const mib = (v) => (v / 1024).toFixed(1);
+      return `rss ${mib(kib("VmRSS"))} MiB (anon ${mib(kib("RssAnon"))}, file ${mib(kib("RssFile"))}, huge ${mib(huge)})`;
+    },
     // SIGTERM, then SIGKILL if it has not exited within `graceMs`. Resolves with the exit.
     async stop(graceMs = 15000) {
       if (proc.exitCode !== null || proc.signalCode !== null) return exited;

@@ -214,6 +214,7 @@ test("a chat message containing </s> tokenizes as plain text (opt-in: as the con
 test("1,000 bodies of 1M-deep JSON are each a 400 and RSS comes back within 64 MiB", { timeout: 300000 }, async () => {
   const deep = "[".repeat(1 << 20);
   const rss0 = srv.rssKiB();
+  const before = srv.memoryLine();
   let n = 0;
   const worker = async () => {
     while (n < 1000) {
@@ -225,7 +226,7 @@ test("1,000 bodies of 1M-deep JSON are each a 400 and RSS comes back within 64 M
   };
   await Promise.all(Array.from({ length: 4 }, worker));
   const rss1 = srv.rssKiB();
-  console.log(`deep JSON: RSS ${(rss0 / 1024).toFixed(1)} -> ${(rss1 / 1024).toFixed(1)} MiB`);
+  console.log(`deep JSON: ${before} -> ${srv.memoryLine()}`);
   assert.ok(rss1 - rss0 <= 64 * 1024, `RSS grew ${((rss1 - rss0) / 1024).toFixed(1)} MiB`);
   // Invalid JSON and a non-object say which.
   const junk = await postJson(`${srv.base}/v1/completions`, "{\"prompt\": ");

@@ -124,6 +124,7 @@ export async function runSoak({ seconds = 600, clients = 32, slowloris = 50, log
       rss_growth_mib: Number(((rss1 - rss0) / 1024).toFixed(1)), errors: stats.errors,
     };
     log(`soak: ${JSON.stringify(summary)}`);
+    if (!exitedEarly) log(`soak: at the end ${srv.memoryLine()}`);
     summary.pass = !exitedEarly && stats.failed === 0 && stats.malformedWrong === 0 && freed &&
                    rss1 - rss0 <= 32 * 1024 && stats.ok > 0;
     return summary;
