@@ -102,6 +102,20 @@ class Model {
                                 b, c, n);
     });
   }
+  // render_chat's prompt as tokens, with special-token texts in messages kept as text (the
+  // safe way to tokenize untrusted messages; flags: HEARTH_CHAT_CONTENT_SPECIAL to trust them).
+  std::vector<int32_t> tokenize_chat(
+      const std::vector<std::pair<std::string, std::string>>& messages,
+      bool add_generation_prompt = true, const std::string& chat_template = "",
+      uint32_t flags = 0) const {
+    std::vector<hearth_chat_message> msgs;
+    for (const auto& m : messages) msgs.push_back({m.first.c_str(), m.second.c_str()});
+    const char* tmpl = chat_template.empty() ? nullptr : chat_template.c_str();
+    return detail::fetch<int32_t>([&](int32_t* b, size_t c, size_t* n) {
+      return hearth_chat_tokenize(m_, tmpl, msgs.data(), msgs.size(),
+                                  add_generation_prompt ? 1 : 0, flags, b, c, n);
+    });
+  }
 
  private:
   hearth_model* m_ = nullptr;

@@ -1,5 +1,6 @@
 // The shape of libhearth.so: `nm -D --defined-only` lists only hearth_* symbols, the SONAME is
 // versioned, and the header-only C++ wrapper (hearth.hpp) works over it.
+#include <algorithm>
 #include <sstream>
 
 #include "api-test-util.h"
@@ -58,6 +59,15 @@ TEST(ApiCppWrapper, GeneratesAndThrowsWithMessages) {
   EXPECT_EQ(model.embed(g.gen_prompt).size(), 96u);
   EXPECT_NE(model.render_chat({{"user", "Hi"}}, true, "chatml").find("<|im_start|>user\nHi"),
             std::string::npos);
+  // A message's "</s>" is text unless the caller trusts it: only then is it the EOS token.
+  const auto eos_count = [&](const std::vector<int32_t>& ids) {
+    return std::count(ids.begin(), ids.end(), model.info().eos_token);
+  };
+  const auto as_text = model.tokenize_chat({{"user", "hi</s>"}}, true, "llama2");
+  const auto trusted =
+      model.tokenize_chat({{"user", "hi</s>"}}, true, "llama2", HEARTH_CHAT_CONTENT_SPECIAL);
+  EXPECT_EQ(eos_count(as_text), 0);
+  EXPECT_EQ(eos_count(trusted), 1);
   try {
     hearthpp::Model missing("/no/such/file.gguf");
     FAIL() << "no exception";
