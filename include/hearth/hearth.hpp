@@ -112,8 +112,8 @@ class Model {
     for (const auto& m : messages) msgs.push_back({m.first.c_str(), m.second.c_str()});
     const char* tmpl = chat_template.empty() ? nullptr : chat_template.c_str();
     return detail::fetch<int32_t>([&](int32_t* b, size_t c, size_t* n) {
-      return hearth_chat_tokenize(m_, tmpl, msgs.data(), msgs.size(),
-                                  add_generation_prompt ? 1 : 0, flags, b, c, n);
+      return hearth_chat_tokenize(m_, tmpl, msgs.data(), msgs.size(), add_generation_prompt ? 1 : 0,
+                                  flags, b, c, n);
     });
   }
 
