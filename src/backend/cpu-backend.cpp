@@ -44,7 +44,9 @@ class CpuBackend final : public Backend {
 #endif
     return static_cast<float*>(p);
   }
-  void free(float* p) override { std::free(p); }
+  void free(float* p) override {
+    std::free(p);
+  }
   void upload(float* dst, const float* src, int64_t n) override {
     std::memcpy(dst, src, size_t(n) * 4);
   }

@@ -64,9 +64,9 @@ class WeightCache {
   // (it names the cache file, and a new cache file sweeps away those whose source is gone or
   // changed, and those of the same source and kernel table under an older layout). Errors
   // (unwritable dir) are returned; callers treat them as "no cache".
-  static Result<std::shared_ptr<WeightCache>> open(const std::string& dir, const std::string& key,
-                                                   const std::string& source,
-                                                   CacheVerify verify = CacheVerify::with_random_phase());
+  static Result<std::shared_ptr<WeightCache>> open(
+      const std::string& dir, const std::string& key, const std::string& source,
+      CacheVerify verify = CacheVerify::with_random_phase());
 
   // The packed bytes of tensor `name` if cached with exactly `bytes` bytes and its check (per
   // the verify mode) passes, else nullptr. The pointer is 64-byte aligned and lives as long as

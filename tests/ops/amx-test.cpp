@@ -223,49 +223,49 @@ TEST(Amx, DriversChooseItFromTheThreshold) {
   std::mt19937 rng(13);
   std::normal_distribution<float> nd(0.f, 1.f);
   for (const EngineCase& ec : kEngineCases)
-  for (const Case& c :
-       {Case{DType::Q4_0, 64, 256}, Case{DType::Q8_0, 48, 128}, Case{DType::Q4_K, 32, 256},
-        Case{DType::Q6_K, 19, 256}, Case{DType::F16, 33, 64}}) {
-    SCOPED_TRACE(ec.name);
-    const int64_t min_t = kernels::prefill_min_tokens(c.type, ec.engine);
-    const Matrix m = random_matrix(c.type, c.d, c.n, rng);
-    TensorView w{"w", c.type, {c.d, c.n}, m.q.data(), m.q.size()};
-    const F32Rows ctx{m.f.data()};
-    const auto prec = kernels::prefill_precision(c.type);
-    ThreadPool pool(2);
-    for (int64_t T : {std::max<int64_t>(1, min_t - 1), min_t, min_t + 9}) {
-      std::vector<float> x(size_t(T * c.n));
-      for (float& v : x) v = nd(rng);
-      std::vector<float> got(size_t(T * c.d), -1.f), table(size_t(T * c.d), -2.f);
-      kernels::matmul(w, x.data(), T, got.data(), pool, ec.engine);
-      kernels::matmul_with_table(kernels::active_kernel_table(), w, x.data(), T, table.data(),
-                                 pool);
-      const bool engine = g && prec && ec.engine.enabled && T >= min_t;
-      if (engine) {
-        std::vector<float> want(size_t(T * c.d), -3.f);
-        g->run(kernels::RowSource{fill_f32, &ctx, 1}, c.d, c.n, *prec, x.data(), T, want.data(),
-               c.d, pool);
-        EXPECT_EQ(got, want) << dtype_name(c.type) << " T=" << T << ": matmul skipped the engine";
-      } else {
-        EXPECT_EQ(got, table) << dtype_name(c.type) << " T=" << T << ": expected the table path";
-      }
-      // Packed weights: the engine reads them back through unpack_rows.
-      const auto bytes = kernels::packed_size(c.type, c.d, c.n);
-      if (!bytes) continue;
-      std::vector<uint8_t> storage(*bytes + 64);
-      auto* packed = reinterpret_cast<uint8_t*>((uintptr_t(storage.data()) + 63) / 64 * 64);
-      kernels::pack_weight(w, packed, pool);
-      std::vector<float> pg(size_t(T * c.d), -4.f);
-      kernels::matmul_packed(c.type, packed, c.d, c.n, x.data(), T, pg.data(), pool, ec.engine);
-      if (engine) {
-        EXPECT_EQ(pg, got) << dtype_name(c.type) << " T=" << T << ": packed skipped the engine";
-      } else {
-        // The layout's own kernel ran (ops-kernels-test's Packed tests hold it to the table);
-        // here only check that it wrote every output.
-        for (size_t i = 0; i < pg.size(); ++i) ASSERT_NE(pg[i], -4.f) << dtype_name(c.type);
+    for (const Case& c :
+         {Case{DType::Q4_0, 64, 256}, Case{DType::Q8_0, 48, 128}, Case{DType::Q4_K, 32, 256},
+          Case{DType::Q6_K, 19, 256}, Case{DType::F16, 33, 64}}) {
+      SCOPED_TRACE(ec.name);
+      const int64_t min_t = kernels::prefill_min_tokens(c.type, ec.engine);
+      const Matrix m = random_matrix(c.type, c.d, c.n, rng);
+      TensorView w{"w", c.type, {c.d, c.n}, m.q.data(), m.q.size()};
+      const F32Rows ctx{m.f.data()};
+      const auto prec = kernels::prefill_precision(c.type);
+      ThreadPool pool(2);
+      for (int64_t T : {std::max<int64_t>(1, min_t - 1), min_t, min_t + 9}) {
+        std::vector<float> x(size_t(T * c.n));
+        for (float& v : x) v = nd(rng);
+        std::vector<float> got(size_t(T * c.d), -1.f), table(size_t(T * c.d), -2.f);
+        kernels::matmul(w, x.data(), T, got.data(), pool, ec.engine);
+        kernels::matmul_with_table(kernels::active_kernel_table(), w, x.data(), T, table.data(),
+                                   pool);
+        const bool engine = g && prec && ec.engine.enabled && T >= min_t;
+        if (engine) {
+          std::vector<float> want(size_t(T * c.d), -3.f);
+          g->run(kernels::RowSource{fill_f32, &ctx, 1}, c.d, c.n, *prec, x.data(), T, want.data(),
+                 c.d, pool);
+          EXPECT_EQ(got, want) << dtype_name(c.type) << " T=" << T << ": matmul skipped the engine";
+        } else {
+          EXPECT_EQ(got, table) << dtype_name(c.type) << " T=" << T << ": expected the table path";
+        }
+        // Packed weights: the engine reads them back through unpack_rows.
+        const auto bytes = kernels::packed_size(c.type, c.d, c.n);
+        if (!bytes) continue;
+        std::vector<uint8_t> storage(*bytes + 64);
+        auto* packed = reinterpret_cast<uint8_t*>((uintptr_t(storage.data()) + 63) / 64 * 64);
+        kernels::pack_weight(w, packed, pool);
+        std::vector<float> pg(size_t(T * c.d), -4.f);
+        kernels::matmul_packed(c.type, packed, c.d, c.n, x.data(), T, pg.data(), pool, ec.engine);
+        if (engine) {
+          EXPECT_EQ(pg, got) << dtype_name(c.type) << " T=" << T << ": packed skipped the engine";
+        } else {
+          // The layout's own kernel ran (ops-kernels-test's Packed tests hold it to the table);
+          // here only check that it wrote every output.
+          for (size_t i = 0; i < pg.size(); ++i) ASSERT_NE(pg[i], -4.f) << dtype_name(c.type);
+        }
       }
     }
-  }
 }
 
 }  // namespace

@@ -97,7 +97,8 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
   const KernelTable& table = active_kernel_table();
   // Prefill: the matrix engine, when there is one, the options allow it and the dtype's
   // precision does.
-  const std::optional<ChosenPrefillGemm> gemm = choose_prefill_gemm(table, w.dtype, n_tokens, engine);
+  const std::optional<ChosenPrefillGemm> gemm =
+      choose_prefill_gemm(table, w.dtype, n_tokens, engine);
   const TypeKernels& k = table.of(w.dtype);
   if (gemm && k.dequantize && w.rows() > 0 && w.cols() > 0) {
     const DequantRows ctx{&w, k.dequantize};

@@ -224,8 +224,7 @@ void matmul_packed(DType t, const uint8_t* packed, int64_t d, int64_t n, const f
 }
 
 void matmul_packed_shared(std::span<const PackedMatmul> mats, int64_t n, const float* x,
-                          int64_t n_tokens, ThreadPool& pool,
-                          const MatrixEngineOptions& engine) {
+                          int64_t n_tokens, ThreadPool& pool, const MatrixEngineOptions& engine) {
   if (n_tokens <= 0 || mats.empty()) return;
   // Reused (a decode step must not allocate). Workers see the caller's list through this
   // reference: naming a thread_local inside the lambda would give each worker its own.

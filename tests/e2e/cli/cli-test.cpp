@@ -162,8 +162,8 @@ TEST(CliRun, CudaOptionFlagsAreAcceptedAndChecked) {
 // greedy tokens; a forced threshold of 1 must still run. Bad values are refused naming the flag.
 TEST(CliRun, CpuOptionFlagsAreAcceptedAndChecked) {
   const std::string model = shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf");
-  const std::vector<std::string> base = {test::hearth_cli(), "run", "-m", model, "-p", "And",
-                                         "-n", "4", "--temp", "0", "--json"};
+  const std::vector<std::string> base = {
+      test::hearth_cli(), "run", "-m", model, "-p", "And", "-n", "4", "--temp", "0", "--json"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> argv = base;
     argv.insert(argv.end(), extra.begin(), extra.end());

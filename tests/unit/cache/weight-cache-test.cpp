@@ -397,12 +397,9 @@ class ModelCacheTest : public testing::Test {
                   fs::copy_options::overwrite_existing);
     setenv("HEARTH_CACHE_DIR", cache_dir_.c_str(), 1);
   }
-  void TearDown() override {
-    unsetenv("HEARTH_CACHE_DIR");
-  }
+  void TearDown() override { unsetenv("HEARTH_CACHE_DIR"); }
 
-  std::vector<float> logits(bool use_cache,
-                            CacheVerify::Mode verify = CpuOptions{}.cache_verify) {
+  std::vector<float> logits(bool use_cache, CacheVerify::Mode verify = CpuOptions{}.cache_verify) {
     LoadOptions opt;
     opt.n_threads = 2;
     opt.use_weight_cache = use_cache;
