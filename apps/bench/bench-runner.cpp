@@ -280,6 +280,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   for (int p : o.prompt_sizes)
     lo.ctx_hint = std::max<int64_t>(lo.ctx_hint, int64_t(o.depth) + p + o.n_gen + 8);
   lo.use_weight_cache = !o.no_cache;
+  lo.cpu = o.cpu;
   lo.cuda = o.cuda;
 
   // Cold load: the file (and its prepacked cache) out of the page cache first.
@@ -341,12 +342,10 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   // for types it runs as two products, hi + lo weights).
   const kernels::KernelTable& table = kernels::active_kernel_table();
   const bool int8 = table.of(wtype).act_type != DType::F32 && peak.int8_gops > 0;
-  const auto amx_precision = kernels::prefill_precision(wtype);
-  const bool amx_capable = kernels::prefill_gemm_for(table) && amx_precision &&
-                           peak.amx_bf16_gflops > 0 && o.gpu_layers == 0;
   auto prefill_peak = [&](int p) -> std::pair<double, const char*> {
-    if (amx_capable && p >= kernels::prefill_min_tokens(wtype)) {
-      const bool split = *amx_precision == kernels::PrefillPrecision::kSplitWeights;
+    const auto amx = kernels::choose_prefill_gemm(table, wtype, p, o.cpu.amx);
+    if (amx && peak.amx_bf16_gflops > 0 && o.gpu_layers == 0) {
+      const bool split = amx->precision == kernels::PrefillPrecision::kSplitWeights;
       return {peak.amx_bf16_gflops / (split ? 2 : 1), "compute (amx bf16)"};
     }
     return int8 ? std::pair{peak.int8_gops, "compute (int8)"}

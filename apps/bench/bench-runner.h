@@ -23,6 +23,7 @@ struct BenchOptions {
   int threads = 0;  // 0: all available cores
   int gpu_layers = 0;
   bool no_cache = false;         // bypass the prepacked-weight cache
+  CpuOptions cpu;                // the CPU backend's (AMX prefill, cache verification)
   CudaOptions cuda;              // the GPU backend's (graphs, chain depth, profile)
   bool keep = false;             // keep the synthetic GGUF (and reuse it next time)
   uint64_t bandwidth_bytes = 0;  // probe buffer; 0: 2 GiB or a quarter of free memory

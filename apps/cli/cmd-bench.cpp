@@ -50,6 +50,7 @@ void run(const BenchArgs& a) {
   o.threads = a.rt.threads;
   o.gpu_layers = parse_gpu_layers(a.rt.gpu_layers);
   o.no_cache = a.rt.no_cache;
+  o.cpu = a.rt.cpu;
   o.cuda = a.rt.cuda;
   o.keep = a.keep;
   o.depth = a.depth;

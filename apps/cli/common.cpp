@@ -20,6 +20,25 @@ void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
   cmd->add_flag("--no-cache", a->no_cache,
                 "do not use or write the prepacked-weight cache ($HEARTH_CACHE_DIR or "
                 "~/.cache/hearth/packed)");
+  // CPU backend options (backend/cpu-options.h); ignored for layers placed on the GPU.
+  cmd->add_flag_callback(
+      "--no-amx", [a] { a->cpu.amx.enabled = false; },
+      "CPU: run prefill matmuls with the vector kernels, never the AMX matrix engine");
+  cmd->add_option("--amx-min-tokens", a->cpu.amx.min_tokens,
+                  "CPU: tokens from which a prefill matmul runs on AMX, for every weight type; "
+                  "0 = the measured per-type threshold (default 0)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+  cmd->add_option_function<std::string>(
+         "--cache-verify",
+         [a](const std::string& v) {
+           const std::optional<CacheVerify::Mode> mode = parse_cache_verify(v);
+           if (!mode) fail("--cache-verify: '" + v + "' is not one of lazy, sample, full");
+           a->cpu.cache_verify = *mode;
+         },
+         "how a load checks the prepacked-weight cache: lazy (sampled slices now, the rest in "
+         "the background), sample (sampled slices only) or full (every byte before use) "
+         "(default lazy)")
+      ->type_name("MODE");
   // CUDA backend options (backend/cuda-options.h); ignored without GPU layers.
   cmd->add_flag_callback(
       "--no-cuda-graphs", [a] { a->cuda.graphs = false; },
@@ -62,6 +81,7 @@ LoadOptions load_options(const RuntimeArgs& args) {
   opt.n_threads = args.threads;
   opt.gpu_layers = parse_gpu_layers(args.gpu_layers);
   opt.use_weight_cache = !args.no_cache;
+  opt.cpu = args.cpu;
   opt.cuda = args.cuda;
   if (opt.gpu_layers != 0 && !gpu_backend_compiled()) {
     std::fprintf(

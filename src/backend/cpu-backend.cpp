@@ -109,10 +109,11 @@ class CpuBackend final : public Backend {
   void matmul(const Weight& w, const float* x, int64_t T, float* y) override {
     if (w.backend_data) {
       const auto* p = static_cast<const Packed*>(w.backend_data.get());
-      kernels::matmul_packed(w.host.dtype, p->data, w.host.rows(), w.host.cols(), x, T, y, pool_);
+      kernels::matmul_packed(w.host.dtype, p->data, w.host.rows(), w.host.cols(), x, T, y, pool_,
+                             opt_.cpu.amx);
       return;
     }
-    kernels::matmul(w.host, x, T, y, pool_);
+    kernels::matmul(w.host, x, T, y, pool_, opt_.cpu.amx);
   }
   void matmul_shared(const float* x, int64_t T, std::span<const MatmulOut> outs) override {
     // All packed (the usual case): one pass over every matrix. Otherwise one call each.
@@ -126,7 +127,8 @@ class CpuBackend final : public Backend {
                    w.host.rows(), outs[i].y};
     }
     if (!all_packed) return Backend::matmul_shared(x, T, outs);
-    kernels::matmul_packed_shared({mats.data(), outs.size()}, outs[0].w->host.cols(), x, T, pool_);
+    kernels::matmul_packed_shared({mats.data(), outs.size()}, outs[0].w->host.cols(), x, T, pool_,
+                                  opt_.cpu.amx);
   }
   void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                float eps) override {
@@ -191,7 +193,8 @@ class CpuBackend final : public Backend {
         const std::string key =
             weight_cache_key(opt_.source_identity, kernels::packed_layouts_signature(), 1);
         auto c = WeightCache::open(opt_.cache_dir.empty() ? weight_cache_dir() : opt_.cache_dir,
-                                   key, opt_.source_label);
+                                   key, opt_.source_label,
+                                   CacheVerify::with_random_phase(opt_.cpu.cache_verify));
         if (c.is_ok())
           cache_ = c.value();
         else

@@ -1,11 +1,13 @@
-// The CPU backend's factory with its options: threads and the prepacked-weight cache
-// (backend/weight-cache.h). make_cpu_backend(n) in backend.h is the same with defaults.
+// The CPU backend's factory with its options: threads, the prepacked-weight cache
+// (backend/weight-cache.h) and the user's CpuOptions (backend/cpu-options.h).
+// make_cpu_backend(n) in backend.h is the same with defaults.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/cpu-options.h"
 
 namespace hearth {
 
@@ -17,6 +19,7 @@ struct CpuBackendOptions {
   std::string source_identity;  // "" = no cache (e.g. a directory of shards)
   std::string source_label;     // file name, for the cache file's name
   std::string cache_dir;        // "" = weight_cache_dir()
+  CpuOptions cpu;               // AMX prefill and cache verification (valid: cpu_options_error)
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options);

@@ -220,17 +220,9 @@ std::string weight_cache_key(const std::string& source_identity, const std::stri
   return source_identity + "|" + isa + "|layout" + std::to_string(layout_version);
 }
 
-CacheVerify CacheVerify::from_env() {
+CacheVerify CacheVerify::with_random_phase(Mode mode) {
   CacheVerify v;
-  if (const char* m = std::getenv("HEARTH_CACHE_VERIFY"); m && *m) {
-    const std::string mode = m;
-    if (mode == "full")
-      v.mode = Mode::kFull;
-    else if (mode == "sample")
-      v.mode = Mode::kSample;
-    else if (mode != "lazy")
-      log_warn("HEARTH_CACHE_VERIFY=" + mode + " is not one of lazy|sample|full; using lazy");
-  }
+  v.mode = mode;
   // A different phase per process: the slices a sampled load skips, the next one reads.
   const auto now = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
   v.phase = uint32_t((now ^ (uint64_t(::getpid()) << 16)) % WeightCache::kSampleStride);
@@ -415,7 +407,7 @@ void WeightCache::background_loop() {
       late_failures_.fetch_add(1);
       log_warn(path_ + ": a cached weight at offset " + std::to_string(e.payload_offset) +
                " failed its checksum after the load used it; it will be repacked at the next "
-               "load (HEARTH_CACHE_VERIFY=full checks every byte before use)");
+               "load (--cache-verify full checks every byte before use)");
     }
     lock.lock();
     ++pending_done_;

@@ -37,8 +37,8 @@ struct CacheVerify {
   // Which 1-in-kSampleStride slices a sampled check reads besides each record's first and last.
   // Random per process by default, so repeated loads cover every slice over time.
   uint32_t phase = 0;
-  // From $HEARTH_CACHE_VERIFY=lazy|sample|full (default lazy) with a random phase.
-  static CacheVerify from_env();
+  // `mode` with a phase drawn per process (CpuOptions::cache_verify, --cache-verify).
+  static CacheVerify with_random_phase(Mode mode = Mode::kLazy);
 };
 
 // One model's packed tensors in one file. File layout (all little-endian, 64-byte aligned):
@@ -64,9 +64,9 @@ class WeightCache {
   // (it names the cache file, and a new cache file sweeps away those whose source is gone or
   // changed, and those of the same source and kernel table under an older layout). Errors
   // (unwritable dir) are returned; callers treat them as "no cache".
-  static Result<std::shared_ptr<WeightCache>> open(const std::string& dir, const std::string& key,
-                                                   const std::string& source,
-                                                   CacheVerify verify = CacheVerify::from_env());
+  static Result<std::shared_ptr<WeightCache>> open(
+      const std::string& dir, const std::string& key, const std::string& source,
+      CacheVerify verify = CacheVerify::with_random_phase());
 
   // The packed bytes of tensor `name` if cached with exactly `bytes` bytes and its check (per
   // the verify mode) passes, else nullptr. The pointer is 64-byte aligned and lives as long as

@@ -18,7 +18,16 @@ namespace hearth::kernels {
 // 4- and 5-bit types quantize X to an 8-bit activation format inside (as ggml does); Q8_0 and
 // Q6_K compute with f32 X, since 8-bit activations would double their error
 // (docs/performance.md, "What activation quantization costs").
-void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+// From a few dozen tokens on, matmul may run a prefill GEMM on the CPU's matrix engine (x86 AMX)
+// where the weight dtype's precision allows (cpu/kernel-table.h); `engine` says whether it may
+// and from how many tokens. The owner of the call chooses (the CPU backend, from its
+// CpuOptions): the kernels read no environment.
+struct MatrixEngineOptions {
+  bool enabled = true;     // false: the ISA table's kernels for every token count
+  int64_t min_tokens = 0;  // > 0: use it from this many tokens for every dtype; 0: measured
+};
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+            const MatrixEngineOptions& engine = {});
 
 // Packed weights (cpu/packed.cpp): the active ISA may prefer its own layout for a dtype
 // (rows interleaved, 64-byte aligned). packed_size is nullopt when it has none for this shape.
@@ -31,7 +40,8 @@ std::string packed_layouts_signature();
 void pack_weight(const TensorView& w, uint8_t* dst, ThreadPool& pool);
 // As matmul, for W packed by pack_weight.
 void matmul_packed(DType t, const uint8_t* packed, int64_t d, int64_t n, const float* x,
-                   int64_t n_tokens, float* y, ThreadPool& pool);
+                   int64_t n_tokens, float* y, ThreadPool& pool,
+                   const MatrixEngineOptions& engine = {});
 // Several packed matrices of the same input x [n_tokens, n] (Q/K/V, gate/up), each into its own
 // y: one fork-join for all of them, the activations quantized once per quantizer. Same results
 // as one matmul_packed each.
@@ -42,7 +52,8 @@ struct PackedMatmul {
   float* y;
 };
 void matmul_packed_shared(std::span<const PackedMatmul> mats, int64_t n, const float* x,
-                          int64_t n_tokens, ThreadPool& pool);
+                          int64_t n_tokens, ThreadPool& pool,
+                          const MatrixEngineOptions& engine = {});
 
 // One row of n elements of dtype t (n a multiple of its block size) -> f32.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);

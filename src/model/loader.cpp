@@ -163,6 +163,8 @@ class ModelBuilder {
   // Places layers: the first gpu_layers on the GPU backend (when asked and available), the rest
   // on the CPU. The LM head goes with the last layer's group; the embedding with the first.
   static Status place(Model& m, const LoadOptions& opt) {
+    if (const std::string bad = cpu_options_error(opt.cpu); !bad.empty())
+      return Status::error("CPU options: " + bad);
     const int threads = opt.n_threads > 0 ? opt.n_threads : available_cpu_count();
     int64_t gpu_layers =
         opt.gpu_layers < 0 ? m.hp_.n_layer : std::min<int64_t>(opt.gpu_layers, m.hp_.n_layer);
@@ -194,6 +196,7 @@ class ModelBuilder {
       CpuBackendOptions cpu_opt;
       cpu_opt.n_threads = threads;
       cpu_opt.use_weight_cache = opt.use_weight_cache;
+      cpu_opt.cpu = opt.cpu;
       if (m.gguf_ && m.gguf_->mapped()) {  // HF directories (several shards) are not cached
         cpu_opt.source_identity = m.gguf_->mapped()->identity();
         cpu_opt.source_label = m.path_;

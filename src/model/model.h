@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu-options.h"
 #include "backend/cuda-options.h"
 #include "base/status.h"
 #include "kv/kv-cache.h"
@@ -128,6 +129,8 @@ struct LoadOptions {
   // CPU weights repacked for the kernels are cached on disk (backend/weight-cache.h) and
   // mmapped by later loads; false (--no-cache) packs in memory every load.
   bool use_weight_cache = true;
+  // How the CPU backend works (AMX prefill, cache verification; backend/cpu-options.h).
+  CpuOptions cpu;
   // How the GPU backend works (graphs, greedy chaining, profile; backend/cuda-options.h).
   CudaOptions cuda;
   // Called with a fraction in [0,1]; returning false cancels the load.

@@ -103,16 +103,14 @@ void describe(const kernels::PrefillGemm* g) {
               (long long)kernels::prefill_min_tokens(DType::Q4_0));
 }
 
-// When AMX is there, the environment does not turn it off and the table is AVX-512, it must be
-// in use: a silent fallback would hide a broken detection.
+// When AMX is there and the table is AVX-512, it must be offered: a silent fallback would hide
+// a broken detection. (Whether a matmul uses it is the caller's MatrixEngineOptions, below.)
 TEST(Amx, AvailableWhenTheCpuHasIt) {
   const kernels::PrefillGemm* g = active_gemm();
   describe(g);
   const CpuFeatures& f = cpu_features();
-  const char* off = std::getenv("HEARTH_AMX");
   const bool want = f.amx_bf16 && f.avx512_bf16 && request_amx_permission() &&
-                    kernels::active_kernel_table().isa == kernels::Isa::kAvx512 &&
-                    !(off && std::strcmp(off, "0") == 0);
+                    kernels::active_kernel_table().isa == kernels::Isa::kAvx512;
   EXPECT_EQ(g != nullptr, want);
   if (!g) std::printf("  AMX not usable here: checking that the table kernels are the fallback\n");
 }
@@ -186,54 +184,88 @@ TEST(Amx, ExactOperandsGiveF32Accuracy) {
 }
 
 // matmul and matmul_packed take the engine from prefill_min_tokens() on (their results equal
-// the engine's bit for bit) and the table kernels below it; without AMX, always the table.
+// the engine's bit for bit) and the table kernels below it; without AMX, always the table. The
+// caller's options move the threshold (--amx-min-tokens) or turn the engine off (--no-amx).
+struct EngineCase {
+  const char* name;
+  kernels::MatrixEngineOptions engine;
+};
+const EngineCase kEngineCases[] = {
+    {"measured threshold", {}},
+    {"off", {false, 0}},
+    {"from 1 token", {true, 1}},
+    {"off with a threshold", {false, 1}},
+};
+
+TEST(Amx, ChoiceFollowsTheOptions) {
+  const kernels::KernelTable& table = kernels::active_kernel_table();
+  const kernels::PrefillGemm* g = active_gemm();
+  EXPECT_EQ(kernels::prefill_min_tokens(DType::Q4_0, {true, 5}), 5);
+  EXPECT_EQ(kernels::prefill_min_tokens(DType::Q4_0, {}), kernels::prefill_min_tokens(DType::Q4_0));
+  EXPECT_GT(kernels::prefill_min_tokens(DType::Q4_K), 1);
+  for (const EngineCase& ec : kEngineCases)
+    for (DType t : {DType::Q4_0, DType::Q8_0, DType::F16})
+      for (int64_t T : {int64_t(1), int64_t(4096)}) {
+        const auto chosen = kernels::choose_prefill_gemm(table, t, T, ec.engine);
+        const bool want = g && ec.engine.enabled && kernels::prefill_precision(t) &&
+                          T >= kernels::prefill_min_tokens(t, ec.engine);
+        EXPECT_EQ(chosen.has_value(), want) << ec.name << " " << dtype_name(t) << " T=" << T;
+        if (chosen) {
+          EXPECT_EQ(chosen->gemm, g);
+          EXPECT_EQ(chosen->precision, *kernels::prefill_precision(t));
+        }
+      }
+}
+
 TEST(Amx, DriversChooseItFromTheThreshold) {
   const kernels::PrefillGemm* g = active_gemm();
   describe(g);
   std::mt19937 rng(13);
   std::normal_distribution<float> nd(0.f, 1.f);
-  for (const Case& c :
-       {Case{DType::Q4_0, 64, 256}, Case{DType::Q8_0, 48, 128}, Case{DType::Q4_K, 32, 256},
-        Case{DType::Q6_K, 19, 256}, Case{DType::F16, 33, 64}}) {
-    const int64_t min_t = kernels::prefill_min_tokens(c.type);
-    const Matrix m = random_matrix(c.type, c.d, c.n, rng);
-    TensorView w{"w", c.type, {c.d, c.n}, m.q.data(), m.q.size()};
-    const F32Rows ctx{m.f.data()};
-    const auto prec = kernels::prefill_precision(c.type);
-    ThreadPool pool(2);
-    for (int64_t T : {std::max<int64_t>(1, min_t - 1), min_t, min_t + 9}) {
-      std::vector<float> x(size_t(T * c.n));
-      for (float& v : x) v = nd(rng);
-      std::vector<float> got(size_t(T * c.d), -1.f), table(size_t(T * c.d), -2.f);
-      kernels::matmul(w, x.data(), T, got.data(), pool);
-      kernels::matmul_with_table(kernels::active_kernel_table(), w, x.data(), T, table.data(),
-                                 pool);
-      const bool engine = g && prec && T >= min_t;
-      if (engine) {
-        std::vector<float> want(size_t(T * c.d), -3.f);
-        g->run(kernels::RowSource{fill_f32, &ctx, 1}, c.d, c.n, *prec, x.data(), T, want.data(),
-               c.d, pool);
-        EXPECT_EQ(got, want) << dtype_name(c.type) << " T=" << T << ": matmul skipped the engine";
-      } else {
-        EXPECT_EQ(got, table) << dtype_name(c.type) << " T=" << T << ": expected the table path";
-      }
-      // Packed weights: the engine reads them back through unpack_rows.
-      const auto bytes = kernels::packed_size(c.type, c.d, c.n);
-      if (!bytes) continue;
-      std::vector<uint8_t> storage(*bytes + 64);
-      auto* packed = reinterpret_cast<uint8_t*>((uintptr_t(storage.data()) + 63) / 64 * 64);
-      kernels::pack_weight(w, packed, pool);
-      std::vector<float> pg(size_t(T * c.d), -4.f);
-      kernels::matmul_packed(c.type, packed, c.d, c.n, x.data(), T, pg.data(), pool);
-      if (engine) {
-        EXPECT_EQ(pg, got) << dtype_name(c.type) << " T=" << T << ": packed skipped the engine";
-      } else {
-        // The layout's own kernel ran (ops-kernels-test's Packed tests hold it to the table);
-        // here only check that it wrote every output.
-        for (size_t i = 0; i < pg.size(); ++i) ASSERT_NE(pg[i], -4.f) << dtype_name(c.type);
+  for (const EngineCase& ec : kEngineCases)
+    for (const Case& c :
+         {Case{DType::Q4_0, 64, 256}, Case{DType::Q8_0, 48, 128}, Case{DType::Q4_K, 32, 256},
+          Case{DType::Q6_K, 19, 256}, Case{DType::F16, 33, 64}}) {
+      SCOPED_TRACE(ec.name);
+      const int64_t min_t = kernels::prefill_min_tokens(c.type, ec.engine);
+      const Matrix m = random_matrix(c.type, c.d, c.n, rng);
+      TensorView w{"w", c.type, {c.d, c.n}, m.q.data(), m.q.size()};
+      const F32Rows ctx{m.f.data()};
+      const auto prec = kernels::prefill_precision(c.type);
+      ThreadPool pool(2);
+      for (int64_t T : {std::max<int64_t>(1, min_t - 1), min_t, min_t + 9}) {
+        std::vector<float> x(size_t(T * c.n));
+        for (float& v : x) v = nd(rng);
+        std::vector<float> got(size_t(T * c.d), -1.f), table(size_t(T * c.d), -2.f);
+        kernels::matmul(w, x.data(), T, got.data(), pool, ec.engine);
+        kernels::matmul_with_table(kernels::active_kernel_table(), w, x.data(), T, table.data(),
+                                   pool);
+        const bool engine = g && prec && ec.engine.enabled && T >= min_t;
+        if (engine) {
+          std::vector<float> want(size_t(T * c.d), -3.f);
+          g->run(kernels::RowSource{fill_f32, &ctx, 1}, c.d, c.n, *prec, x.data(), T, want.data(),
+                 c.d, pool);
+          EXPECT_EQ(got, want) << dtype_name(c.type) << " T=" << T << ": matmul skipped the engine";
+        } else {
+          EXPECT_EQ(got, table) << dtype_name(c.type) << " T=" << T << ": expected the table path";
+        }
+        // Packed weights: the engine reads them back through unpack_rows.
+        const auto bytes = kernels::packed_size(c.type, c.d, c.n);
+        if (!bytes) continue;
+        std::vector<uint8_t> storage(*bytes + 64);
+        auto* packed = reinterpret_cast<uint8_t*>((uintptr_t(storage.data()) + 63) / 64 * 64);
+        kernels::pack_weight(w, packed, pool);
+        std::vector<float> pg(size_t(T * c.d), -4.f);
+        kernels::matmul_packed(c.type, packed, c.d, c.n, x.data(), T, pg.data(), pool, ec.engine);
+        if (engine) {
+          EXPECT_EQ(pg, got) << dtype_name(c.type) << " T=" << T << ": packed skipped the engine";
+        } else {
+          // The layout's own kernel ran (ops-kernels-test's Packed tests hold it to the table);
+          // here only check that it wrote every output.
+          for (size_t i = 0; i < pg.size(); ++i) ASSERT_NE(pg[i], -4.f) << dtype_name(c.type);
+        }
       }
     }
-  }
 }
 
 }  // namespace

@@ -67,25 +67,15 @@ const KernelTable& active_kernel_table() {
   return table;
 }
 
-namespace {
-
-const PrefillGemm* pick_prefill_gemm() {
-  const char* want = std::getenv("HEARTH_AMX");
-  if (want && std::strcmp(want, "0") == 0) return nullptr;
-#if defined(__x86_64__)
-  return amx::bf16_prefill_gemm();
-#else
-  return nullptr;  // no matrix engine wired up on this architecture yet
-#endif
-}
-
-}  // namespace
-
 const PrefillGemm* prefill_gemm_for(const KernelTable& table) {
   // AMX implies AVX-512; a table capped below it (HEARTH_ISA=avx2) keeps its own kernels.
   if (table.isa != Isa::kAvx512) return nullptr;
-  static const PrefillGemm* gemm = pick_prefill_gemm();
+#if defined(__x86_64__)
+  static const PrefillGemm* gemm = amx::bf16_prefill_gemm();  // asks the OS for AMX once
   return gemm;
+#else
+  return nullptr;  // no matrix engine wired up on this architecture yet
+#endif
 }
 
 std::optional<PrefillPrecision> prefill_precision(DType t) {
@@ -105,13 +95,8 @@ std::optional<PrefillPrecision> prefill_precision(DType t) {
   }
 }
 
-int64_t prefill_min_tokens(DType t) {
-  static const int64_t forced = [] {
-    const char* s = std::getenv("HEARTH_AMX_MIN_TOKENS");
-    const long parsed = s && *s ? std::strtol(s, nullptr, 10) : 0;
-    return parsed > 0 ? int64_t(parsed) : int64_t(0);
-  }();
-  if (forced > 0) return forced;
+int64_t prefill_min_tokens(DType t, const MatrixEngineOptions& engine) {
+  if (engine.min_tokens > 0) return engine.min_tokens;
   // 2048 x 2048, one thread: Q4_K's panel comes through its scalar unpack_rows and its VNNI
   // kernel only loses from ~128 tokens on; Q4_0 and Q8_0 (direct panels from their packed
   // layouts) and the table-only types win from 16-32 tokens.
@@ -121,6 +106,16 @@ int64_t prefill_min_tokens(DType t) {
     default:
       return 32;
   }
+}
+
+std::optional<ChosenPrefillGemm> choose_prefill_gemm(const KernelTable& table, DType t,
+                                                     int64_t n_tokens,
+                                                     const MatrixEngineOptions& engine) {
+  if (!engine.enabled || n_tokens < prefill_min_tokens(t, engine)) return std::nullopt;
+  const PrefillGemm* gemm = prefill_gemm_for(table);
+  const std::optional<PrefillPrecision> prec = prefill_precision(t);
+  if (!gemm || !prec) return std::nullopt;
+  return ChosenPrefillGemm{gemm, *prec};
 }
 
 }  // namespace hearth::kernels

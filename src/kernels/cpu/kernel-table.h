@@ -9,6 +9,7 @@
 
 #include "base/cpu-features.h"
 #include "base/thread-pool.h"
+#include "kernels/ops.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor-view.h"
 
@@ -136,15 +137,25 @@ struct PrefillGemm {
               int64_t n_tokens, float* y, int64_t y_stride, ThreadPool& pool);
 };
 
-// The prefill GEMM for `table` when this CPU and OS can run one (nullptr otherwise, or when
-// HEARTH_AMX=0). dispatch.cpp; its precision per weight dtype (nullopt: keep the table's exact
-// kernels, e.g. F32/F16/BF16 weights whose goldens ask for 1e-4).
+// The prefill GEMM for `table` when this CPU and OS can run one (nullptr otherwise).
+// dispatch.cpp; its precision per weight dtype (nullopt: keep the table's exact kernels, e.g.
+// F32/F16/BF16 weights whose goldens ask for 1e-4).
 const PrefillGemm* prefill_gemm_for(const KernelTable& table);
 std::optional<PrefillPrecision> prefill_precision(DType t);
 // Token count from which matmul / matmul_packed use it for dtype t: where the engine's fixed
 // cost (building the panel through unpack_rows / dequantize) drops below the table kernel's
-// (measured per dtype, docs/performance.md); HEARTH_AMX_MIN_TOKENS overrides it for all.
-int64_t prefill_min_tokens(DType t);
+// (measured per dtype, docs/performance.md); engine.min_tokens > 0 replaces it for all.
+int64_t prefill_min_tokens(DType t, const MatrixEngineOptions& engine = {});
+// What matmul and matmul_packed run for an n_tokens matmul of dtype t: the prefill GEMM (and
+// the precision it rounds to) when the options allow it, the CPU has one, the dtype has a
+// precision for it and n_tokens reaches the threshold; nullopt: the table's kernels.
+struct ChosenPrefillGemm {
+  const PrefillGemm* gemm;
+  PrefillPrecision precision;
+};
+std::optional<ChosenPrefillGemm> choose_prefill_gemm(const KernelTable& table, DType t,
+                                                     int64_t n_tokens,
+                                                     const MatrixEngineOptions& engine);
 
 // Runs table.dot over a token tile with a single-token kernel: for ISAs whose multi-token
 // kernel is not specialised. Declared here so tables can share it.

@@ -92,17 +92,18 @@ void fill_dequantized(const void* ctx, int64_t r0, int64_t rows, int64_t n, floa
 
 }  // namespace
 
-void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+            const MatrixEngineOptions& engine) {
   const KernelTable& table = active_kernel_table();
-  // Prefill: the matrix engine, when there is one and the dtype's precision allows it.
-  const PrefillGemm* gemm =
-      n_tokens >= prefill_min_tokens(w.dtype) ? prefill_gemm_for(table) : nullptr;
-  const std::optional<PrefillPrecision> prec = prefill_precision(w.dtype);
+  // Prefill: the matrix engine, when there is one, the options allow it and the dtype's
+  // precision does.
+  const std::optional<ChosenPrefillGemm> gemm =
+      choose_prefill_gemm(table, w.dtype, n_tokens, engine);
   const TypeKernels& k = table.of(w.dtype);
-  if (gemm && prec && k.dequantize && w.rows() > 0 && w.cols() > 0) {
+  if (gemm && k.dequantize && w.rows() > 0 && w.cols() > 0) {
     const DequantRows ctx{&w, k.dequantize};
-    gemm->run(RowSource{fill_dequantized, &ctx, 1}, w.rows(), w.cols(), *prec, x, n_tokens, y,
-              w.rows(), pool);
+    gemm->gemm->run(RowSource{fill_dequantized, &ctx, 1}, w.rows(), w.cols(), gemm->precision, x,
+                    n_tokens, y, w.rows(), pool);
     return;
   }
   matmul_with_table(table, w, x, n_tokens, y, pool);

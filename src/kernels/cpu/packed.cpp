@@ -203,29 +203,28 @@ namespace {
 // unpack_rows, so the source file's pages stay untouched (only the packed copy is resident).
 // False when this matmul is not one for it (the group kernels run it).
 bool run_prefill_gemm(const PackedLayout* l, const PackedMatmul& m, int64_t n, const float* x,
-                      int64_t n_tokens, ThreadPool& pool) {
-  if (n_tokens < prefill_min_tokens(m.dtype) || !l->unpack_rows ||
-      kRowSourceMaxGroup % l->group_rows != 0)
-    return false;
-  const PrefillGemm* gemm = prefill_gemm_for(active_kernel_table());
-  const std::optional<PrefillPrecision> prec = prefill_precision(m.dtype);
-  if (!gemm || !prec) return false;
+                      int64_t n_tokens, ThreadPool& pool, const MatrixEngineOptions& engine) {
+  if (!l->unpack_rows || kRowSourceMaxGroup % l->group_rows != 0) return false;
+  const std::optional<ChosenPrefillGemm> gemm =
+      choose_prefill_gemm(active_kernel_table(), m.dtype, n_tokens, engine);
+  if (!gemm) return false;
   const UnpackRows ctx{l, m.packed};
-  gemm->run(RowSource{fill_unpacked, &ctx, l->group_rows, l, m.packed}, m.d, n, *prec, x, n_tokens,
-            m.y, m.d, pool);
+  gemm->gemm->run(RowSource{fill_unpacked, &ctx, l->group_rows, l, m.packed}, m.d, n,
+                  gemm->precision, x, n_tokens, m.y, m.d, pool);
   return true;
 }
 
 }  // namespace
 
 void matmul_packed(DType t, const uint8_t* packed, int64_t d, int64_t n, const float* x,
-                   int64_t n_tokens, float* y, ThreadPool& pool) {
+                   int64_t n_tokens, float* y, ThreadPool& pool,
+                   const MatrixEngineOptions& engine) {
   const PackedMatmul one{t, packed, d, y};
-  matmul_packed_shared({&one, 1}, n, x, n_tokens, pool);
+  matmul_packed_shared({&one, 1}, n, x, n_tokens, pool, engine);
 }
 
 void matmul_packed_shared(std::span<const PackedMatmul> mats, int64_t n, const float* x,
-                          int64_t n_tokens, ThreadPool& pool) {
+                          int64_t n_tokens, ThreadPool& pool, const MatrixEngineOptions& engine) {
   if (n_tokens <= 0 || mats.empty()) return;
   // Reused (a decode step must not allocate). Workers see the caller's list through this
   // reference: naming a thread_local inside the lambda would give each worker its own.
@@ -241,7 +240,7 @@ void matmul_packed_shared(std::span<const PackedMatmul> mats, int64_t n, const f
   }
   for (const PackedMatmul& m : mats) {
     const PackedLayout* l = layout_for(m.dtype);
-    if (run_prefill_gemm(l, m, n, x, n_tokens, pool)) continue;
+    if (run_prefill_gemm(l, m, n, x, n_tokens, pool, engine)) continue;
     PackedActivations act{nullptr, nullptr, nullptr, n_tokens, x};
     if (l->quantize) {
       size_t slot = 0;

@@ -4,6 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "formats/safetensors.h"
 #include "support/golden-data.h"
 #include "support/test-data.h"
@@ -151,6 +155,36 @@ TEST(CliRun, CudaOptionFlagsAreAcceptedAndChecked) {
       run_command({test::hearth_cli(), "run", "-m", model, "-p", "And", "--cuda-chain-depth", "9"});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("--cuda-chain-depth"), std::string::npos) << bad.err;
+}
+
+// The CPU backend's options are flags of every model-running command. The prompt sits below the
+// AMX threshold, so turning the engine off and verifying every cached byte cannot change the
+// greedy tokens; a forced threshold of 1 must still run. Bad values are refused naming the flag.
+TEST(CliRun, CpuOptionFlagsAreAcceptedAndChecked) {
+  const std::string model = shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf");
+  const std::vector<std::string> base = {
+      test::hearth_cli(), "run", "-m", model, "-p", "And", "-n", "4", "--temp", "0", "--json"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = base;
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run_command(argv);
+  };
+  auto plain = with({});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  auto flagged = with({"--no-amx", "--cache-verify", "full"});
+  ASSERT_EQ(flagged.exit_code, 0) << flagged.err;
+  EXPECT_EQ(nlohmann::json::parse(flagged.out)["tokens"],
+            nlohmann::json::parse(plain.out)["tokens"]);
+  auto forced = with({"--amx-min-tokens", "1", "--cache-verify", "sample"});
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  const size_t n_forced = nlohmann::json::parse(forced.out)["tokens"].size();
+  EXPECT_TRUE(n_forced >= 1 && n_forced <= 4) << forced.out;
+  for (const auto& [flag, value] : {std::pair<std::string, std::string>{"--cache-verify", "never"},
+                                    {"--amx-min-tokens", "-1"}}) {
+    auto bad = with({flag, value});
+    EXPECT_NE(bad.exit_code, 0) << flag << " " << value;
+    EXPECT_NE(bad.err.find(flag), std::string::npos) << bad.err;
+  }
 }
 
 }  // namespace

@@ -397,15 +397,13 @@ class ModelCacheTest : public testing::Test {
                   fs::copy_options::overwrite_existing);
     setenv("HEARTH_CACHE_DIR", cache_dir_.c_str(), 1);
   }
-  void TearDown() override {
-    unsetenv("HEARTH_CACHE_DIR");
-    unsetenv("HEARTH_CACHE_VERIFY");
-  }
+  void TearDown() override { unsetenv("HEARTH_CACHE_DIR"); }
 
-  std::vector<float> logits(bool use_cache) {
+  std::vector<float> logits(bool use_cache, CacheVerify::Mode verify = CpuOptions{}.cache_verify) {
     LoadOptions opt;
     opt.n_threads = 2;
     opt.use_weight_cache = use_cache;
+    opt.cpu.cache_verify = verify;
     auto m = load_model(model_, opt);
     EXPECT_TRUE(m.is_ok()) << m.message();
     if (!m.is_ok()) return {};
@@ -457,15 +455,13 @@ TEST_F(ModelCacheTest, LogitsIdenticalColdWarmOffTouchedAndCorrupt) {
   // Damage every cache file mid-payload and tear its tail. With full verification the next
   // load drops what is damaged and repacks, so the logits stay identical. (The default lazy
   // mode may hand out a damaged slice its sample skipped; the file tests below pin down when.)
-  setenv("HEARTH_CACHE_VERIFY", "full", 1);
   for (const std::string& f : cache_files()) {
     std::fstream s(f, std::ios::in | std::ios::out | std::ios::binary);
     s.seekp(std::streamoff(fs::file_size(f) / 2));
     s.write("\x01\x02\x03\x04\x05\x06\x07\x08", 8);
     fs::resize_file(f, fs::file_size(f) - 77);
   }
-  EXPECT_EQ(logits(true), off) << "damaged cache";
-  unsetenv("HEARTH_CACHE_VERIFY");
+  EXPECT_EQ(logits(true, CacheVerify::Mode::kFull), off) << "damaged cache";
   EXPECT_EQ(logits(true), off) << "after the rebuild (default lazy mode)";
 }
 
