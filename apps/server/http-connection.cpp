@@ -636,15 +636,13 @@ void HttpListener::stop() {
 // Ends run() once no connection is left, or at the deadline: those still open then are
 // closed (a handler that never finished its answer gets no more time).
 void HttpListener::Impl::stop_when_quiet(Clock::time_point deadline) {
-  size_t open = 0;
   std::vector<std::shared_ptr<Session>> left;
   {
     std::lock_guard<std::mutex> lock(mu);
     for (auto& [p, w] : sessions)
       if (auto s = w.lock(); s && s->phase() != Session::Phase::kClosed) left.push_back(s);
-    open = left.size();
   }
-  if (open == 0 || Clock::now() >= deadline) {
+  if (left.empty() || Clock::now() >= deadline) {
     for (auto& s : left) asio::post(s->executor(), [s] { s->close(); });
     asio::post(ioc, [self = shared_from_this()] { self->ioc.stop(); });
     return;
