@@ -8,7 +8,7 @@ import net from "node:net";
 import { writeFileSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startServer, postJson, getJson, health, waitFor, run, assertErrorShape, HEARTH, MODEL } from "./helpers.mjs";
+import { startServer, postJson, getJson, health, waitFor, run, assertErrorShape, HEARTH, MODEL, SANITIZED } from "./helpers.mjs";
 import { rawExchange, request, jsonPost } from "./raw-http.mjs";
 
 let srv;
@@ -227,7 +227,8 @@ test("1,000 bodies of 1M-deep JSON are each a 400 and RSS comes back within 64 M
   await Promise.all(Array.from({ length: 4 }, worker));
   const rss1 = srv.rssKiB();
   console.log(`deep JSON: ${before} -> ${srv.memoryLine()}`);
-  assert.ok(rss1 - rss0 <= 64 * 1024, `RSS grew ${((rss1 - rss0) / 1024).toFixed(1)} MiB`);
+  if (SANITIZED) console.log("deep JSON: RSS bound not asserted (ASan quarantine; the release pass asserts it)");
+  else assert.ok(rss1 - rss0 <= 64 * 1024, `RSS grew ${((rss1 - rss0) / 1024).toFixed(1)} MiB`);
   // Invalid JSON and a non-object say which.
   const junk = await postJson(`${srv.base}/v1/completions`, "{\"prompt\": ");
   assert.match(junk.body.error.message, /not valid JSON \(at byte \d+\)/);

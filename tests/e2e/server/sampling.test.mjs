@@ -106,7 +106,8 @@ test("completions logprobs equal log-softmax of `hearth logits` for the same pre
   }
   assert.deepEqual(tokens, lp.tokens);
   assert.deepEqual(offsets, lp.text_offset);
-  for (let i = 0; i < n; i++) assert.ok(Math.abs(values[i] - lp.token_logprobs[i]) < 1e-6);
+  // 1e-4, not bit equality: this request reuses the first one's cached prompt prefix (see below).
+  for (let i = 0; i < n; i++) assert.ok(Math.abs(values[i] - lp.token_logprobs[i]) < 1e-4);
 });
 
 test("chat logprobs: top_logprobs are log-softmax of the logits, streamed and not", async () => {
@@ -133,9 +134,13 @@ test("chat logprobs: top_logprobs are log-softmax of the logits, streamed and no
     if (l) streamed.push(...l.content);
   }
   assert.equal(streamed.length, content.length);
+  // The second request reuses the first one's cached prompt prefix, so its last prompt token goes
+  // through the one-token decode kernels instead of the prefill GEMM: the same values up to f32
+  // summation order, hence the reference test's 1e-4 rather than bit equality.
   for (let i = 0; i < content.length; i++) {
     assert.equal(streamed[i].token, content[i].token);
-    assert.ok(Math.abs(streamed[i].logprob - content[i].logprob) < 1e-6);
+    assert.ok(Math.abs(streamed[i].logprob - content[i].logprob) < 1e-4,
+              `token ${i}: ${streamed[i].logprob} vs ${content[i].logprob}`);
   }
   // Without top_logprobs: the chosen tokens only.
   const plain = await client.chat.completions.create({ ...body, top_logprobs: undefined });

@@ -4,6 +4,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { runSoak } from "./soak.mjs";
+import { SANITIZED } from "./helpers.mjs";
 
 const SECONDS = Number(process.env.HEARTH_SOAK_SECONDS || 40);
 
@@ -15,5 +16,6 @@ test(`hostile soak for ${SECONDS} s`, { timeout: (SECONDS + 120) * 1000 }, async
   assert.ok(r.ok >= 32, `only ${r.ok} complete streams`);
   assert.ok(r.aborted > 0 && r.malformed > 0 && r.slowloris_opened >= 50, JSON.stringify(r));
   assert.equal(r.slots_free, true);
-  assert.ok(r.rss_growth_mib <= 32, `RSS grew ${r.rss_growth_mib} MiB`);
+  if (SANITIZED) console.log("soak: RSS bound not asserted (ASan quarantine; the release pass asserts it)");
+  else assert.ok(r.rss_growth_mib <= 32, `RSS grew ${r.rss_growth_mib} MiB`);
 });
