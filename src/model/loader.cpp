@@ -160,36 +160,34 @@ class ModelBuilder {
     return be.prepare_vector(t);
   }
 
-  // Places layers: the first gpu_layers on the GPU backend (when asked and available), the rest
-  // on the CPU. The LM head goes with the last layer's group; the embedding with the first.
+  // Places layers on the plan of backend/placement.h: the first gpu_layers on the GPU backend
+  // (when asked, made and able to run the model's blocks), the rest on the CPU. The LM head
+  // goes with the last layer's group; the embedding with the first.
   static Status place(Model& m, const LoadOptions& opt) {
     if (const std::string bad = cpu_options_error(opt.cpu); !bad.empty())
       return Status::error("CPU options: " + bad);
     const int threads = opt.n_threads > 0 ? opt.n_threads : available_cpu_count();
-    int64_t gpu_layers =
-        opt.gpu_layers < 0 ? m.hp_.n_layer : std::min<int64_t>(opt.gpu_layers, m.hp_.n_layer);
-    Backend* gpu = nullptr;
-    if (gpu_layers > 0) {
+    std::unique_ptr<Backend> gpu;
+    std::string gpu_error;
+    if (requested_gpu_layers(opt.gpu_layers, m.hp_.n_layer) > 0) {
       auto made = make_gpu_backend(0, opt.cuda);
-      if (!made.is_ok()) {
-        log_gpu_fallback(made.message());
-        gpu_layers = 0;
-      } else {
-        m.backends_.push_back(std::move(made).value());
-        gpu = m.backends_.back().get();
-        // A family whose blocks need an op the GPU backend lacks runs on the CPU, said once,
-        // rather than on a backend that would compute something else.
-        const uint32_t missing = m.needed_features() & ~gpu->features();
-        if (missing) {
-          log_gpu_fallback(gpu->name() + " does not run this model's " +
-                           backend_feature_names(missing) + " yet");
-          m.backends_.clear();
-          gpu = nullptr;
-          gpu_layers = 0;
-        } else if (opt.gpu_layers == kGpuLayersAuto) {
-          gpu_layers = layers_that_fit(m, *gpu, opt);
-        }
-      }
+      if (made.is_ok())
+        gpu = std::move(made).value();
+      else
+        gpu_error = made.message();
+    }
+    GpuCandidate candidate;
+    if (gpu) candidate = {gpu->name(), gpu->features()};
+    const LayerPlacement plan =
+        place_layers(opt.gpu_layers, m.hp_.n_layer, m.needed_features(), gpu ? &candidate : nullptr,
+                     gpu_error, [&] { return gpu_layer_costs(m, *gpu, opt); });
+    if (!plan.gpu_refused.empty()) log_gpu_fallback(plan.gpu_refused);
+    if (!plan.auto_note.empty()) std::fprintf(stderr, "hearth: %s\n", plan.auto_note.c_str());
+    const int64_t gpu_layers = plan.gpu_layers;
+    Backend* gpu_backend = nullptr;
+    if (gpu_layers > 0) {
+      m.backends_.push_back(std::move(gpu));
+      gpu_backend = m.backends_.back().get();
     }
     Backend* cpu = nullptr;
     if (gpu_layers < m.hp_.n_layer) {
@@ -204,7 +202,7 @@ class ModelBuilder {
       m.backends_.push_back(make_cpu_backend(cpu_opt));
       cpu = m.backends_.back().get();
     }
-    if (gpu_layers > 0) m.groups_.push_back({0, gpu_layers, gpu});
+    if (gpu_layers > 0) m.groups_.push_back({0, gpu_layers, gpu_backend});
     if (gpu_layers < m.hp_.n_layer) m.groups_.push_back({gpu_layers, m.hp_.n_layer, cpu});
 
     const size_t total = m.layers_.size() + 2;
@@ -247,35 +245,29 @@ class ModelBuilder {
 
   static void log_gpu_fallback(const std::string& why);
 
-  // --gpu-layers auto: the leading layers whose weights and KV rows (at the context the caller
-  // will use) fit the GPU's free memory next to the embedding, the LM head and a reserve for
-  // activations and library workspaces. Says what it chose in one line.
-  static int64_t layers_that_fit(const Model& m, Backend& gpu, const LoadOptions& opt) {
-    const std::optional<uint64_t> free = gpu.device_memory_free();
-    if (!free) return m.hp_.n_layer;
+  // --gpu-layers auto's inputs: the GPU's free memory, what one layer's weights and KV rows (at
+  // the context the caller will use) take there, and the fixed part: the embedding, the LM head
+  // and a reserve for activations and library workspaces.
+  static GpuLayerCosts gpu_layer_costs(const Model& m, Backend& gpu, const LoadOptions& opt) {
+    GpuLayerCosts c;
+    c.free_bytes = gpu.device_memory_free();
+    if (!c.free_bytes) return c;
     const auto& hp = m.hp_;
-    const int64_t ctx = opt.ctx_hint > 0
-                            ? opt.ctx_hint
-                            : std::min<int64_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
-    uint64_t per_layer = uint64_t(2 * ctx * hp.kv_dim()) * sizeof(float);
+    c.ctx = opt.ctx_hint > 0 ? opt.ctx_hint
+                             : std::min<int64_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
+    c.per_layer_bytes = uint64_t(2 * c.ctx * hp.kv_dim()) * sizeof(float);
     const LayerWeights& lw = m.layers_.front();
     for (const Weight* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
-      per_layer += gpu.device_weight_bytes(w->host);
+      c.per_layer_bytes += gpu.device_weight_bytes(w->host);
     // Activations of a 512-token pass (forward.cpp's scratch) plus ~1 GiB for cuBLAS workspaces,
     // the decode graph and fragmentation.
     const uint64_t scratch =
         uint64_t(512) *
         uint64_t(4 * hp.n_embd + 2 * hp.q_dim() + 2 * hp.kv_dim() + 2 * hp.n_ff + hp.n_vocab) *
         sizeof(float);
-    const uint64_t fixed = gpu.device_weight_bytes(m.tok_embd_.host) +
-                           gpu.device_weight_bytes(m.output_.host) + scratch + (1ull << 30);
-    const int64_t n = auto_gpu_layers(*free, fixed, per_layer, hp.n_layer);
-    std::fprintf(stderr,
-                 "hearth: --gpu-layers auto: %lld of %lld layers on the GPU (%.1f GiB free, "
-                 "%.2f GiB a layer with its KV at context %lld)\n",
-                 (long long)n, (long long)hp.n_layer, double(*free) / double(1ull << 30),
-                 double(per_layer) / double(1ull << 30), (long long)ctx);
-    return n;
+    c.fixed_bytes = gpu.device_weight_bytes(m.tok_embd_.host) +
+                    gpu.device_weight_bytes(m.output_.host) + scratch + (1ull << 30);
+    return c;
   }
 
   static Result<std::shared_ptr<Model>> load_gguf(const std::string& path, const LoadOptions& opt) {
@@ -339,14 +331,6 @@ std::vector<Backend*> Model::layer_backends() const {
   for (const auto& g : groups_)
     for (int64_t l = g.first; l < g.last; ++l) out[size_t(l)] = g.backend;
   return out;
-}
-
-int64_t auto_gpu_layers(uint64_t free_bytes, uint64_t fixed_bytes, uint64_t per_layer_bytes,
-                        int64_t n_layer) {
-  if (n_layer <= 0 || free_bytes <= fixed_bytes) return 0;
-  if (per_layer_bytes == 0) return n_layer;
-  return int64_t(
-      std::min<uint64_t>(uint64_t(n_layer), (free_bytes - fixed_bytes) / per_layer_bytes));
 }
 
 Result<KvCache> Model::new_kv_cache(int64_t n_ctx) const {

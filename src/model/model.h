@@ -15,6 +15,7 @@
 #include "backend/backend.h"
 #include "backend/cpu-options.h"
 #include "backend/cuda-options.h"
+#include "backend/placement.h"
 #include "base/status.h"
 #include "kv/kv-cache.h"
 #include "model/arch.h"
@@ -109,16 +110,6 @@ struct LayerGroup {
   int64_t first = 0, last = 0;  // [first, last)
   Backend* backend = nullptr;
 };
-
-constexpr int kGpuLayersAll = -1;
-// As many leading layers as fit the GPU's free memory (weights, their KV at ctx_hint, a reserve
-// for scratch): auto_gpu_layers below.
-constexpr int kGpuLayersAuto = -2;
-
-// How many of n_layer layers fit `free_bytes` when `fixed_bytes` (embedding, LM head, scratch
-// reserve) must fit too and each layer takes `per_layer_bytes`; at most n_layer, at least 0.
-int64_t auto_gpu_layers(uint64_t free_bytes, uint64_t fixed_bytes, uint64_t per_layer_bytes,
-                        int64_t n_layer);
 
 struct LoadOptions {
   int n_threads = 0;   // 0: all available cores
