@@ -7,7 +7,7 @@ SUDO=""
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
-  build-essential cmake ninja-build pkg-config git \
+  build-essential cmake ninja-build pkg-config git ccache \
   googletest libgtest-dev \
   nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libboost-dev \
   libcurl4-openssl-dev libssl-dev libicu-dev libedit-dev \
