@@ -41,8 +41,8 @@ struct FieldRow {
   const char* openai_name;  // kCopy only
 };
 
-// Top-level fields of /api/generate and /api/chat. `format`, `tools`, images, templates and
-// suffixes need engines this branch does not have: they are refused by check_unsupported().
+// Top-level fields of /api/generate and /api/chat. `tools`, images, templates and suffixes need
+// engines this branch does not have: they are refused by check_unsupported().
 const FieldRow kGenerateFields[] = {
     {"model", Field::kCopy, "model"},       {"stream", Field::kOwn, nullptr},
     {"options", Field::kOwn, nullptr},      {"keep_alive", Field::kIgnored, nullptr},
@@ -123,6 +123,7 @@ bool check_fields(const json& j, const FieldRow (&rows)[N], const std::string& p
 // OpenAI field names in the shared parser's errors, as the Ollama client wrote them.
 std::string ollama_param(const std::string& openai_param) {
   if (openai_param == "max_tokens") return "options.num_predict";
+  if (openai_param.starts_with("response_format")) return "format";
   for (const auto& r : kOptionFields)
     if (r.openai_name && openai_param == r.openai_name) return std::string("options.") + r.name;
   return openai_param;
@@ -217,11 +218,27 @@ bool check_unsupported(const json& j, OllamaError* err) {
     if (it->is_string() || it->is_array() || it->is_object()) return !it->empty();
     return *it != false;
   };
-  // `format` needs constrained decoding (the grammar engine); `think` needs reasoning parsing.
-  for (const char* k : {"format", "tools", "images", "template", "suffix", "think"})
+  // `think` needs reasoning parsing.
+  for (const char* k : {"tools", "images", "template", "suffix", "think"})
     if (set(k)) return fail(err, std::string("'") + k + "' is not supported by this server");
   if (set("logprobs") || set("top_logprobs"))
     return fail(err, "'logprobs' is not supported on the Ollama routes of this server");
+  return true;
+}
+
+// `format`: "json" (any JSON object) or a JSON Schema object, as OpenAI's response_format
+// (json_object / json_schema), which the OpenAI parser compiles; "" or null: plain text.
+bool read_format(const json& j, json* openai, OllamaError* err) {
+  auto it = j.find("format");
+  if (it == j.end() || it->is_null() || *it == "") return true;
+  if (*it == "json") {
+    (*openai)["response_format"] = {{"type", "json_object"}};
+    return true;
+  }
+  if (!it->is_object())
+    return fail(err, "'format' must be \"json\" or a JSON Schema object; it is " + json_text(*it));
+  (*openai)["response_format"] = {{"type", "json_schema"},
+                                  {"json_schema", {{"name", "format"}, {"schema", *it}}}};
   return true;
 }
 
@@ -309,7 +326,8 @@ std::optional<OllamaGenerate> parse_ollama_generate(const ApiConfig& cfg, const 
   OllamaGenerate req;
   req.chat = chat;
   OwnOptions own;
-  if (!read_bool(j, "stream", &req.stream, err) || !read_options(j, cfg, &openai, &own, err))
+  if (!read_bool(j, "stream", &req.stream, err) || !read_options(j, cfg, &openai, &own, err) ||
+      !read_format(j, &openai, err))
     return std::nullopt;
   std::vector<int32_t> context;
   bool raw = false;

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "json-body.h"
+#include "output-format.h"
 #include "runtime/chat/chat-template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -77,7 +78,7 @@ bool check_string(const json& v, const std::string& param, size_t max, ApiError*
 
 // OpenAI fields this server does not implement. A request that sets one to anything but its
 // no-op value is refused, naming the field, so no client gets an answer that silently ignored
-// it (a JSON schema, tools, a bias). Implementing one means deleting its row.
+// it (tools, echo, ...). Implementing one means deleting its row.
 struct Unimplemented {
   const char* name;
   bool (*is_noop)(const json&);
@@ -88,8 +89,6 @@ const Unimplemented kUnimplemented[] = {
     {"functions", [](const json& v) { return v.is_array() && v.empty(); }},
     {"function_call", [](const json& v) { return v == "none" || v == "auto"; }},
     {"parallel_tool_calls", [](const json& v) { return v.is_boolean(); }},
-    {"response_format",
-     [](const json& v) { return v.is_object() && v.size() == 1 && v.value("type", "") == "text"; }},
     {"echo", [](const json& v) { return v == false; }},
     {"best_of", [](const json& v) { return v == 1; }},
     {"suffix", [](const json& v) { return v == ""; }},
@@ -327,7 +326,8 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
   }
   std::optional<int64_t> max_tokens;
   if (!parse_common(j, cfg, &job, &max_tokens, err) || !parse_logprobs(j, chat, &job, err) ||
-      !parse_logit_bias(j, engine, cfg.limits, &job, err))
+      !parse_logit_bias(j, engine, cfg.limits, &job, err) ||
+      !parse_output_format(j, cfg.limits, engine, &job, err))
     return std::nullopt;
   if (chat) {
     if (!chat_prompt(j, cfg, engine, &job.prompt, err)) return std::nullopt;

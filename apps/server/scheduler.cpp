@@ -8,6 +8,7 @@
 
 #include "base/process-memory.h"
 #include "base/timer.h"
+#include "runtime/constraint-step.h"
 #include "runtime/stop-strings.h"
 #include "tokenizer/tokenizer.h"
 
@@ -72,7 +73,7 @@ struct Scheduler::Slot {
   std::unique_ptr<Sampler> sampler;
   std::unique_ptr<StreamDecoder> decoder;
   std::unique_ptr<StopStringFilter> stops;
-  std::vector<float> biased;  // the logits row plus the job's logit_bias (scratch)
+  std::vector<float> biased;  // the logits row plus logit_bias, masked by the constraint
 };
 
 // Embedding jobs run one chunk per step in their own pass (hidden states, not logits) over a
@@ -258,21 +259,29 @@ void Scheduler::sample_and_emit(Slot& slot, const float* logits) {
   const Tokenizer& tok = engine_->tokenizer();
   Job& job = *slot.job;
   const int32_t n_vocab = int32_t(engine_->model().hparams().n_vocab);
-  const float* sampled_from = logits;
-  if (!job.logit_bias.empty()) {
+  TokenConstraint* constraint = job.constraint.get();
+  const float* sampled_from = logits;  // logprobs stay the model's own
+  if (!job.logit_bias.empty() || constraint) {
     slot.biased.assign(logits, logits + n_vocab);
     for (const auto& [token, bias] : job.logit_bias) slot.biased[size_t(token)] += bias;
+    // The budget counts this token; the slot ends at max_tokens or a full context.
+    const int64_t ctx_left = options_.ctx_size - int64_t(slot.history.size());
+    constrain_logits(constraint, constraint_budget(ctx_left, job.max_tokens, slot.generated),
+                     std::span<float>(slot.biased.data(), size_t(n_vocab)));
     sampled_from = slot.biased.data();
   }
   const int32_t id = slot.sampler->sample(sampled_from, n_vocab, slot.history);
   if (slot.generated == 0) job.timing_.first_token = Clock::now();
-  if (!job.ignore_eos && tok.is_end_of_generation(id)) return finish_slot(slot, "stop");
+  if (Status st = constraint_accept(constraint, id); !st)
+    return finish_slot(slot, "error", st.message());
+  if (end_token_ends(constraint, job.ignore_eos) && tok.is_end_of_generation(id))
+    return finish_slot(slot, "stop");
   slot.generated++;
   job.output_tokens_.push_back(id);
   if (job.logprobs_top >= 0)
     job.push_logprob(token_logprob(logits, n_vocab, id, job.logprobs_top, tok));
   job.push_text(slot.stops->push(slot.decoder->push(id)));
-  if (slot.stops->matched()) return finish_slot(slot, "stop");
+  if (slot.stops->matched() || constraint_complete(constraint)) return finish_slot(slot, "stop");
   if (slot.generated >= job.max_tokens) return finish_slot(slot, "length");
   if (int64_t(slot.history.size()) >= options_.ctx_size) return finish_slot(slot, "length");
   slot.pending = id;

@@ -20,6 +20,7 @@
 #include "logprobs.h"
 #include "runtime/engine.h"
 #include "sampling/sampler.h"
+#include "sampling/token-constraint.h"
 
 namespace hearth::server {
 
@@ -42,6 +43,9 @@ class Job {
   int32_t logprobs_top = -1;
   // Added to the logits before sampling (OpenAI's logit_bias); logprobs stay the model's own.
   std::vector<std::pair<int32_t, float>> logit_bias;
+  // Structured output (response_format, grammar, Ollama's format): this job's own constraint
+  // state, masking its logits after logit_bias. Null: unconstrained.
+  std::shared_ptr<TokenConstraint> constraint;
 
   // Consumer side. Waits up to `timeout` for text or the end; appends new text to *text.
   // Returns true once the job has finished and all its text was handed out.

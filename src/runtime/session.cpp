@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "base/timer.h"
+#include "runtime/constraint-step.h"
 #include "runtime/stop-strings.h"
 
 namespace hearth {
@@ -83,12 +84,9 @@ Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt,
   TokenConstraint* constraint = opt.constraint.get();
   Status constraint_status;
   auto take = [&](int32_t id) {
-    if (constraint) {
-      // The sampler only picks a masked-out token when no allowed one had a finite logit.
-      constraint_status = constraint->accept(id);
-      if (!constraint_status) return false;
-    }
-    if ((!opt.ignore_eos || constraint) && tok.is_end_of_generation(id)) {
+    constraint_status = constraint_accept(constraint, id);
+    if (!constraint_status) return false;
+    if (end_token_ends(constraint, opt.ignore_eos) && tok.is_end_of_generation(id)) {
       st.finish_reason = "stop";
       return false;
     }
@@ -105,7 +103,7 @@ Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt,
       st.finish_reason = "cancelled";
       return false;
     }
-    if (constraint && constraint->complete()) {
+    if (constraint_complete(constraint)) {
       st.finish_reason = "stop";
       return false;
     }
@@ -115,11 +113,9 @@ Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt,
     // The first token comes from the prompt's logits.
     // The budget counts this token: max_tokens, or what the context still holds.
     auto mask = [&] {
-      if (!constraint) return;
-      int64_t left = n_ctx_ - kv_.used();
-      if (opt.max_tokens >= 0) left = std::min<int64_t>(left, opt.max_tokens - st.generated_tokens);
-      constraint->set_token_budget(left);
-      constraint->mask(std::span<float>(logits.data(), size_t(n_vocab)));
+      constrain_logits(constraint,
+                       constraint_budget(n_ctx_ - kv_.used(), opt.max_tokens, st.generated_tokens),
+                       std::span<float>(logits.data(), size_t(n_vocab)));
     };
     mask();
     int32_t id = sampler.sample(logits.data(), n_vocab, history_);

@@ -195,7 +195,8 @@ test("an empty prompt or no messages only loads the model (done_reason load)", a
 
 test("bad requests are a 400 whose error names the field; the client throws it", async () => {
   const cases = [
-    [{ model: "kjv", prompt: "x", format: "json" }, "format", "generate"],
+    [{ model: "kjv", prompt: "x", format: "xml" }, "format", "generate"],
+    [{ model: "kjv", prompt: "x", format: { type: "object", if: {} } }, "format", "generate"],
     [{ model: "kjv", prompt: "x", options: { bogus: 1 } }, "options.bogus", "generate"],
     [{ model: "kjv", prompt: "x", options: { temperature: 7 } }, "options.temperature", "generate"],
     [{ model: "kjv", prompt: "x", options: { num_predict: 0 } }, "options.num_predict", "generate"],
@@ -219,7 +220,7 @@ test("bad requests are a 400 whose error names the field; the client throws it",
     assert.equal(typeof r.body.error, "string");
     assert.ok(r.body.error.includes(`'${field}'`), `${r.body.error} should name ${field}`);
   }
-  await assert.rejects(ollama.generate({ model: "kjv", prompt: "x", format: "json", stream: false }),
+  await assert.rejects(ollama.generate({ model: "kjv", prompt: "x", format: "yaml", stream: false }),
                        (e) => e.status_code === 400 && /'format'/.test(e.message));
   const show = await postJson(`${srv.base}/api/show`, {});
   assert.equal(show.status, 400);
