@@ -55,16 +55,18 @@ class Tmux {
 };
 
 std::string trim_copy(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t");
-  return b == std::string::npos ? "" : s.substr(b, s.find_last_not_of(" \t") - b + 1);
+  const size_t b = s.find_first_not_of(" \t\n");
+  return b == std::string::npos ? "" : s.substr(b, s.find_last_not_of(" \t\n") - b + 1);
 }
 
-// The text printed after the line "> PROMPT" (the streamed answer), up to the next line break.
+// The text printed after the line "> PROMPT" (the streamed answer, which may itself start with
+// a line break), up to the next prompt.
 std::string answer_after(const std::string& screen, const std::string& prompt_line) {
   const size_t p = screen.rfind(prompt_line + "\n");
   if (p == std::string::npos) return "";
   const size_t b = p + prompt_line.size() + 1;
-  return screen.substr(b, screen.find('\n', b) - b);
+  const size_t next_prompt = screen.find("\n> ", b);
+  return screen.substr(b, next_prompt == std::string::npos ? std::string::npos : next_prompt - b);
 }
 
 TEST(ChatTmux, TurnResetInterruptSaveLoadQuit) {
@@ -113,7 +115,7 @@ TEST(ChatTmux, TurnResetInterruptSaveLoadQuit) {
   ASSERT_TRUE(t.wait_text("[n-predict = -1]")) << t.screen();
   t.line("And the LORD said");
   ASSERT_TRUE(t.wait_for([](const std::string& sc) {
-    return answer_after(sc, "> And the LORD said").size() >= 20;
+    return trim_copy(answer_after(sc, "> And the LORD said")).size() >= 20;
   })) << t.screen();
   t.tmux({"send-keys", "-t", "chat", "C-c"});
   ASSERT_TRUE(t.wait_text("[interrupted]")) << t.screen();
