@@ -8,7 +8,7 @@
 
 #include "base/process-memory.h"
 #include "base/timer.h"
-#include "runtime/constraint-step.h"
+#include "runtime/generation-step.h"
 #include "runtime/stop-strings.h"
 #include "tokenizer/tokenizer.h"
 
@@ -70,10 +70,7 @@ struct Scheduler::Slot {
   int32_t pending = -1;    // sampled token not yet run through the model
   int32_t generated = 0;
   uint64_t last_used = 0;
-  std::unique_ptr<Sampler> sampler;
-  std::unique_ptr<StreamDecoder> decoder;
-  std::unique_ptr<StopStringFilter> stops;
-  std::vector<float> biased;  // the logits row plus logit_bias, masked by the constraint
+  std::unique_ptr<GenerationStep> step;  // sampling, stops, streaming: the job's own
 };
 
 // Embedding jobs run one chunk per step in their own pass (hidden states, not logits) over a
@@ -86,6 +83,18 @@ struct Scheduler::EmbedState {
   size_t offset = 0;  // tokens of that input already pooled
   std::vector<double> sum;
 };
+
+// A job's settings as the shared per-token step takes them.
+static GenerateOptions generate_options(const Job& job) {
+  GenerateOptions o;
+  o.max_tokens = job.max_tokens;
+  o.ignore_eos = job.ignore_eos;
+  o.stop = job.stop;
+  o.sampling = job.sampling;
+  o.constraint = job.constraint;
+  o.logit_bias = job.logit_bias;
+  return o;
+}
 
 Scheduler::Scheduler(std::shared_ptr<const Engine> engine, SchedulerOptions options)
     : engine_(std::move(engine)), options_(options) {}
@@ -205,9 +214,7 @@ void Scheduler::admit_locked() {
     slot.pending = -1;
     slot.generated = 0;
     slot.last_used = ++clock_;
-    slot.sampler = std::make_unique<Sampler>(job->sampling);
-    slot.decoder = std::make_unique<StreamDecoder>(engine_->tokenizer());
-    slot.stops = std::make_unique<StopStringFilter>(job->stop);
+    slot.step = std::make_unique<GenerationStep>(engine_->tokenizer(), generate_options(*job));
     job->prompt_tokens_ = int64_t(job->prompt.size());
     job->cached_tokens_ = int64_t(keep);
     job->timing_.started = Clock::now();
@@ -218,25 +225,32 @@ void Scheduler::finish_slot(Slot& slot, const std::string& reason, const std::st
   auto job = std::move(slot.job);
   slot.job.reset();
   slot.pending = -1;
-  if (reason != "stop" || !slot.stops->matched()) {
-    // Whatever the decoder or stop filter held back is part of the answer (not after a stop).
-    if (reason != "error" && reason != "cancelled")
-      job->push_text(slot.stops->flush(slot.decoder->flush()));
-  }
+  // Whatever the decoder or stop filter held back is part of the answer (not after a stop).
+  if (slot.step && reason != "error" && reason != "cancelled") job->push_text(slot.step->flush());
   job->completion_tokens_ = slot.generated;
   job->timing_.finished = Clock::now();
   if (slot.generated == 0 && job->timing_.first_token == Clock::time_point{})
     job->timing_.first_token = job->timing_.finished;
-  job->finish(reason, error);
-  std::lock_guard<std::mutex> lock(mu_);
-  --running_;
-  if (reason == "cancelled")
-    totals_.requests_cancelled++;
-  else if (reason == "error")
-    totals_.requests_failed++;
-  else
-    totals_.requests_finished++;
-  if (queue_.empty() && running_ == 0) idle_cv_.notify_all();
+  finish_job(*job, reason, error);
+}
+
+void Scheduler::finish_job(Job& job, const std::string& reason, const std::string& error) {
+  // The count drops before the client can hear the answer: a client that sends its next request
+  // as soon as this one ends must find the slot free, not queue-full.
+  bool idle = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --running_;
+    if (reason == "cancelled")
+      totals_.requests_cancelled++;
+    else if (reason == "error")
+      totals_.requests_failed++;
+    else
+      totals_.requests_finished++;
+    idle = queue_.empty() && running_ == 0;
+  }
+  job.finish(reason, error);
+  if (idle) idle_cv_.notify_all();  // after the answer is out: a drain waits for it
 }
 
 void Scheduler::drop_cancelled() {
@@ -259,30 +273,23 @@ void Scheduler::sample_and_emit(Slot& slot, const float* logits) {
   const Tokenizer& tok = engine_->tokenizer();
   Job& job = *slot.job;
   const int32_t n_vocab = int32_t(engine_->model().hparams().n_vocab);
-  TokenConstraint* constraint = job.constraint.get();
-  const float* sampled_from = logits;  // logprobs stay the model's own
-  if (!job.logit_bias.empty() || constraint) {
-    slot.biased.assign(logits, logits + n_vocab);
-    for (const auto& [token, bias] : job.logit_bias) slot.biased[size_t(token)] += bias;
-    // The budget counts this token; the slot ends at max_tokens or a full context.
-    const int64_t ctx_left = options_.ctx_size - int64_t(slot.history.size());
-    constrain_logits(constraint, constraint_budget(ctx_left, job.max_tokens, slot.generated),
-                     std::span<float>(slot.biased.data(), size_t(n_vocab)));
-    sampled_from = slot.biased.data();
-  }
-  const int32_t id = slot.sampler->sample(sampled_from, n_vocab, slot.history);
+  // The step biases and masks a copy: logprobs stay the model's own.
+  const int64_t ctx_left = options_.ctx_size - int64_t(slot.history.size());
+  const int32_t id = slot.step->pick(logits, n_vocab, slot.history, ctx_left);
   if (slot.generated == 0) job.timing_.first_token = Clock::now();
-  if (Status st = constraint_accept(constraint, id); !st)
-    return finish_slot(slot, "error", st.message());
-  if (end_token_ends(constraint, job.ignore_eos) && tok.is_end_of_generation(id))
-    return finish_slot(slot, "stop");
-  slot.generated++;
-  job.output_tokens_.push_back(id);
-  if (job.logprobs_top >= 0)
-    job.push_logprob(token_logprob(logits, n_vocab, id, job.logprobs_top, tok));
-  job.push_text(slot.stops->push(slot.decoder->push(id)));
-  if (slot.stops->matched() || constraint_complete(constraint)) return finish_slot(slot, "stop");
-  if (slot.generated >= job.max_tokens) return finish_slot(slot, "length");
+  std::string text;
+  const bool more = slot.step->take(id, &text);
+  if (slot.step->emitted()) {
+    slot.generated++;
+    job.output_tokens_.push_back(id);
+    if (job.logprobs_top >= 0)
+      job.push_logprob(token_logprob(logits, n_vocab, id, job.logprobs_top, tok));
+    job.push_text(text);
+  }
+  if (!more) {
+    const std::string& reason = slot.step->finish_reason();
+    return finish_slot(slot, reason, reason == "error" ? slot.step->error().message() : "");
+  }
   if (int64_t(slot.history.size()) >= options_.ctx_size) return finish_slot(slot, "length");
   slot.pending = id;
 }
@@ -370,16 +377,7 @@ void Scheduler::embed_step() {
     e.input = 0;
     e.offset = 0;
     e.sum.clear();
-    job->finish(reason, error);
-    std::lock_guard<std::mutex> lock(mu_);
-    --running_;
-    if (reason == "cancelled")
-      totals_.requests_cancelled++;
-    else if (reason == "error")
-      totals_.requests_failed++;
-    else
-      totals_.requests_finished++;
-    if (queue_.empty() && running_ == 0) idle_cv_.notify_all();
+    finish_job(*job, reason, error);
   };
   if (job->cancelled()) return done_job("cancelled", "");
   const auto& input = job->inputs[e.input];

@@ -157,6 +157,7 @@ class Scheduler {
   void step();
   void embed_step();
   void finish_slot(Slot& slot, const std::string& reason, const std::string& error = "");
+  void finish_job(Job& job, const std::string& reason, const std::string& error);
   void sample_and_emit(Slot& slot, const float* logits);
 
   std::shared_ptr<const Engine> engine_;

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "base/timer.h"
-#include "runtime/constraint-step.h"
+#include "runtime/generation-step.h"
 #include "runtime/stop-strings.h"
 
 namespace hearth {
@@ -64,7 +64,6 @@ Result<std::vector<float>> Session::all_logits(const std::vector<int32_t>& token
 Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt,
                                          const GenerateOptions& opt,
                                          const TokenCallback& on_token) {
-  const Tokenizer& tok = engine_->tokenizer();
   const int32_t n_vocab = int32_t(engine_->model().hparams().n_vocab);
   GenerateResult result;
   GenerateStats& st = result.stats;
@@ -75,54 +74,33 @@ Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt,
   HEARTH_TRY(evaluate(prompt, &logits, &st.prompt_evaluated));
   st.prompt_ms = timer.elapsed_ms();
 
-  Sampler sampler(opt.sampling);
-  StreamDecoder decoder(tok);
-  StopStringFilter stops(opt.stop);
+  GenerationStep step(engine_->tokenizer(), opt);
   Timer gen_timer;
   st.finish_reason = "length";
-  // One generated token: EOS, streaming, stop strings, the callback, max_tokens. False: stop.
-  TokenConstraint* constraint = opt.constraint.get();
-  Status constraint_status;
+  // One generated token through the shared step, then this loop's own callback. False: stop.
   auto take = [&](int32_t id) {
-    constraint_status = constraint_accept(constraint, id);
-    if (!constraint_status) return false;
-    if (end_token_ends(constraint, opt.ignore_eos) && tok.is_end_of_generation(id)) {
-      st.finish_reason = "stop";
-      return false;
+    std::string piece;
+    const bool more = step.take(id, &piece);
+    if (step.emitted()) {
+      result.tokens.push_back(id);
+      st.generated_tokens = step.generated();
+      result.text += piece;
+      const bool keep_going = on_token ? on_token(id, piece) : true;
+      if (!keep_going && !step.stop_string_matched()) {  // a stop string outranks the caller
+        st.finish_reason = "cancelled";
+        return false;
+      }
     }
-    result.tokens.push_back(id);
-    st.generated_tokens++;
-    const std::string piece = stops.push(decoder.push(id));
-    result.text += piece;
-    const bool keep_going = on_token ? on_token(id, piece) : true;
-    if (stops.matched()) {
-      st.finish_reason = "stop";
-      return false;
-    }
-    if (!keep_going) {
-      st.finish_reason = "cancelled";
-      return false;
-    }
-    if (constraint_complete(constraint)) {
-      st.finish_reason = "stop";
-      return false;
-    }
-    return !(opt.max_tokens >= 0 && st.generated_tokens >= opt.max_tokens);
+    if (!more) st.finish_reason = step.finish_reason();
+    return more;
   };
   if (opt.max_tokens != 0) {
     // The first token comes from the prompt's logits.
-    // The budget counts this token: max_tokens, or what the context still holds.
-    auto mask = [&] {
-      constrain_logits(constraint,
-                       constraint_budget(n_ctx_ - kv_.used(), opt.max_tokens, st.generated_tokens),
-                       std::span<float>(logits.data(), size_t(n_vocab)));
-    };
-    mask();
-    int32_t id = sampler.sample(logits.data(), n_vocab, history_);
+    int32_t id = step.pick(logits.data(), n_vocab, history_, n_ctx_ - kv_.used());
     st.ttft_ms = timer.elapsed_ms();
     gen_timer.reset();
     if (take(id)) {
-      if (is_plain_greedy(opt.sampling) && !constraint) {
+      if (is_plain_greedy(opt.sampling) && !opt.constraint && opt.logit_bias.empty()) {
         // Greedy without penalties needs only the argmax: the model may keep it on the device
         // and run steps ahead (Model::decode_greedy); same tokens as the loop below.
         int32_t fed = id;  // the token whose step produced the next callback's token
@@ -140,21 +118,17 @@ Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt,
             break;
           }
           HEARTH_TRY(decode_one(id, &logits));
-          mask();
-          id = sampler.sample(logits.data(), n_vocab, history_);
+          id = step.pick(logits.data(), n_vocab, history_, n_ctx_ - kv_.used());
           if (!take(id)) break;
         }
       }
     }
   }
-  HEARTH_TRY(constraint_status);
+  if (step.finish_reason() == "error") return step.error();
   st.gen_ms = st.generated_tokens > 1 ? gen_timer.elapsed_ms() : 0;
-  if (!stops.matched()) {
-    const std::string tail = stops.flush(decoder.flush());
-    if (!tail.empty()) {
-      result.text += tail;
-      if (on_token) on_token(-1, tail);
-    }
+  if (const std::string tail = step.flush(); !tail.empty()) {
+    result.text += tail;
+    if (on_token) on_token(-1, tail);
   }
   return result;
 }

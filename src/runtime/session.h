@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/engine.h"
@@ -24,6 +25,9 @@ struct GenerateOptions {
   // is complete generation ends with "stop"; end-of-generation tokens are allowed only where it
   // may end, and end generation even with ignore_eos. One object per generate() call.
   std::shared_ptr<TokenConstraint> constraint;
+  // Added to the logits before the constraint and the sampler chain (OpenAI's logit_bias);
+  // ids outside the vocabulary are ignored.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 };
 
 struct GenerateStats {
