@@ -144,6 +144,7 @@ TEST(GoldenGpuRing, ReplayedStepsMatchEagerThroughTheWrap) {
     auto engine = Engine::load(test::shared_path("goldens/gemma2-tiny"), opt);
     EXPECT_TRUE(engine.is_ok()) << engine.message();
     if (!engine.is_ok()) return {};
+    EXPECT_EQ(engine.value()->model().layer_backends()[0]->name().rfind("cuda", 0), 0u);
     Session s(engine.value(), 700);
     EXPECT_TRUE(s.init().is_ok());
     GenerateOptions gen;
