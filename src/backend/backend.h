@@ -4,6 +4,7 @@
 // costs nothing measurable. All float* arguments point into the backend's own memory.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -119,12 +120,17 @@ class Backend {
   virtual void softcap(float* x, int64_t n, float cap) { missing_feature("softcap"); }
   virtual void scale(float* x, int64_t n, float s) { missing_feature("scale"); }
 
-  // KV append: rows [n_tokens, row_floats] of src into cache at position `pos`. A backend that
-  // replays captured decode steps reads pos from device memory, so the forward pass must store
-  // K/V through this (not copy() with a host-computed address).
+  // KV append: rows [n_tokens, row_floats] of src into cache at position `pos`; ring_rows > 0:
+  // the cache is a ring (a sliding layer's), position p in row p % ring_rows, n_tokens <=
+  // ring_rows (it wraps at most once). A backend that replays captured decode steps reads pos
+  // from device memory and wraps it there, so the forward pass must store K/V through this
+  // with the sequence's position (not copy() with a host-computed address or row).
   virtual void store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats,
-                        int64_t n_tokens) {
-    copy(cache + pos * row_floats, src, n_tokens * row_floats);
+                        int64_t n_tokens, int64_t ring_rows = 0) {
+    if (ring_rows == 0) return copy(cache + pos * row_floats, src, n_tokens * row_floats);
+    const int64_t row0 = pos % ring_rows, first = std::min(n_tokens, ring_rows - row0);
+    copy(cache + row0 * row_floats, src, first * row_floats);
+    if (first < n_tokens) copy(cache, src + first * row_floats, (n_tokens - first) * row_floats);
   }
 
   // Decode-step capture (CUDA graphs). For each single-token decode step the forward pass calls
@@ -132,8 +138,9 @@ class Backend {
   //   b.end_decode_step();   // then download/sync as usual
   // begin returns true when it already replayed the recorded step with the new token/pos (skip
   // the ops). Between begin and end the ops must be the same sequence with the same buffers
-  // every step; embed's ids, rope's pos, attention's pos0 and store_kv's pos are taken from the
-  // step. Call reset_decode_steps() when buffers or the layer split change. Defaults: eager.
+  // every step; embed's ids, rope's (and rope_partial's) pos, attention's (and
+  // attention_masked's) pos0 and store_kv's pos (and its ring row) are taken from the step. Call
+  // reset_decode_steps() when buffers or the layer split change. Defaults: eager.
   virtual bool begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) { return false; }
   virtual void end_decode_step() {}
   virtual void reset_decode_steps() {}

@@ -11,17 +11,6 @@
 
 namespace hearth {
 
-namespace {
-// Appends n rows at position pos; a ring cache wraps, at most once (ring_rows >= n).
-void store_kv_rows(Backend* be, float* cache, const float* src, int64_t pos, int64_t n,
-                   int64_t row_floats, int64_t ring_rows) {
-  if (ring_rows == 0) return be->store_kv(cache, src, pos, row_floats, n);
-  const int64_t row0 = pos % ring_rows, first = std::min(n, ring_rows - row0);
-  be->store_kv(cache, src, row0, row_floats, first);
-  if (first < n) be->store_kv(cache, src + first * row_floats, 0, row_floats, n - first);
-}
-}  // namespace
-
 ForwardScratch::~ForwardScratch() {
   for (auto& b : per_backend) {
     for (float* p : {b.x, b.xn, b.q, b.k, b.v, b.attn, b.gate, b.up, b.logits})
@@ -240,8 +229,10 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
     mask.window = kind.window;
     mask.softcap = hp_.attn_softcap;
     mask.ring_rows = s.kv->ring_rows(l);
-    store_kv_rows(be, s.kv->k(l), b.k + row * KVD, s.pos0, s.n_tokens, KVD, mask.ring_rows);
-    store_kv_rows(be, s.kv->v(l), b.v + row * KVD, s.pos0, s.n_tokens, KVD, mask.ring_rows);
+    // A ring's row is the backend's to compute (a replayed decode step knows its position only
+    // on the device).
+    be->store_kv(s.kv->k(l), b.k + row * KVD, s.pos0, KVD, s.n_tokens, mask.ring_rows);
+    be->store_kv(s.kv->v(l), b.v + row * KVD, s.pos0, KVD, s.n_tokens, mask.ring_rows);
     if (mask.plain())  // the Llama path: backends fuse and capture this one
       be->attention(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD, s.n_tokens, s.pos0,
                     hp_.n_head, hp_.n_head_kv, HD, hp_.query_scale);

@@ -135,8 +135,21 @@ class CudaBackend final : public Backend {
   void add_inplace(float* y, const float* x, int64_t n) override;
   void add_bias(float* y, const float* b, int64_t rows, int64_t n) override;
 
-  void store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats,
-                int64_t n_tokens) override;
+  void store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats, int64_t n_tokens,
+                int64_t ring_rows = 0) override;
+
+  // The families' ops (cuda-backend-family-ops.cpp).
+  uint32_t features() const override;
+  void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim, float eps) override;
+  void attention_masked(const float* q, const float* k_cache, const float* v_cache, float* out,
+                        int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+                        int64_t head_dim, float scale, const kernels::AttentionMask& mask) override;
+  void rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                    const int32_t* pos, const float* inv_freq, kernels::RopeStyle style,
+                    float mscale) override;
+  void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) override;
+  void softcap(float* x, int64_t n, float cap) override;
+  void scale(float* x, int64_t n, float s) override;
 
   bool begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) override;
   void end_decode_step() override;
@@ -191,6 +204,13 @@ class CudaBackend final : public Backend {
   void unprof(int mark) {
     if (profiler_) profiler_->end_op(mark, stream_);
   }
+
+  // The step's device position for an op of n_tokens at `pos` inside a decode step (null
+  // outside one); a captured op at any other position is an error (fail(), null).
+  const int32_t* step_pos_or_null(int64_t n_tokens, int64_t pos, const char* op);
+  // store_kv into a ring cache: the row wrapped on the device.
+  void store_kv_ring(float* cache, const float* src, int64_t pos, int64_t row_floats,
+                     int64_t n_tokens, int64_t ring_rows);
 
   void matmul_into(const Weight& w, const float* x, int64_t n_tokens, float* y, bool accumulate);
 

@@ -187,7 +187,8 @@ void CudaBackend::add_bias(float* y, const float* b, int64_t rows, int64_t n) {
 }
 
 void CudaBackend::store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats,
-                           int64_t n_tokens) {
+                           int64_t n_tokens, int64_t ring_rows) {
+  if (ring_rows > 0) return store_kv_ring(cache, src, pos, row_floats, n_tokens, ring_rows);
   flush_gemv();
   acts_changed();
   const bool at_step = stepping() && n_tokens == 1 && pos == step_host_->pos;

@@ -163,6 +163,11 @@ cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t row
 // pos: device int32 [T]; inv_freq: device f32 [head_dim/2]. style: 0 interleaved, 1 halves.
 cudaError_t launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                         const int32_t* pos, const float* inv_freq, int style, cudaStream_t s);
+// ops.h rope_partial: the first n_rot dims (even, <= head_dim) of each head rotated, cos and sin
+// times mscale; pos device int32 [T], inv_freq device f32 [n_rot/2].
+cudaError_t launch_rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                                int64_t n_rot, const int32_t* pos, const float* inv_freq, int style,
+                                float mscale, cudaStream_t s);
 // The same result for many tokens (prefill, rope-prefill.cu): angles once per (token, pair),
 // shared by the row's heads. head_dim even.
 cudaError_t launch_rope_rows(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
@@ -215,6 +220,15 @@ cudaError_t launch_attention_prefill_tc(const float* q, const float* k_cache, co
                                         int64_t n_kv_heads, int64_t head_dim, float scale,
                                         cudaStream_t s);
 
+// ops.h attention with an AttentionMask (attention-masked.cu): window, soft-cap, ring cache;
+// decode and prefill, GQA, head_dim <= 256. pos0_dev, when not null, overrides pos0 from device
+// memory (CUDA graph replay). A ring needs a window and ring_rows >= window + n_tokens - 1.
+cudaError_t launch_attention_masked(const float* q, const float* k_cache, const float* v_cache,
+                                    float* out, int64_t n_tokens, int64_t pos0,
+                                    const int32_t* pos0_dev, int64_t n_heads, int64_t n_kv_heads,
+                                    int64_t head_dim, float scale, int64_t window, float softcap,
+                                    int64_t ring_rows, cudaStream_t s);
+
 // split: also write out's kHiLo8 forms (XSplitOut); needs swiglu_split_able.
 bool swiglu_split_able(const float* gate, const float* up, const float* out, int64_t n,
                        const XSplitOut& split);
@@ -225,6 +239,17 @@ cudaError_t launch_add_bias(float* y, const float* bias, int64_t rows, int64_t n
 // cache[(*pos) * row_floats ...] = src [n_tokens * row_floats]; pos is device int32.
 cudaError_t launch_store_rows(float* cache, const float* src, const int32_t* pos,
                               int64_t row_floats, int64_t n_tokens, cudaStream_t s);
+// Token t of src [n_tokens, row_floats] to cache row (pos + t) % ring_rows (ring_rows 0:
+// row pos + t); pos from pos_dev (device int32) when set, else the host value. n_tokens <=
+// ring_rows.
+cudaError_t launch_store_rows_ring(float* cache, const float* src, const int32_t* pos_dev,
+                                   int64_t pos, int64_t row_floats, int64_t n_tokens,
+                                   int64_t ring_rows, cudaStream_t s);
+// ops.h gelu_tanh_gated (out may alias gate or up), softcap (cap > 0) and scale, element-wise.
+cudaError_t launch_gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n,
+                                   cudaStream_t s);
+cudaError_t launch_softcap(float* x, int64_t n, float cap, cudaStream_t s);
+cudaError_t launch_scale(float* x, int64_t n, float factor, cudaStream_t s);
 cudaError_t launch_fill(float* p, float value, int64_t n, cudaStream_t s);
 // dst = src with 16-byte loads/stores on the SMs (the bench's bandwidth ceiling; a graph memcpy
 // node may run on a copy engine instead). n % 4 == 0, both 16-byte aligned.

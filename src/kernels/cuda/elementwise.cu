@@ -1,5 +1,6 @@
-// Element-wise ops on CUDA: SwiGLU, residual add, bias add, KV row store, fill. Grid-stride
-// loops; these are memory-bound and a small share of a token next to matmul.
+// Element-wise ops on CUDA: SwiGLU, GELU-tanh gate, soft-cap, scale, residual add, bias add, KV
+// row store (linear or ring), fill. Grid-stride loops; these are memory-bound and a small share of
+// a token next to matmul.
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/x-split.cuh"
@@ -68,6 +69,44 @@ __global__ void store_rows_offset_kernel(float* cache, const float* src, const i
   HEARTH_GRID_STRIDE(i, count) dst[i] = src[i];
 }
 
+// Token t of n goes to row (pos + t) % ring_rows (ring_rows 0: linear), pos read on the device
+// when pos_dev is set (a captured decode step), so a ring wraps at the step's real position.
+__global__ void store_rows_ring_kernel(float* cache, const float* src, const int32_t* pos_dev,
+                                       int64_t pos_host, int64_t row_floats, int64_t n_tokens,
+                                       int64_t ring_rows) {
+  pdl_trigger();
+  pdl_wait();
+  const int64_t pos = pos_dev ? int64_t(*pos_dev) : pos_host;
+  HEARTH_GRID_STRIDE(i, n_tokens * row_floats) {
+    const int64_t t = i / row_floats, p = pos + t;
+    const int64_t row = ring_rows > 0 ? p % ring_rows : p;
+    cache[row * row_floats + i % row_floats] = src[i];
+  }
+}
+
+// PyTorch's gelu(approximate="tanh") of the gate times up (ops.h gelu_tanh_gated).
+__global__ void gelu_tanh_gated_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  pdl_trigger();
+  pdl_wait();
+  HEARTH_GRID_STRIDE(i, n) {
+    const float g = gate[i];
+    const float inner = 0.7978845608028654f * (g + 0.044715f * g * g * g);  // sqrt(2/pi)
+    out[i] = 0.5f * g * (1.0f + tanhf(inner)) * up[i];
+  }
+}
+
+__global__ void softcap_kernel(float* x, int64_t n, float cap) {
+  pdl_trigger();
+  pdl_wait();
+  HEARTH_GRID_STRIDE(i, n) x[i] = cap * tanhf(x[i] / cap);
+}
+
+__global__ void scale_kernel(float* x, int64_t n, float s) {
+  pdl_trigger();
+  pdl_wait();
+  HEARTH_GRID_STRIDE(i, n) x[i] *= s;
+}
+
 __global__ void fill_kernel(float* p, float v, int64_t n) {
   HEARTH_GRID_STRIDE(i, n) p[i] = v;
 }
@@ -124,6 +163,33 @@ cudaError_t launch_store_rows(float* cache, const float* src, const int32_t* pos
   if (count <= 0) return cudaSuccess;
   return launch_pdl(store_rows_offset_kernel, dim3(grid_for(count)), dim3(256), 0, s, cache, src,
                     pos, row_floats, count);
+}
+
+cudaError_t launch_store_rows_ring(float* cache, const float* src, const int32_t* pos_dev,
+                                   int64_t pos, int64_t row_floats, int64_t n_tokens,
+                                   int64_t ring_rows, cudaStream_t s) {
+  const int64_t count = row_floats * n_tokens;
+  if (count <= 0) return cudaSuccess;
+  if (ring_rows < 0 || (ring_rows > 0 && n_tokens > ring_rows)) return cudaErrorInvalidValue;
+  return launch_pdl(store_rows_ring_kernel, dim3(grid_for(count)), dim3(256), 0, s, cache, src,
+                    pos_dev, pos, row_floats, n_tokens, ring_rows);
+}
+
+cudaError_t launch_gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n,
+                                   cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  return launch_pdl(gelu_tanh_gated_kernel, dim3(grid_for(n)), dim3(256), 0, s, gate, up, out, n);
+}
+
+cudaError_t launch_softcap(float* x, int64_t n, float cap, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  if (!(cap > 0)) return cudaErrorInvalidValue;
+  return launch_pdl(softcap_kernel, dim3(grid_for(n)), dim3(256), 0, s, x, n, cap);
+}
+
+cudaError_t launch_scale(float* x, int64_t n, float factor, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  return launch_pdl(scale_kernel, dim3(grid_for(n)), dim3(256), 0, s, x, n, factor);
 }
 
 cudaError_t launch_fill(float* p, float value, int64_t n, cudaStream_t s) {

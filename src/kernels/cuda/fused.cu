@@ -123,6 +123,7 @@ cudaError_t launch_rmsnorm_quant(const float* x, const float* w, float* y, int64
   if (n % 32 != 0 || !qbuf) return cudaErrorInvalidValue;
   int64_t slices = (n + kThreads - 1) / kThreads;
   if (slices > 64) slices = 64;
+  if (x == y) slices = 1;  // in place: slices would race (rmsnorm.cu)
   return launch_pdl(rmsnorm_quant_kernel, dim3(unsigned(rows), unsigned(slices)), dim3(kThreads), 0,
                     s, x, w, y, n, eps, qout(qbuf, rows, n));
 }

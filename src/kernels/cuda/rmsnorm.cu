@@ -71,8 +71,11 @@ cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t row
                       eps, static_cast<__half*>(nullptr), static_cast<__nv_fp8_storage_t*>(nullptr),
                       static_cast<float*>(nullptr));
   // Decode-sized batches: each row in slices, so a few rows still spread over the SMs.
+  // In place (a sandwich post-norm, a per-head norm), one slice: another slice's writes would
+  // race with this one's reading the row for its sum.
   int64_t slices = (n + kThreads - 1) / kThreads;
   if (slices > 64) slices = 64;
+  if (x == y) slices = 1;
   return launch_pdl(rmsnorm_kernel, dim3(unsigned(rows), unsigned(slices)), dim3(kThreads), 0, s, x,
                     w, y, n, eps);
 }

@@ -1,0 +1,104 @@
+// The CUDA backend's ops that only some families need (Backend::Feature: per-head norm, GELU
+// gate, masked attention, partial RoPE, scale / soft-cap) and the ring form of the KV append.
+// None of them joins a fusion queue: each flushes the queued work (pend_, rope_) first, so a
+// fusion matched by call order never spans one of them. Inside a decode step, positions come from
+// the step's device values (step_dev_), so a captured graph replays at the new position.
+#include "backend/cuda/cuda-backend-impl.h"
+
+namespace hearth::cuda_impl {
+
+uint32_t CudaBackend::features() const {
+  return kQkNorm | kGeluGated | kMaskedAttention | kPartialRope | kScaleOps;
+}
+
+const int32_t* CudaBackend::step_pos_or_null(int64_t n_tokens, int64_t pos, const char* op) {
+  if (stepping() && n_tokens == 1 && pos == step_host_->pos) return &step_dev_->pos;
+  if (capturing())
+    fail(std::string(op) + " inside a decode step must be one token at the step's position");
+  return nullptr;
+}
+
+void CudaBackend::rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim,
+                                float eps) {
+  flush();
+  acts_changed();
+  const int m = prof("rmsnorm (heads)");
+  check(cuda::launch_rmsnorm(x, w, x, rows, head_dim, eps, stream_), "rmsnorm_heads");
+  unprof(m);
+}
+
+void CudaBackend::attention_masked(const float* q, const float* k_cache, const float* v_cache,
+                                   float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
+                                   int64_t n_kv_heads, int64_t head_dim, float scale,
+                                   const kernels::AttentionMask& mask) {
+  flush();  // the queued rope q/k and K/V stores feed this attention
+  acts_changed();
+  const int32_t* pos0_dev = step_pos_or_null(n_tokens, pos0, "attention_masked");
+  if (!error_.is_ok()) return;
+  const int m = prof("attention (masked)");
+  check(cuda::launch_attention_masked(q, k_cache, v_cache, out, n_tokens, pos0, pos0_dev, n_heads,
+                                      n_kv_heads, head_dim, scale, mask.window, mask.softcap,
+                                      mask.ring_rows, stream_),
+        "attention_masked");
+  unprof(m);
+}
+
+void CudaBackend::rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                               int64_t n_rot, const int32_t* pos, const float* inv_freq,
+                               kernels::RopeStyle style, float mscale) {
+  flush();
+  acts_changed();
+  if (n_tokens <= 0) return;
+  const float* freq = device_freqs(inv_freq, n_rot / 2);
+  if (!freq) return;
+  const int32_t* dev_pos = step_pos_or_null(n_tokens, pos[0], "rope_partial");
+  if (!error_.is_ok()) return;
+  if (!dev_pos) dev_pos = static_cast<const int32_t*>(stage_small(pos, size_t(n_tokens) * 4));
+  if (!dev_pos) return;
+  const int st = style == kernels::RopeStyle::kInterleaved ? 0 : 1;
+  const int m = prof("rope");
+  check(cuda::launch_rope_partial(x, n_tokens, n_heads, head_dim, n_rot, dev_pos, freq, st, mscale,
+                                  stream_),
+        "rope_partial");
+  unprof(m);
+}
+
+void CudaBackend::gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) {
+  flush();
+  acts_changed();
+  const int m = prof("gelu");
+  check(cuda::launch_gelu_tanh_gated(gate, up, out, n, stream_), "gelu_tanh_gated");
+  unprof(m);
+}
+
+void CudaBackend::softcap(float* x, int64_t n, float cap) {
+  flush();  // the LM head's GEMV may still be queued
+  acts_changed();
+  const int m = prof("softcap");
+  check(cuda::launch_softcap(x, n, cap, stream_), "softcap");
+  unprof(m);
+}
+
+void CudaBackend::scale(float* x, int64_t n, float s) {
+  flush();
+  acts_changed();
+  const int m = prof("scale");
+  check(cuda::launch_scale(x, n, s, stream_), "scale");
+  unprof(m);
+}
+
+void CudaBackend::store_kv_ring(float* cache, const float* src, int64_t pos, int64_t row_floats,
+                                int64_t n_tokens, int64_t ring_rows) {
+  flush();  // a queued rope of this k must land first (the fused rope + store writes rows
+            // linearly, so a ring never joins that queue)
+  acts_changed();
+  const int32_t* pos_dev = step_pos_or_null(n_tokens, pos, "store_kv");
+  if (!error_.is_ok()) return;
+  const int m = prof("kv store");
+  check(cuda::launch_store_rows_ring(cache, src, pos_dev, pos, row_floats, n_tokens, ring_rows,
+                                     stream_),
+        "store_kv");
+  unprof(m);
+}
+
+}  // namespace hearth::cuda_impl
