@@ -180,12 +180,12 @@ if [ -d "$GOLD/goldens" ]; then
   done
   filter=${filter#:}
   echo "== goldens, all layers on the GPU ($filter)"
-  HEARTH_SHARED=$GOLD HEARTH_TEST_GPU_LAYERS=all timeout 240 "$BIN/golden-test" \
+  HEARTH_SHARED=$GOLD timeout 240 "$BIN/golden-test" --gpu-layers=all \
     --gtest_filter="$filter" >"$OUT/golden-gpu.log" 2>&1
   GOLD_RC=$?
   grep -E "^\[  FAILED|^\[ kld|^\[  PASSED|Failure|Which is" "$OUT/golden-gpu.log" | head -40
   echo "== goldens, 1 layer on the GPU, the rest on the CPU"
-  HEARTH_SHARED=$GOLD HEARTH_TEST_GPU_LAYERS=1 timeout 240 "$BIN/golden-test" \
+  HEARTH_SHARED=$GOLD timeout 240 "$BIN/golden-test" --gpu-layers=1 \
     --gtest_filter="$filter" >"$OUT/golden-partial.log" 2>&1
   PART_RC=$?
   grep -E "^\[  FAILED|^\[ kld|^\[  PASSED|Failure" "$OUT/golden-partial.log" | head -40

@@ -29,13 +29,11 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
   return n;
 }
 
-// HEARTH_TEST_GPU_LAYERS=N|all runs the same cases with N (all) layers on the GPU backend
-// (scripts/cuda-check.sh); unset, everything runs on the CPU.
+// `golden-test --gpu-layers=N|all` runs the same cases with N (all) layers on the GPU backend
+// (scripts/cuda-check.sh); without it everything runs on the CPU.
+int g_gpu_layers = 0;
 int test_gpu_layers() {
-  const char* v = std::getenv("HEARTH_TEST_GPU_LAYERS");
-  if (!v || !*v) return 0;
-  if (std::string(v) == "all") return -1;
-  return std::atoi(v);
+  return g_gpu_layers;
 }
 
 class GoldenTest : public testing::TestWithParam<Case> {
@@ -134,7 +132,7 @@ TEST_P(GoldenGreedyTest, GreedyGenerationMatchesReference) {
 // graphs and replayed (with greedy chaining) must store and attend at the step's position, so
 // they make exactly the tokens of eager steps (the same kernels, positions from the host).
 TEST(GoldenGpuRing, ReplayedStepsMatchEagerThroughTheWrap) {
-  if (test_gpu_layers() == 0) GTEST_SKIP() << "GPU runs only (HEARTH_TEST_GPU_LAYERS)";
+  if (test_gpu_layers() == 0) GTEST_SKIP() << "GPU runs only (--gpu-layers)";
   const test::Golden g = test::load_golden(test::shared_path("goldens/gemma2-tiny"));
   auto generate = [&](bool graphs) -> std::vector<int32_t> {
     LoadOptions opt;
@@ -197,4 +195,29 @@ INSTANTIATE_TEST_SUITE_P(QuantizedAmxForced, GoldenAmxForcedTest, kQuantized, ca
 // clang-format on
 
 }  // namespace
+// Reads --gpu-layers after GoogleTest has taken its own flags; anything else is a usage error.
+bool set_gpu_layers_from_args(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const std::string key = "--gpu-layers=";
+    if (a.rfind(key, 0) != 0) {
+      std::fprintf(stderr, "golden-test: unknown argument '%s' (--gpu-layers=N|all)\n", argv[i]);
+      return false;
+    }
+    const std::string v = a.substr(key.size());
+    g_gpu_layers = v == "all" ? -1 : std::atoi(v.c_str());
+    if (g_gpu_layers == 0 && v != "0") {
+      std::fprintf(stderr, "golden-test: --gpu-layers: '%s' is not a count or all\n", v.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace hearth
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  if (!hearth::set_gpu_layers_from_args(argc, argv)) return 2;
+  return RUN_ALL_TESTS();
+}
