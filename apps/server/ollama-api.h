@@ -16,7 +16,7 @@
 
 #include "openai-api.h"
 #include "runtime/engine.h"
-#include "scheduler.h"
+#include "runtime/scheduler.h"
 
 namespace hearth::server {
 

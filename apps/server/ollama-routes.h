@@ -11,7 +11,7 @@
 #include "http-message.h"
 #include "openai-api.h"
 #include "runtime/engine.h"
-#include "scheduler.h"
+#include "runtime/scheduler.h"
 
 namespace hearth::server {
 

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "json-body.h"
+#include "logprobs.h"
 #include "output-format.h"
 #include "runtime/chat/chat-template.h"
 #include "tokenizer/tokenizer.h"

@@ -12,7 +12,7 @@
 #include "json-body.h"
 #include "runtime/chat-tokenize.h"
 #include "runtime/engine.h"
-#include "scheduler.h"
+#include "runtime/scheduler.h"
 
 namespace hearth::server {
 

@@ -13,7 +13,7 @@
 #include "http-connection.h"
 #include "openai-api.h"
 #include "runtime/engine.h"
-#include "scheduler.h"
+#include "runtime/scheduler.h"
 
 namespace hearth::server {
 

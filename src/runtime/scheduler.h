@@ -1,7 +1,8 @@
-// Continuous batching for `hearth serve`: one scheduler thread owns N slots (each a KV cache of
-// ctx_size positions) and, every step, runs all active slots' decode tokens plus chunks of pending
-// prompts through ONE Model::forward call. Jobs come in through a bounded queue; HTTP threads read
-// their streamed text from the Job. New kinds of work = a new Job::Kind handled in step().
+// Continuous batching, which `hearth serve` drives (no HTTP here): one scheduler thread owns N
+// slots (each a KV cache of ctx_size positions) and, every step, runs all active slots' decode
+// tokens plus chunks of pending prompts through ONE Model::forward call. Jobs come in through a
+// bounded queue; HTTP threads read their streamed text from the Job. New kinds of work = a new
+// Job::Kind handled in step().
 #pragma once
 
 #include <atomic>
@@ -17,12 +18,12 @@
 #include <vector>
 
 #include "base/status.h"
-#include "logprobs.h"
 #include "runtime/engine.h"
+#include "runtime/token-logprobs.h"
 #include "sampling/sampler.h"
 #include "sampling/token-constraint.h"
 
-namespace hearth::server {
+namespace hearth {
 
 // One request's work and its output channel. The HTTP thread fills the inputs, submits the job
 // and then only calls wait_text()/cancel()/the accessors; the scheduler thread produces.
@@ -38,7 +39,7 @@ class Job {
   bool ignore_eos = false;
   SamplingParams sampling;
   std::vector<std::string> stop;
-  // -1: no logprobs; 0..kMaxTopLogprobs: each generated token's logprob and that many of the
+  // -1: no logprobs; 0..N (the API caps N): each generated token's logprob and that many of the
   // most likely alternatives.
   int32_t logprobs_top = -1;
   // Added to the logits before sampling (OpenAI's logit_bias); logprobs stay the model's own.
@@ -177,4 +178,4 @@ class Scheduler {
   uint64_t clock_ = 0;  // admission counter, for least-recently-used slot choice
 };
 
-}  // namespace hearth::server
+}  // namespace hearth

@@ -1,7 +1,7 @@
 // The scheduler thread: admission (prefix-matched slot choice), one batched forward per step,
 // sampling, stop strings, cancellation, and embeddings pooled from forward_hidden.
 // A new per-step policy (priorities, preemption) belongs in admit_locked() or step().
-#include "scheduler.h"
+#include "runtime/scheduler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include "runtime/stop-strings.h"
 #include "tokenizer/tokenizer.h"
 
-namespace hearth::server {
+namespace hearth {
 
 using Clock = std::chrono::steady_clock;
 
@@ -459,4 +459,4 @@ void Scheduler::loop() {
   }
 }
 
-}  // namespace hearth::server
+}  // namespace hearth
