@@ -15,6 +15,16 @@
 
 namespace hearth::server {
 
+bool invalid_request(ApiError* err, const std::string& param, const std::string& message,
+                     const std::string& code) {
+  err->status = 400;
+  err->type = "invalid_request_error";
+  err->param = param;
+  err->message = message;
+  err->code = code;
+  return false;
+}
+
 json error_body(const ApiError& e) {
   json err = {{"message", e.message}, {"type", e.type}};
   err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
@@ -28,25 +38,17 @@ std::string json_text(const json& j) {
 
 namespace {
 
-bool fail(ApiError* err, const std::string& param, const std::string& message,
-          const std::string& code = "") {
-  err->status = 400;
-  err->type = "invalid_request_error";
-  err->param = param;
-  err->message = message;
-  err->code = code;
-  return false;
-}
-
 bool get_number(const json& j, const char* key, double lo, double hi, double* out, ApiError* err) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return true;
-  if (!it->is_number()) return fail(err, key, std::string("'") + key + "' must be a number");
+  if (!it->is_number())
+    return invalid_request(err, key, std::string("'") + key + "' must be a number");
   const double v = it->get<double>();
   if (!(v >= lo && v <= hi))
-    return fail(err, key,
-                std::string("'") + key + "' is " + json_text(*it) + "; it must be between " +
-                    json_text(json(lo)) + " and " + json_text(json(hi)));
+    return invalid_request(err, key,
+                           std::string("'") + key + "' is " + json_text(*it) +
+                               "; it must be between " + json_text(json(lo)) + " and " +
+                               json_text(json(hi)));
   *out = v;
   return true;
 }
@@ -56,24 +58,26 @@ bool get_int(const json& j, const char* key, int64_t lo, int64_t hi, std::option
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return true;
   if (!it->is_number_integer())
-    return fail(err, key, std::string("'") + key + "' must be an integer");
+    return invalid_request(err, key, std::string("'") + key + "' must be an integer");
   // Compare before converting so huge unsigned values cannot wrap (nlohmann parses every
   // non-negative integer as unsigned).
   const bool too_big = it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX);
   if (too_big || it->get<int64_t>() > hi || it->get<int64_t>() < lo)
-    return fail(err, key,
-                std::string("'") + key + "' is " + json_text(*it) + "; it must be between " +
-                    std::to_string(lo) + " and " + std::to_string(hi));
+    return invalid_request(err, key,
+                           std::string("'") + key + "' is " + json_text(*it) +
+                               "; it must be between " + std::to_string(lo) + " and " +
+                               std::to_string(hi));
   *out = it->is_number_unsigned() ? int64_t(it->get<uint64_t>()) : it->get<int64_t>();
   return true;
 }
 
 bool check_string(const json& v, const std::string& param, size_t max, ApiError* err) {
-  if (!v.is_string()) return fail(err, param, "'" + param + "' must be a string");
+  if (!v.is_string()) return invalid_request(err, param, "'" + param + "' must be a string");
   if (v.get_ref<const std::string&>().size() > max)
-    return fail(err, param,
-                "'" + param + "' is " + std::to_string(v.get_ref<const std::string&>().size()) +
-                    " bytes; the limit is " + std::to_string(max));
+    return invalid_request(err, param,
+                           "'" + param + "' is " +
+                               std::to_string(v.get_ref<const std::string&>().size()) +
+                               " bytes; the limit is " + std::to_string(max));
   return true;
 }
 
@@ -102,8 +106,9 @@ bool reject_unimplemented(const json& j, ApiError* err) {
   for (const auto& u : kUnimplemented) {
     auto it = j.find(u.name);
     if (it == j.end() || it->is_null() || u.is_noop(*it)) continue;
-    return fail(err, u.name, std::string("'") + u.name + "' is not supported by this server",
-                "unsupported_field");
+    return invalid_request(err, u.name,
+                           std::string("'") + u.name + "' is not supported by this server",
+                           "unsupported_field");
   }
   return true;
 }
@@ -112,7 +117,7 @@ bool reject_unimplemented(const json& j, ApiError* err) {
 bool parse_body(const std::string& body, const ApiConfig& cfg, json* j, ApiError* err) {
   std::string why;
   if (parse_json_object(body, cfg.json_limits, j, &why)) return true;
-  return fail(err, "", why, "invalid_json");
+  return invalid_request(err, "", why, "invalid_json");
 }
 
 // Sampling, length and stop fields shared by both completion endpoints.
@@ -146,15 +151,16 @@ bool parse_common(const json& j, const ApiConfig& cfg, Job* job, std::optional<i
   if (!get_int(j, "max_completion_tokens", 1, INT32_MAX, max_tokens, err)) return false;
   if (!get_int(j, "max_tokens", 1, INT32_MAX, max_tokens, err)) return false;
   if (auto it = j.find("ignore_eos"); it != j.end() && !it->is_null()) {
-    if (!it->is_boolean()) return fail(err, "ignore_eos", "'ignore_eos' must be a boolean");
+    if (!it->is_boolean())
+      return invalid_request(err, "ignore_eos", "'ignore_eos' must be a boolean");
     job->ignore_eos = it->get<bool>();
   }
   if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
     json list = it->is_array() ? *it : json::array({*it});
     if (list.size() > cfg.limits.max_stop)
-      return fail(err, "stop",
-                  "'stop' has " + std::to_string(list.size()) + " entries; the limit is " +
-                      std::to_string(cfg.limits.max_stop));
+      return invalid_request(err, "stop",
+                             "'stop' has " + std::to_string(list.size()) +
+                                 " entries; the limit is " + std::to_string(cfg.limits.max_stop));
     for (const auto& s : list) {
       if (!check_string(s, "stop", cfg.limits.max_stop_bytes, err)) return false;
       if (!s.get_ref<const std::string&>().empty()) job->stop.push_back(s.get<std::string>());
@@ -171,20 +177,24 @@ bool parse_logprobs(const json& j, bool chat, Job* job, ApiError* err) {
   const bool lp_set = lp != j.end() && !lp->is_null();
   if (!chat) {
     if (auto tl = j.find("top_logprobs"); tl != j.end() && !tl->is_null())
-      return fail(err, "top_logprobs",
-                  "'top_logprobs' is a chat field; completions take 'logprobs' as a number");
+      return invalid_request(
+          err, "top_logprobs",
+          "'top_logprobs' is a chat field; completions take 'logprobs' as a number");
     std::optional<int64_t> n;
     if (lp_set && lp->is_boolean())
-      return fail(err, "logprobs", "'logprobs' must be an integer from 0 to 5 on completions");
+      return invalid_request(err, "logprobs",
+                             "'logprobs' must be an integer from 0 to 5 on completions");
     if (!get_int(j, "logprobs", 0, kMaxLegacyLogprobs, &n, err)) return false;
     if (n) job->logprobs_top = int32_t(*n);
     return true;
   }
-  if (lp_set && !lp->is_boolean()) return fail(err, "logprobs", "'logprobs' must be a boolean");
+  if (lp_set && !lp->is_boolean())
+    return invalid_request(err, "logprobs", "'logprobs' must be a boolean");
   const bool on = lp_set && lp->get<bool>();
   std::optional<int64_t> top;
   if (!get_int(j, "top_logprobs", 0, kMaxTopLogprobs, &top, err)) return false;
-  if (top && !on) return fail(err, "top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+  if (top && !on)
+    return invalid_request(err, "top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
   if (on) job->logprobs_top = int32_t(top.value_or(0));
   return true;
 }
@@ -196,23 +206,25 @@ bool parse_logit_bias(const json& j, const Engine& engine, const ApiLimits& limi
   auto it = j.find("logit_bias");
   if (it == j.end() || it->is_null()) return true;
   if (!it->is_object())
-    return fail(err, "logit_bias", "'logit_bias' must be an object of token id -> bias");
+    return invalid_request(err, "logit_bias", "'logit_bias' must be an object of token id -> bias");
   if (it->size() > limits.max_logit_bias)
-    return fail(err, "logit_bias",
-                "'logit_bias' has " + std::to_string(it->size()) + " entries; the limit is " +
-                    std::to_string(limits.max_logit_bias));
+    return invalid_request(err, "logit_bias",
+                           "'logit_bias' has " + std::to_string(it->size()) +
+                               " entries; the limit is " + std::to_string(limits.max_logit_bias));
   const int64_t n_vocab = engine.model().hparams().n_vocab;
   for (auto e = it->begin(); e != it->end(); ++e) {
     const std::string& key = e.key();
     const bool digits = !key.empty() && key.size() <= 10 &&
                         key.find_first_not_of("0123456789") == std::string::npos;
     if (!digits || std::stoll(key) >= n_vocab)
-      return fail(err, "logit_bias",
-                  "'logit_bias' has the key " + json_text(json(key)) +
-                      ", which is not a token id (0.." + std::to_string(n_vocab - 1) + ")");
+      return invalid_request(err, "logit_bias",
+                             "'logit_bias' has the key " + json_text(json(key)) +
+                                 ", which is not a token id (0.." + std::to_string(n_vocab - 1) +
+                                 ")");
     if (!e->is_number() || !(e->get<double>() >= -100 && e->get<double>() <= 100))
-      return fail(err, "logit_bias",
-                  "'logit_bias' for token " + key + " must be a number from -100 to 100");
+      return invalid_request(
+          err, "logit_bias",
+          "'logit_bias' for token " + key + " must be a number from -100 to 100");
     job->logit_bias.emplace_back(int32_t(std::stoll(key)), e->get<float>());
   }
   return true;
@@ -223,9 +235,10 @@ bool parse_token_ids(const json& arr, const Engine& engine, const std::string& p
   const int64_t n_vocab = engine.model().hparams().n_vocab;
   for (const auto& t : arr) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab)
-      return fail(err, param,
-                  "'" + param + "' holds " + json_text(t) + ", which is not a token id (0.." +
-                      std::to_string(n_vocab - 1) + ")");
+      return invalid_request(err, param,
+                             "'" + param + "' holds " + json_text(t) +
+                                 ", which is not a token id (0.." + std::to_string(n_vocab - 1) +
+                                 ")");
     out->push_back(int32_t(t.get<int64_t>()));
   }
   return true;
@@ -241,10 +254,12 @@ bool message_text(const json& content, size_t index, const ApiLimits& limits, st
     *out = content.get<std::string>();
     return true;
   }
-  if (!content.is_array()) return fail(err, param, "'" + param + "' must be a string or an array");
+  if (!content.is_array())
+    return invalid_request(err, param, "'" + param + "' must be a string or an array");
   for (const auto& part : content) {
     if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text"))
-      return fail(err, param, "'" + param + "' may only hold text parts ({\"type\":\"text\"})");
+      return invalid_request(err, param,
+                             "'" + param + "' may only hold text parts ({\"type\":\"text\"})");
     if (!check_string(part["text"], param, limits.max_string_bytes, err)) return false;
     *out += part["text"].get<std::string>();
   }
@@ -254,21 +269,22 @@ bool message_text(const json& content, size_t index, const ApiLimits& limits, st
 bool chat_prompt(const json& j, const ApiConfig& cfg, const Engine& engine,
                  std::vector<int32_t>* prompt, ApiError* err) {
   auto it = j.find("messages");
-  if (it == j.end()) return fail(err, "messages", "'messages' is required");
+  if (it == j.end()) return invalid_request(err, "messages", "'messages' is required");
   if (!it->is_array() || it->empty())
-    return fail(err, "messages", "'messages' must be a non-empty array");
+    return invalid_request(err, "messages", "'messages' must be a non-empty array");
   if (it->size() > cfg.limits.max_messages)
-    return fail(err, "messages",
-                "'messages' has " + std::to_string(it->size()) + " entries; the limit is " +
-                    std::to_string(cfg.limits.max_messages));
+    return invalid_request(err, "messages",
+                           "'messages' has " + std::to_string(it->size()) +
+                               " entries; the limit is " + std::to_string(cfg.limits.max_messages));
   if (cfg.chat_template.empty())
-    return fail(err, "messages", "this model has no chat template; use /v1/completions");
+    return invalid_request(err, "messages", "this model has no chat template; use /v1/completions");
   std::vector<ChatMessage> messages;
   for (size_t i = 0; i < it->size(); ++i) {
     const json& m = (*it)[i];
     const std::string p = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return fail(err, p, "'" + p + "' must be an object");
-    if (!m.contains("role")) return fail(err, p + ".role", "'" + p + ".role' is required");
+    if (!m.is_object()) return invalid_request(err, p, "'" + p + "' must be an object");
+    if (!m.contains("role"))
+      return invalid_request(err, p + ".role", "'" + p + ".role' is required");
     if (!check_string(m["role"], p + ".role", 64, err)) return false;
     ChatMessage msg;
     msg.role = m["role"].get<std::string>();
@@ -281,7 +297,7 @@ bool chat_prompt(const json& j, const ApiConfig& cfg, const Engine& engine,
   auto tokens = cfg.chat_tokenizer->tokenize(cfg.chat_template, messages, true, engine.bos_text(),
                                              engine.eos_text(), cfg.special_tokens_in_content);
   if (!tokens.is_ok())
-    return fail(err, "messages", "the chat template failed: " + tokens.message());
+    return invalid_request(err, "messages", "the chat template failed: " + tokens.message());
   *prompt = std::move(tokens.value());
   return true;
 }
@@ -289,7 +305,7 @@ bool chat_prompt(const json& j, const ApiConfig& cfg, const Engine& engine,
 bool completion_prompt(const json& j, const ApiConfig& cfg, const Engine& engine,
                        std::vector<int32_t>* prompt, ApiError* err) {
   auto it = j.find("prompt");
-  if (it == j.end() || it->is_null()) return fail(err, "prompt", "'prompt' is required");
+  if (it == j.end() || it->is_null()) return invalid_request(err, "prompt", "'prompt' is required");
   json p = *it;
   if (p.is_array() && p.size() == 1 && (p[0].is_string() || p[0].is_array())) p = p[0];
   if (p.is_string()) {
@@ -299,8 +315,8 @@ bool completion_prompt(const json& j, const ApiConfig& cfg, const Engine& engine
   }
   if (p.is_array() && !p.empty() && p[0].is_number_integer())
     return parse_token_ids(p, engine, "prompt", prompt, err);
-  return fail(err, "prompt",
-              "'prompt' must be a string or an array of token ids (one prompt per request)");
+  return invalid_request(
+      err, "prompt", "'prompt' must be a string or an array of token ids (one prompt per request)");
 }
 
 }  // namespace
@@ -317,12 +333,14 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
   if (auto it = j.find("model"); it != j.end() && !check_string(*it, "model", 256, err))
     return std::nullopt;
   if (auto it = j.find("stream"); it != j.end() && !it->is_null()) {
-    if (!it->is_boolean()) return fail(err, "stream", "'stream' must be a boolean"), std::nullopt;
+    if (!it->is_boolean())
+      return invalid_request(err, "stream", "'stream' must be a boolean"), std::nullopt;
     req.stream = it->get<bool>();
   }
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
     if (!it->is_object())
-      return fail(err, "stream_options", "'stream_options' must be an object"), std::nullopt;
+      return invalid_request(err, "stream_options", "'stream_options' must be an object"),
+             std::nullopt;
     req.include_usage = it->value("include_usage", false) == true;
   }
   std::optional<int64_t> max_tokens;
@@ -338,24 +356,25 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
   }
   const int64_t n_prompt = int64_t(job.prompt.size());
   if (n_prompt == 0)
-    return fail(err, chat ? "messages" : "prompt", "the prompt is empty"), std::nullopt;
+    return invalid_request(err, chat ? "messages" : "prompt", "the prompt is empty"), std::nullopt;
   const std::string param = chat ? "messages" : "prompt";
   if (n_prompt >= cfg.ctx_size) {
-    fail(err, param,
-         "This model's maximum context length is " + std::to_string(cfg.ctx_size) +
-             " tokens, but the prompt has " + std::to_string(n_prompt) +
-             " tokens (at least one token must be left for the completion).",
-         "context_length_exceeded");
+    invalid_request(err, param,
+                    "This model's maximum context length is " + std::to_string(cfg.ctx_size) +
+                        " tokens, but the prompt has " + std::to_string(n_prompt) +
+                        " tokens (at least one token must be left for the completion).",
+                    "context_length_exceeded");
     err->fallback_reason = "context-length";
     return std::nullopt;
   }
   if (max_tokens && n_prompt + *max_tokens > cfg.ctx_size) {
-    fail(err, "max_tokens",
-         "This model's maximum context length is " + std::to_string(cfg.ctx_size) +
-             " tokens. However, you requested " + std::to_string(n_prompt + *max_tokens) +
-             " tokens (" + std::to_string(n_prompt) + " in the prompt, " +
-             std::to_string(*max_tokens) + " for the completion). Reduce the prompt or max_tokens.",
-         "context_length_exceeded");
+    invalid_request(
+        err, "max_tokens",
+        "This model's maximum context length is " + std::to_string(cfg.ctx_size) +
+            " tokens. However, you requested " + std::to_string(n_prompt + *max_tokens) +
+            " tokens (" + std::to_string(n_prompt) + " in the prompt, " +
+            std::to_string(*max_tokens) + " for the completion). Reduce the prompt or max_tokens.",
+        "context_length_exceeded");
     err->fallback_reason = "context-length";
     return std::nullopt;
   }
@@ -372,18 +391,20 @@ std::shared_ptr<Job> parse_embeddings(const ApiConfig& cfg, const Engine& engine
   *base64 = false;
   if (auto it = j.find("encoding_format"); it != j.end() && !it->is_null()) {
     if (*it != "float" && *it != "base64")
-      return fail(err, "encoding_format", "'encoding_format' must be \"float\" or \"base64\""),
+      return invalid_request(err, "encoding_format",
+                             "'encoding_format' must be \"float\" or \"base64\""),
              nullptr;
     *base64 = *it == "base64";
   }
   if (auto it = j.find("dimensions");
       it != j.end() && !it->is_null() && *it != engine.model().hparams().n_embd)
-    return fail(err, "dimensions",
-                "'dimensions' must be " + std::to_string(engine.model().hparams().n_embd) +
-                    " for this model"),
+    return invalid_request(err, "dimensions",
+                           "'dimensions' must be " +
+                               std::to_string(engine.model().hparams().n_embd) + " for this model"),
            nullptr;
   auto it = j.find("input");
-  if (it == j.end() || it->is_null()) return fail(err, "input", "'input' is required"), nullptr;
+  if (it == j.end() || it->is_null())
+    return invalid_request(err, "input", "'input' is required"), nullptr;
   auto job = std::make_shared<Job>();
   job->kind = Job::Kind::kEmbed;
   json list;
@@ -392,32 +413,38 @@ std::shared_ptr<Job> parse_embeddings(const ApiConfig& cfg, const Engine& engine
   else if (it->is_array())
     list = *it;
   else
-    return fail(err, "input", "'input' must be a string, an array of strings or of token ids"),
+    return invalid_request(err, "input",
+                           "'input' must be a string, an array of strings or of token ids"),
            nullptr;
-  if (list.empty()) return fail(err, "input", "'input' must not be empty"), nullptr;
+  if (list.empty()) return invalid_request(err, "input", "'input' must not be empty"), nullptr;
   if (list.size() > cfg.limits.max_embedding_inputs)
-    return fail(err, "input",
-                "'input' has " + std::to_string(list.size()) + " entries; the limit is " +
-                    std::to_string(cfg.limits.max_embedding_inputs)),
+    return invalid_request(err, "input",
+                           "'input' has " + std::to_string(list.size()) +
+                               " entries; the limit is " +
+                               std::to_string(cfg.limits.max_embedding_inputs)),
            nullptr;
   for (size_t i = 0; i < list.size(); ++i) {
     std::vector<int32_t> ids;
     if (list[i].is_string()) {
       if (!check_string(list[i], "input", cfg.limits.max_string_bytes, err)) return nullptr;
       if (list[i].get_ref<const std::string&>().empty())
-        return fail(err, "input", "'input[" + std::to_string(i) + "]' is an empty string"), nullptr;
+        return invalid_request(err, "input",
+                               "'input[" + std::to_string(i) + "]' is an empty string"),
+               nullptr;
       ids = engine.tokenizer().encode(list[i].get_ref<const std::string&>(), true);
     } else if (list[i].is_array() && !list[i].empty()) {
       if (!parse_token_ids(list[i], engine, "input", &ids, err)) return nullptr;
     } else {
-      return fail(err, "input", "'input[" + std::to_string(i) + "]' must be a string or token ids"),
+      return invalid_request(err, "input",
+                             "'input[" + std::to_string(i) + "]' must be a string or token ids"),
              nullptr;
     }
     if (int64_t(ids.size()) > cfg.ctx_size) {
-      fail(err, "input",
-           "'input[" + std::to_string(i) + "]' has " + std::to_string(ids.size()) +
-               " tokens; this model's maximum context length is " + std::to_string(cfg.ctx_size),
-           "context_length_exceeded");
+      invalid_request(err, "input",
+                      "'input[" + std::to_string(i) + "]' has " + std::to_string(ids.size()) +
+                          " tokens; this model's maximum context length is " +
+                          std::to_string(cfg.ctx_size),
+                      "context_length_exceeded");
       err->fallback_reason = "context-length";
       return nullptr;
     }

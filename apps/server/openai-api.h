@@ -29,6 +29,10 @@ struct ApiError {
   std::string fallback_reason;
 };
 json error_body(const ApiError& e);
+// Fills *err as a 400 invalid_request_error naming `param`; returns false (the parsers'
+// `return invalid_request(...)`).
+bool invalid_request(ApiError* err, const std::string& param, const std::string& message,
+                     const std::string& code = "");
 
 // Serializes a response document. Request bytes reach messages (paths, field values) and may be
 // invalid UTF-8, which nlohmann's plain dump() throws on: they become U+FFFD instead.

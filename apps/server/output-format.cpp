@@ -8,16 +8,6 @@ namespace hearth::server {
 
 namespace {
 
-bool fail(ApiError* err, const std::string& param, const std::string& message,
-          const std::string& code = "") {
-  err->status = 400;
-  err->type = "invalid_request_error";
-  err->param = param;
-  err->message = message;
-  err->code = code;
-  return false;
-}
-
 std::string field_name(const std::string& param) {
   return "'" + param + "'";
 }
@@ -27,33 +17,36 @@ bool read_response_format(const nlohmann::json& j, OutputFormat* format, ApiErro
   auto it = j.find("response_format");
   if (it == j.end() || it->is_null()) return true;
   const std::string p = "response_format";
-  if (!it->is_object()) return fail(err, p, field_name(p) + " must be an object");
+  if (!it->is_object()) return invalid_request(err, p, field_name(p) + " must be an object");
   auto type = it->find("type");
-  if (type == it->end()) return fail(err, p + ".type", field_name(p + ".type") + " is required");
+  if (type == it->end())
+    return invalid_request(err, p + ".type", field_name(p + ".type") + " is required");
   if (*type == "text") return true;
   if (*type == "json_object") {
     format->kind = OutputFormat::Kind::kJsonObject;
     return true;
   }
   if (*type != "json_schema")
-    return fail(err, p + ".type",
-                field_name(p + ".type") + " is " + json_text(*type) +
-                    "; it must be \"text\", \"json_object\" or \"json_schema\"");
+    return invalid_request(err, p + ".type",
+                           field_name(p + ".type") + " is " + json_text(*type) +
+                               "; it must be \"text\", \"json_object\" or \"json_schema\"");
   const std::string js = p + ".json_schema";
   auto spec = it->find("json_schema");
   if (spec == it->end() || spec->is_null())
-    return fail(err, js, field_name(js) + " is required when the type is \"json_schema\"");
-  if (!spec->is_object()) return fail(err, js, field_name(js) + " must be an object");
+    return invalid_request(err, js,
+                           field_name(js) + " is required when the type is \"json_schema\"");
+  if (!spec->is_object()) return invalid_request(err, js, field_name(js) + " must be an object");
   if (auto name = spec->find("name"); name != spec->end() && !name->is_string())
-    return fail(err, js + ".name", field_name(js + ".name") + " must be a string");
+    return invalid_request(err, js + ".name", field_name(js + ".name") + " must be a string");
   if (auto strict = spec->find("strict");
       strict != spec->end() && !strict->is_null() && !strict->is_boolean())
-    return fail(err, js + ".strict", field_name(js + ".strict") + " must be a boolean");
+    return invalid_request(err, js + ".strict", field_name(js + ".strict") + " must be a boolean");
   auto schema = spec->find("schema");
   if (schema == spec->end() || schema->is_null())
-    return fail(err, js + ".schema", field_name(js + ".schema") + " is required");
+    return invalid_request(err, js + ".schema", field_name(js + ".schema") + " is required");
   if (!schema->is_object())
-    return fail(err, js + ".schema", field_name(js + ".schema") + " must be a JSON Schema object");
+    return invalid_request(err, js + ".schema",
+                           field_name(js + ".schema") + " must be a JSON Schema object");
   // strict or not, the output is held to the schema (a non-strict schema is a superset).
   format->kind = OutputFormat::Kind::kJsonSchema;
   format->text = json_text(*schema);
@@ -69,15 +62,17 @@ bool parse_output_format(const nlohmann::json& j, const ApiLimits& limits, const
   std::string param = "response_format";
   if (format.kind == OutputFormat::Kind::kJsonSchema) param = "response_format.json_schema.schema";
   if (auto g = j.find("grammar"); g != j.end() && !g->is_null()) {
-    if (!g->is_string()) return fail(err, "grammar", "'grammar' must be a string (GBNF)");
+    if (!g->is_string())
+      return invalid_request(err, "grammar", "'grammar' must be a string (GBNF)");
     const std::string& text = g->get_ref<const std::string&>();
     if (text.size() > limits.max_string_bytes)
-      return fail(err, "grammar",
-                  "'grammar' is " + std::to_string(text.size()) + " bytes; the limit is " +
-                      std::to_string(limits.max_string_bytes));
+      return invalid_request(err, "grammar",
+                             "'grammar' is " + std::to_string(text.size()) +
+                                 " bytes; the limit is " + std::to_string(limits.max_string_bytes));
     if (format.kind != OutputFormat::Kind::kText)
-      return fail(err, "grammar",
-                  "'grammar' cannot be combined with a JSON 'response_format'; give one of them");
+      return invalid_request(
+          err, "grammar",
+          "'grammar' cannot be combined with a JSON 'response_format'; give one of them");
     if (!text.empty()) {
       format = {OutputFormat::Kind::kGbnf, text};
       param = "grammar";
@@ -86,8 +81,8 @@ bool parse_output_format(const nlohmann::json& j, const ApiLimits& limits, const
   if (format.kind == OutputFormat::Kind::kText) return true;
   auto grammar = compile_output_format(format);
   if (!grammar)
-    return fail(err, param, field_name(param) + ": " + grammar.message(),
-                param == "grammar" ? "invalid_grammar" : "invalid_json_schema");
+    return invalid_request(err, param, field_name(param) + ": " + grammar.message(),
+                           param == "grammar" ? "invalid_grammar" : "invalid_json_schema");
   job->constraint = make_constraint(engine, std::move(grammar.value()));
   return true;
 }
