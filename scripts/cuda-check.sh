@@ -3,8 +3,8 @@
 # (all layers, then partial), then llama2-7b-shape decode/prefill speed; a short table last.
 # Device-run packaging, not part of the product (docs/performance-cuda.md describes a run).
 #   scripts/cuda-check.sh pack [SET]  (here, no GPU) builds build-cuda and fills .gpu-data/ (bin/,
-#       lib/, goldens/, tools/): carry ".gpu-data" to the device. SET: a (default) or b, which
-#       golden files (64 MiB carry limit).
+#       lib/, goldens/, tools/): carry ".gpu-data" to the device. SET: a (default), b or c
+#       (the 2025-26 families), which golden files (64 MiB carry limit).
 #   scripts/cuda-check.sh             (device) uses .gpu-data/bin if present, else builds the full
 #       tree (cmake -DHEARTH_CUDA=ON) there. Env: OUT (logs), SKIP_SPEED=1, SPEED_TYPES,
 #       BUDGET_S (default 570: later steps are skipped rather than run past a 600 s call),
@@ -43,6 +43,9 @@ if [ "${1:-}" = pack ]; then
     a) files="llama2-tiny/model.safetensors llama2-tiny/llama2-tiny-q8_0.gguf kjv-13m/kjv-13m-q4_0.gguf" ;;
     b) files="llama2-tiny/llama2-tiny-bf16.gguf llama3-tiny/llama3-tiny-q4_0.gguf
          llama-k256/llama-k256-q6_k.gguf llama-k256/llama-k256-q5_k_m.gguf" ;;
+    # the 2025-26 families (the forward pass's optional ops on the GPU)
+    c) files="qwen3-tiny/model.safetensors gemma2-tiny/model.safetensors
+         phi3-tiny/model.safetensors qwen2-yarn-tiny/model.safetensors" ;;
   esac
   for f in $files; do
     d=$(dirname "$f")
