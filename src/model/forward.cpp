@@ -105,13 +105,9 @@ Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSeg
       be->upload(scratch.per_backend[g].x, host_x.data(), T * E);
     }
     if (step) {
-      if (chain_thread_.load() == std::this_thread::get_id())
-        return Status::error("decode called from inside a greedy generation's token callback");
-      std::lock_guard<std::mutex> lock(step_mutex_);
-      match_step_key(g, scratch, *segs[0].kv);
-      if (!be->begin_decode_step(tokens[0], segs[0].pos0, segs[0].kv->capacity()))
-        run_group(g, pass, scratch);
-      be->end_decode_step();
+      HEARTH_TRY(groups_[g].decode_loop->step(step_key(g, scratch, *segs[0].kv), tokens[0],
+                                              segs[0].pos0, segs[0].kv->capacity(),
+                                              [&] { run_group(g, pass, scratch); }));
     } else {
       run_group(g, pass, scratch);
     }
@@ -129,16 +125,8 @@ Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSeg
   return Status::ok();
 }
 
-void Model::match_step_key(size_t g, const ForwardScratch& scratch, KvCache& kv) const {
-  // The recorded step is only valid for the buffers it was recorded with.
-  // Keyed on the buffers themselves (they move when scratch grows) and the sequence's cache.
-  const StepKey key{scratch.per_backend[g].x, scratch.per_backend[g].capacity_tokens,
-                    kv.k(groups_[g].first)};
-  if (step_keys_.size() != groups_.size()) step_keys_.assign(groups_.size(), {});
-  if (step_keys_[g] != key) {
-    groups_[g].backend->reset_decode_steps();
-    step_keys_[g] = key;
-  }
+DecodeStepKey Model::step_key(size_t g, const ForwardScratch& scratch, KvCache& kv) const {
+  return {scratch.per_backend[g].x, scratch.per_backend[g].capacity_tokens, kv.k(groups_[g].first)};
 }
 
 void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {

@@ -202,8 +202,15 @@ class ModelBuilder {
       m.backends_.push_back(make_cpu_backend(cpu_opt));
       cpu = m.backends_.back().get();
     }
-    if (gpu_layers > 0) m.groups_.push_back({0, gpu_layers, gpu_backend});
-    if (gpu_layers < m.hp_.n_layer) m.groups_.push_back({gpu_layers, m.hp_.n_layer, cpu});
+    for (const auto& be : m.backends_) m.decode_loops_.push_back(std::make_unique<DecodeLoop>(*be));
+    auto loop_of = [&m](Backend* be) {
+      for (size_t i = 0; i < m.backends_.size(); ++i)
+        if (m.backends_[i].get() == be) return m.decode_loops_[i].get();
+      return static_cast<DecodeLoop*>(nullptr);
+    };
+    if (gpu_layers > 0) m.groups_.push_back({0, gpu_layers, gpu_backend, loop_of(gpu_backend)});
+    if (gpu_layers < m.hp_.n_layer)
+      m.groups_.push_back({gpu_layers, m.hp_.n_layer, cpu, loop_of(cpu)});
 
     const size_t total = m.layers_.size() + 2;
     size_t done = 0;

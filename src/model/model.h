@@ -3,18 +3,16 @@
 // The model is immutable after load and may be shared by sessions on several threads.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cpu-options.h"
 #include "backend/cuda-options.h"
+#include "backend/decode-loop.h"
 #include "backend/placement.h"
 #include "base/status.h"
 #include "kv/kv-cache.h"
@@ -109,6 +107,7 @@ struct LayerWeights {
 struct LayerGroup {
   int64_t first = 0, last = 0;  // [first, last)
   Backend* backend = nullptr;
+  DecodeLoop* decode_loop = nullptr;  // the backend's
 };
 
 struct LoadOptions {
@@ -134,12 +133,6 @@ struct BatchSegment {
   int64_t pos0 = 0;
   int64_t n_tokens = 0;
   bool all_logits = false;  // logits for every token (else only the last)
-};
-
-// How a decode_greedy call ended.
-struct GreedyRun {
-  int64_t steps = 0;          // decode steps run = tokens handed to on_token
-  bool context_full = false;  // stopped because the cache had no room for the next step
 };
 
 // Per-caller scratch memory for the forward pass (one per session/thread).
@@ -200,8 +193,8 @@ class Model {
   // can chain (CUDA with every layer on it and graphs on; see Backend::greedy_chain_depth) the
   // argmax runs on the device and a few steps are queued ahead of the host: steps queued past
   // the stop only write cache rows at or beyond used(), and they have finished on return.
-  // on_token must not run a decode step of this model: the chain holds the model's decode-step
-  // lock, and such a step fails with an error instead of deadlocking.
+  // on_token must not run a decode step of this model: the chain holds the backend's decode
+  // loop (backend/decode-loop.h), and such a step fails with an error instead of deadlocking.
   Result<GreedyRun> decode_greedy(KvCache& kv, int32_t token, int64_t max_steps,
                                   ForwardScratch& scratch,
                                   const std::function<bool(int32_t)>& on_token) const;
@@ -231,13 +224,9 @@ class Model {
   // Embedding (first group), the group's layers, and the head (last group) on one backend.
   void run_group(size_t g, const Pass& pass, ForwardScratch& scratch) const;
   void tap(const std::string& name, Backend* b, const float* data, int64_t n) const;
-  // Drops group g's recorded decode step when it was recorded for other buffers (scratch
-  // regrown, another sequence's cache). Caller holds step_mutex_.
-  void match_step_key(size_t g, const ForwardScratch& scratch, KvCache& kv) const;
-  Result<GreedyRun> decode_greedy_chained(KvCache& kv, int32_t token, int64_t max_steps,
-                                          ForwardScratch& scratch,
-                                          const std::function<bool(int32_t)>& on_token,
-                                          int depth) const;
+  // What group g's recorded decode step depends on: its scratch buffers (they move when scratch
+  // grows) and the sequence's cache.
+  DecodeStepKey step_key(size_t g, const ForwardScratch& scratch, KvCache& kv) const;
 
   // One transformer layer (attention block, FFN block) of a pass on group g's backend.
   void run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b, Backend* be) const;
@@ -265,19 +254,9 @@ class Model {
   bool rope_partial_ = false;
   bool plus_one_norms_ = false;  // norm weights w in the file mean (1 + w) (HF Gemma)
   std::vector<std::unique_ptr<Backend>> backends_;
+  // Each backend's decode loop (capture, replay, chaining), in the order of backends_.
+  std::vector<std::unique_ptr<DecodeLoop>> decode_loops_;
   std::vector<LayerGroup> groups_;
-  // Decode-step capture bookkeeping: which buffers each group's recorded step belongs to.
-  mutable std::mutex step_mutex_;
-  struct StepKey {
-    const float* scratch = nullptr;
-    int64_t capacity = 0;
-    const float* kv = nullptr;
-    bool operator==(const StepKey&) const = default;
-  };
-  mutable std::vector<StepKey> step_keys_;
-  // The thread running a chained decode_greedy (which holds step_mutex_ throughout): a decode
-  // step from its own callback is an error, not a self-deadlock.
-  mutable std::atomic<std::thread::id> chain_thread_{};
 };
 
 // Loads a GGUF file or a Hugging Face directory (config.json + safetensors).
