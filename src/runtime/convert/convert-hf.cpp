@@ -363,6 +363,12 @@ Status convert_hf_to_gguf(const std::string& dir, const std::string& out_path,
   if (!spec_read.is_ok()) return spec_read.status().with_context(cfg_path);
   const ModelSpec spec = std::move(spec_read).value();
   HEARTH_TRY(check_model_spec(spec).with_context(cfg_path));
+  // Mixture-of-experts checkpoints need their per-expert tensors stacked into llama.cpp's
+  // ffn_*_exps form, which convert does not write yet: load the HF directory directly.
+  if (spec.hp.n_expert > 0)
+    return Status::error(cfg_path + ": model_type '" + cfg.model_type +
+                         "': converting mixture-of-experts models is not supported yet (run the "
+                         "directory directly)");
   std::optional<HfTokenizerConfig> tok_cfg;
   if (fs::exists(dir + "/tokenizer_config.json")) {
     HEARTH_ASSIGN_OR_RETURN(std::string t, read_text_file(dir + "/tokenizer_config.json"));
