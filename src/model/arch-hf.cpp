@@ -114,7 +114,9 @@ Status read_layer_windows(const HfConfig& c, const ArchSpec& arch, HParams& hp) 
 // Mixture-of-experts FFN: expert counts and width, renormalisation, which layers are sparse
 // (transformers' Qwen3-MoE rule: not in mlp_only_layers and (l + 1) % decoder_sparse_step == 0).
 Status read_hf_moe(const HfConfig& c, HParams& hp) {
-  const char* count_field = c.num_local_experts ? "num_local_experts" : "num_experts";
+  // Mixtral's field is num_local_experts, Qwen3-MoE's num_experts (either is read).
+  const bool local = c.num_local_experts || (!c.num_experts && c.model_type == "mixtral");
+  const char* count_field = local ? "num_local_experts" : "num_experts";
   const auto count = c.num_local_experts ? c.num_local_experts : c.num_experts;
   if (!count || *count <= 0 || *count > 65536)
     return Status::error(std::string(count_field) + ": the MoE family " + c.model_type +
