@@ -13,6 +13,7 @@
 #include "formats/hf-config.h"
 #include "model/arch-read.h"
 #include "model/moe.h"
+#include "runtime/convert/convert.h"
 #include "support/test-data.h"
 #include "tiny-model.h"
 
@@ -362,6 +363,36 @@ TEST(MoeGguf, CountsAndStackedShapesThatDisagreeAreOneLineErrors) {
             std::string::npos)
       << err;
   EXPECT_EQ(err.find('\n'), std::string::npos) << err;
+}
+
+TEST(MoeConvert, Qwen3MoeDirectoryToGgufKeepsItsLogits) {
+  // hearth convert writes the stacked experts, qwen3moe's keys (the experts' width, the
+  // renormalisation flag when it differs from llama.cpp's default), the dense layer's own FFN.
+  TinyMoe t;
+  t.m.vocab = 32000;  // the shared SentencePiece tokenizer's size
+  const std::string dir = t.write(false);
+  std::filesystem::copy_file(test::shared_path("goldens/mixtral-tiny/tokenizer.model"),
+                             dir + "/tokenizer.model");
+  const std::string out = test::temp_dir() + "/qwen3moe-f32.gguf";
+  const Status s = convert_hf_to_gguf(dir, out, "f32", nullptr, 2);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  auto f = GgufFile::open(out);
+  ASSERT_TRUE(f.is_ok()) << f.message();
+  EXPECT_EQ(f->get_int("qwen3moe.expert_count")->value_or(0), 4);
+  EXPECT_EQ(f->get_int("qwen3moe.expert_used_count")->value_or(0), 2);
+  EXPECT_EQ(f->get_int("qwen3moe.expert_feed_forward_length")->value_or(0), 16);
+  EXPECT_EQ(f->get_bool("qwen3moe.expert_weights_norm")->value_or(true), false);
+  const TensorView* exps = f->find_tensor("blk.2.ffn_down_exps.weight");
+  ASSERT_NE(exps, nullptr);
+  EXPECT_EQ(exps->shape, (std::vector<int64_t>{4, 32, 16}));
+  EXPECT_NE(f->find_tensor("blk.1.ffn_gate.weight"), nullptr);
+  EXPECT_EQ(f->find_tensor("blk.1.ffn_gate_inp.weight"), nullptr);
+  const std::vector<int32_t> ids = {3, 17, 4200, 5, 31999};
+  const std::vector<float> a = prefill_logits(dir, ids), b = prefill_logits(out, ids);
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::abs(a[i] - b[i])));
+  EXPECT_LT(worst, 1e-4);
 }
 
 }  // namespace
