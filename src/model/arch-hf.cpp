@@ -86,7 +86,7 @@ Status read_layer_windows(const HfConfig& c, const ArchSpec& arch, HParams& hp) 
       sliding[l] = t == "sliding_attention";
     }
   } else if (c.sliding_window) {
-    if (c.model_type == "qwen2" || c.model_type == "qwen3") {
+    if (c.model_type == "qwen2" || c.model_type == "qwen3" || c.model_type == "qwen3_moe") {
       // Qwen: use_sliding_window turns it on for the layers from max_window_layers on.
       if (c.use_sliding_window.value_or(false))
         for (int64_t l = c.max_window_layers.value_or(0); l < hp.n_layer; ++l)

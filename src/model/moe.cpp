@@ -3,6 +3,7 @@
 // and exact rather than fast; a backend-side version would route on the device.
 #include "model/moe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
