@@ -59,7 +59,19 @@ struct Shape {
   HParams hp;
   double layer_params() const {
     const double E = double(hp.n_embd), QD = double(hp.q_dim()), KVD = double(hp.kv_dim());
-    return E * QD + 2 * E * KVD + QD * E + 3 * E * double(hp.n_ff);
+    return E * QD + 2 * E * KVD + QD * E + ffn_params();
+  }
+  // A layer's FFN matrices, averaged over the layers; an MoE layer counts its router and the
+  // experts one token goes through.
+  double ffn_params() const {
+    const double E = double(hp.n_embd);
+    if (hp.n_expert == 0) return 3 * E * double(hp.n_ff);
+    double sum = 0;
+    for (int64_t l = 0; l < hp.n_layer; ++l)
+      sum += hp.is_moe_layer(l)
+                 ? 3 * E * double(hp.n_ff_exp * hp.n_expert_used) + E * double(hp.n_expert)
+                 : 3 * E * double(hp.n_ff);
+    return sum / double(hp.n_layer);
   }
   double params() const {
     const double head = double(hp.n_vocab) * double(hp.n_embd);

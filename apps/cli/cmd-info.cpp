@@ -32,6 +32,8 @@ void run(const InfoArgs& a) {
       {"n_head_kv", hp.n_head_kv},
       {"head_dim", hp.head_dim},
       {"n_ff", hp.n_ff},
+      {"n_expert", hp.n_expert},
+      {"n_expert_used", hp.n_expert_used},
       {"context_length", hp.n_ctx_train},
       {"rms_eps", hp.rms_eps},
       {"rope_theta", hp.rope_theta},
@@ -60,6 +62,9 @@ void run(const InfoArgs& a) {
   std::printf("heads (q/kv):   %lld / %lld, head_dim %lld\n", (long long)hp.n_head,
               (long long)hp.n_head_kv, (long long)hp.head_dim);
   std::printf("feed-forward:   %lld\n", (long long)hp.n_ff);
+  if (hp.n_expert > 0)
+    std::printf("experts:        %lld, %lld per token, width %lld\n", (long long)hp.n_expert,
+                (long long)hp.n_expert_used, (long long)hp.n_ff_exp);
   std::printf("vocabulary:     %lld\n", (long long)hp.n_vocab);
   std::printf("context length: %lld\n", (long long)hp.n_ctx_train);
   std::printf("rope:           theta %g, scaling %s\n", hp.rope_theta, hp.rope_scaling.c_str());

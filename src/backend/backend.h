@@ -97,6 +97,9 @@ class Backend {
     kMaskedAttention = 1u << 2,  // attention_masked: sliding window, soft-cap, ring cache
     kPartialRope = 1u << 3,      // rope_partial: partial rotary, attention factor
     kScaleOps = 1u << 4,         // scale (embedding scale), softcap (final logit soft-cap)
+    // Mixture-of-experts FFN: routing on the host over downloaded router logits and one matmul
+    // per expert over gathered rows (model/moe.cpp); CPU only so far.
+    kMoe = 1u << 5,
   };
   virtual uint32_t features() const { return 0; }
   // x [rows, head_dim] in place: each row (one head of one token) RMS-normalised, times w.
@@ -179,11 +182,11 @@ class Backend {
 
 // "qk-norm, gelu-gated" for the features in `mask` (load messages).
 inline std::string backend_feature_names(uint32_t mask) {
-  static const char* const kNames[] = {"per-head q/k norm", "GELU-gated FFN",
-                                       "masked attention (sliding window / soft-cap)",
-                                       "partial or scaled RoPE", "scale / soft-cap"};
+  static const char* const kNames[] = {
+      "per-head q/k norm",      "GELU-gated FFN",   "masked attention (sliding window / soft-cap)",
+      "partial or scaled RoPE", "scale / soft-cap", "mixture-of-experts FFN"};
   std::string out;
-  for (uint32_t i = 0; i < 5; ++i)
+  for (uint32_t i = 0; i < 6; ++i)
     if (mask & (1u << i)) out += (out.empty() ? "" : ", ") + std::string(kNames[i]);
   return out;
 }

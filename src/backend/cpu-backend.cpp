@@ -147,7 +147,7 @@ class CpuBackend final : public Backend {
   }
 
   uint32_t features() const override {
-    return kQkNorm | kGeluGated | kMaskedAttention | kPartialRope | kScaleOps;
+    return kQkNorm | kGeluGated | kMaskedAttention | kPartialRope | kScaleOps | kMoe;
   }
   void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim, float eps) override {
     kernels::rmsnorm(x, w, x, rows, head_dim, eps, pool_);  // element-wise: in place is safe

@@ -293,6 +293,20 @@ Result<HfConfig> parse_hf_config(const std::string& json_text, const std::string
   HEARTH_ASSIGN_OR_RETURN(c.final_logit_softcapping, f.number("final_logit_softcapping"));
   HEARTH_ASSIGN_OR_RETURN(c.partial_rotary_factor, f.number("partial_rotary_factor"));
   HEARTH_ASSIGN_OR_RETURN(c.rope_local_base_freq, f.number("rope_local_base_freq"));
+  HEARTH_ASSIGN_OR_RETURN(c.num_local_experts, f.integer("num_local_experts"));
+  HEARTH_ASSIGN_OR_RETURN(c.num_experts, f.integer("num_experts"));
+  HEARTH_ASSIGN_OR_RETURN(c.num_experts_per_tok, f.integer("num_experts_per_tok"));
+  HEARTH_ASSIGN_OR_RETURN(c.moe_intermediate_size, f.integer("moe_intermediate_size"));
+  HEARTH_ASSIGN_OR_RETURN(c.decoder_sparse_step, f.integer("decoder_sparse_step"));
+  HEARTH_ASSIGN_OR_RETURN(c.norm_topk_prob, f.boolean("norm_topk_prob"));
+  {
+    HEARTH_ASSIGN_OR_RETURN(auto only, f.numbers("mlp_only_layers"));
+    for (double x : only) {
+      if (x != double(int64_t(x)))
+        return Status::error(source + ": mlp_only_layers: entries must be integers");
+      c.mlp_only_layers.push_back(int64_t(x));
+    }
+  }
   HEARTH_ASSIGN_OR_RETURN(c.bos_token_ids, f.int_or_list("bos_token_id"));
   HEARTH_ASSIGN_OR_RETURN(c.eos_token_ids, f.int_or_list("eos_token_id"));
   // transformers 5 writes `dtype`; older versions `torch_dtype`.

@@ -53,6 +53,12 @@ struct HfConfig {
   std::optional<double> partial_rotary_factor;
   std::optional<HfRope> rope_local;  // sliding layers' RoPE when it differs (Gemma 3)
   std::optional<double> rope_local_base_freq;
+  // Mixture-of-experts FFN: Mixtral's num_local_experts, Qwen3-MoE's num_experts.
+  std::optional<int64_t> num_local_experts, num_experts, num_experts_per_tok;
+  std::optional<int64_t> moe_intermediate_size;  // Qwen3-MoE: the experts' width
+  std::optional<int64_t> decoder_sparse_step;    // Qwen3-MoE: every n-th layer is sparse
+  std::vector<int64_t> mlp_only_layers;          // Qwen3-MoE: layers kept dense
+  std::optional<bool> norm_topk_prob;            // Qwen3-MoE: renormalise the top-k weights
   std::vector<int64_t> bos_token_ids;
   std::vector<int64_t> eos_token_ids;  // eos_token_id may be an int or a list
   HfRope rope;

@@ -78,6 +78,36 @@ Result<ModelSpec> read_gguf_spec(const GgufFile& f) {
   hp.qk_norm = arch.qk_norm;
   hp.activation = arch.default_activation;
 
+  // Mixture of experts (llama.cpp's keys): the layers with a router are sparse.
+  HEARTH_ASSIGN_OR_RETURN(auto n_expert, f.get_int(a + "expert_count"));
+  if (n_expert && *n_expert != 0) {
+    if (*n_expert < 0 || *n_expert > 65536)
+      return Status::error("key " + a + "expert_count has invalid value " +
+                           std::to_string(*n_expert));
+    hp.n_expert = *n_expert;
+    HEARTH_TRY(need_int("expert_used_count", &hp.n_expert_used));
+    if (hp.n_expert_used > hp.n_expert)
+      return Status::error("key " + a + "expert_used_count " + std::to_string(hp.n_expert_used) +
+                           " exceeds " + a + "expert_count " + std::to_string(hp.n_expert));
+    HEARTH_ASSIGN_OR_RETURN(auto ff_exp, f.get_int(a + "expert_feed_forward_length"));
+    hp.n_ff_exp = ff_exp ? *ff_exp : hp.n_ff;
+    if (hp.n_ff_exp <= 0)
+      return Status::error("key " + a + "expert_feed_forward_length has invalid value " +
+                           std::to_string(hp.n_ff_exp));
+    HEARTH_ASSIGN_OR_RETURN(auto norm_w, f.get_bool(a + "expert_weights_norm"));
+    hp.moe_norm_topk = norm_w.value_or(arch.moe_norm_topk);
+    hp.moe_layers.assign(size_t(hp.n_layer), false);
+    bool any = false;
+    for (int64_t l = 0; l < hp.n_layer; ++l) {
+      const bool sparse = f.find_tensor(gguf_tensor_name(TensorRole::kFfnGateInp, l)) != nullptr;
+      hp.moe_layers[size_t(l)] = sparse;
+      any = any || sparse;
+    }
+    if (!any)
+      return Status::error("key " + a + "expert_count is set but no layer has a router (" +
+                           gguf_tensor_name(TensorRole::kFfnGateInp, 0) + ")");
+  }
+
   // Query scale: the file's, else llama.cpp's rule (Gemma 27B: n_embd / n_head).
   HEARTH_ASSIGN_OR_RETURN(auto scale, positive("attention.scale"));
   const bool by_width =
@@ -205,6 +235,10 @@ Status check_model_spec(const ModelSpec& s) {
       return Status::error("layer RoPE table out of range");
   if (!(hp.query_scale > 0) || !std::isfinite(hp.query_scale))
     return Status::error("query scale must be positive");
+  if (hp.n_expert > 0 && (hp.n_expert_used <= 0 || hp.n_expert_used > hp.n_expert ||
+                          hp.n_ff_exp <= 0 || int64_t(hp.moe_layers.size()) != hp.n_layer))
+    return Status::error("invalid mixture-of-experts sizes (" + std::to_string(hp.n_expert_used) +
+                         " of " + std::to_string(hp.n_expert) + " experts)");
   return Status::ok();
 }
 

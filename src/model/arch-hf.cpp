@@ -86,7 +86,7 @@ Status read_layer_windows(const HfConfig& c, const ArchSpec& arch, HParams& hp) 
       sliding[l] = t == "sliding_attention";
     }
   } else if (c.sliding_window) {
-    if (c.model_type == "qwen2" || c.model_type == "qwen3") {
+    if (c.model_type == "qwen2" || c.model_type == "qwen3" || c.model_type == "qwen3_moe") {
       // Qwen: use_sliding_window turns it on for the layers from max_window_layers on.
       if (c.use_sliding_window.value_or(false))
         for (int64_t l = c.max_window_layers.value_or(0); l < hp.n_layer; ++l)
@@ -108,6 +108,43 @@ Status read_layer_windows(const HfConfig& c, const ArchSpec& arch, HParams& hp) 
                          (c.sliding_window ? std::to_string(*c.sliding_window) : "none"));
   for (size_t l = 0; l < sliding.size(); ++l)
     if (sliding[l]) hp.layers[l] = {*c.sliding_window, 1};
+  return Status::ok();
+}
+
+// Mixture-of-experts FFN: expert counts and width, renormalisation, which layers are sparse
+// (transformers' Qwen3-MoE rule: not in mlp_only_layers and (l + 1) % decoder_sparse_step == 0).
+Status read_hf_moe(const HfConfig& c, HParams& hp) {
+  // Mixtral's field is num_local_experts, Qwen3-MoE's num_experts (either is read).
+  const bool local = c.num_local_experts || (!c.num_experts && c.model_type == "mixtral");
+  const char* count_field = local ? "num_local_experts" : "num_experts";
+  const auto count = c.num_local_experts ? c.num_local_experts : c.num_experts;
+  if (!count || *count <= 0 || *count > 65536)
+    return Status::error(std::string(count_field) + ": the MoE family " + c.model_type +
+                         " needs a positive expert count, got " +
+                         (count ? std::to_string(*count) : "none"));
+  hp.n_expert = *count;
+  if (!c.num_experts_per_tok || *c.num_experts_per_tok <= 0 || *c.num_experts_per_tok > hp.n_expert)
+    return Status::error("num_experts_per_tok: must be in [1, " + std::string(count_field) + " " +
+                         std::to_string(hp.n_expert) + "], got " +
+                         (c.num_experts_per_tok ? std::to_string(*c.num_experts_per_tok) : "none"));
+  hp.n_expert_used = *c.num_experts_per_tok;
+  hp.n_ff_exp = c.moe_intermediate_size.value_or(hp.n_ff);
+  if (hp.n_ff_exp <= 0)
+    return Status::error("moe_intermediate_size: must be positive, got " +
+                         std::to_string(hp.n_ff_exp));
+  // Mixtral always renormalises; transformers' Qwen3-MoE only with norm_topk_prob (default off).
+  hp.moe_norm_topk = c.norm_topk_prob.value_or(c.model_type != "qwen3_moe");
+  const int64_t step = c.decoder_sparse_step.value_or(1);
+  if (step <= 0)
+    return Status::error("decoder_sparse_step: must be positive, got " + std::to_string(step));
+  hp.moe_layers.assign(size_t(hp.n_layer), false);
+  for (int64_t l = 0; l < hp.n_layer; ++l) hp.moe_layers[size_t(l)] = (l + 1) % step == 0;
+  for (int64_t l : c.mlp_only_layers) {
+    if (l < 0 || l >= hp.n_layer)
+      return Status::error("mlp_only_layers: layer " + std::to_string(l) + " is out of range (" +
+                           std::to_string(hp.n_layer) + " layers)");
+    hp.moe_layers[size_t(l)] = false;
+  }
   return Status::ok();
 }
 
@@ -183,6 +220,7 @@ Result<ModelSpec> read_hf_spec(const HfConfig& c) {
     if (c.torch_dtype == "float16") hp.embed_scale = fp16_to_f32(f32_to_fp16(hp.embed_scale));
   }
   HEARTH_TRY(read_layer_windows(c, arch, hp));
+  if (*arch.hf_moe.block) HEARTH_TRY(read_hf_moe(c, hp));
 
   hp.rope_scaling = c.rope.type == "default" ? "none" : c.rope.type;
   hp.rope_factor = c.rope.factor;

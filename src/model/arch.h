@@ -25,6 +25,15 @@ struct SlidingPattern {
   int period = 1;  // 1: every layer slides; n > 1: layer l slides unless (l + 1) % n == 0
 };
 
+// A mixture-of-experts FFN's tensors in HF checkpoints: "model.layers.N.{block}.gate.weight"
+// (the router) and "model.layers.N.{block}.experts.E.{gate,up,down}.weight".
+struct HfMoeNames {
+  const char* block = "";  // empty: the family has no MoE
+  const char* gate = "";
+  const char* up = "";
+  const char* down = "";
+};
+
 struct ArchSpec {
   std::string gguf_name;                      // general.architecture value, "llama"
   std::vector<std::string> hf_model_types;    // config.json model_type values
@@ -50,6 +59,11 @@ struct ArchSpec {
   // Query scale when the file gives none: 1/sqrt(head_dim), except llama.cpp's size rule for
   // Gemma (the 27B models scale by n_embd / n_head): that many layers selects it (0 = never).
   int64_t query_scale_by_width_layers = 0;
+  // Mixture-of-experts FFN (HParams::n_expert > 0): HF names, and whether the top-k routing
+  // weights are renormalised to sum to 1 when the file does not say (Mixtral always does; HF
+  // Qwen3-MoE says with norm_topk_prob; GGUF with {arch}.expert_weights_norm).
+  HfMoeNames hf_moe;
+  bool moe_norm_topk = true;
 };
 
 // nullptr when unknown.

@@ -1,7 +1,8 @@
 // The ONE generic forward pass, walking the model's flat description (HParams): embed (x scale)
 // -> N x [RMSNorm, attention block (Q/K/V, bias, per-head norm, RoPE, KV append, attention with
 // window / soft-cap), output projection (+ post-norm), residual, RMSNorm, FFN block (gated
-// SiLU / GELU), down projection (+ post-norm), residual] -> RMSNorm -> LM head (soft-cap).
+// SiLU / GELU, or a mixture of experts: model/moe.cpp), down projection (+ post-norm),
+// residual] -> RMSNorm -> LM head (soft-cap).
 // Written against the Backend interface; a block a family does not use costs one branch per
 // layer, never an op. Layer groups on different backends exchange activations once per group.
 #include <algorithm>
@@ -13,7 +14,8 @@ namespace hearth {
 
 ForwardScratch::~ForwardScratch() {
   for (auto& b : per_backend) {
-    for (float* p : {b.x, b.xn, b.q, b.k, b.v, b.attn, b.gate, b.up, b.logits})
+    for (float* p :
+         {b.x, b.xn, b.q, b.k, b.v, b.attn, b.gate, b.up, b.logits, b.router, b.moe_in, b.moe_out})
       if (p) b.backend->free(p);
   }
 }
@@ -26,7 +28,8 @@ Status Model::prepare_scratch(ForwardScratch& s, int64_t n_tokens) const {
   for (size_t g = 0; g < groups_.size(); ++g) {
     auto& b = s.per_backend[g];
     if (b.backend == groups_[g].backend && b.capacity_tokens >= n_tokens) continue;
-    for (float* p : {b.x, b.xn, b.q, b.k, b.v, b.attn, b.gate, b.up, b.logits})
+    for (float* p :
+         {b.x, b.xn, b.q, b.k, b.v, b.attn, b.gate, b.up, b.logits, b.router, b.moe_in, b.moe_out})
       if (p) b.backend->free(p);
     b = {};
     Backend* be = groups_[g].backend;
@@ -39,8 +42,14 @@ Status Model::prepare_scratch(ForwardScratch& s, int64_t n_tokens) const {
     b.k = be->alloc(T * hp_.kv_dim());
     b.v = be->alloc(T * hp_.kv_dim());
     b.attn = be->alloc(T * hp_.q_dim());
-    b.gate = be->alloc(T * hp_.n_ff);
-    b.up = be->alloc(T * hp_.n_ff);
+    const int64_t ff = std::max(hp_.n_ff, hp_.n_ff_exp);
+    b.gate = be->alloc(T * ff);
+    b.up = be->alloc(T * ff);
+    if (hp_.n_expert > 0) {
+      b.router = be->alloc(T * hp_.n_expert);
+      b.moe_in = be->alloc(T * hp_.n_embd);
+      b.moe_out = be->alloc(T * hp_.n_embd);
+    }
     if (g + 1 == groups_.size()) b.logits = be->alloc(T * hp_.n_vocab);
   }
   return Status::ok();
@@ -164,8 +173,12 @@ void Model::run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b, Back
   if (debug_tap) tap("blk." + std::to_string(l) + ".attn_out", be, b.attn, T * hp_.q_dim());
   add_block_output(w.wo, b.attn, w.post_attn_norm, b, be, T);
   be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
-  ffn_block(l, b, be, T);
-  add_block_output(w.w_down, b.gate, w.post_ffn_norm, b, be, T);
+  if (hp_.is_moe_layer(l)) {
+    moe_block(l, b, be, T);
+  } else {
+    ffn_block(l, b, be, T);
+    add_block_output(w.w_down, b.gate, w.post_ffn_norm, b, be, T);
+  }
   if (debug_tap) tap("blk." + std::to_string(l) + ".out", be, b.x, T * E);
 }
 

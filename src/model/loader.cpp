@@ -42,7 +42,46 @@ Result<Weight> take_weight(const FindTensor& find, const std::string& name,
 struct Source {
   FindTensor find;
   std::function<std::string(TensorRole, int64_t)> name;
+  // HF: one tensor per expert (role, layer, expert); GGUF: none (stacked tensors only).
+  std::function<std::string(TensorRole, int64_t, int64_t)> expert;
 };
+
+// An MoE layer's experts for one projection: 2-D views [rows, cols] of a stacked
+// [n_expert, rows, cols] tensor (GGUF; no copy, each view named "<name>#e" for the weight
+// cache), or each expert's own tensor (HF).
+Status take_experts(const Source& src, int64_t l, TensorRole role, int64_t n_expert, int64_t rows,
+                    int64_t cols, std::vector<Weight>& out) {
+  out.assign(size_t(n_expert), Weight{});
+  const std::string stacked = src.name(role, l);
+  if (const TensorView* whole = stacked.empty() ? nullptr : src.find(stacked)) {
+    const std::vector<int64_t> want = {n_expert, rows, cols};
+    if (whole->shape != want)
+      return Status::error("tensor " + stacked + " has shape " + shape_string(whole->shape) +
+                           ", expected " + shape_string(want) + " (expert_count experts)");
+    if (!dtype_info(whole->dtype).runnable)
+      return Status::error(std::string("unsupported tensor type ") + dtype_name(whole->dtype) +
+                           " (" + stacked + ")");
+    for (int64_t e = 0; e < n_expert; ++e) {
+      TensorView v = *whole;
+      v.name = stacked + "#" + std::to_string(e);
+      v.shape = {rows, cols};
+      v.data = whole->row(e * rows);
+      v.nbytes = uint64_t(rows) * whole->row_stride_bytes();
+      out[size_t(e)].host = v;
+    }
+    return Status::ok();
+  }
+  if (!src.expert) return Status::error("missing tensor " + stacked);
+  for (int64_t e = 0; e < n_expert; ++e) {
+    HEARTH_ASSIGN_OR_RETURN(out[size_t(e)],
+                            take_weight(src.find, src.expert(role, l, e), {rows, cols}));
+  }
+  // An expert beyond the count would be silently ignored: say the count disagrees instead.
+  if (src.find(src.expert(role, l, n_expert)))
+    return Status::error("tensor " + src.expert(role, l, n_expert) +
+                         " exists beyond the expert count " + std::to_string(n_expert));
+  return Status::ok();
+}
 
 }  // namespace
 
@@ -137,10 +176,18 @@ class ModelBuilder {
       HEARTH_ASSIGN_OR_RETURN(lw.post_attn_norm_src,
                               W(TensorRole::kAttnPostNorm, l, {E}, sandwich));
       HEARTH_ASSIGN_OR_RETURN(lw.ffn_norm_src, W(TensorRole::kFfnNorm, l, {E}));
-      HEARTH_TRY(take_split(src, l, TensorRole::kFfnGateUp, E,
-                            {{TensorRole::kFfnGate, F}, {TensorRole::kFfnUp, F}},
-                            {&lw.w_gate, &lw.w_up}));
-      HEARTH_ASSIGN_OR_RETURN(lw.w_down, W(TensorRole::kFfnDown, l, {E, F}));
+      if (hp.is_moe_layer(l)) {
+        const int64_t NE = hp.n_expert, FE = hp.n_ff_exp;
+        HEARTH_ASSIGN_OR_RETURN(lw.router, W(TensorRole::kFfnGateInp, l, {NE, E}));
+        HEARTH_TRY(take_experts(src, l, TensorRole::kFfnGateExps, NE, FE, E, lw.exp_gate));
+        HEARTH_TRY(take_experts(src, l, TensorRole::kFfnUpExps, NE, FE, E, lw.exp_up));
+        HEARTH_TRY(take_experts(src, l, TensorRole::kFfnDownExps, NE, E, FE, lw.exp_down));
+      } else {
+        HEARTH_TRY(take_split(src, l, TensorRole::kFfnGateUp, E,
+                              {{TensorRole::kFfnGate, F}, {TensorRole::kFfnUp, F}},
+                              {&lw.w_gate, &lw.w_up}));
+        HEARTH_ASSIGN_OR_RETURN(lw.w_down, W(TensorRole::kFfnDown, l, {E, F}));
+      }
       HEARTH_ASSIGN_OR_RETURN(lw.post_ffn_norm_src, W(TensorRole::kFfnPostNorm, l, {E}, sandwich));
     }
     return Status::ok();
@@ -229,8 +276,11 @@ class ModelBuilder {
     for (const auto& g : m.groups_) {
       for (int64_t l = g.first; l < g.last; ++l) {
         LayerWeights& lw = m.layers_[size_t(l)];
-        for (Weight* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
-          HEARTH_TRY(g.backend->prepare_weight(*w));
+        for (Weight* w :
+             {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down, &lw.router})
+          if (*w) HEARTH_TRY(g.backend->prepare_weight(*w));
+        for (auto* experts : {&lw.exp_gate, &lw.exp_up, &lw.exp_down})
+          for (Weight& w : *experts) HEARTH_TRY(g.backend->prepare_weight(w));
         Backend& be = *g.backend;
         HEARTH_ASSIGN_OR_RETURN(lw.attn_norm, prepare_norm(m, be, lw.attn_norm_src));
         HEARTH_ASSIGN_OR_RETURN(lw.ffn_norm, prepare_norm(m, be, lw.ffn_norm_src));
@@ -265,7 +315,7 @@ class ModelBuilder {
     c.per_layer_bytes = uint64_t(2 * c.ctx * hp.kv_dim()) * sizeof(float);
     const LayerWeights& lw = m.layers_.front();
     for (const Weight* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
-      c.per_layer_bytes += gpu.device_weight_bytes(w->host);
+      if (*w) c.per_layer_bytes += gpu.device_weight_bytes(w->host);
     // Activations of a 512-token pass (forward.cpp's scratch) plus ~1 GiB for cuBLAS workspaces,
     // the decode graph and fragmentation.
     const uint64_t scratch =
@@ -290,7 +340,7 @@ class ModelBuilder {
     HEARTH_TRY(check_model_spec(spec).with_context(path));
     adopt_spec(*m, std::move(spec));
     Source src{[&g](const std::string& n) { return g.find_tensor(n); },
-               [](TensorRole r, int64_t l) { return gguf_tensor_name(r, l); }};
+               [](TensorRole r, int64_t l) { return gguf_tensor_name(r, l); }, nullptr};
     HEARTH_TRY(take_weights(*m, src).with_context(path));
     HEARTH_TRY(place(*m, opt).with_context(path));
     return m;
@@ -313,8 +363,14 @@ class ModelBuilder {
     m->plus_one_norms_ = m->arch_->norm_plus_one;  // HF stores w; the norm is (1 + w)
     const SafetensorsCheckpoint& st = *m->st_;
     const NormPlacement norms = m->hp_.norms;
-    Source src{[&st](const std::string& n) { return st.find_tensor(n); },
-               [norms](TensorRole r, int64_t l) { return hf_tensor_name(r, l, norms); }};
+    const ArchSpec& arch = *m->arch_;
+    Source src{
+        [&st](const std::string& n) { return n.empty() ? nullptr : st.find_tensor(n); },
+        [norms, &arch](TensorRole r, int64_t l) {
+          return r == TensorRole::kFfnGateInp ? hf_moe_tensor_name(arch, r, l)
+                                              : hf_tensor_name(r, l, norms);
+        },
+        [&arch](TensorRole r, int64_t l, int64_t e) { return hf_moe_tensor_name(arch, r, l, e); }};
     HEARTH_TRY(take_weights(*m, src).with_context(dir));
     HEARTH_TRY(place(*m, opt).with_context(dir));
     return m;
@@ -353,14 +409,22 @@ uint32_t Model::needed_features() const {
   if (hp_.attn_softcap > 0 || hp_.any_sliding()) f |= Backend::kMaskedAttention;
   if (rope_partial_) f |= Backend::kPartialRope;
   if (hp_.embed_scale > 0 || hp_.final_softcap > 0) f |= Backend::kScaleOps;
+  if (hp_.n_expert > 0) f |= Backend::kMoe;
   return f;
 }
 
 uint64_t Model::weight_bytes() const {
+  // An MoE layer streams its router and, per token, n_expert_used of its experts: counted as
+  // that share of the experts' bytes (a decode step's average).
   uint64_t total = output_.host.nbytes;
-  for (const auto& l : layers_)
-    for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+  for (const auto& l : layers_) {
+    for (const Weight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router})
       total += w->host.nbytes;
+    uint64_t experts = 0;
+    for (const auto* list : {&l.exp_gate, &l.exp_up, &l.exp_down})
+      for (const Weight& w : *list) experts += w.host.nbytes;
+    if (hp_.n_expert > 0) total += experts * uint64_t(hp_.n_expert_used) / uint64_t(hp_.n_expert);
+  }
   return total;
 }
 
@@ -375,8 +439,11 @@ std::vector<std::pair<std::string, int>> Model::weight_type_counts() const {
   for (const auto& l : layers_)
     for (const Weight* w : {&l.attn_norm_src, &l.ffn_norm_src, &l.post_attn_norm_src,
                             &l.post_ffn_norm_src, &l.q_norm_src, &l.k_norm_src, &l.wq, &l.wk, &l.wv,
-                            &l.wo, &l.bq, &l.bk, &l.bv, &l.w_gate, &l.w_up, &l.w_down})
+                            &l.wo, &l.bq, &l.bk, &l.bv, &l.w_gate, &l.w_up, &l.w_down, &l.router})
       add(*w);
+  for (const auto& l : layers_)
+    for (const auto* list : {&l.exp_gate, &l.exp_up, &l.exp_down})
+      for (const Weight& w : *list) add(w);
   return {counts.begin(), counts.end()};
 }
 

@@ -73,6 +73,15 @@ struct HParams {
   FfnActivation activation = FfnActivation::kSilu;
   NormPlacement norms = NormPlacement::kPre;
   bool qk_norm = false;
+  // Mixture-of-experts FFN (n_expert > 0): a router picks n_expert_used of n_expert gated FFNs
+  // of width n_ff_exp per token (softmax over all, top-k, renormalised when moe_norm_topk).
+  // moe_layers[l] says which layers are sparse; the others are dense of width n_ff.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  bool moe_norm_topk = true;
+  std::vector<bool> moe_layers;  // [n_layer] when n_expert > 0
+  bool is_moe_layer(int64_t l) const { return n_expert > 0 && moe_layers[size_t(l)]; }
   std::vector<LayerAttention> layers;  // [n_layer]
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
@@ -91,6 +100,10 @@ struct LayerWeights {
   Weight wq, wk, wv, wo;
   Weight bq, bk, bv;  // present when the arch has qkv_bias
   Weight w_gate, w_up, w_down;
+  // MoE layers: the router [n_expert, n_embd] and each expert's projections (HF's own tensors,
+  // or 2-D views of GGUF's stacked ones, no copy).
+  Weight router;
+  std::vector<Weight> exp_gate, exp_up, exp_down;  // [n_expert]
   // Backend copies of the small vectors in f32 (Gemma's (1 + w) already added).
   float* attn_norm = nullptr;
   float* ffn_norm = nullptr;
@@ -146,6 +159,8 @@ class ForwardScratch {
     int64_t capacity_tokens = 0;
     float *x = nullptr, *xn = nullptr, *q = nullptr, *k = nullptr, *v = nullptr;
     float *attn = nullptr, *gate = nullptr, *up = nullptr, *logits = nullptr;
+    // MoE layers: router logits [T, n_expert], the rows routed to one expert and its output.
+    float *router = nullptr, *moe_in = nullptr, *moe_out = nullptr;
   };
   std::vector<Buffers> per_backend;
 };
@@ -234,6 +249,9 @@ class Model {
   // The FFN block: a dense gated MLP today; an MoE FFN slots in here (same input xn, same
   // residual contract: adds its output to x).
   void ffn_block(int64_t l, ForwardScratch::Buffers& b, Backend* be, int64_t T) const;
+  // The MoE FFN block (model/moe.cpp): x += sum over each token's top-k experts of
+  // weight * down_e(act(gate_e xn) * up_e xn), through the post-norm when there is one.
+  void moe_block(int64_t l, ForwardScratch::Buffers& b, Backend* be, int64_t T) const;
   // x += proj . in (the O or down projection), through the post-norm when the family has
   // sandwich norms (post_norm non-null).
   void add_block_output(const Weight& proj, const float* in, const float* post_norm,

@@ -36,6 +36,10 @@ constexpr Names kNames[] = {
     {TensorRole::kFfnGateUp, "ffn_up.weight", "mlp.gate_up_proj.weight", true},
     {TensorRole::kFfnDown, "ffn_down.weight", "mlp.down_proj.weight", true},
     {TensorRole::kFfnPostNorm, "post_ffw_norm.weight", "post_feedforward_layernorm.weight", true},
+    {TensorRole::kFfnGateInp, "ffn_gate_inp.weight", "", true},
+    {TensorRole::kFfnGateExps, "ffn_gate_exps.weight", "", true},
+    {TensorRole::kFfnUpExps, "ffn_up_exps.weight", "", true},
+    {TensorRole::kFfnDownExps, "ffn_down_exps.weight", "", true},
 };
 
 const Names& lookup(TensorRole role) {
@@ -62,6 +66,26 @@ std::string hf_tensor_name(TensorRole role, int64_t layer, NormPlacement norms) 
     return "";
   if (!*hf) return "";
   return n.per_layer ? "model.layers." + std::to_string(layer) + "." + hf : hf;
+}
+
+std::string hf_moe_tensor_name(const ArchSpec& arch, TensorRole role, int64_t layer,
+                               int64_t expert) {
+  const HfMoeNames& n = arch.hf_moe;
+  if (!*n.block) return "";
+  const std::string block = "model.layers." + std::to_string(layer) + "." + n.block + ".";
+  const std::string ex = block + "experts." + std::to_string(expert) + ".";
+  switch (role) {
+    case TensorRole::kFfnGateInp:
+      return block + "gate.weight";
+    case TensorRole::kFfnGateExps:
+      return ex + n.gate + ".weight";
+    case TensorRole::kFfnUpExps:
+      return ex + n.up + ".weight";
+    case TensorRole::kFfnDownExps:
+      return ex + n.down + ".weight";
+    default:
+      return "";
+  }
 }
 
 bool is_norm_role(TensorRole role) {

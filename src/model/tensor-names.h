@@ -36,20 +36,34 @@ enum class TensorRole {
   kFfnGateUp,  // fused gate/up rows (Phi-3); llama.cpp calls it ffn_up (2 x n_ff rows)
   kFfnDown,
   kFfnPostNorm,
+  // Mixture-of-experts FFN: the router [n_expert, n_embd] and the experts' projections, stacked
+  // in GGUF ([n_expert, rows, cols]); HF keeps one tensor per expert (hf_moe_tensor_name).
+  kFfnGateInp,
+  kFfnGateExps,
+  kFfnUpExps,
+  kFfnDownExps,
 };
 constexpr TensorRole kLayerRoles[] = {
-    TensorRole::kAttnNorm,  TensorRole::kAttnQ,     TensorRole::kAttnK,
-    TensorRole::kAttnV,     TensorRole::kAttnQkv,   TensorRole::kAttnOut,
-    TensorRole::kAttnQBias, TensorRole::kAttnKBias, TensorRole::kAttnVBias,
-    TensorRole::kAttnQNorm, TensorRole::kAttnKNorm, TensorRole::kAttnPostNorm,
-    TensorRole::kFfnNorm,   TensorRole::kFfnGate,   TensorRole::kFfnUp,
-    TensorRole::kFfnGateUp, TensorRole::kFfnDown,   TensorRole::kFfnPostNorm,
+    TensorRole::kAttnNorm,    TensorRole::kAttnQ,       TensorRole::kAttnK,
+    TensorRole::kAttnV,       TensorRole::kAttnQkv,     TensorRole::kAttnOut,
+    TensorRole::kAttnQBias,   TensorRole::kAttnKBias,   TensorRole::kAttnVBias,
+    TensorRole::kAttnQNorm,   TensorRole::kAttnKNorm,   TensorRole::kAttnPostNorm,
+    TensorRole::kFfnNorm,     TensorRole::kFfnGate,     TensorRole::kFfnUp,
+    TensorRole::kFfnGateUp,   TensorRole::kFfnDown,     TensorRole::kFfnPostNorm,
+    TensorRole::kFfnGateInp,  TensorRole::kFfnGateExps, TensorRole::kFfnUpExps,
+    TensorRole::kFfnDownExps,
 };
 
 // layer is ignored for model-level roles. HF has no rope_freqs / rope factor tensors (returns "").
 std::string gguf_tensor_name(TensorRole role, int64_t layer = -1);
 std::string hf_tensor_name(TensorRole role, int64_t layer = -1,
                            NormPlacement norms = NormPlacement::kPre);
+
+// HF's names of a family's MoE tensors (ArchSpec::hf_moe): the router (kFfnGateInp; expert
+// ignored) and expert `expert`'s projection (kFfnGateExps / kFfnUpExps / kFfnDownExps); "" when
+// the family has none.
+std::string hf_moe_tensor_name(const ArchSpec& arch, TensorRole role, int64_t layer,
+                               int64_t expert = -1);
 
 // Norm vectors (kept f32 by the converter; Gemma's get the (1 + w) convention).
 bool is_norm_role(TensorRole role);

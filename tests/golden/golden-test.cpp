@@ -175,7 +175,9 @@ const auto kFullPrecision = testing::Values(
     Case{"qwen3-tiny", "", -1},
     Case{"gemma2-tiny", "", -1},
     Case{"phi3-tiny", "", -1},
-    Case{"qwen2-yarn-tiny", "", -1});
+    Case{"qwen2-yarn-tiny", "", -1},
+    // Mixture of experts (4 experts, top-2); its GGUF conversion in converted-golden-test.cpp.
+    Case{"mixtral-tiny", "", -1});
 INSTANTIATE_TEST_SUITE_P(FullPrecision, GoldenTest, kFullPrecision, case_name);
 INSTANTIATE_TEST_SUITE_P(FullPrecision, GoldenGreedyTest, kFullPrecision, case_name);
 

@@ -12,10 +12,21 @@ using kernels::RopeStyle;
 const std::vector<ArchSpec>& families() {
   static const std::vector<ArchSpec> rows = {
       {
+          // Mixtral too: llama.cpp writes it as "llama" with {arch}.expert_count and stacked
+          // blk.N.ffn_{gate,up,down}_exps tensors.
           .gguf_name = "llama",
           .hf_model_types = {"llama", "mistral"},
           .hf_architectures = {"LlamaForCausalLM", "MistralForCausalLM"},
           .gguf_rope_style = RopeStyle::kInterleaved,
+      },
+      {
+          // HF Mixtral: a Mistral whose FFN is a mixture of experts (softmax, top-k,
+          // renormalised). Converted, it is GGUF "llama": a GGUF name finds the row above.
+          .gguf_name = "llama",
+          .hf_model_types = {"mixtral"},
+          .hf_architectures = {"MixtralForCausalLM"},
+          .gguf_rope_style = RopeStyle::kInterleaved,
+          .hf_moe = {"block_sparse_moe", "w1", "w3", "w2"},
       },
       {
           .gguf_name = "mistral",  // some converters write this name; same layout as llama
@@ -38,6 +49,17 @@ const std::vector<ArchSpec>& families() {
           .default_rms_eps = 1e-6,
           .default_rope_theta = 1000000.0,
           .qk_norm = true,
+      },
+      {
+          // Qwen3 with MoE FFNs (every decoder_sparse_step-th layer not in mlp_only_layers).
+          .gguf_name = "qwen3moe",
+          .hf_model_types = {"qwen3_moe"},
+          .hf_architectures = {"Qwen3MoeForCausalLM"},
+          .gguf_rope_style = RopeStyle::kHalves,
+          .default_rms_eps = 1e-6,
+          .default_rope_theta = 1000000.0,
+          .qk_norm = true,
+          .hf_moe = {"mlp", "gate_proj", "up_proj", "down_proj"},
       },
       {
           .gguf_name = "gemma2",
@@ -83,7 +105,7 @@ const std::vector<ArchSpec>& families() {
 }  // namespace
 
 const ArchSpec* find_arch_by_gguf_name(const std::string& name) {
-  for (const auto& a : families())
+  for (const auto& a : families())  // the first row of a name: "llama" is Llama's row
     if (a.gguf_name == name) return &a;
   return nullptr;
 }
@@ -102,7 +124,8 @@ const ArchSpec* find_arch_by_hf(const std::string& model_type,
 
 std::vector<std::string> known_arch_names() {
   std::vector<std::string> names;
-  for (const auto& a : families()) names.push_back(a.gguf_name);
+  for (const auto& a : families())
+    if (names.empty() || names.back() != a.gguf_name) names.push_back(a.gguf_name);
   return names;
 }
 

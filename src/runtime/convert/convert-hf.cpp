@@ -147,6 +147,13 @@ Status hparam_metadata(const HfConfig& c, const ModelSpec& spec, const std::stri
   w.set_u32(a + "feed_forward_length", uint32_t(c.intermediate_size));
   w.set_u32(a + "attention.head_count", uint32_t(c.num_attention_heads));
   w.set_u32(a + "attention.head_count_kv", uint32_t(c.num_key_value_heads));
+  if (hp.n_expert > 0) {  // llama.cpp's MoE keys; which layers are sparse: their routers
+    w.set_u32(a + "expert_count", uint32_t(hp.n_expert));
+    w.set_u32(a + "expert_used_count", uint32_t(hp.n_expert_used));
+    if (c.moe_intermediate_size) w.set_u32(a + "expert_feed_forward_length", uint32_t(hp.n_ff_exp));
+    if (hp.moe_norm_topk != arch.moe_norm_topk)
+      w.set_bool(a + "expert_weights_norm", hp.moe_norm_topk);
+  }
   w.set_f32(a + "rope.freq_base", float(c.rope.theta));
   w.set_f32(a + "attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
   const std::string& rope = c.rope.type;
@@ -206,6 +213,8 @@ Status hparam_metadata(const HfConfig& c, const ModelSpec& spec, const std::stri
 struct Planned {
   GgufTensorInfo info;              // nbytes unused: the writer derives it
   const TensorView* src = nullptr;  // null for generated tensors (rope_freqs)
+  // MoE: the experts' HF tensors [rows, cols], written stacked as [n_expert, rows, cols].
+  std::vector<const TensorView*> stack;
   std::vector<float> generated;
   int64_t permute_heads = 0;  // > 0: permute rows for interleaved RoPE with this head count
   bool plus_one = false;      // Gemma norm: HF's w is written as llama.cpp's 1 + w
@@ -236,13 +245,18 @@ std::vector<std::vector<std::string>> needed_layer_tensors(const ModelSpec& spec
       {n(TensorRole::kAttnNorm)},
       {n(TensorRole::kAttnOut)},
       {n(TensorRole::kFfnNorm)},
-      {n(TensorRole::kFfnUp)},
-      {n(TensorRole::kFfnDown)},
       // separate Q, K, V and gate, or the fused forms (ffn_up then has both halves)
       {n(TensorRole::kAttnQ), n(TensorRole::kAttnQkv)},
       {n(TensorRole::kAttnK), n(TensorRole::kAttnQkv)},
       {n(TensorRole::kAttnV), n(TensorRole::kAttnQkv)},
   };
+  if (spec.hp.is_moe_layer(l)) {
+    for (TensorRole r : {TensorRole::kFfnGateInp, TensorRole::kFfnGateExps, TensorRole::kFfnUpExps,
+                         TensorRole::kFfnDownExps})
+      need.push_back({n(r)});
+  } else {
+    need.push_back({n(TensorRole::kFfnUp)}), need.push_back({n(TensorRole::kFfnDown)});
+  }
   if (spec.hp.qk_norm)
     need.push_back({n(TensorRole::kAttnQNorm)}), need.push_back({n(TensorRole::kAttnKNorm)});
   if (spec.hp.norms == NormPlacement::kSandwich)
@@ -265,6 +279,27 @@ Result<std::vector<Planned>> plan_tensors(const HfConfig& c, const ModelSpec& sp
       if (!name.empty()) by_hf[name] = {r, l};
     }
 
+  // MoE layers: the router by its HF name; each expert's projection into its stack's slot.
+  const HParams& hp = spec.hp;
+  std::vector<Planned> stacks;
+  std::map<std::string, std::pair<size_t, int64_t>, std::less<>> expert_slot;  // -> stack, e
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (!hp.is_moe_layer(l)) continue;
+    by_hf[hf_moe_tensor_name(arch, TensorRole::kFfnGateInp, l)] = {TensorRole::kFfnGateInp, l};
+    for (TensorRole r :
+         {TensorRole::kFfnGateExps, TensorRole::kFfnUpExps, TensorRole::kFfnDownExps}) {
+      Planned p;
+      p.info.name = gguf_tensor_name(r, l);
+      p.info.shape = r == TensorRole::kFfnDownExps
+                         ? std::vector<int64_t>{hp.n_expert, hp.n_embd, hp.n_ff_exp}
+                         : std::vector<int64_t>{hp.n_expert, hp.n_ff_exp, hp.n_embd};
+      p.stack.assign(size_t(hp.n_expert), nullptr);
+      for (int64_t e = 0; e < hp.n_expert; ++e)
+        expert_slot[hf_moe_tensor_name(arch, r, l, e)] = {stacks.size(), e};
+      stacks.push_back(std::move(p));
+    }
+  }
+
   const bool tied = c.tie_word_embeddings || !ckpt.find_tensor(hf_tensor_name(TensorRole::kOutput));
   std::vector<Planned> out;
   auto generated = [&](TensorRole role, std::vector<float> values) {
@@ -282,6 +317,18 @@ Result<std::vector<Planned>> plan_tensors(const HfConfig& c, const ModelSpec& sp
     generated(TensorRole::kRopeFactorsShort, floats(c.rope.short_factor));
   }
   for (const TensorView* t : ckpt.tensors()) {
+    if (auto slot = expert_slot.find(t->name); slot != expert_slot.end()) {
+      Planned& p = stacks[slot->second.first];
+      const std::vector<int64_t> want(p.info.shape.begin() + 1, p.info.shape.end());
+      if (t->shape != want)
+        return Status::error(dir + ": tensor " + t->name + " has shape " + shape_string(t->shape) +
+                             ", expected " + shape_string(want));
+      if (t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16)
+        return Status::error(dir + ": tensor " + t->name + ": dtype " + dtype_name(t->dtype) +
+                             " is not a float type");
+      p.stack[size_t(slot->second.second)] = t;
+      continue;
+    }
     auto it = by_hf.find(t->name);
     if (it == by_hf.end()) {
       // Buffers some exporters save; the GGUF derives them from hparams.
@@ -305,6 +352,14 @@ Result<std::vector<Planned>> plan_tensors(const HfConfig& c, const ModelSpec& sp
     }
     out.push_back(std::move(p));
   }
+  for (Planned& p : stacks) {
+    for (size_t e = 0; e < p.stack.size(); ++e)
+      if (!p.stack[e])
+        return Status::error(dir + ": checkpoint lacks expert " + std::to_string(e) + " of " +
+                             p.info.name + " (" + std::to_string(p.stack.size()) + " experts)");
+    p.src = p.stack[0];  // (a real source: the type rules below apply)
+    out.push_back(std::move(p));
+  }
   // Every weight the forward pass needs must be there before anything is written.
   auto planned = [&](const std::string& n) {
     for (const auto& p : out)
@@ -318,7 +373,8 @@ Result<std::vector<Planned>> plan_tensors(const HfConfig& c, const ModelSpec& sp
     need.insert(need.end(), layer.begin(), layer.end());
     // Separate gate and up, or the fused gate_up (written as ffn_up with both halves).
     const bool fused_ffn = ckpt.find_tensor(hf_tensor_name(TensorRole::kFfnGateUp, l, norms));
-    if (!fused_ffn) need.push_back({gguf_tensor_name(TensorRole::kFfnGate, l)});
+    if (!fused_ffn && !hp.is_moe_layer(l))
+      need.push_back({gguf_tensor_name(TensorRole::kFfnGate, l)});
   }
   for (const auto& any_of : need) {
     bool found = false;
@@ -372,8 +428,10 @@ Status convert_hf_to_gguf(const std::string& dir, const std::string& out_path,
   HEARTH_ASSIGN_OR_RETURN(std::vector<Planned> plan, plan_tensors(cfg, spec, ckpt, type, dir));
 
   uint64_t n_params = 0;
-  for (const auto& p : plan)
-    if (p.src) n_params += uint64_t(p.src->numel());
+  for (const auto& p : plan) {
+    for (const TensorView* t : p.stack) n_params += uint64_t(t->numel());
+    if (p.src && p.stack.empty()) n_params += uint64_t(p.src->numel());
+  }
   GgufWriter w;
   HEARTH_TRY(hparam_metadata(cfg, spec, dir, type, n_params, w));
   HEARTH_TRY(add_tokenizer_metadata(dir, cfg, tok_cfg, w));
@@ -390,7 +448,14 @@ Status convert_hf_to_gguf(const std::string& dir, const std::string& out_path,
       w, out_path, choices, n_threads, progress,
       [&](size_t i, const GgufTensorInfo& info, ThreadPool& pool, GgufTensorStream& out) {
         Planned& p = plan[i];
-        if (p.src) {
+        if (!p.stack.empty()) {  // experts one after another: [n_expert, rows, cols]
+          std::vector<float> one;
+          f32.clear();
+          for (const TensorView* t : p.stack) {
+            HEARTH_TRY(decode_to_f32(*t, one).with_context(dir));
+            f32.insert(f32.end(), one.begin(), one.end());
+          }
+        } else if (p.src) {
           HEARTH_TRY(decode_to_f32(*p.src, f32).with_context(dir));
         } else {
           f32 = std::move(p.generated);

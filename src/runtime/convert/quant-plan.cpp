@@ -65,7 +65,9 @@ std::string output_type_list() {
 }
 
 bool is_weight_matrix(const std::string& name, const std::vector<int64_t>& shape) {
-  return shape.size() >= 2 && ends_with(name, ".weight") && !ends_with(name, "_norm.weight");
+  // MoE routers stay f32, as llama.cpp keeps them: their logits pick the experts.
+  return shape.size() >= 2 && ends_with(name, ".weight") && !ends_with(name, "_norm.weight") &&
+         !ends_with(name, "ffn_gate_inp.weight");
 }
 
 TypeChoice choose_type(const OutputType& t, const std::string& name,

@@ -22,7 +22,7 @@ Result<OutputType> parse_output_type(const std::string& name);
 std::string output_type_list();  // "f32, f16, ..."
 
 // Whether a tensor is a weight matrix that takes the output type (norms, biases, rope_freqs and
-// other vectors stay as they are: f32).
+// other vectors, and MoE routers, stay as they are: f32).
 bool is_weight_matrix(const std::string& gguf_name, const std::vector<int64_t>& shape);
 
 // Facts about the whole model the rules look at.

@@ -40,6 +40,14 @@ GpuLayerCosts h200_7b() {
   return c;
 }
 
+TEST(PlaceLayers, MixtureOfExpertsStaysOnTheCpuWithAOneLineReason) {
+  // The CUDA backend has no MoE FFN yet: every layer on the CPU, and the reason names it.
+  const GpuCandidate gpu{"cuda", Backend::kQkNorm | Backend::kScaleOps};
+  const LayerPlacement p = place_layers(kGpuLayersAll, 4, Backend::kMoe, &gpu, "", nullptr);
+  EXPECT_EQ(p.gpu_layers, 0);
+  EXPECT_EQ(p.gpu_refused, "cuda does not run this model's mixture-of-experts FFN yet");
+}
+
 TEST(PlaceLayers, CountsAllAndAutoWithAnAbleGpu) {
   const GpuCandidate gpu{"cuda", Backend::kQkNorm | Backend::kScaleOps};
   const auto no_costs = []() -> GpuLayerCosts {

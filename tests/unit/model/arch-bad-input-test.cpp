@@ -94,6 +94,67 @@ TEST(ArchBadInput, FusedProjectionOfTheWrongRows) {
   EXPECT_EQ(err.find('\n'), std::string::npos);
 }
 
+// A tiny Mixtral: the dense FFN replaced by `experts` experts (block_sparse_moe.*).
+test::TinyModel tiny_mixtral(int64_t experts) {
+  test::TinyModel m;
+  m.model_type = "mixtral";
+  m.make();
+  std::mt19937 rng(3);
+  for (int64_t l = 0; l < m.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    for (const char* n : {"gate_proj", "up_proj", "down_proj"}) {
+      m.w.erase(p + "mlp." + n + ".weight");
+      m.shape.erase(p + "mlp." + n + ".weight");
+    }
+    m.add(p + "block_sparse_moe.gate.weight", {experts, m.hidden}, rng, 0.3f);
+    for (int64_t e = 0; e < experts; ++e) {
+      const std::string x = p + "block_sparse_moe.experts." + std::to_string(e) + ".";
+      m.add(x + "w1.weight", {m.ff, m.hidden}, rng, 0.3f);
+      m.add(x + "w3.weight", {m.ff, m.hidden}, rng, 0.3f);
+      m.add(x + "w2.weight", {m.hidden, m.ff}, rng, 0.3f);
+    }
+  }
+  return m;
+}
+
+TEST(ArchBadInput, ExpertCountsThatDisagree) {
+  EXPECT_EQ(load_error(tiny_mixtral(4), ", \"num_local_experts\": 4, \"num_experts_per_tok\": 2"),
+            "");
+  expect_error(
+      load_error(tiny_mixtral(4), ", \"num_local_experts\": 4, \"num_experts_per_tok\": 5"),
+      "num_experts_per_tok: must be in [1, num_local_experts 4], got 5");
+  expect_error(load_error(tiny_mixtral(4), ", \"num_experts_per_tok\": 2"), "num_local_experts");
+  // The file's tensors say 4 experts; the config 3 (a router shape error) or 5 (one missing).
+  std::string err =
+      load_error(tiny_mixtral(4), ", \"num_local_experts\": 3, \"num_experts_per_tok\": 2");
+  EXPECT_NE(err.find("block_sparse_moe.gate.weight has shape [4, 32], expected [3, 32]"),
+            std::string::npos)
+      << err;
+  test::TinyModel five = tiny_mixtral(4);
+  std::mt19937 rng(4);
+  for (int64_t l = 0; l < five.layers; ++l)  // a router for 5, experts for 4
+    five.add("model.layers." + std::to_string(l) + ".block_sparse_moe.gate.weight", {5, 32}, rng,
+             0.3f);
+  err = load_error(five, ", \"num_local_experts\": 5, \"num_experts_per_tok\": 2");
+  EXPECT_NE(err.find("missing tensor model.layers.0.block_sparse_moe.experts.4.w1.weight"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find('\n'), std::string::npos);
+}
+
+TEST(ArchBadInput, Qwen3MoeLayerListsOutOfRange) {
+  test::TinyModel m;
+  m.model_type = "qwen3_moe";
+  expect_error(load_error(m,
+                          ", \"num_experts\": 4, \"num_experts_per_tok\": 2, "
+                          "\"mlp_only_layers\": [0, 7]"),
+               "mlp_only_layers: layer 7 is out of range");
+  expect_error(load_error(m,
+                          ", \"num_experts\": 4, \"num_experts_per_tok\": 2, "
+                          "\"decoder_sparse_step\": 0"),
+               "decoder_sparse_step");
+}
+
 TEST(ArchBadInput, UnknownModelType) {
   test::TinyModel m;
   m.model_type = "mamba";
