@@ -22,7 +22,7 @@ DATA=${HEARTH_GPU_DATA:-$ROOT/.gpu-data}
 BUILD=${BUILD:-$ROOT/build-cuda}
 SHARED=${HEARTH_SHARED_SRC:-$ROOT/../shared}
 TARGETS="hearth golden-test cuda_ops_test hearth-cuda-bench"
-BINS="apps/cli/hearth tests/golden/golden-test tests/unit/cuda/cuda_ops_test tools/hearth-cuda-bench"
+BINS="apps/cli/hearth tests/golden/golden-test tests/ops/cuda/cuda_ops_test tools/hearth-cuda-bench"
 
 if [ "${1:-}" = pack ]; then
   set -e
