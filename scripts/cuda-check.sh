@@ -21,8 +21,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DATA=${HEARTH_GPU_DATA:-$ROOT/.gpu-data}
 BUILD=${BUILD:-$ROOT/build-cuda}
 SHARED=${HEARTH_SHARED_SRC:-$ROOT/../shared}
-TARGETS="hearth golden-test cuda_ops_test hearth-cuda-bench"
-BINS="apps/cli/hearth tests/golden/golden-test tests/unit/cuda/cuda_ops_test tools/hearth-cuda-bench"
+TARGETS="hearth golden_test cuda_ops_test hearth-cuda-bench"
+BINS="apps/cli/hearth tests/golden/golden_test tests/ops/cuda/cuda_ops_test tools/hearth-cuda-bench"
 
 if [ "${1:-}" = pack ]; then
   set -e
@@ -183,12 +183,12 @@ if [ -d "$GOLD/goldens" ]; then
   done
   filter=${filter#:}
   echo "== goldens, all layers on the GPU ($filter)"
-  HEARTH_SHARED=$GOLD timeout 240 "$BIN/golden-test" --gpu-layers=all \
+  HEARTH_SHARED=$GOLD timeout 240 "$BIN/golden_test" --gpu-layers=all \
     --gtest_filter="$filter" >"$OUT/golden-gpu.log" 2>&1
   GOLD_RC=$?
   grep -E "^\[  FAILED|^\[ kld|^\[  PASSED|Failure|Which is" "$OUT/golden-gpu.log" | head -40
   echo "== goldens, 1 layer on the GPU, the rest on the CPU"
-  HEARTH_SHARED=$GOLD timeout 240 "$BIN/golden-test" --gpu-layers=1 \
+  HEARTH_SHARED=$GOLD timeout 240 "$BIN/golden_test" --gpu-layers=1 \
     --gtest_filter="$filter" >"$OUT/golden-partial.log" 2>&1
   PART_RC=$?
   grep -E "^\[  FAILED|^\[ kld|^\[  PASSED|Failure" "$OUT/golden-partial.log" | head -40

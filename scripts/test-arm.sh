@@ -15,12 +15,12 @@ done
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DHEARTH_KERNELS_ONLY=ON \
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchain-aarch64.cmake" \
   -DHEARTH_GTEST_SOURCE=/usr/src/googletest >/dev/null
-ninja -C "$build" ops-kernels-test
+ninja -C "$build" ops_kernels_test
 
-run() { qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu max "$build/tests/ops/ops-kernels-test" "$@"; }
-echo "== ops-kernels-test under qemu-aarch64 -cpu max (NEON + dotprod)"
+run() { qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu max "$build/tests/ops/ops_kernels_test" "$@"; }
+echo "== ops_kernels_test under qemu-aarch64 -cpu max (NEON + dotprod)"
 run
 # Baseline NEON (no sdot) is only exercised when the CPU lacks dotprod: emulate one.
-echo "== ops-kernels-test under qemu-aarch64 -cpu cortex-a72 (NEON without dotprod)"
-qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu cortex-a72 "$build/tests/ops/ops-kernels-test" \
+echo "== ops_kernels_test under qemu-aarch64 -cpu cortex-a72 (NEON without dotprod)"
+qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu cortex-a72 "$build/tests/ops/ops_kernels_test" \
   --gtest_filter='KernelTables.*:Matmul.*'

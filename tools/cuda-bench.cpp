@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "../tests/unit/cuda/random-weights.h"
+#include "../tests/ops/cuda/random-weights.h"
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/gemm-fp8.h"
 

@@ -1,6 +1,7 @@
 // KvCache allocation, moves and host save/restore.
 #include "kv/kv-cache.h"
 
+#include <algorithm>
 #include <new>
 
 namespace hearth {
@@ -68,9 +69,10 @@ uint64_t KvCache::bytes() const {
 
 int64_t KvCache::reusable_prefix(int64_t n) const {
   for (const auto& l : layers_) {
-    // The next position n needs keys [n - window + 1, n); the ring still holds the positions
-    // written after written_ - ring_rows.
-    if (l.ring_rows > 0 && n > 0 && n - l.window + 1 < written_ - l.ring_rows) return 0;
+    // The next position n needs keys [max(0, n - window + 1), n); the ring still holds the
+    // positions from written_ - ring_rows on (all of them before it wraps).
+    const int64_t first_needed = std::max<int64_t>(n - l.window + 1, 0);
+    if (l.ring_rows > 0 && n > 0 && first_needed < written_ - l.ring_rows) return 0;
   }
   return n;
 }

@@ -29,7 +29,7 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
   return n;
 }
 
-// `golden-test --gpu-layers=N|all` runs the same cases with N (all) layers on the GPU backend
+// `golden_test --gpu-layers=N|all` runs the same cases with N (all) layers on the GPU backend
 // (scripts/cuda-check.sh); without it everything runs on the CPU.
 int g_gpu_layers = 0;
 int test_gpu_layers() {
@@ -203,13 +203,13 @@ bool set_gpu_layers_from_args(int argc, char** argv) {
     const std::string a = argv[i];
     const std::string key = "--gpu-layers=";
     if (a.rfind(key, 0) != 0) {
-      std::fprintf(stderr, "golden-test: unknown argument '%s' (--gpu-layers=N|all)\n", argv[i]);
+      std::fprintf(stderr, "golden_test: unknown argument '%s' (--gpu-layers=N|all)\n", argv[i]);
       return false;
     }
     const std::string v = a.substr(key.size());
     g_gpu_layers = v == "all" ? -1 : std::atoi(v.c_str());
     if (g_gpu_layers == 0 && v != "0") {
-      std::fprintf(stderr, "golden-test: --gpu-layers: '%s' is not a count or all\n", v.c_str());
+      std::fprintf(stderr, "golden_test: --gpu-layers: '%s' is not a count or all\n", v.c_str());
       return false;
     }
   }

@@ -260,7 +260,7 @@ TEST(Amx, DriversChooseItFromTheThreshold) {
         if (engine) {
           EXPECT_EQ(pg, got) << dtype_name(c.type) << " T=" << T << ": packed skipped the engine";
         } else {
-          // The layout's own kernel ran (ops-kernels-test's Packed tests hold it to the table);
+          // The layout's own kernel ran (ops_kernels_test's Packed tests hold it to the table);
           // here only check that it wrote every output.
           for (size_t i = 0; i < pg.size(); ++i) ASSERT_NE(pg[i], -4.f) << dtype_name(c.type);
         }
