@@ -81,7 +81,21 @@ typedef struct hearth_model_params {
   hearth_progress_callback progress; /* may be NULL */
   void* progress_user_data;
   int32_t offline; /* repo ids: 1 = resolve from the HF cache only, never download */
+  /* Backend choices (added after v1: a caller built against v1 gets their defaults). */
+  int32_t no_weight_cache;  /* 1: repack CPU weights in memory every load (no on-disk cache) */
+  int32_t cache_verify;     /* how a load checks the on-disk cache: HEARTH_CACHE_VERIFY_* */
+  int32_t no_amx;           /* 1: CPU prefill matmuls without the AMX matrix engine */
+  int32_t amx_min_tokens;   /* tokens from which AMX prefill starts; 0: measured per type */
+  int32_t no_cuda_graphs;   /* 1: GPU decode steps launch kernels one by one (no graphs) */
+  int32_t cuda_chain_depth; /* greedy steps queued on the GPU, 0 (off) to 8; default 3 */
 } hearth_model_params;
+
+/* hearth_model_params.cache_verify */
+enum {
+  HEARTH_CACHE_VERIFY_LAZY = 0,   /* sampled slices at load, the rest in the background */
+  HEARTH_CACHE_VERIFY_SAMPLE = 1, /* sampled slices at load only */
+  HEARTH_CACHE_VERIFY_FULL = 2    /* every slice at load */
+};
 
 HEARTH_API hearth_status hearth_model_params_init(hearth_model_params* params, size_t struct_size);
 

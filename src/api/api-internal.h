@@ -77,31 +77,35 @@ hearth_status guarded(const char* call, F&& body) {
 }
 
 // Fills a caller's parameter struct with defaults. A newer app's larger struct gets zeros in the
-// fields this library does not know; smaller than the v1 layout is an error.
+// fields this library does not know; an older app's smaller one (down to the v1 layout, `v1_size`)
+// gets the fields it knows; smaller than the v1 layout is an error.
 template <class T>
-hearth_status init_params(T* params, size_t struct_size, const T& defaults, const char* call) {
+hearth_status init_params(T* params, size_t struct_size, const T& defaults, const char* call,
+                          size_t v1_size = sizeof(T)) {
   if (!params) return fail(HEARTH_ERR_INVALID_ARGUMENT, std::string(call) + ": params is NULL");
-  if (struct_size < sizeof(T))
+  if (struct_size < v1_size)
     return fail(HEARTH_ERR_INVALID_ARGUMENT, std::string(call) + ": struct_size " +
                                                  std::to_string(struct_size) + " is below " +
-                                                 std::to_string(sizeof(T)));
+                                                 std::to_string(v1_size));
   std::memset(static_cast<void*>(params), 0, struct_size);
-  std::memcpy(static_cast<void*>(params), &defaults, sizeof(T));
+  std::memcpy(static_cast<void*>(params), &defaults, std::min(struct_size, sizeof(T)));
   params->struct_size = struct_size;
   return succeed();
 }
 
 // Reads a caller's size-tagged input struct over `*out` (which holds the defaults): fields past
 // the caller's struct_size keep their defaults; fields past ours (a newer header) are ignored.
-// The v1 layout is the minimum, so struct_size below sizeof(T) of ABI 1 is an error.
+// The v1 layout (`v1_size`) is the minimum: a smaller struct_size is an error.
 template <class T>
-hearth_status read_params(const T* in, T* out, const char* call, const char* type) {
-  if (in->struct_size < sizeof(T))
-    return fail(HEARTH_ERR_INVALID_ARGUMENT,
-                std::string(call) + ": " + type + ".struct_size is " +
-                    std::to_string(in->struct_size) + ", expected at least " +
-                    std::to_string(sizeof(T)) + " (call the _init function first)");
-  std::memcpy(static_cast<void*>(out), static_cast<const void*>(in), sizeof(T));
+hearth_status read_params(const T* in, T* out, const char* call, const char* type,
+                          size_t v1_size = sizeof(T)) {
+  if (in->struct_size < v1_size)
+    return fail(HEARTH_ERR_INVALID_ARGUMENT, std::string(call) + ": " + type + ".struct_size is " +
+                                                 std::to_string(in->struct_size) +
+                                                 ", expected at least " + std::to_string(v1_size) +
+                                                 " (call the _init function first)");
+  std::memcpy(static_cast<void*>(out), static_cast<const void*>(in),
+              std::min<size_t>(in->struct_size, sizeof(T)));
   out->struct_size = sizeof(T);
   return HEARTH_OK;
 }

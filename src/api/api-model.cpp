@@ -1,6 +1,7 @@
 // The C API's model-level calls: versions, errors, parameter defaults, loading (path or Hub repo
 // id), model info, tokens, embeddings and chat templates. Session calls live in api-session.cpp.
 #include <cmath>
+#include <cstddef>
 
 #include "api/api-internal.h"
 #include "base/mapped-file.h"
@@ -46,8 +47,17 @@ hearth_model_params default_model_params() {
   p.progress = nullptr;
   p.progress_user_data = nullptr;
   p.offline = 0;
+  p.no_weight_cache = 0;
+  p.cache_verify = HEARTH_CACHE_VERIFY_LAZY;
+  p.no_amx = 0;
+  p.amx_min_tokens = 0;
+  p.no_cuda_graphs = 0;
+  p.cuda_chain_depth = CudaOptions{}.greedy_chain_depth;
   return p;
 }
+
+// The v1 layout of hearth_model_params (up to `offline`): older callers' struct_size.
+constexpr size_t kModelParamsV1Size = offsetof(hearth_model_params, no_weight_cache);
 
 bool token_in_range(const hearth_model* model, int32_t id) {
   return id >= 0 && int64_t(id) < model->engine->model().hparams().n_vocab;
@@ -122,7 +132,8 @@ const char* hearth_status_name(hearth_status status) {
 }
 
 hearth_status hearth_model_params_init(hearth_model_params* params, size_t struct_size) {
-  return init_params(params, struct_size, default_model_params(), "hearth_model_params_init");
+  return init_params(params, struct_size, default_model_params(), "hearth_model_params_init",
+                     kModelParamsV1Size);
 }
 
 hearth_status hearth_model_load(const char* path_or_repo, const hearth_model_params* params,
@@ -135,7 +146,9 @@ hearth_status hearth_model_load(const char* path_or_repo, const hearth_model_par
       return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_model_load: path_or_repo is NULL or empty");
     hearth_model_params p = default_model_params();
     if (params) {
-      if (hearth_status s = read_params(params, &p, kCall, "hearth_model_params"); s != HEARTH_OK)
+      if (hearth_status s =
+              read_params(params, &p, kCall, "hearth_model_params", kModelParamsV1Size);
+          s != HEARTH_OK)
         return s;
     }
     if (p.n_threads < 0)
@@ -147,9 +160,26 @@ hearth_status hearth_model_load(const char* path_or_repo, const hearth_model_par
     if (!file_exists(path) && !is_directory(path)) {
       if (hearth_status s = resolve_repo(path, p.offline != 0, &path); s != HEARTH_OK) return s;
     }
+    if (p.cache_verify < HEARTH_CACHE_VERIFY_LAZY || p.cache_verify > HEARTH_CACHE_VERIFY_FULL)
+      return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_model_load: cache_verify " +
+                                                   std::to_string(p.cache_verify) +
+                                                   " is not a HEARTH_CACHE_VERIFY_* value");
     LoadOptions lo;
     lo.n_threads = p.n_threads;
     lo.gpu_layers = p.gpu_layers;
+    lo.use_weight_cache = p.no_weight_cache == 0;
+    lo.cpu.cache_verify = p.cache_verify == HEARTH_CACHE_VERIFY_FULL ? CacheVerify::Mode::kFull
+                          : p.cache_verify == HEARTH_CACHE_VERIFY_SAMPLE
+                              ? CacheVerify::Mode::kSample
+                              : CacheVerify::Mode::kLazy;
+    lo.cpu.amx.enabled = p.no_amx == 0;
+    lo.cpu.amx.min_tokens = p.amx_min_tokens;
+    lo.cuda.graphs = p.no_cuda_graphs == 0;
+    lo.cuda.greedy_chain_depth = p.cuda_chain_depth;
+    if (std::string bad = cpu_options_error(lo.cpu); !bad.empty())
+      return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_model_load: " + bad);
+    if (std::string bad = cuda_options_error(lo.cuda); !bad.empty())
+      return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_model_load: cuda_chain_depth: " + bad);
     bool cancelled = false;
     if (p.progress) {
       lo.progress = [&](float fraction) {

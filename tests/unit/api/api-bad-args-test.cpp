@@ -1,5 +1,6 @@
 // Every C API call with bad arguments: null handles and pointers, bad sizes, bad paths, token ids
 // outside the vocabulary, cancelled loads. Each must return an error code and a message.
+#include <cstddef>
 #include <cstring>
 
 #include "api-test-util.h"
@@ -146,6 +147,43 @@ TEST(ApiBadArgs, LargerStructFromANewerHeaderIsAccepted) {
   hearth_session* s = nullptr;
   ASSERT_EQ(hearth_session_create(tiny_model(), &p, &s), HEARTH_OK) << hearth_last_error();
   hearth_session_free(s);
+}
+
+// An app built against the v1 header (no backend-choice fields) still loads, with their
+// defaults; the fields themselves reach the load and bad values are named.
+TEST(ApiBadArgs, OlderModelParamsAndBackendChoices) {
+  const size_t v1 = offsetof(hearth_model_params, no_weight_cache);
+  hearth_model_params mp;
+  std::memset(&mp, 0x5a, sizeof mp);  // what a v1 caller never writes
+  ASSERT_EQ(hearth_model_params_init(&mp, v1), HEARTH_OK) << hearth_last_error();
+  EXPECT_EQ(mp.struct_size, v1);
+  EXPECT_EQ(mp.gpu_layers, 0);
+  hearth_model* m = nullptr;
+  ASSERT_EQ(hearth_model_load(tiny_gguf().c_str(), &mp, &m), HEARTH_OK) << hearth_last_error();
+  hearth_model_free(m);
+  EXPECT_FAILS(hearth_model_params_init(&mp, v1 - 1), HEARTH_ERR_INVALID_ARGUMENT, "struct_size");
+
+  ASSERT_EQ(hearth_model_params_init(&mp, sizeof mp), HEARTH_OK);
+  EXPECT_EQ(mp.cache_verify, HEARTH_CACHE_VERIFY_LAZY);
+  EXPECT_EQ(mp.cuda_chain_depth, 3);
+  mp.no_weight_cache = 1;
+  mp.cache_verify = HEARTH_CACHE_VERIFY_FULL;
+  mp.no_amx = 1;
+  mp.no_cuda_graphs = 1;
+  mp.cuda_chain_depth = 0;
+  ASSERT_EQ(hearth_model_load(tiny_gguf().c_str(), &mp, &m), HEARTH_OK) << hearth_last_error();
+  hearth_model_free(m);
+  mp.cache_verify = 3;
+  EXPECT_FAILS(hearth_model_load(tiny_gguf().c_str(), &mp, &m), HEARTH_ERR_INVALID_ARGUMENT,
+               "cache_verify");
+  mp.cache_verify = HEARTH_CACHE_VERIFY_LAZY;
+  mp.cuda_chain_depth = 9;
+  EXPECT_FAILS(hearth_model_load(tiny_gguf().c_str(), &mp, &m), HEARTH_ERR_INVALID_ARGUMENT,
+               "cuda_chain_depth");
+  mp.cuda_chain_depth = 3;
+  mp.amx_min_tokens = -1;
+  EXPECT_FAILS(hearth_model_load(tiny_gguf().c_str(), &mp, &m), HEARTH_ERR_INVALID_ARGUMENT,
+               "amx min tokens");
 }
 
 TEST(ApiBadArgs, CancelledLoads) {
