@@ -20,6 +20,20 @@ namespace hearth {
 
 namespace {
 
+// `bytes` (a multiple of 64 here) 64-byte aligned, or from 2 MiB on, 2 MiB-aligned and advised
+// for huge pages: the process leaves the rest of its heap on 4 KiB pages
+// (base/process-memory.h), and these are streamed every token (weights, the KV cache, long
+// prefills' activations). nullptr when out of memory.
+void* alloc_streamed(size_t bytes) {
+  constexpr size_t kHuge = 2u << 20;
+  void* p = nullptr;
+  if (posix_memalign(&p, bytes >= kHuge ? kHuge : 64, bytes ? bytes : 64) != 0) return nullptr;
+#ifdef MADV_HUGEPAGE
+  if (p && bytes >= kHuge) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+  return p;
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& opt) : opt_(opt), pool_(opt.n_threads) {}
@@ -30,23 +44,12 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
 
   float* alloc(int64_t n) override {
-    // 64-byte aligned so SIMD kernels can use aligned loads on activations. Buffers of 2 MiB
-    // and more (the KV cache, long prefills' activations) start on a 2 MiB boundary and are
-    // advised for huge pages: the process leaves the rest of its heap on 4 KiB pages
-    // (base/process-memory.h), and attention streams the cache every token.
-    constexpr size_t kHuge = 2u << 20;
-    const size_t bytes = (size_t(n) * sizeof(float) + 63) / 64 * 64;
-    void* p = nullptr;
-    if (posix_memalign(&p, bytes >= kHuge ? kHuge : 64, bytes ? bytes : 64) != 0 || !p)
-      throw std::bad_alloc();
-#ifdef MADV_HUGEPAGE
-    if (bytes >= kHuge) madvise(p, bytes, MADV_HUGEPAGE);
-#endif
+    // 64-byte aligned so SIMD kernels can use aligned loads on activations.
+    void* p = alloc_streamed((size_t(n) * sizeof(float) + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
     return static_cast<float*>(p);
   }
-  void free(float* p) override {
-    std::free(p);
-  }
+  void free(float* p) override { std::free(p); }
   void upload(float* dst, const float* src, int64_t n) override {
     std::memcpy(dst, src, size_t(n) * 4);
   }
@@ -72,16 +75,11 @@ class CpuBackend final : public Backend {
         return Status::ok();
       }
     }
-    // 2 MiB-aligned and marked for huge pages, like the cache's mapping (base/mapped-file.cpp):
-    // decode streams these bytes every token.
-    constexpr size_t kHuge = 2u << 20;
-    void* p = nullptr;
-    if (posix_memalign(&p, *bytes >= kHuge ? kHuge : 64, (*bytes + 63) / 64 * 64) != 0 || !p)
+    // Aligned and advised like the cache's mapping (base/mapped-file.cpp).
+    void* p = alloc_streamed((*bytes + 63) / 64 * 64);
+    if (!p)
       return Status::error(w.host.name + ": out of memory packing " + std::to_string(*bytes) +
                            " bytes");
-#ifdef MADV_HUGEPAGE
-    if (*bytes >= kHuge) madvise(p, *bytes, MADV_HUGEPAGE);
-#endif
     std::shared_ptr<uint8_t> owned(static_cast<uint8_t*>(p), std::free);
     kernels::pack_weight(w.host, owned.get(), pool_);
     if (WeightCache* cache = open_cache()) {
@@ -165,12 +163,8 @@ class CpuBackend final : public Backend {
   void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) override {
     kernels::gelu_tanh_gated(gate, up, out, n, pool_);
   }
-  void softcap(float* x, int64_t n, float cap) override {
-    kernels::softcap(x, n, cap);
-  }
-  void scale(float* x, int64_t n, float s) override {
-    kernels::scale(x, n, s);
-  }
+  void softcap(float* x, int64_t n, float cap) override { kernels::softcap(x, n, cap); }
+  void scale(float* x, int64_t n, float s) override { kernels::scale(x, n, s); }
   void add_inplace(float* y, const float* x, int64_t n) override {
     kernels::add_inplace(y, x, n, pool_);
   }
