@@ -5,7 +5,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import net from "node:net";
-import { writeFileSync, mkdtempSync } from "node:fs";
+import { writeFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startServer, postJson, getJson, health, waitFor, run, assertErrorShape, HEARTH, MODEL, SANITIZED } from "./helpers.mjs";
@@ -187,6 +187,7 @@ test("a chat message containing </s> tokenizes as plain text (opt-in: as the con
   writeFileSync(join(dir, "m.json"), JSON.stringify(messages));
   const rendered = await run(HEARTH, ["chat-template", "-m", MODEL, "--template-name", "llama2",
                                       "--messages", join(dir, "m.json"), "--add-generation-prompt"]);
+  rmSync(dir, { recursive: true, force: true });
   assert.equal(rendered.code, 0, rendered.stderr);
   const prompt = rendered.stdout;
   assert.ok(prompt.startsWith("<s>"), prompt);
