@@ -19,74 +19,59 @@ inline uint32_t load_qh(const uint8_t* p) {
 }
 }  // namespace
 
-float dot_q4_0(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ4_0*>(wv);
-  const auto* x = static_cast<const BlockQ8_0*>(xv);
+// The 32-element legacy formats: sum_j code(w, j) * x.qs[j] per block (exact integers), scaled
+// by d_w * d_x, plus m_w * s_x for the formats with a min (x.s = d_x * sum of x's codes).
+template <class WBlock, class XBlock, class Code>
+float dot_blocks32(int64_t n, const void* wv, const void* xv, Code code) {
+  const auto* w = static_cast<const WBlock*>(wv);
+  const auto* x = static_cast<const XBlock*>(xv);
   float sum = 0;
   for (int64_t i = 0; i < n / kQK32; ++i) {
     int isum = 0;
-    for (int j = 0; j < kQK32 / 2; ++j) {
-      isum += ((w[i].qs[j] & 0xF) - 8) * x[i].qs[j];
-      isum += ((w[i].qs[j] >> 4) - 8) * x[i].qs[j + kQK32 / 2];
-    }
+    for (int j = 0; j < kQK32; ++j) isum += code(w[i], j) * x[i].qs[j];
     sum += float(isum) * (h2f(w[i].d) * h2f(x[i].d));
+    if constexpr (requires { w[i].m; }) sum += h2f(w[i].m) * h2f(x[i].s);
   }
   return sum;
+}
+
+// Element j of a 32-element block: low nibbles are elements 0..15, high nibbles 16..31; the
+// 5-bit formats take bit j of qh as the fifth bit.
+template <class Block>
+int nibble(const Block& b, int j) {
+  return (b.qs[j % 16] >> (4 * (j / 16))) & 0xF;
+}
+template <class Block>
+int five_bits(const Block& b, int j) {
+  return nibble(b, j) | int(((load_qh(b.qh) >> j) & 1) << 4);
+}
+
+float dot_q4_0(int64_t n, const void* wv, const void* xv) {
+  return dot_blocks32<BlockQ4_0, BlockQ8_0>(
+      n, wv, xv, [](const BlockQ4_0& b, int j) { return nibble(b, j) - 8; });
 }
 
 float dot_q4_1(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ4_1*>(wv);
-  const auto* x = static_cast<const BlockQ8_1*>(xv);
-  float sum = 0;
-  for (int64_t i = 0; i < n / kQK32; ++i) {
-    int isum = 0;
-    for (int j = 0; j < kQK32 / 2; ++j) {
-      isum += (w[i].qs[j] & 0xF) * x[i].qs[j];
-      isum += (w[i].qs[j] >> 4) * x[i].qs[j + kQK32 / 2];
-    }
-    sum += float(isum) * (h2f(w[i].d) * h2f(x[i].d)) + h2f(w[i].m) * h2f(x[i].s);
-  }
-  return sum;
+  return dot_blocks32<BlockQ4_1, BlockQ8_1>(n, wv, xv,
+                                            [](const BlockQ4_1& b, int j) { return nibble(b, j); });
 }
 
 float dot_q5_0(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ5_0*>(wv);
-  const auto* x = static_cast<const BlockQ8_0*>(xv);
-  float sum = 0;
-  for (int64_t i = 0; i < n / kQK32; ++i) {
-    const uint32_t qh = load_qh(w[i].qh);
-    int isum = 0;
-    for (int j = 0; j < kQK32 / 2; ++j) {
-      const int q0 = int((w[i].qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16;
-      const int q1 = int((w[i].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16;
-      isum += q0 * x[i].qs[j] + q1 * x[i].qs[j + kQK32 / 2];
-    }
-    sum += float(isum) * (h2f(w[i].d) * h2f(x[i].d));
-  }
-  return sum;
+  return dot_blocks32<BlockQ5_0, BlockQ8_0>(
+      n, wv, xv, [](const BlockQ5_0& b, int j) { return five_bits(b, j) - 16; });
 }
 
 float dot_q5_1(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ5_1*>(wv);
-  const auto* x = static_cast<const BlockQ8_1*>(xv);
-  float sum = 0;
-  for (int64_t i = 0; i < n / kQK32; ++i) {
-    const uint32_t qh = load_qh(w[i].qh);
-    int isum = 0;
-    for (int j = 0; j < kQK32 / 2; ++j) {
-      const int q0 = int((w[i].qs[j] & 0xF) | (((qh >> j) & 1) << 4));
-      const int q1 = int((w[i].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
-      isum += q0 * x[i].qs[j] + q1 * x[i].qs[j + kQK32 / 2];
-    }
-    sum += float(isum) * (h2f(w[i].d) * h2f(x[i].d)) + h2f(w[i].m) * h2f(x[i].s);
-  }
-  return sum;
+  return dot_blocks32<BlockQ5_1, BlockQ8_1>(
+      n, wv, xv, [](const BlockQ5_1& b, int j) { return five_bits(b, j); });
 }
 
 // K-quant dots: sum over sub-blocks of scale_j * <q_j, x_j> (integers), times d * x.d, minus
 // the min terms dmin * x.d * sum_j m_j * (sum of x_j), where the x sums come from bsums.
-float dot_q4_k(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ4_K*>(wv);
+// code(block, j, l): element l of sub-block j.
+template <class Block, class Code>
+float dot_kquant(int64_t n, const void* wv, const void* xv, Code code) {
+  const auto* w = static_cast<const Block*>(wv);
   const auto* x = static_cast<const BlockQ8_K*>(xv);
   float sum = 0;
   for (int64_t i = 0; i < n / kQKK; ++i) {
@@ -94,11 +79,9 @@ float dot_q4_k(int64_t n, const void* wv, const void* xv) {
     for (int j = 0; j < 8; ++j) {
       uint8_t sc, m;
       kquant_scale_min(j, w[i].scales, &sc, &m);
-      const uint8_t* q = w[i].qs + 32 * (j / 2);
       const int8_t* a = x[i].qs + 32 * j;
-      const int shift = (j & 1) * 4;
       int s = 0;
-      for (int l = 0; l < 32; ++l) s += ((q[l] >> shift) & 0xF) * a[l];
+      for (int l = 0; l < 32; ++l) s += code(w[i], j, l) * a[l];
       sum_q += sc * s;
       sum_m += m * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
     }
@@ -107,53 +90,43 @@ float dot_q4_k(int64_t n, const void* wv, const void* xv) {
   return sum;
 }
 
+// Sub-blocks 2c and 2c + 1 share bytes qs[32c .. 32c + 31]: low nibbles, then high.
+template <class Block>
+int kquant_nibble(const Block& b, int j, int l) {
+  return (b.qs[32 * (j / 2) + l] >> ((j & 1) * 4)) & 0xF;
+}
+
+float dot_q4_k(int64_t n, const void* wv, const void* xv) {
+  return dot_kquant<BlockQ4_K>(
+      n, wv, xv, [](const BlockQ4_K& b, int j, int l) { return kquant_nibble(b, j, l); });
+}
+
 float dot_q5_k(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ5_K*>(wv);
-  const auto* x = static_cast<const BlockQ8_K*>(xv);
+  return dot_kquant<BlockQ5_K>(n, wv, xv, [](const BlockQ5_K& b, int j, int l) {
+    return kquant_nibble(b, j, l) | (((b.qh[l] >> j) & 1) << 4);
+  });
+}
+
+// Float rows: sum of to_f32(w[i]) * x[i] in order.
+template <class W, class ToF32>
+float dot_floats(int64_t n, const void* wv, const void* xv, ToF32 to_f32) {
+  const W* w = static_cast<const W*>(wv);
+  const float* x = static_cast<const float*>(xv);
   float sum = 0;
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    int sum_q = 0, sum_m = 0;
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      kquant_scale_min(j, w[i].scales, &sc, &m);
-      const uint8_t* q = w[i].qs + 32 * (j / 2);
-      const int8_t* a = x[i].qs + 32 * j;
-      const int shift = (j & 1) * 4;
-      int s = 0;
-      for (int l = 0; l < 32; ++l) {
-        const int v = ((q[l] >> shift) & 0xF) | (((w[i].qh[l] >> j) & 1) << 4);
-        s += v * a[l];
-      }
-      sum_q += sc * s;
-      sum_m += m * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
-    }
-    sum += x[i].d * (h2f(w[i].d) * float(sum_q) - h2f(w[i].dmin) * float(sum_m));
-  }
+  for (int64_t i = 0; i < n; ++i) sum += to_f32(w[i]) * x[i];
   return sum;
 }
 
 float dot_f32(int64_t n, const void* wv, const void* xv) {
-  const float* w = static_cast<const float*>(wv);
-  const float* x = static_cast<const float*>(xv);
-  float sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += w[i] * x[i];
-  return sum;
+  return dot_floats<float>(n, wv, xv, [](float v) { return v; });
 }
 
 float dot_f16(int64_t n, const void* wv, const void* xv) {
-  const uint16_t* w = static_cast<const uint16_t*>(wv);
-  const float* x = static_cast<const float*>(xv);
-  float sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += fp16_to_f32(w[i]) * x[i];
-  return sum;
+  return dot_floats<uint16_t>(n, wv, xv, fp16_to_f32);
 }
 
 float dot_bf16(int64_t n, const void* wv, const void* xv) {
-  const uint16_t* w = static_cast<const uint16_t*>(wv);
-  const float* x = static_cast<const float*>(xv);
-  float sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += bf16_to_f32(w[i]) * x[i];
-  return sum;
+  return dot_floats<uint16_t>(n, wv, xv, bf16_to_f32);
 }
 
 }  // namespace hearth::kernels::ref
