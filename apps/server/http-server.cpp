@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "http-policy.h"
 #include "in-flight.h"
 #include "ollama-routes.h"
+#include "runtime/reasoning-split.h"
 #include "server.h"
 
 namespace hearth::server {
@@ -314,8 +316,9 @@ struct Server::Impl {
       std::shared_ptr<CompletionRequest> r;
       std::string id;
       int64_t created;
-      bool started = false, finished = false;  // touched on the connection's executor only
-      size_t text_offset = 0;                  // completions' logprobs.text_offset so far
+      bool started = false, finished = false;      // touched on the connection's executor only
+      size_t text_offset = 0;                      // completions' logprobs.text_offset so far
+      std::optional<ReasoningSplitter> reasoning;  // chat with reasoning_format "auto"
       InFlight guard;
       explicit State(std::atomic<int>* n) : guard(n) {}
     };
@@ -323,6 +326,7 @@ struct Server::Impl {
     st->r = r;
     st->id = id;
     st->created = created;
+    if (r->chat && r->split_reasoning) st->reasoning.emplace(r->reasoning_starts_inside);
     auto pump = [this, st, ex] {
       if (st->finished) return;
       Job& job = *st->r->job;
@@ -344,9 +348,19 @@ struct Server::Impl {
       }
       std::vector<TokenLogprob> logprobs;
       job.take_logprobs(&logprobs);
-      if (!text.empty() || !logprobs.empty())
-        out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, text, nullptr, false,
-                                    stream_logprobs(*st->r, logprobs, &st->text_offset)));
+      ReasoningPieces pieces{"", std::move(text)};
+      if (st->reasoning) {
+        pieces = st->reasoning->push(pieces.content);
+        if (done) {
+          ReasoningPieces rest = st->reasoning->flush();
+          pieces.reasoning += rest.reasoning;
+          pieces.content += rest.content;
+        }
+      }
+      if (!pieces.content.empty() || !pieces.reasoning.empty() || !logprobs.empty())
+        out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, pieces.content, nullptr,
+                                    false, stream_logprobs(*st->r, logprobs, &st->text_offset),
+                                    pieces.reasoning));
       if (done) {
         st->finished = true;
         if (failed(job)) {

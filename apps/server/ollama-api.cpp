@@ -11,6 +11,7 @@
 
 #include "formats/gguf.h"
 #include "json-body.h"
+#include "runtime/reasoning-split.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hearth::server {
@@ -218,8 +219,7 @@ bool check_unsupported(const json& j, OllamaError* err) {
     if (it->is_string() || it->is_array() || it->is_object()) return !it->empty();
     return *it != false;
   };
-  // `think` needs reasoning parsing.
-  for (const char* k : {"tools", "images", "template", "suffix", "think"})
+  for (const char* k : {"tools", "images", "template", "suffix"})
     if (set(k)) return fail(err, std::string("'") + k + "' is not supported by this server");
   if (set("logprobs") || set("top_logprobs"))
     return fail(err, "'logprobs' is not supported on the Ollama routes of this server");
@@ -326,8 +326,8 @@ std::optional<OllamaGenerate> parse_ollama_generate(const ApiConfig& cfg, const 
   OllamaGenerate req;
   req.chat = chat;
   OwnOptions own;
-  if (!read_bool(j, "stream", &req.stream, err) || !read_options(j, cfg, &openai, &own, err) ||
-      !read_format(j, &openai, err))
+  if (!read_bool(j, "stream", &req.stream, err) || !read_bool(j, "think", &req.think, err) ||
+      !read_options(j, cfg, &openai, &own, err) || !read_format(j, &openai, err))
     return std::nullopt;
   std::vector<int32_t> context;
   bool raw = false;
@@ -366,6 +366,7 @@ std::optional<OllamaGenerate> parse_ollama_generate(const ApiConfig& cfg, const 
   auto parsed = parse_completion(cfg, engine, json_text(openai), chat || !raw, &api_err);
   if (!parsed) return from_api_error(api_err, err), std::nullopt;
   req.job = parsed->job;
+  req.reasoning_starts_inside = parsed->reasoning_starts_inside;
   Job& job = *req.job;
   if (!context.empty()) {
     std::vector<int32_t> prompt = std::move(context);
@@ -494,19 +495,25 @@ json ollama_head(const ApiConfig& cfg) {
 
 }  // namespace
 
-json ollama_chunk(const ApiConfig& cfg, bool chat, const std::string& text) {
+json ollama_chunk(const ApiConfig& cfg, bool chat, const std::string& text,
+                  const std::string& thinking) {
   json j = ollama_head(cfg);
-  if (chat)
+  if (chat) {
     j["message"] = {{"role", "assistant"}, {"content", text}};
-  else
+    if (!thinking.empty()) j["message"]["thinking"] = thinking;
+  } else {
     j["response"] = text;
+    if (!thinking.empty()) j["thinking"] = thinking;
+  }
   j["done"] = false;
   return j;
 }
 
 json ollama_final(const ApiConfig& cfg, const OllamaGenerate& req, const std::string& text,
                   SteadyClock::time_point received) {
-  json j = ollama_chunk(cfg, req.chat, text);
+  ReasoningPieces pieces{"", text};
+  if (req.think) pieces = split_reasoning(text, req.reasoning_starts_inside);
+  json j = ollama_chunk(cfg, req.chat, pieces.content, pieces.reasoning);
   j["done"] = true;
   const auto now = SteadyClock::now();
   if (req.load_only || !req.job) {

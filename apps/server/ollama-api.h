@@ -34,6 +34,9 @@ struct OllamaGenerate {
   // An empty prompt (generate) or no messages (chat) only loads the model in Ollama: the answer
   // is a final object with done_reason "load" and no job.
   bool load_only = false;
+  // `think`: true splits a think block into message.thinking (chat) or thinking (generate).
+  bool think = false;
+  bool reasoning_starts_inside = false;  // the prompt ends with "<think>"
   std::shared_ptr<Job> job;
 };
 
@@ -57,11 +60,13 @@ bool parse_ollama_show(const ApiConfig& cfg, const std::string& body, OllamaErro
 // "2024-05-01T12:34:56.123456789Z" for a system-clock time (Ollama's created_at).
 std::string ollama_time(std::chrono::system_clock::time_point t);
 
-// A streamed piece of output (done: false).
-json ollama_chunk(const ApiConfig& cfg, bool chat, const std::string& text);
+// A streamed piece of output (done: false), with its thinking when the request asked for it.
+json ollama_chunk(const ApiConfig& cfg, bool chat, const std::string& text,
+                  const std::string& thinking = "");
 // The last object: done_reason, durations (ns), counts and, for generate, `context` (the prompt
 // and generated token ids a client sends back to continue). `text` is the whole answer when not
-// streamed, "" when streamed. `received` is when the request arrived.
+// streamed (split into thinking when req.think), "" when streamed. `received` is when the request
+// arrived.
 json ollama_final(const ApiConfig& cfg, const OllamaGenerate& req, const std::string& text,
                   std::chrono::steady_clock::time_point received);
 json ollama_embed_response(const ApiConfig& cfg, const OllamaEmbed& req,

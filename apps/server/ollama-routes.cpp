@@ -4,9 +4,11 @@
 #include "ollama-routes.h"
 
 #include <chrono>
+#include <optional>
 
 #include "in-flight.h"
 #include "ollama-api.h"
+#include "runtime/reasoning-split.h"
 
 namespace hearth::server {
 
@@ -95,12 +97,14 @@ void OllamaRoutes::generate(const HttpRequest& req, const Ex& ex, bool chat) con
   if (r->load_only) return ex->send(json_answer(200, ollama_final(*c_.api, *r, "", received)));
   const ApiConfig* api = c_.api;
   struct State {
-    std::string text;                        // the whole answer (not streamed)
-    bool started = false, finished = false;  // touched on the connection's executor only
+    std::string text;                           // the whole answer (not streamed)
+    bool started = false, finished = false;     // touched on the connection's executor only
+    std::optional<ReasoningSplitter> thinking;  // streamed with think: true
     InFlight guard;
     explicit State(std::atomic<int>* n) : guard(n) {}
   };
   auto st = std::make_shared<State>(c_.in_flight);
+  if (r->think) st->thinking.emplace(r->reasoning_starts_inside);
   // NDJSON has no comment line, so the stream writes nothing while idle: a client that left is
   // found by the connection's probe or the next token's write, which cancels the job.
   auto pump = [api, st, r, ex, received] {
@@ -125,7 +129,17 @@ void OllamaRoutes::generate(const HttpRequest& req, const Ex& ex, bool chat) con
       ex->begin_stream(std::move(head), StreamOptions{"", 250ms});
     }
     std::string out;
-    if (!text.empty()) out += json_text(ollama_chunk(*api, r->chat, text)) + "\n";
+    ReasoningPieces pieces{"", std::move(text)};
+    if (st->thinking) {
+      pieces = st->thinking->push(pieces.content);
+      if (done) {
+        ReasoningPieces rest = st->thinking->flush();
+        pieces.reasoning += rest.reasoning;
+        pieces.content += rest.content;
+      }
+    }
+    if (!pieces.content.empty() || !pieces.reasoning.empty())
+      out += json_text(ollama_chunk(*api, r->chat, pieces.content, pieces.reasoning)) + "\n";
     if (done) {
       st->finished = true;
       // Ollama's streams end a failure with an {"error": ...} line.

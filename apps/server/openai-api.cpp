@@ -11,6 +11,7 @@
 #include "logprobs.h"
 #include "output-format.h"
 #include "runtime/chat/chat-template.h"
+#include "runtime/reasoning-split.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hearth::server {
@@ -319,6 +320,20 @@ bool completion_prompt(const json& j, const ApiConfig& cfg, const Engine& engine
       err, "prompt", "'prompt' must be a string or an array of token ids (one prompt per request)");
 }
 
+// `reasoning_format` (llama-server's field): "auto" (the default) splits a think block into
+// reasoning_content, "deepseek" is llama-server's name for the same, "none" keeps it in content.
+bool parse_reasoning_format(const json& j, bool* split, ApiError* err) {
+  *split = true;
+  auto it = j.find("reasoning_format");
+  if (it == j.end() || it->is_null()) return true;
+  if (*it != "auto" && *it != "deepseek" && *it != "none")
+    return invalid_request(
+        err, "reasoning_format",
+        "'reasoning_format' must be \"auto\" or \"none\"; it is " + json_text(*it));
+  *split = *it != "none";
+  return true;
+}
+
 }  // namespace
 
 std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const Engine& engine,
@@ -349,12 +364,17 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
       !parse_output_format(j, cfg.limits, engine, &job, err))
     return std::nullopt;
   if (chat) {
+    if (!parse_reasoning_format(j, &req.split_reasoning, err)) return std::nullopt;
     if (!chat_prompt(j, cfg, engine, &job.prompt, err)) return std::nullopt;
     for (const auto& s : cfg.chat_stops) job.stop.push_back(s);
   } else if (!completion_prompt(j, cfg, engine, &job.prompt, err)) {
     return std::nullopt;
   }
   const int64_t n_prompt = int64_t(job.prompt.size());
+  // The prompt's last few tokens decoded: does the template open the think block itself?
+  const size_t tail = std::min<size_t>(job.prompt.size(), 16);
+  req.reasoning_starts_inside = prompt_opens_reasoning(engine.tokenizer().decode(
+      std::vector<int32_t>(job.prompt.end() - int64_t(tail), job.prompt.end())));
   if (n_prompt == 0)
     return invalid_request(err, chat ? "messages" : "prompt", "the prompt is empty"), std::nullopt;
   const std::string param = chat ? "messages" : "prompt";
@@ -488,9 +508,13 @@ json completion_response(const CompletionRequest& req, const ApiConfig& cfg, con
     choice["logprobs"] = req.chat ? chat_logprobs_json(req.job->logprobs())
                                   : completion_logprobs_json(req.job->logprobs(), &text_offset);
   }
-  if (req.chat)
+  if (req.chat && req.split_reasoning) {
+    const ReasoningPieces pieces = split_reasoning(text, req.reasoning_starts_inside);
+    choice["message"] = {{"role", "assistant"}, {"content", pieces.content}};
+    if (!pieces.reasoning.empty()) choice["message"]["reasoning_content"] = pieces.reasoning;
+  } else if (req.chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
-  else
+  } else
     choice["text"] = text;
   return json{{"id", id},
               {"object", req.chat ? "chat.completion" : "text_completion"},
@@ -502,13 +526,14 @@ json completion_response(const CompletionRequest& req, const ApiConfig& cfg, con
 
 json completion_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                       int64_t created, const std::string& text, const char* finish_reason,
-                      bool first, const json& logprobs) {
+                      bool first, const json& logprobs, const std::string& reasoning) {
   json choice = {{"index", 0}, {"logprobs", logprobs}};
   choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
   if (req.chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
-    if (!finish_reason || !text.empty()) delta["content"] = text;
+    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+    if (!text.empty() || (!finish_reason && reasoning.empty())) delta["content"] = text;
     choice["delta"] = delta;
   } else {
     choice["text"] = text;

@@ -68,6 +68,10 @@ struct CompletionRequest {
   bool chat = false;
   bool stream = false;
   bool include_usage = false;
+  // Chat: split <think> blocks into reasoning_content (reasoning_format "auto", the default).
+  bool split_reasoning = false;
+  // The prompt ends with "<think>": the output starts inside the reasoning.
+  bool reasoning_starts_inside = false;
   std::shared_ptr<Job> job;
 };
 
@@ -85,11 +89,12 @@ std::shared_ptr<Job> parse_embeddings(const ApiConfig& cfg, const Engine& engine
 std::string new_request_id(const char* prefix);
 json completion_response(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                          int64_t created, const std::string& text);
-// One SSE chunk: a text delta (finish_reason null) or the last chunk (finish_reason set), with
-// the logprobs of the delta's tokens when asked for (null otherwise).
+// One SSE chunk: a text (and, chat, reasoning_content) delta (finish_reason null) or the last chunk
+// (finish_reason set), with the logprobs of the delta's tokens when asked for (null otherwise).
 json completion_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                       int64_t created, const std::string& text, const char* finish_reason,
-                      bool first, const json& logprobs = nullptr);
+                      bool first, const json& logprobs = nullptr,
+                      const std::string& reasoning = "");
 // A stream chunk's `logprobs` for the tokens it carries: null when the request did not ask or
 // there are none; *text_offset carries the completions' text_offset across chunks.
 json stream_logprobs(const CompletionRequest& req, const std::vector<TokenLogprob>& tokens,
