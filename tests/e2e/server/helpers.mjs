@@ -4,6 +4,8 @@
 import { spawn, execFile } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import assert from "node:assert/strict";
+import OpenAI from "openai";
+import { Ollama } from "ollama";
 
 export const HEARTH = process.env.HEARTH_BIN || "";
 const SHARED = process.env.HEARTH_SHARED || process.env.HEARTH_SHARED_DEFAULT || "";
@@ -131,4 +133,18 @@ export function assertErrorShape(body, type) {
   assert.ok(body.error.message.length > 0);
   if (type) assert.equal(body.error.type, type);
   assert.ok("param" in body.error && "code" in body.error);
+}
+
+// A server for a test file's tests with the official `openai` and `ollama` clients on it.
+export async function startWithClients(args) {
+  const srv = await startServer(args);
+  const client = new OpenAI({ baseURL: `${srv.base}/v1`, apiKey: "unused", maxRetries: 0, timeout: 60000 });
+  return { srv, client, ollama: new Ollama({ host: srv.base }) };
+}
+
+// Stops a server started for a file's tests; it must exit cleanly.
+export async function stopCleanly(srv) {
+  if (!srv) return;
+  const r = await srv.stop();
+  assert.equal(r.code, 0, `server exit: ${JSON.stringify(r)} ${srv.stderr()}`);
 }

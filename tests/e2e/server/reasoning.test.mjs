@@ -6,25 +6,16 @@
 // answer is checked against the inline one.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import OpenAI from "openai";
-import { Ollama } from "ollama";
-import { startServer, postJson, assertErrorShape } from "./helpers.mjs";
+import { startWithClients, stopCleanly, postJson, assertErrorShape } from "./helpers.mjs";
 
 let srv;
 let client;
 let ollama;
 
 before(async () => {
-  srv = await startServer(["--parallel", "2", "--ctx-size", "512", "-t", "2"]);
-  client = new OpenAI({ baseURL: `${srv.base}/v1`, apiKey: "unused", maxRetries: 0, timeout: 60000 });
-  ollama = new Ollama({ host: srv.base });
+  ({ srv, client, ollama } = await startWithClients(["--parallel", "2", "--ctx-size", "512", "-t", "2"]));
 });
-after(async () => {
-  if (srv) {
-    const r = await srv.stop();
-    assert.equal(r.code, 0, `server exit: ${JSON.stringify(r)} ${srv.stderr()}`);
-  }
-});
+after(() => stopCleanly(srv));
 
 const chat = (content) => [{ role: "user", content }];
 const grammar = 'root ::= "<think>" [a-z ]{1,20} "</think>" [a-z ]{1,20}';
