@@ -350,12 +350,7 @@ struct Server::Impl {
       job.take_logprobs(&logprobs);
       ReasoningPieces pieces{"", std::move(text)};
       if (st->reasoning) {
-        pieces = st->reasoning->push(pieces.content);
-        if (done) {
-          ReasoningPieces rest = st->reasoning->flush();
-          pieces.reasoning += rest.reasoning;
-          pieces.content += rest.content;
-        }
+        pieces = st->reasoning->take(pieces.content, done);
       }
       if (!pieces.content.empty() || !pieces.reasoning.empty() || !logprobs.empty())
         out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, pieces.content, nullptr,

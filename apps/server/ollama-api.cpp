@@ -384,10 +384,10 @@ std::optional<OllamaGenerate> parse_ollama_generate(const ApiConfig& cfg, const 
                       " tokens; with options.num_predict they exceed this server's context of " +
                       std::to_string(cfg.ctx_size) + " tokens"),
              std::nullopt;
-    job.max_tokens = int32_t(max_tokens > 0 ? max_tokens : cfg.ctx_size - n_prompt);
+    job.generate.max_tokens = int32_t(max_tokens > 0 ? max_tokens : cfg.ctx_size - n_prompt);
   }
-  if (own.repeat_penalty) job.sampling.repeat_penalty = *own.repeat_penalty;
-  if (own.repeat_last_n) job.sampling.repeat_last_n = *own.repeat_last_n;
+  if (own.repeat_penalty) job.generate.sampling.repeat_penalty = *own.repeat_penalty;
+  if (own.repeat_last_n) job.generate.sampling.repeat_last_n = *own.repeat_last_n;
   return req;
 }
 

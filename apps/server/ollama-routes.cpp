@@ -131,12 +131,7 @@ void OllamaRoutes::generate(const HttpRequest& req, const Ex& ex, bool chat) con
     std::string out;
     ReasoningPieces pieces{"", std::move(text)};
     if (st->thinking) {
-      pieces = st->thinking->push(pieces.content);
-      if (done) {
-        ReasoningPieces rest = st->thinking->flush();
-        pieces.reasoning += rest.reasoning;
-        pieces.content += rest.content;
-      }
+      pieces = st->thinking->take(pieces.content, done);
     }
     if (!pieces.content.empty() || !pieces.reasoning.empty())
       out += json_text(ollama_chunk(*api, r->chat, pieces.content, pieces.reasoning)) + "\n";

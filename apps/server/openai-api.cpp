@@ -124,7 +124,7 @@ bool parse_body(const std::string& body, const ApiConfig& cfg, json* j, ApiError
 // Sampling, length and stop fields shared by both completion endpoints.
 bool parse_common(const json& j, const ApiConfig& cfg, Job* job, std::optional<int64_t>* max_tokens,
                   ApiError* err) {
-  SamplingParams& s = job->sampling;
+  SamplingParams& s = job->generate.sampling;
   s = cfg.defaults;
   double v = s.temperature;
   if (!get_number(j, "temperature", 0, 2, &v, err)) return false;
@@ -154,7 +154,7 @@ bool parse_common(const json& j, const ApiConfig& cfg, Job* job, std::optional<i
   if (auto it = j.find("ignore_eos"); it != j.end() && !it->is_null()) {
     if (!it->is_boolean())
       return invalid_request(err, "ignore_eos", "'ignore_eos' must be a boolean");
-    job->ignore_eos = it->get<bool>();
+    job->generate.ignore_eos = it->get<bool>();
   }
   if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
     json list = it->is_array() ? *it : json::array({*it});
@@ -164,7 +164,8 @@ bool parse_common(const json& j, const ApiConfig& cfg, Job* job, std::optional<i
                                  " entries; the limit is " + std::to_string(cfg.limits.max_stop));
     for (const auto& s : list) {
       if (!check_string(s, "stop", cfg.limits.max_stop_bytes, err)) return false;
-      if (!s.get_ref<const std::string&>().empty()) job->stop.push_back(s.get<std::string>());
+      if (!s.get_ref<const std::string&>().empty())
+        job->generate.stop.push_back(s.get<std::string>());
     }
   }
   return true;
@@ -226,7 +227,7 @@ bool parse_logit_bias(const json& j, const Engine& engine, const ApiLimits& limi
       return invalid_request(
           err, "logit_bias",
           "'logit_bias' for token " + key + " must be a number from -100 to 100");
-    job->logit_bias.emplace_back(int32_t(std::stoll(key)), e->get<float>());
+    job->generate.logit_bias.emplace_back(int32_t(std::stoll(key)), e->get<float>());
   }
   return true;
 }
@@ -366,7 +367,7 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
   if (chat) {
     if (!parse_reasoning_format(j, &req.split_reasoning, err)) return std::nullopt;
     if (!chat_prompt(j, cfg, engine, &job.prompt, err)) return std::nullopt;
-    for (const auto& s : cfg.chat_stops) job.stop.push_back(s);
+    for (const auto& s : cfg.chat_stops) job.generate.stop.push_back(s);
   } else if (!completion_prompt(j, cfg, engine, &job.prompt, err)) {
     return std::nullopt;
   }
@@ -398,7 +399,7 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
     err->fallback_reason = "context-length";
     return std::nullopt;
   }
-  job.max_tokens = int32_t(max_tokens ? *max_tokens : cfg.ctx_size - n_prompt);
+  job.generate.max_tokens = int32_t(max_tokens ? *max_tokens : cfg.ctx_size - n_prompt);
   return req;
 }
 

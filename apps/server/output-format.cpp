@@ -83,7 +83,7 @@ bool parse_output_format(const nlohmann::json& j, const ApiLimits& limits, const
   if (!grammar)
     return invalid_request(err, param, field_name(param) + ": " + grammar.message(),
                            param == "grammar" ? "invalid_grammar" : "invalid_json_schema");
-  job->constraint = make_constraint(engine, std::move(grammar.value()));
+  job->generate.constraint = make_constraint(engine, std::move(grammar.value()));
   return true;
 }
 

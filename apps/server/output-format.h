@@ -11,8 +11,8 @@
 
 namespace hearth::server {
 
-// Reads `response_format` and `grammar` of a request body and sets job->constraint (left null
-// for text). A malformed field, a schema keyword the converter does not support, a grammar the
+// Reads `response_format` and `grammar` of a request body and sets job->generate.constraint (left
+// null for text). A malformed field, a schema keyword the converter does not support, a grammar the
 // parser refuses, or grammar together with a JSON response_format: false with a 400 naming the
 // field (param) in *err.
 bool parse_output_format(const nlohmann::json& j, const ApiLimits& limits, const Engine& engine,

@@ -248,10 +248,14 @@ void Model::ffn_block(int64_t l, ForwardScratch::Buffers& b, Backend* be, int64_
   const LayerWeights& w = layers_[size_t(l)];
   const Backend::MatmulOut gate_up[] = {{&w.w_gate, b.gate}, {&w.w_up, b.up}};
   be->matmul_shared(b.xn, T, gate_up);
+  gated_activation(be, b.gate, b.up, T * hp_.n_ff);
+}
+
+void Model::gated_activation(Backend* be, float* gate, const float* up, int64_t n) const {
   if (hp_.activation == FfnActivation::kGeluTanh)
-    be->gelu_tanh_gated(b.gate, b.up, b.gate, T * hp_.n_ff);
+    be->gelu_tanh_gated(gate, up, gate, n);
   else
-    be->swiglu(b.gate, b.up, b.gate, T * hp_.n_ff);
+    be->swiglu(gate, up, gate, n);
 }
 
 void Model::add_block_output(const Weight& proj, const float* in, const float* post_norm,

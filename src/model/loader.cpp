@@ -249,15 +249,13 @@ class ModelBuilder {
       m.backends_.push_back(make_cpu_backend(cpu_opt));
       cpu = m.backends_.back().get();
     }
+    // One backend per group here, each with its decode loop.
     for (const auto& be : m.backends_) m.decode_loops_.push_back(std::make_unique<DecodeLoop>(*be));
-    auto loop_of = [&m](Backend* be) {
-      for (size_t i = 0; i < m.backends_.size(); ++i)
-        if (m.backends_[i].get() == be) return m.decode_loops_[i].get();
-      return static_cast<DecodeLoop*>(nullptr);
-    };
-    if (gpu_layers > 0) m.groups_.push_back({0, gpu_layers, gpu_backend, loop_of(gpu_backend)});
+    size_t next_loop = 0;
+    if (gpu_layers > 0)
+      m.groups_.push_back({0, gpu_layers, gpu_backend, m.decode_loops_[next_loop++].get()});
     if (gpu_layers < m.hp_.n_layer)
-      m.groups_.push_back({gpu_layers, m.hp_.n_layer, cpu, loop_of(cpu)});
+      m.groups_.push_back({gpu_layers, m.hp_.n_layer, cpu, m.decode_loops_[next_loop++].get()});
 
     const size_t total = m.layers_.size() + 2;
     size_t done = 0;

@@ -74,10 +74,7 @@ void Model::moe_block(int64_t l, ForwardScratch::Buffers& b, Backend* be, int64_
     const Backend::MatmulOut gate_up[] = {{&w.exp_gate[size_t(e)], b.gate},
                                           {&w.exp_up[size_t(e)], b.up}};
     be->matmul_shared(b.moe_in, n, gate_up);
-    if (hp_.activation == FfnActivation::kGeluTanh)
-      be->gelu_tanh_gated(b.gate, b.up, b.gate, n * F);
-    else
-      be->swiglu(b.gate, b.up, b.gate, n * F);
+    gated_activation(be, b.gate, b.up, n * F);
     be->matmul(w.exp_down[size_t(e)], b.gate, n, b.moe_out);
     out.resize(size_t(n * E));
     be->download(out.data(), b.moe_out, n * E);

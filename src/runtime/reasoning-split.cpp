@@ -2,6 +2,8 @@
 // with a held-back tail no longer than a tag minus one, plus the newlines that may precede it.
 #include "runtime/reasoning-split.h"
 
+#include "runtime/stop-strings.h"
+
 #include <algorithm>
 
 namespace hearth {
@@ -15,13 +17,6 @@ bool is_space(char c) {
 }
 bool is_newline(char c) {
   return c == '\n' || c == '\r';
-}
-
-// The length of the longest suffix of `s` that is a proper prefix of `tag`.
-size_t partial_tag(std::string_view s, std::string_view tag) {
-  for (size_t len = std::min(tag.size() - 1, s.size()); len > 0; --len)
-    if (s.substr(s.size() - len) == tag.substr(0, len)) return len;
-  return 0;
 }
 
 }  // namespace
@@ -81,7 +76,7 @@ void ReasoningSplitter::take_reasoning(ReasoningPieces* out) {
     skip_newlines_ = true;
     return;
   }
-  size_t keep = partial_tag(held_, kClose);
+  size_t keep = partial_match_suffix(held_, kClose);
   while (keep < held_.size() && is_newline(held_[held_.size() - keep - 1])) ++keep;
   out->reasoning += held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
@@ -97,13 +92,18 @@ ReasoningPieces ReasoningSplitter::flush() {
   return out;
 }
 
-ReasoningPieces split_reasoning(std::string_view text, bool starts_inside) {
-  ReasoningSplitter splitter(starts_inside);
-  ReasoningPieces out = splitter.push(text);
-  ReasoningPieces tail = splitter.flush();
-  out.reasoning += tail.reasoning;
-  out.content += tail.content;
+ReasoningPieces ReasoningSplitter::take(std::string_view text, bool last) {
+  ReasoningPieces out = push(text);
+  if (last) {
+    ReasoningPieces tail = flush();
+    out.reasoning += tail.reasoning;
+    out.content += tail.content;
+  }
   return out;
+}
+
+ReasoningPieces split_reasoning(std::string_view text, bool starts_inside) {
+  return ReasoningSplitter(starts_inside).take(text, true);
 }
 
 bool prompt_opens_reasoning(std::string_view prompt_tail) {

@@ -25,6 +25,8 @@ class ReasoningSplitter {
   ReasoningPieces push(std::string_view text);
   // End of stream: whatever is still held back (a partial tag is text after all).
   ReasoningPieces flush();
+  // push(text), and when `last` the flush() after it: a streamed response's every piece.
+  ReasoningPieces take(std::string_view text, bool last);
   // Whether a think block was opened (by a tag or by starts_inside).
   bool saw_reasoning() const { return saw_reasoning_; }
 

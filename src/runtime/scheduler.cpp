@@ -84,18 +84,6 @@ struct Scheduler::EmbedState {
   std::vector<double> sum;
 };
 
-// A job's settings as the shared per-token step takes them.
-static GenerateOptions generate_options(const Job& job) {
-  GenerateOptions o;
-  o.max_tokens = job.max_tokens;
-  o.ignore_eos = job.ignore_eos;
-  o.stop = job.stop;
-  o.sampling = job.sampling;
-  o.constraint = job.constraint;
-  o.logit_bias = job.logit_bias;
-  return o;
-}
-
 Scheduler::Scheduler(std::shared_ptr<const Engine> engine, SchedulerOptions options)
     : engine_(std::move(engine)), options_(options) {}
 
@@ -214,7 +202,7 @@ void Scheduler::admit_locked() {
     slot.pending = -1;
     slot.generated = 0;
     slot.last_used = ++clock_;
-    slot.step = std::make_unique<GenerationStep>(engine_->tokenizer(), generate_options(*job));
+    slot.step = std::make_unique<GenerationStep>(engine_->tokenizer(), job->generate);
     job->prompt_tokens_ = int64_t(job->prompt.size());
     job->cached_tokens_ = int64_t(keep);
     job->timing_.started = Clock::now();

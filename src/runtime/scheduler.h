@@ -19,6 +19,7 @@
 
 #include "base/status.h"
 #include "runtime/engine.h"
+#include "runtime/session.h"
 #include "runtime/token-logprobs.h"
 #include "sampling/sampler.h"
 #include "sampling/token-constraint.h"
@@ -35,18 +36,14 @@ class Job {
   // Inputs (set before submit, then read-only).
   std::vector<int32_t> prompt;               // kGenerate
   std::vector<std::vector<int32_t>> inputs;  // kEmbed: one pooled vector per input
-  int32_t max_tokens = 0;                    // kGenerate: > 0, checked against the context
-  bool ignore_eos = false;
-  SamplingParams sampling;
-  std::vector<std::string> stop;
+  // kGenerate: max_tokens (> 0, checked against the context), ignore_eos, stop strings, the
+  // sampling chain, OpenAI's logit_bias and the structured-output constraint (this job's own
+  // state), as every generate loop takes them (runtime/generation-step.h). logprobs stay the
+  // model's own: bias and mask apply to a copy.
+  GenerateOptions generate;
   // -1: no logprobs; 0..N (the API caps N): each generated token's logprob and that many of the
   // most likely alternatives.
   int32_t logprobs_top = -1;
-  // Added to the logits before sampling (OpenAI's logit_bias); logprobs stay the model's own.
-  std::vector<std::pair<int32_t, float>> logit_bias;
-  // Structured output (response_format, grammar, Ollama's format): this job's own constraint
-  // state, masking its logits after logit_bias. Null: unconstrained.
-  std::shared_ptr<TokenConstraint> constraint;
 
   // Consumer side. Waits up to `timeout` for text or the end; appends new text to *text.
   // Returns true once the job has finished and all its text was handed out.

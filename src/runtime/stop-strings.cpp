@@ -5,6 +5,13 @@
 
 namespace hearth {
 
+size_t partial_match_suffix(std::string_view text, std::string_view pattern) {
+  if (pattern.empty()) return 0;
+  for (size_t len = std::min(pattern.size() - 1, text.size()); len > 0; --len)
+    if (text.substr(text.size() - len) == pattern.substr(0, len)) return len;
+  return 0;
+}
+
 StopStringFilter::StopStringFilter(std::vector<std::string> stops) {
   for (auto& s : stops)
     if (!s.empty()) stops_.push_back(std::move(s));
@@ -31,14 +38,7 @@ std::string StopStringFilter::push(const std::string& text) {
   }
   // Keep the longest suffix of held_ that is a proper prefix of some stop string.
   size_t keep = 0;
-  for (const auto& s : stops_) {
-    for (size_t len = std::min(s.size() - 1, held_.size()); len > keep; --len) {
-      if (held_.compare(held_.size() - len, len, s, 0, len) == 0) {
-        keep = len;
-        break;
-      }
-    }
-  }
+  for (const auto& s : stops_) keep = std::max(keep, partial_match_suffix(held_, s));
   std::string out = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   return out;

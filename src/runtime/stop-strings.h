@@ -3,9 +3,14 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hearth {
+
+// The length of the longest suffix of `text` that is a proper prefix of `pattern`: how much of a
+// stream's tail must be held back because `pattern` may be starting there.
+size_t partial_match_suffix(std::string_view text, std::string_view pattern);
 
 class StopStringFilter {
  public:
