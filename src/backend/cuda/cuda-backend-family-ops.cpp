@@ -20,11 +20,8 @@ const int32_t* CudaBackend::step_pos_or_null(int64_t n_tokens, int64_t pos, cons
 
 void CudaBackend::rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim,
                                 float eps) {
-  flush();
-  acts_changed();
-  const int m = prof("rmsnorm (heads)");
-  check(cuda::launch_rmsnorm(x, w, x, rows, head_dim, eps, stream_), "rmsnorm_heads");
-  unprof(m);
+  unfused_op("rmsnorm (heads)", "rmsnorm_heads",
+             [&] { return cuda::launch_rmsnorm(x, w, x, rows, head_dim, eps, stream_); });
 }
 
 void CudaBackend::attention_masked(const float* q, const float* k_cache, const float* v_cache,
@@ -64,27 +61,17 @@ void CudaBackend::rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int6
 }
 
 void CudaBackend::gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) {
-  flush();
-  acts_changed();
-  const int m = prof("gelu");
-  check(cuda::launch_gelu_tanh_gated(gate, up, out, n, stream_), "gelu_tanh_gated");
-  unprof(m);
+  unfused_op("gelu", "gelu_tanh_gated",
+             [&] { return cuda::launch_gelu_tanh_gated(gate, up, out, n, stream_); });
 }
 
 void CudaBackend::softcap(float* x, int64_t n, float cap) {
-  flush();  // the LM head's GEMV may still be queued
-  acts_changed();
-  const int m = prof("softcap");
-  check(cuda::launch_softcap(x, n, cap, stream_), "softcap");
-  unprof(m);
+  // (the LM head's GEMV may still be queued: unfused_op flushes it first)
+  unfused_op("softcap", "softcap", [&] { return cuda::launch_softcap(x, n, cap, stream_); });
 }
 
 void CudaBackend::scale(float* x, int64_t n, float s) {
-  flush();
-  acts_changed();
-  const int m = prof("scale");
-  check(cuda::launch_scale(x, n, s, stream_), "scale");
-  unprof(m);
+  unfused_op("scale", "scale", [&] { return cuda::launch_scale(x, n, s, stream_); });
 }
 
 void CudaBackend::store_kv_ring(float* cache, const float* src, int64_t pos, int64_t row_floats,

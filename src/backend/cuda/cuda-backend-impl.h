@@ -205,6 +205,17 @@ class CudaBackend final : public Backend {
     if (profiler_) profiler_->end_op(mark, stream_);
   }
 
+  // An op outside every fusion: the queued work first (it may feed this op), then launch(),
+  // profiled as `family` and checked as `op`.
+  template <class Launch>
+  void unfused_op(const char* family, const char* op, Launch&& launch) {
+    flush();
+    acts_changed();
+    const int m = prof(family);
+    check(launch(), op);
+    unprof(m);
+  }
+
   // The step's device position for an op of n_tokens at `pos` inside a decode step (null
   // outside one); a captured op at any other position is an error (fail(), null).
   const int32_t* step_pos_or_null(int64_t n_tokens, int64_t pos, const char* op);
