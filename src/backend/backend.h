@@ -155,8 +155,8 @@ class Backend {
   struct RopeSpec {
     const float* inv_freq = nullptr;  // host [n_rot / 2]
     kernels::RopeStyle style = kernels::RopeStyle::kHalves;
-    int64_t n_rot = 0;   // rotated dims per head; == head_dim unless partial
-    float mscale = 1.f;  // attention factor folded into cos/sin (YaRN, LongRoPE)
+    int64_t n_rot = 0;     // rotated dims per head; == head_dim unless partial
+    float mscale = 1.f;    // attention factor folded into cos/sin (YaRN, LongRoPE)
     bool partial = false;  // through rope_partial (the model's choice: n_rot or an mscale)
   };
   struct KvSegment {
@@ -166,10 +166,10 @@ class Backend {
     int64_t ring_rows = 0;  // store_kv's and AttentionMask's
   };
   struct AttentionBlock {
-    float* q = nullptr;        // [T, n_heads * head_dim]
-    float* k = nullptr;        // [T, n_kv_heads * head_dim]
-    const float* v = nullptr;  // [T, n_kv_heads * head_dim]
-    float* out = nullptr;      // [T, n_heads * head_dim]
+    float* q = nullptr;                 // [T, n_heads * head_dim]
+    float* k = nullptr;                 // [T, n_kv_heads * head_dim]
+    const float* v = nullptr;           // [T, n_kv_heads * head_dim]
+    float* out = nullptr;               // [T, n_heads * head_dim]
     const int32_t* host_pos = nullptr;  // [T]: each row's position
     int64_t n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
     float scale = 1.f;
@@ -191,8 +191,8 @@ class Backend {
         attention(a.q + row * qd, s.k_cache, s.v_cache, a.out + row * qd, s.n_tokens, s.pos0,
                   a.n_heads, a.n_kv_heads, a.head_dim, a.scale);
       else
-        attention_masked(a.q + row * qd, s.k_cache, s.v_cache, a.out + row * qd, s.n_tokens,
-                         s.pos0, a.n_heads, a.n_kv_heads, a.head_dim, a.scale, mask);
+        attention_masked(a.q + row * qd, s.k_cache, s.v_cache, a.out + row * qd, s.n_tokens, s.pos0,
+                         a.n_heads, a.n_kv_heads, a.head_dim, a.scale, mask);
       row += s.n_tokens;
     }
   }
@@ -209,24 +209,54 @@ class Backend {
   virtual void end_decode_step() {}
   virtual void reset_decode_steps() {}
 
-  // Greedy chaining (issue #5). A backend that picks the next token itself lets greedy decoding
-  // queue step n+1 before step n's token reaches the host, so the host's per-token work (sync,
-  // logits download, argmax, launch) overlaps the device's step instead of sitting between
-  // steps. Model::decode_greedy drives it (step = begin/end_decode_step as above):
-  //   after each step:     b.pick_greedy(logits, n_vocab, pos)
-  //     the argmax (greedy_argmax's rule) of logits row 0 becomes the device's token for the
-  //     next step, at position pos + 1; nothing waits.
+  // Chained decoding. A backend that picks the next token itself lets decoding queue step n+1
+  // before step n's token reaches the host, so the host's per-token work (sync, logits
+  // download, sampling, launch) overlaps the device's step instead of sitting between steps.
+  // DecodeLoop::chain drives it (step = begin/end_decode_step as above):
+  //   first:               b.begin_picks(rule, history)   (the rule of every pick below)
+  //   after each step:     b.pick(logits, n_vocab, pos)
+  //     the token picked from logits row 0 by the rule becomes the device's token for the next
+  //     step, at position pos + 1; nothing waits.
   //   the next step:       b.begin_chained_step(pos + 1, ctx_capacity) (instead of begin)
   //     replays the recorded step with the device's token; false when it cannot (nothing
   //     recorded for this capacity yet): the caller then needs the token on the host.
   //   later:               b.picked_token(pos) waits for that pick and returns its token.
   // At most greedy_chain_depth() picks may be outstanding (not yet returned by picked_token);
-  // 0 means the backend cannot chain (the caller loops over decode + host argmax).
+  // 0 means the backend cannot chain (the caller loops over decode + host pick).
+  //
+  // The rule: the argmax (greedy_argmax's), or a draw through sampling/sampler.h's chain
+  // (penalties over the last repeat_last_n tokens, top-k, top-p, min-p, temperature) with a
+  // uniform made from seed and the step's position, so the same seed picks the same tokens on
+  // the same backend. Field meanings as SamplingParams' (this layer does not depend on it).
+  struct PickRule {
+    float temperature = 0.0f;  // <= 0: argmax (of the penalised logits)
+    int32_t top_k = 0;
+    float top_p = 1.0f;
+    float min_p = 0.0f;
+    float repeat_penalty = 1.0f;
+    int32_t repeat_last_n = 0;  // -1: the whole history
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    uint64_t seed = 0;
+    bool penalizes() const {
+      return repeat_last_n != 0 &&
+             (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
+    }
+    bool greedy() const { return temperature <= 0.0f && !penalizes(); }
+  };
   virtual int greedy_chain_depth() const { return 0; }
-  virtual void pick_greedy(const float* logits, int64_t n_vocab, int64_t pos) {}
+  // Whether pick() can apply `rule` on this backend after a history of history_len tokens.
+  virtual bool can_pick(const PickRule& rule, int64_t history_len) const {
+    return rule.greedy() && greedy_chain_depth() > 0;
+  }
+  // history: the tokens so far (prompt and generated, the fed token last): the penalties' window.
+  virtual Status begin_picks(const PickRule& rule, std::span<const int32_t> history) {
+    return rule.greedy() ? Status::ok() : Status::error(name() + ": no device sampling");
+  }
+  virtual void pick(const float* logits, int64_t n_vocab, int64_t pos) {}
   virtual bool begin_chained_step(int64_t pos, int64_t ctx_capacity) { return false; }
   virtual Result<int32_t> picked_token(int64_t pos) {
-    return Status::error(name() + ": greedy chaining is not supported");
+    return Status::error(name() + ": chained decoding is not supported");
   }
 
   // First error an asynchronous backend hit since creation (ops return void); ok for the CPU.

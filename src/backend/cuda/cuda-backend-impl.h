@@ -20,7 +20,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda-options.h"
-#include "backend/cuda/cuda-greedy.h"
+#include "backend/cuda/cuda-picks.h"
 #include "backend/cuda/cuda-profiler.h"
 #include "backend/cuda/cuda-weights.h"
 #include "kernels/cuda/cuda-ops.h"
@@ -161,14 +161,21 @@ class CudaBackend final : public Backend {
   void end_decode_step() override;
   void reset_decode_steps() override { drop_graph(); }
 
-  // Greedy chaining (backend.h; the pick and ring are cuda-greedy.cpp's). Chained steps are
-  // graph replays only, so it needs graphs; the profiler's eager steps would break the chain.
+  // Chained decoding (backend.h; the picks and their ring are cuda-picks.cpp's). Chained steps
+  // are graph replays only, so it needs graphs; the profiler's eager steps would break the chain.
   int greedy_chain_depth() const override {
     return opt_.graphs && !profiler_ ? opt_.greedy_chain_depth : 0;
   }
-  void pick_greedy(const float* logits, int64_t n_vocab, int64_t pos) override {
-    if (state_ != State::kIdle) return fail("pick_greedy inside a decode step");
-    if (Status st = greedy_.pick(logits, n_vocab, pos, &step_dev_->token, &step_dev_->pos, stream_);
+  bool can_pick(const PickRule& rule, int64_t history_len) const override {
+    return greedy_chain_depth() > 0 && CudaPicks::supports(rule, history_len);
+  }
+  Status begin_picks(const PickRule& rule, std::span<const int32_t> history) override {
+    if (state_ != State::kIdle) return Status::error(name() + ": begin_picks inside a decode step");
+    return picks_.set_rule(rule, history, stream_);
+  }
+  void pick(const float* logits, int64_t n_vocab, int64_t pos) override {
+    if (state_ != State::kIdle) return fail("pick inside a decode step");
+    if (Status st = picks_.pick(logits, n_vocab, pos, &step_dev_->token, &step_dev_->pos, stream_);
         !st.is_ok())
       fail(st.message());
   }
@@ -184,7 +191,7 @@ class CudaBackend final : public Backend {
     state_ = State::kReplayed;
     return true;
   }
-  Result<int32_t> picked_token(int64_t pos) override { return greedy_.wait(pos); }
+  Result<int32_t> picked_token(int64_t pos) override { return picks_.wait(pos); }
 
  private:
   enum class State { kIdle, kEager, kCapturing, kReplayed };
@@ -311,7 +318,7 @@ class CudaBackend final : public Backend {
   float* partials_ = nullptr;
   size_t partials_bytes_ = 0;
   int64_t partials_rows_ = -1;  // T * n_heads the counters at the front of partials_ are for
-  bool decode_pass_ = true;  // begin_pass's phase
+  bool decode_pass_ = true;     // begin_pass's phase
   int64_t pass_tokens_ = 1;
   uint64_t stream_ops_ = 0;  // launches and copies so far (hand-offs)
   // The int8 activations hand-off: xq_buf_ holds x = xq_src_ quantized, made at xq_at_.
@@ -348,7 +355,7 @@ class CudaBackend final : public Backend {
   int64_t warmed_capacity_ = -1;
   int64_t graph_capacity_ = -1;
   cudaGraphExec_t graph_exec_ = nullptr;
-  CudaGreedyChain greedy_;
+  CudaPicks picks_;
 };
 
 }  // namespace hearth::cuda_impl
