@@ -1,7 +1,7 @@
 // The sampled pick on CUDA: the sampler chain of sampling/sampler.h (penalties -> top-k -> top-p
 // -> min-p -> temperature -> seeded draw) over one row of logits in one block, so a chained
 // decode keeps drawing on the device. Nothing is sorted: top-k and top-p find their cut by a
-// radix select over order-preserving 32-bit keys of the logits (four 8-bit passes), counting
+// radix select over order-preserving 32-bit keys of the logits (11-, 11- and 10-bit passes), counting
 // tokens for top-k and adding up probability mass for top-p. Masses are 2^-40 fixed point in
 // 64-bit integers, so every sum is exact and independent of the order threads add in: the same
 // seed draws the same tokens on every run.
@@ -17,6 +17,11 @@ namespace {
 
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
+// The radix select's digits over a 32-bit key, most significant first: 11, 11, 10 bits.
+constexpr int kPasses = 3;
+constexpr int kShift[kPasses] = {21, 10, 0};
+constexpr int kWidth[kPasses] = {11, 11, 10};
+constexpr int kBins = 2048;
 constexpr double kFixedOne = 1099511627776.0;  // 2^40: a weight of 1 in fixed point
 
 __device__ __forceinline__ float clean(float v) {
@@ -43,7 +48,7 @@ __device__ __forceinline__ uint64_t mix(uint64_t x) {
 
 struct Shared {
   uint64_t warp_sums[kWarps];
-  uint64_t bins[256];
+  uint64_t bins[kBins];
   uint64_t value;  // a broadcast
   float fvalue;
   int ivalue;
@@ -112,26 +117,46 @@ struct Stages {
 // amount (1 per token, or its fixed-point mass), the element at which the sum first reaches
 // `need` (>= 1): a radix select over the key bytes, then the ids of the equal keys in order.
 // amount(key, logit) -> uint64_t. Returns keep_all when the whole set's sum stays below need.
+// bins[bin] += amount for the active lanes, one shared-memory atomic per distinct bin of the
+// warp: logits crowd into a few bins, and per-lane atomics on them would serialise the block.
+// Every lane of the warp calls it (inactive ones with active = false). amount < 2^40.
+__device__ __forceinline__ void add_to_bin(uint64_t* bins, uint32_t bin, uint64_t amount,
+                                           bool active) {
+  const uint32_t b = active ? bin : 0xFFFFFFFFu;
+  const unsigned group = __match_any_sync(0xffffffffu, b);
+  const uint64_t v = active ? amount : 0;
+  // 64-bit sums in two 32-bit halves (at most 32 lanes: no half overflows).
+  const uint32_t lo = __reduce_add_sync(group, uint32_t(v & 0xFFFFFu));
+  const uint32_t hi = __reduce_add_sync(group, uint32_t(v >> 20));
+  if (active && int(threadIdx.x % 32) == __ffs(group) - 1)
+    atomicAdd(reinterpret_cast<unsigned long long*>(&bins[b]),
+              (unsigned long long)((uint64_t(hi) << 20) + lo));
+}
+
 template <class Amount>
 __device__ Cut find_cut(const float* work, int n, int begin, int end, const Stages& st,
                         uint64_t need, Amount amount, Shared& sh) {
   uint32_t prefix = 0, mask = 0;
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = threadIdx.x; b < 256; b += kThreads) sh.bins[b] = 0;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int shift = kShift[pass], width = kWidth[pass];
+    for (int b = threadIdx.x; b < kBins; b += kThreads) sh.bins[b] = 0;
     __syncthreads();
-    for (int i = begin; i < end; ++i) {
-      const float l = work[i];
+    // (strided, so every lane of a warp runs the same iterations: add_to_bin needs the warp)
+    for (int base = 0; base < n; base += kThreads) {
+      const int i = base + int(threadIdx.x);
+      const float l = i < n ? work[i] : -INFINITY;
       const uint32_t k = order_key(l);
-      if ((k & mask) != prefix || !st.keeps(k, i)) continue;
-      atomicAdd(reinterpret_cast<unsigned long long*>(&sh.bins[(k >> shift) & 255]),
-                (unsigned long long)amount(l));
+      const bool active = i < n && (k & mask) == prefix && st.keeps(k, i);
+      add_to_bin(sh.bins, (k >> shift) & ((1u << width) - 1), active ? amount(l) : 0, active);
     }
     __syncthreads();
-    // One warp walks the bins from the top: lane j holds bins 255-8j .. 248-8j.
+    // One warp walks the bins from the top: lane j holds the j-th run of kBins / 32 from the top.
+    const int top = (1 << width) - 1, per_lane = (top + 1 + 31) / 32;
     if (threadIdx.x < 32) {
       const int lane = threadIdx.x;
       uint64_t mine = 0;
-      for (int b = 0; b < 8; ++b) mine += sh.bins[255 - 8 * lane - b];
+      for (int b = 0; b < per_lane; ++b)
+        if (top - per_lane * lane - b >= 0) mine += sh.bins[top - per_lane * lane - b];
       uint64_t inc = mine;
       for (int off = 1; off < 32; off <<= 1) {
         const uint64_t o = __shfl_up_sync(0xffffffffu, inc, off);
@@ -143,8 +168,8 @@ __device__ Cut find_cut(const float* work, int n, int begin, int end, const Stag
         if (lane == 0) sh.ivalue = -1;  // the set holds less than need: no cut
       } else if (lane == __ffs(hit) - 1) {
         uint64_t acc = above;
-        int bin = 255 - 8 * lane;
-        for (int b = 0; b < 8; ++b, --bin) {
+        int bin = top - per_lane * lane;
+        for (int b = 0; b < per_lane && bin > 0; ++b, --bin) {
           if (acc + sh.bins[bin] >= need) break;
           acc += sh.bins[bin];
         }
@@ -155,7 +180,7 @@ __device__ Cut find_cut(const float* work, int n, int begin, int end, const Stag
     __syncthreads();
     if (sh.ivalue < 0) return Cut{};
     prefix |= uint32_t(sh.ivalue) << shift;
-    mask |= 255u << shift;
+    mask |= ((1u << width) - 1) << shift;
     need = sh.value;
     __syncthreads();
   }
