@@ -1,9 +1,9 @@
 // The sampled pick on CUDA: the sampler chain of sampling/sampler.h (penalties -> top-k -> top-p
 // -> min-p -> temperature -> seeded draw) over one row of logits in one block, so a chained
 // decode keeps drawing on the device. Nothing is sorted: top-k and top-p find their cut by a
-// radix select over order-preserving 32-bit keys of the logits (11-, 11- and 10-bit passes), counting
-// tokens for top-k and adding up probability mass for top-p. Masses are 2^-40 fixed point in
-// 64-bit integers, so every sum is exact and independent of the order threads add in: the same
+// radix select over order-preserving 32-bit keys of the logits (11-, 11- and 10-bit passes),
+// counting tokens for top-k and adding up probability mass for top-p. Masses are 2^-40 fixed point
+// in 64-bit integers, so every sum is exact and independent of the order threads add in: the same
 // seed draws the same tokens on every run.
 #include <climits>
 #include <cmath>
@@ -19,8 +19,12 @@ constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
 // The radix select's digits over a 32-bit key, most significant first: 11, 11, 10 bits.
 constexpr int kPasses = 3;
-constexpr int kShift[kPasses] = {21, 10, 0};
-constexpr int kWidth[kPasses] = {11, 11, 10};
+__device__ __forceinline__ int digit_shift(int pass) {
+  return pass == 0 ? 21 : pass == 1 ? 10 : 0;
+}
+__device__ __forceinline__ int digit_width(int pass) {
+  return pass == 2 ? 10 : 11;
+}
 constexpr int kBins = 2048;
 constexpr double kFixedOne = 1099511627776.0;  // 2^40: a weight of 1 in fixed point
 
@@ -138,7 +142,7 @@ __device__ Cut find_cut(const float* work, int n, int begin, int end, const Stag
                         uint64_t need, Amount amount, Shared& sh) {
   uint32_t prefix = 0, mask = 0;
   for (int pass = 0; pass < kPasses; ++pass) {
-    const int shift = kShift[pass], width = kWidth[pass];
+    const int shift = digit_shift(pass), width = digit_width(pass);
     for (int b = threadIdx.x; b < kBins; b += kThreads) sh.bins[b] = 0;
     __syncthreads();
     // (strided, so every lane of a warp runs the same iterations: add_to_bin needs the warp)
