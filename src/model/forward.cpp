@@ -172,6 +172,7 @@ void Model::run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b, Back
   attention_block(l, p, b, be);
   if (debug_tap) tap("blk." + std::to_string(l) + ".attn_out", be, b.attn, T * hp_.q_dim());
   add_block_output(w.wo, b.attn, w.post_attn_norm, b, be, T);
+  if (w.o_bias) be->add_bias(b.x, w.o_bias, T, E);  // x += W_o attn + b_o (gpt-oss)
   be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
   if (hp_.is_moe_layer(l)) {
     moe_block(l, b, be, T);
@@ -230,6 +231,7 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
     mask.window = kind.window;
     mask.softcap = hp_.attn_softcap;
     mask.ring_rows = s.kv->ring_rows(l);
+    mask.sinks = w.sinks;  // gpt-oss: per-head logits in the softmax denominator
     // A ring's row is the backend's to compute (a replayed decode step knows its position only
     // on the device).
     be->store_kv(s.kv->k(l), b.k + row * KVD, s.pos0, KVD, s.n_tokens, mask.ring_rows);
@@ -252,10 +254,14 @@ void Model::ffn_block(int64_t l, ForwardScratch::Buffers& b, Backend* be, int64_
 }
 
 void Model::gated_activation(Backend* be, float* gate, const float* up, int64_t n) const {
-  if (hp_.activation == FfnActivation::kGeluTanh)
-    be->gelu_tanh_gated(gate, up, gate, n);
-  else
-    be->swiglu(gate, up, gate, n);
+  switch (hp_.activation) {
+    case FfnActivation::kGeluTanh:
+      return be->gelu_tanh_gated(gate, up, gate, n);
+    case FfnActivation::kSwigluClamped:
+      return be->swiglu_clamped(gate, up, gate, n, hp_.swiglu_alpha, hp_.swiglu_limit);
+    case FfnActivation::kSilu:
+      return be->swiglu(gate, up, gate, n);
+  }
 }
 
 void Model::add_block_output(const Weight& proj, const float* in, const float* post_norm,

@@ -170,6 +170,7 @@ Status hparam_metadata(const HfConfig& c, const ModelSpec& spec, const std::stri
     w.set_u32(a + "rope.scaling.original_context_length", uint32_t(orig));
     if (c.rope.beta_fast) w.set_f32(a + "rope.scaling.yarn_beta_fast", float(*c.rope.beta_fast));
     if (c.rope.beta_slow) w.set_f32(a + "rope.scaling.yarn_beta_slow", float(*c.rope.beta_slow));
+    if (!c.rope.truncate.value_or(true)) w.set_bool(a + "rope.scaling.yarn_truncate", false);
     // llama.cpp's attn_factor multiplies the derived one; write only what differs from it.
     const double extra = double(t.mscale) / yarn_derived_mscale(hp.rope_factor);
     if (std::fabs(extra - 1.0) > 1e-6) w.set_f32(a + "rope.scaling.attn_factor", float(extra));
