@@ -123,6 +123,9 @@ class ModelBuilder {
         HEARTH_ASSIGN_OR_RETURN(lw.w_down, W(TensorRole::kFfnDown, l, {E, F}));
       }
       HEARTH_ASSIGN_OR_RETURN(lw.post_ffn_norm_src, W(TensorRole::kFfnPostNorm, l, {E}, sandwich));
+      // Only sandwich families have post-norms: llama.cpp's gpt-oss files name their FFN
+      // pre-norm "post_attention_norm", which must not be read as one.
+      if (!sandwich) lw.post_attn_norm_src = lw.post_ffn_norm_src = {};
     }
     return Status::ok();
   }
