@@ -146,8 +146,10 @@ Status take_hf_stacked(const ArchSpec& arch, const HParams& hp, const Source& sr
 Status take_moe_layer(const ArchSpec& arch, const HParams& hp, const Source& src, int64_t l,
                       LayerWeights& lw, std::vector<std::vector<uint8_t>>& owned) {
   const int64_t NE = hp.n_expert, FE = hp.n_ff_exp, E = hp.n_embd;
-  HEARTH_ASSIGN_OR_RETURN(lw.router, take_weight(src.find, src.name(TensorRole::kFfnGateInp, l),
-                                                 {NE, E}));
+  auto router = take_weight(src.find, src.name(TensorRole::kFfnGateInp, l), {NE, E});
+  if (!router.is_ok())  // its rows are the experts: say which count it disagrees with
+    return Status::error(router.message() + " (expert count " + std::to_string(NE) + ")");
+  lw.router = router.value();
   const bool hf_stacked = src.expert && arch.hf_moe.stacked;
   if (hf_stacked) {
     HEARTH_TRY(take_hf_stacked(arch, hp, src, l, lw, owned));
