@@ -102,6 +102,14 @@ TEST(Quantize, Mxfp4LayoutScaleAndRounding) {
   EXPECT_EQ(kernels::mxfp4_scale(0), std::ldexp(1.0f, -128));
   EXPECT_EQ(kernels::mxfp4_scale(1), std::ldexp(1.0f, -127));
   EXPECT_EQ(kernels::mxfp4_scale(255), std::ldexp(1.0f, 127));
+  // A block of tiny values takes the smallest scale (e = 0) and keeps what it can represent.
+  float tiny[32] = {std::ldexp(1.0f, -126), std::ldexp(-3.0f, -128)};
+  ASSERT_TRUE(kernels::quantize_row(DType::MXFP4, tiny, &b, 32).is_ok());
+  EXPECT_EQ(b.e, 0);
+  kernels::dequantize_row(DType::MXFP4, &b, back.data(), 32);
+  EXPECT_EQ(back[0], std::ldexp(1.0f, -126));
+  EXPECT_EQ(back[1], std::ldexp(-3.0f, -128));
+  EXPECT_EQ(back[2], 0.0f);
 }
 
 TEST(Quantize, RejectsBadLengthsAndTypes) {

@@ -40,9 +40,9 @@ void quantize_mxfp4(const float* x, void* out, int64_t n) {
       e = 254;  // inf: the largest finite scale; the values saturate
     }
     y[i].e = uint8_t(e);
-    const float inv = 1.0f / mxfp4_scale(uint8_t(e));  // a power of two: exact
+    // x / 2^(e - 128), exact (ldexp: 1 / 2^-128 itself would overflow a float).
     uint8_t codes[kQK32];
-    for (int j = 0; j < kQK32; ++j) codes[j] = nearest_mxfp4_code(x[j] * inv);
+    for (int j = 0; j < kQK32; ++j) codes[j] = nearest_mxfp4_code(std::ldexp(x[j], 128 - e));
     for (int j = 0; j < kQK32 / 2; ++j) y[i].qs[j] = uint8_t(codes[j] | (codes[j + 16] << 4));
   }
 }
