@@ -143,6 +143,68 @@ class Backend {
     if (first < n_tokens) copy(cache, src + first * row_floats, (n_tokens - first) * row_floats);
   }
 
+  // --- Named fused ops. The forward pass calls these by name; each default below is made of the
+  // plain ops, so a backend that fuses nothing is still exact. A backend overrides one to run it
+  // its own way (CUDA: fewer launches). A fusion is never inferred from the order of plain
+  // calls, so a block a new family inserts between two ops cannot drop or corrupt one.
+
+  // The pass the following ops belong to, said before its first op: a decode pass (every
+  // segment adds one token) or a prefill pass. Backends choose their per-pass forms from it
+  // (CUDA: the decode GEMVs' int8 activations written by the op before; the prefill GEMMs' split
+  // forms), never from a row count.
+  enum class Phase { kDecode, kPrefill };
+  virtual void begin_pass(Phase phase, int64_t n_tokens) {}
+
+  // RoPE on q and k (every row), then for each segment (consecutive rows of one sequence) the
+  // K/V append into its cache and attention of its rows over that cache. q, k are rotated in
+  // place unless a backend fuses the rotation into its attention kernel (then their contents
+  // are undefined afterwards: read `out`, not q or k).
+  struct RopeSpec {
+    const float* inv_freq = nullptr;  // host [n_rot / 2]
+    kernels::RopeStyle style = kernels::RopeStyle::kHalves;
+    int64_t n_rot = 0;   // rotated dims per head; == head_dim unless partial
+    float mscale = 1.f;  // attention factor folded into cos/sin (YaRN, LongRoPE)
+    bool partial = false;  // through rope_partial (the model's choice: n_rot or an mscale)
+  };
+  struct KvSegment {
+    float* k_cache = nullptr;
+    float* v_cache = nullptr;
+    int64_t pos0 = 0, n_tokens = 0;
+    int64_t ring_rows = 0;  // store_kv's and AttentionMask's
+  };
+  struct AttentionBlock {
+    float* q = nullptr;        // [T, n_heads * head_dim]
+    float* k = nullptr;        // [T, n_kv_heads * head_dim]
+    const float* v = nullptr;  // [T, n_kv_heads * head_dim]
+    float* out = nullptr;      // [T, n_heads * head_dim]
+    const int32_t* host_pos = nullptr;  // [T]: each row's position
+    int64_t n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+    float scale = 1.f;
+    RopeSpec rope;
+    int64_t window = 0;  // AttentionMask's window and softcap (ring_rows per segment)
+    float softcap = 0;
+    const float* sinks = nullptr;  // AttentionMask's sinks [n_heads] (gpt-oss), backend memory
+    std::span<const KvSegment> segments;  // their n_tokens sum to n_tokens
+  };
+  virtual void rope_append_attend(const AttentionBlock& a) {
+    const int64_t kvd = a.n_kv_heads * a.head_dim, qd = a.n_heads * a.head_dim;
+    rope_rows(a, a.q, a.n_heads);
+    rope_rows(a, a.k, a.n_kv_heads);
+    int64_t row = 0;
+    for (const KvSegment& s : a.segments) {
+      store_kv(s.k_cache, a.k + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
+      store_kv(s.v_cache, a.v + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
+      const kernels::AttentionMask mask{a.window, a.softcap, s.ring_rows, a.sinks};
+      if (mask.plain())
+        attention(a.q + row * qd, s.k_cache, s.v_cache, a.out + row * qd, s.n_tokens, s.pos0,
+                  a.n_heads, a.n_kv_heads, a.head_dim, a.scale);
+      else
+        attention_masked(a.q + row * qd, s.k_cache, s.v_cache, a.out + row * qd, s.n_tokens,
+                         s.pos0, a.n_heads, a.n_kv_heads, a.head_dim, a.scale, mask);
+      row += s.n_tokens;
+    }
+  }
+
   // Decode-step capture (CUDA graphs). For each single-token decode step the forward pass calls
   //   if (!b.begin_decode_step(token, pos, ctx_capacity)) { ...this backend's ops... }
   //   b.end_decode_step();   // then download/sync as usual
@@ -177,6 +239,15 @@ class Backend {
 
   // First error an asynchronous backend hit since creation (ops return void); ok for the CPU.
   virtual Status status() const { return Status::ok(); }
+
+ protected:
+  // rope_append_attend's rotation of x (q or k: n_heads heads per row), plain or partial.
+  void rope_rows(const AttentionBlock& a, float* x, int64_t n_heads) {
+    if (!a.rope.partial)
+      return rope(x, a.n_tokens, n_heads, a.head_dim, a.host_pos, a.rope.inv_freq, a.rope.style);
+    rope_partial(x, a.n_tokens, n_heads, a.head_dim, a.rope.n_rot, a.host_pos, a.rope.inv_freq,
+                 a.rope.style, a.rope.mscale);
+  }
 
  private:
   // Inline: the CUDA library implements Backend without linking this layer.
