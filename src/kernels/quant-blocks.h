@@ -91,7 +91,8 @@ struct BlockMxfp4 {
   uint8_t e;
   uint8_t qs[kQK32 / 2];
 };
-inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
 // 2^(e - 128) exactly, including e < 2 where it is a subnormal float.
 inline float mxfp4_scale(uint8_t e) {
   const uint32_t bits = e < 2 ? 0x00200000u << e : uint32_t(e - 1) << 23;

@@ -62,7 +62,8 @@ Status stacked_expert_bias(const TensorView& stacked, int64_t e, StackedExpertPa
   const int64_t n = gate_up ? cols / 2 : cols;
   const int64_t stride = gate_up ? 2 : 1, offset = part == StackedExpertPart::kUp ? 1 : 0;
   out.resize(size_t(n));
-  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = element_f32(stacked, e * cols + i * stride + offset);
+  for (int64_t i = 0; i < n; ++i)
+    out[size_t(i)] = element_f32(stacked, e * cols + i * stride + offset);
   return Status::ok();
 }
 

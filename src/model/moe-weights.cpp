@@ -32,8 +32,8 @@ namespace {
 // An MoE layer's experts for one projection: 2-D views [rows, cols] of a stacked
 // [n_expert, rows, cols] tensor (GGUF; no copy, each view named "<name>#e" for the weight
 // cache), or each expert's own tensor (HF).
-Status take_stacked_or_per_expert(const Source& src, int64_t l, TensorRole role, int64_t n_expert, int64_t rows,
-                    int64_t cols, std::vector<Weight>& out) {
+Status take_stacked_or_per_expert(const Source& src, int64_t l, TensorRole role, int64_t n_expert,
+                                  int64_t rows, int64_t cols, std::vector<Weight>& out) {
   out.assign(size_t(n_expert), Weight{});
   const std::string stacked = src.name(role, l);
   if (const TensorView* whole = stacked.empty() ? nullptr : src.find(stacked)) {
@@ -65,7 +65,6 @@ Status take_stacked_or_per_expert(const Source& src, int64_t l, TensorRole role,
                          " exists beyond the expert count " + std::to_string(n_expert));
   return Status::ok();
 }
-
 
 // A view of owned f32 values as a vector weight named `name`.
 Weight owned_vector(std::vector<std::vector<uint8_t>>& owned, const std::vector<float>& v,
@@ -111,8 +110,9 @@ Status take_hf_stacked(const ArchSpec& arch, const HParams& hp, const Source& sr
   std::vector<Weight>* mats[] = {&lw.exp_gate, &lw.exp_up, &lw.exp_down};
   for (int i = 0; i < 3; ++i) {
     const TensorView& whole = parts[i] == StackedExpertPart::kDown ? down.host : gate_up.host;
-    const std::vector<int64_t> shape =
-        parts[i] == StackedExpertPart::kDown ? std::vector<int64_t>{E, F} : std::vector<int64_t>{F, E};
+    const std::vector<int64_t> shape = parts[i] == StackedExpertPart::kDown
+                                           ? std::vector<int64_t>{E, F}
+                                           : std::vector<int64_t>{F, E};
     mats[i]->assign(size_t(NE), Weight{});
     for (int64_t e = 0; e < NE; ++e) {
       auto& bytes = owned.emplace_back();
@@ -154,16 +154,21 @@ Status take_moe_layer(const ArchSpec& arch, const HParams& hp, const Source& src
   if (hf_stacked) {
     HEARTH_TRY(take_hf_stacked(arch, hp, src, l, lw, owned));
   } else {
-    HEARTH_TRY(take_stacked_or_per_expert(src, l, TensorRole::kFfnGateExps, NE, FE, E, lw.exp_gate));
+    HEARTH_TRY(
+        take_stacked_or_per_expert(src, l, TensorRole::kFfnGateExps, NE, FE, E, lw.exp_gate));
     HEARTH_TRY(take_stacked_or_per_expert(src, l, TensorRole::kFfnUpExps, NE, FE, E, lw.exp_up));
-    HEARTH_TRY(take_stacked_or_per_expert(src, l, TensorRole::kFfnDownExps, NE, E, FE, lw.exp_down));
+    HEARTH_TRY(
+        take_stacked_or_per_expert(src, l, TensorRole::kFfnDownExps, NE, E, FE, lw.exp_down));
   }
   if (!arch.moe_biases) return Status::ok();
-  HEARTH_ASSIGN_OR_RETURN(lw.router_bias_src, take_weight(src.find, src.name(TensorRole::kFfnGateInpBias, l), {NE}));
+  HEARTH_ASSIGN_OR_RETURN(lw.router_bias_src,
+                          take_weight(src.find, src.name(TensorRole::kFfnGateInpBias, l), {NE}));
   if (hf_stacked) return Status::ok();  // take_hf_stacked took the experts' biases
-  HEARTH_TRY(take_stacked_biases(src, l, TensorRole::kFfnGateExpsBias, NE, FE, lw.exp_gate_bias_src));
+  HEARTH_TRY(
+      take_stacked_biases(src, l, TensorRole::kFfnGateExpsBias, NE, FE, lw.exp_gate_bias_src));
   HEARTH_TRY(take_stacked_biases(src, l, TensorRole::kFfnUpExpsBias, NE, FE, lw.exp_up_bias_src));
-  HEARTH_TRY(take_stacked_biases(src, l, TensorRole::kFfnDownExpsBias, NE, E, lw.exp_down_bias_src));
+  HEARTH_TRY(
+      take_stacked_biases(src, l, TensorRole::kFfnDownExpsBias, NE, E, lw.exp_down_bias_src));
   return Status::ok();
 }
 

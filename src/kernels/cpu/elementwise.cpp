@@ -1,5 +1,5 @@
-// Element-wise ops on the CPU: SwiGLU, GELU-tanh gated, clamped SwiGLU (gpt-oss), residual add, bias add, soft-cap, scale,
-// softmax. The loops are SmallOps
+// Element-wise ops on the CPU: SwiGLU, GELU-tanh gated, clamped SwiGLU (gpt-oss), residual add,
+// bias add, soft-cap, scale, softmax. The loops are SmallOps
 // (per ISA: SwiGLU's exp is vectorised); the pooled versions split large (prefill) calls.
 #include <algorithm>
 #include <cmath>

@@ -89,10 +89,9 @@ TEST(GptOssFile, SinksOfTheWrongShape) {
 }
 
 TEST(GptOssFile, MissingSinks) {
-  expect_one_line_naming(load_error_after([](GgufWriter&, auto& skip) {
-                           skip.push_back("blk.0.attn_sinks.weight");
-                         }),
-                         "missing tensor blk.0.attn_sinks.weight");
+  expect_one_line_naming(
+      load_error_after([](GgufWriter&, auto& skip) { skip.push_back("blk.0.attn_sinks.weight"); }),
+      "missing tensor blk.0.attn_sinks.weight");
 }
 
 TEST(GptOssFile, ExpertCountKeyAboveTheTensors) {
