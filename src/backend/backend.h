@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -100,6 +101,8 @@ class Backend {
     // Mixture-of-experts FFN: routing on the host over downloaded router logits and one matmul
     // per expert over gathered rows (model/moe.cpp); CPU only so far.
     kMoe = 1u << 5,
+    kAttentionSinks = 1u << 6,  // AttentionMask::sinks in attention_masked (gpt-oss)
+    kClampedSwiglu = 1u << 7,   // swiglu_clamped (gpt-oss's experts)
   };
   virtual uint32_t features() const { return 0; }
   // x [rows, head_dim] in place: each row (one head of one token) RMS-normalised, times w.
@@ -119,6 +122,10 @@ class Backend {
   }
   virtual void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) {
     missing_feature("gelu_tanh_gated");
+  }
+  virtual void swiglu_clamped(const float* gate, const float* up, float* out, int64_t n,
+                              float alpha, float limit) {
+    missing_feature("swiglu_clamped");
   }
   virtual void softcap(float* x, int64_t n, float cap) { missing_feature("softcap"); }
   virtual void scale(float* x, int64_t n, float s) { missing_feature("scale"); }
@@ -176,6 +183,7 @@ class Backend {
     RopeSpec rope;
     int64_t window = 0;  // AttentionMask's window and softcap (ring_rows per segment)
     float softcap = 0;
+    const float* sinks = nullptr;  // AttentionMask's sinks [n_heads] (gpt-oss), backend memory
     std::span<const KvSegment> segments;  // their n_tokens sum to n_tokens
   };
   virtual void rope_append_attend(const AttentionBlock& a) {
@@ -186,7 +194,7 @@ class Backend {
     for (const KvSegment& s : a.segments) {
       store_kv(s.k_cache, a.k + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
       store_kv(s.v_cache, a.v + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
-      const kernels::AttentionMask mask{a.window, a.softcap, s.ring_rows};
+      const kernels::AttentionMask mask{a.window, a.softcap, s.ring_rows, a.sinks};
       if (mask.plain())
         attention(a.q + row * qd, s.k_cache, s.v_cache, a.out + row * qd, s.n_tokens, s.pos0,
                   a.n_heads, a.n_kv_heads, a.head_dim, a.scale);
@@ -284,9 +292,10 @@ class Backend {
 inline std::string backend_feature_names(uint32_t mask) {
   static const char* const kNames[] = {
       "per-head q/k norm",      "GELU-gated FFN",   "masked attention (sliding window / soft-cap)",
-      "partial or scaled RoPE", "scale / soft-cap", "mixture-of-experts FFN"};
+      "partial or scaled RoPE", "scale / soft-cap", "mixture-of-experts FFN",
+      "attention sinks",        "clamped SwiGLU"};
   std::string out;
-  for (uint32_t i = 0; i < 6; ++i)
+  for (uint32_t i = 0; i < std::size(kNames); ++i)
     if (mask & (1u << i)) out += (out.empty() ? "" : ", ") + std::string(kNames[i]);
   return out;
 }

@@ -145,7 +145,8 @@ class CpuBackend final : public Backend {
   }
 
   uint32_t features() const override {
-    return kQkNorm | kGeluGated | kMaskedAttention | kPartialRope | kScaleOps | kMoe;
+    return kQkNorm | kGeluGated | kMaskedAttention | kPartialRope | kScaleOps | kMoe |
+           kAttentionSinks | kClampedSwiglu;
   }
   void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim, float eps) override {
     kernels::rmsnorm(x, w, x, rows, head_dim, eps, pool_);  // element-wise: in place is safe
@@ -162,6 +163,10 @@ class CpuBackend final : public Backend {
   }
   void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) override {
     kernels::gelu_tanh_gated(gate, up, out, n, pool_);
+  }
+  void swiglu_clamped(const float* gate, const float* up, float* out, int64_t n, float alpha,
+                      float limit) override {
+    kernels::swiglu_clamped(gate, up, out, n, alpha, limit, pool_);
   }
   void softcap(float* x, int64_t n, float cap) override { kernels::softcap(x, n, cap); }
   void scale(float* x, int64_t n, float s) override { kernels::scale(x, n, s); }

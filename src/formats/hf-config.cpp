@@ -299,6 +299,7 @@ Result<HfConfig> parse_hf_config(const std::string& json_text, const std::string
   HEARTH_ASSIGN_OR_RETURN(c.moe_intermediate_size, f.integer("moe_intermediate_size"));
   HEARTH_ASSIGN_OR_RETURN(c.decoder_sparse_step, f.integer("decoder_sparse_step"));
   HEARTH_ASSIGN_OR_RETURN(c.norm_topk_prob, f.boolean("norm_topk_prob"));
+  HEARTH_ASSIGN_OR_RETURN(c.swiglu_limit, f.number("swiglu_limit"));
   {
     HEARTH_ASSIGN_OR_RETURN(auto only, f.numbers("mlp_only_layers"));
     for (double x : only) {

@@ -59,6 +59,7 @@ struct HfConfig {
   std::optional<int64_t> decoder_sparse_step;    // Qwen3-MoE: every n-th layer is sparse
   std::vector<int64_t> mlp_only_layers;          // Qwen3-MoE: layers kept dense
   std::optional<bool> norm_topk_prob;            // Qwen3-MoE: renormalise the top-k weights
+  std::optional<double> swiglu_limit;            // gpt-oss: the clamped SwiGLU's limit
   std::vector<int64_t> bos_token_ids;
   std::vector<int64_t> eos_token_ids;  // eos_token_id may be an int or a list
   HfRope rope;

@@ -86,7 +86,11 @@ struct AttentionMask {
   int64_t ring_rows = 0;  // > 0: the cache is a ring of this many rows, position p in row
                           // p % ring_rows; it must hold every key a query of the call sees
                           // (ring_rows >= window + n_tokens - 1)
-  bool plain() const { return window == 0 && softcap == 0 && ring_rows == 0; }
+  // Non-null: one learned logit per query head [n_heads] (gpt-oss's attention sinks). It joins
+  // each row's softmax denominator but has no value row: out = sum_j e^s_j v_j / (sum_j e^s_j +
+  // e^sink). Lives where the attention runs (backend memory).
+  const float* sinks = nullptr;
+  bool plain() const { return window == 0 && softcap == 0 && ring_rows == 0 && !sinks; }
 };
 void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
                int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
@@ -105,6 +109,11 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 // out[i] = gelu_tanh(gate[i]) * up[i], gelu_tanh(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 // (PyTorch's gelu(approximate="tanh"): Gemma's FFN). out may alias gate or up.
 void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n);
+
+// gpt-oss's clamped SwiGLU: g = min(gate[i], limit), u = clamp(up[i], -limit, limit),
+// out[i] = (u + 1) * g * sigmoid(alpha * g). limit > 0. out may alias gate or up.
+void swiglu_clamped(const float* gate, const float* up, float* out, int64_t n, float alpha,
+                    float limit);
 
 // x[i] = cap * tanh(x[i] / cap), cap > 0 (Gemma 2's final logit soft-cap).
 void softcap(float* x, int64_t n, float cap);

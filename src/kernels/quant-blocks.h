@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace hearth::kernels {
 
@@ -81,6 +82,26 @@ struct BlockQ8_K {
   int16_t bsums[kQKK / 16];
 };
 
+// MXFP4 (OCP Microscaling FP4; llama.cpp's block_mxfp4, GGML type 39): 32 FP4 E2M1 codes that
+// share one E8M0 scale byte e. x = kMxfp4Values[q] * 2^(e - 128): the table holds twice the
+// E2M1 value (so the codes are small integers for int8 dots) and the scale is half of E8M0's
+// 2^(e - 127). Nibbles as Q4_0: qs[j] low = element j, high = element j + 16; a code's high bit
+// is its sign.
+struct BlockMxfp4 {
+  uint8_t e;
+  uint8_t qs[kQK32 / 2];
+};
+inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+// 2^(e - 128) exactly, including e < 2 where it is a subnormal float.
+inline float mxfp4_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : uint32_t(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static_assert(sizeof(BlockMxfp4) == 17);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockQ4_0) == 18);

@@ -77,6 +77,9 @@ Result<ModelSpec> read_gguf_spec(const GgufFile& f) {
   hp.norms = arch.norms;
   hp.qk_norm = arch.qk_norm;
   hp.activation = arch.default_activation;
+  // Hearth's key (llama.cpp fixes gpt-oss's limit at 7): written only when a model differs.
+  HEARTH_ASSIGN_OR_RETURN(auto swiglu_limit, positive("swiglu_limit"));
+  if (swiglu_limit) hp.swiglu_limit = float(*swiglu_limit);
 
   // Mixture of experts (llama.cpp's keys): the layers with a router are sparse.
   HEARTH_ASSIGN_OR_RETURN(auto n_expert, f.get_int(a + "expert_count"));
@@ -174,6 +177,10 @@ Result<ModelSpec> read_gguf_spec(const GgufFile& f) {
     HEARTH_ASSIGN_OR_RETURN(auto beta_slow, positive("rope.scaling.yarn_beta_slow"));
     y.beta_fast = beta_fast.value_or(32);
     y.beta_slow = beta_slow.value_or(1);
+    // Hearth's key: false when the reference does not round YaRN's ramp ends (gpt-oss's
+    // truncate: false); llama.cpp always rounds them, and so does a file without the key.
+    HEARTH_ASSIGN_OR_RETURN(auto truncate, f.get_bool(a + "rope.scaling.yarn_truncate"));
+    y.truncate = truncate.value_or(true);
     global = yarn_rope_table(hp.n_rot, y);
     // llama.cpp's attn_factor multiplies the factor YaRN derives.
     if (attn_factor) global.mscale *= float(*attn_factor);

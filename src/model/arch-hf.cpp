@@ -181,7 +181,14 @@ Result<ModelSpec> read_hf_spec(const HfConfig& c) {
   hp.tied_embeddings = c.tie_word_embeddings;
   hp.norms = arch.norms;
   hp.qk_norm = arch.qk_norm;
-  if (!c.hidden_activation.empty()) {
+  if (arch.default_activation == FfnActivation::kSwigluClamped) {
+    // gpt-oss: hidden_act says "silu", but its experts clamp (transformers' GptOssExperts).
+    hp.activation = FfnActivation::kSwigluClamped;
+    hp.swiglu_limit = float(c.swiglu_limit.value_or(7.0));
+    if (!(hp.swiglu_limit > 0) || !std::isfinite(hp.swiglu_limit))
+      return Status::error("swiglu_limit: must be positive, got " +
+                           std::to_string(*c.swiglu_limit));
+  } else if (!c.hidden_activation.empty()) {
     HEARTH_ASSIGN_OR_RETURN(hp.activation,
                             activation_from_hf(c.hidden_activation, "hidden_activation"));
   } else {

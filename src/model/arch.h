@@ -12,8 +12,9 @@
 
 namespace hearth {
 
-// The FFN's gate activation: out = act(gate) * up.
-enum class FfnActivation { kSilu, kGeluTanh };
+// The FFN's gate activation: out = act(gate) * up; gpt-oss's clamped form is
+// out = (clamp(up, -limit, limit) + 1) * g * sigmoid(alpha * g), g = min(gate, limit).
+enum class FfnActivation { kSilu, kGeluTanh, kSwigluClamped };
 
 // Where a layer normalises: before attention and FFN (Llama), or also after each ("sandwich":
 // Gemma 2/3's post-attention and post-FFN norms, applied to the block's output before the add).
@@ -27,11 +28,16 @@ struct SlidingPattern {
 
 // A mixture-of-experts FFN's tensors in HF checkpoints: "model.layers.N.{block}.gate.weight"
 // (the router) and "model.layers.N.{block}.experts.E.{gate,up,down}.weight".
+// gpt-oss keeps its experts stacked instead ("{block}.experts.gate_up_proj" [n_expert, n_embd,
+// 2 * n_ff] laid out for x @ W with gate and up interleaved, "{block}.experts.down_proj"
+// [n_expert, n_ff, n_embd], and their "_bias" tensors) and calls its router "{block}.router".
 struct HfMoeNames {
   const char* block = "";  // empty: the family has no MoE
   const char* gate = "";
   const char* up = "";
   const char* down = "";
+  const char* router = "gate";
+  bool stacked = false;  // gpt-oss's stacked, interleaved layout (model/hf-stacked-experts.h)
 };
 
 struct ArchSpec {
@@ -64,6 +70,14 @@ struct ArchSpec {
   // Qwen3-MoE says with norm_topk_prob; GGUF with {arch}.expert_weights_norm).
   HfMoeNames hf_moe;
   bool moe_norm_topk = true;
+  // gpt-oss: a bias on the O projection, a learned sink logit per head in every attention
+  // softmax, and biases on the router and on each expert's projections.
+  bool attn_out_bias = false;
+  bool attn_sinks = false;
+  bool moe_biases = false;
+  // The GGUF name of the FFN's pre-norm when the family's differs from "ffn_norm.weight"
+  // (llama.cpp's gpt-oss: "post_attention_norm.weight"); empty: the usual name.
+  const char* gguf_ffn_norm = "";
 };
 
 // nullptr when unknown.

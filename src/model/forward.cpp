@@ -175,6 +175,7 @@ void Model::run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b, Back
   attention_block(l, p, b, be);
   if (debug_tap) tap("blk." + std::to_string(l) + ".attn_out", be, b.attn, T * hp_.q_dim());
   add_block_output(w.wo, b.attn, w.post_attn_norm, b, be, T);
+  if (w.o_bias) be->add_bias(b.x, w.o_bias, T, E);  // x += W_o attn + b_o (gpt-oss)
   be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
   if (hp_.is_moe_layer(l)) {
     moe_block(l, b, be, T);
@@ -208,6 +209,7 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
   a.rope = {rope.inv_freq.data(), rope_style_, hp_.n_rot, rope.mscale, rope_partial_};
   a.window = kind.window;
   a.softcap = hp_.attn_softcap;
+  a.sinks = w.sinks;  // gpt-oss: per-head logits in the softmax denominator
   std::vector<Backend::KvSegment> segs;
   segs.reserve(p.segs.size());
   for (const auto& s : p.segs)
@@ -247,10 +249,14 @@ void Model::ffn_block(int64_t l, ForwardScratch::Buffers& b, Backend* be, int64_
 }
 
 void Model::gated_activation(Backend* be, float* gate, const float* up, int64_t n) const {
-  if (hp_.activation == FfnActivation::kGeluTanh)
-    be->gelu_tanh_gated(gate, up, gate, n);
-  else
-    be->swiglu(gate, up, gate, n);
+  switch (hp_.activation) {
+    case FfnActivation::kGeluTanh:
+      return be->gelu_tanh_gated(gate, up, gate, n);
+    case FfnActivation::kSwigluClamped:
+      return be->swiglu_clamped(gate, up, gate, n, hp_.swiglu_alpha, hp_.swiglu_limit);
+    case FfnActivation::kSilu:
+      return be->swiglu(gate, up, gate, n);
+  }
 }
 
 void Model::add_block_output(const Weight& proj, const float* in, const float* post_norm,

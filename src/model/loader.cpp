@@ -13,77 +13,10 @@
 #include "model/arch-read.h"
 #include "model/model.h"
 #include "model/tensor-names.h"
+#include "model/weight-source.h"
 
 namespace hearth {
 
-namespace {
-
-using FindTensor = std::function<const TensorView*(const std::string&)>;
-
-// Looks up a tensor and checks its shape and that Hearth can compute with its type.
-Result<Weight> take_weight(const FindTensor& find, const std::string& name,
-                           const std::vector<int64_t>& shape, bool required = true) {
-  const TensorView* t = find(name);
-  if (!t) {
-    if (!required) return Weight{};
-    return Status::error("missing tensor " + name);
-  }
-  if (t->shape != shape)
-    return Status::error("tensor " + name + " has shape " + shape_string(t->shape) + ", expected " +
-                         shape_string(shape));
-  if (!dtype_info(t->dtype).runnable)
-    return Status::error(std::string("unsupported tensor type ") + dtype_name(t->dtype) + " (" +
-                         name + ")");
-  Weight w;
-  w.host = *t;
-  return w;
-}
-
-struct Source {
-  FindTensor find;
-  std::function<std::string(TensorRole, int64_t)> name;
-  // HF: one tensor per expert (role, layer, expert); GGUF: none (stacked tensors only).
-  std::function<std::string(TensorRole, int64_t, int64_t)> expert;
-};
-
-// An MoE layer's experts for one projection: 2-D views [rows, cols] of a stacked
-// [n_expert, rows, cols] tensor (GGUF; no copy, each view named "<name>#e" for the weight
-// cache), or each expert's own tensor (HF).
-Status take_experts(const Source& src, int64_t l, TensorRole role, int64_t n_expert, int64_t rows,
-                    int64_t cols, std::vector<Weight>& out) {
-  out.assign(size_t(n_expert), Weight{});
-  const std::string stacked = src.name(role, l);
-  if (const TensorView* whole = stacked.empty() ? nullptr : src.find(stacked)) {
-    const std::vector<int64_t> want = {n_expert, rows, cols};
-    if (whole->shape != want)
-      return Status::error("tensor " + stacked + " has shape " + shape_string(whole->shape) +
-                           ", expected " + shape_string(want) + " (expert_count experts)");
-    if (!dtype_info(whole->dtype).runnable)
-      return Status::error(std::string("unsupported tensor type ") + dtype_name(whole->dtype) +
-                           " (" + stacked + ")");
-    for (int64_t e = 0; e < n_expert; ++e) {
-      TensorView v = *whole;
-      v.name = stacked + "#" + std::to_string(e);
-      v.shape = {rows, cols};
-      v.data = whole->row(e * rows);
-      v.nbytes = uint64_t(rows) * whole->row_stride_bytes();
-      out[size_t(e)].host = v;
-    }
-    return Status::ok();
-  }
-  if (!src.expert) return Status::error("missing tensor " + stacked);
-  for (int64_t e = 0; e < n_expert; ++e) {
-    HEARTH_ASSIGN_OR_RETURN(out[size_t(e)],
-                            take_weight(src.find, src.expert(role, l, e), {rows, cols}));
-  }
-  // An expert beyond the count would be silently ignored: say the count disagrees instead.
-  if (src.find(src.expert(role, l, n_expert)))
-    return Status::error("tensor " + src.expert(role, l, n_expert) +
-                         " exists beyond the expert count " + std::to_string(n_expert));
-  return Status::ok();
-}
-
-}  // namespace
 
 class ModelBuilder {
  public:
@@ -171,17 +104,18 @@ class ModelBuilder {
       HEARTH_ASSIGN_OR_RETURN(lw.bq, W(TensorRole::kAttnQBias, l, {QD}, bias));
       HEARTH_ASSIGN_OR_RETURN(lw.bk, W(TensorRole::kAttnKBias, l, {KVD}, bias));
       HEARTH_ASSIGN_OR_RETURN(lw.bv, W(TensorRole::kAttnVBias, l, {KVD}, bias));
+      HEARTH_ASSIGN_OR_RETURN(lw.bo, W(TensorRole::kAttnOutBias, l, {E}, m.arch_->attn_out_bias));
+      HEARTH_ASSIGN_OR_RETURN(lw.sinks_src,
+                              W(TensorRole::kAttnSinks, l, {hp.n_head}, m.arch_->attn_sinks));
+      if (!m.arch_->attn_out_bias) lw.bo = {};
+      if (!m.arch_->attn_sinks) lw.sinks_src = {};
       HEARTH_ASSIGN_OR_RETURN(lw.q_norm_src, W(TensorRole::kAttnQNorm, l, {HD}, hp.qk_norm));
       HEARTH_ASSIGN_OR_RETURN(lw.k_norm_src, W(TensorRole::kAttnKNorm, l, {HD}, hp.qk_norm));
       HEARTH_ASSIGN_OR_RETURN(lw.post_attn_norm_src,
                               W(TensorRole::kAttnPostNorm, l, {E}, sandwich));
       HEARTH_ASSIGN_OR_RETURN(lw.ffn_norm_src, W(TensorRole::kFfnNorm, l, {E}));
       if (hp.is_moe_layer(l)) {
-        const int64_t NE = hp.n_expert, FE = hp.n_ff_exp;
-        HEARTH_ASSIGN_OR_RETURN(lw.router, W(TensorRole::kFfnGateInp, l, {NE, E}));
-        HEARTH_TRY(take_experts(src, l, TensorRole::kFfnGateExps, NE, FE, E, lw.exp_gate));
-        HEARTH_TRY(take_experts(src, l, TensorRole::kFfnUpExps, NE, FE, E, lw.exp_up));
-        HEARTH_TRY(take_experts(src, l, TensorRole::kFfnDownExps, NE, E, FE, lw.exp_down));
+        HEARTH_TRY(take_moe_layer(*m.arch_, hp, src, l, lw, m.owned_));
       } else {
         HEARTH_TRY(take_split(src, l, TensorRole::kFfnGateUp, E,
                               {{TensorRole::kFfnGate, F}, {TensorRole::kFfnUp, F}},
@@ -189,6 +123,9 @@ class ModelBuilder {
         HEARTH_ASSIGN_OR_RETURN(lw.w_down, W(TensorRole::kFfnDown, l, {E, F}));
       }
       HEARTH_ASSIGN_OR_RETURN(lw.post_ffn_norm_src, W(TensorRole::kFfnPostNorm, l, {E}, sandwich));
+      // Only sandwich families have post-norms: llama.cpp's gpt-oss files name their FFN
+      // pre-norm "post_attention_norm", which must not be read as one.
+      if (!sandwich) lw.post_attn_norm_src = lw.post_ffn_norm_src = {};
     }
     return Status::ok();
   }
@@ -291,6 +228,7 @@ class ModelBuilder {
           HEARTH_ASSIGN_OR_RETURN(lw.k_bias, g.backend->prepare_vector(lw.bk.host));
           HEARTH_ASSIGN_OR_RETURN(lw.v_bias, g.backend->prepare_vector(lw.bv.host));
         }
+        HEARTH_TRY(prepare_gpt_oss_vectors(lw, be));
         HEARTH_TRY(progress());
       }
     }
@@ -299,6 +237,27 @@ class ModelBuilder {
   }
 
   static void log_gpu_fallback(const std::string& why);
+
+  // gpt-oss's vectors in backend memory: O bias, sinks, router and expert biases (when present).
+  static Status prepare_gpt_oss_vectors(LayerWeights& lw, Backend& be) {
+    auto vec = [&](const Weight& w, float** out) -> Status {
+      if (!w) return Status::ok();
+      HEARTH_ASSIGN_OR_RETURN(*out, be.prepare_vector(w.host));
+      return Status::ok();
+    };
+    HEARTH_TRY(vec(lw.bo, &lw.o_bias));
+    HEARTH_TRY(vec(lw.sinks_src, &lw.sinks));
+    HEARTH_TRY(vec(lw.router_bias_src, &lw.router_bias));
+    const std::pair<const std::vector<Weight>*, std::vector<float*>*> lists[] = {
+        {&lw.exp_gate_bias_src, &lw.exp_gate_bias},
+        {&lw.exp_up_bias_src, &lw.exp_up_bias},
+        {&lw.exp_down_bias_src, &lw.exp_down_bias}};
+    for (const auto& [src, dst] : lists) {
+      dst->assign(src->size(), nullptr);
+      for (size_t e = 0; e < src->size(); ++e) HEARTH_TRY(vec((*src)[e], &(*dst)[e]));
+    }
+    return Status::ok();
+  }
 
   // --gpu-layers auto's inputs: the GPU's free memory, what one layer's weights and KV rows (at
   // the context the caller will use) take there, and the fixed part: the embedding, the LM head
@@ -337,8 +296,9 @@ class ModelBuilder {
     ModelSpec spec = std::move(spec_read).value();
     HEARTH_TRY(check_model_spec(spec).with_context(path));
     adopt_spec(*m, std::move(spec));
+    const ArchSpec& arch = *m->arch_;
     Source src{[&g](const std::string& n) { return g.find_tensor(n); },
-               [](TensorRole r, int64_t l) { return gguf_tensor_name(r, l); }, nullptr};
+               [&arch](TensorRole r, int64_t l) { return gguf_tensor_name(arch, r, l); }, nullptr};
     HEARTH_TRY(take_weights(*m, src).with_context(path));
     HEARTH_TRY(place(*m, opt).with_context(path));
     return m;
@@ -365,8 +325,9 @@ class ModelBuilder {
     Source src{
         [&st](const std::string& n) { return n.empty() ? nullptr : st.find_tensor(n); },
         [norms, &arch](TensorRole r, int64_t l) {
-          return r == TensorRole::kFfnGateInp ? hf_moe_tensor_name(arch, r, l)
-                                              : hf_tensor_name(r, l, norms);
+          return r == TensorRole::kFfnGateInp || r == TensorRole::kFfnGateInpBias
+                     ? hf_moe_tensor_name(arch, r, l)
+                     : hf_tensor_name(r, l, norms);
         },
         [&arch](TensorRole r, int64_t l, int64_t e) { return hf_moe_tensor_name(arch, r, l, e); }};
     HEARTH_TRY(take_weights(*m, src).with_context(dir));
@@ -408,6 +369,9 @@ uint32_t Model::needed_features() const {
   if (rope_partial_) f |= Backend::kPartialRope;
   if (hp_.embed_scale > 0 || hp_.final_softcap > 0) f |= Backend::kScaleOps;
   if (hp_.n_expert > 0) f |= Backend::kMoe;
+  if (hp_.activation == FfnActivation::kSwigluClamped) f |= Backend::kClampedSwiglu;
+  for (const auto& l : layers_)
+    if (l.sinks_src) f |= Backend::kAttentionSinks;
   return f;
 }
 
@@ -437,7 +401,8 @@ std::vector<std::pair<std::string, int>> Model::weight_type_counts() const {
   for (const auto& l : layers_)
     for (const Weight* w : {&l.attn_norm_src, &l.ffn_norm_src, &l.post_attn_norm_src,
                             &l.post_ffn_norm_src, &l.q_norm_src, &l.k_norm_src, &l.wq, &l.wk, &l.wv,
-                            &l.wo, &l.bq, &l.bk, &l.bv, &l.w_gate, &l.w_up, &l.w_down, &l.router})
+                            &l.wo, &l.bq, &l.bk, &l.bv, &l.bo, &l.sinks_src, &l.w_gate, &l.w_up,
+                            &l.w_down, &l.router, &l.router_bias_src})
       add(*w);
   for (const auto& l : layers_)
     for (const auto* list : {&l.exp_gate, &l.exp_up, &l.exp_down})

@@ -71,6 +71,9 @@ struct HParams {
   float final_softcap = 0;  // > 0: logits soft-capped (Gemma 2)
   float embed_scale = 0;    // > 0: embeddings multiplied by it (Gemma: sqrt(n_embd))
   FfnActivation activation = FfnActivation::kSilu;
+  // kSwigluClamped's constants (gpt-oss: transformers' swiglu_limit, alpha fixed at 1.702).
+  float swiglu_limit = 7.0f;
+  float swiglu_alpha = 1.702f;
   NormPlacement norms = NormPlacement::kPre;
   bool qk_norm = false;
   // Mixture-of-experts FFN (n_expert > 0): a router picks n_expert_used of n_expert gated FFNs
@@ -99,11 +102,16 @@ struct LayerWeights {
   // Q/K/V and gate/up: their own tensors, or row views of a fused qkv / gate_up tensor (no copy).
   Weight wq, wk, wv, wo;
   Weight bq, bk, bv;  // present when the arch has qkv_bias
+  Weight bo;          // present when the arch has attn_out_bias
+  Weight sinks_src;   // attention sinks [n_head] (gpt-oss)
   Weight w_gate, w_up, w_down;
   // MoE layers: the router [n_expert, n_embd] and each expert's projections (HF's own tensors,
   // or 2-D views of GGUF's stacked ones, no copy).
   Weight router;
   std::vector<Weight> exp_gate, exp_up, exp_down;  // [n_expert]
+  // Router bias [n_expert] and per-expert bias vectors (ArchSpec::moe_biases).
+  Weight router_bias_src;
+  std::vector<Weight> exp_gate_bias_src, exp_up_bias_src, exp_down_bias_src;  // [n_expert]
   // Backend copies of the small vectors in f32 (Gemma's (1 + w) already added).
   float* attn_norm = nullptr;
   float* ffn_norm = nullptr;
@@ -114,6 +122,10 @@ struct LayerWeights {
   float* q_bias = nullptr;
   float* k_bias = nullptr;
   float* v_bias = nullptr;
+  float* o_bias = nullptr;
+  float* sinks = nullptr;
+  float* router_bias = nullptr;
+  std::vector<float*> exp_gate_bias, exp_up_bias, exp_down_bias;  // [n_expert] when biased
 };
 
 // A contiguous range of layers on one backend ("chunk"): activations cross once per group.

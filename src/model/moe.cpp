@@ -1,5 +1,6 @@
-// The mixture-of-experts FFN block: router matmul on the backend, routing on the host, then per
-// expert one gated FFN over the rows routed to it (gathered), scattered back weighted. Simple
+// The mixture-of-experts FFN block: router matmul (+ bias) on the backend, routing on the host,
+// then per expert one gated FFN (biases where the family has them: gpt-oss) over the rows routed
+// to it (gathered), scattered back weighted. Simple
 // and exact rather than fast; a backend-side version would route on the device.
 #include "model/moe.h"
 
@@ -50,6 +51,7 @@ void Model::moe_block(int64_t l, ForwardScratch::Buffers& b, Backend* be, int64_
   const LayerWeights& w = layers_[size_t(l)];
   const int64_t E = hp_.n_embd, NE = hp_.n_expert, K = hp_.n_expert_used, F = hp_.n_ff_exp;
   be->matmul(w.router, b.xn, T, b.router);
+  if (w.router_bias) be->add_bias(b.router, w.router_bias, T, NE);
   std::vector<float> logits(size_t(T * NE)), xn(size_t(T * E)), acc(size_t(T * E), 0.0f);
   be->download(logits.data(), b.router, T * NE);
   be->download(xn.data(), b.xn, T * E);
@@ -74,8 +76,14 @@ void Model::moe_block(int64_t l, ForwardScratch::Buffers& b, Backend* be, int64_
     const Backend::MatmulOut gate_up[] = {{&w.exp_gate[size_t(e)], b.gate},
                                           {&w.exp_up[size_t(e)], b.up}};
     be->matmul_shared(b.moe_in, n, gate_up);
+    const bool biased = !w.exp_gate_bias.empty();  // gpt-oss: each projection has a bias
+    if (biased) {
+      be->add_bias(b.gate, w.exp_gate_bias[size_t(e)], n, F);
+      be->add_bias(b.up, w.exp_up_bias[size_t(e)], n, F);
+    }
     gated_activation(be, b.gate, b.up, n * F);
     be->matmul(w.exp_down[size_t(e)], b.gate, n, b.moe_out);
+    if (biased) be->add_bias(b.moe_out, w.exp_down_bias[size_t(e)], n, E);
     out.resize(size_t(n * E));
     be->download(out.data(), b.moe_out, n * E);
     for (int64_t i = 0; i < n; ++i) {

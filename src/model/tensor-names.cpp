@@ -40,6 +40,14 @@ constexpr Names kNames[] = {
     {TensorRole::kFfnGateExps, "ffn_gate_exps.weight", "", true},
     {TensorRole::kFfnUpExps, "ffn_up_exps.weight", "", true},
     {TensorRole::kFfnDownExps, "ffn_down_exps.weight", "", true},
+    {TensorRole::kAttnOutBias, "attn_output.bias", "self_attn.o_proj.bias", true},
+    {TensorRole::kAttnSinks, "attn_sinks.weight", "self_attn.sinks", true},
+    {TensorRole::kFfnGateInpBias, "ffn_gate_inp.bias", "", true},
+    {TensorRole::kFfnGateExpsBias, "ffn_gate_exps.bias", "", true},
+    {TensorRole::kFfnUpExpsBias, "ffn_up_exps.bias", "", true},
+    {TensorRole::kFfnDownExpsBias, "ffn_down_exps.bias", "", true},
+    {TensorRole::kFfnGateUpExps, "", "", true},
+    {TensorRole::kFfnGateUpExpsBias, "", "", true},
 };
 
 const Names& lookup(TensorRole role) {
@@ -52,6 +60,12 @@ const Names& lookup(TensorRole role) {
 std::string gguf_tensor_name(TensorRole role, int64_t layer) {
   const Names& n = lookup(role);
   return n.per_layer ? "blk." + std::to_string(layer) + "." + n.gguf : n.gguf;
+}
+
+std::string gguf_tensor_name(const ArchSpec& arch, TensorRole role, int64_t layer) {
+  if (role == TensorRole::kFfnNorm && *arch.gguf_ffn_norm)
+    return "blk." + std::to_string(layer) + "." + arch.gguf_ffn_norm;
+  return gguf_tensor_name(role, layer);
 }
 
 std::string hf_tensor_name(TensorRole role, int64_t layer, NormPlacement norms) {
@@ -73,10 +87,28 @@ std::string hf_moe_tensor_name(const ArchSpec& arch, TensorRole role, int64_t la
   const HfMoeNames& n = arch.hf_moe;
   if (!*n.block) return "";
   const std::string block = "model.layers." + std::to_string(layer) + "." + n.block + ".";
+  if (n.stacked) {
+    switch (role) {
+      case TensorRole::kFfnGateInp:
+        return block + n.router + ".weight";
+      case TensorRole::kFfnGateInpBias:
+        return block + n.router + ".bias";
+      case TensorRole::kFfnGateUpExps:
+        return block + "experts.gate_up_proj";
+      case TensorRole::kFfnGateUpExpsBias:
+        return block + "experts.gate_up_proj_bias";
+      case TensorRole::kFfnDownExps:
+        return block + "experts.down_proj";
+      case TensorRole::kFfnDownExpsBias:
+        return block + "experts.down_proj_bias";
+      default:
+        return "";
+    }
+  }
   const std::string ex = block + "experts." + std::to_string(expert) + ".";
   switch (role) {
     case TensorRole::kFfnGateInp:
-      return block + "gate.weight";
+      return block + n.router + ".weight";
     case TensorRole::kFfnGateExps:
       return ex + n.gate + ".weight";
     case TensorRole::kFfnUpExps:

@@ -42,6 +42,16 @@ enum class TensorRole {
   kFfnGateExps,
   kFfnUpExps,
   kFfnDownExps,
+  // gpt-oss: O bias, attention sinks [n_head], router bias, the experts' biases (stacked
+  // [n_expert, rows] in GGUF), and HF's stacked interleaved gate_up experts and their bias.
+  kAttnOutBias,
+  kAttnSinks,
+  kFfnGateInpBias,
+  kFfnGateExpsBias,
+  kFfnUpExpsBias,
+  kFfnDownExpsBias,
+  kFfnGateUpExps,  // HF only (hf_moe_tensor_name)
+  kFfnGateUpExpsBias,
 };
 constexpr TensorRole kLayerRoles[] = {
     TensorRole::kAttnNorm,    TensorRole::kAttnQ,       TensorRole::kAttnK,
@@ -51,17 +61,20 @@ constexpr TensorRole kLayerRoles[] = {
     TensorRole::kFfnNorm,     TensorRole::kFfnGate,     TensorRole::kFfnUp,
     TensorRole::kFfnGateUp,   TensorRole::kFfnDown,     TensorRole::kFfnPostNorm,
     TensorRole::kFfnGateInp,  TensorRole::kFfnGateExps, TensorRole::kFfnUpExps,
-    TensorRole::kFfnDownExps,
+    TensorRole::kFfnDownExps, TensorRole::kAttnOutBias, TensorRole::kAttnSinks,
 };
 
 // layer is ignored for model-level roles. HF has no rope_freqs / rope factor tensors (returns "").
 std::string gguf_tensor_name(TensorRole role, int64_t layer = -1);
+// The family's GGUF name where it differs from the table (ArchSpec::gguf_ffn_norm).
+std::string gguf_tensor_name(const ArchSpec& arch, TensorRole role, int64_t layer = -1);
 std::string hf_tensor_name(TensorRole role, int64_t layer = -1,
                            NormPlacement norms = NormPlacement::kPre);
 
 // HF's names of a family's MoE tensors (ArchSpec::hf_moe): the router (kFfnGateInp; expert
 // ignored) and expert `expert`'s projection (kFfnGateExps / kFfnUpExps / kFfnDownExps); "" when
-// the family has none.
+// the family has none. Stacked families (gpt-oss; expert ignored): kFfnGateInp(Bias),
+// kFfnGateUpExps(Bias), kFfnDownExps(Bias).
 std::string hf_moe_tensor_name(const ArchSpec& arch, TensorRole role, int64_t layer,
                                int64_t expert = -1);
 

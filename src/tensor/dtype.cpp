@@ -11,7 +11,7 @@ namespace hearth {
 
 namespace {
 // clang-format off
-constexpr std::array<DTypeInfo, 20> kTable = {{
+constexpr std::array<DTypeInfo, 21> kTable = {{
   {DType::F32,  "F32",  1,   4,   false, true},
   {DType::F16,  "F16",  1,   2,   false, true},
   {DType::Q4_0, "Q4_0", 32,  18,  true,  true},
@@ -32,6 +32,7 @@ constexpr std::array<DTypeInfo, 20> kTable = {{
   {DType::I64,  "I64",  1,   8,   false, false},
   {DType::F64,  "F64",  1,   8,   false, false},
   {DType::BF16, "BF16", 1,   2,   false, true},
+  {DType::MXFP4, "MXFP4", 32, 17,  true,  true},
 }};
 // clang-format on
 }  // namespace

@@ -30,6 +30,7 @@ enum class DType : uint32_t {
   I64 = 27,
   F64 = 28,
   BF16 = 30,
+  MXFP4 = 39,  // OCP microscaling FP4 (E2M1 x E8M0 block scale): gpt-oss's experts
 };
 
 struct DTypeInfo {

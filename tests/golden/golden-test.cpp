@@ -177,7 +177,10 @@ const auto kFullPrecision = testing::Values(
     Case{"phi3-tiny", "", -1},
     Case{"qwen2-yarn-tiny", "", -1},
     // Mixture of experts (4 experts, top-2); its GGUF conversion in converted-golden-test.cpp.
-    Case{"mixtral-tiny", "", -1});
+    Case{"mixtral-tiny", "", -1},
+    // gpt-oss: sinks, alternating sliding / full layers, YaRN, biased router and experts, the
+    // clamped SwiGLU; 24 positions, past the window of 8.
+    Case{"gpt-oss-tiny", "", -1});
 INSTANTIATE_TEST_SUITE_P(FullPrecision, GoldenTest, kFullPrecision, case_name);
 INSTANTIATE_TEST_SUITE_P(FullPrecision, GoldenGreedyTest, kFullPrecision, case_name);
 

@@ -1,7 +1,8 @@
 // The ops the 2025-26 families add, on every SmallOps table this machine runs and through ops.h,
 // against the float64 references in kernels/ref/ops-ref.h: attention with a sliding window, a
 // soft-cap and a ring cache (decode, prefill, key splits, wrap inside a pass), partial / scaled
-// RoPE, GELU-tanh gated FFN, soft-capped logits, per-head RMSNorm in place. Outputs are
+// RoPE, attention sinks (gpt-oss: one logit per head in the denominator, also across key splits),
+// GELU-tanh gated FFN, gpt-oss's clamped SwiGLU, soft-capped logits, per-head RMSNorm in place. Outputs are
 // poisoned and guarded; cache rows no query may see are NaN.
 #include <gtest/gtest.h>
 
@@ -32,6 +33,10 @@ struct MaskCase {
   int64_t T, pos0, H, Hkv, hd;
   AttentionMask mask;
   float scale_mul;
+  // Attention sinks: none, or one logit per head drawn from [-2, 2] + sink_shift (a large
+  // shift makes the sink the row's maximum, which the normalisation must survive).
+  bool sinks = false;
+  float sink_shift = 0;
 };
 
 TEST(FamilyOps, MaskedAttentionMatchesReference) {
@@ -44,6 +49,13 @@ TEST(FamilyOps, MaskedAttentionMatchesReference) {
       {12, 30, 4, 2, 32, {.window = 8, .ring_rows = 20}, 1},    // ring: the pass wraps its rows
       {1, 1000, 8, 2, 64, {.window = 64, .ring_rows = 70}, 1},  // decode in a ring
       {64, 500, 4, 1, 48, {.window = 100, .ring_rows = 164}, 1},
+      // gpt-oss: sinks with and without a window, in decode, prefill and split-key runs.
+      {1, 40, 4, 2, 16, {.window = 8}, 1, true},                  // decode past the window
+      {24, 0, 4, 2, 16, {.window = 8, .ring_rows = 520}, 1, true},  // prefill, sliding
+      {24, 0, 4, 2, 16, {}, 1, true, 20},                         // the sink dominates
+      {1, 3000, 2, 1, 64, {}, 1, true},                           // decode key ranges, merged
+      {40, 1000, 2, 1, 64, {}, 1, true, 3},                       // prefill key splits, merged
+      {1, 1000, 8, 2, 64, {.window = 64, .ring_rows = 70}, 1, true, -30},  // negligible sink
   };
   ThreadPool pool1(1), pool3(3);
   for (const MaskCase& c : cases) {
@@ -63,22 +75,27 @@ TEST(FamilyOps, MaskedAttentionMatchesReference) {
         for (int64_t i = 0; i < kvd; ++i) k[size_t(r * kvd + i)] = v[size_t(r * kvd + i)] = kNaN;
     }
     const float scale = c.scale_mul / std::sqrt(float(c.hd));
+    auto sinks = random_vec(size_t(c.H), 9, -2.0f, 2.0f);
+    for (float& x : sinks) x += c.sink_shift;
+    AttentionMask mask = c.mask;
+    if (c.sinks) mask.sinks = sinks.data();
     const auto want =
-        ref::attention(q.data(), k.data(), v.data(), c.T, c.pos0, c.H, c.Hkv, c.hd, scale, c.mask);
+        ref::attention(q.data(), k.data(), v.data(), c.T, c.pos0, c.H, c.Hkv, c.hd, scale, mask);
     const std::string name = "T=" + std::to_string(c.T) + " pos0=" + std::to_string(c.pos0) +
                              " window=" + std::to_string(c.mask.window) +
                              " cap=" + std::to_string(c.mask.softcap) +
-                             " ring=" + std::to_string(c.mask.ring_rows);
+                             " ring=" + std::to_string(c.mask.ring_rows) +
+                             (c.sinks ? " sinks+" + std::to_string(c.sink_shift) : "");
     for (const SmallOps* ops : tables())
       for (ThreadPool* pool : {&pool1, &pool3}) {
         auto out = poisoned(want.size());
         attention_with(*ops, q.data(), k.data(), v.data(), out.data(), c.T, c.pos0, c.H, c.Hkv,
-                       c.hd, scale, c.mask, *pool);
+                       c.hd, scale, mask, *pool);
         expect_close(out, want, 2e-5, name + " " + ops->name);
       }
     auto out = poisoned(want.size());
-    attention(q.data(), k.data(), v.data(), out.data(), c.T, c.pos0, c.H, c.Hkv, c.hd, scale,
-              c.mask, pool3);
+    attention(q.data(), k.data(), v.data(), out.data(), c.T, c.pos0, c.H, c.Hkv, c.hd, scale, mask,
+              pool3);
     expect_close(out, want, 2e-5, name + " ops.h");
   }
 }
@@ -133,6 +150,34 @@ TEST(FamilyOps, GeluTanhGatedMatchesReference) {
     gelu_tanh_gated(inplace.data(), up.data(), inplace.data(), n, pool);
     expect_close(inplace, want, 2e-6, "pooled in place n=" + std::to_string(n));
   }
+}
+
+// gpt-oss's experts: both clamps (gate above the limit, up beyond +-limit) and the sigmoid's
+// tails, pooled (in place, as the forward pass calls it) and not.
+TEST(FamilyOps, ClampedSwigluMatchesReference) {
+  ThreadPool pool(3);
+  for (int64_t n : {0, 1, 17, 1000, 70001}) {
+    auto gate = random_vec(size_t(n), 10, -12.0f, 12.0f);
+    auto up = random_vec(size_t(n), 11, -12.0f, 12.0f);
+    const float extremes[] = {-100.0f, -7.0f, 0.0f, 7.0f, 7.5f, 100.0f};
+    for (size_t i = 0; i < std::size(extremes) && i < size_t(n); ++i)
+      gate[i * 5 % size_t(n)] = up[i * 3 % size_t(n)] = extremes[i];
+    const auto want = ref::swiglu_clamped(gate.data(), up.data(), n, 1.702, 7.0);
+    auto out = poisoned(size_t(n));
+    swiglu_clamped(gate.data(), up.data(), out.data(), n, 1.702f, 7.0f);
+    expect_close(out, want, 2e-6, "ops.h n=" + std::to_string(n));
+    auto inplace = gate;
+    inplace.resize(size_t(n) + kGuard, kGuardValue);
+    swiglu_clamped(inplace.data(), up.data(), inplace.data(), n, 1.702f, 7.0f, pool);
+    expect_close(inplace, want, 2e-6, "pooled in place n=" + std::to_string(n));
+  }
+  // The clamps by value: gate 100 counts as 7, up 100 as 7 and -100 as -7.
+  const float g[] = {100.0f, 1.0f, 1.0f}, u[] = {0.0f, 100.0f, -100.0f};
+  float o[3];
+  swiglu_clamped(g, u, o, 3, 1.702f, 7.0f);
+  EXPECT_NEAR(o[0], 7.0 / (1.0 + std::exp(-1.702 * 7.0)), 1e-5);
+  EXPECT_NEAR(o[1], 8.0 / (1.0 + std::exp(-1.702)), 1e-5);
+  EXPECT_NEAR(o[2], -6.0 / (1.0 + std::exp(-1.702)), 1e-5);
 }
 
 TEST(FamilyOps, SoftcapAndScaleMatchReference) {

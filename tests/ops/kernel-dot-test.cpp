@@ -19,7 +19,7 @@ using kernels::KernelTable;
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,
                         DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                        DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4};
 
 // Row lengths: block tails for the 2-blocks-per-register kernels, odd float lengths.
 std::vector<int64_t> lengths_for(DType t) {

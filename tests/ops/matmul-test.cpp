@@ -22,7 +22,7 @@ struct Case {
 const Case kCases[] = {{DType::F32, 37, 67},   {DType::F16, 33, 129},  {DType::BF16, 41, 96},
                        {DType::Q8_0, 37, 160}, {DType::Q4_0, 129, 96}, {DType::Q4_1, 19, 64},
                        {DType::Q5_0, 23, 288}, {DType::Q5_1, 21, 96},  {DType::Q4_K, 35, 512},
-                       {DType::Q5_K, 17, 256}, {DType::Q6_K, 29, 768}};
+                       {DType::Q5_K, 17, 256}, {DType::Q6_K, 29, 768}, {DType::MXFP4, 27, 160}};
 
 constexpr float kGuard = -31337.f;
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "kernels/quant-blocks.h"
 #include "kernels/quantize.h"
 #include "tensor/dtype.h"
 
@@ -61,13 +62,54 @@ TEST(Quantize, HandCheckedBlocksMatchGgmlAlgorithm) {
 TEST(Quantize, AllZeroBlocksQuantizeToZero) {
   const std::vector<float> zeros(256, 0.f);
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K,
-                  DType::Q5_K, DType::Q6_K}) {
+                  DType::Q5_K, DType::Q6_K, DType::MXFP4}) {
     std::vector<uint8_t> out(*row_bytes(t, 256), 0xAB);
     ASSERT_TRUE(kernels::quantize_row(t, zeros.data(), out.data(), 256).is_ok());
     std::vector<float> back(256, 1.f);
     kernels::dequantize_row(t, out.data(), back.data(), 256);
     for (float v : back) ASSERT_EQ(v, 0.f) << dtype_name(t);
   }
+}
+
+// MXFP4 by hand (llama.cpp's block_mxfp4): e is floor(log2 amax) - 2 + 127, codes are E2M1
+// (sign in bit 3), low nibbles hold elements 0..15 and high nibbles 16..31; values on the grid
+// come back exactly, between two grid points they go to the smaller magnitude, and beyond 6x the
+// block scale they saturate.
+TEST(Quantize, Mxfp4LayoutScaleAndRounding) {
+  std::vector<float> x(32);
+  for (int j = 0; j < 32; ++j) x[size_t(j)] = float(kernels::kMxfp4Values[j % 16]) * 4.0f;
+  x[16] = 1.0f;  // element 16 (high nibble of byte 0): 1 / 4 = 0.25 units, rounds to 0
+  kernels::BlockMxfp4 b;
+  ASSERT_TRUE(kernels::quantize_row(DType::MXFP4, x.data(), &b, 32).is_ok());
+  EXPECT_EQ(b.e, 130);     // amax 48: floor(log2 48) = 5, 5 - 2 + 127; scale 2^(130 - 128) = 4
+  EXPECT_EQ(b.qs[0], 0x00);
+  EXPECT_EQ(b.qs[1], 0x11);  // elements 1 and 17: +0.5 x 8
+  EXPECT_EQ(b.qs[7], 0x77);  // +6 x 8 = 48
+  EXPECT_EQ(b.qs[8], 0x00);  // -0 is written as +0
+  EXPECT_EQ(b.qs[15], 0xFF);  // -6 x 8
+  std::vector<float> back(32);
+  kernels::dequantize_row(DType::MXFP4, &b, back.data(), 32);
+  for (int j = 0; j < 32; ++j)
+    EXPECT_EQ(back[size_t(j)], j == 16 ? 0.0f : x[size_t(j)]) << j;
+  // Ties and saturation, at scale 1 (amax 15 -> e = 3 - 2 + 127 = 128).
+  const float in[32] = {15.0f, 2.5f, 5.0f, -5.0f, 10.0f, 0.49f, -0.51f, 7.0f};
+  ASSERT_TRUE(kernels::quantize_row(DType::MXFP4, in, &b, 32).is_ok());
+  EXPECT_EQ(b.e, 128);
+  kernels::dequantize_row(DType::MXFP4, &b, back.data(), 32);
+  const float want[8] = {12.0f, 2.0f, 4.0f, -4.0f, 8.0f, 0.0f, -1.0f, 6.0f};
+  for (int j = 0; j < 8; ++j) EXPECT_EQ(back[size_t(j)], want[j]) << j;
+  // The E8M0 half-scale is exact down to e = 0 (subnormal 2^-128).
+  EXPECT_EQ(kernels::mxfp4_scale(0), std::ldexp(1.0f, -128));
+  EXPECT_EQ(kernels::mxfp4_scale(1), std::ldexp(1.0f, -127));
+  EXPECT_EQ(kernels::mxfp4_scale(255), std::ldexp(1.0f, 127));
+  // A block of tiny values takes the smallest scale (e = 0) and keeps what it can represent.
+  float tiny[32] = {std::ldexp(1.0f, -126), std::ldexp(-3.0f, -128)};
+  ASSERT_TRUE(kernels::quantize_row(DType::MXFP4, tiny, &b, 32).is_ok());
+  EXPECT_EQ(b.e, 0);
+  kernels::dequantize_row(DType::MXFP4, &b, back.data(), 32);
+  EXPECT_EQ(back[0], std::ldexp(1.0f, -126));
+  EXPECT_EQ(back[1], std::ldexp(-3.0f, -128));
+  EXPECT_EQ(back[2], 0.0f);
 }
 
 TEST(Quantize, RejectsBadLengthsAndTypes) {

@@ -107,7 +107,8 @@ void CudaBackend::launch_attention_op(const float* q, const float* k_cache, cons
 
 void CudaBackend::rope_append_attend(const AttentionBlock& a) {
   const bool plain_block = opt_.fuse && a.segments.size() == 1 && !a.rope.partial &&
-                           a.window == 0 && a.softcap == 0 && a.segments[0].ring_rows == 0;
+                           a.window == 0 && a.softcap == 0 && a.segments[0].ring_rows == 0 &&
+                           !a.sinks;
   if (!plain_block) return Backend::rope_append_attend(a);
   const KvSegment& s = a.segments[0];
   const float* freq = device_freqs(a.rope.inv_freq, a.head_dim / 2);

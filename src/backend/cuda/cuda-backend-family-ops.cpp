@@ -27,6 +27,10 @@ void CudaBackend::attention_masked(const float* q, const float* k_cache, const f
                                    float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
                                    int64_t n_kv_heads, int64_t head_dim, float scale,
                                    const kernels::AttentionMask& mask) {
+  if (mask.sinks) {  // kAttentionSinks is not in features(): placement never sends them here
+    fail("attention_masked: attention sinks are not supported by the CUDA backend");
+    return;
+  }
   const int32_t* pos0_dev = step_pos_or_null(n_tokens, pos0, "attention_masked");
   if (!error_.is_ok()) return;
   const int m = prof("attention (masked)");

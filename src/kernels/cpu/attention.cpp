@@ -3,7 +3,8 @@
 // taken from a shared counter, largest first, so causal prefill does not leave a straggler.
 // A decode step instead gives each thread a contiguous range of keys across every kv head (a
 // short context: a range of kv heads too). Sliding windows, soft-caps and ring caches
-// (AttentionMask) change which keys a query sees and its scores, not the schedule.
+// (AttentionMask) change which keys a query sees and its scores, not the schedule; attention
+// sinks enter only the final normalisation (output_factor).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -64,6 +65,17 @@ void cap_scores(float* s, int64_t n, float cap) {
   for (int64_t j = 0; j < n; ++j) s[j] = cap * std::tanh(s[j] * inv);
 }
 
+// The factor that turns a row's unnormalised output acc (running max m, sum l) into the
+// attention output. A sink (gpt-oss) joins only this final normalisation: with M = max(m, sink),
+// out = acc e^(m-M) / (l e^(m-M) + e^(sink-M)), safe whichever of the two is larger.
+float output_factor(float m, float l, const float* sinks, int64_t h) {
+  if (!sinks) return 1.0f / l;
+  const float sink = sinks[h];
+  const float top = std::max(m, sink);
+  const float c = std::exp(m - top);
+  return c / (l * c + std::exp(sink - top));
+}
+
 // Runs one job. Each query row (kv head, token t, head h of the group) keeps a running max m,
 // sum l and unnormalised output acc; every key block rescales them once. With `partial` set the
 // (m, l, acc) triple is written for the merge; else the normalised row goes to out.
@@ -120,7 +132,7 @@ void run_job(const SmallOps& ops, const Shape& sh, const Job& job, Scratch& sc, 
           std::copy(a, a + hd, p + 2);
         } else {
           float* o = sh.out + (t * sh.H + h) * hd;
-          const float inv = 1.0f / sc.l[size_t(r)];
+          const float inv = output_factor(sc.m[size_t(r)], sc.l[size_t(r)], sh.mask.sinks, h);
           for (int64_t i = 0; i < hd; ++i) o[i] = a[i] * inv;
         }
       }
@@ -220,7 +232,7 @@ void attention_with(const SmallOps& ops, const float* q, const float* k_cache, c
         l += p[1] * c;
         for (int64_t i = 0; i < head_dim; ++i) o[i] += p[2 + i] * c;
       }
-      const float inv = 1.0f / l;
+      const float inv = output_factor(m, l, mask.sinks, h);
       for (int64_t i = 0; i < head_dim; ++i) o[i] *= inv;
     }
   }

@@ -1,5 +1,5 @@
-// Element-wise ops on the CPU: SwiGLU, GELU-tanh gated, residual add, bias add, soft-cap, scale,
-// softmax. The loops are SmallOps
+// Element-wise ops on the CPU: SwiGLU, GELU-tanh gated, clamped SwiGLU (gpt-oss), residual add,
+// bias add, soft-cap, scale, softmax. The loops are SmallOps
 // (per ISA: SwiGLU's exp is vectorised); the pooled versions split large (prefill) calls.
 #include <algorithm>
 #include <cmath>
@@ -50,6 +50,30 @@ void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) 
 void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool) {
   split(n, pool,
         [&](int64_t b, int64_t e) { gelu_tanh_gated_range(gate + b, up + b, out + b, e - b); });
+}
+
+namespace {
+// One generic loop for every table: only gpt-oss's experts run it, over a few rows each.
+void swiglu_clamped_range(const float* gate, const float* up, float* out, int64_t n, float alpha,
+                          float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    out[i] = (u + 1.0f) * (g / (1.0f + std::exp(-alpha * g)));
+  }
+}
+}  // namespace
+
+void swiglu_clamped(const float* gate, const float* up, float* out, int64_t n, float alpha,
+                    float limit) {
+  swiglu_clamped_range(gate, up, out, n, alpha, limit);
+}
+
+void swiglu_clamped(const float* gate, const float* up, float* out, int64_t n, float alpha,
+                    float limit, ThreadPool& pool) {
+  split(n, pool, [&](int64_t b, int64_t e) {
+    swiglu_clamped_range(gate + b, up + b, out + b, e - b, alpha, limit);
+  });
 }
 
 void softcap(float* x, int64_t n, float cap) {

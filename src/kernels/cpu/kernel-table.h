@@ -72,7 +72,7 @@ struct TypeKernels {
   const PackedLayout* packed = nullptr;  // optional repacked layout (same results up to order)
 };
 
-inline constexpr int kMaxTypeId = 31;  // ggml ids 0..30 index the table
+inline constexpr int kMaxTypeId = 40;  // ggml ids 0..39 index the table (39: MXFP4)
 
 struct KernelTable {
   Isa isa = Isa::kRef;

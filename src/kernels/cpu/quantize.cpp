@@ -44,6 +44,8 @@ QuantizeRowFn quantizer_for(DType t) {
       return ref::quantize_q6_k;
     case DType::Q8_K:
       return ref::quantize_q8_k;
+    case DType::MXFP4:
+      return ref::quantize_mxfp4;
     default:
       return nullptr;
   }

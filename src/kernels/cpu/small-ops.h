@@ -54,6 +54,8 @@ void rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                   ThreadPool& pool);
 void swiglu(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool);
 void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n, ThreadPool& pool);
+void swiglu_clamped(const float* gate, const float* up, float* out, int64_t n, float alpha,
+                    float limit, ThreadPool& pool);
 void add_inplace(float* y, const float* x, int64_t n, ThreadPool& pool);
 
 }  // namespace hearth::kernels

@@ -27,7 +27,9 @@ std::vector<float> attention(const float* q, const float* k, const float* v, int
         s.push_back(d);
         mx = std::max(mx, d);
       }
-      double l = 0;
+      // A sink logit joins the denominator (and the max) with no value row.
+      if (mask.sinks) mx = std::max(mx, double(mask.sinks[h]));
+      double l = mask.sinks ? std::exp(double(mask.sinks[h]) - mx) : 0.0;
       for (double& x : s) l += (x = std::exp(x - mx));
       for (int64_t i = 0; i < hd; ++i) {
         double o = 0;
@@ -64,6 +66,17 @@ std::vector<float> gelu_tanh_gated(const float* gate, const float* up, int64_t n
   for (int64_t i = 0; i < n; ++i) {
     const double g = gate[i];
     out[size_t(i)] = float(0.5 * g * (1.0 + std::tanh(k * (g + 0.044715 * g * g * g))) * up[i]);
+  }
+  return out;
+}
+
+std::vector<float> swiglu_clamped(const float* gate, const float* up, int64_t n, double alpha,
+                                  double limit) {
+  std::vector<float> out(size_t(std::max<int64_t>(n, 0)));
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = std::min(double(gate[i]), limit);
+    const double u = std::clamp(double(up[i]), -limit, limit);
+    out[size_t(i)] = float((u + 1.0) * g / (1.0 + std::exp(-alpha * g)));
   }
   return out;
 }

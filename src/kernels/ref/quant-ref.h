@@ -20,6 +20,9 @@ void quantize_q6_k(const float* x, void* y, int64_t n);
 void quantize_q8_k(const float* x, void* y, int64_t n);
 void quantize_f16(const float* x, void* y, int64_t n);
 void quantize_bf16(const float* x, void* y, int64_t n);
+// MXFP4: per block e = floor(log2(amax)) - 2 + 127 (the OCP rule: amax lands in E2M1's top
+// binade), each value to the nearest code (ties to the smaller magnitude), saturating at 6.
+void quantize_mxfp4(const float* x, void* y, int64_t n);
 
 // Blocks -> n floats.
 void dequantize_q4_0(const void* x, float* y, int64_t n);
@@ -35,6 +38,7 @@ void dequantize_q8_k(const void* x, float* y, int64_t n);
 void dequantize_f32(const void* x, float* y, int64_t n);
 void dequantize_f16(const void* x, float* y, int64_t n);
 void dequantize_bf16(const void* x, float* y, int64_t n);
+void dequantize_mxfp4(const void* x, float* y, int64_t n);
 
 // dot(w row of n, activation row of n) where the activation is in the weight's vec-dot type
 // (Q8_0 for Q4_0/Q5_0, Q8_1 for Q4_1/Q5_1, Q8_K for Q4_K/Q5_K, F32 for float weights). Q8_0 and
@@ -49,6 +53,8 @@ float dot_q5_k(int64_t n, const void* w, const void* x);
 float dot_f32(int64_t n, const void* w, const void* x);
 float dot_f16(int64_t n, const void* w, const void* x);
 float dot_bf16(int64_t n, const void* w, const void* x);
+// MXFP4 weights x Q8_0 activations (as ggml: the codes are int8, the product per block exact).
+float dot_mxfp4(int64_t n, const void* w, const void* x);
 
 // ggml's round-half-to-even float -> int for |v| < 2^22 (the K-quant searches depend on it).
 inline int nearest_int(float v) {

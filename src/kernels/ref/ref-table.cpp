@@ -28,6 +28,7 @@ KernelTable make_ref_table() {
   set(DType::Q5_K, DType::Q8_K, dot_each_token<ref::dot_q5_k>, ref::dequantize_q5_k);
   set(DType::Q6_K, DType::F32, dot_via_dequantize<ref::dequantize_q6_k, ref::dot_f32, 256, 210>,
       ref::dequantize_q6_k);
+  set(DType::MXFP4, DType::Q8_0, dot_each_token<ref::dot_mxfp4>, ref::dequantize_mxfp4);
   return t;
 }
 

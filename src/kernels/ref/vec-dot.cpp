@@ -107,6 +107,18 @@ float dot_q5_k(int64_t n, const void* wv, const void* xv) {
   });
 }
 
+float dot_mxfp4(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const BlockMxfp4*>(wv);
+  const auto* x = static_cast<const BlockQ8_0*>(xv);
+  float sum = 0;
+  for (int64_t i = 0; i < n / kQK32; ++i) {
+    int isum = 0;
+    for (int j = 0; j < kQK32; ++j) isum += kMxfp4Values[nibble(w[i], j)] * x[i].qs[j];
+    sum += float(isum) * (mxfp4_scale(w[i].e) * h2f(x[i].d));
+  }
+  return sum;
+}
+
 // Float rows: sum of to_f32(w[i]) * x[i] in order.
 template <class W, class ToF32>
 float dot_floats(int64_t n, const void* wv, const void* xv, ToF32 to_f32) {

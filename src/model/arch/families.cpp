@@ -98,6 +98,27 @@ const std::vector<ArchSpec>& families() {
           .hf_architectures = {"Phi3ForCausalLM"},
           .gguf_rope_style = RopeStyle::kHalves,
       },
+      {
+          // gpt-oss: every FFN a mixture of experts (router and experts with biases, top-k of
+          // the router logits then softmax over the k = softmax, top-k, renormalise), the
+          // clamped SwiGLU, biases on Q/K/V/O, attention sinks, every other layer sliding
+          // (the first slides), YaRN. llama.cpp calls it "gpt-oss".
+          .gguf_name = "gpt-oss",
+          .hf_model_types = {"gpt_oss"},
+          .hf_architectures = {"GptOssForCausalLM"},
+          .qkv_bias = true,
+          .gguf_rope_style = RopeStyle::kHalves,
+          .default_rope_theta = 150000.0,
+          .default_activation = FfnActivation::kSwigluClamped,
+          .gguf_sliding = {.period = 2},
+          .hf_moe = {.block = "mlp", .gate = "", .up = "", .down = "", .router = "router",
+                     .stacked = true},
+          .moe_norm_topk = true,
+          .attn_out_bias = true,
+          .attn_sinks = true,
+          .moe_biases = true,
+          .gguf_ffn_norm = "post_attention_norm.weight",
+      },
   };
   return rows;
 }

@@ -11,6 +11,7 @@
 #include "formats/safetensors.h"
 #include "model/arch-read.h"
 #include "model/arch.h"
+#include "model/hf-stacked-experts.h"
 #include "model/tensor-names.h"
 #include "runtime/convert/convert-vocab.h"
 #include "runtime/convert/convert.h"
@@ -150,7 +151,8 @@ Status hparam_metadata(const HfConfig& c, const ModelSpec& spec, const std::stri
   if (hp.n_expert > 0) {  // llama.cpp's MoE keys; which layers are sparse: their routers
     w.set_u32(a + "expert_count", uint32_t(hp.n_expert));
     w.set_u32(a + "expert_used_count", uint32_t(hp.n_expert_used));
-    if (c.moe_intermediate_size) w.set_u32(a + "expert_feed_forward_length", uint32_t(hp.n_ff_exp));
+    if (c.moe_intermediate_size || arch.hf_moe.stacked)  // llama.cpp's gpt-oss files have it
+      w.set_u32(a + "expert_feed_forward_length", uint32_t(hp.n_ff_exp));
     if (hp.moe_norm_topk != arch.moe_norm_topk)
       w.set_bool(a + "expert_weights_norm", hp.moe_norm_topk);
   }
@@ -170,6 +172,7 @@ Status hparam_metadata(const HfConfig& c, const ModelSpec& spec, const std::stri
     w.set_u32(a + "rope.scaling.original_context_length", uint32_t(orig));
     if (c.rope.beta_fast) w.set_f32(a + "rope.scaling.yarn_beta_fast", float(*c.rope.beta_fast));
     if (c.rope.beta_slow) w.set_f32(a + "rope.scaling.yarn_beta_slow", float(*c.rope.beta_slow));
+    if (!c.rope.truncate.value_or(true)) w.set_bool(a + "rope.scaling.yarn_truncate", false);
     // llama.cpp's attn_factor multiplies the derived one; write only what differs from it.
     const double extra = double(t.mscale) / yarn_derived_mscale(hp.rope_factor);
     if (std::fabs(extra - 1.0) > 1e-6) w.set_f32(a + "rope.scaling.attn_factor", float(extra));
@@ -197,6 +200,9 @@ Status hparam_metadata(const HfConfig& c, const ModelSpec& spec, const std::stri
   if (c.query_pre_attn_scalar) w.set_f32(a + "attention.scale", hp.query_scale);
   if (hp.rope_freq_type != "f32") w.set_string(a + "rope.inv_freq_type", hp.rope_freq_type);
   if (hp.embed_scale > 0) w.set_f32(a + "embedding_scale", hp.embed_scale);
+  // Hearth's key for a clamped SwiGLU limit other than llama.cpp's fixed 7 (gpt-oss).
+  if (hp.activation == FfnActivation::kSwigluClamped && hp.swiglu_limit != 7.0f)
+    w.set_f32(a + "swiglu_limit", hp.swiglu_limit);
   if (spec.rope.size() > 1) {
     if (c.rope_local && c.rope_local->type != "default")
       return Status::error(cfg_path + ": rope_parameters.sliding_attention: type '" +
@@ -216,6 +222,11 @@ struct Planned {
   // MoE: the experts' HF tensors [rows, cols], written stacked as [n_expert, rows, cols].
   std::vector<const TensorView*> stack;
   std::vector<float> generated;
+  // gpt-oss: one part of HF's stacked experts (hf-stacked-experts.h), written expert by expert
+  // as [n_expert, rows, cols] (matrices) or [n_expert, n] (biases).
+  const TensorView* stacked = nullptr;
+  StackedExpertPart part = StackedExpertPart::kGate;
+  bool stacked_bias = false;
   int64_t permute_heads = 0;  // > 0: permute rows for interleaved RoPE with this head count
   bool plus_one = false;      // Gemma norm: HF's w is written as llama.cpp's 1 + w
   bool fell_back = false;
@@ -240,7 +251,7 @@ Status check_config(const HfConfig& c, const std::string& where) {
 
 // The GGUF tensors a layer must have (one of each group), given what the plan holds.
 std::vector<std::vector<std::string>> needed_layer_tensors(const ModelSpec& spec, int64_t l) {
-  auto n = [l](TensorRole r) { return gguf_tensor_name(r, l); };
+  auto n = [&spec, l](TensorRole r) { return gguf_tensor_name(*spec.arch, r, l); };
   std::vector<std::vector<std::string>> need = {
       {n(TensorRole::kAttnNorm)},
       {n(TensorRole::kAttnOut)},
@@ -259,9 +270,63 @@ std::vector<std::vector<std::string>> needed_layer_tensors(const ModelSpec& spec
   }
   if (spec.hp.qk_norm)
     need.push_back({n(TensorRole::kAttnQNorm)}), need.push_back({n(TensorRole::kAttnKNorm)});
+  const ArchSpec& arch = *spec.arch;
+  if (arch.attn_out_bias) need.push_back({n(TensorRole::kAttnOutBias)});
+  if (arch.attn_sinks) need.push_back({n(TensorRole::kAttnSinks)});
+  if (arch.moe_biases && spec.hp.is_moe_layer(l))
+    for (TensorRole r : {TensorRole::kFfnGateInpBias, TensorRole::kFfnGateExpsBias,
+                         TensorRole::kFfnUpExpsBias, TensorRole::kFfnDownExpsBias})
+      need.push_back({n(r)});
   if (spec.hp.norms == NormPlacement::kSandwich)
     need.push_back({n(TensorRole::kAttnPostNorm)}), need.push_back({n(TensorRole::kFfnPostNorm)});
   return need;
+}
+
+// gpt-oss: an HF stacked expert tensor of layer l as its GGUF tensors, llama.cpp's layout:
+// gate_up_proj -> ffn_gate_exps and ffn_up_exps [n_expert, n_ff, n_embd] (de-interleaved),
+// down_proj -> ffn_down_exps [n_expert, n_embd, n_ff], and their biases [n_expert, rows].
+Status plan_stacked_experts(const ArchSpec& arch, const HParams& hp, const TensorView& t,
+                            int64_t l, const std::string& dir, std::vector<Planned>& out) {
+  const int64_t NE = hp.n_expert, E = hp.n_embd, F = hp.n_ff_exp;
+  struct Part {
+    TensorRole hf, gguf;
+    StackedExpertPart part;
+    bool bias;
+  };
+  const Part parts[] = {
+      {TensorRole::kFfnGateUpExps, TensorRole::kFfnGateExps, StackedExpertPart::kGate, false},
+      {TensorRole::kFfnGateUpExps, TensorRole::kFfnUpExps, StackedExpertPart::kUp, false},
+      {TensorRole::kFfnDownExps, TensorRole::kFfnDownExps, StackedExpertPart::kDown, false},
+      {TensorRole::kFfnGateUpExpsBias, TensorRole::kFfnGateExpsBias, StackedExpertPart::kGate,
+       true},
+      {TensorRole::kFfnGateUpExpsBias, TensorRole::kFfnUpExpsBias, StackedExpertPart::kUp, true},
+      {TensorRole::kFfnDownExpsBias, TensorRole::kFfnDownExpsBias, StackedExpertPart::kDown, true},
+  };
+  for (const Part& p : parts) {
+    if (hf_moe_tensor_name(arch, p.hf, l) != t.name) continue;
+    const bool down = p.part == StackedExpertPart::kDown;
+    const std::vector<int64_t> want =
+        p.bias ? std::vector<int64_t>{NE, down ? E : 2 * F}
+               : (down ? std::vector<int64_t>{NE, F, E} : std::vector<int64_t>{NE, E, 2 * F});
+    if (t.shape != want)
+      return Status::error(dir + ": tensor " + t.name + " has shape " + shape_string(t.shape) +
+                           ", expected " + shape_string(want) +
+                           " (num_local_experts, hidden_size, intermediate_size)");
+    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+      return Status::error(dir + ": tensor " + t.name + ": dtype " + dtype_name(t.dtype) +
+                           " is not a float type");
+    Planned planned;
+    planned.src = &t;
+    planned.stacked = &t;
+    planned.part = p.part;
+    planned.stacked_bias = p.bias;
+    planned.info.name = gguf_tensor_name(p.gguf, l);
+    planned.info.shape = p.bias ? std::vector<int64_t>{NE, down ? E : F}
+                                : (down ? std::vector<int64_t>{NE, E, F}
+                                        : std::vector<int64_t>{NE, F, E});
+    out.push_back(std::move(planned));
+  }
+  return Status::ok();
 }
 
 Result<std::vector<Planned>> plan_tensors(const HfConfig& c, const ModelSpec& spec,
@@ -283,9 +348,20 @@ Result<std::vector<Planned>> plan_tensors(const HfConfig& c, const ModelSpec& sp
   const HParams& hp = spec.hp;
   std::vector<Planned> stacks;
   std::map<std::string, std::pair<size_t, int64_t>, std::less<>> expert_slot;  // -> stack, e
+  // gpt-oss: HF's stacked tensors, each split into its GGUF parts when met below.
+  std::map<std::string, int64_t, std::less<>> stacked_layer;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     if (!hp.is_moe_layer(l)) continue;
     by_hf[hf_moe_tensor_name(arch, TensorRole::kFfnGateInp, l)] = {TensorRole::kFfnGateInp, l};
+    if (arch.moe_biases)
+      by_hf[hf_moe_tensor_name(arch, TensorRole::kFfnGateInpBias, l)] = {
+          TensorRole::kFfnGateInpBias, l};
+    if (arch.hf_moe.stacked) {
+      for (TensorRole r : {TensorRole::kFfnGateUpExps, TensorRole::kFfnDownExps,
+                           TensorRole::kFfnGateUpExpsBias, TensorRole::kFfnDownExpsBias})
+        stacked_layer[hf_moe_tensor_name(arch, r, l)] = l;
+      continue;
+    }
     for (TensorRole r :
          {TensorRole::kFfnGateExps, TensorRole::kFfnUpExps, TensorRole::kFfnDownExps}) {
       Planned p;
@@ -317,6 +393,10 @@ Result<std::vector<Planned>> plan_tensors(const HfConfig& c, const ModelSpec& sp
     generated(TensorRole::kRopeFactorsShort, floats(c.rope.short_factor));
   }
   for (const TensorView* t : ckpt.tensors()) {
+    if (auto st = stacked_layer.find(t->name); st != stacked_layer.end()) {
+      HEARTH_TRY(plan_stacked_experts(arch, hp, *t, st->second, dir, out));
+      continue;
+    }
     if (auto slot = expert_slot.find(t->name); slot != expert_slot.end()) {
       Planned& p = stacks[slot->second.first];
       const std::vector<int64_t> want(p.info.shape.begin() + 1, p.info.shape.end());
@@ -343,7 +423,7 @@ Result<std::vector<Planned>> plan_tensors(const HfConfig& c, const ModelSpec& sp
                            " is not a float type");
     Planned p;
     p.src = t;
-    p.info.name = gguf_tensor_name(role, layer);
+    p.info.name = gguf_tensor_name(arch, role, layer);
     p.info.shape = t->shape;
     p.plus_one = arch.norm_plus_one && is_norm_role(role);
     if (arch.gguf_rope_style == kernels::RopeStyle::kInterleaved) {
@@ -430,7 +510,13 @@ Status convert_hf_to_gguf(const std::string& dir, const std::string& out_path,
   uint64_t n_params = 0;
   for (const auto& p : plan) {
     for (const TensorView* t : p.stack) n_params += uint64_t(t->numel());
-    if (p.src && p.stack.empty()) n_params += uint64_t(p.src->numel());
+    if (p.stacked) {  // a part of a stacked HF tensor: count what this GGUF tensor holds
+      uint64_t n = 1;
+      for (int64_t d : p.info.shape) n *= uint64_t(d);
+      n_params += n;
+    } else if (p.src && p.stack.empty()) {
+      n_params += uint64_t(p.src->numel());
+    }
   }
   GgufWriter w;
   HEARTH_TRY(hparam_metadata(cfg, spec, dir, type, n_params, w));
@@ -448,7 +534,25 @@ Status convert_hf_to_gguf(const std::string& dir, const std::string& out_path,
       w, out_path, choices, n_threads, progress,
       [&](size_t i, const GgufTensorInfo& info, ThreadPool& pool, GgufTensorStream& out) {
         Planned& p = plan[i];
-        if (!p.stack.empty()) {  // experts one after another: [n_expert, rows, cols]
+        if (p.stacked) {  // gpt-oss: expert by expert, de-interleaved and transposed
+          f32.clear();
+          std::vector<float> one;
+          std::vector<uint8_t> raw;
+          const int64_t n_expert = p.stacked->shape[0];
+          for (int64_t e = 0; e < n_expert; ++e) {
+            if (p.stacked_bias) {
+              HEARTH_TRY(stacked_expert_bias(*p.stacked, e, p.part, one).with_context(dir));
+            } else {
+              HEARTH_TRY(stacked_expert_matrix(*p.stacked, e, p.part, raw).with_context(dir));
+              TensorView v = *p.stacked;
+              v.shape = {info.shape[1], info.shape[2]};
+              v.data = raw.data();
+              v.nbytes = raw.size();
+              HEARTH_TRY(decode_to_f32(v, one).with_context(dir));
+            }
+            f32.insert(f32.end(), one.begin(), one.end());
+          }
+        } else if (!p.stack.empty()) {  // experts one after another: [n_expert, rows, cols]
           std::vector<float> one;
           f32.clear();
           for (const TensorView* t : p.stack) {

@@ -16,6 +16,7 @@ const std::vector<OutputType>& table() {
       {"bf16", 32, DType::BF16, false},  {"q8_0", 7, DType::Q8_0, false},
       {"q4_0", 2, DType::Q4_0, false},   {"q4_k_m", 15, DType::Q4_K, true},
       {"q5_k_m", 17, DType::Q5_K, true}, {"q6_k", 18, DType::Q6_K, false},
+      {"mxfp4_moe", 38, DType::Q8_0, false, DType::MXFP4},
   };
   return rows;
 }
@@ -74,7 +75,10 @@ TypeChoice choose_type(const OutputType& t, const std::string& name,
                        const std::vector<int64_t>& shape, const ModelFacts& facts) {
   const int64_t row = shape.empty() ? 0 : shape.back();
   DType want = t.base;
-  if (!is_float(t.base)) {
+  const bool expert_stack = ends_with(name, "_exps.weight");
+  if (t.experts && expert_stack) {
+    want = *t.experts;
+  } else if (!is_float(t.base)) {
     const bool lm_head =
         name == "output.weight" || (!facts.has_output && name == "token_embd.weight");
     const int64_t layer = layer_of(name);

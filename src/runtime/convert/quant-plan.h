@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,9 @@ struct OutputType {
   uint32_t file_type;  // llama_ftype, written as general.file_type
   DType base;          // the type most weight matrices get
   bool mixes = false;  // the _M rules (attn_v / ffn_down get Q6_K in some layers)
+  // Set: the MoE expert stacks (blk.N.ffn_{gate,up,down}_exps.weight) get this type and the
+  // other matrices `base` (llama.cpp's MXFP4_MOE: experts MXFP4, as gpt-oss ships them).
+  std::optional<DType> experts;
 };
 
 Result<OutputType> parse_output_type(const std::string& name);

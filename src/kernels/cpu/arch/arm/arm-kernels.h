@@ -13,7 +13,8 @@
   float dot_q5_k(int64_t n, const void* w, const void* x); \
   float dot_f32(int64_t n, const void* w, const void* x);  \
   float dot_f16(int64_t n, const void* w, const void* x);  \
-  float dot_bf16(int64_t n, const void* w, const void* x);
+  float dot_bf16(int64_t n, const void* w, const void* x); \
+  float dot_mxfp4(int64_t n, const void* w, const void* x);
 
 namespace hearth::kernels::neon {
 HEARTH_DECLARE_NEON_KERNELS

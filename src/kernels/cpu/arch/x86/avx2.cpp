@@ -66,7 +66,37 @@ inline __m256i load256(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
 
+// An MXFP4 block's 32 codes -> their int8 values (kMxfp4Values, looked up in both lanes).
+inline __m256i mxfp4_values(const uint8_t* qs) {
+  const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values));
+  return _mm256_shuffle_epi8(_mm256_set_m128i(lut, lut), unpack_nibbles(qs));
+}
+
 }  // namespace
+
+float dot_mxfp4(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const BlockMxfp4*>(wv);
+  const auto* x = static_cast<const BlockQ8_0*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQK32; ++i) {
+    const __m256 p = _mm256_cvtepi32_ps(dot_i8(mxfp4_values(w[i].qs), load256(x[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(mxfp4_scale(w[i].e) * h2f(x[i].d)), p, acc);
+  }
+  return hsum(acc);
+}
+
+void dequantize_mxfp4(const void* src, float* y, int64_t n) {
+  const auto* w = static_cast<const BlockMxfp4*>(src);
+  for (int64_t i = 0; i < n / kQK32; ++i, y += kQK32) {
+    const __m256i q = mxfp4_values(w[i].qs);
+    const __m256 d = _mm256_set1_ps(mxfp4_scale(w[i].e));
+    for (int k = 0; k < 4; ++k) {
+      const __m128i b = k < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
+      const __m128i part = (k & 1) ? _mm_srli_si128(b, 8) : b;
+      _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part)), d));
+    }
+  }
+}
 
 float dot_q4_0(int64_t n, const void* wv, const void* xv) {
   const auto* w = static_cast<const BlockQ4_0*>(wv);

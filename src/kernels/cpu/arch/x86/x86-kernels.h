@@ -21,6 +21,8 @@ void dequantize_q4_0(const void* src, float* dst, int64_t n);
 void dequantize_q8_0(const void* src, float* dst, int64_t n);
 void dequantize_f16(const void* src, float* dst, int64_t n);
 void dequantize_bf16(const void* src, float* dst, int64_t n);
+float dot_mxfp4(int64_t n, const void* w, const void* x);
+void dequantize_mxfp4(const void* src, float* dst, int64_t n);
 
 }  // namespace hearth::kernels::avx2
 
@@ -28,6 +30,7 @@ void dequantize_bf16(const void* src, float* dst, int64_t n);
 namespace hearth::kernels::avx512 {
 
 float dot_q4_0(int64_t n, const void* w, const void* x);
+float dot_mxfp4(int64_t n, const void* w, const void* x);
 float dot_f32(int64_t n, const void* w, const void* x);
 float dot_f16(int64_t n, const void* w, const void* x);
 float dot_bf16(int64_t n, const void* w, const void* x);

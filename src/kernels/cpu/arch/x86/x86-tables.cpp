@@ -29,6 +29,7 @@ KernelTable make_avx2_table() {
   set(t, DType::Q5_K, DType::Q8_K, dot_each_token<avx2::dot_q5_k>, ref::dequantize_q5_k);
   set(t, DType::Q6_K, DType::F32, dot_via_dequantize<ref::dequantize_q6_k, avx2::dot_f32, 256, 210>,
       ref::dequantize_q6_k);
+  set(t, DType::MXFP4, DType::Q8_0, dot_each_token<avx2::dot_mxfp4>, avx2::dequantize_mxfp4);
   return t;
 }
 
@@ -50,6 +51,7 @@ KernelTable make_avx512_table() {
   set(t, DType::Q6_K, DType::F32,
       dot_via_dequantize<avx512::dequantize_q6_k, avx512::dot_f32, 256, 210>,
       avx512::dequantize_q6_k);
+  set(t, DType::MXFP4, DType::Q8_0, dot_each_token<avx512::dot_mxfp4>, avx2::dequantize_mxfp4);
   return t;
 }
 
