@@ -91,7 +91,9 @@ Result<std::string> tool_call_gbnf(const std::vector<ToolFunction>& functions,
       why += gbnf.message();
       return Status::error(why);
     }
-    const std::string prefix = "f" + std::to_string(i) + "-";
+    std::string prefix = std::to_string(i);
+    prefix.insert(prefix.begin(), 'f');
+    prefix.push_back('-');
     rules += prefix_gbnf_rules(gbnf.value(), prefix);
     if (!rules.empty() && rules.back() != '\n') rules += '\n';
     args.push_back(prefix + "root");
