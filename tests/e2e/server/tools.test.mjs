@@ -152,6 +152,28 @@ test("max_tokens too small for any call: finish_reason length and the partial te
   assert.ok(r.choices[0].message.content.startsWith("<tool_call>"), r.choices[0].message.content);
 });
 
+test("a <think> block and a call: reasoning_content and tool_calls, streamed and not", async () => {
+  // A GBNF grammar makes kjv-13m write what Qwen3 writes; tool_choice auto parses the call.
+  const grammar = 'root ::= "<think>\\n" [a-z ]{3,12} "\\n</think>\\n\\n" "<tool_call>\\n{\\"name\\": ' +
+    '\\"search\\", \\"arguments\\": {\\"terms\\": [\\"" [a-z]{1,6} "\\"]}}\\n</tool_call>"';
+  const req = { messages, tools: TOOLS, max_tokens: 120, seed: 3, temperature: 0, grammar };
+  const r = await postJson(`${srv.base}/v1/chat/completions`, req);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  const m = r.body.choices[0].message;
+  assert.match(m.reasoning_content, /^[a-z ]{3,12}$/);
+  assert.equal(m.content, null);
+  checkCalls(m.tool_calls, ["search"]);
+  assert.equal(r.body.choices[0].finish_reason, "tool_calls");
+  const { calls, finish, content } = await accumulate(await client.chat.completions.create({ ...req, stream: true }));
+  assert.equal(finish, "tool_calls");
+  assert.equal(content.trim(), "");
+  assert.deepEqual(calls.map((c) => c.function), m.tool_calls.map((c) => c.function));
+  // tool_choice none: the same text stays content (after the reasoning), no calls.
+  const none = await postJson(`${srv.base}/v1/chat/completions`, { ...req, tool_choice: "none" });
+  assert.equal(none.body.choices[0].message.tool_calls, undefined);
+  assert.match(none.body.choices[0].message.content, /^<tool_call>/);
+});
+
 test("tool_choice auto and none: the template sees the tools, plain text stays content", async () => {
   const plain = await client.chat.completions.create({ messages, max_tokens: 8, seed: 1 });
   for (const tool_choice of ["auto", "none"]) {
