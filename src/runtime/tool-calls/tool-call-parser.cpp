@@ -79,14 +79,17 @@ bool is_declared(const std::vector<std::string>& declared, std::string_view name
   return std::find(declared.begin(), declared.end(), name) != declared.end();
 }
 
+// Compact JSON; invalid UTF-8 in the model's strings becomes U+FFFD rather than an exception.
+std::string compact(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
 // Arguments as a compact JSON object: an object, or a string holding one (as OpenAI sends them
 // back in history); absent or null is {}.
 std::optional<std::string> arguments_text(const Json* args) {
   if (!args || args->is_null()) return "{}";
-  if (args->is_object()) return args->dump();
+  if (args->is_object()) return compact(*args);
   if (args->is_string()) {
     Json j = Json::parse(args->get<std::string>(), nullptr, false);
-    if (!j.is_discarded() && j.is_object()) return j.dump();
+    if (!j.is_discarded() && j.is_object()) return compact(j);
   }
   return std::nullopt;
 }
