@@ -265,8 +265,8 @@ bool message_text(const json& content, size_t index, const ApiLimits& limits, st
   return true;
 }
 
-// The conversation as template messages; string_arguments: see message_tool_fields.
-bool chat_messages(const json& list, const ApiConfig& cfg, bool string_arguments,
+// The conversation as template messages, tool turns in the given shape.
+bool chat_messages(const json& list, const ApiConfig& cfg, const ToolTurnShape& shape,
                    std::vector<ChatMessage>* messages, ApiError* err) {
   for (size_t i = 0; i < list.size(); ++i) {
     const json& m = list[i];
@@ -279,7 +279,7 @@ bool chat_messages(const json& list, const ApiConfig& cfg, bool string_arguments
     msg.role = m["role"].get<std::string>();
     if (!message_text(m.value("content", json(nullptr)), i, cfg.limits, &msg.content, err))
       return false;
-    if (!message_tool_fields(m, i, string_arguments, &msg, err)) return false;
+    if (!message_tool_fields(m, i, shape, &msg, err)) return false;
     messages->push_back(std::move(msg));
   }
   return true;
@@ -297,23 +297,27 @@ bool chat_prompt(const json& j, const ApiConfig& cfg, const Engine& engine, cons
                                " entries; the limit is " + std::to_string(cfg.limits.max_messages));
   if (cfg.chat_template.empty())
     return invalid_request(err, "messages", "this model has no chat template; use /v1/completions");
+  std::vector<std::pair<std::string, json>> vars;
+  if (!tools.tools.is_null()) vars.emplace_back("tools", tools.tools);
+  family_template_variables(tools, &vars);
   jinja::Variables extra;
-  if (!tools.tools.is_null()) {
-    auto value = json_to_value(json_text(tools.tools), "tools");
+  for (const auto& [name, v] : vars) {
+    auto value = json_to_value(json_text(v), name);
     if (!value) return invalid_request(err, "tools", "'tools': " + value.message());
-    extra.emplace_back("tools", std::move(value.value()));
+    extra.emplace_back(name, std::move(value.value()));
   }
-  // Call arguments go to the template as objects (Hugging Face's callers pass dicts); templates
-  // that concatenate them as text (DeepSeek-R1, functionary v3.2) fail on that and get strings.
+  // Tool turns go in the shape most templates take first, then in the others (tool-calls-api.h).
   Result<std::vector<int32_t>> tokens = Status::error("no render");
-  for (bool string_arguments : {false, true}) {
-    if (string_arguments && !has_tool_calls(*it)) break;
+  for (const ToolTurnShape& shape : tool_turn_shapes(*it, detect_tool_call_family(cfg.chat_template))) {
     std::vector<ChatMessage> messages;
-    if (!chat_messages(*it, cfg, string_arguments, &messages, err)) return false;
+    if (!chat_messages(*it, cfg, shape, &messages, err)) return false;
     // The template writes BOS itself; special-token texts are control tokens in its own text
     // only (and in messages too for servers started with --special-tokens-in-content).
-    tokens = cfg.chat_tokenizer->tokenize(cfg.chat_template, messages, true, engine.bos_text(),
-                                          engine.eos_text(), cfg.special_tokens_in_content, extra);
+    auto attempt = cfg.chat_tokenizer->tokenize(cfg.chat_template, messages, true,
+                                                engine.bos_text(), engine.eos_text(),
+                                                cfg.special_tokens_in_content, extra);
+    const bool first = !tokens.is_ok() && tokens.message() == "no render";
+    if (attempt.is_ok() || first) tokens = std::move(attempt);  // the first failure is reported
     if (tokens.is_ok()) break;
   }
   if (!tokens.is_ok())
@@ -402,6 +406,9 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
   const size_t tail = std::min<size_t>(job.prompt.size(), 16);
   req.reasoning_starts_inside = prompt_opens_reasoning(engine.tokenizer().decode(
       std::vector<int32_t>(job.prompt.end() - int64_t(tail), job.prompt.end())));
+  // A required call's grammar starts the output with the call, not inside a think block that
+  // the prompt opened (DeepSeek-R1's template ends with "<think>\n").
+  if (req.tools.required) req.reasoning_starts_inside = false;
   if (n_prompt == 0)
     return invalid_request(err, chat ? "messages" : "prompt", "the prompt is empty"), std::nullopt;
   const std::string param = chat ? "messages" : "prompt";

@@ -2,6 +2,8 @@
 // parsing, grammars) is runtime/tool-calls', this file only maps it to and from JSON.
 #include "tool-calls-api.h"
 
+#include <algorithm>
+#include <ctime>
 #include <random>
 
 #include "openai-api.h"
@@ -127,14 +129,33 @@ bool parse_tool_request(const json& j, const ApiConfig& cfg, const Engine& engin
     return invalid_request(err, "tools", "the tool call grammar failed: " + grammar.message(),
                            "invalid_json_schema");
   job->generate.constraint = make_constraint(engine, std::move(grammar.value()));
+  out->required = true;
   return true;
 }
 
-bool has_tool_calls(const json& messages) {
-  if (!messages.is_array()) return false;
+std::vector<ToolTurnShape> tool_turn_shapes(const json& messages, ToolCallFamily family) {
+  const bool mistral = family == ToolCallFamily::kMistral || family == ToolCallFamily::kMistralArgs;
+  bool calls = false;
   for (const auto& m : messages)
-    if (m.is_object() && m.contains("tool_calls") && !m["tool_calls"].is_null()) return true;
-  return false;
+    if (m.is_object() && m.contains("tool_calls") && !m["tool_calls"].is_null()) calls = true;
+  if (!calls) return {{}};
+  std::vector<ToolTurnShape> shapes;
+  for (bool empty : {false, true})
+    for (bool text : {false, true}) shapes.push_back({text, empty, mistral});
+  return shapes;
+}
+
+void family_template_variables(const ToolUse& use, std::vector<std::pair<std::string, json>>* vars) {
+  if (use.family != ToolCallFamily::kFirefunction || use.tools.is_null()) return;
+  json functions = json::array();
+  for (const auto& t : use.tools) functions.push_back(t["function"]);
+  vars->emplace_back("functions", functions.dump(4, ' ', false, json::error_handler_t::replace));
+  char now[32];
+  const std::time_t t = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  std::strftime(now, sizeof now, "%Y-%m-%d %H:%M:%S", &utc);
+  vars->emplace_back("datetime", now);
 }
 
 namespace {
@@ -147,10 +168,25 @@ bool add_field(ChatMessage* msg, const std::string& key, const json& value, cons
   return true;
 }
 
+// A call id as 9 alphanumerics: kept when it is one, else a hash of it (FNV-1a), so a call and
+// the tool result that names it still match.
+std::string short_call_id(const std::string& id) {
+  auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  if (id.size() == 9 && std::all_of(id.begin(), id.end(), alnum)) return id;
+  uint64_t h = 1469598103934665603ull;
+  for (char c : id) h = (h ^ uint8_t(c)) * 1099511628211ull;
+  static const char* k = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::string out;
+  for (int i = 0; i < 9; ++i, h /= 62) out += k[h % 62];
+  return out;
+}
+
 }  // namespace
 
-bool message_tool_fields(const json& m, size_t index, bool string_arguments, ChatMessage* msg,
-                         ApiError* err) {
+bool message_tool_fields(const json& m, size_t index, const ToolTurnShape& shape,
+                         ChatMessage* msg, ApiError* err) {
   const std::string p = "messages[" + std::to_string(index) + "]";
   for (const char* key : {"name", "tool_name", "tool_call_id"}) {
     auto it = m.find(key);
@@ -158,7 +194,10 @@ bool message_tool_fields(const json& m, size_t index, bool string_arguments, Cha
     if (!it->is_string() || it->get_ref<const std::string&>().size() > 256)
       return invalid_request(err, p + "." + key,
                              "'" + p + "." + key + "' must be a string of at most 256 bytes");
-    if (!add_field(msg, key, *it, p + "." + key, err)) return false;
+    json value = *it;
+    if (shape.short_call_ids && std::string(key) == "tool_call_id")
+      value = short_call_id(it->get<std::string>());
+    if (!add_field(msg, key, value, p + "." + key, err)) return false;
   }
   if (msg->role == "tool" && !m.contains("tool_call_id"))
     return invalid_request(err, p + ".tool_call_id",
@@ -194,13 +233,16 @@ bool message_tool_fields(const json& m, size_t index, bool string_arguments, Cha
     json call = {{"type", "function"},
                  {"function",
                   {{"name", f["name"]},
-                   {"arguments", string_arguments ? json(json_text(args)) : args}}}};
-    if (auto id = c.find("id"); id != c.end() && id->is_string()) call["id"] = *id;
+                   {"arguments", shape.string_arguments ? json(json_text(args)) : args}}}};
+    if (auto id = c.find("id"); id != c.end() && id->is_string())
+      call["id"] = shape.short_call_ids ? json(short_call_id(id->get<std::string>())) : *id;
     out.push_back(std::move(call));
   }
   if (!add_field(msg, "tool_calls", out, p + ".tool_calls", err)) return false;
-  // Templates test `message.content is none` on a call-only turn, as Hugging Face passes it.
-  if (m.value("content", json()).is_null()) return add_field(msg, "content", nullptr, p, err);
+  // Templates test `message.content is none` on a call-only turn, as Hugging Face passes it
+  // (or, for those that cannot take None, the shape's "").
+  if (m.value("content", json()).is_null() && !shape.null_content_as_empty)
+    return add_field(msg, "content", nullptr, p, err);
   return true;
 }
 

@@ -23,6 +23,7 @@ struct ApiConfig;
 // What a request asked of tool calling.
 struct ToolUse {
   bool parse = false;  // tools were given and tool_choice is not "none": read calls from the answer
+  bool required = false;  // "required" or a named function: the call grammar constrains the output
   ToolCallFamily family = ToolCallFamily::kGeneric;
   std::vector<std::string> names;  // the declared functions
   nlohmann::json tools;            // the request's tools as the template sees them (null: none)
@@ -34,14 +35,26 @@ struct ToolUse {
 bool parse_tool_request(const nlohmann::json& j, const ApiConfig& cfg, const Engine& engine,
                         Job* job, ToolUse* out, ApiError* err);
 
+// How tool turns are shaped for a template. Published templates disagree: most apply tojson to
+// a call's arguments (an object, as Hugging Face's callers pass it) but DeepSeek-R1's, functionary
+// v3.2's and firefunction's concatenate them as text; Qwen3's and Phi's fail on a null content
+// that Llama's accepts; Mistral's insist on 9-character alphanumeric call ids.
+struct ToolTurnShape {
+  bool string_arguments = false;  // arguments as JSON text, not an object
+  bool null_content_as_empty = false;  // a call-only turn's null content as ""
+  bool short_call_ids = false;     // ids mapped to 9 alphanumerics (the same id, the same result)
+};
+// The shapes to try in order, until the template renders.
+std::vector<ToolTurnShape> tool_turn_shapes(const nlohmann::json& messages, ToolCallFamily family);
+
 // A chat message's tool fields: an assistant's tool_calls (content may then be null), a tool
-// result's tool_call_id (required) and name / tool_name. They become template fields of *msg;
-// with string_arguments the calls' arguments stay JSON strings (templates that concatenate them),
-// otherwise they are objects (templates that apply tojson, as Hugging Face's callers pass them).
-bool message_tool_fields(const nlohmann::json& m, size_t index, bool string_arguments,
+// result's tool_call_id (required) and name / tool_name. They become template fields of *msg.
+bool message_tool_fields(const nlohmann::json& m, size_t index, const ToolTurnShape& shape,
                          ChatMessage* msg, ApiError* err);
-// Whether any message carries tool_calls (the prompt may need the string-arguments form).
-bool has_tool_calls(const nlohmann::json& messages);
+
+// Template variables besides `tools` that a family's template reads: firefunction v2's
+// `functions` (the function list as JSON text) and `datetime`.
+void family_template_variables(const ToolUse& use, std::vector<std::pair<std::string, nlohmann::json>>* vars);
 
 // The calls in an answer's content (reasoning already split off); no calls when parse is off.
 ToolCallParse answer_tool_calls(const ToolUse& use, const std::string& content);

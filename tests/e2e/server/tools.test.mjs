@@ -200,6 +200,39 @@ test("a conversation with an assistant's tool_calls (content null) and the tool'
   assert.ok(r.usage.prompt_tokens > short.usage.prompt_tokens + 30, `${r.usage.prompt_tokens}`);
 });
 
+// Published templates of every family: a history with an OpenAI-shaped call (null content, a
+// long call id, arguments as text) and its result must render (templates disagree on all three:
+// the server tries the shapes in tool-calls-api.h), and a required call comes back parsed in the
+// family's own syntax.
+const FAMILY_TEMPLATES = SANITIZED
+  ? ["deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "mistralai-Mistral-Nemo-Instruct-2407"]
+  : ["meta-llama-Llama-3.1-8B-Instruct", "mistralai-Mistral-Nemo-Instruct-2407",
+     "Mistral-Small-3.2-24B-Instruct-2506", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B",
+     "meetkai-functionary-medium-v3.1", "meetkai-functionary-medium-v3.2",
+     "fireworks-ai-llama-3-firefunction-v2", "Qwen-Qwen3-0.6B", "microsoft-phi-4"];
+test("every family's published template: tool history renders, a required call is parsed", async () => {
+  const history = [
+    ...messages,
+    { role: "assistant", content: null, tool_calls: [{ id: "call_xyzXYZ1234567890", type: "function",
+      function: { name: "search", arguments: '{"terms":["Paris"]}' } }] },
+    { role: "tool", tool_call_id: "call_xyzXYZ1234567890", content: "nothing found" },
+  ];
+  for (const name of FAMILY_TEMPLATES) {
+    const s = await startServer(["--parallel", "1", "--ctx-size", "2048", "-t", "2",
+                                 "--chat-template-file", `${FIXTURES}published/${name}.jinja`]);
+    try {
+      const r = await postJson(`${s.base}/v1/chat/completions`, { messages: history, tools: TOOLS,
+        tool_choice: { type: "function", function: { name: "search" } }, parallel_tool_calls: false,
+        max_tokens: 200, seed: 1, temperature: 1 });
+      assert.equal(r.status, 200, `${name}: ${JSON.stringify(r.body)}`);
+      assert.equal(r.body.choices[0].finish_reason, "tool_calls", `${name}: ${JSON.stringify(r.body)}`);
+      checkCalls(r.body.choices[0].message.tool_calls, ["search"]);
+    } finally {
+      await stopCleanly(s);
+    }
+  }
+});
+
 test("bad tool fields are 400s in OpenAI's shape naming the field", async () => {
   const fn = (extra = {}) => ({ type: "function", function: { name: "f", parameters: { type: "object" }, ...extra } });
   const cases = [
