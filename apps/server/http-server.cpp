@@ -316,9 +316,9 @@ struct Server::Impl {
       std::shared_ptr<CompletionRequest> r;
       std::string id;
       int64_t created;
-      bool started = false, finished = false;      // touched on the connection's executor only
-      size_t text_offset = 0;                      // completions' logprobs.text_offset so far
-      std::optional<ReasoningSplitter> reasoning;  // chat with reasoning_format "auto"
+      bool started = false, finished = false;       // touched on the connection's executor only
+      size_t text_offset = 0;                       // completions' logprobs.text_offset so far
+      std::optional<ReasoningSplitter> reasoning;   // chat with reasoning_format "auto"
       std::optional<ToolCallStreamGate> tool_gate;  // chat with tools to parse
       InFlight guard;
       explicit State(std::atomic<int>* n) : guard(n) {}
@@ -376,9 +376,9 @@ struct Server::Impl {
         if (failed(job)) {
           out += sse(error_body(job_error(job)));
         } else {
-          out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, "",
-                                      calls.empty() ? api_finish_reason(job) : "tool_calls",
-                                      false));
+          out +=
+              sse(completion_chunk(*st->r, opt.api, st->id, st->created, "",
+                                   calls.empty() ? api_finish_reason(job) : "tool_calls", false));
           if (st->r->include_usage) out += sse(usage_chunk(*st->r, opt.api, st->id, st->created));
         }
         out += "data: [DONE]\n\n";

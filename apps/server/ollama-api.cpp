@@ -375,7 +375,8 @@ std::optional<OllamaGenerate> parse_ollama_generate(const ApiConfig& cfg, const 
   bool raw = false;
   if (chat) {
     if (!chat_messages(j, &openai, &req.load_only, err)) return std::nullopt;
-    if (auto tools = j.find("tools"); tools != j.end() && !tools->is_null()) openai["tools"] = *tools;
+    if (auto tools = j.find("tools"); tools != j.end() && !tools->is_null())
+      openai["tools"] = *tools;
   } else {
     std::string prompt, system;
     if (!read_string(j, "prompt", &prompt, err) || !read_string(j, "system", &system, err) ||

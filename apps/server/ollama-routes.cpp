@@ -97,9 +97,9 @@ void OllamaRoutes::generate(const HttpRequest& req, const Ex& ex, bool chat) con
   if (r->load_only) return ex->send(json_answer(200, ollama_final(*c_.api, *r, "", received)));
   const ApiConfig* api = c_.api;
   struct State {
-    std::string text;                           // the whole answer (not streamed)
-    bool started = false, finished = false;     // touched on the connection's executor only
-    std::optional<ReasoningSplitter> thinking;  // streamed with think: true
+    std::string text;                             // the whole answer (not streamed)
+    bool started = false, finished = false;       // touched on the connection's executor only
+    std::optional<ReasoningSplitter> thinking;    // streamed with think: true
     std::optional<ToolCallStreamGate> tool_gate;  // streamed chat with tools to parse
     InFlight guard;
     explicit State(std::atomic<int>* n) : guard(n) {}

@@ -308,14 +308,15 @@ bool chat_prompt(const json& j, const ApiConfig& cfg, const Engine& engine, cons
   }
   // Tool turns go in the shape most templates take first, then in the others (tool-calls-api.h).
   Result<std::vector<int32_t>> tokens = Status::error("no render");
-  for (const ToolTurnShape& shape : tool_turn_shapes(*it, detect_tool_call_family(cfg.chat_template))) {
+  for (const ToolTurnShape& shape :
+       tool_turn_shapes(*it, detect_tool_call_family(cfg.chat_template))) {
     std::vector<ChatMessage> messages;
     if (!chat_messages(*it, cfg, shape, &messages, err)) return false;
     // The template writes BOS itself; special-token texts are control tokens in its own text
     // only (and in messages too for servers started with --special-tokens-in-content).
-    auto attempt = cfg.chat_tokenizer->tokenize(cfg.chat_template, messages, true,
-                                                engine.bos_text(), engine.eos_text(),
-                                                cfg.special_tokens_in_content, extra);
+    auto attempt =
+        cfg.chat_tokenizer->tokenize(cfg.chat_template, messages, true, engine.bos_text(),
+                                     engine.eos_text(), cfg.special_tokens_in_content, extra);
     const bool first = !tokens.is_ok() && tokens.message() == "no render";
     if (attempt.is_ok() || first) tokens = std::move(attempt);  // the first failure is reported
     if (tokens.is_ok()) break;
@@ -395,9 +396,9 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
   } else {
     for (const char* chat_only : {"tools", "tool_choice", "parallel_tool_calls"})
       if (auto it = j.find(chat_only); it != j.end() && !it->is_null())
-        return invalid_request(err, chat_only,
-                               std::string("'") + chat_only +
-                                   "' is a chat field; use /v1/chat/completions"),
+        return invalid_request(
+                   err, chat_only,
+                   std::string("'") + chat_only + "' is a chat field; use /v1/chat/completions"),
                std::nullopt;
     if (!completion_prompt(j, cfg, engine, &job.prompt, err)) return std::nullopt;
   }

@@ -97,8 +97,8 @@ json completion_response(const CompletionRequest& req, const ApiConfig& cfg, con
 // (finish_reason set), with the logprobs of the delta's tokens when asked for (null otherwise).
 json completion_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                       int64_t created, const std::string& text, const char* finish_reason,
-                      bool first, const json& logprobs = nullptr,
-                      const std::string& reasoning = "", const json& tool_calls = nullptr);
+                      bool first, const json& logprobs = nullptr, const std::string& reasoning = "",
+                      const json& tool_calls = nullptr);
 // A stream chunk's `logprobs` for the tokens it carries: null when the request did not ask or
 // there are none; *text_offset carries the completions' text_offset across chunks.
 json stream_logprobs(const CompletionRequest& req, const std::vector<TokenLogprob>& tokens,

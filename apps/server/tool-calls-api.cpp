@@ -102,9 +102,9 @@ bool parse_tool_request(const json& j, const ApiConfig& cfg, const Engine& engin
                (*it)["function"].value("name", json()).is_string()) {
       named = (*it)["function"]["name"].get<std::string>();
       if (std::find(out->names.begin(), out->names.end(), named) == out->names.end())
-        return invalid_request(err, "tool_choice",
-                               "'tool_choice' names the function \"" + named +
-                                   "\", which is not in 'tools'");
+        return invalid_request(
+            err, "tool_choice",
+            "'tool_choice' names the function \"" + named + "\", which is not in 'tools'");
       choice = "required";
     } else {
       return invalid_request(err, "tool_choice",
@@ -145,7 +145,8 @@ std::vector<ToolTurnShape> tool_turn_shapes(const json& messages, ToolCallFamily
   return shapes;
 }
 
-void family_template_variables(const ToolUse& use, std::vector<std::pair<std::string, json>>* vars) {
+void family_template_variables(const ToolUse& use,
+                               std::vector<std::pair<std::string, json>>* vars) {
   if (use.family != ToolCallFamily::kFirefunction || use.tools.is_null()) return;
   json functions = json::array();
   for (const auto& t : use.tools) functions.push_back(t["function"]);
@@ -185,8 +186,8 @@ std::string short_call_id(const std::string& id) {
 
 }  // namespace
 
-bool message_tool_fields(const json& m, size_t index, const ToolTurnShape& shape,
-                         ChatMessage* msg, ApiError* err) {
+bool message_tool_fields(const json& m, size_t index, const ToolTurnShape& shape, ChatMessage* msg,
+                         ApiError* err) {
   const std::string p = "messages[" + std::to_string(index) + "]";
   for (const char* key : {"name", "tool_name", "tool_call_id"}) {
     auto it = m.find(key);
@@ -279,8 +280,7 @@ std::vector<json> openai_tool_call_deltas(const std::vector<ToolCall>& calls) {
                                 {"id", new_call_id()},
                                 {"type", "function"},
                                 {"function", {{"name", calls[i].name}, {"arguments", ""}}}}}));
-    out.push_back(
-        json::array({{{"index", i}, {"function", {{"arguments", calls[i].arguments}}}}}));
+    out.push_back(json::array({{{"index", i}, {"function", {{"arguments", calls[i].arguments}}}}}));
   }
   return out;
 }

@@ -40,9 +40,9 @@ bool parse_tool_request(const nlohmann::json& j, const ApiConfig& cfg, const Eng
 // v3.2's and firefunction's concatenate them as text; Qwen3's and Phi's fail on a null content
 // that Llama's accepts; Mistral's insist on 9-character alphanumeric call ids.
 struct ToolTurnShape {
-  bool string_arguments = false;  // arguments as JSON text, not an object
+  bool string_arguments = false;       // arguments as JSON text, not an object
   bool null_content_as_empty = false;  // a call-only turn's null content as ""
-  bool short_call_ids = false;     // ids mapped to 9 alphanumerics (the same id, the same result)
+  bool short_call_ids = false;  // ids mapped to 9 alphanumerics (the same id, the same result)
 };
 // The shapes to try in order, until the template renders.
 std::vector<ToolTurnShape> tool_turn_shapes(const nlohmann::json& messages, ToolCallFamily family);
@@ -54,7 +54,8 @@ bool message_tool_fields(const nlohmann::json& m, size_t index, const ToolTurnSh
 
 // Template variables besides `tools` that a family's template reads: firefunction v2's
 // `functions` (the function list as JSON text) and `datetime`.
-void family_template_variables(const ToolUse& use, std::vector<std::pair<std::string, nlohmann::json>>* vars);
+void family_template_variables(const ToolUse& use,
+                               std::vector<std::pair<std::string, nlohmann::json>>* vars);
 
 // The calls in an answer's content (reasoning already split off); no calls when parse is off.
 ToolCallParse answer_tool_calls(const ToolUse& use, const std::string& content);

@@ -28,8 +28,7 @@ class ChatTokenizer {
   Result<std::vector<int32_t>> tokenize(const std::string& template_text,
                                         const std::vector<ChatMessage>& messages,
                                         bool add_generation_prompt, const std::string& bos_token,
-                                        const std::string& eos_token,
-                                        bool content_specials = false,
+                                        const std::string& eos_token, bool content_specials = false,
                                         const jinja::Variables& extra = {}) const;
 
  private:

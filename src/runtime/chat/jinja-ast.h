@@ -77,7 +77,17 @@ struct Expr {
 };
 
 enum class NodeKind {
-  Text, Output, If, For, Set, SetBlock, FilterBlock, Macro, Break, Continue, Generation
+  Text,
+  Output,
+  If,
+  For,
+  Set,
+  SetBlock,
+  FilterBlock,
+  Macro,
+  Break,
+  Continue,
+  Generation
 };
 
 // The name a FilterBlock's filter chain reads its rendered body from (no template can spell it).
@@ -95,9 +105,9 @@ struct Node {
   ExprPtr expr;                      // Output, Set value, For iterable, FilterBlock chain
   ExprPtr filter;                    // For: `for x in xs if cond`
   std::vector<std::string> targets;  // For loop variables
-  std::vector<std::pair<ExprPtr, NodeList>> branches;   // If/elif
-  NodeList body;  // For, SetBlock, FilterBlock, Macro, Generation
-  NodeList else_body;                                   // If, For
+  std::vector<std::pair<ExprPtr, NodeList>> branches;  // If/elif
+  NodeList body;       // For, SetBlock, FilterBlock, Macro, Generation
+  NodeList else_body;  // If, For
   std::vector<std::pair<std::string, ExprPtr>> params;  // Macro (default may be null)
 };
 

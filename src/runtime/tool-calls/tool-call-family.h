@@ -8,12 +8,12 @@
 namespace hearth {
 
 enum class ToolCallFamily {
-  kGeneric,         // no known markers: {"tool_calls":[{"name":..,"arguments":{..}}]} or a bare call
-  kHermes,          // Hermes 2/3, Qwen2.5, Qwen3: <tool_call>{"name":..,"arguments":{..}}</tool_call>
-  kLlama3,          // Llama 3.1-3.3: {"name":..,"parameters":{..}} or <|python_tag|>...
-  kMistral,         // Mistral Nemo and older: [TOOL_CALLS][{"name":..,"arguments":{..}}]
-  kMistralArgs,     // Mistral Small 3.2 and newer: [TOOL_CALLS]name[ARGS]{..}
-  kDeepSeek,        // DeepSeek-R1 (and distills), V3: <｜tool▁calls▁begin｜>...
+  kGeneric,      // no known markers: {"tool_calls":[{"name":..,"arguments":{..}}]} or a bare call
+  kHermes,       // Hermes 2/3, Qwen2.5, Qwen3: <tool_call>{"name":..,"arguments":{..}}</tool_call>
+  kLlama3,       // Llama 3.1-3.3: {"name":..,"parameters":{..}} or <|python_tag|>...
+  kMistral,      // Mistral Nemo and older: [TOOL_CALLS][{"name":..,"arguments":{..}}]
+  kMistralArgs,  // Mistral Small 3.2 and newer: [TOOL_CALLS]name[ARGS]{..}
+  kDeepSeek,     // DeepSeek-R1 (and distills), V3: <｜tool▁calls▁begin｜>...
   kFunctionaryV31,  // functionary v3.1: <function=name>{..}</function>
   kFunctionaryV32,  // functionary v3.2: >>>name\n{..} (the prompt ends with ">>>")
   kFirefunction,    // firefunction v2:  functools[{"name":..,"arguments":{..}}]

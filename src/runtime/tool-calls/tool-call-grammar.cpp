@@ -18,17 +18,20 @@ bool is_name_char(char c) {
 std::string lit(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '"' || c == '\\')
+      out += '\\', out += c;
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out + "\"";
 }
 
 // One call written as a JSON object, name first: {"name": "f", "<args_key>": <arguments>}.
 std::string json_call(const std::string& name, const std::string& args_rule, const char* args_key) {
-  return lit(std::string("{\"name\": \"") + name + "\", \"" + args_key + "\": ") + " " +
-         args_rule + " " + lit("}");
+  return lit(std::string("{\"name\": \"") + name + "\", \"" + args_key + "\": ") + " " + args_rule +
+         " " + lit("}");
 }
 
 std::string any_of(const std::vector<std::string>& alternatives) {
@@ -81,8 +84,8 @@ Result<std::string> tool_call_gbnf(const std::vector<ToolFunction>& functions,
   std::string rules;
   std::vector<std::string> args;  // the arguments rule of each function
   for (size_t i = 0; i < functions.size(); ++i) {
-    const std::string schema =
-        functions[i].parameters.empty() ? std::string(R"({"type":"object"})") : functions[i].parameters;
+    const std::string schema = functions[i].parameters.empty() ? std::string(R"({"type":"object"})")
+                                                               : functions[i].parameters;
     auto gbnf = json_schema_to_gbnf(schema);
     if (!gbnf) {
       std::string why = "tools[";  // appended piecewise: GCC 12 warns on the chained '+' here
@@ -137,8 +140,8 @@ Result<std::string> tool_call_gbnf(const std::vector<ToolFunction>& functions,
              lit("<｜tool▁calls▁end｜>");
       break;
     case ToolCallFamily::kFunctionaryV31:
-      rules += "tool-call ::= " + lit("<function=") + " " + named(">") + " " + lit("</function>") +
-               "\n";
+      rules +=
+          "tool-call ::= " + lit("<function=") + " " + named(">") + " " + lit("</function>") + "\n";
       root = repeated("tool-call", "", parallel);
       break;
     case ToolCallFamily::kFunctionaryV32:
@@ -152,8 +155,8 @@ Result<std::string> tool_call_gbnf(const std::vector<ToolFunction>& functions,
       break;
     case ToolCallFamily::kGeneric:
       rules += "tool-call ::= " + objects("arguments") + "\n";
-      root = lit("{\"tool_calls\": [") + " " + repeated("tool-call", ", ", parallel) + " " +
-             lit("]}");
+      root =
+          lit("{\"tool_calls\": [") + " " + repeated("tool-call", ", ", parallel) + " " + lit("]}");
       break;
   }
   return "root ::= " + root + "\n" + rules;

@@ -30,7 +30,9 @@ constexpr std::string_view kFunctionClose = "</function>";
 constexpr std::string_view kFunctionaryRecipient = ">>>";
 constexpr std::string_view kFunctools = "functools[";
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 
 // A read position over the output; every reader fails (nullopt) rather than guessing.
 struct Cursor {
@@ -58,12 +60,16 @@ struct Cursor {
     for (size_t i = pos; i < s.size(); ++i) {
       const char c = s[i];
       if (in_string) {
-        if (c == '\\') ++i;
-        else if (c == '"') in_string = false;
+        if (c == '\\')
+          ++i;
+        else if (c == '"')
+          in_string = false;
         continue;
       }
-      if (c == '"') in_string = true;
-      else if (c == '{' || c == '[') ++depth;
+      if (c == '"')
+        in_string = true;
+      else if (c == '{' || c == '[')
+        ++depth;
       else if ((c == '}' || c == ']') && --depth == 0) {
         Json j = Json::parse(s.substr(pos, i + 1 - pos), nullptr, /*allow_exceptions=*/false);
         if (j.is_discarded()) return std::nullopt;
@@ -80,7 +86,9 @@ bool is_declared(const std::vector<std::string>& declared, std::string_view name
 }
 
 // Compact JSON; invalid UTF-8 in the model's strings becomes U+FFFD rather than an exception.
-std::string compact(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+std::string compact(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
 
 // Arguments as a compact JSON object: an object, or a string holding one (as OpenAI sends them
 // back in history); absent or null is {}.
@@ -101,8 +109,10 @@ std::optional<ToolCall> call_from_json(const Json& j, const std::vector<std::str
   if (name == j.end() || !name->is_string() || !is_declared(declared, name->get<std::string>()))
     return std::nullopt;
   const Json* args = nullptr;
-  if (auto a = j.find("arguments"); a != j.end()) args = &*a;
-  else if (auto p = j.find("parameters"); p != j.end()) args = &*p;
+  if (auto a = j.find("arguments"); a != j.end())
+    args = &*a;
+  else if (auto p = j.find("parameters"); p != j.end())
+    args = &*p;
   auto text = arguments_text(args);
   if (!text) return std::nullopt;
   return ToolCall{name->get<std::string>(), *text};
@@ -169,8 +179,10 @@ bool read_llama_builtin(Cursor& c, const std::vector<std::string>& declared,
     for (; end < c.s.size(); ++end) {
       const char ch = c.s[end];
       if (in_string) {
-        if (ch == '\\') ++end;
-        else if (ch == '"') in_string = false;
+        if (ch == '\\')
+          ++end;
+        else if (ch == '"')
+          in_string = false;
       } else if (ch == '"') {
         in_string = true;
       } else if (ch == ',' || ch == ')') {
@@ -335,13 +347,19 @@ size_t first_marker(ToolCallFamily family, std::string_view text) {
     return at;
   };
   switch (family) {
-    case ToolCallFamily::kHermes: return text.find(kHermesOpen);
+    case ToolCallFamily::kHermes:
+      return text.find(kHermesOpen);
     case ToolCallFamily::kMistral:
-    case ToolCallFamily::kMistralArgs: return text.find(kMistralCalls);
-    case ToolCallFamily::kDeepSeek: return find_any({kDeepSeekCallsBegin, kDeepSeekCallBegin});
-    case ToolCallFamily::kFunctionaryV31: return text.find(kFunctionOpen);
-    case ToolCallFamily::kFunctionaryV32: return 0;
-    case ToolCallFamily::kFirefunction: return text.find(kFunctools);
+    case ToolCallFamily::kMistralArgs:
+      return text.find(kMistralCalls);
+    case ToolCallFamily::kDeepSeek:
+      return find_any({kDeepSeekCallsBegin, kDeepSeekCallBegin});
+    case ToolCallFamily::kFunctionaryV31:
+      return text.find(kFunctionOpen);
+    case ToolCallFamily::kFunctionaryV32:
+      return 0;
+    case ToolCallFamily::kFirefunction:
+      return text.find(kFunctools);
     case ToolCallFamily::kLlama3: {
       if (size_t tag = text.find(kPythonTag); tag != std::string_view::npos) return tag;
       size_t i = 0;
@@ -400,15 +418,22 @@ ToolCallParse parse_functionary_v32(std::string_view text,
 
 Reader reader_of(ToolCallFamily family) {
   switch (family) {
-    case ToolCallFamily::kHermes: return read_hermes;
-    case ToolCallFamily::kLlama3: return read_llama3;
+    case ToolCallFamily::kHermes:
+      return read_hermes;
+    case ToolCallFamily::kLlama3:
+      return read_llama3;
     case ToolCallFamily::kMistral:
-    case ToolCallFamily::kMistralArgs: return read_mistral;
-    case ToolCallFamily::kDeepSeek: return read_deepseek;
-    case ToolCallFamily::kFunctionaryV31: return read_functionary_v31;
-    case ToolCallFamily::kFirefunction: return read_firefunction;
+    case ToolCallFamily::kMistralArgs:
+      return read_mistral;
+    case ToolCallFamily::kDeepSeek:
+      return read_deepseek;
+    case ToolCallFamily::kFunctionaryV31:
+      return read_functionary_v31;
+    case ToolCallFamily::kFirefunction:
+      return read_firefunction;
     case ToolCallFamily::kFunctionaryV32:
-    case ToolCallFamily::kGeneric: return read_generic;
+    case ToolCallFamily::kGeneric:
+      return read_generic;
   }
   return read_generic;
 }
@@ -432,18 +457,32 @@ ToolCallParse parse_tool_calls(ToolCallFamily family, std::string_view text,
 
 ToolCallStreamGate::ToolCallStreamGate(ToolCallFamily family) : family_(family) {
   switch (family) {
-    case ToolCallFamily::kHermes: markers_ = {kHermesOpen}; break;
+    case ToolCallFamily::kHermes:
+      markers_ = {kHermesOpen};
+      break;
     case ToolCallFamily::kMistral:
-    case ToolCallFamily::kMistralArgs: markers_ = {kMistralCalls}; break;
-    case ToolCallFamily::kDeepSeek: markers_ = {kDeepSeekCallsBegin, kDeepSeekCallBegin}; break;
-    case ToolCallFamily::kFunctionaryV31: markers_ = {kFunctionOpen}; break;
-    case ToolCallFamily::kFirefunction: markers_ = {kFunctools}; break;
+    case ToolCallFamily::kMistralArgs:
+      markers_ = {kMistralCalls};
+      break;
+    case ToolCallFamily::kDeepSeek:
+      markers_ = {kDeepSeekCallsBegin, kDeepSeekCallBegin};
+      break;
+    case ToolCallFamily::kFunctionaryV31:
+      markers_ = {kFunctionOpen};
+      break;
+    case ToolCallFamily::kFirefunction:
+      markers_ = {kFunctools};
+      break;
     case ToolCallFamily::kLlama3:
       markers_ = {kPythonTag};
       start_only_json_ = true;
       break;
-    case ToolCallFamily::kGeneric: markers_ = {"```json", "{"}; break;
-    case ToolCallFamily::kFunctionaryV32: hold_all_ = true; break;
+    case ToolCallFamily::kGeneric:
+      markers_ = {"```json", "{"};
+      break;
+    case ToolCallFamily::kFunctionaryV32:
+      hold_all_ = true;
+      break;
   }
 }
 

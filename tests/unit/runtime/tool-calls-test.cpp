@@ -72,25 +72,34 @@ const std::vector<ParseCase> kParseCases = {
      "<tool_call>{\"name\":\"search\",\"arguments\":\"{\\\"q\\\":\\\"x\\\"}\"}</tool_call>",
      "",
      {{"search", R"({"q":"x"})"}}},
-    {F::kHermes, "<tool_call>\n{\"name\": \"search\", \"arguments\": {}}", "",
+    {F::kHermes,
+     "<tool_call>\n{\"name\": \"search\", \"arguments\": {}}",
+     "",
      {{"search", "{}"}}},  // cut before the close tag
     {F::kHermes, "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"x", "", {}},
     {F::kHermes, "<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {}}\n</tool_call>", "", {}},
     {F::kHermes, "<tool_call>\n{\"name\": \"search\", \"arguments\": [1]}\n</tool_call>", "", {}},
     {F::kHermes, "I would use <tool_call> tags.", "", {}},
-    {F::kHermes, "<tool_call>{\"name\":\"search\",\"arguments\":{}}</tool_call> and more words", "",
+    {F::kHermes,
+     "<tool_call>{\"name\":\"search\",\"arguments\":{}}</tool_call> and more words",
+     "",
      {}},
     // Llama 3.x: JSON with "parameters", several separated by ';', python_tag, builtin call.
-    {F::kLlama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", "",
+    {F::kLlama3,
+     "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}",
+     "",
      {{"get_weather", R"({"city":"Oslo"})"}}},
     {F::kLlama3,
      "{\"name\": \"search\", \"parameters\": {\"q\": \"a\"}}; {\"name\": \"search\", "
      "\"parameters\": {\"q\": \"b\"}}",
      "",
      {{"search", R"({"q":"a"})"}, {"search", R"({"q":"b"})"}}},
-    {F::kLlama3, "<|python_tag|>{\"name\": \"search\", \"parameters\": {\"q\": \"x\"}}", "",
+    {F::kLlama3,
+     "<|python_tag|>{\"name\": \"search\", \"parameters\": {\"q\": \"x\"}}",
+     "",
      {{"search", R"({"q":"x"})"}}},
-    {F::kLlama3, "<|python_tag|>brave_search.call(query=\"weather in Paris\", n=3, safe=True)",
+    {F::kLlama3,
+     "<|python_tag|>brave_search.call(query=\"weather in Paris\", n=3, safe=True)",
      "",
      {{"brave_search", R"({"query":"weather in Paris","n":3,"safe":true})"}}},
     {F::kLlama3, "The answer is {\"name\": \"x\"}.", "", {}},
@@ -105,7 +114,9 @@ const std::vector<ParseCase> kParseCases = {
      "Sure.[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Rome\"}[TOOL_CALLS]search[ARGS]{\"q\": 1}",
      "Sure.",
      {{"get_weather", R"({"city":"Rome"})"}, {"search", R"({"q":1})"}}},
-    {F::kMistralArgs, "[TOOL_CALLS]search[CALL_ID]a1b2c3d4e[ARGS]{\"q\": \"z\"}", "",
+    {F::kMistralArgs,
+     "[TOOL_CALLS]search[CALL_ID]a1b2c3d4e[ARGS]{\"q\": \"z\"}",
+     "",
      {{"search", R"({"q":"z"})"}}},
     {F::kMistral, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\"", "", {}},
     // DeepSeek R1 / V3.
@@ -119,13 +130,20 @@ const std::vector<ParseCase> kParseCases = {
     {F::kDeepSeek,
      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"
      "\"city\": ",
-     "", {}},
+     "",
+     {}},
     // functionary v3.1 and v3.2 (v3.2's first ">>>" is in the prompt).
-    {F::kFunctionaryV31, "<function=search>{\"q\": \"cats\"}</function>", "",
+    {F::kFunctionaryV31,
+     "<function=search>{\"q\": \"cats\"}</function>",
+     "",
      {{"search", R"({"q":"cats"})"}}},
-    {F::kFunctionaryV32, "search\n{\"q\": \"cats\"}>>>get_weather\n{\"city\": \"Bern\"}", "",
+    {F::kFunctionaryV32,
+     "search\n{\"q\": \"cats\"}>>>get_weather\n{\"city\": \"Bern\"}",
+     "",
      {{"search", R"({"q":"cats"})"}, {"get_weather", R"({"city":"Bern"})"}}},
-    {F::kFunctionaryV32, "all\nLet me search.>>>search\n{\"q\": \"cats\"}", "Let me search.",
+    {F::kFunctionaryV32,
+     "all\nLet me search.>>>search\n{\"q\": \"cats\"}",
+     "Let me search.",
      {{"search", R"({"q":"cats"})"}}},
     {F::kFunctionaryV32, "all\nJust text, no call.", "", {}},
     {F::kFunctionaryV32, "unknown\n{}", "", {}},
@@ -137,9 +155,12 @@ const std::vector<ParseCase> kParseCases = {
      {{"get_weather", R"({"city":"Kyiv"})"}, {"search", R"({"q":"x"})"}}},
     {F::kFirefunction, " functools[{\"name\": \"get_weather\"", "", {}},
     // Generic: the tool_calls wrapper, a bare call, a fenced one, prose with braces.
-    {F::kGeneric, "{\"tool_calls\": [{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}]}", "",
+    {F::kGeneric,
+     "{\"tool_calls\": [{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}]}",
+     "",
      {{"search", R"({"q":"x"})"}}},
-    {F::kGeneric, "Calling:\n```json\n{\"name\": \"search\", \"arguments\": {\"q\": 2}}\n```",
+    {F::kGeneric,
+     "Calling:\n```json\n{\"name\": \"search\", \"arguments\": {\"q\": 2}}\n```",
      "Calling:\n",
      {{"search", R"({"q":2})"}}},
     {F::kGeneric, "Use {braces} freely.", "", {}},
@@ -254,27 +275,32 @@ const std::vector<ToolFunction> kFunctions = {
 TEST(ToolCallGrammar, HermesAdmitsDeclaredCallsWithValidArgumentsOnly) {
   auto g = compile(tool_call_gbnf(kFunctions, {F::kHermes, true}).value());
   ASSERT_TRUE(g);
-  EXPECT_TRUE(matches(g, "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}\n</tool_call>"));
   EXPECT_TRUE(matches(
-      g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\", \"unit\": "
-         "\"c\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": "
-         "\"x\"}}\n</tool_call>"));
+      g, "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}\n</tool_call>"));
+  EXPECT_TRUE(
+      matches(g,
+              "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\", \"unit\": "
+              "\"c\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": "
+              "\"x\"}}\n</tool_call>"));
   EXPECT_FALSE(matches(g, "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>"));
-  EXPECT_FALSE(matches(
-      g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\", \"unit\": "
-         "\"k\"}}\n</tool_call>"));
+  EXPECT_FALSE(
+      matches(g,
+              "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\", \"unit\": "
+              "\"k\"}}\n</tool_call>"));
   EXPECT_FALSE(matches(g, "<tool_call>\n{\"name\": \"search\", \"arguments\": {}}\n</tool_call>"));
   auto one = compile(tool_call_gbnf(kFunctions, {F::kHermes, false}).value());
-  EXPECT_FALSE(matches(one, "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}\n"
-                            "</tool_call>\n<tool_call>\n{\"name\": \"search\", \"arguments\": "
-                            "{\"q\": \"x\"}}\n</tool_call>"));
+  EXPECT_FALSE(matches(one,
+                       "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}\n"
+                       "</tool_call>\n<tool_call>\n{\"name\": \"search\", \"arguments\": "
+                       "{\"q\": \"x\"}}\n</tool_call>"));
 }
 
 // Every family's grammar compiles, and what it produces (one fixed sample per family) is what
 // that family's parser reads back as the same call.
 TEST(ToolCallGrammar, EveryFamilyRoundTripsThroughItsParser) {
   const std::vector<std::pair<F, std::string>> samples = {
-      {F::kHermes, "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}\n</tool_call>"},
+      {F::kHermes,
+       "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}\n</tool_call>"},
       {F::kLlama3, "{\"name\": \"search\", \"parameters\": {\"q\": \"x\"}}"},
       {F::kMistral, "[TOOL_CALLS][{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}]"},
       {F::kMistralArgs, "[TOOL_CALLS]search[ARGS]{\"q\": \"x\"}"},
