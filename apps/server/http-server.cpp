@@ -316,9 +316,10 @@ struct Server::Impl {
       std::shared_ptr<CompletionRequest> r;
       std::string id;
       int64_t created;
-      bool started = false, finished = false;      // touched on the connection's executor only
-      size_t text_offset = 0;                      // completions' logprobs.text_offset so far
-      std::optional<ReasoningSplitter> reasoning;  // chat with reasoning_format "auto"
+      bool started = false, finished = false;       // touched on the connection's executor only
+      size_t text_offset = 0;                       // completions' logprobs.text_offset so far
+      std::optional<ReasoningSplitter> reasoning;   // chat with reasoning_format "auto"
+      std::optional<ToolCallStreamGate> tool_gate;  // chat with tools to parse
       InFlight guard;
       explicit State(std::atomic<int>* n) : guard(n) {}
     };
@@ -327,6 +328,7 @@ struct Server::Impl {
     st->id = id;
     st->created = created;
     if (r->chat && r->split_reasoning) st->reasoning.emplace(r->reasoning_starts_inside);
+    if (r->chat && r->tools.parse) st->tool_gate.emplace(r->tools.family);
     auto pump = [this, st, ex] {
       if (st->finished) return;
       Job& job = *st->r->job;
@@ -352,17 +354,31 @@ struct Server::Impl {
       if (st->reasoning) {
         pieces = st->reasoning->take(pieces.content, done);
       }
+      // Content that may begin a tool call is held until the end, then parsed as a whole.
+      std::vector<ToolCall> calls;
+      if (st->tool_gate) {
+        pieces.content = st->tool_gate->push(pieces.content);
+        if (done) {
+          ToolCallParse parsed = answer_tool_calls(st->r->tools, st->tool_gate->finish());
+          pieces.content += parsed.content;
+          calls = std::move(parsed.calls);
+        }
+      }
       if (!pieces.content.empty() || !pieces.reasoning.empty() || !logprobs.empty())
         out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, pieces.content, nullptr,
                                     false, stream_logprobs(*st->r, logprobs, &st->text_offset),
                                     pieces.reasoning));
+      for (const json& delta : openai_tool_call_deltas(calls))
+        out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, "", nullptr, false,
+                                    nullptr, "", delta));
       if (done) {
         st->finished = true;
         if (failed(job)) {
           out += sse(error_body(job_error(job)));
         } else {
-          out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, "",
-                                      api_finish_reason(job), false));
+          out +=
+              sse(completion_chunk(*st->r, opt.api, st->id, st->created, "",
+                                   calls.empty() ? api_finish_reason(job) : "tool_calls", false));
           if (st->r->include_usage) out += sse(usage_chunk(*st->r, opt.api, st->id, st->created));
         }
         out += "data: [DONE]\n\n";

@@ -42,8 +42,8 @@ struct FieldRow {
   const char* openai_name;  // kCopy only
 };
 
-// Top-level fields of /api/generate and /api/chat. `tools`, images, templates and suffixes need
-// engines this branch does not have: they are refused by check_unsupported().
+// Top-level fields of /api/generate and /api/chat. Images, templates and suffixes need engines
+// this branch does not have: they are refused by check_unsupported(). `tools` (chat) is OpenAI's.
 const FieldRow kGenerateFields[] = {
     {"model", Field::kCopy, "model"},       {"stream", Field::kOwn, nullptr},
     {"options", Field::kOwn, nullptr},      {"keep_alive", Field::kIgnored, nullptr},
@@ -219,7 +219,7 @@ bool check_unsupported(const json& j, OllamaError* err) {
     if (it->is_string() || it->is_array() || it->is_object()) return !it->empty();
     return *it != false;
   };
-  for (const char* k : {"tools", "images", "template", "suffix"})
+  for (const char* k : {"images", "template", "suffix"})
     if (set(k)) return fail(err, std::string("'") + k + "' is not supported by this server");
   if (set("logprobs") || set("top_logprobs"))
     return fail(err, "'logprobs' is not supported on the Ollama routes of this server");
@@ -258,7 +258,30 @@ bool read_string(const json& j, const char* key, std::string* out, OllamaError* 
   return true;
 }
 
-// Ollama chat messages -> OpenAI messages (text only: images and tool calls are refused).
+// Ollama's tool calls in a message -> OpenAI's, each given an id ("call_<n>") that the tool
+// results after it refer to by the function's name (Ollama's tool_name).
+bool translate_tool_calls(const json& calls, const std::string& p, json* out,
+                          std::vector<std::pair<std::string, std::string>>* ids, OllamaError* err) {
+  if (!calls.is_array()) return fail(err, "'" + p + ".tool_calls' must be an array");
+  *out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const json& c = calls[i];
+    const std::string cp = p + ".tool_calls[" + std::to_string(i) + "]";
+    if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+        !c["function"].value("name", json()).is_string())
+      return fail(err, "'" + cp + ".function' must be an object with a string 'name'");
+    const std::string id = "call_" + std::to_string(ids->size());
+    ids->emplace_back(c["function"]["name"].get<std::string>(), id);
+    out->push_back({{"id", id},
+                    {"type", "function"},
+                    {"function",
+                     {{"name", c["function"]["name"]},
+                      {"arguments", c["function"].value("arguments", json::object())}}}});
+  }
+  return true;
+}
+
+// Ollama chat messages -> OpenAI messages (text, tool calls and tool results; images refused).
 bool chat_messages(const json& j, json* openai, bool* empty, OllamaError* err) {
   auto it = j.find("messages");
   if (it == j.end() || it->is_null() || (it->is_array() && it->empty())) {
@@ -267,24 +290,43 @@ bool chat_messages(const json& j, json* openai, bool* empty, OllamaError* err) {
   }
   if (!it->is_array()) return fail(err, "'messages' must be an array");
   json out = json::array();
+  std::vector<std::pair<std::string, std::string>> call_ids;  // function name -> call id
   for (size_t i = 0; i < it->size(); ++i) {
     const json& m = (*it)[i];
     const std::string p = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return fail(err, "'" + p + "' must be an object");
     for (auto f = m.begin(); f != m.end(); ++f) {
       const std::string& k = f.key();
-      if (k == "role" || k == "content") continue;
+      if (k == "role" || k == "content" || k == "tool_calls" || k == "tool_name") continue;
       const bool empty_value = f->is_null() || ((f->is_array() || f->is_string()) && f->empty());
-      if ((k == "images" || k == "tool_calls" || k == "thinking" || k == "tool_name") &&
-          empty_value)
-        continue;
+      if ((k == "images" || k == "thinking") && empty_value) continue;
       return fail(err, "'" + p + "." + k + "' is not supported by this server");
     }
     if (!m.contains("role") || !m["role"].is_string())
       return fail(err, "'" + p + ".role' is required and must be a string");
     const json content = m.value("content", json(""));
     if (!content.is_string()) return fail(err, "'" + p + ".content' must be a string");
-    out.push_back({{"role", m["role"]}, {"content", content}});
+    json msg = {{"role", m["role"]}, {"content", content}};
+    if (auto calls = m.find("tool_calls");
+        calls != m.end() && !calls->is_null() && !(calls->is_array() && calls->empty())) {
+      if (!translate_tool_calls(*calls, p, &msg["tool_calls"], &call_ids, err)) return false;
+    }
+    if (auto name = m.find("tool_name"); name != m.end() && !name->is_null()) {
+      if (!name->is_string()) return fail(err, "'" + p + ".tool_name' must be a string");
+      msg["tool_name"] = *name;
+      msg["name"] = *name;
+    }
+    if (m["role"] == "tool") {
+      // The latest call of that function (or, without a name, the latest call) is answered.
+      std::string id = "call_none";
+      for (auto c = call_ids.rbegin(); c != call_ids.rend(); ++c)
+        if (!msg.contains("name") || c->first == msg["name"]) {
+          id = c->second;
+          break;
+        }
+      msg["tool_call_id"] = id;
+    }
+    out.push_back(std::move(msg));
   }
   (*openai)["messages"] = std::move(out);
   return true;
@@ -333,6 +375,8 @@ std::optional<OllamaGenerate> parse_ollama_generate(const ApiConfig& cfg, const 
   bool raw = false;
   if (chat) {
     if (!chat_messages(j, &openai, &req.load_only, err)) return std::nullopt;
+    if (auto tools = j.find("tools"); tools != j.end() && !tools->is_null())
+      openai["tools"] = *tools;
   } else {
     std::string prompt, system;
     if (!read_string(j, "prompt", &prompt, err) || !read_string(j, "system", &system, err) ||
@@ -367,6 +411,7 @@ std::optional<OllamaGenerate> parse_ollama_generate(const ApiConfig& cfg, const 
   if (!parsed) return from_api_error(api_err, err), std::nullopt;
   req.job = parsed->job;
   req.reasoning_starts_inside = parsed->reasoning_starts_inside;
+  req.tools = parsed->tools;
   Job& job = *req.job;
   if (!context.empty()) {
     std::vector<int32_t> prompt = std::move(context);
@@ -496,11 +541,14 @@ json ollama_head(const ApiConfig& cfg) {
 }  // namespace
 
 json ollama_chunk(const ApiConfig& cfg, bool chat, const std::string& text,
-                  const std::string& thinking) {
+                  const std::string& thinking, const std::vector<ToolCall>& calls) {
   json j = ollama_head(cfg);
   if (chat) {
-    j["message"] = {{"role", "assistant"}, {"content", text}};
+    // A call-only turn has empty content, as Ollama sends it.
+    const bool blank = !calls.empty() && text.find_first_not_of(" \n\r\t") == std::string::npos;
+    j["message"] = {{"role", "assistant"}, {"content", blank ? "" : text}};
     if (!thinking.empty()) j["message"]["thinking"] = thinking;
+    if (!calls.empty()) j["message"]["tool_calls"] = ollama_tool_calls(calls);
   } else {
     j["response"] = text;
     if (!thinking.empty()) j["thinking"] = thinking;
@@ -513,7 +561,8 @@ json ollama_final(const ApiConfig& cfg, const OllamaGenerate& req, const std::st
                   SteadyClock::time_point received) {
   ReasoningPieces pieces{"", text};
   if (req.think) pieces = split_reasoning(text, req.reasoning_starts_inside);
-  json j = ollama_chunk(cfg, req.chat, pieces.content, pieces.reasoning);
+  ToolCallParse parsed = answer_tool_calls(req.tools, pieces.content);
+  json j = ollama_chunk(cfg, req.chat, parsed.content, pieces.reasoning, parsed.calls);
   j["done"] = true;
   const auto now = SteadyClock::now();
   if (req.load_only || !req.job) {

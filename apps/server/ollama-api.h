@@ -37,6 +37,7 @@ struct OllamaGenerate {
   // `think`: true splits a think block into message.thinking (chat) or thinking (generate).
   bool think = false;
   bool reasoning_starts_inside = false;  // the prompt ends with "<think>"
+  ToolUse tools;                         // chat: calls in the answer become message.tool_calls
   std::shared_ptr<Job> job;
 };
 
@@ -60,9 +61,10 @@ bool parse_ollama_show(const ApiConfig& cfg, const std::string& body, OllamaErro
 // "2024-05-01T12:34:56.123456789Z" for a system-clock time (Ollama's created_at).
 std::string ollama_time(std::chrono::system_clock::time_point t);
 
-// A streamed piece of output (done: false), with its thinking when the request asked for it.
+// A streamed piece of output (done: false), with its thinking when the request asked for it and
+// (chat) the tool calls parsed from the answer.
 json ollama_chunk(const ApiConfig& cfg, bool chat, const std::string& text,
-                  const std::string& thinking = "");
+                  const std::string& thinking = "", const std::vector<ToolCall>& calls = {});
 // The last object: done_reason, durations (ns), counts and, for generate, `context` (the prompt
 // and generated token ids a client sends back to continue). `text` is the whole answer when not
 // streamed (split into thinking when req.think), "" when streamed. `received` is when the request

@@ -97,14 +97,16 @@ void OllamaRoutes::generate(const HttpRequest& req, const Ex& ex, bool chat) con
   if (r->load_only) return ex->send(json_answer(200, ollama_final(*c_.api, *r, "", received)));
   const ApiConfig* api = c_.api;
   struct State {
-    std::string text;                           // the whole answer (not streamed)
-    bool started = false, finished = false;     // touched on the connection's executor only
-    std::optional<ReasoningSplitter> thinking;  // streamed with think: true
+    std::string text;                             // the whole answer (not streamed)
+    bool started = false, finished = false;       // touched on the connection's executor only
+    std::optional<ReasoningSplitter> thinking;    // streamed with think: true
+    std::optional<ToolCallStreamGate> tool_gate;  // streamed chat with tools to parse
     InFlight guard;
     explicit State(std::atomic<int>* n) : guard(n) {}
   };
   auto st = std::make_shared<State>(c_.in_flight);
   if (r->think) st->thinking.emplace(r->reasoning_starts_inside);
+  if (r->tools.parse) st->tool_gate.emplace(r->tools.family);
   // NDJSON has no comment line, so the stream writes nothing while idle: a client that left is
   // found by the connection's probe or the next token's write, which cancels the job.
   auto pump = [api, st, r, ex, received] {
@@ -133,8 +135,18 @@ void OllamaRoutes::generate(const HttpRequest& req, const Ex& ex, bool chat) con
     if (st->thinking) {
       pieces = st->thinking->take(pieces.content, done);
     }
-    if (!pieces.content.empty() || !pieces.reasoning.empty())
-      out += json_text(ollama_chunk(*api, r->chat, pieces.content, pieces.reasoning)) + "\n";
+    // Text that may begin a tool call is held to the end; the calls go out in one chunk then.
+    std::vector<ToolCall> calls;
+    if (st->tool_gate) {
+      pieces.content = st->tool_gate->push(pieces.content);
+      if (done) {
+        ToolCallParse parsed = answer_tool_calls(r->tools, st->tool_gate->finish());
+        pieces.content += parsed.content;
+        calls = std::move(parsed.calls);
+      }
+    }
+    if (!pieces.content.empty() || !pieces.reasoning.empty() || !calls.empty())
+      out += json_text(ollama_chunk(*api, r->chat, pieces.content, pieces.reasoning, calls)) + "\n";
     if (done) {
       st->finished = true;
       // Ollama's streams end a failure with an {"error": ...} line.

@@ -90,11 +90,8 @@ struct Unimplemented {
   bool (*is_noop)(const json&);
 };
 const Unimplemented kUnimplemented[] = {
-    {"tools", [](const json& v) { return v.is_array() && v.empty(); }},
-    {"tool_choice", [](const json& v) { return v == "none" || v == "auto"; }},
     {"functions", [](const json& v) { return v.is_array() && v.empty(); }},
     {"function_call", [](const json& v) { return v == "none" || v == "auto"; }},
-    {"parallel_tool_calls", [](const json& v) { return v.is_boolean(); }},
     {"echo", [](const json& v) { return v == false; }},
     {"best_of", [](const json& v) { return v == 1; }},
     {"suffix", [](const json& v) { return v == ""; }},
@@ -268,7 +265,27 @@ bool message_text(const json& content, size_t index, const ApiLimits& limits, st
   return true;
 }
 
-bool chat_prompt(const json& j, const ApiConfig& cfg, const Engine& engine,
+// The conversation as template messages, tool turns in the given shape.
+bool chat_messages(const json& list, const ApiConfig& cfg, const ToolTurnShape& shape,
+                   std::vector<ChatMessage>* messages, ApiError* err) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& m = list[i];
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return invalid_request(err, p, "'" + p + "' must be an object");
+    if (!m.contains("role"))
+      return invalid_request(err, p + ".role", "'" + p + ".role' is required");
+    if (!check_string(m["role"], p + ".role", 64, err)) return false;
+    ChatMessage msg;
+    msg.role = m["role"].get<std::string>();
+    if (!message_text(m.value("content", json(nullptr)), i, cfg.limits, &msg.content, err))
+      return false;
+    if (!message_tool_fields(m, i, shape, &msg, err)) return false;
+    messages->push_back(std::move(msg));
+  }
+  return true;
+}
+
+bool chat_prompt(const json& j, const ApiConfig& cfg, const Engine& engine, const ToolUse& tools,
                  std::vector<int32_t>* prompt, ApiError* err) {
   auto it = j.find("messages");
   if (it == j.end()) return invalid_request(err, "messages", "'messages' is required");
@@ -280,24 +297,30 @@ bool chat_prompt(const json& j, const ApiConfig& cfg, const Engine& engine,
                                " entries; the limit is " + std::to_string(cfg.limits.max_messages));
   if (cfg.chat_template.empty())
     return invalid_request(err, "messages", "this model has no chat template; use /v1/completions");
-  std::vector<ChatMessage> messages;
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& m = (*it)[i];
-    const std::string p = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) return invalid_request(err, p, "'" + p + "' must be an object");
-    if (!m.contains("role"))
-      return invalid_request(err, p + ".role", "'" + p + ".role' is required");
-    if (!check_string(m["role"], p + ".role", 64, err)) return false;
-    ChatMessage msg;
-    msg.role = m["role"].get<std::string>();
-    if (!message_text(m.value("content", json(nullptr)), i, cfg.limits, &msg.content, err))
-      return false;
-    messages.push_back(std::move(msg));
+  std::vector<std::pair<std::string, json>> vars;
+  if (!tools.tools.is_null()) vars.emplace_back("tools", tools.tools);
+  family_template_variables(tools, &vars);
+  jinja::Variables extra;
+  for (const auto& [name, v] : vars) {
+    auto value = json_to_value(json_text(v), name);
+    if (!value) return invalid_request(err, "tools", "'tools': " + value.message());
+    extra.emplace_back(name, std::move(value.value()));
   }
-  // The template writes BOS itself; special-token texts are control tokens in its own text
-  // only (and in messages too for servers started with --special-tokens-in-content).
-  auto tokens = cfg.chat_tokenizer->tokenize(cfg.chat_template, messages, true, engine.bos_text(),
-                                             engine.eos_text(), cfg.special_tokens_in_content);
+  // Tool turns go in the shape most templates take first, then in the others (tool-calls-api.h).
+  Result<std::vector<int32_t>> tokens = Status::error("no render");
+  for (const ToolTurnShape& shape :
+       tool_turn_shapes(*it, detect_tool_call_family(cfg.chat_template))) {
+    std::vector<ChatMessage> messages;
+    if (!chat_messages(*it, cfg, shape, &messages, err)) return false;
+    // The template writes BOS itself; special-token texts are control tokens in its own text
+    // only (and in messages too for servers started with --special-tokens-in-content).
+    auto attempt =
+        cfg.chat_tokenizer->tokenize(cfg.chat_template, messages, true, engine.bos_text(),
+                                     engine.eos_text(), cfg.special_tokens_in_content, extra);
+    const bool first = !tokens.is_ok() && tokens.message() == "no render";
+    if (attempt.is_ok() || first) tokens = std::move(attempt);  // the first failure is reported
+    if (tokens.is_ok()) break;
+  }
   if (!tokens.is_ok())
     return invalid_request(err, "messages", "the chat template failed: " + tokens.message());
   *prompt = std::move(tokens.value());
@@ -365,17 +388,28 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
       !parse_output_format(j, cfg.limits, engine, &job, err))
     return std::nullopt;
   if (chat) {
-    if (!parse_reasoning_format(j, &req.split_reasoning, err)) return std::nullopt;
-    if (!chat_prompt(j, cfg, engine, &job.prompt, err)) return std::nullopt;
+    if (!parse_reasoning_format(j, &req.split_reasoning, err) ||
+        !parse_tool_request(j, cfg, engine, &job, &req.tools, err) ||
+        !chat_prompt(j, cfg, engine, req.tools, &job.prompt, err))
+      return std::nullopt;
     for (const auto& s : cfg.chat_stops) job.generate.stop.push_back(s);
-  } else if (!completion_prompt(j, cfg, engine, &job.prompt, err)) {
-    return std::nullopt;
+  } else {
+    for (const char* chat_only : {"tools", "tool_choice", "parallel_tool_calls"})
+      if (auto it = j.find(chat_only); it != j.end() && !it->is_null())
+        return invalid_request(
+                   err, chat_only,
+                   std::string("'") + chat_only + "' is a chat field; use /v1/chat/completions"),
+               std::nullopt;
+    if (!completion_prompt(j, cfg, engine, &job.prompt, err)) return std::nullopt;
   }
   const int64_t n_prompt = int64_t(job.prompt.size());
   // The prompt's last few tokens decoded: does the template open the think block itself?
   const size_t tail = std::min<size_t>(job.prompt.size(), 16);
   req.reasoning_starts_inside = prompt_opens_reasoning(engine.tokenizer().decode(
       std::vector<int32_t>(job.prompt.end() - int64_t(tail), job.prompt.end())));
+  // A required call's grammar starts the output with the call, not inside a think block that
+  // the prompt opened (DeepSeek-R1's template ends with "<think>\n").
+  if (req.tools.required) req.reasoning_starts_inside = false;
   if (n_prompt == 0)
     return invalid_request(err, chat ? "messages" : "prompt", "the prompt is empty"), std::nullopt;
   const std::string param = chat ? "messages" : "prompt";
@@ -487,6 +521,21 @@ const char* api_finish_reason(const Job& job) {
   return job.finish_reason() == "length" ? "length" : "stop";
 }
 
+ChatAnswer chat_answer(const CompletionRequest& req, const std::string& text) {
+  ChatAnswer out;
+  if (req.split_reasoning) {
+    ReasoningPieces pieces = split_reasoning(text, req.reasoning_starts_inside);
+    out.reasoning = std::move(pieces.reasoning);
+    out.content = std::move(pieces.content);
+  } else {
+    out.content = text;
+  }
+  ToolCallParse parsed = answer_tool_calls(req.tools, out.content);
+  out.content = std::move(parsed.content);
+  out.calls = std::move(parsed.calls);
+  return out;
+}
+
 json stream_logprobs(const CompletionRequest& req, const std::vector<TokenLogprob>& tokens,
                      size_t* text_offset) {
   if (req.job->logprobs_top < 0 || tokens.empty()) return nullptr;
@@ -509,12 +558,17 @@ json completion_response(const CompletionRequest& req, const ApiConfig& cfg, con
     choice["logprobs"] = req.chat ? chat_logprobs_json(req.job->logprobs())
                                   : completion_logprobs_json(req.job->logprobs(), &text_offset);
   }
-  if (req.chat && req.split_reasoning) {
-    const ReasoningPieces pieces = split_reasoning(text, req.reasoning_starts_inside);
-    choice["message"] = {{"role", "assistant"}, {"content", pieces.content}};
-    if (!pieces.reasoning.empty()) choice["message"]["reasoning_content"] = pieces.reasoning;
-  } else if (req.chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  if (req.chat) {
+    ChatAnswer answer = chat_answer(req, text);
+    choice["message"] = {{"role", "assistant"}, {"content", answer.content}};
+    if (!answer.reasoning.empty()) choice["message"]["reasoning_content"] = answer.reasoning;
+    if (!answer.calls.empty()) {
+      // OpenAI sends null content on a call-only turn.
+      if (answer.content.find_first_not_of(" \n\r\t") == std::string::npos)
+        choice["message"]["content"] = nullptr;
+      choice["message"]["tool_calls"] = openai_tool_calls(answer.calls);
+      choice["finish_reason"] = "tool_calls";
+    }
   } else
     choice["text"] = text;
   return json{{"id", id},
@@ -527,14 +581,17 @@ json completion_response(const CompletionRequest& req, const ApiConfig& cfg, con
 
 json completion_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                       int64_t created, const std::string& text, const char* finish_reason,
-                      bool first, const json& logprobs, const std::string& reasoning) {
+                      bool first, const json& logprobs, const std::string& reasoning,
+                      const json& tool_calls) {
   json choice = {{"index", 0}, {"logprobs", logprobs}};
   choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
   if (req.chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
     if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
-    if (!text.empty() || (!finish_reason && reasoning.empty())) delta["content"] = text;
+    if (!tool_calls.is_null()) delta["tool_calls"] = tool_calls;
+    if (!text.empty() || (!finish_reason && reasoning.empty() && tool_calls.is_null()))
+      delta["content"] = text;
     choice["delta"] = delta;
   } else {
     choice["text"] = text;

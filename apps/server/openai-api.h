@@ -13,6 +13,7 @@
 #include "runtime/chat-tokenize.h"
 #include "runtime/engine.h"
 #include "runtime/scheduler.h"
+#include "tool-calls-api.h"
 
 namespace hearth::server {
 
@@ -72,6 +73,8 @@ struct CompletionRequest {
   bool split_reasoning = false;
   // The prompt ends with "<think>": the output starts inside the reasoning.
   bool reasoning_starts_inside = false;
+  // Chat: the request's tools; with parse set, calls in the answer become tool_calls.
+  ToolUse tools;
   std::shared_ptr<Job> job;
 };
 
@@ -89,12 +92,13 @@ std::shared_ptr<Job> parse_embeddings(const ApiConfig& cfg, const Engine& engine
 std::string new_request_id(const char* prefix);
 json completion_response(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                          int64_t created, const std::string& text);
-// One SSE chunk: a text (and, chat, reasoning_content) delta (finish_reason null) or the last chunk
+// One SSE chunk: a text (and, chat, reasoning_content or tool_calls) delta (finish_reason null) or
+// the last chunk
 // (finish_reason set), with the logprobs of the delta's tokens when asked for (null otherwise).
 json completion_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                       int64_t created, const std::string& text, const char* finish_reason,
-                      bool first, const json& logprobs = nullptr,
-                      const std::string& reasoning = "");
+                      bool first, const json& logprobs = nullptr, const std::string& reasoning = "",
+                      const json& tool_calls = nullptr);
 // A stream chunk's `logprobs` for the tokens it carries: null when the request did not ask or
 // there are none; *text_offset carries the completions' text_offset across chunks.
 json stream_logprobs(const CompletionRequest& req, const std::vector<TokenLogprob>& tokens,
@@ -107,5 +111,14 @@ json models_response(const ApiConfig& cfg, int64_t created);
 
 // The finish_reason OpenAI clients know, for a job's internal reason.
 const char* api_finish_reason(const Job& job);
+
+// A chat answer taken apart: reasoning (when split), the calls (when tools are parsed) and the
+// content left.
+struct ChatAnswer {
+  std::string reasoning;
+  std::string content;
+  std::vector<ToolCall> calls;
+};
+ChatAnswer chat_answer(const CompletionRequest& req, const std::string& text);
 
 }  // namespace hearth::server

@@ -2,6 +2,7 @@
 // matcher state); a byte the grammar rejects skips the whole subtree below it.
 #include "grammar/grammar-constraint.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace hearth {
@@ -88,6 +89,13 @@ const std::vector<uint64_t>& GrammarConstraint::allowed() {
         for (int32_t id : vocab_->end_ids)
           budget_mask_.bits[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
     }
+    // A budget below the grammar's shortest completion (a long fixed call syntax under a small
+    // max_tokens) would allow nothing; then the tokens that get closest to the end are allowed,
+    // and the output ends by length, unfinished, instead of with a token the grammar refuses.
+    const bool none = std::all_of(budget_mask_.bits.begin(), budget_mask_.bits.end(),
+                                  [](uint64_t w) { return w == 0; });
+    if (none && matcher_.distance(state_) > 0)
+      compute_allowed(matcher_.distance(state_) - 1, &budget_mask_);
     budget_key_ = key;
   }
   return budget_mask_.bits;

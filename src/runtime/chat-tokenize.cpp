@@ -119,16 +119,14 @@ std::vector<int32_t> ChatTokenizer::encode_with_literals(const std::string& text
   return out;
 }
 
-Result<std::vector<int32_t>> ChatTokenizer::tokenize(const std::string& template_text,
-                                                     const std::vector<ChatMessage>& messages,
-                                                     bool add_generation_prompt,
-                                                     const std::string& bos_token,
-                                                     const std::string& eos_token,
-                                                     bool content_specials) const {
+Result<std::vector<int32_t>> ChatTokenizer::tokenize(
+    const std::string& template_text, const std::vector<ChatMessage>& messages,
+    bool add_generation_prompt, const std::string& bos_token, const std::string& eos_token,
+    bool content_specials, const jinja::Variables& extra) const {
   if (content_specials) {
-    HEARTH_ASSIGN_OR_RETURN(
-        std::string text,
-        render_chat_template(template_text, messages, add_generation_prompt, bos_token, eos_token));
+    HEARTH_ASSIGN_OR_RETURN(std::string text,
+                            render_chat_template(template_text, messages, add_generation_prompt,
+                                                 bos_token, eos_token, extra));
     return tok_.encode(text, /*add_special=*/false, /*parse_special=*/true);
   }
   std::vector<std::string> literals;
@@ -139,7 +137,7 @@ Result<std::vector<int32_t>> ChatTokenizer::tokenize(const std::string& template
   }
   HEARTH_ASSIGN_OR_RETURN(std::string rendered,
                           render_chat_template(template_text, protected_messages,
-                                               add_generation_prompt, bos_token, eos_token));
+                                               add_generation_prompt, bos_token, eos_token, extra));
   std::vector<Literal> spans;
   HEARTH_ASSIGN_OR_RETURN(std::string text, restore(rendered, literals, &spans));
   return encode_with_literals(text, spans);

@@ -24,11 +24,12 @@ class ChatTokenizer {
   // content_specials false, special-token texts inside roles and string contents are plain text
   // (tokenized with the text around them); the rest tokenizes exactly as
   // encode(rendered, add_special=false, parse_special=true) does. With true, that call is all.
+  // `extra` are further template variables (tools, ...).
   Result<std::vector<int32_t>> tokenize(const std::string& template_text,
                                         const std::vector<ChatMessage>& messages,
                                         bool add_generation_prompt, const std::string& bos_token,
-                                        const std::string& eos_token,
-                                        bool content_specials = false) const;
+                                        const std::string& eos_token, bool content_specials = false,
+                                        const jinja::Variables& extra = {}) const;
 
  private:
   struct Literal {

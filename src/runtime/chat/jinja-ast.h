@@ -76,7 +76,22 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kwargs;  // Call/Filter/Test keyword arguments
 };
 
-enum class NodeKind { Text, Output, If, For, Set, SetBlock, Macro, Break, Continue, Generation };
+enum class NodeKind {
+  Text,
+  Output,
+  If,
+  For,
+  Set,
+  SetBlock,
+  FilterBlock,
+  Macro,
+  Break,
+  Continue,
+  Generation
+};
+
+// The name a FilterBlock's filter chain reads its rendered body from (no template can spell it).
+inline constexpr const char* kFilterBlockBody = "\x01filter-body";
 
 struct Node;
 using NodePtr = std::unique_ptr<Node>;
@@ -87,12 +102,12 @@ struct Node {
   int line = 1;
   std::string text;                  // Text; Set/SetBlock/Macro: the target name
   std::string attr;                  // Set: `ns.attr` target attribute (empty = plain name)
-  ExprPtr expr;                      // Output, Set value, For iterable
+  ExprPtr expr;                      // Output, Set value, For iterable, FilterBlock chain
   ExprPtr filter;                    // For: `for x in xs if cond`
   std::vector<std::string> targets;  // For loop variables
-  std::vector<std::pair<ExprPtr, NodeList>> branches;   // If/elif
-  NodeList body;                                        // For, SetBlock, Macro, Generation
-  NodeList else_body;                                   // If, For
+  std::vector<std::pair<ExprPtr, NodeList>> branches;  // If/elif
+  NodeList body;       // For, SetBlock, FilterBlock, Macro, Generation
+  NodeList else_body;  // If, For
   std::vector<std::pair<std::string, ExprPtr>> params;  // Macro (default may be null)
 };
 

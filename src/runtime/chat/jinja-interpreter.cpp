@@ -105,13 +105,20 @@ Result<Interpreter::Flow> Interpreter::exec_node_inner(const Node& n) {
     case NodeKind::Set:
       HEARTH_TRY(exec_set(n));
       return Flow::Normal;
-    case NodeKind::SetBlock: {
+    case NodeKind::SetBlock:
+    case NodeKind::FilterBlock: {
       std::string saved;
       std::swap(saved, out_);
       auto r = exec(n.body);
       std::swap(saved, out_);
       if (!r.is_ok()) return r.status();
-      assign(n.text, Value::string(std::move(saved)));
+      if (n.kind == NodeKind::SetBlock) {
+        assign(n.text, Value::string(std::move(saved)));
+        return Flow::Normal;
+      }
+      assign(kFilterBlockBody, Value::string(std::move(saved)));
+      HEARTH_ASSIGN_OR_RETURN(Value v, eval(*n.expr));
+      HEARTH_TRY(at_line(n.line, emit(v.to_output())));
       return Flow::Normal;
     }
     case NodeKind::Macro: {

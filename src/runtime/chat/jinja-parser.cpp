@@ -253,6 +253,22 @@ class Parser {
       HEARTH_TRY(expect_block_end());
       return n;
     }
+    if (tag == "filter") {
+      // {% filter trim | upper %}body{% endfilter %}: the chain applied to the rendered body.
+      n->kind = NodeKind::FilterBlock;
+      auto body = make(ExprKind::Name);
+      body->name = kFilterBlockBody;
+      HEARTH_ASSIGN_OR_RETURN(n->expr, seal(std::move(body)));
+      HEARTH_ASSIGN_OR_RETURN(n->expr, parse_one_filter(std::move(n->expr)));
+      while (at_op("|")) {
+        advance();
+        HEARTH_ASSIGN_OR_RETURN(n->expr, parse_one_filter(std::move(n->expr)));
+      }
+      HEARTH_TRY(expect_block_end());
+      HEARTH_ASSIGN_OR_RETURN(n->body, parse_body({"endfilter"}, &which));
+      HEARTH_TRY(expect_block_end());
+      return n;
+    }
     if (tag == "generation") {
       // Hugging Face's assistant-mask marker: renders its body unchanged.
       n->kind = NodeKind::Generation;
@@ -606,19 +622,21 @@ class Parser {
     return seal(std::move(c));
   }
 
+  // One filter after its '|': `name` or `name(args)` applied to node.
+  Result<ExprPtr> parse_one_filter(ExprPtr node) {
+    HEARTH_ASSIGN_OR_RETURN(std::string name, expect_name());
+    if (at_op("(")) return parse_call(std::move(node), ExprKind::Filter, name);
+    auto f = make(ExprKind::Filter);
+    f->name = name;
+    f->args.push_back(std::move(node));
+    return seal(std::move(f));
+  }
+
   Result<ExprPtr> parse_filter_expr(ExprPtr node) {
     while (true) {
       if (at_op("|")) {
         advance();
-        HEARTH_ASSIGN_OR_RETURN(std::string name, expect_name());
-        if (at_op("(")) {
-          HEARTH_ASSIGN_OR_RETURN(node, parse_call(std::move(node), ExprKind::Filter, name));
-        } else {
-          auto f = make(ExprKind::Filter);
-          f->name = name;
-          f->args.push_back(std::move(node));
-          HEARTH_ASSIGN_OR_RETURN(node, seal(std::move(f)));
-        }
+        HEARTH_ASSIGN_OR_RETURN(node, parse_one_filter(std::move(node)));
       } else if (at_name("is")) {
         advance();
         bool negated = false;

@@ -303,10 +303,9 @@ test("Range is ignored: API answers and the page come whole", async () => {
 
 test("fields the server does not implement are a 400 naming the field; their no-op values pass", async () => {
   const chat = { messages: [{ role: "user", content: "hi" }], max_tokens: 1 };
-  const refused = { tools: [{ type: "function", function: { name: "f" } }], tool_choice: "required",
-                    echo: true, best_of: 3, suffix: "x", functions: [{ name: "f" }] };
+  const refused = { echo: true, best_of: 3, suffix: "x", functions: [{ name: "f" }] };
   // (logit_bias and logprobs/top_logprobs are implemented: sampling.test.mjs covers them;
-  // response_format and grammar: structured.test.mjs.)
+  // response_format and grammar: structured.test.mjs; tools and tool_choice: tools.test.mjs.)
   for (const [field, value] of Object.entries(refused)) {
     const r = await postJson(`${srv.base}/v1/chat/completions`, { ...chat, [field]: value });
     assert.equal(r.status, 400, field);

@@ -209,7 +209,7 @@ test("bad requests are a 400 whose error names the field; the client throws it",
     [{ model: "kjv", messages: [{ role: "user", content: "x", images: ["aGk="] }] },
      "messages[0].images", "chat"],
     [{ model: "kjv", messages: [{ role: "user", content: "x" }],
-       tools: [{ type: "function", function: { name: "f" } }] }, "tools", "chat"],
+       tools: [{ type: "function", function: { name: "bad name" } }] }, "tools[0].function.name", "chat"],
     [{ model: "kjv", input: 5 }, "input", "embed"],
     [{ model: "kjv", input: "x", dimensions: 100000 }, "dimensions", "embed"],
   ];

@@ -353,5 +353,16 @@ TEST(JinjaErrors, RuntimeTypeErrors) {
   EXPECT_NE(render_err("{{ 1 | nosuchfilter }}").find("unknown filter"), std::string::npos);
 }
 
+// {% filter %} blocks (firefunction v2's template trims its system text with one).
+TEST(JinjaFilterBlock, AppliesTheChainToTheRenderedBody) {
+  EXPECT_EQ(render_ok("{% filter trim %}  a {{ 'b' }}  {% endfilter %}|"), "a b|");
+  EXPECT_EQ(render_ok("{%- filter upper | replace('A', 'x') -%} abc {%- endfilter %}"), "xBC");
+  EXPECT_EQ(render_ok("{% set s %}{% filter trim %}\n q \n{% endfilter %}{% endset %}[{{ s }}]"),
+            "[q]");
+  EXPECT_EQ(render_ok("{% filter replace('b', 'B') %}abc{% endfilter %}"), "aBc");
+  EXPECT_FALSE(render_err("{% filter nope %}x{% endfilter %}").empty());
+  EXPECT_FALSE(render_err("{% filter trim %}x").empty());
+}
+
 }  // namespace
 }  // namespace hearth::jinja

@@ -113,5 +113,24 @@ TEST(TokenMask, RejectsTokensTheGrammarForbids) {
   EXPECT_EQ(logits, (std::vector<float>{-INFINITY, -INFINITY, -INFINITY, -INFINITY, 0.0f}));
 }
 
+// A budget shorter than the grammar's shortest completion: the mask still allows the tokens that
+// get closest to the end (the output then stops by length), never nothing at all.
+TEST(TokenMask, ABudgetBelowTheShortestCompletionKeepsTheShortestWayOpen) {
+  std::vector<std::string> tokens = {"a", "b", "c", "x", "y", ""};
+  std::vector<uint8_t> ends = {0, 0, 0, 0, 0, 1};
+  auto vocab = std::make_shared<const TokenVocabulary>(tokens, ends);
+  auto parsed = parse_gbnf("root ::= \"abcabc\" | \"xyxyxyxy\"");
+  ASSERT_TRUE(parsed.is_ok());
+  GrammarConstraint c(std::make_shared<const Grammar>(std::move(parsed.value())), vocab);
+  c.set_token_budget(3);
+  std::vector<float> logits(6, 0.0f);
+  c.mask(logits);
+  EXPECT_EQ(logits, (std::vector<float>{0.0f, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}));
+  ASSERT_TRUE(c.accept(0).is_ok());
+  c.set_token_budget(2);
+  EXPECT_TRUE(c.allows(1));
+  EXPECT_FALSE(c.allows(5));
+}
+
 }  // namespace
 }  // namespace hearth
