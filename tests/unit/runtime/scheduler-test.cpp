@@ -121,6 +121,60 @@ TEST_F(SchedulerTest, PrefixCopiedFromABusySlotGivesTheColdOutput) {
   sched.stop();
 }
 
+// gemma2-tiny's sliding layers (window 8) keep a ring of window + one pass (520 rows). The busy
+// slot has written past the ring's end, so its rows wrapped; the copy takes the ring as it
+// stands and the answer still equals a cold run's.
+TEST_F(SchedulerTest, PrefixCopiedFromAWrappedRingGivesTheColdOutput) {
+  LoadOptions lo;
+  lo.n_threads = 1;
+  lo.use_weight_cache = false;
+  auto loaded = Engine::load(test::shared_path("goldens/gemma2-tiny"), lo);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.message();
+  std::shared_ptr<const Engine> gemma = loaded.value();
+  SchedulerOptions o;
+  o.parallel = 2;
+  o.ctx_size = 1024;
+  Scheduler sched(gemma, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  auto ring = gemma->model().new_kv_cache(o.ctx_size);
+  ASSERT_TRUE(ring.is_ok());
+  int64_t ring_rows = 0;
+  for (int64_t l = 0; l < ring->n_layers(); ++l)
+    ring_rows = std::max(ring_rows, ring->ring_rows(l));
+  ASSERT_GT(ring_rows, 0) << "gemma2-tiny should have ring layers at this context";
+  // A prompt longer than the ring, so that the copied prefix itself has wrapped.
+  std::vector<int32_t> shared;
+  for (int i = 0; int64_t(shared.size()) < ring_rows + 40; ++i)
+    shared.push_back(300 + (i * 37) % 500);
+  auto first_prompt = shared, second_prompt = shared;
+  first_prompt.insert(first_prompt.end(), {1000, 1001, 1002});
+  second_prompt.insert(second_prompt.end(), {2000, 2001, 2002, 2003});
+  auto busy = job(first_prompt, int(o.ctx_size) - int(first_prompt.size()) - 1);
+  ASSERT_EQ(sched.submit(busy), Scheduler::Submit::kOk);
+  std::string text;
+  while (busy->output_tokens().empty() && !busy->wait_text(20ms, &text)) {
+  }
+  const int max_tokens = 16;
+  auto second = job(second_prompt, max_tokens);
+  ASSERT_EQ(sched.submit(second), Scheduler::Submit::kOk);
+  finish(*second);
+  EXPECT_FALSE(busy->wait_text(0ms, &text)) << "the source slot finished before the copy";
+  busy->cancel();
+  finish(*busy);
+  EXPECT_EQ(sched.stats().prefix_hits_copied, 1);
+  EXPECT_EQ(second->cached_tokens(), int64_t(shared.size()));
+  Session session(gemma, o.ctx_size);
+  ASSERT_TRUE(session.init().is_ok());
+  GenerateOptions g;
+  g.max_tokens = max_tokens;
+  g.ignore_eos = true;
+  g.sampling.temperature = 0;
+  auto cold = session.generate(second_prompt, g);
+  ASSERT_TRUE(cold.is_ok()) << cold.message();
+  EXPECT_EQ(second->output_tokens(), cold->tokens);
+  sched.stop();
+}
+
 TEST_F(SchedulerTest, GreedyChoicesEachEqualTheColdRun) {
   SchedulerOptions o;
   o.parallel = 3;
