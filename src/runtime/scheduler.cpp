@@ -1,7 +1,8 @@
 // The scheduler thread: admission (prefix-matched slot choice, prefix copies between slots,
 // several choices per request), one batched forward per step, sampling, stop strings,
 // cancellation, and embeddings pooled from forward_hidden.
-// A new per-step policy (priorities, preemption) belongs in admit_locked() or step().
+// A new per-step policy (priorities, preemption) belongs in take_admissible_locked(), place() or
+// step().
 #include "runtime/scheduler.h"
 
 #include <algorithm>
