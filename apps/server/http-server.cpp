@@ -234,7 +234,12 @@ struct Server::Impl {
   // there is one).
   bool submit(const std::vector<std::shared_ptr<Job>>& jobs, const HttpRequest& req, const Ex& ex,
               const std::string& fallback_path, bool stream) {
-    switch (sched.submit_choices(jobs)) {
+    const Scheduler::Submit verdict = sched.submit_choices(jobs);
+    // A job the scheduler did not take never finishes, so nothing would drop its listener, which
+    // holds the request's state (and its in-flight count): drop it here.
+    if (verdict != Scheduler::Submit::kOk)
+      for (const auto& job : jobs) job->set_listener(nullptr);
+    switch (verdict) {
       case Scheduler::Submit::kOk:
         ex->on_gone([jobs] {
           for (const auto& job : jobs) job->cancel();
