@@ -120,6 +120,9 @@ void setup(CLI::App& root) {
   cmd->add_option("--requests", a->serve.requests,
                   "--serve: requests in all (default 4 per client)");
   cmd->add_option("--api-key", a->serve.api_key, "--serve: sent as 'Authorization: Bearer KEY'");
+  cmd->add_option(
+      "--seed", a->serve.seed,
+      "--serve: seed of the prompts' token ids (default 1; another seed, other prompts)");
   cmd->add_flag("--json", a->json, "print JSON instead of a markdown table");
   cmd->add_flag("--csv", a->csv, "print CSV instead of a markdown table");
   cmd->add_flag("--keep", a->keep, "keep the synthetic model file in $TMPDIR (and reuse it)");
