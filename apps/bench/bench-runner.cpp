@@ -19,6 +19,7 @@
 #include "base/thread-pool.h"
 #include "kernels/cpu/kernel-table.h"
 #include "nvml-probe.h"
+#include "runtime/generation-step.h"
 #include "synthetic-model.h"
 
 namespace hearth::bench {
@@ -471,8 +472,10 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
                              " tokens");
       return Status::ok();
     };
-    // Sampled as Session::generate runs it: decode, then the sampler over the logits and the
-    // history. One sampler for every repetition (its buffers grow once, as in a session).
+    // Sampled as Session::generate runs it: the first token from the host sampler, then the
+    // device's draws inside the chain where the backend samples (CUDA), else decode + the
+    // sampler over the logits and the history. One sampler for every repetition (its buffers
+    // grow once, as in a session).
     std::optional<Sampler> sampler;
     std::vector<int32_t> history;
     if (o.sampling) {
@@ -486,7 +489,20 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
       kv.set_used(depth);
       history.assign(1, 1);
       HEARTH_TRY(model->prefill(kv, {1}, scratch, &logits));
-      for (int i = 0; i < o.n_gen; ++i) {
+      const int32_t first = sampler->sample(logits.data(), n_vocab, history);
+      history.push_back(first);
+      const Backend::PickRule rule = device_pick_rule(sampler->params(), sampler->seed());
+      if (model->can_chain(rule, int64_t(history.size()))) {
+        HEARTH_ASSIGN_OR_RETURN(GreedyRun run,
+                                model->decode_chained(kv, first, o.n_gen, scratch, rule, history,
+                                                      [](int32_t) { return true; }));
+        if (run.steps != o.n_gen)
+          return Status::error("bench: generation stopped after " + std::to_string(run.steps) +
+                               " tokens");
+        return Status::ok();
+      }
+      HEARTH_TRY(model->decode(kv, first, scratch, &logits));
+      for (int i = 1; i < o.n_gen; ++i) {
         const int32_t token = sampler->sample(logits.data(), n_vocab, history);
         history.push_back(token);
         HEARTH_TRY(model->decode(kv, token, scratch, &logits));

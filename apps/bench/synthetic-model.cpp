@@ -15,11 +15,27 @@ namespace hearth::bench {
 
 namespace {
 
-// Shapes as in mkgguf.py (llama3-8b with its real 128256-token vocabulary).
+SyntheticShape qwen3_8b() {  // Qwen3-8B's config.json
+  SyntheticShape s{"qwen3-8b", 4096, 12288, 36, 32, 8, 151936, 40960, 1000000.0};
+  s.arch = "qwen3", s.head_dim = 128, s.qk_norm = true, s.rms_eps = 1e-6;
+  return s;
+}
+
+SyntheticShape gemma2_9b() {  // gemma-2-9b's config.json (query_pre_attn_scalar = head_dim)
+  SyntheticShape s{"gemma2-9b", 3584, 14336, 42, 16, 8, 256000, 8192, 10000.0};
+  s.arch = "gemma2", s.head_dim = 256, s.sandwich_norms = true, s.tied_output = true;
+  s.sliding_window = 4096, s.attn_softcap = 50.f, s.final_softcap = 30.f, s.rms_eps = 1e-6;
+  return s;
+}
+
+// Shapes as in mkgguf.py (llama3-8b with its real 128256-token vocabulary), and two 2025
+// families with their real vocabularies.
 const SyntheticShape kShapes[] = {
     {"tinyllama-1b", 2048, 5632, 22, 32, 4, 32000, 2048, 10000.0},
     {"llama2-7b", 4096, 11008, 32, 32, 32, 32000, 4096, 10000.0},
     {"llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0},
+    qwen3_8b(),
+    gemma2_9b(),
 };
 
 const DType kTypes[] = {DType::F16,  DType::BF16, DType::Q8_0,
@@ -104,34 +120,44 @@ Result<SyntheticSpec> parse_synthetic(const std::string& text) {
 Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path,
                                       uint64_t seed) {
   const SyntheticShape& s = spec.shape;
-  const int64_t E = s.n_embd, F = s.n_ff, V = s.n_vocab, hd = E / s.n_head;
-  const int64_t kvd = hd * s.n_head_kv;
+  const int64_t E = s.n_embd, F = s.n_ff, V = s.n_vocab;
+  const int64_t hd = s.head_dim > 0 ? s.head_dim : E / s.n_head;
+  const int64_t qd = hd * s.n_head, kvd = hd * s.n_head_kv;
+  const std::string a = s.arch + ".";
   GgufWriter w;
-  w.set_string("general.architecture", "llama");
+  w.set_string("general.architecture", s.arch);
   w.set_string("general.name", "synthetic-" + s.name + "-" + lower(dtype_name(spec.type)));
   w.set_u32("general.alignment", 64);
-  w.set_u32("llama.context_length", uint32_t(s.n_ctx));
-  w.set_u32("llama.embedding_length", uint32_t(E));
-  w.set_u32("llama.block_count", uint32_t(s.n_layer));
-  w.set_u32("llama.feed_forward_length", uint32_t(F));
-  w.set_u32("llama.rope.dimension_count", uint32_t(hd));
-  w.set_f32("llama.rope.freq_base", float(s.rope_theta));
-  w.set_u32("llama.attention.head_count", uint32_t(s.n_head));
-  w.set_u32("llama.attention.head_count_kv", uint32_t(s.n_head_kv));
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.set_u32(a + "context_length", uint32_t(s.n_ctx));
+  w.set_u32(a + "embedding_length", uint32_t(E));
+  w.set_u32(a + "block_count", uint32_t(s.n_layer));
+  w.set_u32(a + "feed_forward_length", uint32_t(F));
+  w.set_u32(a + "rope.dimension_count", uint32_t(hd));
+  w.set_f32(a + "rope.freq_base", float(s.rope_theta));
+  w.set_u32(a + "attention.head_count", uint32_t(s.n_head));
+  w.set_u32(a + "attention.head_count_kv", uint32_t(s.n_head_kv));
+  w.set_f32(a + "attention.layer_norm_rms_epsilon", float(s.rms_eps));
+  if (s.head_dim > 0) {
+    w.set_u32(a + "attention.key_length", uint32_t(hd));
+    w.set_u32(a + "attention.value_length", uint32_t(hd));
+  }
+  if (s.sliding_window > 0) w.set_u32(a + "attention.sliding_window", uint32_t(s.sliding_window));
+  if (s.attn_softcap > 0) w.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
+  if (s.final_softcap > 0) w.set_f32(a + "final_logit_softcapping", s.final_softcap);
 
   struct T {
     std::string name;
     std::vector<int64_t> shape;  // outermost first
   };
-  std::vector<T> mats = {{"token_embd.weight", {V, E}}, {"output.weight", {V, E}}};
+  std::vector<T> mats = {{"token_embd.weight", {V, E}}};
+  if (!s.tied_output) mats.push_back({"output.weight", {V, E}});
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     for (auto [n, sh] :
-         std::vector<std::pair<std::string, std::vector<int64_t>>>{{"attn_q.weight", {E, E}},
+         std::vector<std::pair<std::string, std::vector<int64_t>>>{{"attn_q.weight", {qd, E}},
                                                                    {"attn_k.weight", {kvd, E}},
                                                                    {"attn_v.weight", {kvd, E}},
-                                                                   {"attn_output.weight", {E, E}},
+                                                                   {"attn_output.weight", {E, qd}},
                                                                    {"ffn_gate.weight", {F, E}},
                                                                    {"ffn_up.weight", {F, E}},
                                                                    {"ffn_down.weight", {E, F}}})
@@ -149,7 +175,7 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
   std::vector<uint8_t> pool(largest + slack_blocks * info.block_bytes);
   fill_random(pool.data(), pool.size(), seed);
   make_valid(spec.type, pool.data(), pool.size());
-  std::vector<float> ones(size_t(E), 1.f);
+  std::vector<float> ones(size_t(std::max(E, hd)), 1.f);
   w.add_tensor_ref("output_norm.weight", DType::F32, {E}, ones.data(), uint64_t(E) * 4);
   uint64_t i = 0;
   for (const T& t : mats) {
@@ -158,8 +184,13 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
     w.add_tensor_ref(t.name, spec.type, t.shape, pool.data() + off, bytes);
     if (t.name.find("attn_q.weight") != std::string::npos) {
       const std::string p = t.name.substr(0, t.name.size() - std::string("attn_q.weight").size());
-      w.add_tensor_ref(p + "attn_norm.weight", DType::F32, {E}, ones.data(), uint64_t(E) * 4);
-      w.add_tensor_ref(p + "ffn_norm.weight", DType::F32, {E}, ones.data(), uint64_t(E) * 4);
+      std::vector<std::pair<std::string, int64_t>> norms = {{"attn_norm.weight", E},
+                                                            {"ffn_norm.weight", E}};
+      if (s.qk_norm) norms.insert(norms.end(), {{"attn_q_norm.weight", hd}, {"attn_k_norm.weight", hd}});
+      if (s.sandwich_norms)
+        norms.insert(norms.end(), {{"post_attention_norm.weight", E}, {"post_ffw_norm.weight", E}});
+      for (const auto& [n, len] : norms)
+        w.add_tensor_ref(p + n, DType::F32, {len}, ones.data(), uint64_t(len) * 4);
     }
   }
   HEARTH_TRY(w.write(path));

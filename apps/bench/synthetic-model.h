@@ -16,6 +16,15 @@ struct SyntheticShape {
   std::string name;  // "llama2-7b"
   int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, n_ctx;
   double rope_theta;
+  // The family's blocks, as llama.cpp's GGUF of it says them (defaults: Llama).
+  std::string arch = "llama";  // general.architecture
+  int64_t head_dim = 0;        // 0: n_embd / n_head
+  bool qk_norm = false;        // blk.N.attn_{q,k}_norm (Qwen3)
+  bool sandwich_norms = false;  // blk.N.post_attention_norm / post_ffw_norm (Gemma 2)
+  bool tied_output = false;     // no output.weight: the LM head is token_embd
+  int64_t sliding_window = 0;   // {arch}.attention.sliding_window
+  float attn_softcap = 0, final_softcap = 0;
+  double rms_eps = 1e-5;
 };
 
 struct SyntheticSpec {
@@ -23,8 +32,8 @@ struct SyntheticSpec {
   DType type;  // type of the 2-D weights (embedding and head included); norms are F32
 };
 
-// Parses "llama2-7b:q4_0" (shapes: tinyllama-1b, llama2-7b, llama3-8b; types: f16, bf16, q8_0,
-// q4_0, q4_k, q6_k).
+// Parses "llama2-7b:q4_0" (shapes: tinyllama-1b, llama2-7b, llama3-8b, qwen3-8b, gemma2-9b;
+// types: f16, bf16, q8_0, q4_0, q4_k, q6_k).
 Result<SyntheticSpec> parse_synthetic(const std::string& text);
 std::vector<std::string> synthetic_shape_names();
 

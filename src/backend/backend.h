@@ -136,6 +136,67 @@ class Backend {
     if (first < n_tokens) copy(cache, src + first * row_floats, (n_tokens - first) * row_floats);
   }
 
+  // --- Named fused ops. The forward pass calls these by name; each default below is made of the
+  // plain ops, so a backend that fuses nothing is still exact. A backend overrides one to run it
+  // its own way (CUDA: fewer launches). A fusion is never inferred from the order of plain
+  // calls, so a block a new family inserts between two ops cannot drop or corrupt one.
+
+  // The pass the following ops belong to, said before its first op: a decode pass (every
+  // segment adds one token) or a prefill pass. Backends choose their per-pass forms from it
+  // (CUDA: the decode GEMVs' int8 activations written by the op before; the prefill GEMMs' split
+  // forms), never from a row count.
+  enum class Phase { kDecode, kPrefill };
+  virtual void begin_pass(Phase phase, int64_t n_tokens) {}
+
+  // RoPE on q and k (every row), then for each segment (consecutive rows of one sequence) the
+  // K/V append into its cache and attention of its rows over that cache. q, k are rotated in
+  // place unless a backend fuses the rotation into its attention kernel (then their contents
+  // are undefined afterwards: read `out`, not q or k).
+  struct RopeSpec {
+    const float* inv_freq = nullptr;  // host [n_rot / 2]
+    kernels::RopeStyle style = kernels::RopeStyle::kHalves;
+    int64_t n_rot = 0;     // rotated dims per head; == head_dim unless partial
+    float mscale = 1.f;    // attention factor folded into cos/sin (YaRN, LongRoPE)
+    bool partial = false;  // through rope_partial (the model's choice: n_rot or an mscale)
+  };
+  struct KvSegment {
+    float* k_cache = nullptr;
+    float* v_cache = nullptr;
+    int64_t pos0 = 0, n_tokens = 0;
+    int64_t ring_rows = 0;  // store_kv's and AttentionMask's
+  };
+  struct AttentionBlock {
+    float* q = nullptr;                 // [T, n_heads * head_dim]
+    float* k = nullptr;                 // [T, n_kv_heads * head_dim]
+    const float* v = nullptr;           // [T, n_kv_heads * head_dim]
+    float* out = nullptr;               // [T, n_heads * head_dim]
+    const int32_t* host_pos = nullptr;  // [T]: each row's position
+    int64_t n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+    float scale = 1.f;
+    RopeSpec rope;
+    int64_t window = 0;  // AttentionMask's window and softcap (ring_rows per segment)
+    float softcap = 0;
+    std::span<const KvSegment> segments;  // their n_tokens sum to n_tokens
+  };
+  virtual void rope_append_attend(const AttentionBlock& a) {
+    const int64_t kvd = a.n_kv_heads * a.head_dim, qd = a.n_heads * a.head_dim;
+    rope_rows(a, a.q, a.n_heads);
+    rope_rows(a, a.k, a.n_kv_heads);
+    int64_t row = 0;
+    for (const KvSegment& s : a.segments) {
+      store_kv(s.k_cache, a.k + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
+      store_kv(s.v_cache, a.v + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
+      const kernels::AttentionMask mask{a.window, a.softcap, s.ring_rows};
+      if (mask.plain())
+        attention(a.q + row * qd, s.k_cache, s.v_cache, a.out + row * qd, s.n_tokens, s.pos0,
+                  a.n_heads, a.n_kv_heads, a.head_dim, a.scale);
+      else
+        attention_masked(a.q + row * qd, s.k_cache, s.v_cache, a.out + row * qd, s.n_tokens, s.pos0,
+                         a.n_heads, a.n_kv_heads, a.head_dim, a.scale, mask);
+      row += s.n_tokens;
+    }
+  }
+
   // Decode-step capture (CUDA graphs). For each single-token decode step the forward pass calls
   //   if (!b.begin_decode_step(token, pos, ctx_capacity)) { ...this backend's ops... }
   //   b.end_decode_step();   // then download/sync as usual
@@ -148,28 +209,67 @@ class Backend {
   virtual void end_decode_step() {}
   virtual void reset_decode_steps() {}
 
-  // Greedy chaining (issue #5). A backend that picks the next token itself lets greedy decoding
-  // queue step n+1 before step n's token reaches the host, so the host's per-token work (sync,
-  // logits download, argmax, launch) overlaps the device's step instead of sitting between
-  // steps. Model::decode_greedy drives it (step = begin/end_decode_step as above):
-  //   after each step:     b.pick_greedy(logits, n_vocab, pos)
-  //     the argmax (greedy_argmax's rule) of logits row 0 becomes the device's token for the
-  //     next step, at position pos + 1; nothing waits.
+  // Chained decoding. A backend that picks the next token itself lets decoding queue step n+1
+  // before step n's token reaches the host, so the host's per-token work (sync, logits
+  // download, sampling, launch) overlaps the device's step instead of sitting between steps.
+  // DecodeLoop::chain drives it (step = begin/end_decode_step as above):
+  //   first:               b.begin_picks(rule, history)   (the rule of every pick below)
+  //   after each step:     b.pick(logits, n_vocab, pos)
+  //     the token picked from logits row 0 by the rule becomes the device's token for the next
+  //     step, at position pos + 1; nothing waits.
   //   the next step:       b.begin_chained_step(pos + 1, ctx_capacity) (instead of begin)
   //     replays the recorded step with the device's token; false when it cannot (nothing
   //     recorded for this capacity yet): the caller then needs the token on the host.
   //   later:               b.picked_token(pos) waits for that pick and returns its token.
   // At most greedy_chain_depth() picks may be outstanding (not yet returned by picked_token);
-  // 0 means the backend cannot chain (the caller loops over decode + host argmax).
+  // 0 means the backend cannot chain (the caller loops over decode + host pick).
+  //
+  // The rule: the argmax (greedy_argmax's), or a draw through sampling/sampler.h's chain
+  // (penalties over the last repeat_last_n tokens, top-k, top-p, min-p, temperature) with a
+  // uniform made from seed and the step's position, so the same seed picks the same tokens on
+  // the same backend. Field meanings as SamplingParams' (this layer does not depend on it).
+  struct PickRule {
+    float temperature = 0.0f;  // <= 0: argmax (of the penalised logits)
+    int32_t top_k = 0;
+    float top_p = 1.0f;
+    float min_p = 0.0f;
+    float repeat_penalty = 1.0f;
+    int32_t repeat_last_n = 0;  // -1: the whole history
+    float presence_penalty = 0.0f;
+    float frequency_penalty = 0.0f;
+    uint64_t seed = 0;
+    bool penalizes() const {
+      return repeat_last_n != 0 &&
+             (repeat_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f);
+    }
+    bool greedy() const { return temperature <= 0.0f && !penalizes(); }
+  };
   virtual int greedy_chain_depth() const { return 0; }
-  virtual void pick_greedy(const float* logits, int64_t n_vocab, int64_t pos) {}
+  // Whether pick() can apply `rule` on this backend after a history of history_len tokens.
+  virtual bool can_pick(const PickRule& rule, int64_t history_len) const {
+    return rule.greedy() && greedy_chain_depth() > 0;
+  }
+  // history: the tokens so far (prompt and generated, the fed token last): the penalties' window.
+  virtual Status begin_picks(const PickRule& rule, std::span<const int32_t> history) {
+    return rule.greedy() ? Status::ok() : Status::error(name() + ": no device sampling");
+  }
+  virtual void pick(const float* logits, int64_t n_vocab, int64_t pos) {}
   virtual bool begin_chained_step(int64_t pos, int64_t ctx_capacity) { return false; }
   virtual Result<int32_t> picked_token(int64_t pos) {
-    return Status::error(name() + ": greedy chaining is not supported");
+    return Status::error(name() + ": chained decoding is not supported");
   }
 
   // First error an asynchronous backend hit since creation (ops return void); ok for the CPU.
   virtual Status status() const { return Status::ok(); }
+
+ protected:
+  // rope_append_attend's rotation of x (q or k: n_heads heads per row), plain or partial.
+  void rope_rows(const AttentionBlock& a, float* x, int64_t n_heads) {
+    if (!a.rope.partial)
+      return rope(x, a.n_tokens, n_heads, a.head_dim, a.host_pos, a.rope.inv_freq, a.rope.style);
+    rope_partial(x, a.n_tokens, n_heads, a.head_dim, a.rope.n_rot, a.host_pos, a.rope.inv_freq,
+                 a.rope.style, a.rope.mscale);
+  }
 
  private:
   // Inline: the CUDA library implements Backend without linking this layer.

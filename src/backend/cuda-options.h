@@ -14,7 +14,7 @@ struct CudaOptions {
   // kernels one by one; also turns greedy chaining off, which replays graphs only).
   bool graphs = true;
   // Greedy decode steps queued ahead of the host, the argmax on the device
-  // (backend/cuda/cuda-greedy.h): 0 turns chaining off (decode + host argmax per token),
+  // (backend/cuda/cuda-picks.h): 0 turns chaining off (decode + host argmax per token),
   // 1..kMaxGreedyChainDepth that many.
   int greedy_chain_depth = 3;
   static constexpr int kMaxGreedyChainDepth = 8;

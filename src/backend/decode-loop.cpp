@@ -1,4 +1,4 @@
-// DecodeLoop: the recorded step's key and lock, and the chained greedy loop. Steps [0, queued)
+// DecodeLoop: the recorded step's key and lock, and the chained loop. Steps [0, queued)
 // of a chain are on the device, [0, done) have handed their token to the host. Step i runs at
 // position pos0 + i; its input token is the output of step i - 1, which the host only knows once
 // i == done: until then step i must be a chained replay (the device's token). A step that cannot
@@ -17,7 +17,7 @@ void DecodeLoop::match_key(const DecodeStepKey& key) {
 Status DecodeLoop::step(const DecodeStepKey& key, int32_t token, int64_t pos, int64_t capacity,
                         const std::function<void()>& ops) {
   if (chain_thread_.load() == std::this_thread::get_id())
-    return Status::error("decode called from inside a greedy generation's token callback");
+    return Status::error("decode called from inside a chained generation's token callback");
   std::lock_guard<std::mutex> lock(mu_);
   match_key(key);
   if (!be_.begin_decode_step(token, pos, capacity)) ops();
@@ -25,13 +25,16 @@ Status DecodeLoop::step(const DecodeStepKey& key, int32_t token, int64_t pos, in
   return be_.status();
 }
 
-Result<GreedyRun> DecodeLoop::greedy_chain(const DecodeStepKey& key, int32_t token, int64_t pos0,
-                                           int64_t capacity, int64_t max_steps, const float* logits,
-                                           int64_t n_vocab,
-                                           const std::function<void(int32_t, int64_t)>& ops,
-                                           const std::function<bool(int32_t, int64_t)>& on_token) {
+Result<GreedyRun> DecodeLoop::chain(const DecodeStepKey& key, const Backend::PickRule& rule,
+                                    std::span<const int32_t> history, int32_t token, int64_t pos0,
+                                    int64_t capacity, int64_t max_steps, const float* logits,
+                                    int64_t n_vocab,
+                                    const std::function<void(int32_t, int64_t)>& ops,
+                                    const std::function<bool(int32_t, int64_t)>& on_token) {
   const int depth = chain_depth();
-  if (depth <= 0) return Status::error(be_.name() + ": greedy chaining is not supported");
+  if (depth <= 0) return Status::error(be_.name() + ": chained decoding is not supported");
+  if (!be_.can_pick(rule, int64_t(history.size())))
+    return Status::error(be_.name() + ": cannot pick by this sampling rule on the device");
   // The chain owns the backend's recorded step and its device token until it returns.
   std::lock_guard<std::mutex> lock(mu_);
   chain_thread_.store(std::this_thread::get_id());
@@ -40,6 +43,7 @@ Result<GreedyRun> DecodeLoop::greedy_chain(const DecodeStepKey& key, int32_t tok
     ~ChainOwner() { owner.store(std::thread::id()); }
   } owner{chain_thread_};
   match_key(key);
+  HEARTH_TRY(be_.begin_picks(rule, history));
 
   GreedyRun run;
   int64_t queued = 0, done = 0;
@@ -55,7 +59,7 @@ Result<GreedyRun> DecodeLoop::greedy_chain(const DecodeStepKey& key, int32_t tok
         ops(token, pos);
       }
       be_.end_decode_step();
-      be_.pick_greedy(logits, n_vocab, pos);
+      be_.pick(logits, n_vocab, pos);
       if (Status s = be_.status(); !s.is_ok()) failed = s;
       ++queued;
     }

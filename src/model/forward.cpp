@@ -143,6 +143,9 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
   const int64_t E = hp_.n_embd;
   Backend* be = groups_[g].backend;
   auto& b = scratch.per_backend[g];
+  const bool decode = std::all_of(p.segs.begin(), p.segs.end(),
+                                  [](const BatchSegment& s) { return s.n_tokens == 1; });
+  be->begin_pass(decode ? Backend::Phase::kDecode : Backend::Phase::kPrefill, T);
   if (g == 0) {
     be->embed(tok_embd_, p.tokens.data(), T, b.x);
     if (hp_.embed_scale > 0) be->scale(b.x, T * E, hp_.embed_scale);
@@ -198,49 +201,41 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
     be->rmsnorm_heads(b.k, w.k_norm, T * hp_.n_head_kv, HD, hp_.rms_eps);
   }
   const RopeTable& rope = rope_[size_t(kind.rope)];
-  // The segments' cache sizes pick LongRoPE's table; one call per segment only then.
+  Backend::AttentionBlock a;
+  a.q = b.q, a.k = b.k, a.v = b.v, a.out = b.attn;
+  a.n_heads = hp_.n_head, a.n_kv_heads = hp_.n_head_kv, a.head_dim = HD;
+  a.scale = hp_.query_scale;
+  a.rope = {rope.inv_freq.data(), rope_style_, hp_.n_rot, rope.mscale, rope_partial_};
+  a.window = kind.window;
+  a.softcap = hp_.attn_softcap;
+  std::vector<Backend::KvSegment> segs;
+  segs.reserve(p.segs.size());
+  for (const auto& s : p.segs)
+    segs.push_back({s.kv->k(l), s.kv->v(l), s.pos0, s.n_tokens, s.kv->ring_rows(l)});
+  // LongRoPE picks its table by each sequence's cache size: one block per segment then.
+  // Otherwise one block for the whole pass (every row rotated in one call).
   const bool per_segment = !rope.inv_freq_long.empty();
   int64_t row = 0;
-  for (const auto& s : p.segs) {
-    const int64_t rows = per_segment ? s.n_tokens : T;
-    const bool use_long = per_segment && s.kv->capacity() > rope.long_beyond;
-    const float* inv_freq = use_long ? rope.inv_freq_long.data() : rope.inv_freq.data();
-    const float mscale = use_long ? rope.mscale_long : rope.mscale;
-    const int32_t* pos = p.pos.data() + row;
-    if (rope_partial_) {
-      be->rope_partial(b.q + row * QD, rows, hp_.n_head, HD, hp_.n_rot, pos, inv_freq, rope_style_,
-                       mscale);
-      be->rope_partial(b.k + row * KVD, rows, hp_.n_head_kv, HD, hp_.n_rot, pos, inv_freq,
-                       rope_style_, mscale);
-    } else {
-      be->rope(b.q + row * QD, rows, hp_.n_head, HD, pos, inv_freq, rope_style_);
-      be->rope(b.k + row * KVD, rows, hp_.n_head_kv, HD, pos, inv_freq, rope_style_);
-    }
-    if (!per_segment) break;
-    row += s.n_tokens;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const size_t n = per_segment ? 1 : segs.size();
+    Backend::AttentionBlock part = a;
+    part.q += row * QD, part.k += row * KVD, part.v += row * KVD, part.out += row * QD;
+    part.host_pos = p.pos.data() + row;
+    part.segments = std::span<const Backend::KvSegment>(segs.data() + i, n);
+    part.n_tokens = 0;
+    for (const auto& s : part.segments) part.n_tokens += s.n_tokens;
+    if (per_segment && p.segs[i].kv->capacity() > rope.long_beyond)
+      part.rope.inv_freq = rope.inv_freq_long.data(), part.rope.mscale = rope.mscale_long;
+    be->rope_append_attend(part);
+    row += part.n_tokens;
+    i += n - 1;
   }
   if (debug_tap) {  // (names are built only when someone listens: decode runs this per layer)
+    // q and k hold their rotated rows here: only a decode step run as one captured graph keeps
+    // the rotation inside its attention kernel, and taps make every step eager.
     const std::string blk = "blk." + std::to_string(l) + ".";
     tap(blk + "q", be, b.q, T * QD);
     tap(blk + "k", be, b.k, T * KVD);
-  }
-  row = 0;
-  for (const auto& s : p.segs) {
-    kernels::AttentionMask mask;
-    mask.window = kind.window;
-    mask.softcap = hp_.attn_softcap;
-    mask.ring_rows = s.kv->ring_rows(l);
-    // A ring's row is the backend's to compute (a replayed decode step knows its position only
-    // on the device).
-    be->store_kv(s.kv->k(l), b.k + row * KVD, s.pos0, KVD, s.n_tokens, mask.ring_rows);
-    be->store_kv(s.kv->v(l), b.v + row * KVD, s.pos0, KVD, s.n_tokens, mask.ring_rows);
-    if (mask.plain())  // the Llama path: backends fuse and capture this one
-      be->attention(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD, s.n_tokens, s.pos0,
-                    hp_.n_head, hp_.n_head_kv, HD, hp_.query_scale);
-    else
-      be->attention_masked(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD, s.n_tokens,
-                           s.pos0, hp_.n_head, hp_.n_head_kv, HD, hp_.query_scale, mask);
-    row += s.n_tokens;
   }
 }
 

@@ -214,6 +214,16 @@ class Model {
                                   ForwardScratch& scratch,
                                   const std::function<bool(int32_t)>& on_token) const;
 
+  // Whether decode_chained can pick by `rule` on the device after history_len tokens: every
+  // layer on one backend that chains (and no debug taps), and that backend picks by the rule.
+  bool can_chain(const Backend::PickRule& rule, int64_t history_len) const;
+  // decode_greedy's chained form for any rule the backend picks by (can_chain first): sampled
+  // decoding keeps the chain's overlap. history: the tokens so far, `token` last.
+  Result<GreedyRun> decode_chained(KvCache& kv, int32_t token, int64_t max_steps,
+                                   ForwardScratch& scratch, const Backend::PickRule& rule,
+                                   std::span<const int32_t> history,
+                                   const std::function<bool(int32_t)>& on_token) const;
+
   Result<KvCache> new_kv_cache(int64_t n_ctx) const;
 
   // Debug taps: when set, called with ("blk.3.attn_out", data, n) after each named stage

@@ -8,6 +8,25 @@ namespace hearth {
 GenerationStep::GenerationStep(const Tokenizer& tok, const GenerateOptions& opt)
     : tok_(tok), opt_(opt), sampler_(opt.sampling), decoder_(tok), stops_(opt.stop) {}
 
+Backend::PickRule device_pick_rule(const SamplingParams& p, uint64_t seed) {
+  Backend::PickRule r;
+  r.temperature = p.temperature;
+  r.top_k = p.top_k;
+  r.top_p = p.top_p;
+  r.min_p = p.min_p;
+  r.repeat_penalty = p.repeat_penalty;
+  r.repeat_last_n = p.repeat_last_n;
+  r.presence_penalty = p.presence_penalty;
+  r.frequency_penalty = p.frequency_penalty;
+  r.seed = seed;
+  return r;
+}
+
+std::optional<Backend::PickRule> GenerationStep::device_rule() const {
+  if (!opt_.logit_bias.empty() || opt_.constraint) return std::nullopt;
+  return device_pick_rule(opt_.sampling, sampler_.seed());
+}
+
 int32_t GenerationStep::pick(const float* logits, int32_t n_vocab,
                              const std::vector<int32_t>& history, int64_t ctx_left) {
   TokenConstraint* constraint = opt_.constraint.get();

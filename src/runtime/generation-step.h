@@ -9,9 +9,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "base/status.h"
 #include "runtime/session.h"
 #include "runtime/stop-strings.h"
@@ -19,6 +21,10 @@
 #include "tokenizer/tokenizer.h"
 
 namespace hearth {
+
+// The device pick (Backend::PickRule) that draws as a Sampler of these parameters does, with the
+// seed it resolved (Sampler::seed()).
+Backend::PickRule device_pick_rule(const SamplingParams& p, uint64_t seed);
 
 class GenerationStep {
  public:
@@ -46,6 +52,11 @@ class GenerationStep {
   const std::string& finish_reason() const { return finish_reason_; }
   const Status& error() const { return error_; }
   bool stop_string_matched() const { return stops_.matched(); }
+
+  // The device pick that draws as pick() does (same chain and parameters, the resolved seed),
+  // for a backend that samples inside a chained decode; nullopt when pick() does more than the
+  // sampler chain (a constraint, a logit bias). Plain greedy is a rule too (greedy()).
+  std::optional<Backend::PickRule> device_rule() const;
 
  private:
   const Tokenizer& tok_;

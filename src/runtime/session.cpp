@@ -100,16 +100,33 @@ Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt,
     st.ttft_ms = timer.elapsed_ms();
     gen_timer.reset();
     if (take(id)) {
-      if (is_plain_greedy(opt.sampling) && !opt.constraint && opt.logit_bias.empty()) {
+      const std::optional<Backend::PickRule> rule = step.device_rule();
+      const Model& model = engine_->model();
+      if (rule && rule->greedy()) {
         // Greedy without penalties needs only the argmax: the model may keep it on the device
         // and run steps ahead (Model::decode_greedy); same tokens as the loop below.
         int32_t fed = id;  // the token whose step produced the next callback's token
-        HEARTH_ASSIGN_OR_RETURN(GreedyRun run, engine_->model().decode_greedy(
-                                                   kv_, id, n_ctx_, scratch_, [&](int32_t next) {
-                                                     history_.push_back(fed);
-                                                     fed = next;
-                                                     return take(next);
-                                                   }));
+        HEARTH_ASSIGN_OR_RETURN(GreedyRun run,
+                                model.decode_greedy(kv_, id, n_ctx_, scratch_, [&](int32_t next) {
+                                  history_.push_back(fed);
+                                  fed = next;
+                                  return take(next);
+                                }));
+        if (run.context_full) st.finish_reason = "context";
+      } else if (rule && model.can_chain(*rule, int64_t(history_.size()) + 1)) {
+        // Sampling on the device inside the chain (same chain and seed; its draws come from the
+        // device's generator, so the tokens differ from the host loop's but follow the same
+        // distribution and repeat for the same seed).
+        std::vector<int32_t> window = history_;
+        window.push_back(id);
+        int32_t fed = id;
+        HEARTH_ASSIGN_OR_RETURN(
+            GreedyRun run,
+            model.decode_chained(kv_, id, n_ctx_, scratch_, *rule, window, [&](int32_t next) {
+              history_.push_back(fed);
+              fed = next;
+              return take(next);
+            }));
         if (run.context_full) st.finish_reason = "context";
       } else {
         while (true) {

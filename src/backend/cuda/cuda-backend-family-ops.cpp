@@ -1,8 +1,7 @@
 // The CUDA backend's ops that only some families need (Backend::Feature: per-head norm, GELU
 // gate, masked attention, partial RoPE, scale / soft-cap) and the ring form of the KV append.
-// None of them joins a fusion queue: each flushes the queued work (pend_, rope_) first, so a
-// fusion matched by call order never spans one of them. Inside a decode step, positions come from
-// the step's device values (step_dev_), so a captured graph replays at the new position.
+// Each is one launch with no hand-off. Inside a decode step, positions come from the step's
+// device values (step_dev_), so a captured graph replays at the new position.
 #include "backend/cuda/cuda-backend-impl.h"
 
 namespace hearth::cuda_impl {
@@ -28,8 +27,6 @@ void CudaBackend::attention_masked(const float* q, const float* k_cache, const f
                                    float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
                                    int64_t n_kv_heads, int64_t head_dim, float scale,
                                    const kernels::AttentionMask& mask) {
-  flush();  // the queued rope q/k and K/V stores feed this attention
-  acts_changed();
   const int32_t* pos0_dev = step_pos_or_null(n_tokens, pos0, "attention_masked");
   if (!error_.is_ok()) return;
   const int m = prof("attention (masked)");
@@ -43,8 +40,6 @@ void CudaBackend::attention_masked(const float* q, const float* k_cache, const f
 void CudaBackend::rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                                int64_t n_rot, const int32_t* pos, const float* inv_freq,
                                kernels::RopeStyle style, float mscale) {
-  flush();
-  acts_changed();
   if (n_tokens <= 0) return;
   const float* freq = device_freqs(inv_freq, n_rot / 2);
   if (!freq) return;
@@ -66,7 +61,6 @@ void CudaBackend::gelu_tanh_gated(const float* gate, const float* up, float* out
 }
 
 void CudaBackend::softcap(float* x, int64_t n, float cap) {
-  // (the LM head's GEMV may still be queued: unfused_op flushes it first)
   unfused_op("softcap", "softcap", [&] { return cuda::launch_softcap(x, n, cap, stream_); });
 }
 
@@ -76,9 +70,6 @@ void CudaBackend::scale(float* x, int64_t n, float s) {
 
 void CudaBackend::store_kv_ring(float* cache, const float* src, int64_t pos, int64_t row_floats,
                                 int64_t n_tokens, int64_t ring_rows) {
-  flush();  // a queued rope of this k must land first (the fused rope + store writes rows
-            // linearly, so a ring never joins that queue)
-  acts_changed();
   const int32_t* pos_dev = step_pos_or_null(n_tokens, pos, "store_kv");
   if (!error_.is_ok()) return;
   const int m = prof("kv store");

@@ -1,7 +1,10 @@
 // The CUDA backend's class, shared by its translation units (internal: include only from
 // src/backend/cuda). cuda-backend.cpp holds its life cycle, buffers, uploads and decode-step
-// capture; cuda-backend-ops.cpp the ops and the queues that fuse them (pend_, rope_, the prefill
-// split forms). Short members stay inline here.
+// capture; cuda-backend-ops.cpp the matmuls, norms and activations; cuda-backend-attention.cpp
+// RoPE, the K/V append and attention (with the fused rope_append_attend); the families' ops are
+// cuda-backend-family-ops.cpp's. Every op launches when called: fusions are the named ops of
+// Backend (matmul_shared, matmul_add, rope_append_attend), and the only state carried from one
+// op to the next is a hand-off (below), checked before use. Short members stay inline here.
 #pragma once
 
 #include <cublas_v2.h>
@@ -17,7 +20,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda-options.h"
-#include "backend/cuda/cuda-greedy.h"
+#include "backend/cuda/cuda-picks.h"
 #include "backend/cuda/cuda-profiler.h"
 #include "backend/cuda/cuda-weights.h"
 #include "kernels/cuda/cuda-ops.h"
@@ -65,11 +68,7 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return "cuda:" + std::to_string(device_); }
-  // Deferred launches go out first, so their launch errors are part of the answer.
-  Status status() const override {
-    const_cast<CudaBackend*>(this)->flush();
-    return error_;
-  }
+  Status status() const override { return error_; }
 
   float* alloc(int64_t n) override {
     void* p = nullptr;
@@ -79,8 +78,6 @@ class CudaBackend final : public Backend {
     return static_cast<float*>(p);
   }
   void free(float* p) override {
-    flush();
-    acts_changed();
     // The recorded step may point into p (the forward pass regrows its scratch for a long
     // prompt under the same ForwardScratch): replaying it would touch freed memory.
     drop_graph();
@@ -90,13 +87,10 @@ class CudaBackend final : public Backend {
   void upload(float* dst, const float* src, int64_t n) override;
   void download(float* dst, const float* src, int64_t n) override;
   void copy(float* dst, const float* src, int64_t n) override {
-    flush();
-    acts_changed();
     check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
           "copy");
   }
   void synchronize() override {
-    flush();
     if (!capturing()) check(cudaStreamSynchronize(stream_), "synchronize");
   }
 
@@ -115,9 +109,17 @@ class CudaBackend final : public Backend {
 
   void embed(const Weight& table, const int32_t* ids, int64_t n_tokens, float* out) override;
 
+  void begin_pass(Phase phase, int64_t n_tokens) override {
+    decode_pass_ = phase == Phase::kDecode;
+    pass_tokens_ = n_tokens;
+  }
+
   void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) override;
-  // Prefill: y += x . W^T in the GEMM itself (beta = 1), no product buffer and no add kernel.
-  // Decode: the default (matmul, then add_inplace), which the queued GEMV takes into its store.
+  // Decode: one GEMV launch for up to three matrices of the same dtype and width (Q/K/V,
+  // gate/up). Prefill: one GEMM each, converting the shared x once (prefill_x_).
+  void matmul_shared(const float* x, int64_t n_tokens, std::span<const MatmulOut> outs) override;
+  // Decode: the residual add in the GEMV's store. Prefill: y += x . W^T in the GEMM itself
+  // (beta = 1), no product buffer and no add kernel.
   void matmul_add(const Weight& w, const float* x, int64_t n_tokens, float* y,
                   float* scratch) override;
 
@@ -137,6 +139,10 @@ class CudaBackend final : public Backend {
 
   void store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats, int64_t n_tokens,
                 int64_t ring_rows = 0) override;
+  // One segment with plain attention and full RoPE: a decode step's rotation and append run
+  // inside the attention kernel (or one rope + append launch, then attention); a prefill's as
+  // one launch before it. Anything else: the plain ops (Backend's default).
+  void rope_append_attend(const AttentionBlock& a) override;
 
   // The families' ops (cuda-backend-family-ops.cpp).
   uint32_t features() const override;
@@ -153,21 +159,23 @@ class CudaBackend final : public Backend {
 
   bool begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) override;
   void end_decode_step() override;
-  void reset_decode_steps() override {
-    flush();
-    acts_changed();
-    drop_graph();
-  }
+  void reset_decode_steps() override { drop_graph(); }
 
-  // Greedy chaining (backend.h; the pick and ring are cuda-greedy.cpp's). Chained steps are
-  // graph replays only, so it needs graphs; the profiler's eager steps would break the chain.
+  // Chained decoding (backend.h; the picks and their ring are cuda-picks.cpp's). Chained steps
+  // are graph replays only, so it needs graphs; the profiler's eager steps would break the chain.
   int greedy_chain_depth() const override {
     return opt_.graphs && !profiler_ ? opt_.greedy_chain_depth : 0;
   }
-  void pick_greedy(const float* logits, int64_t n_vocab, int64_t pos) override {
-    flush();
-    if (state_ != State::kIdle) return fail("pick_greedy inside a decode step");
-    if (Status st = greedy_.pick(logits, n_vocab, pos, &step_dev_->token, &step_dev_->pos, stream_);
+  bool can_pick(const PickRule& rule, int64_t history_len) const override {
+    return greedy_chain_depth() > 0 && CudaPicks::supports(rule, history_len);
+  }
+  Status begin_picks(const PickRule& rule, std::span<const int32_t> history) override {
+    if (state_ != State::kIdle) return Status::error(name() + ": begin_picks inside a decode step");
+    return picks_.set_rule(rule, history, stream_);
+  }
+  void pick(const float* logits, int64_t n_vocab, int64_t pos) override {
+    if (state_ != State::kIdle) return fail("pick inside a decode step");
+    if (Status st = picks_.pick(logits, n_vocab, pos, &step_dev_->token, &step_dev_->pos, stream_);
         !st.is_ok())
       fail(st.message());
   }
@@ -175,8 +183,6 @@ class CudaBackend final : public Backend {
   // (So the recorded graph must never contain the step-values upload: begin_decode_step issues
   // it before the capture begins.)
   bool begin_chained_step(int64_t pos, int64_t ctx_capacity) override {
-    flush();
-    acts_changed();
     if (state_ != State::kIdle || !opt_.graphs || profiler_ || !error_.is_ok() || !graph_exec_ ||
         graph_capacity_ != ctx_capacity || pos < 0 || pos >= ctx_capacity)
       return false;
@@ -185,7 +191,7 @@ class CudaBackend final : public Backend {
     state_ = State::kReplayed;
     return true;
   }
-  Result<int32_t> picked_token(int64_t pos) override { return greedy_.wait(pos); }
+  Result<int32_t> picked_token(int64_t pos) override { return picks_.wait(pos); }
 
  private:
   enum class State { kIdle, kEager, kCapturing, kReplayed };
@@ -205,12 +211,9 @@ class CudaBackend final : public Backend {
     if (profiler_) profiler_->end_op(mark, stream_);
   }
 
-  // An op outside every fusion: the queued work first (it may feed this op), then launch(),
-  // profiled as `family` and checked as `op`.
+  // An op with one launch and no hand-off: launch(), profiled as `family`, checked as `op`.
   template <class Launch>
   void unfused_op(const char* family, const char* op, Launch&& launch) {
-    flush();
-    acts_changed();
     const int m = prof(family);
     check(launch(), op);
     unprof(m);
@@ -223,37 +226,50 @@ class CudaBackend final : public Backend {
   void store_kv_ring(float* cache, const float* src, int64_t pos, int64_t row_floats,
                      int64_t n_tokens, int64_t ring_rows);
 
-  void matmul_into(const Weight& w, const float* x, int64_t n_tokens, float* y, bool accumulate);
+  // Matmul kernels. A decode GEMV batch: jobs of one x (same dtype and cols, 1..3).
+  bool gemv_able(const cuda::DeviceWeight& dw, int64_t n_tokens) const;
+  void launch_gemvs(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs, int n_jobs);
+  // A prefill GEMM (cuBLAS over fp16 forms of x and W): y = x . W^T, or y += with accumulate.
+  void launch_gemm(const Weight& w, const PreparedWeight& pw, const float* x, int64_t n_tokens,
+                   float* y, bool accumulate);
+  // The attention kernel (split-K decode or tensor-core prefill), optionally rotating and
+  // appending this decode token's q/k/v inside it.
+  void launch_attention_op(const float* q, const float* k_cache, const float* v_cache, float* out,
+                           int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+                           int64_t head_dim, float scale, const cuda::AttnRope* fused_rope);
+  // A prefill's rope q/k + K/V append as one launch over an angle table made once per pass.
+  void launch_rope_rows_kv(const AttentionBlock& a, const KvSegment& s, const float* freq,
+                           int style);
 
-  // Slots for a producer (prefill rmsnorm, swiglu) to write its output's split forms, so the
-  // GEMM reading it skips the split pass: only while the last matmul was a prefill GEMM that
-  // took those forms (an F16/BF16 model's prefill; it implies a prefill-sized output). Null
-  // otherwise. CudaOptions::producer_split = false turns it off (A/B).
-  const cuda::XSplitOut* producer_split(int64_t n);
-
-  // Activations may have changed: the quantized x of the decode GEMVs and the converted x of
-  // the prefill GEMMs no longer describe them.
-  void acts_changed() {
-    xq_valid_ = false;
-    prefill_x_ = {};
+  // Hand-offs. An op may leave its output in the form the next op's kernel reads: the int8
+  // activations of a decode GEMV's x (rmsnorm, swiglu, attention write them in their epilogue)
+  // and the fp16 split forms of a prefill GEMM's x (producer_split; and the GEMM's own
+  // conversion, kept for the next matrix of the same x). A hand-off is good only while nothing
+  // else reached the stream: every launch and copy passes through check(), which counts it
+  // (stream_ops_), and a hand-off records the count it was made at. An op added later can
+  // therefore cost a conversion, never feed a stale one.
+  bool xq_ready(const float* x, int64_t rows, int64_t cols) const {
+    return xq_at_ == stream_ops_ && xq_src_ == x && xq_.n_tokens * xq_.cols == rows * cols;
   }
-  void set_xq(const float* src, int64_t rows, int64_t cols) {
+  void hand_off_xq(const float* src, int64_t rows, int64_t cols) {
     xq_ = cuda::quantized_acts_view(xq_buf_, rows, cols);
     xq_src_ = src;
-    xq_valid_ = true;
+    xq_at_ = stream_ops_;
   }
-  int64_t n_x() const { return pend_.n_tokens * pend_.jobs[0].w.cols; }
+  // Whether this op's output feeds a decode GEMV: quantize it in the op's epilogue.
+  bool quantize_output(int64_t rows, int64_t n) const {
+    return opt_.fuse && int8_model_ && decode_pass_ && rows <= cuda::kGemvMaxTokens && n % 32 == 0;
+  }
+  // Slots for a prefill producer (rmsnorm, swiglu) of n floats to write its output's split
+  // forms, so the GEMM reading it skips the split pass: only in a prefill pass of a model whose
+  // GEMMs take those forms (F16/BF16: the last GEMM's kind). Null otherwise.
+  // CudaOptions::producer_split = false turns it off (A/B).
+  const cuda::XSplitOut* producer_split(int64_t n);
+  void hand_off_prefill_x(const float* x, int64_t n) {
+    prefill_x_ = {x, n, cuda::PrefillX::kHiLo8};
+    prefill_x_at_ = stream_ops_;
+  }
 
-  void flush() {
-    flush_gemv();
-    flush_rope();
-  }
-  void flush_gemv();
-  struct PendingRope;  // below, with the other queued work
-  // A decode step's rope/store sequence that did not complete the fused pattern: run its parts.
-  void flush_rope();
-  // A queued prefill rope/store sequence: one launch when complete, else its parts.
-  void flush_rope_rows(const PendingRope& r);
   void launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                    const int32_t* pos, const float* freq, int style);
 
@@ -261,6 +277,7 @@ class CudaBackend final : public Backend {
     if (error_.is_ok()) error_ = Status::error("cuda backend: " + what);
   }
   bool check(cudaError_t e, const std::string& what) {
+    ++stream_ops_;  // (hand-offs: anything that reached the stream ends them)
     if (e == cudaSuccess) return true;
     fail(what + ": " + cudaGetErrorString(e));
     return false;
@@ -301,22 +318,25 @@ class CudaBackend final : public Backend {
   float* partials_ = nullptr;
   size_t partials_bytes_ = 0;
   int64_t partials_rows_ = -1;  // T * n_heads the counters at the front of partials_ are for
-  // The last x quantized for the integer GEMV; any op other than a matmul that leaves x alone
-  // calls acts_changed() (ops are few per token, and x's contents are unknown after them).
+  bool decode_pass_ = true;     // begin_pass's phase
+  int64_t pass_tokens_ = 1;
+  uint64_t stream_ops_ = 0;  // launches and copies so far (hand-offs)
+  // The int8 activations hand-off: xq_buf_ holds x = xq_src_ quantized, made at xq_at_.
   void* xq_buf_ = nullptr;
   size_t xq_bytes_ = 0;
   cuda::QuantizedActs xq_;
   const float* xq_src_ = nullptr;
-  bool xq_valid_ = false;
-  // x's fp16 (or hi + lo) forms left in workspace_ by the last prefill matmul (matmul.cu), so Q,
-  // K and V (gate and up) convert their shared x once (unless CudaOptions::prefill_x_cache is
-  // off: every matmul converts).
+  uint64_t xq_at_ = ~uint64_t(0);
+  // The prefill GEMM hand-off: x's fp16 (or hi + lo) forms in workspace_ (matmul.cu), made at
+  // prefill_x_at_ (CudaOptions::prefill_x_cache off: every GEMM converts).
   cuda::PrefillX prefill_x_;
-  // The form the last matmul's x took (kNone: a GEMV or no cache), and producers' split slots.
+  uint64_t prefill_x_at_ = ~uint64_t(0);
+  // The form the last GEMM's x took (kNone: none yet or no cache), and producers' split slots.
   cuda::PrefillX::Kind last_gemm_kind_ = cuda::PrefillX::kNone;
   cuda::XSplitOut split_slots_;
-  // The queued prefill rope's positions, and the angle table's (cuda::launch_rope_angles).
-  std::vector<int32_t> pending_pos_, angles_pos_;
+  // The rope angle table of the last prefill rope_append_attend (cuda::launch_rope_angles):
+  // every layer of a pass rotates by the same positions.
+  std::vector<int32_t> angles_pos_;
   float* angles_ = nullptr;
   size_t angles_bytes_ = 0;
   const float* angles_freq_ = nullptr;
@@ -324,30 +344,6 @@ class CudaBackend final : public Backend {
   uint64_t freqs_version_ = 0, angles_version_ = 0;
   std::vector<float*> vectors_;
   bool int8_model_ = false;  // some weight uses the int8 GEMV: producers quantize their outputs
-  struct PendingGemv {
-    cuda::GemvJob jobs[3];
-    int n = 0;
-    bool int8 = false;
-    const float* x = nullptr;
-    int64_t n_tokens = 0;
-    cuda::QuantizedActs xa;
-  } pend_;
-  struct PendingRope {
-    int stage = 0;  // 1: rope q queued, 2: + rope k, 3: + store k, 4: + store v
-    float* q = nullptr;
-    float* k = nullptr;
-    float* k_cache = nullptr;
-    float* v_cache = nullptr;
-    const float* v = nullptr;
-    int64_t nq = 0, nk = 0, hd = 0;
-    int64_t nt = 0;         // tokens
-    int64_t cache_pos = 0;  // the stores' first cache row
-    // Prefill rows (null in a decode step): positions staged on the device (pending_pos_ holds
-    // them on the host).
-    const int32_t* dev_pos = nullptr;
-    const float* freq = nullptr;
-    int style = 0;
-  } rope_;
   std::unique_ptr<CudaProfiler> profiler_;
   std::unordered_map<const float*, FreqEntry> freqs_;
 
@@ -359,7 +355,7 @@ class CudaBackend final : public Backend {
   int64_t warmed_capacity_ = -1;
   int64_t graph_capacity_ = -1;
   cudaGraphExec_t graph_exec_ = nullptr;
-  CudaGreedyChain greedy_;
+  CudaPicks picks_;
 };
 
 }  // namespace hearth::cuda_impl

@@ -1,6 +1,6 @@
 // The CUDA backend: one stream, cuBLAS for prefill GEMMs, pinned staging for uploads, and decode
 // steps captured once into a CUDA graph then replayed with (token, pos) read from device memory.
-// Decode launches are fused where the op sequence allows (see flush_gemv / flush_rope).
+// Fusions are Backend's named ops (cuda-backend-ops.cpp, cuda-backend-attention.cpp).
 // New op: add its launcher to kernels/cuda/cuda-ops.h and forward to it here.
 #include "backend/cuda/cuda-backend.h"
 
@@ -25,8 +25,6 @@ Status CudaBackend::init() {
 }
 
 void CudaBackend::upload(float* dst, const float* src, int64_t n) {
-  flush();
-  acts_changed();
   if (capturing()) return fail("upload inside a captured decode step");
   const size_t bytes = size_t(n) * sizeof(float);
   if (bytes <= kRingBytes / 4) {
@@ -39,7 +37,6 @@ void CudaBackend::upload(float* dst, const float* src, int64_t n) {
 }
 
 void CudaBackend::download(float* dst, const float* src, int64_t n) {
-  flush();
   if (capturing()) return fail("download inside a captured decode step");
   check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost, stream_),
         "download");
@@ -126,7 +123,6 @@ Status CudaBackend::prepare_weight(Weight& w) {
 
 // 1 GiB (or half the free memory, if less) read 6 times, best pass after a warm-up one.
 std::optional<double> CudaBackend::measure_read_bandwidth_gbs() {
-  flush();
   const std::optional<uint64_t> free = device_memory_free();
   if (!free || !error_.is_ok()) return std::nullopt;
   const size_t bytes = size_t(std::min<uint64_t>(uint64_t(1) << 30, *free / 2)) / 256 * 256;
@@ -171,8 +167,6 @@ Result<float*> CudaBackend::prepare_vector(const TensorView& v) {
 }
 
 bool CudaBackend::begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) {
-  flush();
-  acts_changed();
   if (state_ != State::kIdle) {
     fail("begin_decode_step without end_decode_step");
     return false;
@@ -221,8 +215,6 @@ bool CudaBackend::begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capa
 }
 
 void CudaBackend::end_decode_step() {
-  flush();  // deferred launches belong to this step (and to its graph)
-  acts_changed();
   if (profiler_ && state_ == State::kEager && profiler_->wants_eager())
     profiler_->end_eager_step(stream_, long(step_capacity_));
   if (profiler_ && state_ == State::kReplayed) profiler_->end_replay(stream_);

@@ -1,5 +1,6 @@
-// Launcher of the greedy pick (argmax over one row of logits on the device), kept apart from
-// cuda-ops.h because it feeds the decode-step machinery, not a kernels/ops.h op.
+// Launchers of the device picks (argmax, and a draw through the sampler chain, over one row of
+// logits), kept apart from cuda-ops.h because they feed the decode-step machinery, not a
+// kernels/ops.h op.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,5 +16,28 @@ namespace hearth::cuda {
 // after an event recorded behind this launch). 0 < n <= INT32_MAX.
 cudaError_t launch_greedy_pick(const float* logits, int64_t n, int32_t* token, int32_t* pos,
                                int32_t next_pos, int32_t* host_token, cudaStream_t stream);
+
+// The sampled pick (sample-pick.cu): sampling/sampler.h's chain on the device. Penalties look at
+// the last repeat_last_n tokens of a device history ring (history [history_cap], its length in
+// *history_len), to which the pick appends its token.
+constexpr int kSampleHistoryMax = 4096;
+struct SamplePickParams {
+  float temperature = 0.8f;  // <= 0: argmax of the penalised logits
+  int32_t top_k = 0;         // <= 0: off
+  float top_p = 1.0f;        // >= 1: off
+  float min_p = 0.0f;        // <= 0: off
+  bool penalize = false;     // the three penalties below, over repeat_last_n tokens
+  float repeat_penalty = 1.0f;
+  int32_t repeat_last_n = 0;  // 0 .. history_cap
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  uint64_t seed = 0;  // with the step's position, the draw's uniform
+};
+// logits [n] (device) -> a token drawn as sampling/sampler.h draws (the uniform from seed and
+// next_pos - 1, so the same seed draws the same tokens). work: device scratch [n] (the penalised
+// logits). Outputs as launch_greedy_pick's. One block.
+cudaError_t launch_sample_pick(const float* logits, float* work, int64_t n,
+                               const SamplePickParams& p, int32_t* history, int32_t* history_len,
+                               int history_cap, int32_t* token, int32_t* pos, int32_t next_pos,
+                               int32_t* host_token, cudaStream_t stream);
 
 }  // namespace hearth::cuda

@@ -136,24 +136,23 @@ TEST_F(CudaTest, PrefillRopeMatchesCpu) {
   }
 }
 
-// Prefill rope of q and k plus the K/V append: the backend queues the four calls and runs them
-// as one launch (launch_rope_rows_kv), or, when the sequence stops early, as its parts. Every
-// way must give what the CPU gives, and cache rows outside [pos0, pos0 + T) stay untouched.
-TEST_F(CudaTest, PrefillRopeAndKvAppendMatchCpu) {
-  // Both pair layouts; head_dim 128 and 80 take the kernel's 16-byte form, 6 (pairs not a
+// The named op rope_append_attend in a prefill pass: rope q/k + the K/V append as one launch
+// (launch_rope_rows_kv), then attention. Against the CPU backend's default (the plain ops):
+// rotated q and k, the cache (rows outside [pos0, pos0 + T) untouched) and the output. Start
+// positions 7, 7, 20, 20: the angle table (one per pass) is reused, then must follow new
+// positions.
+TEST_F(CudaTest, PrefillRopeAppendAttendMatchesCpu) {
+  auto cpu = make_cpu_backend(2);
+  // Both pair layouts; head_dim 128 and 80 take the rope kernel's 16-byte form, 6 (pairs not a
   // multiple of two) the one-pair form.
   for (auto style : {kernels::RopeStyle::kInterleaved, kernels::RopeStyle::kHalves})
-    for (int64_t hd : {int64_t(128), int64_t(80), int64_t(6)}) {
-      // stop: how many of the four calls run before the results are read (4: the fused launch).
-      // Two start positions: the fused launch's angle table (one per pass, reused while the
-      // positions stay the same) must follow new positions.
-      for (int step = 0; step < 8; ++step) {
-        const int stop = step % 4 + 1;
-        const int64_t T = 40, heads = 8, kv_heads = 2, pos0 = step < 4 ? 7 : 20, cap = 64,
+    for (int64_t hd : {int64_t(128), int64_t(80), int64_t(6)})
+      for (int step = 0; step < 4; ++step) {
+        const int64_t T = 40, heads = 8, kv_heads = 2, pos0 = step < 2 ? 7 : 20, cap = 64,
                       kvd = kv_heads * hd;
-        auto q = random_floats(size_t(T * heads * hd), uint32_t(hd + stop), -3.f, 3.f);
-        auto k = random_floats(size_t(T * kvd), uint32_t(hd + 10 + stop), -3.f, 3.f);
-        const auto v = random_floats(size_t(T * kvd), uint32_t(hd + 20 + stop), -3.f, 3.f);
+        auto q = random_floats(size_t(T * heads * hd), uint32_t(hd + step), -3.f, 3.f);
+        auto k = random_floats(size_t(T * kvd), uint32_t(hd + 10 + step), -3.f, 3.f);
+        const auto v = random_floats(size_t(T * kvd), uint32_t(hd + 20 + step), -3.f, 3.f);
         auto kc = random_floats(size_t(cap * kvd), 5, -1.f, 1.f);
         auto vc = random_floats(size_t(cap * kvd), 6, -1.f, 1.f);
         std::vector<float> inv(size_t(hd / 2));
@@ -161,26 +160,31 @@ TEST_F(CudaTest, PrefillRopeAndKvAppendMatchCpu) {
           inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / hd));
         std::vector<int32_t> pos(static_cast<size_t>(T));
         for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(pos0 + t);
-        float *dq = dev(q), *dk = dev(k), *dv = dev(v), *dkc = dev(kc), *dvc = dev(vc);
-        backend_->rope(dq, T, heads, hd, pos.data(), inv.data(), style);
-        if (stop >= 2) backend_->rope(dk, T, kv_heads, hd, pos.data(), inv.data(), style);
-        if (stop >= 3) backend_->store_kv(dkc, dk, pos0, kvd, T);
-        if (stop >= 4) backend_->store_kv(dvc, dv, pos0, kvd, T);
-        kernels::rope(q.data(), T, heads, hd, pos.data(), inv.data(), style);
-        if (stop >= 2) kernels::rope(k.data(), T, kv_heads, hd, pos.data(), inv.data(), style);
-        const std::string what = "hd " + std::to_string(hd) + " stop " + std::to_string(stop) +
-                                 " pos0 " + std::to_string(pos0) + " style " +
-                                 std::to_string(int(style));
-        EXPECT_LT(rel_error(get(dq, T * heads * hd), q), 1e-6) << what;
-        const std::vector<float> k_gpu = get(dk, T * kvd);
-        EXPECT_LT(rel_error(k_gpu, k), 1e-6) << what;
-        // The cache rows hold exactly the k the GPU rotated (and v as given); no other row moves.
-        if (stop >= 3) std::copy(k_gpu.begin(), k_gpu.end(), kc.begin() + pos0 * kvd);
-        if (stop >= 4) std::copy(v.begin(), v.end(), vc.begin() + pos0 * kvd);
-        EXPECT_EQ(get(dkc, cap * kvd), kc) << what;
-        EXPECT_EQ(get(dvc, cap * kvd), vc) << what;
+        const Backend::KvSegment gpu_seg{dev(kc), dev(vc), pos0, T, 0};
+        Backend::AttentionBlock a;
+        a.q = dev(q), a.k = dev(k), a.v = dev(v), a.out = poisoned(T * heads * hd);
+        a.host_pos = pos.data();
+        a.n_tokens = T, a.n_heads = heads, a.n_kv_heads = kv_heads, a.head_dim = hd;
+        a.scale = 1.f / std::sqrt(float(hd));
+        a.rope = {inv.data(), style, hd, 1.f, false};
+        a.segments = {&gpu_seg, 1};
+        backend_->begin_pass(Backend::Phase::kPrefill, T);
+        backend_->rope_append_attend(a);
+
+        std::vector<float> out(size_t(T * heads * hd));
+        const Backend::KvSegment cpu_seg{kc.data(), vc.data(), pos0, T, 0};
+        Backend::AttentionBlock c = a;
+        c.q = q.data(), c.k = k.data(), c.v = v.data(), c.out = out.data();
+        c.segments = {&cpu_seg, 1};
+        cpu->rope_append_attend(c);
+        const std::string what = "hd " + std::to_string(hd) + " pos0 " + std::to_string(pos0) +
+                                 " style " + std::to_string(int(style));
+        EXPECT_LT(rel_error(get(a.q, T * heads * hd), q), 1e-6) << what;
+        EXPECT_LT(rel_error(get(a.k, T * kvd), k), 1e-6) << what;
+        EXPECT_LT(rel_error(get(gpu_seg.k_cache, cap * kvd), kc), 1e-6) << what;
+        EXPECT_EQ(get(gpu_seg.v_cache, cap * kvd), vc) << what;
+        EXPECT_LT(rel_error(get(a.out, T * heads * hd), out), kTolerance) << what;
       }
-    }
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // A whole Llama layer plus LM head, in forward.cpp's op order, decoded token by token through
-// begin/end_decode_step (eager warm-up, capture, replays) with the CUDA backend's decode fusions
-// (batched Q/K/V and gate/up GEMVs, GEMV+residual, fused rope+KV append, quantizing epilogues),
-// checked against the CPU backend running the same ops. New fusion: extend the op list here.
+// begin/end_decode_step (eager warm-up, capture, replays) with the CUDA backend's named fused ops
+// (matmul_shared, matmul_add, rope_append_attend) and its hand-offs (quantizing epilogues),
+// checked against the CPU backend and an unfused CUDA backend running the same ops; and with an
+// op inserted after a hand-off's producer, which must end the hand-off. New fusion: extend the
+// op list here.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -57,34 +59,45 @@ void build(LayerModel& m, Backend& be, DType t, std::vector<float>& norm_host) {
   m.vc = be.alloc(kCap * kKvHeads * kHd);
 }
 
-void step_ops(Backend& be, LayerModel& m, int32_t token, int32_t pos, const float* inv) {
-  const int64_t KVD = kKvHeads * kHd;
+// forward.cpp's decode ops for one layer and the LM head. inserted_op: a scale of the normed x
+// between the rmsnorm (which hands its int8 form to the next GEMV) and the Q/K/V GEMVs, as a new
+// family's block would sit there: the GEMVs must then read the scaled x, not the hand-off.
+void step_ops(Backend& be, LayerModel& m, int32_t token, int32_t pos, const float* inv,
+              bool inserted_op = false) {
+  be.begin_pass(Backend::Phase::kDecode, 1);
   be.embed(m.tok, &token, 1, m.x);
   be.rmsnorm(m.x, m.n1, m.xn, 1, kE, 1e-5f);
-  be.matmul(m.wq, m.xn, 1, m.q);
-  be.matmul(m.wk, m.xn, 1, m.k);
-  be.matmul(m.wv, m.xn, 1, m.v);
-  be.rope(m.q, 1, kHeads, kHd, &pos, inv, kernels::RopeStyle::kHalves);
-  be.rope(m.k, 1, kKvHeads, kHd, &pos, inv, kernels::RopeStyle::kHalves);
-  be.store_kv(m.kc, m.k, pos, KVD, 1);
-  be.store_kv(m.vc, m.v, pos, KVD, 1);
-  be.attention(m.q, m.kc, m.vc, m.attn, 1, pos, kHeads, kKvHeads, kHd, 1.f / std::sqrt(float(kHd)));
-  be.matmul(m.wo, m.attn, 1, m.xn);
-  be.add_inplace(m.x, m.xn, kE);
+  if (inserted_op) be.scale(m.xn, kE, 0.5f);
+  const Backend::MatmulOut qkv[] = {{&m.wq, m.q}, {&m.wk, m.k}, {&m.wv, m.v}};
+  be.matmul_shared(m.xn, 1, qkv);
+  const Backend::KvSegment seg{m.kc, m.vc, pos, 1, 0};
+  Backend::AttentionBlock a;
+  a.q = m.q, a.k = m.k, a.v = m.v, a.out = m.attn, a.host_pos = &pos;
+  a.n_tokens = 1, a.n_heads = kHeads, a.n_kv_heads = kKvHeads, a.head_dim = kHd;
+  a.scale = 1.f / std::sqrt(float(kHd));
+  a.rope = {inv, kernels::RopeStyle::kHalves, kHd, 1.f, false};
+  a.segments = {&seg, 1};
+  be.rope_append_attend(a);
+  be.matmul_add(m.wo, m.attn, 1, m.x, m.xn);
   be.rmsnorm(m.x, m.n2, m.xn, 1, kE, 1e-5f);
-  be.matmul(m.gate, m.xn, 1, m.g);
-  be.matmul(m.up, m.xn, 1, m.u);
+  const Backend::MatmulOut gate_up[] = {{&m.gate, m.g}, {&m.up, m.u}};
+  be.matmul_shared(m.xn, 1, gate_up);
   be.swiglu(m.g, m.u, m.g, kF);
-  be.matmul(m.down, m.g, 1, m.xn);
-  be.add_inplace(m.x, m.xn, kE);
+  be.matmul_add(m.down, m.g, 1, m.x, m.xn);
   be.rmsnorm(m.x, m.n3, m.xn, 1, kE, 1e-5f);
   be.matmul(m.out, m.xn, 1, m.logits);
 }
 
-class CudaDecodeLayerTest : public CudaTest, public ::testing::WithParamInterface<DType> {};
+struct DecodeCase {
+  DType type;
+  bool inserted_op;
+};
+
+class CudaDecodeLayerTest : public CudaTest, public ::testing::WithParamInterface<DecodeCase> {};
 
 TEST_P(CudaDecodeLayerTest, FusedStepsMatchCpu) {
-  const DType t = GetParam();
+  const DType t = GetParam().type;
+  const bool inserted = GetParam().inserted_op;
   auto cpu = make_cpu_backend(1);
   // The reference CUDA backend runs every op as its own launch (CudaOptions::fuse off): same
   // kernels and arithmetic, so fused decode steps must match it to rounding.
@@ -104,13 +117,13 @@ TEST_P(CudaDecodeLayerTest, FusedStepsMatchCpu) {
   for (int32_t pos = 0; pos < 10; ++pos) {
     const int32_t token = (pos * 13 + 5) % int32_t(kVocab);
     const bool replayed = backend_->begin_decode_step(token, pos, kCap);
-    if (!replayed) step_ops(*backend_, g, token, pos, inv.data());
+    if (!replayed) step_ops(*backend_, g, token, pos, inv.data(), inserted);
     backend_->end_decode_step();
     if (pos >= 2) {  // the fixture's backend records graphs (the default options)
       EXPECT_TRUE(replayed) << "pos " << pos;
     }
-    step_ops(*cpu, c, token, pos, inv.data());
-    step_ops(*plain, r, token, pos, inv.data());
+    step_ops(*cpu, c, token, pos, inv.data(), inserted);
+    step_ops(*plain, r, token, pos, inv.data(), inserted);
     backend_->download(got.data(), g.logits, kVocab);
     backend_->download(gx.data(), g.x, kE);
     cpu->download(want.data(), c.logits, kVocab);
@@ -134,8 +147,15 @@ TEST_P(CudaDecodeLayerTest, FusedStepsMatchCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaDecodeLayerTest,
-                         ::testing::Values(DType::Q8_0, DType::F16, DType::Q4_0),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+                         ::testing::Values(DecodeCase{DType::Q8_0, false},
+                                           DecodeCase{DType::F16, false},
+                                           DecodeCase{DType::Q4_0, false},
+                                           DecodeCase{DType::Q8_0, true},
+                                           DecodeCase{DType::Q4_0, true}),
+                         [](const auto& info) {
+                           return std::string(dtype_name(info.param.type)) +
+                                  (info.param.inserted_op ? "_inserted_op" : "");
+                         });
 
 }  // namespace
 }  // namespace hearth::test

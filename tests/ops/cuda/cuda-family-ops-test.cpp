@@ -180,11 +180,16 @@ TEST_F(CudaTest, CapturedFamilyStepsMatchEagerAcrossRingWrap) {
     backend_->copy(s.k, s.k_in, kvd);
     backend_->rmsnorm_heads(s.q, dw, H, hd, 1e-6f);
     backend_->rmsnorm_heads(s.k, dw, Hkv, hd, 1e-6f);
-    backend_->rope_partial(s.q, 1, H, hd, n_rot, &pos, inv.data(), RopeStyle::kHalves, mscale);
-    backend_->rope_partial(s.k, 1, Hkv, hd, n_rot, &pos, inv.data(), RopeStyle::kHalves, mscale);
-    backend_->store_kv(s.kc, s.k, pos, kvd, 1, ring);
-    backend_->store_kv(s.vc, s.v, pos, kvd, 1, ring);
-    backend_->attention_masked(s.q, s.kc, s.vc, s.out, 1, pos, H, Hkv, hd, scale, mask);
+    // The named op over a partial rope and a masked ring layer (its plain-ops path).
+    const Backend::KvSegment seg{s.kc, s.vc, pos, 1, mask.ring_rows};
+    Backend::AttentionBlock blk;
+    blk.q = s.q, blk.k = s.k, blk.v = s.v, blk.out = s.out, blk.host_pos = &pos;
+    blk.n_tokens = 1, blk.n_heads = H, blk.n_kv_heads = Hkv, blk.head_dim = hd, blk.scale = scale;
+    blk.rope = {inv.data(), RopeStyle::kHalves, n_rot, mscale, true};
+    blk.window = mask.window, blk.softcap = mask.softcap;
+    blk.segments = {&seg, 1};
+    backend_->begin_pass(Backend::Phase::kDecode, 1);
+    backend_->rope_append_attend(blk);
     backend_->scale(s.out, qd, 3.f);
     backend_->softcap(s.out, qd, 2.f);
   };

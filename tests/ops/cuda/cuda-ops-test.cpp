@@ -163,9 +163,11 @@ class CudaFusedNorm : public CudaTest {
     float* y = poisoned(rows);
     float* normed = poisoned(rows);
     float* z = poisoned(rows2);
-    backend_->matmul(w, dev(x), 1, y);
-    backend_->add_inplace(dres, y, rows);
-    backend_->rmsnorm(dres, dev(nw), normed, 1, rows, 1e-5f);
+    const float* dx = dev(x);
+    const float* dnw = dev(nw);
+    backend_->begin_pass(Backend::Phase::kDecode, 1);
+    backend_->matmul_add(w, dx, 1, dres, y);  // y: the product on the way
+    backend_->rmsnorm(dres, dnw, normed, 1, rows, 1e-5f);
     backend_->matmul(w2, normed, 1, z);
     // CPU reference in double from the dequantized weights.
     const auto wf = cpu_dequant(w), wf2 = cpu_dequant(w2);

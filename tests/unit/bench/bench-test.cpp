@@ -67,6 +67,46 @@ TEST(Synthetic, WritesAModelTheLoaderRuns) {
   }
 }
 
+// The 2025 families' shapes: the real sizes parse, and a small model of each family's blocks
+// (Qwen3's per-head norms; Gemma 2's head_dim != n_embd / n_head, sandwich norms, soft-caps,
+// sliding window and tied LM head) loads as that family and decodes finitely.
+TEST(Synthetic, FamilyShapesLoadAsTheirFamily) {
+  auto q = parse_synthetic("qwen3-8b:q4_k");
+  ASSERT_TRUE(q.is_ok()) << q.message();
+  EXPECT_EQ(q->shape.arch, "qwen3");
+  EXPECT_EQ(q->shape.n_vocab, 151936);
+  auto g = parse_synthetic("gemma2-9b:q4_0");
+  ASSERT_TRUE(g.is_ok()) << g.message();
+  EXPECT_EQ(g->shape.head_dim, 256);
+  EXPECT_EQ(g->shape.n_layer, 42);
+  const std::string dir = test::temp_dir();
+  for (SyntheticShape small : {q->shape, g->shape}) {
+    small.n_embd = 256, small.n_ff = 512, small.n_layer = 2, small.n_head = 4, small.n_head_kv = 2;
+    small.n_vocab = 300, small.n_ctx = 128, small.head_dim = 96;
+    if (small.sliding_window) small.sliding_window = 4;
+    const SyntheticSpec spec{small, DType::Q8_0};
+    const std::string path = dir + "/small-" + small.arch + ".gguf";
+    ASSERT_TRUE(write_synthetic_gguf(spec, path).is_ok()) << small.arch;
+    LoadOptions opt;
+    opt.n_threads = 2;
+    opt.use_weight_cache = false;
+    auto m = load_model(path, opt);
+    ASSERT_TRUE(m.is_ok()) << small.arch << ": " << m.message();
+    const HParams& hp = (*m)->hparams();
+    EXPECT_EQ(hp.head_dim, 96) << small.arch;
+    EXPECT_EQ(hp.final_softcap, small.final_softcap) << small.arch;
+    EXPECT_EQ(hp.tied_embeddings, small.tied_output) << small.arch;
+    auto kv = (*m)->new_kv_cache(16);
+    ASSERT_TRUE(kv.is_ok());
+    ForwardScratch scratch;
+    std::vector<float> logits;
+    ASSERT_TRUE((*m)->prefill(*kv, {1, 2, 3, 4, 5, 6}, scratch, &logits).is_ok()) << small.arch;
+    ASSERT_TRUE((*m)->decode(*kv, 7, scratch, &logits).is_ok()) << small.arch;
+    ASSERT_EQ(logits.size(), 300u);
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << small.arch;
+  }
+}
+
 // --depth within the context adds " @ dD" rows (pp, ttft, tg and tg sampled, the roofline of
 // the latter two counting the cache at that depth); beyond it is a one-line error.
 TEST(RunBench, DepthAndSampledRows) {

@@ -1,6 +1,7 @@
-// Greedy chaining on CUDA: the device pick against greedy_argmax (ties, NaN, +-inf, large and
-// odd vocabularies, several picks outstanding), and Model::decode_greedy's chained steps against
-// decode + host argmax on a small random model with every layer on the GPU.
+// Chained decoding on CUDA: the device's greedy pick against greedy_argmax (ties, NaN, +-inf,
+// large and odd vocabularies, several picks outstanding), and Model::decode_greedy's (and
+// decode_chained's sampled) chained steps against decode + a host pick on a small random model
+// with every layer on the GPU. The sampled pick's distribution: cuda-sample-test.cpp.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,6 +11,7 @@
 
 #include "cuda-test-util.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
 #include "support/greedy-reference.h"
 #include "support/test-data.h"
 #include "synthetic-model.h"
@@ -21,7 +23,7 @@ constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 int32_t device_pick(Backend& b, float* logits, int64_t n, int64_t pos) {
-  b.pick_greedy(logits, n, pos);
+  b.pick(logits, n, pos);
   auto t = b.picked_token(pos);
   EXPECT_TRUE(t.is_ok()) << t.message();
   return t.is_ok() ? t.value() : -1;
@@ -80,7 +82,7 @@ TEST_F(CudaTest, GreedyPicksOutstandingComeBackInOrder) {
     bufs.push_back(dev(rows.back()));
   }
   // Positions that share ring slots modulo 16 never overlap: at most 6 are outstanding.
-  for (int64_t i = 0; i < 6; ++i) backend_->pick_greedy(bufs[size_t(i)], 32000, 40 + i);
+  for (int64_t i = 0; i < 6; ++i) backend_->pick(bufs[size_t(i)], 32000, 40 + i);
   for (int64_t i = 0; i < 6; ++i) {
     auto t = backend_->picked_token(40 + i);
     ASSERT_TRUE(t.is_ok()) << t.message();
@@ -253,6 +255,52 @@ TEST_P(CudaGreedyModelTest, ChainDepthsAgree) {
     EXPECT_EQ(got, std::vector<int32_t>(want.begin(), want.begin() + 17))
         << "chain depth " << depth;
   }
+}
+
+// Sampled chains (Model::decode_chained). At temperature 0 with penalties the pick is the
+// penalised argmax, so the chain must give the host loop's tokens (decode + the CPU Sampler over
+// the same history: the device's window and its appends); at temperature 0.8 the same seed gives
+// the same tokens twice.
+TEST_P(CudaGreedyModelTest, SampledChainsFollowTheHostSampler) {
+  constexpr int kSteps = 24;
+  SamplingParams p;
+  p.temperature = 0, p.repeat_penalty = 1.5f, p.repeat_last_n = 8, p.presence_penalty = 0.3f;
+  p.seed = 9;
+  Backend::PickRule rule;
+  rule.temperature = 0, rule.repeat_penalty = 1.5f, rule.repeat_last_n = 8;
+  rule.presence_penalty = 0.3f, rule.seed = 9;
+  KvCache kv_ref;
+  ForwardScratch s_ref;
+  const int32_t first = start(kv_ref, s_ref, 64);
+  const std::vector<int32_t> window = {1, 17, 300, 42, first};  // the prompt, then the fed token
+  std::vector<int32_t> history = window, want;
+  Sampler sampler(p);
+  int32_t token = first;
+  std::vector<float> logits;
+  for (int i = 0; i < kSteps; ++i) {
+    ASSERT_TRUE(model_->decode(kv_ref, token, s_ref, &logits).is_ok());
+    token = sampler.sample(logits.data(), 1000, history);
+    history.push_back(token);
+    want.push_back(token);
+  }
+  ASSERT_TRUE(model_->can_chain(rule, int64_t(window.size())));
+  auto chained = [&](const Backend::PickRule& r) {
+    KvCache kv;
+    ForwardScratch s;
+    start(kv, s, 64);
+    std::vector<int32_t> got;
+    auto run = model_->decode_chained(kv, first, kSteps, s, r, window, [&](int32_t t) {
+      got.push_back(t);
+      return true;
+    });
+    EXPECT_TRUE(run.is_ok()) << run.message();
+    return got;
+  };
+  EXPECT_EQ(chained(rule), want);
+  rule.temperature = 0.8f, rule.top_k = 40, rule.top_p = 0.95f, rule.min_p = 0.05f;
+  const std::vector<int32_t> a = chained(rule), b = chained(rule);
+  EXPECT_EQ(a.size(), size_t(kSteps));
+  EXPECT_EQ(a, b);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaGreedyModelTest, testing::Values(DType::Q4_0, DType::F16),

@@ -1,0 +1,165 @@
+// The CUDA backend's RoPE, K/V append and attention (cuda-backend-impl.h), and the named fused op
+// over them, rope_append_attend. Inside a decode step positions come from the step's device
+// values (step_dev_), so a captured graph replays at the new position.
+#include "backend/cuda/cuda-backend-impl.h"
+
+namespace hearth::cuda_impl {
+
+namespace {
+
+int style_code(kernels::RopeStyle style) { return style == kernels::RopeStyle::kInterleaved ? 0 : 1; }
+
+}  // namespace
+
+void CudaBackend::rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                       const int32_t* pos, const float* inv_freq, kernels::RopeStyle style) {
+  const float* freq = device_freqs(inv_freq, head_dim / 2);
+  if (freq) launch_rope(x, n_tokens, n_heads, head_dim, pos, freq, style_code(style));
+}
+
+void CudaBackend::launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                              const int32_t* pos, const float* freq, int style) {
+  const int32_t* dev_pos = nullptr;
+  if (stepping() && n_tokens == 1 && pos[0] == step_host_->pos) {
+    dev_pos = &step_dev_->pos;
+  } else if (capturing()) {
+    return fail("rope inside a decode step must be one token at the step's position");
+  } else {
+    dev_pos = static_cast<const int32_t*>(stage_small(pos, size_t(n_tokens) * 4));
+    if (!dev_pos) return;
+  }
+  const int m = prof("rope");
+  // Prefill rows: angles once per (token, pair) for all heads (the per-element kernel spent
+  // ~19 us a launch on double sincos at 512 tokens x 32 heads).
+  if (n_tokens > cuda::kGemvMaxTokens)
+    check(cuda::launch_rope_rows(x, n_tokens, n_heads, head_dim, dev_pos, freq, style, stream_),
+          "rope");
+  else
+    check(cuda::launch_rope(x, n_tokens, n_heads, head_dim, dev_pos, freq, style, stream_), "rope");
+  unprof(m);
+}
+
+void CudaBackend::store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats,
+                           int64_t n_tokens, int64_t ring_rows) {
+  if (ring_rows > 0) return store_kv_ring(cache, src, pos, row_floats, n_tokens, ring_rows);
+  const int m = prof("kv store");
+  if (capturing() || (stepping() && n_tokens == 1 && pos == step_host_->pos)) {
+    if (n_tokens != 1 || pos != step_host_->pos)
+      fail("store_kv inside a decode step must be one token at the step's position");
+    else
+      check(cuda::launch_store_rows(cache, src, &step_dev_->pos, row_floats, 1, stream_),
+            "store_kv");
+  } else {
+    check(cudaMemcpyAsync(cache + pos * row_floats, src, size_t(n_tokens * row_floats) * 4,
+                          cudaMemcpyDeviceToDevice, stream_),
+          "store_kv");
+  }
+  unprof(m);
+}
+
+void CudaBackend::attention(const float* q, const float* k_cache, const float* v_cache, float* out,
+                            int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+                            int64_t head_dim, float scale) {
+  launch_attention_op(q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads, head_dim,
+                      scale, nullptr);
+}
+
+void CudaBackend::launch_attention_op(const float* q, const float* k_cache, const float* v_cache,
+                                      float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
+                                      int64_t n_kv_heads, int64_t head_dim, float scale,
+                                      const cuda::AttnRope* fused_rope) {
+  // Inside a decode step the split grid covers the whole cache, so one graph serves every pos.
+  const bool step = stepping();
+  if (capturing() && (n_tokens != 1 || pos0 != step_host_->pos))
+    return fail("attention inside a decode step must be one token at the step's position");
+  const int64_t max_ctx = step ? step_capacity_ : pos0 + n_tokens;
+  const int32_t* pos0_dev = step && n_tokens == 1 && pos0 == step_host_->pos ? &step_dev_->pos
+                                                                             : nullptr;
+  const int64_t need =
+      cuda::attention_partials_floats(n_tokens, n_heads, head_dim, max_ctx) * int64_t(4);
+  const size_t cap_before = partials_bytes_;
+  if (!ensure(reinterpret_cast<void**>(&partials_), partials_bytes_, size_t(need), "partials"))
+    return;
+  // The split kernel's per-row counters (at the front of partials) start at zero and are left
+  // at zero by every launch; a new buffer or a new row count needs them zeroed once.
+  const int64_t rows = n_tokens * n_heads;
+  if (need > 0 && (partials_bytes_ != cap_before || rows != partials_rows_)) {
+    const size_t slots = size_t(cuda::attention_counter_slots(n_tokens, n_heads)) * 4;
+    if (!check(cudaMemsetAsync(partials_, 0, std::min(slots, partials_bytes_), stream_),
+               "partials"))
+      return;
+    partials_rows_ = rows;
+  }
+  // The output feeds the O projection: its combine pass also quantizes it.
+  const int64_t width = n_heads * head_dim;
+  const bool quant = quantize_output(n_tokens, width) && head_dim % 32 == 0 &&
+                     ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(n_tokens, width),
+                            "quantized activations");
+  const int m = prof("attention");
+  if (check(cuda::launch_attention(q, k_cache, v_cache, out, n_tokens, pos0, pos0_dev, max_ctx,
+                                   n_heads, n_kv_heads, head_dim, scale, partials_, stream_,
+                                   quant ? xq_buf_ : nullptr, fused_rope),
+            "attention") &&
+      quant)
+    hand_off_xq(out, n_tokens, width);
+  unprof(m);
+}
+
+void CudaBackend::rope_append_attend(const AttentionBlock& a) {
+  const bool plain_block = opt_.fuse && a.segments.size() == 1 && !a.rope.partial &&
+                           a.window == 0 && a.softcap == 0 && a.segments[0].ring_rows == 0;
+  if (!plain_block) return Backend::rope_append_attend(a);
+  const KvSegment& s = a.segments[0];
+  const float* freq = device_freqs(a.rope.inv_freq, a.head_dim / 2);
+  if (!freq) return;
+  const int style = style_code(a.rope.style);
+  if (stepping() && a.n_tokens == 1 && s.pos0 == step_host_->pos) {
+    if (cuda::attention_rope_fusable(1, a.head_dim, style)) {
+      // One launch: q and this token's k rotated, k and v appended, inside the attention kernel.
+      const cuda::AttnRope fused{a.k, a.v, freq, style};
+      return launch_attention_op(a.q, s.k_cache, s.v_cache, a.out, 1, s.pos0, a.n_heads,
+                                 a.n_kv_heads, a.head_dim, a.scale, &fused);
+    }
+    const int m = prof("rope+kv store");
+    check(cuda::launch_rope_kv(a.q, a.n_heads, a.k, a.n_kv_heads, a.head_dim, &step_dev_->pos,
+                               freq, style, s.k_cache, s.v_cache, a.v, stream_),
+          "rope+kv");
+    unprof(m);
+  } else if (opt_.rope_rows_kv && !stepping() && !capturing() &&
+             a.n_tokens > cuda::kGemvMaxTokens) {
+    launch_rope_rows_kv(a, s, freq, style);
+  } else {
+    return Backend::rope_append_attend(a);
+  }
+  launch_attention_op(a.q, s.k_cache, s.v_cache, a.out, a.n_tokens, s.pos0, a.n_heads,
+                      a.n_kv_heads, a.head_dim, a.scale, nullptr);
+}
+
+void CudaBackend::launch_rope_rows_kv(const AttentionBlock& a, const KvSegment& s,
+                                      const float* freq, int style) {
+  const int m = prof("rope+kv store");
+  const int64_t T = a.n_tokens;
+  // Every layer of a pass rotates by the same positions: one angle table per pass.
+  const bool same_pos = int64_t(angles_pos_.size()) == T &&
+                        std::equal(a.host_pos, a.host_pos + T, angles_pos_.begin());
+  if (!same_pos || freq != angles_freq_ || a.head_dim != angles_hd_ ||
+      freqs_version_ != angles_version_) {
+    angles_pos_.clear();
+    const auto* dev_pos = static_cast<const int32_t*>(stage_small(a.host_pos, size_t(T) * 4));
+    if (!dev_pos ||
+        !ensure(reinterpret_cast<void**>(&angles_), angles_bytes_,
+                cuda::rope_angles_bytes(T, a.head_dim), "rope angles") ||
+        !check(cuda::launch_rope_angles(angles_, T, a.head_dim, dev_pos, freq, stream_),
+               "rope angles"))
+      return unprof(m);
+    angles_pos_.assign(a.host_pos, a.host_pos + T);
+    angles_freq_ = freq, angles_hd_ = a.head_dim;
+    angles_version_ = freqs_version_;
+  }
+  check(cuda::launch_rope_rows_kv(a.q, a.n_heads, a.k, a.n_kv_heads, a.head_dim, T, angles_, style,
+                                  s.k_cache, s.v_cache, a.v, s.pos0, stream_),
+        "rope+kv");
+  unprof(m);
+}
+
+}  // namespace hearth::cuda_impl

@@ -1,0 +1,337 @@
+// The sampled pick on CUDA: the sampler chain of sampling/sampler.h (penalties -> top-k -> top-p
+// -> min-p -> temperature -> seeded draw) over one row of logits in one block, so a chained
+// decode keeps drawing on the device. Nothing is sorted: top-k and top-p find their cut by a
+// radix select over order-preserving 32-bit keys of the logits (four 8-bit passes), counting
+// tokens for top-k and adding up probability mass for top-p. Masses are 2^-40 fixed point in
+// 64-bit integers, so every sum is exact and independent of the order threads add in: the same
+// seed draws the same tokens on every run.
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/argmax-ops.h"
+
+namespace hearth::cuda {
+
+namespace {
+
+constexpr int kThreads = 1024;
+constexpr int kWarps = kThreads / 32;
+constexpr double kFixedOne = 1099511627776.0;  // 2^40: a weight of 1 in fixed point
+
+__device__ __forceinline__ float clean(float v) {
+  return isnan(v) ? -INFINITY : v;
+}
+
+// Larger float -> larger key (-inf lowest of the finite order; NaN is cleaned before).
+__device__ __forceinline__ uint32_t order_key(float f) {
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ uint64_t fixed_weight(float w) {
+  return uint64_t(double(w) * kFixedOne);  // w in [0, 1]
+}
+
+// splitmix64: the draw's uniform from (seed, position), the same on every run.
+__device__ __forceinline__ uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+struct Shared {
+  uint64_t warp_sums[kWarps];
+  uint64_t bins[256];
+  uint64_t value;  // a broadcast
+  float fvalue;
+  int ivalue;
+  uint32_t key;
+};
+
+// Exclusive prefix sum over the block in thread order; *total gets the sum. Integer adds: the
+// result does not depend on scheduling.
+__device__ uint64_t block_exclusive_scan(uint64_t v, uint64_t* total, Shared& sh) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  uint64_t inc = v;
+  for (int off = 1; off < 32; off <<= 1) {
+    const uint64_t o = __shfl_up_sync(0xffffffffu, inc, off);
+    if (lane >= off) inc += o;
+  }
+  __syncthreads();
+  if (lane == 31) sh.warp_sums[warp] = inc;
+  __syncthreads();
+  if (warp == 0) {
+    uint64_t w = sh.warp_sums[lane];
+    for (int off = 1; off < 32; off <<= 1) {
+      const uint64_t o = __shfl_up_sync(0xffffffffu, w, off);
+      if (lane >= off) w += o;
+    }
+    sh.warp_sums[lane] = w;  // inclusive over warps
+  }
+  __syncthreads();
+  const uint64_t before_warp = warp > 0 ? sh.warp_sums[warp - 1] : 0;
+  *total = sh.warp_sums[kWarps - 1];
+  return before_warp + inc - v;
+}
+
+__device__ float block_max(float v, Shared& sh) {
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) sh.warp_sums[threadIdx.x / 32] = __float_as_uint(v);
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float w = __uint_as_float(uint32_t(sh.warp_sums[threadIdx.x]));
+    for (int off = 16; off > 0; off >>= 1) w = fmaxf(w, __shfl_xor_sync(0xffffffffu, w, off));
+    if (threadIdx.x == 0) sh.fvalue = w;
+  }
+  __syncthreads();
+  return sh.fvalue;
+}
+
+// The set every stage narrows: what the previous stages keep, as cuts in (logit descending, id
+// ascending) order (the last kept key and id; keep_all: no cut).
+struct Cut {
+  uint32_t key = 0;
+  int id = INT_MAX;
+  bool keep_all = true;
+  __device__ bool keeps(uint32_t k, int i) const {
+    return keep_all || k > key || (k == key && i <= id);
+  }
+};
+
+struct Stages {
+  Cut top_k, top_p, min_p;
+  __device__ bool keeps(uint32_t k, int i) const {
+    return top_k.keeps(k, i) && top_p.keeps(k, i) && min_p.keeps(k, i);
+  }
+};
+
+// Walking the kept set in (logit descending, id ascending) order and adding up each element's
+// amount (1 per token, or its fixed-point mass), the element at which the sum first reaches
+// `need` (>= 1): a radix select over the key bytes, then the ids of the equal keys in order.
+// amount(key, logit) -> uint64_t. Returns keep_all when the whole set's sum stays below need.
+template <class Amount>
+__device__ Cut find_cut(const float* work, int n, int begin, int end, const Stages& st,
+                        uint64_t need, Amount amount, Shared& sh) {
+  uint32_t prefix = 0, mask = 0;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += kThreads) sh.bins[b] = 0;
+    __syncthreads();
+    for (int i = begin; i < end; ++i) {
+      const float l = work[i];
+      const uint32_t k = order_key(l);
+      if ((k & mask) != prefix || !st.keeps(k, i)) continue;
+      atomicAdd(reinterpret_cast<unsigned long long*>(&sh.bins[(k >> shift) & 255]),
+                (unsigned long long)amount(l));
+    }
+    __syncthreads();
+    // One warp walks the bins from the top: lane j holds bins 255-8j .. 248-8j.
+    if (threadIdx.x < 32) {
+      const int lane = threadIdx.x;
+      uint64_t mine = 0;
+      for (int b = 0; b < 8; ++b) mine += sh.bins[255 - 8 * lane - b];
+      uint64_t inc = mine;
+      for (int off = 1; off < 32; off <<= 1) {
+        const uint64_t o = __shfl_up_sync(0xffffffffu, inc, off);
+        if (lane >= off) inc += o;
+      }
+      const uint64_t above = inc - mine;
+      const unsigned hit = __ballot_sync(0xffffffffu, inc >= need);
+      if (hit == 0) {
+        if (lane == 0) sh.ivalue = -1;  // the set holds less than need: no cut
+      } else if (lane == __ffs(hit) - 1) {
+        uint64_t acc = above;
+        int bin = 255 - 8 * lane;
+        for (int b = 0; b < 8; ++b, --bin) {
+          if (acc + sh.bins[bin] >= need) break;
+          acc += sh.bins[bin];
+        }
+        sh.ivalue = bin;
+        sh.value = need - acc;  // still needed inside that bin
+      }
+    }
+    __syncthreads();
+    if (sh.ivalue < 0) return Cut{};
+    prefix |= uint32_t(sh.ivalue) << shift;
+    mask |= 255u << shift;
+    need = sh.value;
+    __syncthreads();
+  }
+  // Equal keys: the ids in ascending order until the remaining need is met.
+  if (threadIdx.x == 0) sh.ivalue = INT_MAX;
+  uint64_t mine = 0;
+  for (int i = begin; i < end; ++i) {
+    const float l = work[i];
+    const uint32_t k = order_key(l);
+    if (k == prefix && st.keeps(k, i)) mine += amount(l);
+  }
+  uint64_t total = 0;
+  const uint64_t before = block_exclusive_scan(mine, &total, sh);
+  if (before < need && need <= before + mine) {
+    uint64_t acc = before;
+    for (int i = begin; i < end; ++i) {
+      const float l = work[i];
+      const uint32_t k = order_key(l);
+      if (k != prefix || !st.keeps(k, i)) continue;
+      acc += amount(l);
+      if (acc >= need) {
+        sh.ivalue = i;
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  Cut c;
+  c.keep_all = false;
+  c.key = prefix;
+  c.id = sh.ivalue;
+  __syncthreads();
+  return c;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    sample_pick_kernel(const float* __restrict__ logits, float* __restrict__ work, int n,
+                       SamplePickParams p, int32_t* history, int32_t* history_len, int history_cap,
+                       int32_t* token, int32_t* pos, int32_t next_pos, int32_t* host_token) {
+  __shared__ Shared sh;
+  __shared__ int32_t window[kSampleHistoryMax];
+  const int chunk = (n + kThreads - 1) / kThreads;
+  const int begin = min(n, int(threadIdx.x) * chunk), end = min(n, begin + chunk);
+
+  for (int i = begin; i < end; ++i) work[i] = clean(logits[i]);
+  // Penalties over the window (the last repeat_last_n tokens of the history): each distinct
+  // token once, by the thread holding its first occurrence.
+  const bool rep = p.repeat_penalty != 1.0f;
+  const int len = *history_len;
+  const int w = p.penalize ? min(min(len, p.repeat_last_n), history_cap) : 0;
+  for (int i = threadIdx.x; i < w; i += kThreads) window[i] = history[(len - w + i) % history_cap];
+  __syncthreads();
+  for (int i = threadIdx.x; i < w; i += kThreads) {
+    const int id = window[i];
+    if (id < 0 || id >= n) continue;
+    bool first = true;
+    for (int j = 0; j < i && first; ++j) first = window[j] != id;
+    if (!first) continue;
+    int count = 0;
+    for (int j = i; j < w; ++j) count += window[j] == id;
+    float l = work[id];
+    if (rep) l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+    work[id] = l - (float(count) * p.frequency_penalty + p.presence_penalty);
+  }
+  __syncthreads();
+
+  float m = -INFINITY;
+  for (int i = begin; i < end; ++i) m = fmaxf(m, work[i]);
+  m = block_max(m, sh);
+
+  int picked = -1;
+  if (p.temperature <= 0.0f || !isfinite(m)) {
+    // Greedy (or nothing to weigh): the first index of the max.
+    if (threadIdx.x == 0) sh.ivalue = INT_MAX;
+    __syncthreads();
+    for (int i = begin; i < end; ++i)
+      if (work[i] == m) {
+        atomicMin(&sh.ivalue, i);
+        break;
+      }
+    __syncthreads();
+    picked = sh.ivalue == INT_MAX ? 0 : sh.ivalue;
+  } else {
+    Stages st;
+    if (p.top_k > 0 && p.top_k < n)
+      st.top_k = find_cut(
+          work, n, begin, end, st, uint64_t(p.top_k), [](float) { return uint64_t(1); }, sh);
+    if (p.top_p < 1.0f) {
+      const auto mass = [m](float l) { return fixed_weight(__expf(l - m)); };
+      uint64_t mine = 0, total = 0;
+      for (int i = begin; i < end; ++i) {
+        const float l = work[i];
+        if (st.keeps(order_key(l), i)) mine += mass(l);
+      }
+      block_exclusive_scan(mine, &total, sh);
+      const uint64_t need = max(uint64_t(1), uint64_t(double(p.top_p) * double(total)));
+      st.top_p = find_cut(work, n, begin, end, st, need, mass, sh);
+    }
+    if (p.min_p > 0.0f) {
+      const float threshold = m + logf(p.min_p);
+      st.min_p.keep_all = false;
+      if (threshold > m) {  // only the best: the max at its first index
+        st.min_p.key = order_key(m);
+        if (threadIdx.x == 0) sh.ivalue = INT_MAX;
+        __syncthreads();
+        for (int i = begin; i < end; ++i)
+          if (work[i] == m) {
+            atomicMin(&sh.ivalue, i);
+            break;
+          }
+        __syncthreads();
+        st.min_p.id = sh.ivalue;
+      } else {
+        st.min_p.key = order_key(threshold);
+        st.min_p.id = INT_MAX;
+      }
+    }
+    // The draw: weights at the temperature, in id order, against one uniform.
+    const float inv_t = 1.0f / p.temperature;
+    uint64_t mine = 0, total = 0;
+    for (int i = begin; i < end; ++i) {
+      const float l = work[i];
+      if (st.keeps(order_key(l), i)) mine += fixed_weight(__expf((l - m) * inv_t));
+    }
+    const uint64_t before = block_exclusive_scan(mine, &total, sh);
+    const double u =
+        double(mix(p.seed ^ mix(uint64_t(next_pos) - 1)) >> 11) * (1.0 / 9007199254740992.0);
+    const uint64_t target = uint64_t(u * double(total));  // < total
+    if (threadIdx.x == 0) sh.ivalue = -1;
+    __syncthreads();
+    if (total > 0 && before <= target && target < before + mine) {
+      uint64_t acc = before;
+      for (int i = begin; i < end; ++i) {
+        const float l = work[i];
+        if (!st.keeps(order_key(l), i)) continue;
+        acc += fixed_weight(__expf((l - m) * inv_t));
+        if (target < acc) {
+          sh.ivalue = i;
+          break;
+        }
+      }
+    }
+    __syncthreads();
+    if (sh.ivalue < 0) {  // every weight rounded to zero: the best token
+      if (threadIdx.x == 0) sh.ivalue = INT_MAX;
+      __syncthreads();
+      for (int i = begin; i < end; ++i)
+        if (work[i] == m) {
+          atomicMin(&sh.ivalue, i);
+          break;
+        }
+      __syncthreads();
+    }
+    picked = sh.ivalue;
+  }
+  if (threadIdx.x != 0) return;
+  *token = picked;
+  *pos = next_pos;
+  history[len % history_cap] = picked;
+  *history_len = len + 1;
+  *reinterpret_cast<volatile int32_t*>(host_token) = picked;
+  __threadfence_system();  // the host reads it after the event behind this kernel
+}
+
+}  // namespace
+
+cudaError_t launch_sample_pick(const float* logits, float* work, int64_t n,
+                               const SamplePickParams& p, int32_t* history, int32_t* history_len,
+                               int history_cap, int32_t* token, int32_t* pos, int32_t next_pos,
+                               int32_t* host_token, cudaStream_t stream) {
+  if (n <= 0 || n > INT_MAX || history_cap <= 0 || history_cap > kSampleHistoryMax ||
+      (p.penalize && (p.repeat_last_n < 0 || p.repeat_last_n > history_cap)))
+    return cudaErrorInvalidValue;
+  sample_pick_kernel<<<1, kThreads, 0, stream>>>(logits, work, int(n), p, history, history_len,
+                                                 history_cap, token, pos, next_pos, host_token);
+  return cudaGetLastError();
+}
+
+}  // namespace hearth::cuda
