@@ -1,9 +1,9 @@
 // Several choices per request (`n`) and the prefix cache across slots on `hearth serve`
 // (kjv-13m, loopback), through the official `openai` client and fetch: n choices with their
 // indexes, seeded and repeatable, greedy ones equal to `hearth run --temp 0`, streamed chunks
-// carrying their choice index, usage counting the prompt once, 400s naming `n`, and a prompt
-// whose prefix another (busy) slot holds answering exactly as a cold run while /metrics counts
-// the copy.
+// carrying their choice index, usage counting the prompt once, 400s naming `n`, a constraint per
+// choice, and a prompt whose prefix another (busy) slot holds answering exactly as a cold run
+// while /metrics counts the copy.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { postJson, run, assertErrorShape, startWithClients, stopCleanly, HEARTH, MODEL }
@@ -129,4 +129,17 @@ test("a prefix held by a busy slot is copied: the answer equals a cold run, /met
   assert.ok(computed > computedBefore, "the busy requests' prompts were computed");
   assert.ok(await metric('hearth_prefix_cache_tokens_total{source="copied"}') >=
             r.usage.prompt_tokens_details.cached_tokens);
+});
+
+test("each choice keeps to response_format on its own", async () => {
+  const r = await client.chat.completions.create({
+    model: "kjv", messages: [{ role: "user", content: "Who was David?" }], n: 2, max_tokens: 40,
+    seed: 3, temperature: 0.9, response_format: { type: "json_object" } });
+  assert.equal(r.choices.length, 2);
+  for (const c of r.choices) {
+    assert.equal(c.finish_reason, "stop", c.message.content);
+    const v = JSON.parse(c.message.content);
+    assert.equal(typeof v, "object");
+  }
+  assert.notEqual(r.choices[0].message.content, r.choices[1].message.content);
 });
