@@ -1,11 +1,13 @@
 // `hearth bench`: the tool every performance claim comes from. Prompt processing (-p), generation
-// (-n), TTFT, cold/warm load, peak RSS and energy, each next to its roofline (apps/bench/).
+// (-n), TTFT, cold/warm load, peak RSS and energy, each next to its roofline (apps/bench/); with
+// --serve URL, a load generator for a running server (apps/bench/serve-load.h).
 #include <cstdio>
 #include <sstream>
 
 #include "bench-runner.h"
 #include "command.h"
 #include "common.h"
+#include "serve-load.h"
 
 namespace hearth::cli {
 namespace {
@@ -17,6 +19,7 @@ struct BenchArgs {
   bool json = false, csv = false, keep = false;
   SamplingParams sampling;  // used when any of its flags is given
   bool sampled = false;
+  bench::ServeLoadOptions serve;  // --serve URL and the load's shape
 };
 
 std::vector<int> parse_sizes(const std::string& text, const char* flag) {
@@ -34,7 +37,24 @@ std::vector<int> parse_sizes(const std::string& text, const char* flag) {
   return out;
 }
 
+// Exits 1 after printing when any request failed, so a script notices.
+void run_serve(const BenchArgs& a) {
+  if (!a.synthetic.empty() || !a.rt.model.model.empty())
+    fail("bench: --serve measures a running server; give no -m or --synthetic with it");
+  check(bench::check_serve_options(a.serve));
+  const auto traces = check(bench::run_serve_load(a.serve, [](const std::string& s) {
+    std::fprintf(stderr, "hearth bench: %s\n", s.c_str());
+  }));
+  const bench::ServeSummary s = bench::summarize(traces);
+  const std::string out =
+      a.json ? bench::render_serve_json(a.serve, s) : bench::render_serve_markdown(a.serve, s);
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+  if (s.failures > 0) std::exit(1);
+}
+
 void run(const BenchArgs& a) {
+  if (!a.serve.url.empty()) return run_serve(a);
   bench::BenchOptions o;
   if (a.synthetic.empty()) {
     if (a.rt.model.model.empty() && a.rt.model.repo_id.empty())
@@ -87,6 +107,22 @@ void setup(CLI::App& root) {
                   "tg sampled: top-p, 1 = off (default 0.95)");
   cmd->add_option(sampling_flags[3], a->sampling.min_p,
                   "tg sampled: min-p, 0 = off (default 0.05)");
+  cmd->add_option("--serve", a->serve.url,
+                  "load a running OpenAI-compatible server at this URL (http://HOST:PORT) "
+                  "instead of a model: streaming clients, tok/s, TTFT and inter-token latency");
+  cmd->add_option("--clients", a->serve.clients, "--serve: concurrent clients (default 1)");
+  cmd->add_option("--prompt-tokens", a->serve.prompt_tokens,
+                  "--serve: prompt token ids per request (default 128)");
+  cmd->add_option("--gen-tokens", a->serve.gen_tokens,
+                  "--serve: tokens each request generates, EOS ignored (default 128)");
+  cmd->add_option("--shared-prefix", a->serve.shared_prefix,
+                  "--serve: leading prompt tokens all requests share (default 0)");
+  cmd->add_option("--requests", a->serve.requests,
+                  "--serve: requests in all (default 4 per client)");
+  cmd->add_option("--api-key", a->serve.api_key, "--serve: sent as 'Authorization: Bearer KEY'");
+  cmd->add_option(
+      "--seed", a->serve.seed,
+      "--serve: seed of the prompts' token ids (default 1; another seed, other prompts)");
   cmd->add_flag("--json", a->json, "print JSON instead of a markdown table");
   cmd->add_flag("--csv", a->csv, "print CSV instead of a markdown table");
   cmd->add_flag("--keep", a->keep, "keep the synthetic model file in $TMPDIR (and reuse it)");

@@ -230,13 +230,26 @@ struct Server::Impl {
     return job.finish_reason() == "error" || job.finish_reason() == "cancelled";
   }
 
-  // Submits a job, or answers why not (forwarding to the fallback when there is one).
-  bool submit(const std::shared_ptr<Job>& job, const HttpRequest& req, const Ex& ex,
+  // Submits a request's jobs (its choices), or answers why not (forwarding to the fallback when
+  // there is one).
+  bool submit(const std::vector<std::shared_ptr<Job>>& jobs, const HttpRequest& req, const Ex& ex,
               const std::string& fallback_path, bool stream) {
-    switch (sched.submit(job)) {
+    const Scheduler::Submit verdict = sched.submit_choices(jobs);
+    // A job the scheduler did not take never finishes, so nothing would drop its listener, which
+    // holds the request's state (and its in-flight count): drop it here.
+    if (verdict != Scheduler::Submit::kOk)
+      for (const auto& job : jobs) job->set_listener(nullptr);
+    switch (verdict) {
       case Scheduler::Submit::kOk:
-        ex->on_gone([job] { job->cancel(); });
+        ex->on_gone([jobs] {
+          for (const auto& job : jobs) job->cancel();
+        });
         return true;
+      case Scheduler::Submit::kInvalidChoices:  // parse_completion checked `n` already
+        bad_requests++;
+        ex->send(error_response(make_error(400, "this request's choices cannot run on this server",
+                                           "invalid_request_error", "")));
+        return false;
       case Scheduler::Submit::kQueueFull:
         if (fallback) {
           forwarded++;
@@ -258,26 +271,41 @@ struct Server::Impl {
     return false;
   }
 
-  // Runs `on_done(text)` on the connection's executor once the job has finished. The job's
-  // listener posts there; the scheduler drops the listener (and with it this state) at finish.
-  void when_done(const std::shared_ptr<Job>& job, const Ex& ex,
-                 std::function<void(const std::string&)> on_done) {
+  // Runs `on_done(texts)` on the connection's executor once every job has finished (texts[i] is
+  // jobs[i]'s). Each job's listener posts there; the scheduler drops a listener (and with it its
+  // hold on this state) when its job finishes.
+  void when_done(const std::vector<std::shared_ptr<Job>>& jobs, const Ex& ex,
+                 std::function<void(const std::vector<std::string>&)> on_done) {
     struct State {
-      std::string text;
+      std::vector<std::shared_ptr<Job>> jobs;
+      std::vector<std::string> texts;
+      std::vector<bool> finished;
       bool done = false;
-      std::function<void(const std::string&)> on_done;
+      std::function<void(const std::vector<std::string>&)> on_done;
       InFlight guard;
       explicit State(std::atomic<int>* n) : guard(n) {}
     };
     auto st = std::make_shared<State>(&in_flight);
+    st->jobs = jobs;
+    st->texts.resize(jobs.size());
+    st->finished.assign(jobs.size(), false);
     st->on_done = std::move(on_done);
-    job->set_listener([st, job, ex] {
-      ex->post([st, job] {
-        if (st->done || !job->wait_text(0ms, &st->text)) return;
-        st->done = true;
-        st->on_done(st->text);
+    for (const auto& job : jobs)
+      job->set_listener([st, ex] {
+        ex->post([st] {
+          if (st->done) return;
+          bool all = true;
+          for (size_t i = 0; i < st->jobs.size(); ++i) {
+            if (!st->finished[i]) st->finished[i] = st->jobs[i]->wait_text(0ms, &st->texts[i]);
+            all = all && st->finished[i];
+          }
+          if (!all) return;
+          st->done = true;
+          // The jobs hold their listeners, which hold this state: let go of the jobs first.
+          st->jobs.clear();
+          st->on_done(st->texts);
+        });
       });
-    });
   }
 
   void completions(const HttpRequest& req, const Ex& ex, bool chat) {
@@ -299,27 +327,33 @@ struct Server::Impl {
     const std::string id = new_request_id(chat ? "chatcmpl" : "cmpl");
     const int64_t created = std::time(nullptr);
     if (r->stream) return stream(req, ex, r, id, created);
-    when_done(r->job, ex, [this, r, ex, id, created](const std::string& text) {
-      if (failed(*r->job)) return ex->send(error_response(job_error(*r->job)));
-      ex->send(json_response(200, completion_response(*r, opt.api, id, created, text)));
+    when_done(r->choices, ex, [this, r, ex, id, created](const std::vector<std::string>& texts) {
+      for (const auto& job : r->choices)
+        if (failed(*job)) return ex->send(error_response(job_error(*job)));
+      ex->send(json_response(200, completion_response(*r, opt.api, id, created, texts)));
     });
-    submit(r->job, req, ex, path, false);
+    submit(r->choices, req, ex, path, false);
   }
 
-  // SSE: the head and (chat) role chunk with the first text, then text deltas as the scheduler
-  // produces them, the finishing chunk (or an error event when the job failed or the drain
-  // deadline cut it), optional usage, and [DONE]. The connection writes a comment line after
-  // 250 ms of silence, so a write fails soon after the client left, which cancels the job.
+  // SSE: the head and (chat) one role chunk per choice with the first text, then text deltas as
+  // the scheduler produces them, each carrying its choice's index, a finishing chunk per choice
+  // (or an error event when a job failed or the drain deadline cut it), optional usage, and
+  // [DONE] once every choice has finished. The connection writes a comment line after 250 ms of
+  // silence, so a write fails soon after the client left, which cancels the jobs.
   void stream(const HttpRequest& req, const Ex& ex, std::shared_ptr<CompletionRequest> r,
               const std::string& id, int64_t created) {
+    struct Choice {
+      bool finished = false;
+      size_t text_offset = 0;                      // completions' logprobs.text_offset so far
+      std::optional<ReasoningSplitter> reasoning;  // chat with reasoning_format "auto"
+      std::optional<ToolCallStreamGate> tool_gate;  // chat with tools to parse
+    };
     struct State {
       std::shared_ptr<CompletionRequest> r;
       std::string id;
       int64_t created;
-      bool started = false, finished = false;       // touched on the connection's executor only
-      size_t text_offset = 0;                       // completions' logprobs.text_offset so far
-      std::optional<ReasoningSplitter> reasoning;   // chat with reasoning_format "auto"
-      std::optional<ToolCallStreamGate> tool_gate;  // chat with tools to parse
+      bool started = false, finished = false;  // touched on the connection's executor only
+      std::vector<Choice> choices;
       InFlight guard;
       explicit State(std::atomic<int>* n) : guard(n) {}
     };
@@ -327,67 +361,87 @@ struct Server::Impl {
     st->r = r;
     st->id = id;
     st->created = created;
-    if (r->chat && r->split_reasoning) st->reasoning.emplace(r->reasoning_starts_inside);
-    if (r->chat && r->tools.parse) st->tool_gate.emplace(r->tools.family);
+    st->choices.resize(r->choices.size());
+    for (auto& c : st->choices) {
+      if (r->chat && r->split_reasoning) c.reasoning.emplace(r->reasoning_starts_inside);
+      if (r->chat && r->tools.parse) c.tool_gate.emplace(r->tools.family);
+    }
     auto pump = [this, st, ex] {
       if (st->finished) return;
-      Job& job = *st->r->job;
-      std::string text;
-      const bool done = job.wait_text(0ms, &text);
-      if (text.empty() && !done) return;
       std::string out;
-      // The head goes out with the first output: until then a client that left is found by the
-      // connection's probe, and the first bytes a client reads are the answer, not a comment.
-      if (!st->started) {
-        st->started = true;
-        HttpResponse head;
-        head.content_type = "text/event-stream";
-        head.set_header("Cache-Control", "no-cache");
-        head.set_header("X-Accel-Buffering", "no");
-        ex->begin_stream(std::move(head), StreamOptions{": keep-alive\n\n", 250ms});
-        if (st->r->chat)
-          out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, "", nullptr, true));
-      }
-      std::vector<TokenLogprob> logprobs;
-      job.take_logprobs(&logprobs);
-      ReasoningPieces pieces{"", std::move(text)};
-      if (st->reasoning) {
-        pieces = st->reasoning->take(pieces.content, done);
-      }
-      // Content that may begin a tool call is held until the end, then parsed as a whole.
-      std::vector<ToolCall> calls;
-      if (st->tool_gate) {
-        pieces.content = st->tool_gate->push(pieces.content);
-        if (done) {
-          ToolCallParse parsed = answer_tool_calls(st->r->tools, st->tool_gate->finish());
-          pieces.content += parsed.content;
-          calls = std::move(parsed.calls);
+      bool all_done = true;
+      const Job* failure = nullptr;
+      for (size_t i = 0; i < st->choices.size(); ++i) {
+        Choice& c = st->choices[i];
+        if (c.finished) continue;
+        Job& job = *st->r->choices[i];
+        std::string text;
+        const bool done = job.wait_text(0ms, &text);
+        all_done = all_done && done;
+        if (text.empty() && !done) continue;
+        // The head goes out with the first output: until then a client that left is found by
+        // the connection's probe, and the first bytes a client reads are the answer, not a
+        // comment.
+        if (!st->started) {
+          st->started = true;
+          HttpResponse head;
+          head.content_type = "text/event-stream";
+          head.set_header("Cache-Control", "no-cache");
+          head.set_header("X-Accel-Buffering", "no");
+          ex->begin_stream(std::move(head), StreamOptions{": keep-alive\n\n", 250ms});
+          if (st->r->chat)
+            for (size_t k = 0; k < st->choices.size(); ++k)
+              out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, "", nullptr, true,
+                                          nullptr, "", nullptr, k));
+        }
+        std::vector<TokenLogprob> logprobs;
+        job.take_logprobs(&logprobs);
+        ReasoningPieces pieces{"", std::move(text)};
+        if (c.reasoning) pieces = c.reasoning->take(pieces.content, done);
+        // Content that may begin a tool call is held until the end, then parsed as a whole.
+        std::vector<ToolCall> calls;
+        if (c.tool_gate) {
+          pieces.content = c.tool_gate->push(pieces.content);
+          if (done) {
+            ToolCallParse parsed = answer_tool_calls(st->r->tools, c.tool_gate->finish());
+            pieces.content += parsed.content;
+            calls = std::move(parsed.calls);
+          }
+        }
+        if (!pieces.content.empty() || !pieces.reasoning.empty() || !logprobs.empty())
+          out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, pieces.content, nullptr,
+                                      false, stream_logprobs(*st->r, logprobs, &c.text_offset),
+                                      pieces.reasoning, nullptr, i));
+        for (const json& delta : openai_tool_call_deltas(calls))
+          out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, "", nullptr, false,
+                                      nullptr, "", delta, i));
+        if (!done) continue;
+        c.finished = true;
+        if (failed(job)) {
+          failure = &job;
+        } else {
+          out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, "",
+                                      calls.empty() ? api_finish_reason(job) : "tool_calls", false,
+                                      nullptr, "", nullptr, i));
         }
       }
-      if (!pieces.content.empty() || !pieces.reasoning.empty() || !logprobs.empty())
-        out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, pieces.content, nullptr,
-                                    false, stream_logprobs(*st->r, logprobs, &st->text_offset),
-                                    pieces.reasoning));
-      for (const json& delta : openai_tool_call_deltas(calls))
-        out += sse(completion_chunk(*st->r, opt.api, st->id, st->created, "", nullptr, false,
-                                    nullptr, "", delta));
-      if (done) {
+      // A failed choice ends the stream (the others are cancelled with the connection).
+      const bool end = all_done || failure;
+      if (end) {
         st->finished = true;
-        if (failed(job)) {
-          out += sse(error_body(job_error(job)));
-        } else {
-          out +=
-              sse(completion_chunk(*st->r, opt.api, st->id, st->created, "",
-                                   calls.empty() ? api_finish_reason(job) : "tool_calls", false));
-          if (st->r->include_usage) out += sse(usage_chunk(*st->r, opt.api, st->id, st->created));
+        if (failure) {
+          out += sse(error_body(job_error(*failure)));
+          for (const auto& job : st->r->choices) job->cancel();
+        } else if (st->r->include_usage) {
+          out += sse(usage_chunk(*st->r, opt.api, st->id, st->created));
         }
         out += "data: [DONE]\n\n";
       }
-      ex->write(std::move(out));
-      if (done) ex->end();
+      if (!out.empty()) ex->write(std::move(out));
+      if (end) ex->end();
     };
-    r->job->set_listener([ex, pump] { ex->post(pump); });
-    submit(r->job, req, ex, r->chat ? "/chat/completions" : "/completions", true);
+    for (const auto& job : r->choices) job->set_listener([ex, pump] { ex->post(pump); });
+    submit(r->choices, req, ex, r->chat ? "/chat/completions" : "/completions", true);
   }
 
   void embeddings(const HttpRequest& req, const Ex& ex) {
@@ -403,11 +457,11 @@ struct Server::Impl {
       bad_requests++;
       return ex->send(error_response(err));
     }
-    when_done(job, ex, [this, job, ex, base64](const std::string&) {
+    when_done({job}, ex, [this, job, ex, base64](const std::vector<std::string>&) {
       if (failed(*job)) return ex->send(error_response(job_error(*job)));
       ex->send(json_response(200, embeddings_response(*job, opt.api, base64)));
     });
-    submit(job, req, ex, "/embeddings", false);
+    submit({job}, req, ex, "/embeddings", false);
   }
 
   std::string metrics() const;
@@ -423,8 +477,19 @@ std::string Server::Impl::metrics() const {
   metric("hearth_prompt_tokens_total", "counter", "Prompt tokens of accepted requests.",
          double(s.prompt_tokens));
   metric("hearth_prompt_tokens_evaluated_total", "counter",
-         "Prompt tokens computed (the rest reused a slot's cached prefix).",
-         double(s.prompt_evaluated));
+         "Prompt tokens computed (the rest reused a cached prefix).", double(s.prompt_evaluated));
+  o << "# HELP hearth_prefix_cache_hits_total Requests whose prompt started with a cached prefix: "
+       "the slot's own (same_slot) or copied from another slot (copied).\n"
+    << "# TYPE hearth_prefix_cache_hits_total counter\n"
+    << "hearth_prefix_cache_hits_total{source=\"same_slot\"} " << s.prefix_hits_same_slot << '\n'
+    << "hearth_prefix_cache_hits_total{source=\"copied\"} " << s.prefix_hits_copied << '\n';
+  o << "# HELP hearth_prefix_cache_tokens_total Prompt tokens by where their KV came from: reused "
+       "in the slot, copied from another slot, or computed.\n"
+    << "# TYPE hearth_prefix_cache_tokens_total counter\n"
+    << "hearth_prefix_cache_tokens_total{source=\"same_slot\"} " << s.prefix_tokens_same_slot
+    << '\n'
+    << "hearth_prefix_cache_tokens_total{source=\"copied\"} " << s.prefix_tokens_copied << '\n'
+    << "hearth_prefix_cache_tokens_total{source=\"computed\"} " << s.prompt_evaluated << '\n';
   metric("hearth_generated_tokens_total", "counter", "Tokens generated.",
          double(s.generated_tokens));
   metric("hearth_embedded_tokens_total", "counter", "Tokens pooled into embeddings.",
@@ -480,6 +545,7 @@ Status Server::start() {
     HEARTH_ASSIGN_OR_RETURN(m.fallback, Fallback::create(m.opt.fallback_url, m.opt.fallback_key));
   }
   m.opt.api.ctx_size = m.opt.scheduler.ctx_size;
+  m.opt.api.slots = m.opt.scheduler.parallel;
   if (!m.opt.api.chat_tokenizer)
     m.opt.api.chat_tokenizer = std::make_shared<const ChatTokenizer>(m.engine->tokenizer());
   m.policy = make_origin_policy(m.opt.host, m.opt.allowed_hosts, m.opt.cors_origins);

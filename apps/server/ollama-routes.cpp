@@ -80,6 +80,9 @@ bool OllamaRoutes::submit(const std::shared_ptr<Job>& job, const Ex& ex) const {
     case Scheduler::Submit::kDraining:
       ex->send(error_answer({503, "the server is shutting down"}));
       return false;
+    case Scheduler::Submit::kInvalidChoices:  // not for one job; listed for completeness
+      ex->send(error_answer({400, "this request cannot run on this server"}));
+      return false;
   }
   return false;
 }

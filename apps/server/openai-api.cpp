@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "choices.h"
 #include "json-body.h"
 #include "logprobs.h"
 #include "output-format.h"
@@ -145,7 +146,6 @@ bool parse_common(const json& j, const ApiConfig& cfg, Job* job, std::optional<i
   if (!get_int(j, "seed", INT64_MIN, INT64_MAX, &iv, err)) return false;
   if (iv) s.seed = uint64_t(*iv) == 0xFFFFFFFFull ? 0xFFFFFFFEull : uint64_t(*iv);
   iv.reset();
-  if (!get_int(j, "n", 1, 1, &iv, err)) return false;
   if (!get_int(j, "max_completion_tokens", 1, INT32_MAX, max_tokens, err)) return false;
   if (!get_int(j, "max_tokens", 1, INT32_MAX, max_tokens, err)) return false;
   if (auto it = j.find("ignore_eos"); it != j.end() && !it->is_null()) {
@@ -434,6 +434,7 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
     return std::nullopt;
   }
   job.generate.max_tokens = int32_t(max_tokens ? *max_tokens : cfg.ctx_size - n_prompt);
+  if (!expand_choices(j, cfg, engine, &req, err)) return std::nullopt;
   return req;
 }
 
@@ -542,21 +543,24 @@ json stream_logprobs(const CompletionRequest& req, const std::vector<TokenLogpro
   return req.chat ? chat_logprobs_json(tokens) : completion_logprobs_json(tokens, text_offset);
 }
 
-json usage_json(const Job& job) {
-  return json{{"prompt_tokens", job.prompt_tokens()},
-              {"completion_tokens", job.completion_tokens()},
-              {"total_tokens", job.prompt_tokens() + job.completion_tokens()},
-              {"prompt_tokens_details", {{"cached_tokens", job.cached_tokens()}}}};
+json usage_json(const CompletionRequest& req) {
+  const Job& first = *req.job;
+  int64_t completion = 0;
+  for (const auto& c : req.choices) completion += c->completion_tokens();
+  return json{{"prompt_tokens", first.prompt_tokens()},
+              {"completion_tokens", completion},
+              {"total_tokens", first.prompt_tokens() + completion},
+              {"prompt_tokens_details", {{"cached_tokens", first.cached_tokens()}}}};
 }
 
-json completion_response(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
-                         int64_t created, const std::string& text) {
+static json completion_choice(const CompletionRequest& req, const Job& job, size_t index,
+                              const std::string& text) {
   json choice = {
-      {"index", 0}, {"finish_reason", api_finish_reason(*req.job)}, {"logprobs", nullptr}};
-  if (req.job->logprobs_top >= 0) {
+      {"index", index}, {"finish_reason", api_finish_reason(job)}, {"logprobs", nullptr}};
+  if (job.logprobs_top >= 0) {
     size_t text_offset = 0;
-    choice["logprobs"] = req.chat ? chat_logprobs_json(req.job->logprobs())
-                                  : completion_logprobs_json(req.job->logprobs(), &text_offset);
+    choice["logprobs"] = req.chat ? chat_logprobs_json(job.logprobs())
+                                  : completion_logprobs_json(job.logprobs(), &text_offset);
   }
   if (req.chat) {
     ChatAnswer answer = chat_answer(req, text);
@@ -571,19 +575,24 @@ json completion_response(const CompletionRequest& req, const ApiConfig& cfg, con
     }
   } else
     choice["text"] = text;
-  return json{{"id", id},
-              {"object", req.chat ? "chat.completion" : "text_completion"},
-              {"created", created},
-              {"model", cfg.model_id},
-              {"choices", json::array({choice})},
-              {"usage", usage_json(*req.job)}};
+  return choice;
+}
+
+json completion_response(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
+                         int64_t created, const std::vector<std::string>& texts) {
+  json choices = json::array();
+  for (size_t i = 0; i < req.choices.size(); ++i)
+    choices.push_back(completion_choice(req, *req.choices[i], i, texts[i]));
+  return json{{"id", id},           {"object", req.chat ? "chat.completion" : "text_completion"},
+              {"created", created}, {"model", cfg.model_id},
+              {"choices", choices}, {"usage", usage_json(req)}};
 }
 
 json completion_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                       int64_t created, const std::string& text, const char* finish_reason,
                       bool first, const json& logprobs, const std::string& reasoning,
-                      const json& tool_calls) {
-  json choice = {{"index", 0}, {"logprobs", logprobs}};
+                      const json& tool_calls, size_t index) {
+  json choice = {{"index", index}, {"logprobs", logprobs}};
   choice["finish_reason"] = finish_reason ? json(finish_reason) : json(nullptr);
   if (req.chat) {
     json delta = json::object();
@@ -612,7 +621,7 @@ json usage_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::
               {"created", created},
               {"model", cfg.model_id},
               {"choices", json::array()},
-              {"usage", usage_json(*req.job)}};
+              {"usage", usage_json(req)}};
 }
 
 static std::string base64_encode(const uint8_t* data, size_t n) {

@@ -52,8 +52,9 @@ struct ApiLimits {
 struct ApiConfig {
   std::string model_id;
   int64_t ctx_size = 0;
-  SamplingParams defaults;              // from the command line; request fields override them
-  std::string chat_template;            // "" -> /v1/chat/completions answers 400
+  int slots = 0;              // the scheduler's slots: the most choices (`n`) a request may ask for
+  SamplingParams defaults;    // from the command line; request fields override them
+  std::string chat_template;  // "" -> /v1/chat/completions answers 400
   std::vector<std::string> chat_stops;  // end-of-turn texts of the template's family
   ApiLimits limits;
   JsonLimits json_limits;
@@ -75,7 +76,8 @@ struct CompletionRequest {
   bool reasoning_starts_inside = false;
   // Chat: the request's tools; with parse set, calls in the answer become tool_calls.
   ToolUse tools;
-  std::shared_ptr<Job> job;
+  std::shared_ptr<Job> job;  // the first choice (choices[0]): the request's fields live here
+  std::vector<std::shared_ptr<Job>> choices;  // one job per choice (`n`), index order
 };
 
 // Parses a /v1/chat/completions (chat=true) or /v1/completions body. On error returns nullopt
@@ -90,20 +92,22 @@ std::shared_ptr<Job> parse_embeddings(const ApiConfig& cfg, const Engine& engine
 
 // Response documents.
 std::string new_request_id(const char* prefix);
+// texts[i] is choice i's answer.
 json completion_response(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
-                         int64_t created, const std::string& text);
-// One SSE chunk: a text (and, chat, reasoning_content or tool_calls) delta (finish_reason null) or
-// the last chunk
-// (finish_reason set), with the logprobs of the delta's tokens when asked for (null otherwise).
+                         int64_t created, const std::vector<std::string>& texts);
+// One SSE chunk of choice `index`: a text (and, chat, reasoning_content or tool_calls) delta
+// (finish_reason null) or the last chunk (finish_reason set), with the logprobs of the delta's
+// tokens when asked for (null otherwise).
 json completion_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                       int64_t created, const std::string& text, const char* finish_reason,
                       bool first, const json& logprobs = nullptr, const std::string& reasoning = "",
-                      const json& tool_calls = nullptr);
+                      const json& tool_calls = nullptr, size_t index = 0);
 // A stream chunk's `logprobs` for the tokens it carries: null when the request did not ask or
 // there are none; *text_offset carries the completions' text_offset across chunks.
 json stream_logprobs(const CompletionRequest& req, const std::vector<TokenLogprob>& tokens,
                      size_t* text_offset);
-json usage_json(const Job& job);
+// The prompt counts once, the completion tokens of every choice add up.
+json usage_json(const CompletionRequest& req);
 json usage_chunk(const CompletionRequest& req, const ApiConfig& cfg, const std::string& id,
                  int64_t created);
 json embeddings_response(const Job& job, const ApiConfig& cfg, bool base64);

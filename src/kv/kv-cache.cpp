@@ -1,4 +1,4 @@
-// KvCache allocation, moves and host save/restore.
+// KvCache allocation, moves, prefix copies between caches and host save/restore.
 #include "kv/kv-cache.h"
 
 #include <algorithm>
@@ -75,6 +75,39 @@ int64_t KvCache::reusable_prefix(int64_t n) const {
     if (l.ring_rows > 0 && n > 0 && first_needed < written_ - l.ring_rows) return 0;
   }
   return n;
+}
+
+Status KvCache::copy_prefix_from(const KvCache& src, int64_t n) {
+  if (&src == this) return Status::error("KV cache: a cache cannot copy a prefix from itself");
+  if (src.layers_.size() != layers_.size() || src.kv_dim_ != kv_dim_ || src.capacity_ != capacity_)
+    return Status::error("KV cache: prefix copy between caches of different shapes");
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (src.layers_[i].backend != layers_[i].backend ||
+        src.layers_[i].ring_rows != layers_[i].ring_rows)
+      return Status::error("KV cache: prefix copy between caches of different layer " +
+                           std::to_string(i) + " placement or ring");
+  if (n < 0 || n > src.used_)
+    return Status::error("KV cache: prefix copy of " + std::to_string(n) +
+                         " positions from a cache holding " + std::to_string(src.used_));
+  if (src.reusable_prefix(n) != n)
+    return Status::error("KV cache: a sliding-window layer no longer holds the keys of position " +
+                         std::to_string(n));
+  // Backend::copy counts floats; rows are handed over as bytes so that only row_bytes() knows
+  // the element type.
+  const uint64_t unit = sizeof(float);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Layer& dst = layers_[i];
+    const Layer& from = src.layers_[i];
+    const uint64_t bytes = uint64_t(rows_for(dst, n)) * row_bytes();
+    if (bytes == 0) continue;
+    dst.backend->copy(dst.k, from.k, int64_t(bytes / unit));
+    dst.backend->copy(dst.v, from.v, int64_t(bytes / unit));
+  }
+  used_ = n;
+  // A ring's rows now carry src's history: rows src overwrote after position n are overwritten
+  // here too, so a later rewind must see src's high-water mark.
+  written_ = std::max(n, src.written_);
+  return Status::ok();
 }
 
 // The saved form: per layer, K then V of the rows that hold positions [0, n), in row order (a

@@ -46,6 +46,18 @@ class KvCache {
   // already overwritten keys the next position's window would need.
   int64_t reusable_prefix(int64_t n) const;
 
+  // Bytes of one K (or one V) row: what a position costs per layer and what copies move. The
+  // element type is this one place's detail.
+  uint64_t row_bytes() const { return uint64_t(kv_dim_) * sizeof(float); }
+
+  // Makes this cache hold `src`'s first n positions, copied row by row on each layer's backend
+  // (device memory stays on the device), and sets used() to n: a prefix computed in one
+  // sequence's cache serves another without recomputing it. Both caches must come from the same
+  // model and context (same layers, backends, ring rows); src must hold the n positions and the
+  // keys position n's window needs (src.reusable_prefix(n) == n). A ring layer copies its rows
+  // as they are, which is why the ring shapes must match.
+  Status copy_prefix_from(const KvCache& src, int64_t n);
+
   // Host copies of the first `n` positions (state save/restore).
   Status save(int64_t n, std::vector<float>* out);
   Status restore(const std::vector<float>& data, int64_t n);

@@ -1,6 +1,8 @@
-// The scheduler thread: admission (prefix-matched slot choice), one batched forward per step,
-// sampling, stop strings, cancellation, and embeddings pooled from forward_hidden.
-// A new per-step policy (priorities, preemption) belongs in admit_locked() or step().
+// The scheduler thread: admission (prefix-matched slot choice, prefix copies between slots,
+// several choices per request), one batched forward per step, sampling, stop strings,
+// cancellation, and embeddings pooled from forward_hidden.
+// A new per-step policy (priorities, preemption) belongs in take_admissible_locked(), place() or
+// step().
 #include "runtime/scheduler.h"
 
 #include <algorithm>
@@ -71,7 +73,23 @@ struct Scheduler::Slot {
   int32_t generated = 0;
   uint64_t last_used = 0;
   std::unique_ptr<GenerationStep> step;  // sampling, stops, streaming: the job's own
+  // A later choice of a request waiting for the slot that prefills the shared prompt; its
+  // cache receives that prompt by copy when the prefill completes (then null again).
+  Slot* leader = nullptr;
 };
+
+// Copying a prefix from another slot costs a copy per layer and replaces the destination's own
+// history; shorter matches (a BOS token, a template's first line) are cheaper to recompute.
+constexpr size_t kMinCopiedPrefix = 16;
+
+uint64_t choice_seed(uint64_t request_seed, int index) {
+  if (index == 0 || request_seed == 0xFFFFFFFFull) return request_seed;
+  uint64_t z = request_seed + uint64_t(index) * 0x9E3779B97F4A7C15ull;  // splitmix64
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return z == 0xFFFFFFFFull ? 0xFFFFFFFEull : z;  // never the "random" marker
+}
 
 // Embedding jobs run one chunk per step in their own pass (hidden states, not logits) over a
 // scratch cache, so they interleave with decoding instead of stalling it.
@@ -120,20 +138,31 @@ void Scheduler::stop() {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& job : queue_) job->finish("cancelled", "the server is shutting down");
+  for (auto& group : queue_)
+    for (auto& job : group) job->finish("cancelled", "the server is shutting down");
   queue_.clear();
 }
 
 Scheduler::Submit Scheduler::submit(const std::shared_ptr<Job>& job) {
+  return submit_choices({job});
+}
+
+Scheduler::Submit Scheduler::submit_choices(const std::vector<std::shared_ptr<Job>>& choices) {
+  if (choices.empty() || int(choices.size()) > options_.parallel) return Submit::kInvalidChoices;
+  for (const auto& job : choices)
+    if (job->kind != choices[0]->kind || job->prompt != choices[0]->prompt ||
+        (job->kind == Job::Kind::kEmbed && choices.size() > 1))
+      return Submit::kInvalidChoices;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (draining_ || stopping_) return Submit::kDraining;
-    // A free slot takes the job at once, so only jobs beyond the slots count as queued.
+    // A free slot takes the job at once, so only requests beyond the slots count as queued.
     const int free_slots = options_.parallel - running_;
     if (int(queue_.size()) - std::max(free_slots, 0) >= options_.max_queue)
       return Submit::kQueueFull;
-    queue_.push_back(job);
-    if (job->kind == Job::Kind::kGenerate) totals_.prompt_tokens += int64_t(job->prompt.size());
+    queue_.push_back(choices);
+    if (choices[0]->kind == Job::Kind::kGenerate)
+      totals_.prompt_tokens += int64_t(choices[0]->prompt.size());
   }
   cv_.notify_all();
   return Submit::kOk;
@@ -165,47 +194,134 @@ static size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int
   return n;
 }
 
-// Moves queued jobs into free slots. A generation job goes to the free slot whose history shares
-// the longest prefix with its prompt (a conversation's next turn lands where its previous turn
-// left its cache); ties go to the least recently used slot, so other histories survive longer.
-void Scheduler::admit_locked() {
+// Takes the queued requests that fit the free slots now, oldest first; an embedding job goes to
+// its own pipeline. A request of n choices waits until n slots are free, and so does everything
+// queued behind it. Slots are only assigned by place(), outside the lock: a prefix copy may take
+// a while and submit() and stats() must not wait for it.
+std::vector<Scheduler::Group> Scheduler::take_admissible_locked() {
+  std::vector<Group> out;
+  int free_slots = 0;
+  for (auto& s : slots_) free_slots += s->job ? 0 : 1;
   while (!queue_.empty()) {
-    auto job = queue_.front();
-    if (job->kind == Job::Kind::kEmbed) {
-      queue_.pop_front();
-      embed_->jobs.push_back(job);
+    Group& group = queue_.front();
+    if (group[0]->kind == Job::Kind::kEmbed) {
+      embed_->jobs.push_back(group[0]);
       ++running_;
+      queue_.pop_front();
       continue;
     }
-    Slot* best = nullptr;
-    size_t best_len = 0;
-    for (auto& s : slots_) {
-      if (s->job) continue;
-      const size_t len = common_prefix(s->history, job->prompt);
-      if (!best || len > best_len || (len == best_len && s->last_used < best->last_used)) {
-        best = s.get();
-        best_len = len;
-      }
-    }
-    if (!best) return;
+    if (int(group.size()) > free_slots) break;
+    free_slots -= int(group.size());
+    running_ += int(group.size());
+    out.push_back(std::move(group));
     queue_.pop_front();
-    ++running_;
-    Slot& slot = *best;
-    // Always recompute at least the last prompt token: its logits pick the first new token.
-    // (a sliding-window layer's ring may no longer hold what a longer rewind would need)
-    const size_t keep =
-        size_t(best->kv.reusable_prefix(int64_t(std::min(best_len, job->prompt.size() - 1))));
-    slot.history.resize(keep);
-    slot.kv.set_used(int64_t(keep));
-    slot.job = job;
-    slot.prompt_done = keep;
-    slot.pending = -1;
-    slot.generated = 0;
-    slot.last_used = ++clock_;
-    slot.step = std::make_unique<GenerationStep>(engine_->tokenizer(), job->generate);
-    job->prompt_tokens_ = int64_t(job->prompt.size());
-    job->cached_tokens_ = int64_t(keep);
-    job->timing_.started = Clock::now();
+  }
+  return out;
+}
+
+void Scheduler::init_slot(Slot& slot, const std::shared_ptr<Job>& job, size_t keep) {
+  slot.history.resize(keep);
+  slot.kv.set_used(int64_t(keep));
+  slot.job = job;
+  slot.prompt_done = keep;
+  slot.pending = -1;
+  slot.generated = 0;
+  slot.leader = nullptr;
+  slot.last_used = ++clock_;
+  slot.step = std::make_unique<GenerationStep>(engine_->tokenizer(), job->generate);
+  job->prompt_tokens_ = int64_t(job->prompt.size());
+  job->cached_tokens_ = int64_t(keep);
+  job->timing_.started = Clock::now();
+}
+
+// Places a request's first (or only) job. It goes to the free slot whose history shares the
+// longest usable prefix with its prompt (a conversation's next turn lands where its previous
+// turn left its cache); ties go to the least recently used slot, so other histories survive
+// longer. When another slot, busy or not, holds a longer prefix of the prompt (a system prompt
+// many users share), that prefix is copied into the chosen slot instead of being recomputed.
+Scheduler::Slot& Scheduler::place_first(const std::shared_ptr<Job>& job) {
+  // Always recompute at least the last prompt token: its logits pick the first new token.
+  // (a sliding-window layer's ring may no longer hold what a longer rewind would need)
+  const size_t limit = job->prompt.size() - 1;
+  auto usable = [&](const Slot& s) {
+    const size_t len = std::min(common_prefix(s.history, job->prompt), limit);
+    return size_t(s.kv.reusable_prefix(int64_t(len)));
+  };
+  Slot* best = nullptr;
+  size_t best_len = 0;
+  for (auto& s : slots_) {
+    if (s->job) continue;
+    const size_t len = usable(*s);
+    if (!best || len > best_len || (len == best_len && s->last_used < best->last_used)) {
+      best = s.get();
+      best_len = len;
+    }
+  }
+  Slot* source = nullptr;
+  size_t source_len = 0;
+  for (auto& s : slots_) {
+    if (s.get() == best) continue;
+    const size_t len = usable(*s);
+    if (len > source_len) {
+      source = s.get();
+      source_len = len;
+    }
+  }
+  Slot& slot = *best;
+  if (source && source_len >= best_len + kMinCopiedPrefix) {
+    const Status st = slot.kv.copy_prefix_from(source->kv, int64_t(source_len));
+    if (st.is_ok()) {
+      slot.history.assign(job->prompt.begin(), job->prompt.begin() + long(source_len));
+      init_slot(slot, job, source_len);
+      count_prefix_reuse(0, int64_t(source_len));
+      return slot;
+    }
+    // Not expected (the caches share one shape); the prompt is then computed as if cold.
+    best_len = 0;
+  }
+  init_slot(slot, job, best_len);
+  count_prefix_reuse(int64_t(best_len), 0);
+  return slot;
+}
+
+// Gives a request's jobs their slots (take_admissible_locked() reserved enough). Later choices
+// take the least recently used free slots, whose caches matter least: they are overwritten by
+// the copy of the first choice's prompt.
+void Scheduler::place(const Group& group) {
+  Slot& first = place_first(group[0]);
+  for (size_t i = 1; i < group.size(); ++i) {
+    Slot* slot = nullptr;
+    for (auto& s : slots_)
+      if (!s->job && (!slot || s->last_used < slot->last_used)) slot = s.get();
+    init_slot(*slot, group[i], 0);
+    slot->leader = &first;
+  }
+}
+
+void Scheduler::count_prefix_reuse(int64_t same_slot, int64_t copied) {
+  std::lock_guard<std::mutex> lock(mu_);
+  totals_.prefix_hits_same_slot += same_slot > 0 ? 1 : 0;
+  totals_.prefix_tokens_same_slot += same_slot;
+  totals_.prefix_hits_copied += copied > 0 ? 1 : 0;
+  totals_.prefix_tokens_copied += copied;
+}
+
+// The first choice's prompt is complete in `leader`'s cache: every choice waiting on it gets a
+// copy of those rows and samples its first token from the same logits (with its own sampler).
+void Scheduler::start_followers(Slot& leader, const float* logits) {
+  for (auto& f : slots_) {
+    if (f->leader != &leader) continue;
+    f->leader = nullptr;
+    if (!f->job) continue;
+    const Status st = f->kv.copy_prefix_from(leader.kv, int64_t(leader.history.size()));
+    if (!st.is_ok()) {
+      finish_slot(*f, "error", st.message());
+      continue;
+    }
+    f->history = leader.history;
+    f->prompt_done = f->history.size();
+    f->job->cached_tokens_ = leader.job->cached_tokens_;
+    sample_and_emit(*f, logits);
   }
 }
 
@@ -213,6 +329,7 @@ void Scheduler::finish_slot(Slot& slot, const std::string& reason, const std::st
   auto job = std::move(slot.job);
   slot.job.reset();
   slot.pending = -1;
+  slot.leader = nullptr;
   // Whatever the decoder or stop filter held back is part of the answer (not after a stop).
   if (slot.step && reason != "error" && reason != "cancelled") job->push_text(slot.step->flush());
   job->completion_tokens_ = slot.generated;
@@ -220,6 +337,10 @@ void Scheduler::finish_slot(Slot& slot, const std::string& reason, const std::st
   if (slot.generated == 0 && job->timing_.first_token == Clock::time_point{})
     job->timing_.first_token = job->timing_.finished;
   finish_job(*job, reason, error);
+  // Choices still waiting for this slot's prompt (it failed or was cancelled before the prompt
+  // was complete) end the same way.
+  for (auto& f : slots_)
+    if (f->leader == &slot) finish_slot(*f, reason, error);
 }
 
 void Scheduler::finish_job(Job& job, const std::string& reason, const std::string& error) {
@@ -245,10 +366,15 @@ void Scheduler::drop_cancelled() {
   for (auto& s : slots_)
     if (s->job && s->job->cancelled()) finish_slot(*s, "cancelled");
   std::lock_guard<std::mutex> lock(mu_);
+  // A queued request leaves when any of its choices was cancelled (they share one client).
   for (auto it = queue_.begin(); it != queue_.end();) {
-    if ((*it)->cancelled()) {
-      (*it)->finish("cancelled");
-      totals_.requests_cancelled++;
+    const bool cancelled =
+        std::any_of(it->begin(), it->end(), [](const auto& job) { return job->cancelled(); });
+    if (cancelled) {
+      for (auto& job : *it) {
+        job->finish("cancelled");
+        totals_.requests_cancelled++;
+      }
       it = queue_.erase(it);
     } else {
       ++it;
@@ -300,7 +426,7 @@ void Scheduler::step() {
   }
   int64_t prompt_evaluated = 0;
   for (auto& s : slots_) {
-    if (!s->job || s->pending >= 0 || budget == 0) continue;
+    if (!s->job || s->pending >= 0 || s->leader || budget == 0) continue;
     const auto& prompt = s->job->prompt;
     const int64_t n = std::min<int64_t>(budget, int64_t(prompt.size() - s->prompt_done));
     if (n <= 0) continue;
@@ -327,6 +453,26 @@ void Scheduler::step() {
     }
     return;
   }
+  // Every sampled token counts as generated once (the first comes from the prompt's logits; a
+  // request's later choices sample theirs from the first's). Counted before sampling, which may
+  // finish a job: a client that reads the counters after its answer finds its tokens there.
+  int64_t sampled = 0;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    if (!seg_samples[i]) continue;
+    ++sampled;
+    for (auto& f : slots_) sampled += f->leader == seg_slot[i] && f->job ? 1 : 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    totals_.steps++;
+    totals_.forward_seconds += seconds;
+    totals_.prompt_evaluated += prompt_evaluated;
+    totals_.generated_tokens += sampled;
+    const auto now = Clock::now();
+    recent_.emplace_back(now, sampled);
+    while (!recent_.empty() && now - recent_.front().first > std::chrono::seconds(10))
+      recent_.pop_front();
+  }
   const int64_t n_vocab = model.hparams().n_vocab;
   size_t t = 0;
   for (size_t i = 0; i < segs.size(); ++i) {
@@ -339,20 +485,11 @@ void Scheduler::step() {
     } else {
       s.prompt_done += size_t(segs[i].n_tokens);
     }
-    if (seg_samples[i]) sample_and_emit(s, logits.data() + i * size_t(n_vocab));
+    if (!seg_samples[i]) continue;
+    const float* row = logits.data() + i * size_t(n_vocab);
+    start_followers(s, row);
+    sample_and_emit(s, row);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  totals_.steps++;
-  totals_.forward_seconds += seconds;
-  totals_.prompt_evaluated += prompt_evaluated;
-  // Every sampled token counts as generated once (the first comes from the prompt's logits).
-  int64_t sampled = 0;
-  for (size_t i = 0; i < segs.size(); ++i) sampled += seg_samples[i] ? 1 : 0;
-  totals_.generated_tokens += sampled;
-  const auto now = Clock::now();
-  recent_.emplace_back(now, sampled);
-  while (!recent_.empty() && now - recent_.front().first > std::chrono::seconds(10))
-    recent_.pop_front();
 }
 
 void Scheduler::embed_step() {
@@ -407,24 +544,29 @@ void Scheduler::embed_step() {
 void Scheduler::loop() {
   bool worked_since_trim = false;
   while (true) {
+    std::vector<Group> admitted;
+    bool stop_now = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      admit_locked();
+      admitted = take_admissible_locked();
       const bool busy = running_ > 0;
-      if (stopping_) break;
-      if (!busy && worked_since_trim) {
+      stop_now = stopping_;
+      if (stop_now) {
+        // fall through: what was taken gets its slots, then every slot's job is cancelled
+      } else if (!busy && worked_since_trim) {
         // Going idle after a burst: what the burst freed goes back to the kernel, so RSS
         // between bursts is what the server holds, not what it once needed.
         lock.unlock();
         release_free_heap_memory();
         worked_since_trim = false;
         continue;
-      }
-      if (!busy) {
+      } else if (!busy) {
         cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         continue;
       }
     }
+    for (const Group& group : admitted) place(group);
+    if (stop_now) break;
     worked_since_trim = true;
     drop_cancelled();
     step();

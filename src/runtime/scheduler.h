@@ -1,8 +1,10 @@
 // Continuous batching, which `hearth serve` drives (no HTTP here): one scheduler thread owns N
 // slots (each a KV cache of ctx_size positions) and, every step, runs all active slots' decode
 // tokens plus chunks of pending prompts through ONE Model::forward call. Jobs come in through a
-// bounded queue; HTTP threads read their streamed text from the Job. New kinds of work = a new
-// Job::Kind handled in step().
+// bounded queue; HTTP threads read their streamed text from the Job. A prompt prefix another
+// slot already computed is copied (KvCache::copy_prefix_from), not recomputed; a request with
+// several choices prefills its prompt once and copies it into its sibling slots.
+// New kinds of work = a new Job::Kind handled in step().
 #pragma once
 
 #include <atomic>
@@ -63,6 +65,8 @@ class Job {
   const std::string& finish_reason() const { return finish_reason_; }  // stop, length, error, ...
   const std::string& error() const { return error_; }  // set when finish_reason is "error"
   int64_t prompt_tokens() const { return prompt_tokens_; }
+  // Prompt tokens not computed for this job: reused from its slot's cache or copied from another
+  // slot's. The later choices of a request report the first one's count.
   int64_t cached_tokens() const { return cached_tokens_; }
   int64_t completion_tokens() const { return completion_tokens_; }
   const std::vector<std::vector<float>>& embeddings() const { return embeddings_; }
@@ -107,10 +111,17 @@ struct SchedulerOptions {
   int64_t batch_tokens = 512;  // tokens per forward pass (decode tokens first, then prompt chunks)
 };
 
-// Counters for /metrics and /health. Totals are since start.
+// Counters for /metrics and /health. Totals are since start. A request's prompt counts once
+// however many choices it has (its siblings get the computed prompt by copy).
 struct SchedulerStats {
   int64_t prompt_tokens = 0;     // prompt tokens of finished and running requests
-  int64_t prompt_evaluated = 0;  // of which computed (the rest reused a slot's cached prefix)
+  int64_t prompt_evaluated = 0;  // of which computed (the rest reused a cached prefix)
+  // The prefix cache: requests that reused a prefix their slot held (same slot) or that was
+  // copied from another slot's cache, and the prompt tokens each way saved.
+  int64_t prefix_hits_same_slot = 0;
+  int64_t prefix_hits_copied = 0;
+  int64_t prefix_tokens_same_slot = 0;
+  int64_t prefix_tokens_copied = 0;
   int64_t generated_tokens = 0;
   int64_t embedded_tokens = 0;
   int64_t requests_finished = 0;
@@ -136,8 +147,16 @@ class Scheduler {
   Status start();  // allocates the slots' caches and starts the thread
   void stop();     // finishes every remaining job with "cancelled" and joins the thread
 
-  enum class Submit { kOk, kQueueFull, kDraining };
+  // kInvalidChoices: submit_choices() got no job, more jobs than slots, or jobs whose prompts
+  // differ (the caller checks the first against SchedulerOptions::parallel to say so).
+  enum class Submit { kOk, kQueueFull, kDraining, kInvalidChoices };
   Submit submit(const std::shared_ptr<Job>& job);
+  // The choices of one request (OpenAI's `n`): jobs with the same prompt, each with its own
+  // sampling (seeds from choice_seed) and output. They wait in the queue as one entry until that
+  // many slots are free (entries behind them wait too, so a large request is not starved), the
+  // prompt is prefilled once in the first job's slot, and its KV rows are copied into the
+  // others' when it completes; each then samples its first token from the same logits.
+  Submit submit_choices(const std::vector<std::shared_ptr<Job>>& choices);
   // Refuse new jobs from now on (graceful shutdown); running and queued ones still finish.
   void begin_drain();
   // Waits until no job is queued or running, at most `timeout`. True when idle.
@@ -149,14 +168,20 @@ class Scheduler {
  private:
   struct Slot;
   struct EmbedState;
+  using Group = std::vector<std::shared_ptr<Job>>;  // one request's jobs (choices)
   void loop();
-  void admit_locked();
+  std::vector<Group> take_admissible_locked();
+  void place(const Group& group);
+  Slot& place_first(const std::shared_ptr<Job>& job);
+  void init_slot(Slot& slot, const std::shared_ptr<Job>& job, size_t keep);
+  void start_followers(Slot& leader, const float* logits);
   void drop_cancelled();
   void step();
   void embed_step();
   void finish_slot(Slot& slot, const std::string& reason, const std::string& error = "");
   void finish_job(Job& job, const std::string& reason, const std::string& error);
   void sample_and_emit(Slot& slot, const float* logits);
+  void count_prefix_reuse(int64_t same_slot, int64_t copied);
 
   std::shared_ptr<const Engine> engine_;
   SchedulerOptions options_;
@@ -167,12 +192,18 @@ class Scheduler {
 
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_, idle_cv_;
-  std::deque<std::shared_ptr<Job>> queue_;
+  std::deque<Group> queue_;
   bool stopping_ = false, draining_ = false;
   int running_ = 0;  // jobs in slots or the embedding pipeline
   SchedulerStats totals_;
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_;  // for tok/s
   uint64_t clock_ = 0;  // admission counter, for least-recently-used slot choice
 };
+
+// The seed of choice `index` of a request seeded with `request_seed`: choice 0 keeps the request's
+// seed (an n = 1 answer is the same as before), choice i > 0 takes splitmix64 of seed + i, so
+// choices are independent streams and a request's answers repeat for the same seed. The
+// "random" seed 0xFFFFFFFF stays random for every choice.
+uint64_t choice_seed(uint64_t request_seed, int index);
 
 }  // namespace hearth

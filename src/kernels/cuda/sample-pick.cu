@@ -85,6 +85,24 @@ __device__ uint64_t block_exclusive_scan(uint64_t v, uint64_t* total, Shared& sh
   return before_warp + inc - v;
 }
 
+// The first index in [0, n) holding m, in every thread (INT_MAX when none); each thread scans
+// its own range [begin, end). Starts and ends on a barrier, so it may follow and precede any
+// other use of sh.ivalue.
+__device__ int first_index_of(const float* work, int begin, int end, float m, Shared& sh) {
+  __syncthreads();
+  if (threadIdx.x == 0) sh.ivalue = INT_MAX;
+  __syncthreads();
+  for (int i = begin; i < end; ++i)
+    if (work[i] == m) {
+      atomicMin(&sh.ivalue, i);
+      break;
+    }
+  __syncthreads();
+  const int first = sh.ivalue;
+  __syncthreads();
+  return first;
+}
+
 __device__ float block_max(float v, Shared& sh) {
   for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
   __syncthreads();
@@ -258,15 +276,8 @@ __global__ void __launch_bounds__(kThreads)
   int picked = -1;
   if (p.temperature <= 0.0f || !isfinite(m)) {
     // Greedy (or nothing to weigh): the first index of the max.
-    if (threadIdx.x == 0) sh.ivalue = INT_MAX;
-    __syncthreads();
-    for (int i = begin; i < end; ++i)
-      if (work[i] == m) {
-        atomicMin(&sh.ivalue, i);
-        break;
-      }
-    __syncthreads();
-    picked = sh.ivalue == INT_MAX ? 0 : sh.ivalue;
+    const int first = first_index_of(work, begin, end, m, sh);
+    picked = first == INT_MAX ? 0 : first;
   } else {
     Stages st;
     if (p.top_k > 0 && p.top_k < n)
@@ -288,15 +299,7 @@ __global__ void __launch_bounds__(kThreads)
       st.min_p.keep_all = false;
       if (threshold > m) {  // only the best: the max at its first index
         st.min_p.key = order_key(m);
-        if (threadIdx.x == 0) sh.ivalue = INT_MAX;
-        __syncthreads();
-        for (int i = begin; i < end; ++i)
-          if (work[i] == m) {
-            atomicMin(&sh.ivalue, i);
-            break;
-          }
-        __syncthreads();
-        st.min_p.id = sh.ivalue;
+        st.min_p.id = first_index_of(work, begin, end, m, sh);
       } else {
         st.min_p.key = order_key(threshold);
         st.min_p.id = INT_MAX;
@@ -328,17 +331,9 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     __syncthreads();
-    if (sh.ivalue < 0) {  // every weight rounded to zero: the best token
-      if (threadIdx.x == 0) sh.ivalue = INT_MAX;
-      __syncthreads();
-      for (int i = begin; i < end; ++i)
-        if (work[i] == m) {
-          atomicMin(&sh.ivalue, i);
-          break;
-        }
-      __syncthreads();
-    }
     picked = sh.ivalue;
+    // Every weight rounded to zero: the best token (the same condition in every thread).
+    if (picked < 0) picked = first_index_of(work, begin, end, m, sh);
   }
   if (threadIdx.x != 0) return;
   *token = picked;

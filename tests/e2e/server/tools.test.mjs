@@ -119,6 +119,16 @@ test(`tool_choice "required", streamed: ${N} answers, each a valid call`, async 
   }));
 });
 
+test("n choices with a required call: each choice's own grammar gives each a valid call", async () => {
+  const r = await client.chat.completions.create({ messages, tools: TOOLS, tool_choice: "required",
+    max_tokens: 120, seed: 300, temperature: 1, n: 3 });
+  assert.equal(r.choices.length, 3);
+  for (const choice of r.choices) {
+    assert.equal(choice.finish_reason, "tool_calls");
+    checkCalls(choice.message.tool_calls);
+  }
+});
+
 test("a named tool_choice calls that function; parallel_tool_calls false gives exactly one call", async () => {
   for (const name of NAMED) {
     // get_weather's shortest call is ~125 tokens of kjv-13m's (one per byte at worst).

@@ -1,5 +1,6 @@
 // KvCache (kv/kv-cache.h) on the CPU backend: allocation and bytes, used positions, the ring
-// rows of a sliding layer, reusable_prefix, save/restore and creation errors.
+// rows of a sliding layer, reusable_prefix, prefix copies between caches, save/restore and
+// creation errors.
 // A new KV policy (another ring shape, paging) adds its arithmetic here against the same contract.
 #include <gtest/gtest.h>
 
@@ -172,6 +173,91 @@ TEST_F(KvCacheTest, SaveRestoreRoundTripsRingRows) {
   std::vector<float> late;
   EXPECT_FALSE(kv->save(n, &late).is_ok());
   EXPECT_TRUE(kv->save(4 * rows, &late).is_ok());
+}
+
+// Fills layer l's K and V rows [0, rows) with values that name the cache, layer and element.
+void fill(KvCache& kv, int64_t rows, float tag) {
+  for (int64_t l = 0; l < kv.n_layers(); ++l)
+    for (int64_t i = 0; i < rows * kv.kv_dim(); ++i) {
+      kv.k(l)[i] = tag + float(1000 * l + i);
+      kv.v(l)[i] = -tag - float(1000 * l + i);
+    }
+}
+
+// The prefix copy the server uses to share a prompt between sequences: rows [0, n) of every
+// layer, nothing past them, and used() = n.
+TEST_F(KvCacheTest, CopyPrefixCopiesTheFirstRowsOfEveryLayer) {
+  const int64_t cap = 16, dim = 3, n = 5;
+  auto src = KvCache::create(layers(2), cap, dim);
+  auto dst = KvCache::create(layers(2), cap, dim);
+  ASSERT_TRUE(src.is_ok() && dst.is_ok());
+  EXPECT_EQ(src->row_bytes(), uint64_t(dim) * sizeof(float));
+  fill(*src, cap, 0.5f);
+  fill(*dst, cap, 70000.0f);
+  src->set_used(9);
+  ASSERT_TRUE(dst->copy_prefix_from(*src, n).is_ok());
+  EXPECT_EQ(dst->used(), n);
+  for (int64_t l = 0; l < 2; ++l) {
+    for (int64_t i = 0; i < n * dim; ++i) {
+      EXPECT_EQ(dst->k(l)[i], src->k(l)[i]) << "layer " << l << " element " << i;
+      EXPECT_EQ(dst->v(l)[i], src->v(l)[i]) << "layer " << l << " element " << i;
+    }
+    // The row after the prefix keeps what the destination had.
+    EXPECT_EQ(dst->k(l)[n * dim], 70000.0f + float(1000 * l + n * dim));
+  }
+  // Zero positions is an empty cache, not an error.
+  ASSERT_TRUE(dst->copy_prefix_from(*src, 0).is_ok());
+  EXPECT_EQ(dst->used(), 0);
+}
+
+// A sliding layer's ring is copied as it stands (position p in row p % rows), and the copy
+// inherits how far the source wrote: a rewind in the copy is refused exactly where the
+// source's would be.
+TEST_F(KvCacheTest, CopyPrefixOfAWrappedRingKeepsTheRewindLimit) {
+  const int64_t dim = 2, window = 4, pass = 2, rows = window + pass, written = 3 * rows + 1;
+  auto src = KvCache::create(layers(2), 64, dim, {0, window}, pass);
+  auto dst = KvCache::create(layers(2), 64, dim, {0, window}, pass);
+  ASSERT_TRUE(src.is_ok() && dst.is_ok());
+  fill(*src, rows, 0.25f);  // the ring layer's rows, and the full layer's first rows
+  for (int64_t i = 0; i < written * dim; ++i) src->k(0)[i] = float(i);
+  src->set_used(written);
+  ASSERT_TRUE(dst->copy_prefix_from(*src, written).is_ok());
+  EXPECT_EQ(dst->used(), written);
+  for (int64_t i = 0; i < written * dim; ++i) ASSERT_EQ(dst->k(0)[i], float(i)) << i;
+  for (int64_t i = 0; i < rows * dim; ++i) {
+    EXPECT_EQ(dst->k(1)[i], src->k(1)[i]) << i;
+    EXPECT_EQ(dst->v(1)[i], src->v(1)[i]) << i;
+  }
+  for (int64_t m : {int64_t(1), written - rows, written - 2, written})
+    EXPECT_EQ(dst->reusable_prefix(m), src->reusable_prefix(m)) << m;
+  // Position 5's window was overwritten in the source's ring: no copy of that prefix.
+  auto refused = dst->copy_prefix_from(*src, 5);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.message().find("sliding-window"), std::string::npos) << refused.message();
+}
+
+TEST_F(KvCacheTest, CopyPrefixRefusesOtherShapesAndMissingPositions) {
+  auto src = KvCache::create(layers(2), 16, 4);
+  ASSERT_TRUE(src.is_ok());
+  src->set_used(6);
+  auto beyond = KvCache::create(layers(2), 16, 4);
+  ASSERT_TRUE(beyond.is_ok());
+  auto st = beyond->copy_prefix_from(*src, 7);
+  ASSERT_FALSE(st.is_ok()) << "beyond used";
+  EXPECT_NE(st.message().find("holding 6"), std::string::npos) << st.message();
+  EXPECT_FALSE(beyond->copy_prefix_from(*src, -1).is_ok());
+  EXPECT_FALSE(src->copy_prefix_from(*src, 2).is_ok()) << "itself";
+  auto other_dim = KvCache::create(layers(2), 16, 8);
+  auto other_cap = KvCache::create(layers(2), 32, 4);
+  auto other_layers = KvCache::create(layers(3), 16, 4);
+  auto other_ring = KvCache::create(layers(2), 16, 4, {0, 4}, 2);
+  for (auto* dst : {&other_dim, &other_cap, &other_layers, &other_ring}) {
+    ASSERT_TRUE(dst->is_ok());
+    auto mismatch = (*dst)->copy_prefix_from(*src, 3);
+    ASSERT_FALSE(mismatch.is_ok());
+    EXPECT_NE(mismatch.message().find("different"), std::string::npos) << mismatch.message();
+    EXPECT_EQ((*dst)->used(), 0);
+  }
 }
 
 TEST_F(KvCacheTest, MoveTransfersTheBuffers) {

@@ -1,0 +1,297 @@
+// The continuous-batching Scheduler (runtime/scheduler.h) on kjv-13m: a prompt prefix copied from
+// another slot's cache gives the cold run's output, several choices per request share one
+// prefill and follow their own seeds, a request waits for enough free slots, and the counters
+// say where each prompt token came from.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <set>
+
+#include "runtime/scheduler.h"
+#include "runtime/session.h"
+#include "support/test-data.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hearth {
+namespace {
+
+using namespace std::chrono_literals;
+
+class SchedulerTest : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    LoadOptions opt;
+    opt.n_threads = 1;  // a 13M model: a second thread costs more in hand-offs than it saves
+    opt.use_weight_cache = false;
+    auto e = Engine::load(test::shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf"), opt);
+    ASSERT_TRUE(e.is_ok()) << e.message();
+    engine_ = e.value();
+  }
+  static void TearDownTestSuite() { engine_.reset(); }
+
+  static std::vector<int32_t> encode(const std::string& text) {
+    return engine_->tokenizer().encode(text, /*add_special=*/true);
+  }
+
+  static std::shared_ptr<Job> job(const std::vector<int32_t>& prompt, int max_tokens,
+                                  float temperature = 0, uint64_t seed = 0xFFFFFFFF) {
+    auto j = std::make_shared<Job>();
+    j->prompt = prompt;
+    j->generate.max_tokens = max_tokens;
+    j->generate.ignore_eos = true;
+    j->generate.sampling.temperature = temperature;
+    j->generate.sampling.seed = seed;
+    return j;
+  }
+
+  // Waits (bounded) for the job to finish; returns its text.
+  static std::string finish(Job& j) {
+    std::string text;
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    while (!j.wait_text(50ms, &text))
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "job did not finish in time";
+        j.cancel();
+        break;
+      }
+    return text;
+  }
+
+  // What `hearth run --temp 0` prints for the prompt: a fresh session, nothing cached.
+  static std::vector<int32_t> cold_greedy(const std::vector<int32_t>& prompt, int max_tokens,
+                                          int64_t ctx) {
+    Session session(engine_, ctx);
+    EXPECT_TRUE(session.init().is_ok());
+    GenerateOptions opt;
+    opt.max_tokens = max_tokens;
+    opt.ignore_eos = true;
+    opt.sampling.temperature = 0;
+    auto r = session.generate(prompt, opt);
+    EXPECT_TRUE(r.is_ok()) << r.message();
+    return r ? r->tokens : std::vector<int32_t>{};
+  }
+
+  static std::shared_ptr<Engine> engine_;
+};
+std::shared_ptr<Engine> SchedulerTest::engine_;
+
+// A shared "system prompt" of well over kMinCopiedPrefix tokens, then a per-user question.
+const std::string kShared =
+    "In the beginning God created the heaven and the earth. And the earth was without form, and "
+    "void; and darkness was upon the face of the deep. And the Spirit of God moved upon the face "
+    "of the waters. And God said, Let there be light: and there was light.";
+
+TEST_F(SchedulerTest, PrefixCopiedFromABusySlotGivesTheColdOutput) {
+  SchedulerOptions o;
+  o.parallel = 2;
+  o.ctx_size = 1024;
+  Scheduler sched(engine_, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  const auto shared = encode(kShared);
+  const auto first_prompt = encode(kShared + " And the king said");
+  const auto second_prompt = encode(kShared + " Who was David");
+  // The first request runs long enough to keep its slot busy while the second one is placed.
+  auto busy = job(first_prompt, int(o.ctx_size) - int(first_prompt.size()) - 1);
+  ASSERT_EQ(sched.submit(busy), Scheduler::Submit::kOk);
+  std::string text;
+  while (text.empty() && !busy->wait_text(50ms, &text)) {
+  }
+  const int max_tokens = 32;
+  auto second = job(second_prompt, max_tokens);
+  ASSERT_EQ(sched.submit(second), Scheduler::Submit::kOk);
+  finish(*second);
+  EXPECT_FALSE(busy->wait_text(0ms, &text)) << "the source slot finished before the copy";
+  busy->cancel();
+  finish(*busy);
+
+  EXPECT_EQ(second->finish_reason(), "length");
+  EXPECT_EQ(second->output_tokens(), cold_greedy(second_prompt, max_tokens, o.ctx_size));
+  // The common prefix came from the busy slot; only the question was computed.
+  size_t common = 0;
+  while (common < shared.size() && shared[common] == second_prompt[common]) ++common;
+  EXPECT_GE(second->cached_tokens(), int64_t(common) - 1);
+  EXPECT_LT(second->cached_tokens(), int64_t(second_prompt.size()));
+  const SchedulerStats s = sched.stats();
+  EXPECT_EQ(s.prefix_hits_copied, 1);
+  EXPECT_EQ(s.prefix_tokens_copied, second->cached_tokens());
+  EXPECT_EQ(s.prefix_hits_same_slot, 0);
+  EXPECT_EQ(s.prompt_evaluated,
+            int64_t(first_prompt.size() + second_prompt.size()) - second->cached_tokens());
+  EXPECT_EQ(s.prompt_tokens, int64_t(first_prompt.size() + second_prompt.size()));
+  sched.stop();
+}
+
+// gemma2-tiny's sliding layers (window 8) keep a ring of window + one pass (520 rows). The busy
+// slot has written past the ring's end, so its rows wrapped; the copy takes the ring as it
+// stands and the answer still equals a cold run's.
+TEST_F(SchedulerTest, PrefixCopiedFromAWrappedRingGivesTheColdOutput) {
+  LoadOptions lo;
+  lo.n_threads = 1;
+  lo.use_weight_cache = false;
+  auto loaded = Engine::load(test::shared_path("goldens/gemma2-tiny"), lo);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.message();
+  std::shared_ptr<const Engine> gemma = loaded.value();
+  SchedulerOptions o;
+  o.parallel = 2;
+  o.ctx_size = 1024;
+  Scheduler sched(gemma, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  auto ring = gemma->model().new_kv_cache(o.ctx_size);
+  ASSERT_TRUE(ring.is_ok());
+  int64_t ring_rows = 0;
+  for (int64_t l = 0; l < ring->n_layers(); ++l)
+    ring_rows = std::max(ring_rows, ring->ring_rows(l));
+  ASSERT_GT(ring_rows, 0) << "gemma2-tiny should have ring layers at this context";
+  // A prompt longer than the ring, so that the copied prefix itself has wrapped.
+  std::vector<int32_t> shared;
+  for (int i = 0; int64_t(shared.size()) < ring_rows + 40; ++i)
+    shared.push_back(300 + (i * 37) % 500);
+  auto first_prompt = shared, second_prompt = shared;
+  first_prompt.insert(first_prompt.end(), {1000, 1001, 1002});
+  second_prompt.insert(second_prompt.end(), {2000, 2001, 2002, 2003});
+  auto busy = job(first_prompt, int(o.ctx_size) - int(first_prompt.size()) - 1);
+  ASSERT_EQ(sched.submit(busy), Scheduler::Submit::kOk);
+  std::string text;
+  while (busy->output_tokens().empty() && !busy->wait_text(20ms, &text)) {
+  }
+  const int max_tokens = 16;
+  auto second = job(second_prompt, max_tokens);
+  ASSERT_EQ(sched.submit(second), Scheduler::Submit::kOk);
+  finish(*second);
+  EXPECT_FALSE(busy->wait_text(0ms, &text)) << "the source slot finished before the copy";
+  busy->cancel();
+  finish(*busy);
+  EXPECT_EQ(sched.stats().prefix_hits_copied, 1);
+  EXPECT_EQ(second->cached_tokens(), int64_t(shared.size()));
+  Session session(gemma, o.ctx_size);
+  ASSERT_TRUE(session.init().is_ok());
+  GenerateOptions g;
+  g.max_tokens = max_tokens;
+  g.ignore_eos = true;
+  g.sampling.temperature = 0;
+  auto cold = session.generate(second_prompt, g);
+  ASSERT_TRUE(cold.is_ok()) << cold.message();
+  EXPECT_EQ(second->output_tokens(), cold->tokens);
+  sched.stop();
+}
+
+TEST_F(SchedulerTest, GreedyChoicesEachEqualTheColdRun) {
+  SchedulerOptions o;
+  o.parallel = 3;
+  o.ctx_size = 256;
+  Scheduler sched(engine_, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  const auto prompt = encode("And the king said");
+  const int max_tokens = 24;
+  std::vector<std::shared_ptr<Job>> choices;
+  for (int i = 0; i < 3; ++i) choices.push_back(job(prompt, max_tokens, 0, choice_seed(5, i)));
+  ASSERT_EQ(sched.submit_choices(choices), Scheduler::Submit::kOk);
+  const auto expected = cold_greedy(prompt, max_tokens, o.ctx_size);
+  for (auto& c : choices) {
+    finish(*c);
+    EXPECT_EQ(c->output_tokens(), expected);
+    EXPECT_EQ(c->prompt_tokens(), int64_t(prompt.size()));
+  }
+  const SchedulerStats s = sched.stats();
+  EXPECT_EQ(s.prompt_tokens, int64_t(prompt.size())) << "the prompt counts once";
+  EXPECT_EQ(s.prompt_evaluated, int64_t(prompt.size())) << "and is computed once";
+  EXPECT_EQ(s.generated_tokens, 3 * max_tokens);
+  sched.stop();
+}
+
+TEST_F(SchedulerTest, SampledChoicesFollowTheirSeedsAndRepeat) {
+  SchedulerOptions o;
+  o.parallel = 3;
+  o.ctx_size = 256;
+  Scheduler sched(engine_, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  const auto prompt = encode("And God said");
+  auto run = [&](uint64_t seed) {
+    std::vector<std::shared_ptr<Job>> choices;
+    for (int i = 0; i < 3; ++i) {
+      choices.push_back(job(prompt, 24, 1.0f, choice_seed(seed, i)));
+      choices.back()->logprobs_top = 2;
+    }
+    EXPECT_EQ(sched.submit_choices(choices), Scheduler::Submit::kOk);
+    std::vector<std::string> texts;
+    for (auto& c : choices) {
+      texts.push_back(finish(*c));
+      EXPECT_EQ(c->logprobs().size(), c->output_tokens().size());
+    }
+    return texts;
+  };
+  const auto a = run(1234), b = run(1234);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(std::set<std::string>(a.begin(), a.end()).size(), 3u) << "choices are independent";
+  // Choice 0 is what the same request with n = 1 answers.
+  auto single = job(prompt, 24, 1.0f, 1234);
+  ASSERT_EQ(sched.submit(single), Scheduler::Submit::kOk);
+  EXPECT_EQ(finish(*single), a[0]);
+  sched.stop();
+}
+
+TEST_F(SchedulerTest, ChoicesWaitForEnoughFreeSlots) {
+  SchedulerOptions o;
+  o.parallel = 2;
+  o.ctx_size = 512;
+  Scheduler sched(engine_, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  const auto prompt = encode("And the king said");
+  auto busy = job(prompt, 400);
+  ASSERT_EQ(sched.submit(busy), Scheduler::Submit::kOk);
+  std::string text;
+  while (text.empty() && !busy->wait_text(50ms, &text)) {
+  }
+  std::vector<std::shared_ptr<Job>> pair = {job(prompt, 4), job(prompt, 4)};
+  ASSERT_EQ(sched.submit_choices(pair), Scheduler::Submit::kOk);
+  // One slot is free, the request needs two: it waits in the queue.
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(sched.stats().queue_depth, 1);
+  EXPECT_FALSE(pair[0]->wait_text(0ms, &text));
+  busy->cancel();
+  for (auto& c : pair) {
+    finish(*c);
+    EXPECT_EQ(c->finish_reason(), "length");
+    EXPECT_EQ(c->output_tokens().size(), 4u);
+  }
+  // More choices than slots, none, or choices of different prompts are refused.
+  EXPECT_EQ(sched.submit_choices({job(prompt, 4), job(prompt, 4), job(prompt, 4)}),
+            Scheduler::Submit::kInvalidChoices);
+  EXPECT_EQ(sched.submit_choices({}), Scheduler::Submit::kInvalidChoices);
+  EXPECT_EQ(sched.submit_choices({job(prompt, 4), job(encode("Amen"), 4)}),
+            Scheduler::Submit::kInvalidChoices);
+  sched.stop();
+}
+
+TEST_F(SchedulerTest, ACancelledRequestEndsEveryChoice) {
+  SchedulerOptions o;
+  o.parallel = 3;
+  o.ctx_size = 512;
+  Scheduler sched(engine_, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  const auto prompt = encode(kShared);
+  std::vector<std::shared_ptr<Job>> choices;
+  for (int i = 0; i < 3; ++i) choices.push_back(job(prompt, 400, 0.8f, choice_seed(9, i)));
+  for (auto& c : choices) c->cancel();  // the client left before (or while) it was placed
+  ASSERT_EQ(sched.submit_choices(choices), Scheduler::Submit::kOk);
+  for (auto& c : choices) {
+    finish(*c);
+    EXPECT_EQ(c->finish_reason(), "cancelled");
+  }
+  EXPECT_TRUE(sched.wait_idle(10s));
+  EXPECT_EQ(sched.stats().slots_busy, 0);
+  sched.stop();
+}
+
+TEST(ChoiceSeed, FirstChoiceKeepsTheSeedOthersDifferAndRandomStaysRandom) {
+  EXPECT_EQ(choice_seed(42, 0), 42u);
+  std::set<uint64_t> seen;
+  for (int i = 0; i < 8; ++i) seen.insert(choice_seed(42, i));
+  EXPECT_EQ(seen.size(), 8u);
+  EXPECT_EQ(choice_seed(42, 3), choice_seed(42, 3));
+  EXPECT_NE(choice_seed(42, 1), choice_seed(43, 1));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(choice_seed(0xFFFFFFFF, i), 0xFFFFFFFFu);
+}
+
+}  // namespace
+}  // namespace hearth
