@@ -135,7 +135,7 @@ Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSeg
 }
 
 DecodeStepKey Model::step_key(size_t g, const ForwardScratch& scratch, KvCache& kv) const {
-  return {scratch.per_backend[g].x, scratch.per_backend[g].capacity_tokens, kv.k(groups_[g].first)};
+  return {scratch.per_backend[g].x, scratch.per_backend[g].capacity_tokens, kv.k_data(groups_[g].first)};
 }
 
 void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
@@ -232,8 +232,10 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
     mask.ring_rows = s.kv->ring_rows(l);
     // A ring's row is the backend's to compute (a replayed decode step knows its position only
     // on the device).
-    be->store_kv(s.kv->k(l), b.k + row * KVD, s.pos0, KVD, s.n_tokens, mask.ring_rows);
-    be->store_kv(s.kv->v(l), b.v + row * KVD, s.pos0, KVD, s.n_tokens, mask.ring_rows);
+    be->store_kv(s.kv->k_data(l), s.kv->k(l).type, b.k + row * KVD, s.pos0, KVD, s.n_tokens,
+                 mask.ring_rows);
+    be->store_kv(s.kv->v_data(l), s.kv->v(l).type, b.v + row * KVD, s.pos0, KVD, s.n_tokens,
+                 mask.ring_rows);
     if (mask.plain())  // the Llama path: backends fuse and capture this one
       be->attention(b.q + row * QD, s.kv->k(l), s.kv->v(l), b.attn + row * QD, s.n_tokens, s.pos0,
                     hp_.n_head, hp_.n_head_kv, HD, hp_.query_scale);
