@@ -220,6 +220,12 @@ hearth_status hearth_session_create(hearth_model* model, const hearth_session_pa
                     std::string("hearth_session_create: ") + field + " = " +
                         std::to_string(value) +
                         " is not a cache type (HEARTH_CACHE_TYPE_F32, F16, BF16 or Q8_0)");
+      const int64_t head_dim = model->engine->model().hparams().head_dim;
+      if (*t == DType::Q8_0 && head_dim % 32 != 0)
+        return fail(HEARTH_ERR_INVALID_ARGUMENT,
+                    std::string("hearth_session_create: ") + field +
+                        " q8_0 needs a head_dim that is a multiple of 32; this model's is " +
+                        std::to_string(head_dim));
       *out = *t;
     }
     auto s = std::make_unique<hearth_session>();

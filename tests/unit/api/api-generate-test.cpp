@@ -214,6 +214,41 @@ TEST(ApiGenerate, StateSaveRestoreResumesIdentically) {
   for (hearth_session* s : {s1, s2, s3, tiny}) hearth_session_free(s);
 }
 
+// A blob holds its cache types: a session of other types refuses it naming both; one of the
+// same types resumes it (q8_0 here).
+TEST(ApiGenerate, StateFollowsTheCacheTypes) {
+  const Golden& g = tiny_golden();
+  auto session_of = [](int32_t k, int32_t v) {
+    hearth_sampling_params sp;
+    EXPECT_EQ(hearth_sampling_params_init(&sp, sizeof sp), HEARTH_OK);
+    sp.temperature = 0;  // greedy: the continuation depends on the cache only
+    hearth_session_params p;
+    EXPECT_EQ(hearth_session_params_init(&p, sizeof p), HEARTH_OK);
+    p.n_ctx = 128;
+    p.sampling = &sp;
+    p.cache_type_k = k;
+    p.cache_type_v = v;
+    hearth_session* s = nullptr;
+    EXPECT_EQ(hearth_session_create(tiny_model(), &p, &s), HEARTH_OK) << hearth_last_error();
+    return s;
+  };
+  hearth_session* q8 = session_of(HEARTH_CACHE_TYPE_Q8_0, HEARTH_CACHE_TYPE_Q8_0);
+  generate_ids(q8, g.gen_prompt, 6);
+  const std::vector<unsigned char> blob = save_state(q8);
+  const std::vector<int32_t> cont = generate_ids(q8, {}, 8);
+  hearth_session* same = session_of(HEARTH_CACHE_TYPE_Q8_0, HEARTH_CACHE_TYPE_Q8_0);
+  ASSERT_EQ(hearth_session_state_load(same, blob.data(), blob.size()), HEARTH_OK)
+      << hearth_last_error();
+  EXPECT_EQ(generate_ids(same, {}, 8), cont);
+  hearth_session* other = session_of(HEARTH_CACHE_TYPE_F16, HEARTH_CACHE_TYPE_Q8_0);
+  EXPECT_EQ(hearth_session_state_load(other, blob.data(), blob.size()), HEARTH_ERR_BAD_STATE);
+  EXPECT_NE(std::string(hearth_last_error()).find("q8_0 K / q8_0 V rows; this session's holds "
+                                                  "f16 / q8_0"),
+            std::string::npos)
+      << hearth_last_error();
+  for (hearth_session* s : {q8, same, other}) hearth_session_free(s);
+}
+
 TEST(ApiGenerate, SampledStateResumesIdentically) {
   const Golden& g = tiny_golden();
   hearth_session* s1 = new_session(tiny_model(), 128, /*temperature=*/0.9f, /*seed=*/7);

@@ -289,7 +289,8 @@ TEST_F(KvCacheTest, StoreKvConvertsAndWrapsARing) {
   for (size_t i = 0; i < src.size(); ++i) src[i] = float(int(i % 29) - 14) / 7.0f;
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
     const int64_t row = kernels::kv_row_bytes(t, dim);
-    std::vector<uint8_t> cache(size_t(ring * row), 0), want(size_t(row));
+    std::vector<uint8_t> cache(static_cast<size_t>(ring * row), 0);
+    std::vector<uint8_t> want(static_cast<size_t>(row));
     cpu->store_kv(cache.data(), t, src.data(), 18, dim, n, ring);
     for (int64_t i = 0; i < n; ++i) {
       kernels::store_kv_rows(t, src.data() + i * dim, want.data(), 1, dim);
