@@ -5,6 +5,8 @@
 // portable loops.
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "kernels/cpu/small-ops.h"
 #include "kernels/quant-blocks.h"
 
@@ -33,6 +35,11 @@ struct LoadQ8_0 {
   }
 };
 
+inline __m256 widen_q8(const int8_t* qs) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs))));
+}
+
 inline float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -47,6 +54,18 @@ void scores_typed(const float* q, const void* k, int64_t k_stride, int64_t nk, i
   const Load load;
   for (int64_t j = 0; j < nk; ++j) {
     const uint8_t* row = kb + j * k_stride;
+    if constexpr (std::is_same_v<Load, LoadQ8_0>) {  // a block's products summed, scaled once
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t i = 0; i < hd; i += kQK32, ++blk) {
+        __m256 sum = _mm256_mul_ps(_mm256_loadu_ps(q + i), widen_q8(blk->qs));
+        for (int c = 8; c < kQK32; c += 8)
+          sum = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + c), widen_q8(blk->qs + c), sum);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(blk->d)), sum, acc);
+      }
+      s[j] = hsum(acc) * scale;
+      continue;
+    }
     __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= hd; i += 16) {
@@ -70,9 +89,15 @@ void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_
     __m256 a[4];
     for (int r = 0; r < 4; ++r) a[r] = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + i + 8 * r));
     for (int64_t j = 0; j < nk; ++j) {
-      const __m256 pj = _mm256_set1_ps(p[j]);
       const uint8_t* row = vb + j * v_stride;
-      for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(pj, load(row, i + 8 * r), a[r]);
+      if constexpr (std::is_same_v<Load, LoadQ8_0>) {  // 32 columns = one block: one scale
+        const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + i / kQK32;
+        const __m256 w = _mm256_set1_ps(p[j] * _cvtsh_ss(blk->d));
+        for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(w, widen_q8(blk->qs + 8 * r), a[r]);
+      } else {
+        const __m256 pj = _mm256_set1_ps(p[j]);
+        for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(pj, load(row, i + 8 * r), a[r]);
+      }
     }
     for (int r = 0; r < 4; ++r) _mm256_storeu_ps(acc + i + 8 * r, a[r]);
   }

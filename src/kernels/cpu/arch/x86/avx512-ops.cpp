@@ -3,6 +3,8 @@
 // through small_ops() after cpuid says yes. Tails use masked loads, so any length is exact.
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "kernels/cpu/small-ops.h"
 #include "kernels/quant-blocks.h"
 
@@ -239,6 +241,22 @@ inline __m512 partial_dot(const float* q, const uint8_t* row, int64_t hd, Load l
   return _mm512_add_ps(a, b);
 }
 
+// q8_0: a block's 32 products summed before its one scale (instead of scaling every value).
+inline __m512 widen_q8(const int8_t* qs) {
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))));
+}
+inline __m512 partial_dot(const float* q, const uint8_t* row, int64_t hd, LoadQ8_0) {
+  const auto* b = reinterpret_cast<const BlockQ8_0*>(row);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < hd; i += kQK32, ++b) {
+    const __m512 block = _mm512_fmadd_ps(_mm512_loadu_ps(q + i + 16), widen_q8(b->qs + 16),
+                                         _mm512_mul_ps(_mm512_loadu_ps(q + i), widen_q8(b->qs)));
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(b->d)), block, acc);
+  }
+  return acc;
+}
+
 // As scores: 16 keys reduced at once (sum_each_16).
 template <class Load, KvRowFn Fallback>
 void scores_typed(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
@@ -269,9 +287,18 @@ void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_
     __m512 a[4];
     for (int r = 0; r < 4; ++r) a[r] = _mm512_mul_ps(cv, _mm512_loadu_ps(acc + i + 16 * r));
     for (int64_t j = 0; j < nk; ++j) {
-      const __m512 pj = _mm512_set1_ps(p[j]);
       const uint8_t* row = vb + j * v_stride;
-      for (int r = 0; r < 4; ++r) a[r] = _mm512_fmadd_ps(pj, load(row, i + 16 * r), a[r]);
+      if constexpr (std::is_same_v<Load, LoadQ8_0>) {  // p[j] and the block scale folded once
+        const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + i / kQK32;
+        for (int b = 0; b < 2; ++b) {
+          const __m512 w = _mm512_set1_ps(p[j] * _cvtsh_ss(blk[b].d));
+          a[2 * b] = _mm512_fmadd_ps(w, widen_q8(blk[b].qs), a[2 * b]);
+          a[2 * b + 1] = _mm512_fmadd_ps(w, widen_q8(blk[b].qs + 16), a[2 * b + 1]);
+        }
+      } else {
+        const __m512 pj = _mm512_set1_ps(p[j]);
+        for (int r = 0; r < 4; ++r) a[r] = _mm512_fmadd_ps(pj, load(row, i + 16 * r), a[r]);
+      }
     }
     for (int r = 0; r < 4; ++r) _mm512_storeu_ps(acc + i + 16 * r, a[r]);
   }
