@@ -375,8 +375,22 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
                          std::to_string(longest - o.depth) +
                          " tokens) exceeds the model's context of " + std::to_string(n_ctx) +
                          " tokens");
-  HEARTH_ASSIGN_OR_RETURN(KvCache kv, model->new_kv_cache(int64_t(max_p) + o.n_gen + 8 + o.depth));
-  rep.kv_bytes = kv.bytes();
+  if (o.kv_types.empty()) return Status::error("bench: no KV cache types to run");
+  // One cache per KV type; every test runs on each, alternating within a repetition so drift
+  // (heat, other load) spreads over all of them.
+  struct TypedCache {
+    KvCache kv;
+    std::string label;  // " kv f16", " kv q8_0/f16" (K/V)
+  };
+  std::vector<TypedCache> caches;
+  for (const KvCacheTypes& t : o.kv_types) {
+    HEARTH_ASSIGN_OR_RETURN(KvCache kv,
+                            model->new_kv_cache(int64_t(max_p) + o.n_gen + 8 + o.depth, t));
+    std::string label = std::string(" kv ") + kv_type_name(t.k);
+    if (t.v != t.k) label += std::string("/") + kv_type_name(t.v);
+    caches.push_back({std::move(kv), label});
+  }
+  rep.kv_bytes = caches.front().kv.bytes();
   ForwardScratch scratch;
   std::vector<float> logits;
   std::mt19937 rng(42);
@@ -388,23 +402,28 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   };
 
   say("warm-up");
-  kv.set_used(0);
   // The largest prompt once, so one-time costs (scratch growth, GEMM library setup, per-weight
   // device copies made at the first prefill) land here and not in the first timed repetition.
-  HEARTH_TRY(model->prefill(kv, tokens(std::max(1, max_p)), scratch, &logits));
-  for (int i = 0; i < 4 && o.n_gen > 0; ++i) HEARTH_TRY(model->decode(kv, 1, scratch, &logits));
-  // The depth's tokens, once: every row starts at kv.set_used(depth) and writes only after it.
-  if (o.depth > 0) {
-    say("filling " + std::to_string(o.depth) + " tokens of depth");
-    kv.set_used(0);
-    for (int done = 0; done < o.depth;) {
-      const int chunk = std::min(512, o.depth - done);
-      HEARTH_TRY(model->prefill(kv, tokens(chunk), scratch, &logits));
-      done += chunk;
+  const std::vector<int32_t> warm_prompt = tokens(std::max(1, max_p));
+  const std::vector<int32_t> depth_tokens = tokens(o.depth);
+  for (TypedCache& c : caches) {
+    c.kv.set_used(0);
+    HEARTH_TRY(model->prefill(c.kv, warm_prompt, scratch, &logits));
+    for (int i = 0; i < 4 && o.n_gen > 0; ++i) HEARTH_TRY(model->decode(c.kv, 1, scratch, &logits));
+    // The depth's tokens, once: every row starts at kv.set_used(depth) and writes only after it.
+    if (o.depth > 0) {
+      say("filling " + std::to_string(o.depth) + " tokens of depth" + c.label);
+      c.kv.set_used(0);
+      for (int done = 0; done < o.depth;) {
+        const int chunk = std::min(512, o.depth - done);
+        const std::vector<int32_t> part(depth_tokens.begin() + done,
+                                        depth_tokens.begin() + done + chunk);
+        HEARTH_TRY(model->prefill(c.kv, part, scratch, &logits));
+        done += chunk;
+      }
     }
   }
   const int64_t depth = o.depth;
-  const double kv_row = kv_bytes_per_position(kv);
   const std::string at_depth = depth > 0 ? " @ d" + std::to_string(depth) : "";
 
   // Decode reads each layer group's weights from its backend's memory: the roofline's time per
@@ -429,40 +448,50 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     if (p == 0) continue;
     say("pp" + std::to_string(p) + at_depth);
     const std::vector<int32_t> prompt = tokens(p);
-    std::vector<double> ttft;
-    HEARTH_ASSIGN_OR_RETURN(Measured m, measure(o.reps, p, gpu, [&]() -> Status {
-                              kv.set_used(depth);
-                              const auto t0 = Clock::now();
-                              HEARTH_TRY(model->prefill(kv, prompt, scratch, &logits));
-                              (void)argmax(logits);
-                              ttft.push_back(ms_since(t0));
-                              return Status::ok();
-                            }));
+    std::vector<Measured> m(caches.size());
+    std::vector<std::vector<double>> ttft(caches.size());
+    for (int r = 0; r < o.reps; ++r) {
+      for (size_t i = 0; i < caches.size(); ++i) {
+        KvCache& kv = caches[i].kv;
+        HEARTH_ASSIGN_OR_RETURN(Measured one, measure(1, p, gpu, [&]() -> Status {
+                                  kv.set_used(depth);
+                                  const auto t0 = Clock::now();
+                                  HEARTH_TRY(model->prefill(kv, prompt, scratch, &logits));
+                                  (void)argmax(logits);
+                                  ttft[i].push_back(ms_since(t0));
+                                  return Status::ok();
+                                }));
+        append(m[i], one, r);
+      }
+    }
     const auto [peak_gops, compute_bound] = prefill_peak(p);
     const double compute_max = peak_gops * 1e9 / (shape.prefill_flops(p, depth) / p);
-    // The weights once and the cache it attends to (depth and the prompt's own rows).
-    const double bw_max =
-        bandwidth_roofline(double(rep.weight_bytes) + kv_row * double(depth + p), p);
-    // The GPU's matrix peak is not probed: with layers there, no prefill roofline is claimed.
-    Figure f{"pp" + std::to_string(p) + at_depth,
-             "tok/s",
-             Stat::of(m.tok_s),
-             gpu_share > 0 ? std::nullopt : std::optional<double>(std::min(compute_max, bw_max)),
-             gpu_share > 0           ? "n/a (GPU peak not probed)"
-             : compute_max <= bw_max ? compute_bound
-                                     : "bandwidth",
-             m.jpt,
-             m.gpu_jpt};
-    figs.push_back(f);
-    figs.push_back(
-        {"ttft pp" + std::to_string(p) + at_depth, "ms", Stat::of(ttft), std::nullopt, "", {}});
+    for (size_t i = 0; i < caches.size(); ++i) {
+      // The weights once and the cache it attends to (depth and the prompt's own rows).
+      const double kv_row = kv_bytes_per_position(caches[i].kv);
+      const double bw_max =
+          bandwidth_roofline(double(rep.weight_bytes) + kv_row * double(depth + p), p);
+      const std::string name = "pp" + std::to_string(p) + at_depth + caches[i].label;
+      // The GPU's matrix peak is not probed: with layers there, no prefill roofline is claimed.
+      Figure f{name,
+               "tok/s",
+               Stat::of(m[i].tok_s),
+               gpu_share > 0 ? std::nullopt : std::optional<double>(std::min(compute_max, bw_max)),
+               gpu_share > 0           ? "n/a (GPU peak not probed)"
+               : compute_max <= bw_max ? compute_bound
+                                       : "bandwidth",
+               m[i].jpt,
+               m[i].gpu_jpt};
+      figs.push_back(f);
+      figs.push_back({"ttft " + name, "ms", Stat::of(ttft[i]), std::nullopt, "", {}});
+    }
   }
   if (o.n_gen > 0) {
     const std::string tg = "tg" + std::to_string(o.n_gen);
     say(tg + at_depth + (o.sampling ? " greedy and sampled, alternating" : ""));
     // Greedy through Model::decode_greedy, as generation runs it: on a backend that chains
     // steps (CUDA) the argmax stays on the device and the host queues steps ahead.
-    auto greedy = [&]() -> Status {
+    auto greedy = [&](KvCache& kv) -> Status {
       kv.set_used(depth);
       HEARTH_TRY(model->prefill(kv, {1}, scratch, &logits));
       HEARTH_ASSIGN_OR_RETURN(GreedyRun run, model->decode_greedy(kv, 1, o.n_gen, scratch,
@@ -485,7 +514,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
       history.reserve(size_t(o.n_gen) + 1);
     }
     const int32_t n_vocab = int32_t(model->hparams().n_vocab);
-    auto sampled = [&]() -> Status {
+    auto sampled = [&](KvCache& kv) -> Status {
       kv.set_used(depth);
       history.assign(1, 1);
       HEARTH_TRY(model->prefill(kv, {1}, scratch, &logits));
@@ -509,21 +538,31 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
       }
       return Status::ok();
     };
-    Measured mg, ms;
+    std::vector<Measured> mg(caches.size()), ms(caches.size());
     for (int r = 0; r < o.reps; ++r) {
-      HEARTH_ASSIGN_OR_RETURN(Measured one, measure(1, o.n_gen, gpu, greedy));
-      append(mg, one, r);
-      if (!sampler) continue;
-      HEARTH_ASSIGN_OR_RETURN(Measured two, measure(1, o.n_gen, gpu, sampled));
-      append(ms, two, r);
+      for (size_t i = 0; i < caches.size(); ++i) {
+        KvCache& kv = caches[i].kv;
+        HEARTH_ASSIGN_OR_RETURN(Measured one,
+                                measure(1, o.n_gen, gpu, [&]() { return greedy(kv); }));
+        append(mg[i], one, r);
+        if (!sampler) continue;
+        HEARTH_ASSIGN_OR_RETURN(Measured two,
+                                measure(1, o.n_gen, gpu, [&]() { return sampled(kv); }));
+        append(ms[i], two, r);
+      }
     }
-    // Weights once per token, and the cache rows it attends to (depth + the mean position).
-    const double bytes = double(rep.weight_bytes) + kv_row * (double(depth) + 1 + o.n_gen / 2.0);
-    figs.push_back({tg + at_depth, "tok/s", Stat::of(mg.tok_s), bandwidth_roofline(bytes, 1),
-                    "bandwidth", mg.jpt, mg.gpu_jpt});
-    if (sampler)
-      figs.push_back({tg + " sampled" + at_depth, "tok/s", Stat::of(ms.tok_s),
-                      bandwidth_roofline(bytes, 1), "bandwidth", ms.jpt, ms.gpu_jpt});
+    for (size_t i = 0; i < caches.size(); ++i) {
+      // Weights once per token, and the cache rows it attends to (depth + the mean position).
+      const double kv_row = kv_bytes_per_position(caches[i].kv);
+      const double bytes =
+          double(rep.weight_bytes) + kv_row * (double(depth) + 1 + o.n_gen / 2.0);
+      figs.push_back({tg + at_depth + caches[i].label, "tok/s", Stat::of(mg[i].tok_s),
+                      bandwidth_roofline(bytes, 1), "bandwidth", mg[i].jpt, mg[i].gpu_jpt});
+      if (sampler)
+        figs.push_back({tg + " sampled" + at_depth + caches[i].label, "tok/s",
+                        Stat::of(ms[i].tok_s), bandwidth_roofline(bytes, 1), "bandwidth",
+                        ms[i].jpt, ms[i].gpu_jpt});
+    }
   }
   figs.insert(figs.end(), loads.begin(), loads.end());
   rep.figures = figs;

@@ -74,6 +74,10 @@ void run(const BenchArgs& a) {
   o.cuda = a.rt.cuda;
   o.keep = a.keep;
   o.depth = a.depth;
+  // Every K type with every V type (llama-bench's lists), alternated within each test.
+  o.kv_types.clear();
+  for (DType k : a.rt.cache_types_k)
+    for (DType v : a.rt.cache_types_v) o.kv_types.push_back({k, v});
   if (a.sampled) o.sampling = a.sampling;
   o.progress = [](const std::string& s) { std::fprintf(stderr, "hearth bench: %s\n", s.c_str()); };
   const bench::BenchReport r = check(bench::run_bench(o));

@@ -18,7 +18,7 @@ void run(const LogitsArgs& a) {
   auto engine = load_engine_or_exit(a.rt, true);
   const std::vector<int32_t> ids = parse_token_list(a.tokens_text);
   const int64_t n_ctx = std::max<int64_t>(int64_t(ids.size()), context_size(a.rt, *engine));
-  Session session(engine, n_ctx);
+  Session session(engine, n_ctx, kv_cache_types(a.rt));
   check(session.init());
   std::vector<float> logits = check(session.all_logits(ids));
   OwnedTensor t;

@@ -47,7 +47,7 @@ void run(const RunArgs& a) {
     prompt = tok.encode(prompt_text, /*add_special=*/true);
     if (prompt.empty()) fail("the prompt is empty");
   }
-  Session session(engine, context_size(a.rt, *engine));
+  Session session(engine, context_size(a.rt, *engine), kv_cache_types(a.rt));
   check(session.init());
 
   GenerateOptions opt;

@@ -67,6 +67,7 @@ void serve(ServeArgs& a) {
          " makes the server reachable from other machines; give --api-key KEY (or bind 127.0.0.1)");
   auto engine = load_engine_or_exit(a.rt, false, a.opt.scheduler.parallel);
   a.opt.scheduler.ctx_size = context_size(a.rt, *engine);
+  a.opt.scheduler.kv_types = kv_cache_types(a.rt);
   a.opt.api.model_id = a.alias.empty() ? engine->name() : a.alias;
   a.opt.api.defaults = a.sampling;
   a.opt.max_body_bytes = a.max_body_kib * 1024;
@@ -76,14 +77,15 @@ void serve(ServeArgs& a) {
   check(srv.start());
   const auto& s = a.opt.scheduler;
   const HParams& hp = engine->model().hparams();
-  // K and V, f32, every layer, every position of every slot (as KvCache allocates them).
-  const double kv_mib = double(hp.kv_dim()) * 8.0 * double(hp.n_layer) * double(s.ctx_size) *
-                        double(s.parallel) / (1024.0 * 1024.0);
+  // K and V at their element types, every layer, every position of every slot.
+  const double kv_mib = double(KvCache::bytes_per_position(hp.kv_dim(), s.kv_types)) *
+                        double(hp.n_layer) * double(s.ctx_size) * double(s.parallel) /
+                        (1024.0 * 1024.0);
   std::fprintf(stderr,
-               "hearth serve: %d slots x %lld tokens = %lld tokens of context (KV cache %.1f MiB), "
-               "queue %d\n",
-               s.parallel, (long long)s.ctx_size, (long long)(s.ctx_size * s.parallel), kv_mib,
-               s.max_queue);
+               "hearth serve: %d slots x %lld tokens = %lld tokens of context (KV cache %s/%s, "
+               "%.1f MiB), queue %d\n",
+               s.parallel, (long long)s.ctx_size, (long long)(s.ctx_size * s.parallel),
+               kv_type_name(s.kv_types.k), kv_type_name(s.kv_types.v), kv_mib, s.max_queue);
   std::printf("hearth serve: listening on http://%s:%d (model %s)\n",
               a.opt.host.find(':') != std::string::npos ? ("[" + a.opt.host + "]").c_str()
                                                         : a.opt.host.c_str(),

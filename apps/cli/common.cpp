@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <sstream>
+#include <utility>
 
 #include "backend/gpu-backend.h"
 #include "command.h"
@@ -39,6 +42,28 @@ void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
          "the background), sample (sampled slices only) or full (every byte before use) "
          "(default lazy)")
       ->type_name("MODE");
+  // KV cache element types (kv/kv-cache.h), llama.cpp's flags; main.cpp maps -ctk / -ctv here.
+  for (auto [flag, out] : {std::pair{"--cache-type-k", &a->cache_types_k},
+                           std::pair{"--cache-type-v", &a->cache_types_v}}) {
+    const std::string name = flag;
+    cmd->add_option_function<std::string>(
+           name,
+           [name, out](const std::string& text) {
+             out->clear();
+             std::stringstream items(text);
+             std::string v;
+             while (std::getline(items, v, ',')) {
+               const std::optional<DType> t = parse_kv_type(v);
+               if (!t) fail(name + ": '" + v + "' is not one of " + kKvTypeChoices);
+               out->push_back(*t);
+             }
+             if (out->empty()) fail(name + ": give a type (" + kKvTypeChoices + ")");
+           },
+           std::string("KV cache element type of ") + (name.back() == 'k' ? "keys" : "values") +
+               ": f32, f16, bf16 or q8_0 (q8_0 needs a head size that is a multiple of 32) "
+               "(default f16; also -ct" + name.back() + ")")
+        ->type_name("TYPE");
+  }
   // CUDA backend options (backend/cuda-options.h); ignored without GPU layers.
   cmd->add_flag_callback(
       "--no-cuda-graphs", [a] { a->cuda.graphs = false; },
@@ -83,6 +108,8 @@ LoadOptions load_options(const RuntimeArgs& args) {
   opt.use_weight_cache = !args.no_cache;
   opt.cpu = args.cpu;
   opt.cuda = args.cuda;
+  // (bench loads with its first pair; its estimate for --gpu-layers auto takes that one.)
+  opt.kv_types = {args.cache_types_k.front(), args.cache_types_v.front()};
   if (opt.gpu_layers != 0 && !gpu_backend_compiled()) {
     std::fprintf(
         stderr,
@@ -95,6 +122,7 @@ LoadOptions load_options(const RuntimeArgs& args) {
 std::shared_ptr<Engine> load_engine_or_exit(const RuntimeArgs& args, bool quiet, int kv_sequences) {
   const std::string path = check(resolve_model(args.model));
   LoadOptions opt = load_options(args);
+  opt.kv_types = kv_cache_types(args);  // (one pair: exits on a list before the load)
   // 0 (the model's own context) leaves the estimate to the loader; several slots multiply it.
   if (args.ctx_size > 0) opt.ctx_hint = args.ctx_size * std::max(1, kv_sequences);
   auto engine = check(Engine::load(path, opt));
@@ -103,6 +131,12 @@ std::shared_ptr<Engine> load_engine_or_exit(const RuntimeArgs& args, bool quiet,
                  engine->model().arch().gguf_name.c_str(),
                  (long long)engine->model().hparams().n_layer, engine->load_ms());
   return engine;
+}
+
+KvCacheTypes kv_cache_types(const RuntimeArgs& args) {
+  if (args.cache_types_k.size() != 1) fail("--cache-type-k: give one type (lists are for bench)");
+  if (args.cache_types_v.size() != 1) fail("--cache-type-v: give one type (lists are for bench)");
+  return {args.cache_types_k.front(), args.cache_types_v.front()};
 }
 
 int64_t context_size(const RuntimeArgs& args, const Engine& engine) {

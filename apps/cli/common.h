@@ -20,7 +20,13 @@ struct RuntimeArgs {
   bool no_cache = false;         // --no-cache: do not use or write the prepacked-weight cache
   CpuOptions cpu;                // --no-amx, --amx-min-tokens, --cache-verify
   CudaOptions cuda;              // --no-cuda-graphs, --cuda-chain-depth, --cuda-profile
+  // --cache-type-k/-ctk, --cache-type-v/-ctv: one type each (bench: comma-separated lists).
+  std::vector<DType> cache_types_k{DType::F16}, cache_types_v{DType::F16};
 };
+
+// The K/V cache types the flags name; exits with a one-line error when a flag lists several
+// (only `bench` takes lists).
+KvCacheTypes kv_cache_types(const RuntimeArgs& args);
 
 void add_runtime_options(CLI::App* cmd, RuntimeArgs* args);
 void add_sampling_options(CLI::App* cmd, SamplingParams* params);

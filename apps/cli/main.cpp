@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "base/log.h"
 #include "base/process-memory.h"
@@ -55,6 +56,22 @@ std::vector<int32_t> parse_token_list(const std::string& text) {
   return ids;
 }
 
+namespace {
+
+// llama.cpp's multi-letter single-dash spellings, which CLI11 does not accept as names, as the
+// long options they stand for (an argument that is exactly one of these tokens).
+void map_llama_aliases(int argc, char** argv) {
+  static char cache_type_k[] = "--cache-type-k";
+  static char cache_type_v[] = "--cache-type-v";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--") == 0) return;
+    if (std::strcmp(argv[i], "-ctk") == 0) argv[i] = cache_type_k;
+    if (std::strcmp(argv[i], "-ctv") == 0) argv[i] = cache_type_v;
+  }
+}
+
+}  // namespace
+
 }  // namespace hearth::cli
 
 int main(int argc, char** argv) {
@@ -67,6 +84,7 @@ int main(int argc, char** argv) {
   std::sort(registry.begin(), registry.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [order, setup] : registry) setup(app);
+  map_llama_aliases(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

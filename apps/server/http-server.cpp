@@ -344,8 +344,8 @@ struct Server::Impl {
               const std::string& id, int64_t created) {
     struct Choice {
       bool finished = false;
-      size_t text_offset = 0;                      // completions' logprobs.text_offset so far
-      std::optional<ReasoningSplitter> reasoning;  // chat with reasoning_format "auto"
+      size_t text_offset = 0;                       // completions' logprobs.text_offset so far
+      std::optional<ReasoningSplitter> reasoning;   // chat with reasoning_format "auto"
       std::optional<ToolCallStreamGate> tool_gate;  // chat with tools to parse
     };
     struct State {

@@ -171,10 +171,23 @@ typedef struct hearth_sampling_params {
 HEARTH_API hearth_status hearth_sampling_params_init(hearth_sampling_params* params,
                                                      size_t struct_size);
 
+/* KV cache element types (ggml's type ids, as llama.cpp's type_k / type_v): f16 halves f32's
+ * memory; q8_0 (blocks of 32 values with one f16 scale) needs a head size that is a multiple
+ * of 32. */
+enum {
+  HEARTH_CACHE_TYPE_F32 = 0,
+  HEARTH_CACHE_TYPE_F16 = 1,
+  HEARTH_CACHE_TYPE_Q8_0 = 8,
+  HEARTH_CACHE_TYPE_BF16 = 30
+};
+
 typedef struct hearth_session_params {
   size_t struct_size;
   int32_t n_ctx; /* context length in tokens; 0: the model's training context */
   const hearth_sampling_params* sampling; /* NULL: defaults; copied at creation */
+  /* Appended after v1 (an older, smaller struct_size gets the defaults): */
+  int32_t cache_type_k; /* HEARTH_CACHE_TYPE_*; default F16 */
+  int32_t cache_type_v; /* HEARTH_CACHE_TYPE_*; default F16 */
 } hearth_session_params;
 
 HEARTH_API hearth_status hearth_session_params_init(hearth_session_params* params,
@@ -270,7 +283,9 @@ HEARTH_API hearth_status hearth_session_generate(hearth_session* session, const 
 HEARTH_API hearth_status hearth_session_state_save(hearth_session* session, void* buffer,
                                                    size_t capacity, size_t* size);
 /* Restores a blob from hearth_session_state_save (any session of the same model with a context
- * large enough). Generation then continues exactly as it would have. */
+ * large enough and the same cache types: a blob records its K/V element types, and another
+ * session's types are HEARTH_ERR_BAD_STATE naming both). Generation then continues exactly as
+ * it would have. */
 HEARTH_API hearth_status hearth_session_state_load(hearth_session* session, const void* buffer,
                                                    size_t size);
 

@@ -1,6 +1,10 @@
 // The C API's session calls: creation, sampling chains, step-by-step prefill/decode/sample,
 // streaming generation and KV state save/restore. New per-session calls go here.
 #include <cmath>
+#include <cstddef>
+#include <optional>
+#include <tuple>
+#include <type_traits>
 
 #include "api/api-internal.h"
 #include "base/checked-math.h"
@@ -30,7 +34,20 @@ hearth_session_params default_session_params() {
   p.struct_size = sizeof p;
   p.n_ctx = 0;
   p.sampling = nullptr;
+  p.cache_type_k = HEARTH_CACHE_TYPE_F16;
+  p.cache_type_v = HEARTH_CACHE_TYPE_F16;
   return p;
+}
+
+// The v1 layout of hearth_session_params (up to `sampling`): older callers' struct_size.
+constexpr size_t kSessionParamsV1Size = offsetof(hearth_session_params, cache_type_k);
+
+// A HEARTH_CACHE_TYPE_* value (ggml's type ids) as a cache DType; nullopt for anything else.
+std::optional<DType> cache_type(int32_t v) {
+  if (v < 0) return std::nullopt;
+  const auto t = DType(uint32_t(v));
+  if (!kernels::is_kv_type(t)) return std::nullopt;
+  return t;
 }
 
 hearth_generate_params default_generate_params() {
@@ -104,10 +121,13 @@ int32_t finish_code(const std::string& reason) {
   return HEARTH_FINISH_LENGTH;
 }
 
-// State blob: a fixed header of u64 fields, then history and pending ids (i32), the KV floats
-// and the logits (f32), all in host byte order. Readers check every count against the model.
+// State blob: a fixed header of u64 fields, then history and pending ids (i32), the KV rows
+// (KvCache::save: per layer K then V in the cache's element types) and the logits (f32), all
+// in host byte order. Readers check every count against the model and the session's cache.
+// Format 1 (before typed caches) had no type fields and f32 rows counted in floats: it loads
+// into a session whose cache types are f32.
 constexpr char kStateMagic[8] = {'H', 'E', 'A', 'R', 'T', 'H', 'S', 'T'};
-constexpr uint64_t kStateFormat = 1;
+constexpr uint64_t kStateFormat = 2;
 enum StateField {
   kFormat,
   kLayers,
@@ -115,11 +135,17 @@ enum StateField {
   kVocab,
   kHistory,
   kPending,
-  kKvFloats,
+  kKvBytes,  // format 1: KV floats
   kLogits,
+  kFormat1FieldCount,
+  kKType = kFormat1FieldCount,  // ggml type ids of the K and V rows
+  kVType,
   kFieldCount
 };
-constexpr size_t kHeaderBytes = sizeof kStateMagic + kFieldCount * sizeof(uint64_t);
+constexpr size_t header_bytes(uint64_t format) {
+  return sizeof kStateMagic + (format == 1 ? kFormat1FieldCount : kFieldCount) * sizeof(uint64_t);
+}
+constexpr size_t kHeaderBytes = header_bytes(kStateFormat);
 
 }  // namespace
 
@@ -161,7 +187,8 @@ hearth_status hearth_sampling_params_init(hearth_sampling_params* params, size_t
 }
 
 hearth_status hearth_session_params_init(hearth_session_params* params, size_t struct_size) {
-  return init_params(params, struct_size, default_session_params(), "hearth_session_params_init");
+  return init_params(params, struct_size, default_session_params(), "hearth_session_params_init",
+                     kSessionParamsV1Size);
 }
 
 hearth_status hearth_generate_params_init(hearth_generate_params* params, size_t struct_size) {
@@ -177,18 +204,37 @@ hearth_status hearth_session_create(hearth_model* model, const hearth_session_pa
     if (!model) return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_session_create: model is NULL");
     hearth_session_params p = default_session_params();
     if (params) {
-      if (hearth_status s = read_params(params, &p, kCall, "hearth_session_params"); s != HEARTH_OK)
+      if (hearth_status s =
+              read_params(params, &p, kCall, "hearth_session_params", kSessionParamsV1Size);
+          s != HEARTH_OK)
         return s;
     }
     if (p.n_ctx < 0)
       return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_session_create: n_ctx is negative");
+    KvCacheTypes kv_types;
+    for (auto [field, value, out] : {std::tuple{"cache_type_k", p.cache_type_k, &kv_types.k},
+                                     std::tuple{"cache_type_v", p.cache_type_v, &kv_types.v}}) {
+      const std::optional<DType> t = cache_type(value);
+      if (!t)
+        return fail(HEARTH_ERR_INVALID_ARGUMENT,
+                    std::string("hearth_session_create: ") + field + " = " +
+                        std::to_string(value) +
+                        " is not a cache type (HEARTH_CACHE_TYPE_F32, F16, BF16 or Q8_0)");
+      const int64_t head_dim = model->engine->model().hparams().head_dim;
+      if (*t == DType::Q8_0 && head_dim % 32 != 0)
+        return fail(HEARTH_ERR_INVALID_ARGUMENT,
+                    std::string("hearth_session_create: ") + field +
+                        " q8_0 needs a head_dim that is a multiple of 32; this model's is " +
+                        std::to_string(head_dim));
+      *out = *t;
+    }
     auto s = std::make_unique<hearth_session>();
     if (p.sampling) {
       if (hearth_status st = to_sampling(p.sampling, &s->sampling, kCall); st != HEARTH_OK)
         return st;
     }
     s->engine = model->engine;
-    s->session = std::make_unique<Session>(s->engine, p.n_ctx);
+    s->session = std::make_unique<Session>(s->engine, p.n_ctx, kv_types);
     if (Status st = s->session->init(); !st.is_ok()) return from_status(st, kCall);
     s->sampler = std::make_unique<Sampler>(s->sampling);
     *out = s.release();
@@ -441,19 +487,21 @@ hearth_status hearth_session_state_save(hearth_session* session, void* buffer, s
     f[kVocab] = uint64_t(hp.n_vocab);
     f[kHistory] = hist.size();
     f[kPending] = session->pending.size();
-    f[kKvFloats] = hist.size() * f[kKvDim] * 2 * f[kLayers];
+    f[kKvBytes] = session->session->saved_kv_bytes(int64_t(hist.size()));
     f[kLogits] = session->logits_valid ? session->logits.size() : 0;
-    const size_t total = kHeaderBytes + 4 * (f[kHistory] + f[kPending] + f[kKvFloats] + f[kLogits]);
+    f[kKType] = uint64_t(session->session->kv_types().k);
+    f[kVType] = uint64_t(session->session->kv_types().v);
+    const size_t total = kHeaderBytes + 4 * (f[kHistory] + f[kPending] + f[kLogits]) + f[kKvBytes];
     *size = total;
     if (total > capacity)
       return fail(HEARTH_ERR_BUFFER_TOO_SMALL, "hearth_session_state_save: needs " +
                                                    std::to_string(total) + " bytes, buffer holds " +
                                                    std::to_string(capacity));
     std::vector<int32_t> tokens;
-    std::vector<float> kv;
+    std::vector<uint8_t> kv;
     if (Status st = session->session->save_state(&tokens, &kv); !st.is_ok())
       return from_status(st, kCall);
-    if (kv.size() != f[kKvFloats])
+    if (kv.size() != f[kKvBytes])
       return fail(HEARTH_ERR_INTERNAL, "hearth_session_state_save: KV size mismatch");
     char* p = static_cast<char*>(buffer);
     auto put = [&p](const void* src, size_t bytes) {
@@ -464,7 +512,7 @@ hearth_status hearth_session_state_save(hearth_session* session, void* buffer, s
     put(f, sizeof f);
     put(tokens.data(), 4 * tokens.size());
     put(session->pending.data(), 4 * session->pending.size());
-    put(kv.data(), 4 * kv.size());
+    put(kv.data(), kv.size());
     if (f[kLogits] > 0) put(session->logits.data(), 4 * f[kLogits]);
     return succeed();
   });
@@ -480,13 +528,22 @@ hearth_status hearth_session_state_load(hearth_session* session, const void* buf
     auto bad = [](const std::string& why) {
       return fail(HEARTH_ERR_BAD_STATE, "hearth_session_state_load: " + why);
     };
-    if (size < kHeaderBytes || std::memcmp(buffer, kStateMagic, sizeof kStateMagic) != 0)
-      return bad("not a Hearth session state (bad magic or too short)");
     const char* p = static_cast<const char*>(buffer);
-    uint64_t f[kFieldCount];
-    std::memcpy(f, p + sizeof kStateMagic, sizeof f);
-    if (f[kFormat] != kStateFormat)
+    uint64_t f[kFieldCount] = {};
+    if (size < header_bytes(1) || std::memcmp(buffer, kStateMagic, sizeof kStateMagic) != 0)
+      return bad("not a Hearth session state (bad magic or too short)");
+    std::memcpy(&f[kFormat], p + sizeof kStateMagic, sizeof f[kFormat]);
+    if (f[kFormat] != 1 && f[kFormat] != kStateFormat)
       return bad("state format " + std::to_string(f[kFormat]) + " is not supported");
+    const size_t header = header_bytes(f[kFormat]);
+    if (size < header) return bad("not a Hearth session state (bad magic or too short)");
+    std::memcpy(f, p + sizeof kStateMagic, header - sizeof kStateMagic);
+    if (f[kFormat] == 1) {  // f32 rows, counted in floats
+      const auto bytes = checked_mul(f[kKvBytes], 4);
+      if (!bytes) return bad("KV size field is inconsistent");
+      f[kKvBytes] = *bytes;
+      f[kKType] = f[kVType] = uint64_t(DType::F32);
+    }
     const HParams& hp = session->engine->model().hparams();
     if (f[kLayers] != uint64_t(hp.n_layer) || f[kKvDim] != uint64_t(hp.kv_dim()) ||
         f[kVocab] != uint64_t(hp.n_vocab))
@@ -495,32 +552,46 @@ hearth_status hearth_session_state_load(hearth_session* session, const void* buf
     if (!conv || *conv > uint64_t(session->session->n_ctx()))
       return fail(HEARTH_ERR_CONTEXT_FULL,
                   "hearth_session_state_load: the saved conversation exceeds this context");
-    const auto want_kv = checked_mul(f[kHistory], f[kKvDim] * 2 * f[kLayers]);
-    if (!want_kv || *want_kv != f[kKvFloats]) return bad("KV size field is inconsistent");
+    // Rows of another element type would need a conversion that changes the logits the state
+    // promises to continue from: the types must match (the session is created with them).
+    const KvCacheTypes mine = session->session->kv_types();
+    const auto type_name = [](uint64_t id) -> std::string {
+      const auto t = id < 64 ? cache_type(int32_t(id)) : std::nullopt;
+      return t ? kv_type_name(*t) : "type id " + std::to_string(id);
+    };
+    if (f[kKType] != uint64_t(mine.k) || f[kVType] != uint64_t(mine.v))
+      return bad("the state's KV cache holds " + type_name(f[kKType]) + " K / " +
+                 type_name(f[kVType]) + " V rows; this session's holds " + kv_type_name(mine.k) +
+                 " / " + kv_type_name(mine.v) + " (create it with the same cache types)");
+    if (f[kKvBytes] != session->session->saved_kv_bytes(int64_t(f[kHistory])))
+      return bad("KV size field is inconsistent");
     if (f[kLogits] != 0 && f[kLogits] != f[kVocab]) return bad("logits size field is invalid");
-    const auto items = checked_add(*conv, f[kKvFloats]);
-    const auto all = items ? checked_add(*items, f[kLogits]) : std::nullopt;
-    const auto bytes = all ? checked_mul(*all, 4) : std::nullopt;
-    if (!bytes || *bytes != size - kHeaderBytes)
+    const auto items = checked_add(*conv, f[kLogits]);
+    const auto words = items ? checked_mul(*items, 4) : std::nullopt;
+    const auto bytes = words ? checked_add(*words, f[kKvBytes]) : std::nullopt;
+    if (!bytes || *bytes != size - header)
       return bad("size " + std::to_string(size) + " does not match its header");
-    p += kHeaderBytes;
+    p += header;
     auto take = [&p](auto* vec, uint64_t n) {
+      using T = typename std::remove_reference_t<decltype(*vec)>::value_type;
       vec->resize(size_t(n));
-      if (n > 0) std::memcpy(vec->data(), p, size_t(n) * 4);
-      p += n * 4;
+      if (n > 0) std::memcpy(vec->data(), p, size_t(n) * sizeof(T));
+      p += n * sizeof(T);
     };
     std::vector<int32_t> hist, pending;
-    std::vector<float> kv, logits;
+    std::vector<uint8_t> kv;
+    std::vector<float> logits;
     take(&hist, f[kHistory]);
     take(&pending, f[kPending]);
-    take(&kv, f[kKvFloats]);
+    take(&kv, f[kKvBytes]);
     take(&logits, f[kLogits]);
     if (hearth_status s = check_tokens(session, hist.data(), hist.size(), kCall); s != HEARTH_OK)
       return s;
     if (hearth_status s = check_tokens(session, pending.data(), pending.size(), kCall);
         s != HEARTH_OK)
       return s;
-    if (Status st = session->session->restore_state(hist, kv); !st.is_ok()) {
+    const KvCacheTypes saved{DType(uint32_t(f[kKType])), DType(uint32_t(f[kVType]))};
+    if (Status st = session->session->restore_state(hist, kv, saved); !st.is_ok()) {
       session->session->reset();
       session->pending.clear();
       session->logits_valid = false;

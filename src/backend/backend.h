@@ -81,9 +81,10 @@ class Backend {
   virtual void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                     const int32_t* host_pos, const float* host_inv_freq,
                     kernels::RopeStyle style) = 0;
-  virtual void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
-                         int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
-                         int64_t head_dim, float scale) = 0;
+  // k_cache / v_cache: the layer's typed cache rows (kernels::KvRows; K and V types may differ).
+  virtual void attention(const float* q, const kernels::KvRows& k_cache,
+                         const kernels::KvRows& v_cache, float* out, int64_t n_tokens, int64_t pos0,
+                         int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale) = 0;
   virtual void swiglu(const float* gate, const float* up, float* out, int64_t n) = 0;
   virtual void add_inplace(float* y, const float* x, int64_t n) = 0;
   virtual void add_bias(float* y, const float* bias, int64_t rows, int64_t n) = 0;
@@ -109,10 +110,10 @@ class Backend {
   virtual void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim, float eps) {
     missing_feature("rmsnorm_heads");
   }
-  virtual void attention_masked(const float* q, const float* k_cache, const float* v_cache,
-                                float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
-                                int64_t n_kv_heads, int64_t head_dim, float scale,
-                                const kernels::AttentionMask& mask) {
+  virtual void attention_masked(const float* q, const kernels::KvRows& k_cache,
+                                const kernels::KvRows& v_cache, float* out, int64_t n_tokens,
+                                int64_t pos0, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                float scale, const kernels::AttentionMask& mask) {
     missing_feature("attention_masked");
   }
   virtual void rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
@@ -130,17 +131,42 @@ class Backend {
   virtual void softcap(float* x, int64_t n, float cap) { missing_feature("softcap"); }
   virtual void scale(float* x, int64_t n, float s) { missing_feature("scale"); }
 
-  // KV append: rows [n_tokens, row_floats] of src into cache at position `pos`; ring_rows > 0:
-  // the cache is a ring (a sliding layer's), position p in row p % ring_rows, n_tokens <=
-  // ring_rows (it wraps at most once). A backend that replays captured decode steps reads pos
-  // from device memory and wraps it there, so the forward pass must store K/V through this
-  // with the sequence's position (not copy() with a host-computed address or row).
-  virtual void store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats,
-                        int64_t n_tokens, int64_t ring_rows = 0) {
+  // KV cache element types this backend stores and attends over (kernels::is_kv_type ones). A
+  // cache asked for another type keeps f32 rows on this backend's layers (kv/kv-cache.h).
+  virtual bool supports_kv_type(DType t) const { return t == DType::F32; }
+
+  // KV append: rows [n_tokens, row_floats] of f32 src, converted to `type` (one this backend
+  // supports_kv_type), into cache at position `pos`; ring_rows > 0: the cache is a ring (a
+  // sliding layer's), position p in row p % ring_rows, n_tokens <= ring_rows (it wraps at most
+  // once). A backend that replays captured decode steps reads pos from device memory and wraps
+  // it there, so the forward pass must store K/V through this with the sequence's position
+  // (not copy() with a host-computed address or row). The default stores f32 rows by copy().
+  virtual void store_kv(void* cache_rows, DType type, const float* src, int64_t pos,
+                        int64_t row_floats, int64_t n_tokens, int64_t ring_rows = 0) {
+    if (type != DType::F32) missing_feature("store_kv of non-f32 rows");
+    float* cache = static_cast<float*>(cache_rows);
     if (ring_rows == 0) return copy(cache + pos * row_floats, src, n_tokens * row_floats);
     const int64_t row0 = pos % ring_rows, first = std::min(n_tokens, ring_rows - row0);
     copy(cache + row0 * row_floats, src, first * row_floats);
     if (first < n_tokens) copy(cache, src + first * row_floats, (n_tokens - first) * row_floats);
+  }
+
+  // f32-row forms of the three cache ops (op tests, tools): the ops above with DType::F32 rows.
+  void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
+                 int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+                 int64_t head_dim, float scale) {
+    attention(q, kernels::KvRows{k_cache, DType::F32}, kernels::KvRows{v_cache, DType::F32}, out,
+              n_tokens, pos0, n_heads, n_kv_heads, head_dim, scale);
+  }
+  void attention_masked(const float* q, const float* k_cache, const float* v_cache, float* out,
+                        int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+                        int64_t head_dim, float scale, const kernels::AttentionMask& mask) {
+    attention_masked(q, kernels::KvRows{k_cache, DType::F32}, kernels::KvRows{v_cache, DType::F32},
+                     out, n_tokens, pos0, n_heads, n_kv_heads, head_dim, scale, mask);
+  }
+  void store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats, int64_t n_tokens,
+                int64_t ring_rows = 0) {
+    store_kv(static_cast<void*>(cache), DType::F32, src, pos, row_floats, n_tokens, ring_rows);
   }
 
   // --- Named fused ops. The forward pass calls these by name; each default below is made of the
@@ -166,9 +192,11 @@ class Backend {
     float mscale = 1.f;    // attention factor folded into cos/sin (YaRN, LongRoPE)
     bool partial = false;  // through rope_partial (the model's choice: n_rot or an mscale)
   };
-  struct KvSegment {
-    float* k_cache = nullptr;
-    float* v_cache = nullptr;
+  struct KvSegment {  // the sequence's cache rows of this layer (kernels::KvRows' types)
+    void* k_cache = nullptr;
+    DType k_type = DType::F32;
+    void* v_cache = nullptr;
+    DType v_type = DType::F32;
     int64_t pos0 = 0, n_tokens = 0;
     int64_t ring_rows = 0;  // store_kv's and AttentionMask's
   };
@@ -192,14 +220,15 @@ class Backend {
     rope_rows(a, a.k, a.n_kv_heads);
     int64_t row = 0;
     for (const KvSegment& s : a.segments) {
-      store_kv(s.k_cache, a.k + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
-      store_kv(s.v_cache, a.v + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
+      store_kv(s.k_cache, s.k_type, a.k + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
+      store_kv(s.v_cache, s.v_type, a.v + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
+      const kernels::KvRows k_rows{s.k_cache, s.k_type}, v_rows{s.v_cache, s.v_type};
       const kernels::AttentionMask mask{a.window, a.softcap, s.ring_rows, a.sinks};
       if (mask.plain())
-        attention(a.q + row * qd, s.k_cache, s.v_cache, a.out + row * qd, s.n_tokens, s.pos0,
-                  a.n_heads, a.n_kv_heads, a.head_dim, a.scale);
+        attention(a.q + row * qd, k_rows, v_rows, a.out + row * qd, s.n_tokens, s.pos0, a.n_heads,
+                  a.n_kv_heads, a.head_dim, a.scale);
       else
-        attention_masked(a.q + row * qd, s.k_cache, s.v_cache, a.out + row * qd, s.n_tokens, s.pos0,
+        attention_masked(a.q + row * qd, k_rows, v_rows, a.out + row * qd, s.n_tokens, s.pos0,
                          a.n_heads, a.n_kv_heads, a.head_dim, a.scale, mask);
       row += s.n_tokens;
     }

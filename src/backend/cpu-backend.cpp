@@ -2,6 +2,7 @@
 // weights repacked into the kernels' layouts (cached on disk by backend/weight-cache.h).
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -136,9 +137,23 @@ class CpuBackend final : public Backend {
             const float* inv_freq, kernels::RopeStyle style) override {
     kernels::rope(x, T, n_heads, head_dim, pos, inv_freq, style, pool_);
   }
-  void attention(const float* q, const float* k, const float* v, float* out, int64_t T,
-                 int64_t pos0, int64_t n_heads, int64_t n_kv, int64_t hd, float scale) override {
-    kernels::attention(q, k, v, out, T, pos0, n_heads, n_kv, hd, scale, pool_);
+  void attention(const float* q, const kernels::KvRows& k, const kernels::KvRows& v, float* out,
+                 int64_t T, int64_t pos0, int64_t n_heads, int64_t n_kv, int64_t hd,
+                 float scale) override {
+    kernels::attention(q, k, v, out, T, pos0, n_heads, n_kv, hd, scale, kernels::AttentionMask{},
+                       pool_);
+  }
+  bool supports_kv_type(DType t) const override { return kernels::is_kv_type(t); }
+  // The rows are converted as they are stored (f32 -> f16 / bf16 / q8_0); a ring wraps once.
+  void store_kv(void* cache, DType type, const float* src, int64_t pos, int64_t row_floats,
+                int64_t n_tokens, int64_t ring_rows) override {
+    auto* rows = static_cast<uint8_t*>(cache);
+    const int64_t row_bytes = kernels::kv_row_bytes(type, row_floats);
+    const int64_t row0 = ring_rows > 0 ? pos % ring_rows : pos;
+    const int64_t first = ring_rows > 0 ? std::min(n_tokens, ring_rows - row0) : n_tokens;
+    kernels::store_kv_rows(type, src, rows + row0 * row_bytes, first, row_floats);
+    if (first < n_tokens)
+      kernels::store_kv_rows(type, src + first * row_floats, rows, n_tokens - first, row_floats);
   }
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
     kernels::swiglu(gate, up, out, n, pool_);
@@ -151,9 +166,9 @@ class CpuBackend final : public Backend {
   void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim, float eps) override {
     kernels::rmsnorm(x, w, x, rows, head_dim, eps, pool_);  // element-wise: in place is safe
   }
-  void attention_masked(const float* q, const float* k, const float* v, float* out, int64_t T,
-                        int64_t pos0, int64_t n_heads, int64_t n_kv, int64_t hd, float scale,
-                        const kernels::AttentionMask& mask) override {
+  void attention_masked(const float* q, const kernels::KvRows& k, const kernels::KvRows& v,
+                        float* out, int64_t T, int64_t pos0, int64_t n_heads, int64_t n_kv,
+                        int64_t hd, float scale, const kernels::AttentionMask& mask) override {
     kernels::attention(q, k, v, out, T, pos0, n_heads, n_kv, hd, scale, mask, pool_);
   }
   void rope_partial(float* x, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot,

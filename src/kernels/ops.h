@@ -10,6 +10,7 @@
 #include <string>
 
 #include "base/thread-pool.h"
+#include "tensor/dtype.h"
 #include "tensor/tensor-view.h"
 
 namespace hearth::kernels {
@@ -78,6 +79,23 @@ void attention(const float* q, const float* k_cache, const float* v_cache, float
                int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                int64_t head_dim, float scale, ThreadPool& pool);
 
+// KV cache rows as attention reads them and store_kv_rows writes them: rows of
+// n_kv_heads * head_dim elements of `type`, kv_row_bytes(type, n_kv_heads * head_dim) bytes
+// apart. Types (llama.cpp's cache types): F32, F16, BF16 and Q8_0 (ggml's block_q8_0: 32
+// values, one fp16 scale and 32 int8; a head must be whole blocks, head_dim % 32 == 0). The
+// kernels read the rows in place: no dequantized copy of the cache is ever made.
+struct KvRows {
+  const void* data = nullptr;
+  DType type = DType::F32;
+};
+bool is_kv_type(DType t);
+// Bytes of one cache row of n elements (n a multiple of 32 for Q8_0).
+int64_t kv_row_bytes(DType t, int64_t n);
+// src [n_tokens, n] f32 -> n_tokens rows of type t at dst, rounded as ggml's quantizers do.
+void store_kv_rows(DType t, const float* src, void* dst, int64_t n_tokens, int64_t n);
+// One cache row of n elements back to f32 (tests, state conversion).
+void load_kv_row(DType t, const void* src, float* dst, int64_t n);
+
 // What a family's attention adds to plain causal attention over a linear cache. The default
 // value is plain attention: attention(..., AttentionMask{}, pool) == attention(..., pool).
 struct AttentionMask {
@@ -93,6 +111,11 @@ struct AttentionMask {
   bool plain() const { return window == 0 && softcap == 0 && ring_rows == 0 && !sinks; }
 };
 void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
+               int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+               int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool);
+// Both over typed cache rows (KvRows; K and V may differ in type). The f32 forms above are these
+// with DType::F32 rows.
+void attention(const float* q, const KvRows& k_cache, const KvRows& v_cache, float* out,
                int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool);
 

@@ -135,7 +135,8 @@ Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSeg
 }
 
 DecodeStepKey Model::step_key(size_t g, const ForwardScratch& scratch, KvCache& kv) const {
-  return {scratch.per_backend[g].x, scratch.per_backend[g].capacity_tokens, kv.k(groups_[g].first)};
+  return {scratch.per_backend[g].x, scratch.per_backend[g].capacity_tokens,
+          kv.k_data(groups_[g].first)};
 }
 
 void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
@@ -213,7 +214,8 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
   std::vector<Backend::KvSegment> segs;
   segs.reserve(p.segs.size());
   for (const auto& s : p.segs)
-    segs.push_back({s.kv->k(l), s.kv->v(l), s.pos0, s.n_tokens, s.kv->ring_rows(l)});
+    segs.push_back({s.kv->k_data(l), s.kv->k(l).type, s.kv->v_data(l), s.kv->v(l).type, s.pos0,
+                    s.n_tokens, s.kv->ring_rows(l)});
   // LongRoPE picks its table by each sequence's cache size: one block per segment then.
   // Otherwise one block for the whole pass (every row rotated in one call).
   const bool per_segment = !rope.inv_freq_long.empty();

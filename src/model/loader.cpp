@@ -269,7 +269,9 @@ class ModelBuilder {
     const auto& hp = m.hp_;
     c.ctx = opt.ctx_hint > 0 ? opt.ctx_hint
                              : std::min<int64_t>(hp.n_ctx_train > 0 ? hp.n_ctx_train : 4096, 4096);
-    c.per_layer_bytes = uint64_t(2 * c.ctx * hp.kv_dim()) * sizeof(float);
+    const KvCacheTypes on_gpu{gpu.supports_kv_type(opt.kv_types.k) ? opt.kv_types.k : DType::F32,
+                              gpu.supports_kv_type(opt.kv_types.v) ? opt.kv_types.v : DType::F32};
+    c.per_layer_bytes = uint64_t(c.ctx) * KvCache::bytes_per_position(hp.kv_dim(), on_gpu);
     const LayerWeights& lw = m.layers_.front();
     for (const Weight* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
       if (*w) c.per_layer_bytes += gpu.device_weight_bytes(w->host);
@@ -355,10 +357,15 @@ std::vector<Backend*> Model::layer_backends() const {
   return out;
 }
 
-Result<KvCache> Model::new_kv_cache(int64_t n_ctx) const {
+Result<KvCache> Model::new_kv_cache(int64_t n_ctx, const KvCacheTypes& types) const {
+  for (const auto& [what, t] : {std::pair{"K", types.k}, std::pair{"V", types.v}})
+    if (t == DType::Q8_0 && hp_.head_dim % 32 != 0)
+      return Status::error(std::string("KV cache: ") + what +
+                           " type q8_0 needs a head_dim that is a multiple of 32; this model's "
+                           "is " + std::to_string(hp_.head_dim));
   std::vector<int64_t> windows;
   for (const auto& l : hp_.layers) windows.push_back(l.window);
-  return KvCache::create(layer_backends(), n_ctx, hp_.kv_dim(), windows, kMaxTokensPerPass);
+  return KvCache::create(layer_backends(), n_ctx, hp_.kv_dim(), windows, kMaxTokensPerPass, types);
 }
 
 uint32_t Model::needed_features() const {

@@ -141,6 +141,9 @@ struct LoadOptions {
   // Context the caller will give its sequences, for --gpu-layers auto's KV estimate
   // (0: the model's own, at most 4096).
   int64_t ctx_hint = 0;
+  // The KV cache element types those sequences will use (the same estimate; a GPU layer whose
+  // backend lacks a type counts f32 rows, as KvCache::create then keeps).
+  KvCacheTypes kv_types;
   // CPU weights repacked for the kernels are cached on disk (backend/weight-cache.h) and
   // mmapped by later loads; false (--no-cache) packs in memory every load.
   bool use_weight_cache = true;
@@ -236,7 +239,9 @@ class Model {
                                    std::span<const int32_t> history,
                                    const std::function<bool(int32_t)>& on_token) const;
 
-  Result<KvCache> new_kv_cache(int64_t n_ctx) const;
+  // A cache of n_ctx positions with K/V rows of `types`; Q8_0 needs head_dim % 32 == 0 (a
+  // one-line error naming the type otherwise).
+  Result<KvCache> new_kv_cache(int64_t n_ctx, const KvCacheTypes& types = {}) const;
 
   // Debug taps: when set, called with ("blk.3.attn_out", data, n) after each named stage
   // (host copies; slow — for locating divergences, not for production).

@@ -115,11 +115,11 @@ Status Scheduler::start() {
   const Model& model = engine_->model();
   for (int i = 0; i < options_.parallel; ++i) {
     auto slot = std::make_unique<Slot>();
-    HEARTH_ASSIGN_OR_RETURN(slot->kv, model.new_kv_cache(options_.ctx_size));
+    HEARTH_ASSIGN_OR_RETURN(slot->kv, model.new_kv_cache(options_.ctx_size, options_.kv_types));
     slots_.push_back(std::move(slot));
   }
   embed_ = std::make_unique<EmbedState>();
-  HEARTH_ASSIGN_OR_RETURN(embed_->kv, model.new_kv_cache(options_.ctx_size));
+  HEARTH_ASSIGN_OR_RETURN(embed_->kv, model.new_kv_cache(options_.ctx_size, options_.kv_types));
   {
     std::lock_guard<std::mutex> lock(mu_);
     totals_.slots_total = options_.parallel;

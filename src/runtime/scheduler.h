@@ -107,6 +107,7 @@ class Job {
 struct SchedulerOptions {
   int parallel = 4;            // slots (sequences decoded together)
   int64_t ctx_size = 2048;     // positions per slot
+  KvCacheTypes kv_types;       // each slot's KV cache element types (--cache-type-k/-v)
   int max_queue = 64;          // jobs waiting for a slot before submit() says kQueueFull
   int64_t batch_tokens = 512;  // tokens per forward pass (decode tokens first, then prompt chunks)
 };

@@ -9,12 +9,13 @@
 
 namespace hearth {
 
-Session::Session(std::shared_ptr<const Engine> engine, int64_t n_ctx)
-    : engine_(std::move(engine)), n_ctx_(n_ctx) {}
+Session::Session(std::shared_ptr<const Engine> engine, int64_t n_ctx,
+                 const KvCacheTypes& kv_types)
+    : engine_(std::move(engine)), n_ctx_(n_ctx), kv_types_(kv_types) {}
 
 Status Session::init() {
   if (n_ctx_ <= 0) n_ctx_ = engine_->model().hparams().n_ctx_train;
-  HEARTH_ASSIGN_OR_RETURN(kv_, engine_->model().new_kv_cache(n_ctx_));
+  HEARTH_ASSIGN_OR_RETURN(kv_, engine_->model().new_kv_cache(n_ctx_, kv_types_));
   return Status::ok();
 }
 
@@ -150,13 +151,18 @@ Result<GenerateResult> Session::generate(const std::vector<int32_t>& prompt,
   return result;
 }
 
-Status Session::save_state(std::vector<int32_t>* tokens, std::vector<float>* kv) {
+Status Session::save_state(std::vector<int32_t>* tokens, std::vector<uint8_t>* kv) {
   *tokens = history_;
   return kv_.save(int64_t(history_.size()), kv);
 }
 
-Status Session::restore_state(const std::vector<int32_t>& tokens, const std::vector<float>& kv) {
+Status Session::restore_state(const std::vector<int32_t>& tokens, const std::vector<uint8_t>& kv,
+                              const KvCacheTypes& saved_types) {
   if (int64_t(tokens.size()) > n_ctx_) return Status::error("saved state exceeds the context");
+  if (saved_types != kv_types_)
+    return Status::error(std::string("saved state holds ") + kv_type_name(saved_types.k) + " K / " +
+                         kv_type_name(saved_types.v) + " V cache rows; this session's cache is " +
+                         kv_type_name(kv_types_.k) + " / " + kv_type_name(kv_types_.v));
   HEARTH_TRY(kv_.restore(kv, int64_t(tokens.size())));
   history_ = tokens;
   return Status::ok();

@@ -56,7 +56,8 @@ using TokenCallback = std::function<bool(int32_t id, const std::string& text_pie
 
 class Session {
  public:
-  Session(std::shared_ptr<const Engine> engine, int64_t n_ctx);
+  // kv_types: the element types of the session's KV cache (f16 by default, as llama.cpp).
+  Session(std::shared_ptr<const Engine> engine, int64_t n_ctx, const KvCacheTypes& kv_types = {});
   Status init();  // allocates the KV cache; call once
 
   const Engine& engine() const { return *engine_; }
@@ -77,12 +78,21 @@ class Session {
   Result<std::vector<float>> all_logits(const std::vector<int32_t>& tokens);
 
   // Save/restore the conversation (tokens + KV) for resuming later.
-  Status save_state(std::vector<int32_t>* tokens, std::vector<float>* kv);
-  Status restore_state(const std::vector<int32_t>& tokens, const std::vector<float>& kv);
+  // The conversation and its KV rows in the cache's element types (KvCache::save). Restoring
+  // takes rows saved with `saved_types` and needs a session whose cache has the same types
+  // (an error naming both otherwise: converting rows would change the logits the state was
+  // saved to continue from).
+  Status save_state(std::vector<int32_t>* tokens, std::vector<uint8_t>* kv);
+  Status restore_state(const std::vector<int32_t>& tokens, const std::vector<uint8_t>& kv,
+                       const KvCacheTypes& saved_types);
+  const KvCacheTypes& kv_types() const { return kv_types_; }
+  // Bytes save_state writes for n positions.
+  uint64_t saved_kv_bytes(int64_t n) const { return kv_.saved_bytes(n); }
 
  private:
   std::shared_ptr<const Engine> engine_;
   int64_t n_ctx_;
+  KvCacheTypes kv_types_;
   KvCache kv_;
   ForwardScratch scratch_;
   std::vector<int32_t> history_;

@@ -108,7 +108,7 @@ class ConvertedGolden : public testing::TestWithParam<Family> {
   Result<std::vector<float>> logits_of(const std::string& path, const test::Golden& g) const {
     auto engine = load(path);
     if (!engine) return Status::error("load failed");
-    Session s(engine, 64);
+    Session s(engine, 64, test::kF32Cache);  // the goldens' f32 math (golden-run.h)
     HEARTH_TRY(s.init());
     return s.all_logits(g.input_ids);
   }

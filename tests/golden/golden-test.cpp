@@ -73,7 +73,9 @@ void GoldenTest::check_logits_match_reference() {
   auto engine = load();
   ASSERT_TRUE(engine);
   ASSERT_EQ(engine->model().hparams().n_vocab, g.n_vocab);
-  Session s(engine, 64);
+  // An f32 cache: the 1e-4 bound is about the forward pass; the cache types have their own
+  // bounds against it (kv-types-golden-test.cpp).
+  Session s(engine, 64, test::kF32Cache);
   ASSERT_TRUE(s.init().is_ok());
   auto logits = s.all_logits(g.input_ids);
   ASSERT_TRUE(logits.is_ok()) << logits.message();
@@ -143,7 +145,7 @@ TEST(GoldenGpuRing, ReplayedStepsMatchEagerThroughTheWrap) {
     EXPECT_TRUE(engine.is_ok()) << engine.message();
     if (!engine.is_ok()) return {};
     EXPECT_EQ(engine.value()->model().layer_backends()[0]->name().rfind("cuda", 0), 0u);
-    Session s(engine.value(), 700);
+    Session s(engine.value(), 700, test::kF32Cache);
     EXPECT_TRUE(s.init().is_ok());
     GenerateOptions gen;
     gen.max_tokens = 650;

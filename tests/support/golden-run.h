@@ -10,9 +10,13 @@
 
 namespace hearth::test {
 
+// The goldens' f32 math: an f32 KV cache (the cache types have their own golden bounds).
+inline const KvCacheTypes kF32Cache{DType::F32, DType::F32};
+
 inline Result<std::vector<int32_t>> greedy_continuation(std::shared_ptr<const Engine> engine,
-                                                        const Golden& g) {
-  Session s(std::move(engine), 256);
+                                                        const Golden& g,
+                                                        const KvCacheTypes& kv_types = kF32Cache) {
+  Session s(std::move(engine), 256, kv_types);
   HEARTH_TRY(s.init());
   GenerateOptions opt;
   opt.max_tokens = int32_t(g.gen_ids.size());

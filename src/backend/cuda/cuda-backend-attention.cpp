@@ -7,7 +7,9 @@ namespace hearth::cuda_impl {
 
 namespace {
 
-int style_code(kernels::RopeStyle style) { return style == kernels::RopeStyle::kInterleaved ? 0 : 1; }
+int style_code(kernels::RopeStyle style) {
+  return style == kernels::RopeStyle::kInterleaved ? 0 : 1;
+}
 
 }  // namespace
 
@@ -73,8 +75,8 @@ void CudaBackend::launch_attention_op(const float* q, const float* k_cache, cons
   if (capturing() && (n_tokens != 1 || pos0 != step_host_->pos))
     return fail("attention inside a decode step must be one token at the step's position");
   const int64_t max_ctx = step ? step_capacity_ : pos0 + n_tokens;
-  const int32_t* pos0_dev = step && n_tokens == 1 && pos0 == step_host_->pos ? &step_dev_->pos
-                                                                             : nullptr;
+  const int32_t* pos0_dev =
+      step && n_tokens == 1 && pos0 == step_host_->pos ? &step_dev_->pos : nullptr;
   const int64_t need =
       cuda::attention_partials_floats(n_tokens, n_heads, head_dim, max_ctx) * int64_t(4);
   const size_t cap_before = partials_bytes_;
@@ -111,6 +113,8 @@ void CudaBackend::rope_append_attend(const AttentionBlock& a) {
                            !a.sinks;
   if (!plain_block) return Backend::rope_append_attend(a);
   const KvSegment& s = a.segments[0];
+  float* const k_cache = f32_rows({s.k_cache, s.k_type});
+  float* const v_cache = f32_rows({s.v_cache, s.v_type});
   const float* freq = device_freqs(a.rope.inv_freq, a.head_dim / 2);
   if (!freq) return;
   const int style = style_code(a.rope.style);
@@ -118,26 +122,26 @@ void CudaBackend::rope_append_attend(const AttentionBlock& a) {
     if (cuda::attention_rope_fusable(1, a.head_dim, style)) {
       // One launch: q and this token's k rotated, k and v appended, inside the attention kernel.
       const cuda::AttnRope fused{a.k, a.v, freq, style};
-      return launch_attention_op(a.q, s.k_cache, s.v_cache, a.out, 1, s.pos0, a.n_heads,
-                                 a.n_kv_heads, a.head_dim, a.scale, &fused);
+      return launch_attention_op(a.q, k_cache, v_cache, a.out, 1, s.pos0, a.n_heads, a.n_kv_heads,
+                                 a.head_dim, a.scale, &fused);
     }
     const int m = prof("rope+kv store");
-    check(cuda::launch_rope_kv(a.q, a.n_heads, a.k, a.n_kv_heads, a.head_dim, &step_dev_->pos,
-                               freq, style, s.k_cache, s.v_cache, a.v, stream_),
+    check(cuda::launch_rope_kv(a.q, a.n_heads, a.k, a.n_kv_heads, a.head_dim, &step_dev_->pos, freq,
+                               style, k_cache, v_cache, a.v, stream_),
           "rope+kv");
     unprof(m);
   } else if (opt_.rope_rows_kv && !stepping() && !capturing() &&
              a.n_tokens > cuda::kGemvMaxTokens) {
-    launch_rope_rows_kv(a, s, freq, style);
+    launch_rope_rows_kv(a, k_cache, v_cache, s.pos0, freq, style);
   } else {
     return Backend::rope_append_attend(a);
   }
-  launch_attention_op(a.q, s.k_cache, s.v_cache, a.out, a.n_tokens, s.pos0, a.n_heads,
-                      a.n_kv_heads, a.head_dim, a.scale, nullptr);
+  launch_attention_op(a.q, k_cache, v_cache, a.out, a.n_tokens, s.pos0, a.n_heads, a.n_kv_heads,
+                      a.head_dim, a.scale, nullptr);
 }
 
-void CudaBackend::launch_rope_rows_kv(const AttentionBlock& a, const KvSegment& s,
-                                      const float* freq, int style) {
+void CudaBackend::launch_rope_rows_kv(const AttentionBlock& a, float* k_cache, float* v_cache,
+                                      int64_t pos0, const float* freq, int style) {
   const int m = prof("rope+kv store");
   const int64_t T = a.n_tokens;
   // Every layer of a pass rotates by the same positions: one angle table per pass.
@@ -158,7 +162,7 @@ void CudaBackend::launch_rope_rows_kv(const AttentionBlock& a, const KvSegment& 
     angles_version_ = freqs_version_;
   }
   check(cuda::launch_rope_rows_kv(a.q, a.n_heads, a.k, a.n_kv_heads, a.head_dim, T, angles_, style,
-                                  s.k_cache, s.v_cache, a.v, s.pos0, stream_),
+                                  k_cache, v_cache, a.v, pos0, stream_),
         "rope+kv");
   unprof(m);
 }

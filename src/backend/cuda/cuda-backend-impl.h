@@ -129,19 +129,48 @@ class CudaBackend final : public Backend {
   void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
             const float* inv_freq, kernels::RopeStyle style) override;
 
+  // The KV cache: f32 rows only so far (supports_kv_type), so the typed entry points hand their
+  // rows to the f32 ops below (KvCache keeps f32 rows on this backend's layers).
+  bool supports_kv_type(DType t) const override { return t == DType::F32; }
+  void attention(const float* q, const kernels::KvRows& k, const kernels::KvRows& v, float* out,
+                 int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+                 int64_t head_dim, float scale) override {
+    attention(q, f32_rows(k), f32_rows(v), out, n_tokens, pos0, n_heads, n_kv_heads, head_dim,
+              scale);
+  }
+  void store_kv(void* cache, DType type, const float* src, int64_t pos, int64_t row_floats,
+                int64_t n_tokens, int64_t ring_rows = 0) override {
+    store_kv(static_cast<float*>(f32_rows({cache, type})), src, pos, row_floats, n_tokens,
+             ring_rows);
+  }
+  void attention_masked(const float* q, const kernels::KvRows& k, const kernels::KvRows& v,
+                        float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
+                        int64_t n_kv_heads, int64_t head_dim, float scale,
+                        const kernels::AttentionMask& mask) override {
+    attention_masked(q, f32_rows(k), f32_rows(v), out, n_tokens, pos0, n_heads, n_kv_heads,
+                     head_dim, scale, mask);
+  }
+  static float* f32_rows(const kernels::KvRows& rows) {
+    if (rows.type != DType::F32) {
+      std::fprintf(stderr, "hearth: internal error: cuda KV rows of type %s\n",
+                   dtype_name(rows.type));
+      std::abort();
+    }
+    return static_cast<float*>(const_cast<void*>(rows.data));
+  }
   void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
                  int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
-                 int64_t head_dim, float scale) override;
+                 int64_t head_dim, float scale);
 
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
   void add_inplace(float* y, const float* x, int64_t n) override;
   void add_bias(float* y, const float* b, int64_t rows, int64_t n) override;
 
   void store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats, int64_t n_tokens,
-                int64_t ring_rows = 0) override;
-  // One segment with plain attention and full RoPE: a decode step's rotation and append run
-  // inside the attention kernel (or one rope + append launch, then attention); a prefill's as
-  // one launch before it. Anything else: the plain ops (Backend's default).
+                int64_t ring_rows = 0);
+  // One segment with plain attention and full RoPE over f32 rows: a decode step's rotation and
+  // append run inside the attention kernel (or one rope + append launch, then attention); a
+  // prefill's as one launch before it. Anything else: the plain ops (Backend's default).
   void rope_append_attend(const AttentionBlock& a) override;
 
   // The families' ops (cuda-backend-family-ops.cpp).
@@ -149,7 +178,7 @@ class CudaBackend final : public Backend {
   void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim, float eps) override;
   void attention_masked(const float* q, const float* k_cache, const float* v_cache, float* out,
                         int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
-                        int64_t head_dim, float scale, const kernels::AttentionMask& mask) override;
+                        int64_t head_dim, float scale, const kernels::AttentionMask& mask);
   void rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
                     const int32_t* pos, const float* inv_freq, kernels::RopeStyle style,
                     float mscale) override;
@@ -238,8 +267,8 @@ class CudaBackend final : public Backend {
                            int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                            int64_t head_dim, float scale, const cuda::AttnRope* fused_rope);
   // A prefill's rope q/k + K/V append as one launch over an angle table made once per pass.
-  void launch_rope_rows_kv(const AttentionBlock& a, const KvSegment& s, const float* freq,
-                           int style);
+  void launch_rope_rows_kv(const AttentionBlock& a, float* k_cache, float* v_cache, int64_t pos0,
+                           const float* freq, int style);
 
   // Hand-offs. An op may leave its output in the form the next op's kernel reads: the int8
   // activations of a decode GEMV's x (rmsnorm, swiglu, attention write them in their epilogue)

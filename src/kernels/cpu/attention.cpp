@@ -1,5 +1,5 @@
-// Causal multi-head attention over the f32 KV cache on the CPU: blocked online softmax, the
-// inner loops from SmallOps (per ISA). Work is cut into jobs (kv heads, query block, key range)
+// Causal multi-head attention over the KV cache (f32, f16, bf16 or q8_0 rows, read in place) on
+// the CPU: blocked online softmax, the inner loops from SmallOps (per ISA and row type). Work is cut into jobs (kv heads, query block, key range)
 // taken from a shared counter, largest first, so causal prefill does not leave a straggler.
 // A decode step instead gives each thread a contiguous range of keys across every kv head (a
 // short context: a range of kv heads too). Sliding windows, soft-caps and ring caches
@@ -23,10 +23,13 @@ constexpr int64_t kMinKeysPerDecodeSplit = 32;
 
 struct Shape {
   const float* q;
-  const float* k;
-  const float* v;
+  const uint8_t* k;
+  const uint8_t* v;
   float* out;
-  int64_t T, pos0, H, group, hd, kv_stride;
+  int64_t T, pos0, H, group, hd;
+  DType k_type, v_type;
+  int64_t k_row, v_row;    // bytes per cache row
+  int64_t k_head, v_head;  // bytes per head within a row
   float scale;
   AttentionMask mask;
   // The keys query token t sees: positions [first_key(t), pos0 + t + 1).
@@ -56,6 +59,36 @@ float max_of(const float* s, int64_t n) {
     for (int i = 0; i < 4; ++i) m[i] = std::max(m[i], s[j + i]);
   for (; j < n; ++j) m[0] = std::max(m[0], s[j]);
   return std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
+}
+
+// The two loops for a row type: f32 rows through the f32 entries (element strides), the others
+// through their KvRowOps (byte strides). A switch per key block, not per key.
+void score_rows(const SmallOps& ops, DType t, const float* q, const uint8_t* k, int64_t stride,
+                int64_t nk, int64_t hd, float scale, float* s) {
+  switch (t) {
+    case DType::F16:
+      return ops.f16.scores(q, k, stride, nk, hd, scale, s);
+    case DType::BF16:
+      return ops.bf16.scores(q, k, stride, nk, hd, scale, s);
+    case DType::Q8_0:
+      return ops.q8_0.scores(q, k, stride, nk, hd, scale, s);
+    default:
+      return ops.scores(q, reinterpret_cast<const float*>(k), stride / 4, nk, hd, scale, s);
+  }
+}
+
+void accumulate_rows(const SmallOps& ops, DType t, float* acc, float c, const float* p,
+                     const uint8_t* v, int64_t stride, int64_t nk, int64_t hd) {
+  switch (t) {
+    case DType::F16:
+      return ops.f16.accumulate(acc, c, p, v, stride, nk, hd);
+    case DType::BF16:
+      return ops.bf16.accumulate(acc, c, p, v, stride, nk, hd);
+    case DType::Q8_0:
+      return ops.q8_0.accumulate(acc, c, p, v, stride, nk, hd);
+    default:
+      return ops.accumulate(acc, c, p, reinterpret_cast<const float*>(v), stride / 4, nk, hd);
+  }
 }
 
 // Soft-capping inside the online softmax: the capped scores are what the max, exp and sum see.
@@ -99,12 +132,13 @@ void run_job(const SmallOps& ops, const Shape& sh, const Job& job, Scratch& sc, 
         const int64_t kb = std::max(block, sh.first_key(t));
         const int64_t nk = std::min(block_end, sh.pos0 + t + 1) - kb;  // causal
         if (nk <= 0) continue;
-        const float* kblk = sh.k + sh.row(kb) * sh.kv_stride + kvh * hd;
-        const float* vblk = sh.v + sh.row(kb) * sh.kv_stride + kvh * hd;
+        const uint8_t* kblk = sh.k + sh.row(kb) * sh.k_row + kvh * sh.k_head;
+        const uint8_t* vblk = sh.v + sh.row(kb) * sh.v_row + kvh * sh.v_head;
         for (int64_t g = 0; g < sh.group; ++g) {
           const int64_t h = kvh * sh.group + g;
           const int64_t r = ((kvh - job.kvh0) * tokens + (t - job.t0)) * sh.group + g;
-          ops.scores(sh.q + (t * sh.H + h) * hd, kblk, sh.kv_stride, nk, hd, sh.scale, sc.s.data());
+          score_rows(ops, sh.k_type, sh.q + (t * sh.H + h) * hd, kblk, sh.k_row, nk, hd, sh.scale,
+                     sc.s.data());
           if (sh.mask.softcap > 0) cap_scores(sc.s.data(), nk, sh.mask.softcap);
           const float mx = max_of(sc.s.data(), nk);
           const float m_old = sc.m[size_t(r)];
@@ -113,7 +147,8 @@ void run_job(const SmallOps& ops, const Shape& sh, const Job& job, Scratch& sc, 
           const float sum = ops.exp_sum(sc.s.data(), nk, m_new);
           sc.l[size_t(r)] = sc.l[size_t(r)] * c + sum;
           sc.m[size_t(r)] = m_new;
-          ops.accumulate(sc.acc.data() + r * hd, c, sc.s.data(), vblk, sh.kv_stride, nk, hd);
+          accumulate_rows(ops, sh.v_type, sc.acc.data() + r * hd, c, sc.s.data(), vblk, sh.v_row,
+                          nk, hd);
         }
       }
     }
@@ -145,13 +180,33 @@ void run_job(const SmallOps& ops, const Shape& sh, const Job& job, Scratch& sc, 
 void attention_with(const SmallOps& ops, const float* q, const float* k_cache, const float* v_cache,
                     float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                     int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool) {
+  attention_with(ops, q, KvRows{k_cache, DType::F32}, KvRows{v_cache, DType::F32}, out, n_tokens,
+                 pos0, n_heads, n_kv_heads, head_dim, scale, mask, pool);
+}
+
+void attention_with(const SmallOps& ops, const float* q, const KvRows& k_cache,
+                    const KvRows& v_cache, float* out, int64_t n_tokens, int64_t pos0,
+                    int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                    const AttentionMask& mask, ThreadPool& pool) {
   if (n_tokens <= 0 || n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0) return;
-  const Shape sh{q,        k_cache,
-                 v_cache,  out,
-                 n_tokens, pos0,
-                 n_heads,  n_heads / n_kv_heads,
-                 head_dim, n_kv_heads * head_dim,
-                 scale,    mask};
+  const int64_t kv_dim = n_kv_heads * head_dim;
+  const Shape sh{q,
+                 static_cast<const uint8_t*>(k_cache.data),
+                 static_cast<const uint8_t*>(v_cache.data),
+                 out,
+                 n_tokens,
+                 pos0,
+                 n_heads,
+                 n_heads / n_kv_heads,
+                 head_dim,
+                 k_cache.type,
+                 v_cache.type,
+                 kv_row_bytes(k_cache.type, kv_dim),
+                 kv_row_bytes(v_cache.type, kv_dim),
+                 kv_row_bytes(k_cache.type, head_dim),
+                 kv_row_bytes(v_cache.type, head_dim),
+                 scale,
+                 mask};
   // Query blocks: enough rows (tokens x group heads) that a key block loaded once serves many.
   const int64_t qb = std::clamp<int64_t>(32 / sh.group, 1, 16);
   const int64_t n_qblocks = (n_tokens + qb - 1) / qb;
@@ -246,6 +301,13 @@ void attention(const float* q, const float* k_cache, const float* v_cache, float
 }
 
 void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
+               int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+               int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool) {
+  attention_with(small_ops(), q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads,
+                 head_dim, scale, mask, pool);
+}
+
+void attention(const float* q, const KvRows& k_cache, const KvRows& v_cache, float* out,
                int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool) {
   attention_with(small_ops(), q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads,

@@ -4,6 +4,7 @@
 #include "kernels/cpu/small-ops.h"
 
 #include <cmath>
+#include <string_view>
 
 #include "kernels/cpu/kernel-table.h"
 
@@ -70,9 +71,51 @@ void add_portable(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-const SmallOps kPortable{"portable",          scores_portable, exp_sum_portable,
-                         accumulate_portable, swiglu_portable, sum_squares_portable,
-                         scale_mul_portable,  add_portable};
+const SmallOps kPortable{"portable",
+                         scores_portable,
+                         exp_sum_portable,
+                         accumulate_portable,
+                         swiglu_portable,
+                         sum_squares_portable,
+                         scale_mul_portable,
+                         add_portable,
+                         {portable::scores_f16, portable::accumulate_f16},
+                         {portable::scores_bf16, portable::accumulate_bf16},
+                         {portable::scores_q8_0, portable::accumulate_q8_0}};
+
+}  // namespace
+
+#if defined(__x86_64__)
+// AVX2 machines: the portable f32 loops (the compiler's baseline vectorisation) with AVX2 + F16C
+// loops over the typed cache rows.
+const SmallOps avx2::small_ops{"avx2",
+                               scores_portable,
+                               exp_sum_portable,
+                               accumulate_portable,
+                               swiglu_portable,
+                               sum_squares_portable,
+                               scale_mul_portable,
+                               add_portable,
+                               {avx2::scores_f16, avx2::accumulate_f16},
+                               {avx2::scores_bf16, avx2::accumulate_bf16},
+                               {avx2::scores_q8_0, avx2::accumulate_q8_0}};
+#endif
+#if defined(__aarch64__)
+// AArch64: the portable f32 loops with NEON loops over the typed cache rows.
+const SmallOps neon::small_ops{"neon",
+                               scores_portable,
+                               exp_sum_portable,
+                               accumulate_portable,
+                               swiglu_portable,
+                               sum_squares_portable,
+                               scale_mul_portable,
+                               add_portable,
+                               {neon::scores_f16, neon::accumulate_f16},
+                               {neon::scores_bf16, neon::accumulate_bf16},
+                               {neon::scores_q8_0, neon::accumulate_q8_0}};
+#endif
+
+namespace {
 
 struct Candidates {
   const SmallOps* list[4];
@@ -85,6 +128,11 @@ Candidates candidates() {
   // The AVX-512 loops need only F/DQ/BW/VL, a subset of what the avx512 kernel table needs.
   const CpuFeatures& f = cpu_features();
   if (f.avx512f && f.avx512dq && f.avx512bw && f.avx512vl) c.list[c.count++] = &avx512::small_ops;
+  // AVX2 + FMA + F16C: the portable f32 loops with vector loops over the typed cache rows.
+  if (f.avx2 && f.fma && f.f16c) c.list[c.count++] = &avx2::small_ops;
+#endif
+#if defined(__aarch64__)
+  if (cpu_features().neon) c.list[c.count++] = &neon::small_ops;
 #endif
   c.list[c.count++] = &kPortable;
   return c;
@@ -107,7 +155,14 @@ const SmallOps& small_ops() {
   static const SmallOps& ops = [&]() -> const SmallOps& {
     int n = 0;
     const SmallOps* const* list = supported_small_ops(&n);
-    return active_kernel_table().isa == Isa::kAvx512 ? *list[0] : kPortable;
+    const Isa isa = active_kernel_table().isa;
+    for (int i = 0; i < n; ++i) {
+      const std::string_view name = list[i]->name;
+      if ((isa == Isa::kAvx512 && name == "avx512") || (isa == Isa::kAvx2 && name == "avx2") ||
+          (isa == Isa::kNeon && name == "neon"))
+        return *list[i];
+    }
+    return kPortable;
   }();
   return ops;
 }

@@ -10,6 +10,20 @@
 
 namespace hearth::kernels {
 
+using KvRowFn = void (*)(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                        float scale, float* s);
+using KvAccFn = void (*)(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                        int64_t nk, int64_t hd);
+
+// Attention's two inner loops over typed KV cache rows (F16, BF16, Q8_0), read in place; row
+// strides in bytes. Q8_0 rows start on a block and hd % 32 == 0.
+struct KvRowOps {
+  // s[j] = scale * dot(q[0..hd), row j of k) for j < nk.
+  KvRowFn scores;
+  // acc[0..hd) = acc * c + sum_j p[j] * (row j of v) for j < nk.
+  KvAccFn accumulate;
+};
+
 // All pointers are plain f32 arrays; no alignment is assumed; n may be any length (tails).
 struct SmallOps {
   const char* name;
@@ -29,6 +43,8 @@ struct SmallOps {
   void (*scale_mul)(const float* x, float s, const float* w, float* y, int64_t n);
   // y[i] += x[i]
   void (*add)(float* y, const float* x, int64_t n);
+  // scores / accumulate over the typed cache rows.
+  KvRowOps f16, bf16, q8_0;
 };
 
 // The portable loops (any architecture; the compiler vectorises what it can at baseline).
@@ -42,6 +58,10 @@ const SmallOps* const* supported_small_ops(int* count);
 void attention_with(const SmallOps& ops, const float* q, const float* k_cache, const float* v_cache,
                     float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                     int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool);
+void attention_with(const SmallOps& ops, const float* q, const KvRows& k_cache,
+                    const KvRows& v_cache, float* out, int64_t n_tokens, int64_t pos0,
+                    int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                    const AttentionMask& mask, ThreadPool& pool);
 
 // Pooled versions of ops.h's element-wise ops: same results, split across the pool when the
 // work is large enough to pay a hand-off (prefill); small calls (decode) stay on the caller.
@@ -60,7 +80,55 @@ void add_inplace(float* y, const float* x, int64_t n, ThreadPool& pool);
 
 }  // namespace hearth::kernels
 
-// Per-ISA tables (defined in cpu/arch/x86/avx512-ops.cpp on x86-64 builds).
+// The portable typed-row loops (cpu/kv-rows.cpp): the scalar truth of KvRowOps.
+namespace hearth::kernels::portable {
+void scores_f16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                float scale, float* s);
+void scores_bf16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                 float scale, float* s);
+void scores_q8_0(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                 float scale, float* s);
+void accumulate_f16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                    int64_t nk, int64_t hd);
+void accumulate_bf16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                     int64_t nk, int64_t hd);
+void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                     int64_t nk, int64_t hd);
+}  // namespace hearth::kernels::portable
+
+// Per-ISA tables: avx512 in cpu/arch/x86/avx512-ops.cpp; avx2 and neon in small-ops.cpp, with
+// their typed-row loops in cpu/arch/x86/avx2-kv-rows.cpp and cpu/arch/arm/neon-kv-rows.cpp.
 namespace hearth::kernels::avx512 {
 extern const SmallOps small_ops;
 }
+namespace hearth::kernels::avx2 {
+extern const SmallOps small_ops;  // small-ops.cpp: the portable f32 loops, these typed ones
+void scores_f16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                float scale, float* s);
+void scores_bf16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                 float scale, float* s);
+void scores_q8_0(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                 float scale, float* s);
+void accumulate_f16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                    int64_t nk, int64_t hd);
+void accumulate_bf16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                     int64_t nk, int64_t hd);
+void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                     int64_t nk, int64_t hd);
+}  // namespace hearth::kernels::avx2
+
+namespace hearth::kernels::neon {
+extern const SmallOps small_ops;  // small-ops.cpp: the portable f32 loops, these typed ones
+void scores_f16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                float scale, float* s);
+void scores_bf16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                 float scale, float* s);
+void scores_q8_0(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                 float scale, float* s);
+void accumulate_f16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                    int64_t nk, int64_t hd);
+void accumulate_bf16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                     int64_t nk, int64_t hd);
+void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                     int64_t nk, int64_t hd);
+}  // namespace hearth::kernels::neon

@@ -161,5 +161,45 @@ TEST(BadInput, NonexistentPath) {
   EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
 }
 
+// The KV cache flags: an unknown type, a list outside bench, q8_0 on a head size that is not
+// whole blocks (phi3-tiny's 16) each give one line naming the flag or the field; llama.cpp's
+// -ctk / -ctv spellings and every type run. And bench's depth beyond the model's context.
+// (Progress lines such as the load notice may come first: the error is the last line, the only
+// one that says error.)
+void expect_one_line(const test::CommandResult& r, const std::string& must_mention) {
+  EXPECT_EQ(r.exit_code, 1) << "stderr: " << r.err;
+  ASSERT_FALSE(r.err.empty());
+  ASSERT_EQ(r.err.back(), '\n') << r.err;
+  const size_t start = r.err.rfind('\n', r.err.size() - 2);
+  const std::string last = r.err.substr(start == std::string::npos ? 0 : start + 1);
+  EXPECT_EQ(last.rfind("hearth: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.find("error"), r.err.size() - last.size() + 8) << "another error line: " << r.err;
+  EXPECT_NE(last.find(must_mention), std::string::npos)
+      << "expected '" << must_mention << "' in: " << r.err;
+}
+
+TEST(BadInput, KvCacheTypes) {
+  const std::string kjv = test::shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf");
+  const std::string cli = test::hearth_cli();
+  expect_one_line(run_command({cli, "run", "-m", kjv, "-p", "And", "-n", "2", "-ctk", "q4_0"}),
+                  "--cache-type-k: 'q4_0' is not one of f32|f16|bf16|q8_0");
+  expect_one_line(
+      run_command({cli, "run", "-m", kjv, "-p", "And", "-n", "2", "--cache-type-v", "f16,q8_0"}),
+      "--cache-type-v: give one type (lists are for bench)");
+  expect_one_line(run_command({cli, "run", "-m", test::shared_path("goldens/phi3-tiny"), "-p",
+                               "And", "-n", "2", "-ctv", "q8_0"}),
+                  "V type q8_0 needs a head_dim that is a multiple of 32; this model's is 16");
+  expect_one_line(run_command({cli, "bench", "-m", kjv, "-p", "16", "-n", "8", "-r", "1",
+                               "--depth", "1024", "-ctk", "f16,q8_0"}),
+                  "--depth 1024 plus the longest test (16 tokens) exceeds the model's context "
+                  "of 1024 tokens");
+  for (const char* t : {"f32", "f16", "bf16", "q8_0"}) {
+    auto r = run_command({cli, "run", "-m", kjv, "-p", "And the king said", "-n", "4", "--temp",
+                          "0", "-ctk", t, "-ctv", t});
+    EXPECT_EQ(r.exit_code, 0) << t << ": " << r.err;
+    EXPECT_FALSE(r.out.empty()) << t;
+  }
+}
+
 }  // namespace
 }  // namespace hearth

@@ -89,7 +89,7 @@ void run_golden_prompt(const std::string& path, const std::string& model, int ct
   g = test::load_golden(golden_dir(model));
   engine = load(path);
   ASSERT_TRUE(engine);
-  Session s(engine, ctx);
+  Session s(engine, ctx, test::kF32Cache);  // the goldens' f32 math (golden-run.h)
   ASSERT_TRUE(s.init().is_ok());
   auto r = s.all_logits(g.input_ids);
   ASSERT_TRUE(r.is_ok()) << r.message();

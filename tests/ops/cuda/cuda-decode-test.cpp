@@ -70,7 +70,7 @@ void step_ops(Backend& be, LayerModel& m, int32_t token, int32_t pos, const floa
   if (inserted_op) be.scale(m.xn, kE, 0.5f);
   const Backend::MatmulOut qkv[] = {{&m.wq, m.q}, {&m.wk, m.k}, {&m.wv, m.v}};
   be.matmul_shared(m.xn, 1, qkv);
-  const Backend::KvSegment seg{m.kc, m.vc, pos, 1, 0};
+  const Backend::KvSegment seg{m.kc, DType::F32, m.vc, DType::F32, pos, 1, 0};
   Backend::AttentionBlock a;
   a.q = m.q, a.k = m.k, a.v = m.v, a.out = m.attn, a.host_pos = &pos;
   a.n_tokens = 1, a.n_heads = kHeads, a.n_kv_heads = kKvHeads, a.head_dim = kHd;

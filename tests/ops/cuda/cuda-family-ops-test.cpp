@@ -181,7 +181,7 @@ TEST_F(CudaTest, CapturedFamilyStepsMatchEagerAcrossRingWrap) {
     backend_->rmsnorm_heads(s.q, dw, H, hd, 1e-6f);
     backend_->rmsnorm_heads(s.k, dw, Hkv, hd, 1e-6f);
     // The named op over a partial rope and a masked ring layer (its plain-ops path).
-    const Backend::KvSegment seg{s.kc, s.vc, pos, 1, mask.ring_rows};
+    const Backend::KvSegment seg{s.kc, DType::F32, s.vc, DType::F32, pos, 1, mask.ring_rows};
     Backend::AttentionBlock blk;
     blk.q = s.q, blk.k = s.k, blk.v = s.v, blk.out = s.out, blk.host_pos = &pos;
     blk.n_tokens = 1, blk.n_heads = H, blk.n_kv_heads = Hkv, blk.head_dim = hd, blk.scale = scale;

@@ -186,6 +186,48 @@ TEST(ApiBadArgs, OlderModelParamsAndBackendChoices) {
                "amx min tokens");
 }
 
+// The KV cache types: defaults f16 (also for a v1-size struct, which ends at `sampling`), the
+// four types accepted, anything else named; q8_0 on a head size that is not whole blocks fails
+// the creation with a message saying so (phi3-tiny: 16).
+TEST(ApiBadArgs, SessionCacheTypes) {
+  const size_t v1 = offsetof(hearth_session_params, cache_type_k);
+  hearth_session_params p;
+  std::memset(&p, 0x5a, sizeof p);  // what a v1 caller never writes
+  ASSERT_EQ(hearth_session_params_init(&p, v1), HEARTH_OK) << hearth_last_error();
+  EXPECT_EQ(p.struct_size, v1);
+  hearth_session_params full;
+  ASSERT_EQ(hearth_session_params_init(&full, sizeof full), HEARTH_OK);
+  EXPECT_EQ(full.cache_type_k, HEARTH_CACHE_TYPE_F16);
+  EXPECT_EQ(full.cache_type_v, HEARTH_CACHE_TYPE_F16);
+  hearth_session* s = nullptr;
+  p.n_ctx = 32;
+  p.sampling = nullptr;
+  ASSERT_EQ(hearth_session_create(tiny_model(), &p, &s), HEARTH_OK) << hearth_last_error();
+  hearth_session_free(s);
+  for (int32_t t : {HEARTH_CACHE_TYPE_F32, HEARTH_CACHE_TYPE_F16, HEARTH_CACHE_TYPE_BF16,
+                    HEARTH_CACHE_TYPE_Q8_0}) {
+    full.n_ctx = 32;
+    full.cache_type_k = t;
+    full.cache_type_v = t;
+    ASSERT_EQ(hearth_session_create(tiny_model(), &full, &s), HEARTH_OK) << hearth_last_error();
+    hearth_session_free(s);
+  }
+  full.cache_type_k = 2;  // Q4_0: a ggml type, not a cache type
+  EXPECT_FAILS(hearth_session_create(tiny_model(), &full, &s), HEARTH_ERR_INVALID_ARGUMENT,
+               "cache_type_k = 2 is not a cache type");
+  full.cache_type_k = HEARTH_CACHE_TYPE_F16;
+  full.cache_type_v = -1;
+  EXPECT_FAILS(hearth_session_create(tiny_model(), &full, &s), HEARTH_ERR_INVALID_ARGUMENT,
+               "cache_type_v");
+  hearth_model* phi = nullptr;
+  ASSERT_EQ(hearth_model_load(shared_path("goldens/phi3-tiny").c_str(), nullptr, &phi), HEARTH_OK)
+      << hearth_last_error();
+  full.cache_type_v = HEARTH_CACHE_TYPE_Q8_0;
+  EXPECT_FAILS(hearth_session_create(phi, &full, &s), HEARTH_ERR_INVALID_ARGUMENT,
+               "q8_0 needs a head_dim that is a multiple of 32");
+  hearth_model_free(phi);
+}
+
 TEST(ApiBadArgs, CancelledLoads) {
   for (int cancel_at : {1, 2, 4}) {
     struct Ctx {

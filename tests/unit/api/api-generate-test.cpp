@@ -214,6 +214,80 @@ TEST(ApiGenerate, StateSaveRestoreResumesIdentically) {
   for (hearth_session* s : {s1, s2, s3, tiny}) hearth_session_free(s);
 }
 
+// A blob holds its cache types: a session of other types refuses it naming both; one of the
+// same types resumes it (q8_0 here).
+TEST(ApiGenerate, StateFollowsTheCacheTypes) {
+  const Golden& g = tiny_golden();
+  auto session_of = [](int32_t k, int32_t v) {
+    hearth_sampling_params sp;
+    EXPECT_EQ(hearth_sampling_params_init(&sp, sizeof sp), HEARTH_OK);
+    sp.temperature = 0;  // greedy: the continuation depends on the cache only
+    hearth_session_params p;
+    EXPECT_EQ(hearth_session_params_init(&p, sizeof p), HEARTH_OK);
+    p.n_ctx = 128;
+    p.sampling = &sp;
+    p.cache_type_k = k;
+    p.cache_type_v = v;
+    hearth_session* s = nullptr;
+    EXPECT_EQ(hearth_session_create(tiny_model(), &p, &s), HEARTH_OK) << hearth_last_error();
+    return s;
+  };
+  hearth_session* q8 = session_of(HEARTH_CACHE_TYPE_Q8_0, HEARTH_CACHE_TYPE_Q8_0);
+  generate_ids(q8, g.gen_prompt, 6);
+  const std::vector<unsigned char> blob = save_state(q8);
+  const std::vector<int32_t> cont = generate_ids(q8, {}, 8);
+  hearth_session* same = session_of(HEARTH_CACHE_TYPE_Q8_0, HEARTH_CACHE_TYPE_Q8_0);
+  ASSERT_EQ(hearth_session_state_load(same, blob.data(), blob.size()), HEARTH_OK)
+      << hearth_last_error();
+  EXPECT_EQ(generate_ids(same, {}, 8), cont);
+  hearth_session* other = session_of(HEARTH_CACHE_TYPE_F16, HEARTH_CACHE_TYPE_Q8_0);
+  EXPECT_EQ(hearth_session_state_load(other, blob.data(), blob.size()), HEARTH_ERR_BAD_STATE);
+  EXPECT_NE(std::string(hearth_last_error()).find("q8_0 K / q8_0 V rows; this session's holds "
+                                                  "f16 / q8_0"),
+            std::string::npos)
+      << hearth_last_error();
+  for (hearth_session* s : {q8, same, other}) hearth_session_free(s);
+}
+
+// A format-1 blob (before typed caches: eight header fields, f32 rows counted in floats) loads
+// into a session with f32 caches and resumes; into the default f16 session it is refused.
+TEST(ApiGenerate, FormatOneStateLoadsIntoF32Sessions) {
+  const Golden& g = tiny_golden();
+  auto session_of = [](int32_t type) {
+    hearth_sampling_params sp;
+    EXPECT_EQ(hearth_sampling_params_init(&sp, sizeof sp), HEARTH_OK);
+    sp.temperature = 0;
+    hearth_session_params p;
+    EXPECT_EQ(hearth_session_params_init(&p, sizeof p), HEARTH_OK);
+    p.n_ctx = 128;
+    p.sampling = &sp;
+    p.cache_type_k = p.cache_type_v = type;
+    hearth_session* s = nullptr;
+    EXPECT_EQ(hearth_session_create(tiny_model(), &p, &s), HEARTH_OK) << hearth_last_error();
+    return s;
+  };
+  hearth_session* f32 = session_of(HEARTH_CACHE_TYPE_F32);
+  generate_ids(f32, g.gen_prompt, 6);
+  const std::vector<unsigned char> blob = save_state(f32);
+  const std::vector<int32_t> cont = generate_ids(f32, {}, 8);
+  // Format 2's header: magic, then u64 fields format, layers, kv_dim, vocab, history, pending,
+  // kv bytes, logits, K type, V type. Format 1: the first eight, the KV size in floats.
+  std::vector<unsigned char> old(blob.begin(), blob.begin() + 8 + 8 * 8);
+  uint64_t field = 1;
+  std::memcpy(old.data() + 8, &field, 8);
+  std::memcpy(&field, old.data() + 8 + 6 * 8, 8);
+  field /= 4;
+  std::memcpy(old.data() + 8 + 6 * 8, &field, 8);
+  old.insert(old.end(), blob.begin() + 8 + 10 * 8, blob.end());
+  hearth_session* again = session_of(HEARTH_CACHE_TYPE_F32);
+  ASSERT_EQ(hearth_session_state_load(again, old.data(), old.size()), HEARTH_OK)
+      << hearth_last_error();
+  EXPECT_EQ(generate_ids(again, {}, 8), cont);
+  hearth_session* f16 = session_of(HEARTH_CACHE_TYPE_F16);
+  EXPECT_EQ(hearth_session_state_load(f16, old.data(), old.size()), HEARTH_ERR_BAD_STATE);
+  for (hearth_session* s : {f32, again, f16}) hearth_session_free(s);
+}
+
 TEST(ApiGenerate, SampledStateResumesIdentically) {
   const Golden& g = tiny_golden();
   hearth_session* s1 = new_session(tiny_model(), 128, /*temperature=*/0.9f, /*seed=*/7);

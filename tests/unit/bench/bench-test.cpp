@@ -133,13 +133,15 @@ TEST(RunBench, DepthAndSampledRows) {
   EXPECT_EQ(r->sampling, "temp 0.8 top-k 0 top-p 0.95 min-p 0.05");
   std::map<std::string, Figure> by_name;
   for (const Figure& f : r->figures) by_name[f.test] = f;
-  for (const char* name : {"pp8 @ d100", "ttft pp8 @ d100", "tg6 @ d100", "tg6 sampled @ d100"}) {
+  // Rows name the KV cache type they ran with (default f16).
+  for (const char* name : {"pp8 @ d100 kv f16", "ttft pp8 @ d100 kv f16", "tg6 @ d100 kv f16",
+                           "tg6 sampled @ d100 kv f16"}) {
     ASSERT_TRUE(by_name.count(name)) << name;
     EXPECT_EQ(by_name[name].value.n, 2) << name;
     EXPECT_GT(by_name[name].value.mean, 0) << name;
   }
   // Same bytes per token for both tg rows; deeper means more cache bytes, a lower roofline.
-  EXPECT_EQ(by_name["tg6 @ d100"].roofline, by_name["tg6 sampled @ d100"].roofline);
+  EXPECT_EQ(by_name["tg6 @ d100 kv f16"].roofline, by_name["tg6 sampled @ d100 kv f16"].roofline);
   const nlohmann::json j = nlohmann::json::parse(render_json(*r));
   EXPECT_EQ(j["depth"], 100);
   EXPECT_EQ(j["sampling"], "temp 0.8 top-k 0 top-p 0.95 min-p 0.05");
@@ -152,16 +154,34 @@ TEST(RunBench, DepthAndSampledRows) {
   for (const Figure& f : shallow->figures) {
     EXPECT_EQ(f.test.find('@'), std::string::npos) << f.test;
     EXPECT_EQ(f.test.find("sampled"), std::string::npos) << f.test;
-    if (f.test == "tg6") roof0 = f.roofline;
+    if (f.test == "tg6 kv f16") roof0 = f.roofline;
   }
   // Bytes per token = bandwidth / roofline (each run measures its own bandwidth).
-  ASSERT_TRUE(roof0 && by_name["tg6 @ d100"].roofline);
+  ASSERT_TRUE(roof0 && by_name["tg6 @ d100 kv f16"].roofline);
   const double bytes0 = shallow->devices[0].bandwidth_gbs / *roof0;
-  const double bytes100 = r->devices[0].bandwidth_gbs / *by_name["tg6 @ d100"].roofline;
+  const double bytes100 = r->devices[0].bandwidth_gbs / *by_name["tg6 @ d100 kv f16"].roofline;
   // 100 more cached positions of K and V; the depth-100 cache holds 100 + 8 + 6 + 8 of them.
   const double per_position = double(r->kv_bytes) / (100 + 8 + 6 + 8);
   EXPECT_GE(per_position, 2 * 2 * 128 * 2.0);  // layers x kv_dim x (K, V) x at least 2 bytes
   EXPECT_NEAR((bytes100 - bytes0) * 1e9, 100 * per_position, 1.0);
+
+  // Several cache types in one run: a row each, alternated; fewer bytes a position, fewer bytes
+  // a token (a higher roofline) at depth.
+  o.depth = 64;
+  o.kv_types = {{DType::F32, DType::F32}, {DType::F16, DType::F16}, {DType::Q8_0, DType::F16}};
+  auto typed = run_bench(o);
+  ASSERT_TRUE(typed.is_ok()) << typed.message();
+  std::map<std::string, Figure> typed_rows;
+  for (const Figure& f : typed->figures) typed_rows[f.test] = f;
+  for (const char* name : {"tg6 @ d64 kv f32", "tg6 @ d64 kv f16", "tg6 @ d64 kv q8_0/f16",
+                           "pp8 @ d64 kv f32", "ttft pp8 @ d64 kv q8_0/f16"}) {
+    ASSERT_TRUE(typed_rows.count(name)) << name;
+    EXPECT_EQ(typed_rows[name].value.n, 2) << name;
+  }
+  EXPECT_LT(*typed_rows["tg6 @ d64 kv f32"].roofline, *typed_rows["tg6 @ d64 kv f16"].roofline);
+  EXPECT_LT(*typed_rows["tg6 @ d64 kv f16"].roofline,
+            *typed_rows["tg6 @ d64 kv q8_0/f16"].roofline);
+  o.kv_types = {KvCacheTypes{}};
 
   o.depth = 121;  // + the 8-token prompt > the shape's context of 128
   auto deep = run_bench(o);

@@ -34,6 +34,10 @@ std::vector<int32_t> prompt(int64_t n, int64_t vocab) {
   return ids;
 }
 
+// f32 caches: the reference logits are f32 math held to 1e-4, and the byte counts are f32's
+// (the cache types have their own bounds: tests/golden/kv-types-golden-test.cpp).
+const KvCacheTypes kF32{DType::F32, DType::F32};
+
 TEST(SlidingWindow, MistralWindowGivesReferenceLogitsNotFullAttention) {
   test::TinyModel m;
   m.window = 5;
@@ -44,7 +48,7 @@ TEST(SlidingWindow, MistralWindowGivesReferenceLogitsNotFullAttention) {
   const auto ids = prompt(40, m.vocab);
   const auto want = m.reference_logits(ids, m.window);
   const auto full = m.reference_logits(ids, 0);
-  auto kv = model->new_kv_cache(64);
+  auto kv = model->new_kv_cache(64, kF32);
   ASSERT_TRUE(kv.is_ok());
   ForwardScratch scratch;
   std::vector<float> logits;
@@ -61,13 +65,13 @@ TEST(SlidingWindow, RingCacheKeepsReferenceLogitsPastItsRowsAndIsBoundedByTheWin
   auto model = load_tiny(m);
   ASSERT_TRUE(model);
   const int64_t ctx = 8192, n = 700;  // > window + one pass (517 rows): the ring wraps
-  auto kv = model->new_kv_cache(ctx);
+  auto kv = model->new_kv_cache(ctx, kF32);
   ASSERT_TRUE(kv.is_ok());
   const int64_t ring = m.window + kMaxTokensPerPass;
   for (int64_t l = 0; l < m.layers; ++l) EXPECT_EQ(kv->ring_rows(l), ring);
   // Memory: window + one pass of rows per sliding layer, whatever the context.
   EXPECT_EQ(kv->bytes(), uint64_t(m.layers * ring * m.kv_heads * m.head_dim * 8));
-  auto big = model->new_kv_cache(ctx * 4);
+  auto big = model->new_kv_cache(ctx * 4, kF32);
   ASSERT_TRUE(big.is_ok());
   EXPECT_EQ(big->bytes(), kv->bytes());
 
@@ -95,7 +99,7 @@ TEST(SlidingWindow, ContextWithinTheWindowNeedsNoRing) {
   m.make();
   auto model = load_tiny(m);
   ASSERT_TRUE(model);
-  auto kv = model->new_kv_cache(256);
+  auto kv = model->new_kv_cache(256, kF32);
   ASSERT_TRUE(kv.is_ok());
   EXPECT_EQ(kv->ring_rows(0), 0);
   EXPECT_EQ(kv->bytes(), uint64_t(m.layers * 256 * m.kv_heads * m.head_dim * 8));

@@ -1,9 +1,12 @@
 // AVX-512 inner loops of the small ops (SmallOps, cpu/small-ops.h): attention scores, softmax
-// exponentials, P.V accumulation, SwiGLU, RMSNorm, add. Compiled with AVX-512 flags; reached only
+// exponentials, P.V accumulation (f32 and typed f16/bf16/q8_0 cache rows), SwiGLU, RMSNorm, add. Compiled with AVX-512 flags; reached only
 // through small_ops() after cpuid says yes. Tails use masked loads, so any length is exact.
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "kernels/cpu/small-ops.h"
+#include "kernels/quant-blocks.h"
 
 namespace hearth::kernels::avx512 {
 
@@ -201,9 +204,128 @@ void add(float* y, const float* x, int64_t n) {
   }
 }
 
+// ---- Typed KV cache rows (KvRowOps): f16, bf16 and q8_0 rows read in place ----
+// Each loader returns elements [i, i + 16) of a row as f32 (i % 16 == 0): f16 through the F16C
+// conversion, bf16 by a shift (exact; AVX512-BF16's dot product would round q to bf16 too),
+// q8_0 as d * q of its block. Head sizes that are not whole vectors go to the portable loops.
+struct LoadF16 {
+  __m512 operator()(const uint8_t* row, int64_t i) const {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+  }
+};
+struct LoadBF16 {
+  __m512 operator()(const uint8_t* row, int64_t i) const {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+};
+struct LoadQ8_0 {
+  __m512 operator()(const uint8_t* row, int64_t i) const {
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(row) + i / kQK32;
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + i % kQK32));
+    return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(b->d)),
+                         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  }
+};
+
+// 16 lanes whose sum is q . row (hd % 16 == 0).
+template <class Load>
+inline __m512 partial_dot(const float* q, const uint8_t* row, int64_t hd, Load load) {
+  __m512 a = _mm512_mul_ps(_mm512_loadu_ps(q), load(row, 0)), b = _mm512_setzero_ps();
+  int64_t i = 16;
+  for (; i + 32 <= hd; i += 32) {
+    b = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load(row, i), b);
+    a = _mm512_fmadd_ps(_mm512_loadu_ps(q + i + 16), load(row, i + 16), a);
+  }
+  if (i < hd) b = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load(row, i), b);
+  return _mm512_add_ps(a, b);
+}
+
+// q8_0: a block's 32 products summed before its one scale (instead of scaling every value).
+inline __m512 widen_q8(const int8_t* qs) {
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))));
+}
+inline __m512 partial_dot(const float* q, const uint8_t* row, int64_t hd, LoadQ8_0) {
+  const auto* b = reinterpret_cast<const BlockQ8_0*>(row);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < hd; i += kQK32, ++b) {
+    const __m512 block = _mm512_fmadd_ps(_mm512_loadu_ps(q + i + 16), widen_q8(b->qs + 16),
+                                         _mm512_mul_ps(_mm512_loadu_ps(q + i), widen_q8(b->qs)));
+    acc = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(b->d)), block, acc);
+  }
+  return acc;
+}
+
+// As scores: 16 keys reduced at once (sum_each_16).
+template <class Load, KvRowFn Fallback>
+void scores_typed(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                  float scale, float* s) {
+  if (hd % 16 != 0) return Fallback(q, k, k_stride, nk, hd, scale, s);
+  const auto* kb = static_cast<const uint8_t*>(k);
+  const __m512 sv = _mm512_set1_ps(scale);
+  int64_t j = 0;
+  for (; j + 16 <= nk; j += 16) {
+    __m512 v[16];
+    for (int i = 0; i < 16; ++i) v[i] = partial_dot(q, kb + (j + i) * k_stride, hd, Load{});
+    _mm512_storeu_ps(s + j, _mm512_mul_ps(sum_each_16(v), sv));
+  }
+  for (; j < nk; ++j)
+    s[j] = _mm512_reduce_add_ps(partial_dot(q, kb + j * k_stride, hd, Load{})) * scale;
+}
+
+// As accumulate: 64 columns of acc in registers while the rows stream by (hd % 16 == 0).
+template <class Load, KvAccFn Fallback>
+void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                      int64_t nk, int64_t hd) {
+  if (hd % 16 != 0) return Fallback(acc, c, p, v, v_stride, nk, hd);
+  const auto* vb = static_cast<const uint8_t*>(v);
+  const __m512 cv = _mm512_set1_ps(c);
+  const Load load;
+  int64_t i = 0;
+  for (; i + 64 <= hd; i += 64) {
+    __m512 a[4];
+    for (int r = 0; r < 4; ++r) a[r] = _mm512_mul_ps(cv, _mm512_loadu_ps(acc + i + 16 * r));
+    for (int64_t j = 0; j < nk; ++j) {
+      const uint8_t* row = vb + j * v_stride;
+      if constexpr (std::is_same_v<Load, LoadQ8_0>) {  // p[j] and the block scale folded once
+        const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + i / kQK32;
+        for (int b = 0; b < 2; ++b) {
+          const __m512 w = _mm512_set1_ps(p[j] * _cvtsh_ss(blk[b].d));
+          a[2 * b] = _mm512_fmadd_ps(w, widen_q8(blk[b].qs), a[2 * b]);
+          a[2 * b + 1] = _mm512_fmadd_ps(w, widen_q8(blk[b].qs + 16), a[2 * b + 1]);
+        }
+      } else {
+        const __m512 pj = _mm512_set1_ps(p[j]);
+        for (int r = 0; r < 4; ++r) a[r] = _mm512_fmadd_ps(pj, load(row, i + 16 * r), a[r]);
+      }
+    }
+    for (int r = 0; r < 4; ++r) _mm512_storeu_ps(acc + i + 16 * r, a[r]);
+  }
+  for (; i < hd; i += 16) {  // 16, 32 or 48 columns left
+    __m512 a = _mm512_mul_ps(cv, _mm512_loadu_ps(acc + i));
+    for (int64_t j = 0; j < nk; ++j)
+      a = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), load(vb + j * v_stride, i), a);
+    _mm512_storeu_ps(acc + i, a);
+  }
+}
+
 }  // namespace
 
-const SmallOps small_ops{"avx512", scores,      exp_sum,   accumulate,
-                         swiglu,   sum_squares, scale_mul, add};
+const SmallOps small_ops{
+    "avx512",
+    scores,
+    exp_sum,
+    accumulate,
+    swiglu,
+    sum_squares,
+    scale_mul,
+    add,
+    {scores_typed<LoadF16, portable::scores_f16>,
+     accumulate_typed<LoadF16, portable::accumulate_f16>},
+    {scores_typed<LoadBF16, portable::scores_bf16>,
+     accumulate_typed<LoadBF16, portable::accumulate_bf16>},
+    {scores_typed<LoadQ8_0, portable::scores_q8_0>,
+     accumulate_typed<LoadQ8_0, portable::accumulate_q8_0>}};
 
 }  // namespace hearth::kernels::avx512

@@ -1,0 +1,117 @@
+// NEON attention loops over typed KV cache rows (KvRowOps, cpu/small-ops.h) for baseline
+// ARMv8-A: f16 through the FCVTL conversion, bf16 by a shift, q8_0 as d * q of each block. The
+// neon SmallOps table (small-ops.cpp) pairs them with the portable f32 loops. Head sizes that
+// are not whole groups of 8 go to the portable loops.
+#include <arm_neon.h>
+
+#include "kernels/cpu/small-ops.h"
+#include "kernels/quant-blocks.h"
+
+namespace hearth::kernels::neon {
+
+namespace {
+
+// Elements [i, i + 8) of a row as f32 (i % 8 == 0), in two registers.
+struct LoadF16 {
+  float32x4x2_t operator()(const uint8_t* row, int64_t i) const {
+    const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(reinterpret_cast<const uint16_t*>(row) + i));
+    return {vcvt_f32_f16(vget_low_f16(h)), vcvt_high_f32_f16(h)};
+  }
+};
+struct LoadBF16 {
+  float32x4x2_t operator()(const uint8_t* row, int64_t i) const {
+    const uint16x8_t h = vld1q_u16(reinterpret_cast<const uint16_t*>(row) + i);
+    return {vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16)),
+            vreinterpretq_f32_u32(vshll_high_n_u16(h, 16))};
+  }
+};
+struct LoadQ8_0 {
+  float32x4x2_t operator()(const uint8_t* row, int64_t i) const {
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(row) + i / kQK32;
+    const float d = vgetq_lane_f32(
+        vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(b->d))), 0);
+    const int16x8_t q = vmovl_s8(vld1_s8(b->qs + i % kQK32));
+    return {vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(q))), d),
+            vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(q)), d)};
+  }
+};
+
+template <class Load, KvRowFn Fallback>
+void scores_typed(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                  float scale, float* s) {
+  if (hd % 8 != 0) return Fallback(q, k, k_stride, nk, hd, scale, s);
+  const auto* kb = static_cast<const uint8_t*>(k);
+  const Load load;
+  for (int64_t j = 0; j < nk; ++j) {
+    const uint8_t* row = kb + j * k_stride;
+    float32x4_t a = vdupq_n_f32(0), b = vdupq_n_f32(0);
+    for (int64_t i = 0; i < hd; i += 8) {
+      const float32x4x2_t x = load(row, i);
+      a = vfmaq_f32(a, vld1q_f32(q + i), x.val[0]);
+      b = vfmaq_f32(b, vld1q_f32(q + i + 4), x.val[1]);
+    }
+    s[j] = vaddvq_f32(vaddq_f32(a, b)) * scale;
+  }
+}
+
+template <class Load, KvAccFn Fallback>
+void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                      int64_t nk, int64_t hd) {
+  if (hd % 8 != 0) return Fallback(acc, c, p, v, v_stride, nk, hd);
+  const auto* vb = static_cast<const uint8_t*>(v);
+  const Load load;
+  int64_t i = 0;
+  for (; i + 32 <= hd; i += 32) {  // 32 columns in eight registers
+    float32x4_t a[8];
+    for (int r = 0; r < 8; ++r) a[r] = vmulq_n_f32(vld1q_f32(acc + i + 4 * r), c);
+    for (int64_t j = 0; j < nk; ++j) {
+      const uint8_t* row = vb + j * v_stride;
+      for (int r = 0; r < 4; ++r) {
+        const float32x4x2_t x = load(row, i + 8 * r);
+        a[2 * r] = vfmaq_n_f32(a[2 * r], x.val[0], p[j]);
+        a[2 * r + 1] = vfmaq_n_f32(a[2 * r + 1], x.val[1], p[j]);
+      }
+    }
+    for (int r = 0; r < 8; ++r) vst1q_f32(acc + i + 4 * r, a[r]);
+  }
+  for (; i < hd; i += 8) {
+    float32x4_t a0 = vmulq_n_f32(vld1q_f32(acc + i), c);
+    float32x4_t a1 = vmulq_n_f32(vld1q_f32(acc + i + 4), c);
+    for (int64_t j = 0; j < nk; ++j) {
+      const float32x4x2_t x = load(vb + j * v_stride, i);
+      a0 = vfmaq_n_f32(a0, x.val[0], p[j]);
+      a1 = vfmaq_n_f32(a1, x.val[1], p[j]);
+    }
+    vst1q_f32(acc + i, a0);
+    vst1q_f32(acc + i + 4, a1);
+  }
+}
+
+}  // namespace
+
+void scores_f16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                float scale, float* s) {
+  scores_typed<LoadF16, portable::scores_f16>(q, k, k_stride, nk, hd, scale, s);
+}
+void scores_bf16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                 float scale, float* s) {
+  scores_typed<LoadBF16, portable::scores_bf16>(q, k, k_stride, nk, hd, scale, s);
+}
+void scores_q8_0(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                 float scale, float* s) {
+  scores_typed<LoadQ8_0, portable::scores_q8_0>(q, k, k_stride, nk, hd, scale, s);
+}
+void accumulate_f16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                    int64_t nk, int64_t hd) {
+  accumulate_typed<LoadF16, portable::accumulate_f16>(acc, c, p, v, v_stride, nk, hd);
+}
+void accumulate_bf16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                     int64_t nk, int64_t hd) {
+  accumulate_typed<LoadBF16, portable::accumulate_bf16>(acc, c, p, v, v_stride, nk, hd);
+}
+void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                     int64_t nk, int64_t hd) {
+  accumulate_typed<LoadQ8_0, portable::accumulate_q8_0>(acc, c, p, v, v_stride, nk, hd);
+}
+
+}  // namespace hearth::kernels::neon

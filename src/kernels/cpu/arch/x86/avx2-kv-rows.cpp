@@ -1,0 +1,139 @@
+// AVX2 + FMA + F16C attention loops over typed KV cache rows (KvRowOps, cpu/small-ops.h): f16
+// through the F16C conversion, bf16 by a shift, q8_0 as d * q of each block. The avx2 SmallOps
+// table (small-ops.cpp) pairs them with the portable f32 loops. Compiled with AVX2 flags;
+// reached only after cpuid says yes. Head sizes that are not whole vectors of 8 go to the
+// portable loops.
+#include <immintrin.h>
+
+#include <type_traits>
+
+#include "kernels/cpu/small-ops.h"
+#include "kernels/quant-blocks.h"
+
+namespace hearth::kernels::avx2 {
+
+namespace {
+
+// Elements [i, i + 8) of a row as f32 (i % 8 == 0).
+struct LoadF16 {
+  __m256 operator()(const uint8_t* row, int64_t i) const {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  }
+};
+struct LoadBF16 {
+  __m256 operator()(const uint8_t* row, int64_t i) const {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+};
+struct LoadQ8_0 {
+  __m256 operator()(const uint8_t* row, int64_t i) const {
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(row) + i / kQK32;
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + i % kQK32));
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)),
+                         _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+  }
+};
+
+inline __m256 widen_q8(const int8_t* qs) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs))));
+}
+
+inline float hsum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+template <class Load, KvRowFn Fallback>
+void scores_typed(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                  float scale, float* s) {
+  if (hd % 8 != 0) return Fallback(q, k, k_stride, nk, hd, scale, s);
+  const auto* kb = static_cast<const uint8_t*>(k);
+  const Load load;
+  for (int64_t j = 0; j < nk; ++j) {
+    const uint8_t* row = kb + j * k_stride;
+    if constexpr (std::is_same_v<Load, LoadQ8_0>) {  // a block's products summed, scaled once
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t i = 0; i < hd; i += kQK32, ++blk) {
+        __m256 sum = _mm256_mul_ps(_mm256_loadu_ps(q + i), widen_q8(blk->qs));
+        for (int c = 8; c < kQK32; c += 8)
+          sum = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + c), widen_q8(blk->qs + c), sum);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(blk->d)), sum, acc);
+      }
+      s[j] = hsum(acc) * scale;
+      continue;
+    }
+    __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= hd; i += 16) {
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load(row, i), a);
+      b = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load(row, i + 8), b);
+    }
+    if (i < hd) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load(row, i), a);
+    s[j] = hsum(_mm256_add_ps(a, b)) * scale;
+  }
+}
+
+template <class Load, KvAccFn Fallback>
+void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                      int64_t nk, int64_t hd) {
+  if (hd % 8 != 0) return Fallback(acc, c, p, v, v_stride, nk, hd);
+  const auto* vb = static_cast<const uint8_t*>(v);
+  const __m256 cv = _mm256_set1_ps(c);
+  const Load load;
+  int64_t i = 0;
+  for (; i + 32 <= hd; i += 32) {  // 32 columns in four registers
+    __m256 a[4];
+    for (int r = 0; r < 4; ++r) a[r] = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + i + 8 * r));
+    for (int64_t j = 0; j < nk; ++j) {
+      const uint8_t* row = vb + j * v_stride;
+      if constexpr (std::is_same_v<Load, LoadQ8_0>) {  // 32 columns = one block: one scale
+        const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + i / kQK32;
+        const __m256 w = _mm256_set1_ps(p[j] * _cvtsh_ss(blk->d));
+        for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(w, widen_q8(blk->qs + 8 * r), a[r]);
+      } else {
+        const __m256 pj = _mm256_set1_ps(p[j]);
+        for (int r = 0; r < 4; ++r) a[r] = _mm256_fmadd_ps(pj, load(row, i + 8 * r), a[r]);
+      }
+    }
+    for (int r = 0; r < 4; ++r) _mm256_storeu_ps(acc + i + 8 * r, a[r]);
+  }
+  for (; i < hd; i += 8) {
+    __m256 a = _mm256_mul_ps(cv, _mm256_loadu_ps(acc + i));
+    for (int64_t j = 0; j < nk; ++j)
+      a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), load(vb + j * v_stride, i), a);
+    _mm256_storeu_ps(acc + i, a);
+  }
+}
+
+}  // namespace
+
+void scores_f16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                float scale, float* s) {
+  scores_typed<LoadF16, portable::scores_f16>(q, k, k_stride, nk, hd, scale, s);
+}
+void scores_bf16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                 float scale, float* s) {
+  scores_typed<LoadBF16, portable::scores_bf16>(q, k, k_stride, nk, hd, scale, s);
+}
+void scores_q8_0(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                 float scale, float* s) {
+  scores_typed<LoadQ8_0, portable::scores_q8_0>(q, k, k_stride, nk, hd, scale, s);
+}
+void accumulate_f16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                    int64_t nk, int64_t hd) {
+  accumulate_typed<LoadF16, portable::accumulate_f16>(acc, c, p, v, v_stride, nk, hd);
+}
+void accumulate_bf16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                     int64_t nk, int64_t hd) {
+  accumulate_typed<LoadBF16, portable::accumulate_bf16>(acc, c, p, v, v_stride, nk, hd);
+}
+void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                     int64_t nk, int64_t hd) {
+  accumulate_typed<LoadQ8_0, portable::accumulate_q8_0>(acc, c, p, v, v_stride, nk, hd);
+}
+
+}  // namespace hearth::kernels::avx2

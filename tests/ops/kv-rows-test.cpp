@@ -1,0 +1,211 @@
+// Attention over typed KV cache rows (f16, bf16, q8_0; ops.h KvRows) on every SmallOps table
+// this machine runs: the inner loops (scores, accumulate) against float64 over odd key counts
+// and head sizes, and whole attention calls (decode, prefill, GQA, key splits, sliding window,
+// soft-cap, ring rows, K and V of different types) against the float64 reference over the rows
+// the kernels read, dequantized. Rows no query may see hold poison; outputs are guarded.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/small-ops.h"
+#include "kernels/ops.h"
+#include "kernels/quantize.h"
+#include "kernels/ref/ops-ref.h"
+#include "op-test-util.h"
+
+namespace hearth::kernels {
+namespace {
+
+using namespace test;  // op-test-util.h
+
+constexpr DType kTypedKinds[] = {DType::F16, DType::BF16, DType::Q8_0};
+
+// rows [n, dim] f32 -> typed bytes, and those bytes read back as f32 (what the kernels see).
+struct TypedRows {
+  std::vector<uint8_t> bytes;
+  std::vector<float> seen;
+};
+TypedRows make_rows(DType t, const std::vector<float>& x, int64_t n, int64_t dim) {
+  TypedRows r;
+  r.bytes.resize(size_t(n * kv_row_bytes(t, dim)) + 64);  // + a tail no kernel may need
+  store_kv_rows(t, x.data(), r.bytes.data(), n, dim);
+  r.seen.resize(size_t(n * dim));
+  for (int64_t i = 0; i < n; ++i)
+    load_kv_row(t, r.bytes.data() + i * kv_row_bytes(t, dim), r.seen.data() + i * dim, dim);
+  return r;
+}
+
+const KvRowOps& row_ops(const SmallOps& ops, DType t) {
+  return t == DType::F16 ? ops.f16 : t == DType::BF16 ? ops.bf16 : ops.q8_0;
+}
+
+TEST(KvRows, StoreRoundsAsTheQuantizers) {
+  const int64_t n = 3, dim = 96;
+  const auto x = random_vec(size_t(n * dim), 11, -3, 3);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    std::vector<uint8_t> got(size_t(n * kv_row_bytes(t, dim))), want(got.size());
+    store_kv_rows(t, x.data(), got.data(), n, dim);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_TRUE(quantize_row(t, x.data() + i * dim, want.data() + i * kv_row_bytes(t, dim), dim)
+                      .is_ok());
+    EXPECT_EQ(got, want) << dtype_name(t);
+  }
+  EXPECT_EQ(kv_row_bytes(DType::Q8_0, 64), 68);
+  EXPECT_EQ(kv_row_bytes(DType::BF16, 6), 12);
+  EXPECT_TRUE(is_kv_type(DType::BF16));
+  EXPECT_FALSE(is_kv_type(DType::Q4_0));
+}
+
+// scores and accumulate of every table against float64 over the dequantized rows: head sizes
+// of whole vectors and not (f16/bf16), key counts around the 16-key groups, a rescale c.
+TEST(KvRows, InnerLoopsMatchFloat64) {
+  for (const SmallOps* ops : tables())
+    for (DType t : kTypedKinds)
+      for (int64_t hd : {32, 64, 96, 128, 256, 24, 40, 8}) {
+        if (t == DType::Q8_0 && hd % 32 != 0) continue;
+        for (int64_t nk : {1, 7, 16, 33}) {
+          const int64_t stride = kv_row_bytes(t, hd) + (t == DType::Q8_0 ? 34 : 6);  // padded
+          const auto x = random_vec(size_t(nk * hd), uint32_t(hd + nk), -2, 2);
+          std::vector<uint8_t> rows(size_t(nk * stride) + 64);
+          std::vector<float> seen(size_t(nk * hd));
+          for (int64_t j = 0; j < nk; ++j) {
+            store_kv_rows(t, x.data() + j * hd, rows.data() + j * stride, 1, hd);
+            load_kv_row(t, rows.data() + j * stride, seen.data() + j * hd, hd);
+          }
+          const auto q = random_vec(size_t(hd), 5);
+          const std::string what = std::string(ops->name) + " " + dtype_name(t) +
+                                   " hd=" + std::to_string(hd) + " nk=" + std::to_string(nk);
+          auto s = poisoned(size_t(nk));
+          row_ops(*ops, t).scores(q.data(), rows.data(), stride, nk, hd, 0.125f, s.data());
+          expect_guard(s, size_t(nk), what);
+          for (int64_t j = 0; j < nk; ++j) {
+            double d = 0, mag = 0;
+            for (int64_t i = 0; i < hd; ++i) {
+              d += double(q[size_t(i)]) * seen[size_t(j * hd + i)];
+              mag += std::fabs(double(q[size_t(i)]) * seen[size_t(j * hd + i)]);
+            }
+            ASSERT_NEAR(s[size_t(j)], 0.125 * d, 2e-6 * (1 + mag)) << what << " key " << j;
+          }
+          const auto p = random_vec(size_t(nk), 6, 0, 1);
+          const auto acc0 = random_vec(size_t(hd), 7);
+          auto acc = acc0;
+          acc.resize(size_t(hd) + kGuard, kGuardValue);
+          row_ops(*ops, t).accumulate(acc.data(), 0.75f, p.data(), rows.data(), stride, nk, hd);
+          expect_guard(acc, size_t(hd), what);
+          for (int64_t i = 0; i < hd; ++i) {
+            double want = 0.75 * acc0[size_t(i)], mag = std::fabs(want);
+            for (int64_t j = 0; j < nk; ++j) {
+              want += double(p[size_t(j)]) * seen[size_t(j * hd + i)];
+              mag += std::fabs(double(p[size_t(j)]) * seen[size_t(j * hd + i)]);
+            }
+            ASSERT_NEAR(acc[size_t(i)], want, 2e-6 * (1 + mag)) << what << " column " << i;
+          }
+        }
+      }
+}
+
+struct Case {
+  int64_t T, pos0, H, Hkv, hd;
+  AttentionMask mask;
+};
+
+// Whole attention calls over typed K and V (each type with itself, and mixed pairs) against
+// ref::attention over the values the rows hold.
+TEST(KvRows, AttentionOverTypedRowsMatchesReference) {
+  const Case cases[] = {
+      {1, 0, 4, 2, 64, {}},                                     // the first token
+      {1, 700, 8, 2, 64, {}},                                   // decode: key ranges per thread
+      {1, 3000, 2, 1, 128, {}},                                 // a long context's key splits
+      {37, 20, 6, 3, 32, {}},                                   // prefill, query blocks, GQA
+      {24, 0, 4, 2, 64, {.window = 8, .softcap = 50}},          // Gemma 2: window + soft-cap
+      {12, 30, 4, 2, 32, {.window = 8, .ring_rows = 20}},       // a ring the pass wraps
+      {1, 1000, 8, 2, 64, {.window = 64, .ring_rows = 70}},     // decode in a ring
+      {64, 500, 4, 1, 96, {.window = 100, .ring_rows = 164}},   // prefill in a ring, hd 96
+  };
+  const std::pair<DType, DType> pairs[] = {
+      {DType::F16, DType::F16},  {DType::BF16, DType::BF16}, {DType::Q8_0, DType::Q8_0},
+      {DType::Q8_0, DType::F16}, {DType::F32, DType::BF16},  {DType::F16, DType::Q8_0},
+  };
+  const bool sanitized = std::getenv("HEARTH_SANITIZED") != nullptr;
+  ThreadPool pool1(1), pool3(3);
+  for (Case c : cases) {
+    // Under ASan the long contexts shrink (still several key splits and a wrapped ring).
+    if (sanitized) c.pos0 = std::min<int64_t>(c.pos0, 600);
+    const int64_t n_ctx = c.pos0 + c.T, kvd = c.Hkv * c.hd;
+    const int64_t rows = c.mask.ring_rows > 0 ? c.mask.ring_rows : n_ctx + 20;
+    const auto q = random_vec(size_t(c.T * c.H * c.hd), 1);
+    auto k = random_vec(size_t(rows * kvd), 2, -2, 2);
+    auto v = random_vec(size_t(rows * kvd), 3);
+    // Rows no query of the call may see hold a huge value (inf once stored as f16 or as a q8_0
+    // scale): reading one would swamp the output.
+    const int64_t first_seen =
+        c.mask.window > 0 ? std::max<int64_t>(0, c.pos0 + 1 - c.mask.window) : 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      bool seen = false;
+      for (int64_t p = first_seen; p < n_ctx && !seen; ++p)
+        seen = (c.mask.ring_rows > 0 ? p % c.mask.ring_rows : p) == r;
+      if (!seen)
+        for (int64_t i = 0; i < kvd; ++i) k[size_t(r * kvd + i)] = v[size_t(r * kvd + i)] = 1e30f;
+    }
+    const float scale = 1.0f / std::sqrt(float(c.hd));
+    for (auto [kt, vt] : pairs) {
+      const TypedRows kr = make_rows(kt, k, rows, kvd), vr = make_rows(vt, v, rows, kvd);
+      const auto want = ref::attention(q.data(), kr.seen.data(), vr.seen.data(), c.T, c.pos0, c.H,
+                                       c.Hkv, c.hd, scale, c.mask);
+      const std::string name = std::string(dtype_name(kt)) + "/" + dtype_name(vt) +
+                               " T=" + std::to_string(c.T) + " pos0=" + std::to_string(c.pos0) +
+                               " hd=" + std::to_string(c.hd) +
+                               " window=" + std::to_string(c.mask.window) +
+                               " ring=" + std::to_string(c.mask.ring_rows);
+      const KvRows kc{kr.bytes.data(), kt}, vc{vr.bytes.data(), vt};
+      for (const SmallOps* ops : tables())
+        for (ThreadPool* pool : {&pool1, &pool3}) {
+          auto out = poisoned(want.size());
+          attention_with(*ops, q.data(), kc, vc, out.data(), c.T, c.pos0, c.H, c.Hkv, c.hd, scale,
+                         c.mask, *pool);
+          expect_guard(out, want.size(), name);
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(out[i], want[i], 2e-5 * (1 + std::fabs(want[i])))
+                << name << " " << ops->name << " at " << i;
+        }
+      auto out = poisoned(want.size());
+      attention(q.data(), kc, vc, out.data(), c.T, c.pos0, c.H, c.Hkv, c.hd, scale, c.mask, pool3);
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(out[i], want[i], 2e-5 * (1 + std::fabs(want[i]))) << name << " ops.h at " << i;
+    }
+  }
+}
+
+// What each type costs against f32 rows of the same values: the error the goldens then bound
+// end to end (tests/golden). f16 and bf16 round each element (2^-11, 2^-8 relative), q8_0 each
+// block to 1/254 of its largest magnitude.
+TEST(KvRows, TypedAttentionStaysCloseToF32) {
+  const int64_t T = 1, pos0 = 255, H = 4, Hkv = 2, hd = 64, kvd = Hkv * hd, rows = pos0 + T;
+  const auto q = random_vec(size_t(T * H * hd), 21, -2, 2);
+  const auto k = random_vec(size_t(rows * kvd), 22, -2, 2);
+  const auto v = random_vec(size_t(rows * kvd), 23);
+  const float scale = 1.0f / std::sqrt(float(hd));
+  const auto exact =
+      ref::attention(q.data(), k.data(), v.data(), T, pos0, H, Hkv, hd, scale, AttentionMask{});
+  ThreadPool pool(2);
+  for (auto [t, bound] : {std::pair{DType::F16, 2e-3}, {DType::BF16, 1.5e-2}, {DType::Q8_0, 2e-2}}) {
+    const TypedRows kr = make_rows(t, k, rows, kvd), vr = make_rows(t, v, rows, kvd);
+    std::vector<float> out(exact.size());
+    attention(q.data(), KvRows{kr.bytes.data(), t}, KvRows{vr.bytes.data(), t}, out.data(), T,
+              pos0, H, Hkv, hd, scale, AttentionMask{}, pool);
+    double worst = 0, norm = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      worst = std::max(worst, std::fabs(double(out[i]) - exact[i]));
+      norm = std::max(norm, std::fabs(double(exact[i])));
+    }
+    EXPECT_LT(worst / norm, bound) << dtype_name(t);
+    EXPECT_GT(worst, 0.0) << dtype_name(t) << ": the rows were not rounded";
+  }
+}
+
+}  // namespace
+}  // namespace hearth::kernels
