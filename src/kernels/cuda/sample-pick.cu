@@ -85,15 +85,15 @@ __device__ uint64_t block_exclusive_scan(uint64_t v, uint64_t* total, Shared& sh
   return before_warp + inc - v;
 }
 
-// The first index in [0, n) holding m, in every thread (INT_MAX when none); each thread scans
-// its own range [begin, end). Starts and ends on a barrier, so it may follow and precede any
-// other use of sh.ivalue.
-__device__ int first_index_of(const float* work, int begin, int end, float m, Shared& sh) {
+// The first index in [0, n) holding m, in every thread (INT_MAX when none). Starts and ends on a
+// barrier, so it may follow and precede any other use of sh.ivalue.
+template <class Value>
+__device__ int first_index_of(Value value, int n, float m, Shared& sh) {
   __syncthreads();
   if (threadIdx.x == 0) sh.ivalue = INT_MAX;
   __syncthreads();
-  for (int i = begin; i < end; ++i)
-    if (work[i] == m) {
+  for (int i = threadIdx.x; i < n; i += kThreads)
+    if (value(i) == m) {
       atomicMin(&sh.ivalue, i);
       break;
     }
@@ -101,6 +101,58 @@ __device__ int first_index_of(const float* work, int begin, int end, float m, Sh
   const int first = sh.ivalue;
   __syncthreads();
   return first;
+}
+
+// Walking [0, n) in index order and adding amount(i) (0 for an index that does not count), the
+// first index at which the running sum exceeds `target`, in every thread; -1 when the whole sum
+// stays at or below it. Each warp owns a contiguous run of indices and reads it 32 at a time
+// (coalesced); the warp whose run holds the crossing finds it with one warp scan per 32.
+template <class Amount>
+__device__ int ordered_find(int n, uint64_t target, Amount amount, Shared& sh) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int run = (n + kThreads - 1) / kThreads * 32;
+  const int w0 = min(n, warp * run), w1 = min(n, w0 + run);
+  uint64_t mine = 0;
+  for (int i = w0 + lane; i < w1; i += 32) mine += amount(i);
+  for (int off = 16; off > 0; off >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, off);
+  __syncthreads();
+  if (lane == 0) sh.warp_sums[warp] = mine;
+  if (threadIdx.x == 0) sh.ivalue = -1;
+  __syncthreads();
+  uint64_t before = 0;
+  for (int w = 0; w < warp; ++w) before += sh.warp_sums[w];
+  if (before <= target && target < before + mine) {  // the same in the whole warp
+    uint64_t acc = before;
+    for (int base = w0; base < w1; base += 32) {
+      const int i = base + lane;
+      const uint64_t a = i < w1 ? amount(i) : 0;
+      uint64_t inc = a;
+      for (int off = 1; off < 32; off <<= 1) {
+        const uint64_t o = __shfl_up_sync(0xffffffffu, inc, off);
+        if (lane >= off) inc += o;
+      }
+      const unsigned hit = __ballot_sync(0xffffffffu, acc + inc > target);
+      if (hit) {
+        if (lane == __ffs(hit) - 1) sh.ivalue = i;
+        break;
+      }
+      acc += __shfl_sync(0xffffffffu, inc, 31);
+    }
+  }
+  __syncthreads();
+  const int found = sh.ivalue;
+  __syncthreads();
+  return found;
+}
+
+// The sum of amount(i) over [0, n), in every thread (integer adds: the order does not matter).
+template <class Amount>
+__device__ uint64_t block_sum(int n, Amount amount, Shared& sh) {
+  uint64_t mine = 0;
+  for (int i = threadIdx.x; i < n; i += kThreads) mine += amount(i);
+  uint64_t total = 0;
+  block_exclusive_scan(mine, &total, sh);
+  return total;
 }
 
 __device__ float block_max(float v, Shared& sh) {
@@ -155,24 +207,24 @@ __device__ __forceinline__ void add_to_bin(uint64_t* bins, uint32_t bin, uint64_
               (unsigned long long)((uint64_t(hi) << 20) + lo));
 }
 
-template <class Amount>
-__device__ Cut find_cut(const float* work, int n, int begin, int end, const Stages& st,
-                        uint64_t need, Amount amount, Shared& sh) {
+template <class Value, class Amount>
+__device__ Cut find_cut(Value value, int n, const Stages& st, uint64_t need, Amount amount,
+                        Shared& sh) {
   uint32_t prefix = 0, mask = 0;
   for (int pass = 0; pass < kPasses; ++pass) {
     const int shift = digit_shift(pass), width = digit_width(pass);
     for (int b = threadIdx.x; b < kBins; b += kThreads) sh.bins[b] = 0;
     __syncthreads();
-    // (strided, so every lane of a warp runs the same iterations: add_to_bin needs the warp)
+    // (every lane of a warp runs the same iterations: add_to_bin needs the whole warp)
     for (int base = 0; base < n; base += kThreads) {
       const int i = base + int(threadIdx.x);
-      const float l = i < n ? work[i] : -INFINITY;
+      const float l = i < n ? value(i) : -INFINITY;
       const uint32_t k = order_key(l);
       const bool active = i < n && (k & mask) == prefix && st.keeps(k, i);
       add_to_bin(sh.bins, (k >> shift) & ((1u << width) - 1), active ? amount(l) : 0, active);
     }
     __syncthreads();
-    // One warp walks the bins from the top: lane j holds the j-th run of kBins / 32 from the top.
+    // One warp walks the bins from the top: lane j holds the j-th run of bins from the top.
     const int top = (1 << width) - 1, per_lane = (top + 1 + 31) / 32;
     if (threadIdx.x < 32) {
       const int lane = threadIdx.x;
@@ -206,35 +258,19 @@ __device__ Cut find_cut(const float* work, int n, int begin, int end, const Stag
     need = sh.value;
     __syncthreads();
   }
-  // Equal keys: the ids in ascending order until the remaining need is met.
-  if (threadIdx.x == 0) sh.ivalue = INT_MAX;
-  uint64_t mine = 0;
-  for (int i = begin; i < end; ++i) {
-    const float l = work[i];
-    const uint32_t k = order_key(l);
-    if (k == prefix && st.keeps(k, i)) mine += amount(l);
-  }
-  uint64_t total = 0;
-  const uint64_t before = block_exclusive_scan(mine, &total, sh);
-  if (before < need && need <= before + mine) {
-    uint64_t acc = before;
-    for (int i = begin; i < end; ++i) {
-      const float l = work[i];
-      const uint32_t k = order_key(l);
-      if (k != prefix || !st.keeps(k, i)) continue;
-      acc += amount(l);
-      if (acc >= need) {
-        sh.ivalue = i;
-        break;
-      }
-    }
-  }
-  __syncthreads();
+  // Equal keys: the ids in ascending order until the remaining need is met (sum >= need).
+  const int id = ordered_find(
+      n, need - 1,
+      [&](int i) {
+        const float l = value(i);
+        const uint32_t k = order_key(l);
+        return k == prefix && st.keeps(k, i) ? amount(l) : uint64_t(0);
+      },
+      sh);
   Cut c;
   c.keep_all = false;
   c.key = prefix;
-  c.id = sh.ivalue;
-  __syncthreads();
+  c.id = id < 0 ? INT_MAX : id;
   return c;
 }
 
@@ -244,62 +280,66 @@ __global__ void __launch_bounds__(kThreads)
                        int32_t* token, int32_t* pos, int32_t next_pos, int32_t* host_token) {
   __shared__ Shared sh;
   __shared__ int32_t window[kSampleHistoryMax];
-  const int chunk = (n + kThreads - 1) / kThreads;
-  const int begin = min(n, int(threadIdx.x) * chunk), end = min(n, begin + chunk);
-
-  for (int i = begin; i < end; ++i) work[i] = clean(logits[i]);
-  // Penalties over the window (the last repeat_last_n tokens of the history): each distinct
-  // token once, by the thread holding its first occurrence.
+  // Penalties over the window (the last repeat_last_n tokens of the history) go into a copy of
+  // the logits; without them every stage reads the logits themselves.
   const bool rep = p.repeat_penalty != 1.0f;
   const int len = *history_len;
   const int w = p.penalize ? min(min(len, p.repeat_last_n), history_cap) : 0;
-  for (int i = threadIdx.x; i < w; i += kThreads) window[i] = history[(len - w + i) % history_cap];
-  __syncthreads();
-  for (int i = threadIdx.x; i < w; i += kThreads) {
-    const int id = window[i];
-    if (id < 0 || id >= n) continue;
-    bool first = true;
-    for (int j = 0; j < i && first; ++j) first = window[j] != id;
-    if (!first) continue;
-    int count = 0;
-    for (int j = i; j < w; ++j) count += window[j] == id;
-    float l = work[id];
-    if (rep) l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
-    work[id] = l - (float(count) * p.frequency_penalty + p.presence_penalty);
+  if (p.penalize) {
+    for (int i = threadIdx.x; i < n; i += kThreads) work[i] = clean(logits[i]);
+    for (int i = threadIdx.x; i < w; i += kThreads)
+      window[i] = history[(len - w + i) % history_cap];
+    __syncthreads();
+    // Each distinct token once, by the thread holding its first occurrence.
+    for (int i = threadIdx.x; i < w; i += kThreads) {
+      const int id = window[i];
+      if (id < 0 || id >= n) continue;
+      bool first = true;
+      for (int j = 0; j < i && first; ++j) first = window[j] != id;
+      if (!first) continue;
+      int count = 0;
+      for (int j = i; j < w; ++j) count += window[j] == id;
+      float l = work[id];
+      if (rep) l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+      work[id] = l - (float(count) * p.frequency_penalty + p.presence_penalty);
+    }
+    __syncthreads();
   }
-  __syncthreads();
+  const float* src = p.penalize ? work : logits;
+  const auto value = [src](int i) { return clean(src[i]); };
 
   float m = -INFINITY;
-  for (int i = begin; i < end; ++i) m = fmaxf(m, work[i]);
+  for (int i = threadIdx.x; i < n; i += kThreads) m = fmaxf(m, value(i));
   m = block_max(m, sh);
 
   int picked = -1;
   if (p.temperature <= 0.0f || !isfinite(m)) {
     // Greedy (or nothing to weigh): the first index of the max.
-    const int first = first_index_of(work, begin, end, m, sh);
+    const int first = first_index_of(value, n, m, sh);
     picked = first == INT_MAX ? 0 : first;
   } else {
     Stages st;
     if (p.top_k > 0 && p.top_k < n)
       st.top_k = find_cut(
-          work, n, begin, end, st, uint64_t(p.top_k), [](float) { return uint64_t(1); }, sh);
+          value, n, st, uint64_t(p.top_k), [](float) { return uint64_t(1); }, sh);
     if (p.top_p < 1.0f) {
       const auto mass = [m](float l) { return fixed_weight(__expf(l - m)); };
-      uint64_t mine = 0, total = 0;
-      for (int i = begin; i < end; ++i) {
-        const float l = work[i];
-        if (st.keeps(order_key(l), i)) mine += mass(l);
-      }
-      block_exclusive_scan(mine, &total, sh);
+      const uint64_t total = block_sum(
+          n,
+          [&](int i) {
+            const float l = value(i);
+            return st.keeps(order_key(l), i) ? mass(l) : uint64_t(0);
+          },
+          sh);
       const uint64_t need = max(uint64_t(1), uint64_t(double(p.top_p) * double(total)));
-      st.top_p = find_cut(work, n, begin, end, st, need, mass, sh);
+      st.top_p = find_cut(value, n, st, need, mass, sh);
     }
     if (p.min_p > 0.0f) {
       const float threshold = m + logf(p.min_p);
       st.min_p.keep_all = false;
       if (threshold > m) {  // only the best: the max at its first index
         st.min_p.key = order_key(m);
-        st.min_p.id = first_index_of(work, begin, end, m, sh);
+        st.min_p.id = first_index_of(value, n, m, sh);
       } else {
         st.min_p.key = order_key(threshold);
         st.min_p.id = INT_MAX;
@@ -307,33 +347,17 @@ __global__ void __launch_bounds__(kThreads)
     }
     // The draw: weights at the temperature, in id order, against one uniform.
     const float inv_t = 1.0f / p.temperature;
-    uint64_t mine = 0, total = 0;
-    for (int i = begin; i < end; ++i) {
-      const float l = work[i];
-      if (st.keeps(order_key(l), i)) mine += fixed_weight(__expf((l - m) * inv_t));
-    }
-    const uint64_t before = block_exclusive_scan(mine, &total, sh);
+    const auto weight = [&](int i) {
+      const float l = value(i);
+      return st.keeps(order_key(l), i) ? fixed_weight(__expf((l - m) * inv_t)) : uint64_t(0);
+    };
+    const uint64_t total = block_sum(n, weight, sh);
     const double u =
         double(mix(p.seed ^ mix(uint64_t(next_pos) - 1)) >> 11) * (1.0 / 9007199254740992.0);
     const uint64_t target = uint64_t(u * double(total));  // < total
-    if (threadIdx.x == 0) sh.ivalue = -1;
-    __syncthreads();
-    if (total > 0 && before <= target && target < before + mine) {
-      uint64_t acc = before;
-      for (int i = begin; i < end; ++i) {
-        const float l = work[i];
-        if (!st.keeps(order_key(l), i)) continue;
-        acc += fixed_weight(__expf((l - m) * inv_t));
-        if (target < acc) {
-          sh.ivalue = i;
-          break;
-        }
-      }
-    }
-    __syncthreads();
-    picked = sh.ivalue;
+    picked = total > 0 ? ordered_find(n, target, weight, sh) : -1;
     // Every weight rounded to zero: the best token (the same condition in every thread).
-    if (picked < 0) picked = first_index_of(work, begin, end, m, sh);
+    if (picked < 0) picked = first_index_of(value, n, m, sh);
   }
   if (threadIdx.x != 0) return;
   *token = picked;
