@@ -101,34 +101,29 @@ void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t
 namespace hearth::kernels::avx512 {
 extern const SmallOps small_ops;
 }
+// The typed-row loops an ISA's kv-rows file defines (the same set for each ISA namespace).
+#define HEARTH_DECLARE_KV_ROW_LOOPS                                                               \
+  void scores_f16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,      \
+                  float scale, float* s);                                                        \
+  void scores_bf16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,     \
+                   float scale, float* s);                                                       \
+  void scores_q8_0(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,     \
+                   float scale, float* s);                                                       \
+  void accumulate_f16(float* acc, float c, const float* p, const void* v, int64_t v_stride,     \
+                      int64_t nk, int64_t hd);                                                   \
+  void accumulate_bf16(float* acc, float c, const float* p, const void* v, int64_t v_stride,    \
+                       int64_t nk, int64_t hd);                                                  \
+  void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t v_stride,    \
+                       int64_t nk, int64_t hd);
+
 namespace hearth::kernels::avx2 {
 extern const SmallOps small_ops;  // small-ops.cpp: the portable f32 loops, these typed ones
-void scores_f16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                float scale, float* s);
-void scores_bf16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                 float scale, float* s);
-void scores_q8_0(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                 float scale, float* s);
-void accumulate_f16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
-                    int64_t nk, int64_t hd);
-void accumulate_bf16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
-                     int64_t nk, int64_t hd);
-void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t v_stride,
-                     int64_t nk, int64_t hd);
+HEARTH_DECLARE_KV_ROW_LOOPS
 }  // namespace hearth::kernels::avx2
 
 namespace hearth::kernels::neon {
 extern const SmallOps small_ops;  // small-ops.cpp: the portable f32 loops, these typed ones
-void scores_f16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                float scale, float* s);
-void scores_bf16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                 float scale, float* s);
-void scores_q8_0(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                 float scale, float* s);
-void accumulate_f16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
-                    int64_t nk, int64_t hd);
-void accumulate_bf16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
-                     int64_t nk, int64_t hd);
-void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t v_stride,
-                     int64_t nk, int64_t hd);
+HEARTH_DECLARE_KV_ROW_LOOPS
 }  // namespace hearth::kernels::neon
+
+#undef HEARTH_DECLARE_KV_ROW_LOOPS
