@@ -43,9 +43,12 @@ void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
          "(default lazy)")
       ->type_name("MODE");
   // KV cache element types (kv/kv-cache.h), llama.cpp's flags; main.cpp maps -ctk / -ctv here.
-  for (auto [flag, out] : {std::pair{"--cache-type-k", &a->cache_types_k},
-                           std::pair{"--cache-type-v", &a->cache_types_v}}) {
-    const std::string name = flag;
+  for (const auto& flag_and_list : {std::pair{"--cache-type-k", &a->cache_types_k},
+                                    std::pair{"--cache-type-v", &a->cache_types_v}}) {
+    // (plain variables, not structured bindings: clang before 16, which the sanitizer build
+    // uses, does not let a lambda capture those)
+    const std::string name = flag_and_list.first;
+    auto* const out = flag_and_list.second;
     cmd->add_option_function<std::string>(
            name,
            [name, out](const std::string& text) {
