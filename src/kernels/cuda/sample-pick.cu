@@ -1,10 +1,15 @@
 // The sampled pick on CUDA: the sampler chain of sampling/sampler.h (penalties -> top-k -> top-p
-// -> min-p -> temperature -> seeded draw) over one row of logits in one block, so a chained
-// decode keeps drawing on the device. Nothing is sorted: top-k and top-p find their cut by a
-// radix select over order-preserving 32-bit keys of the logits (11-, 11- and 10-bit passes),
-// counting tokens for top-k and adding up probability mass for top-p. Masses are 2^-40 fixed point
-// in 64-bit integers, so every sum is exact and independent of the order threads add in: the same
-// seed draws the same tokens on every run.
+// -> min-p -> temperature -> seeded draw) over one row of logits, so a chained decode keeps
+// drawing on the device. Nothing is sorted: top-k and top-p find their cut by a radix select over
+// order-preserving 32-bit keys of the logits (11-, 11- and 10-bit passes), counting tokens for
+// top-k and adding up probability mass for top-p. Masses are 2^-40 fixed point in 64-bit
+// integers, so every sum is exact and independent of the order threads add in: the same seed
+// draws the same tokens on every run.
+// One thread-block cluster of kCluster blocks runs it (one block was bound by one SM's
+// instruction rate: ~0.16 ms a token at 32k ids, ~0.6 ms at 128k); the blocks combine their
+// partial maxima, sums and histograms through distributed shared memory at cluster barriers.
+#include <cooperative_groups.h>
+
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -15,8 +20,12 @@ namespace hearth::cuda {
 
 namespace {
 
+namespace cg = cooperative_groups;
+
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
+constexpr int kCluster = 8;  // the portable cluster size
+constexpr int kAll = kThreads * kCluster;
 // The radix select's digits over a 32-bit key, most significant first: 11, 11, 10 bits.
 constexpr int kPasses = 3;
 __device__ __forceinline__ int digit_shift(int pass) {
@@ -53,73 +62,110 @@ __device__ __forceinline__ uint64_t mix(uint64_t x) {
 struct Shared {
   uint64_t warp_sums[kWarps];
   uint64_t bins[kBins];
-  uint64_t value;  // a broadcast
-  float fvalue;
-  int ivalue;
-  uint32_t key;
+  uint64_t value;  // this block's partial (sum), read by the others
+  float fvalue;    // this block's partial (max)
+  int ivalue;      // this block's partial (min index); rank 0's: a found index
 };
 
-// Exclusive prefix sum over the block in thread order; *total gets the sum. Integer adds: the
-// result does not depend on scheduling.
-__device__ uint64_t block_exclusive_scan(uint64_t v, uint64_t* total, Shared& sh) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  uint64_t inc = v;
-  for (int off = 1; off < 32; off <<= 1) {
-    const uint64_t o = __shfl_up_sync(0xffffffffu, inc, off);
-    if (lane >= off) inc += o;
-  }
-  __syncthreads();
-  if (lane == 31) sh.warp_sums[warp] = inc;
-  __syncthreads();
-  if (warp == 0) {
-    uint64_t w = sh.warp_sums[lane];
-    for (int off = 1; off < 32; off <<= 1) {
-      const uint64_t o = __shfl_up_sync(0xffffffffu, w, off);
-      if (lane >= off) w += o;
-    }
-    sh.warp_sums[lane] = w;  // inclusive over warps
-  }
-  __syncthreads();
-  const uint64_t before_warp = warp > 0 ? sh.warp_sums[warp - 1] : 0;
-  *total = sh.warp_sums[kWarps - 1];
-  return before_warp + inc - v;
-}
+// The cluster's collectives. Each starts with the block's own reduction, publishes it in its
+// shared memory, and reads every block's at a cluster barrier; a second barrier keeps a block
+// from overwriting its partial while another still reads it.
+struct Cluster {
+  cg::cluster_group group;
+  Shared& sh;
+  uint64_t* tot;  // [kBins]: the cluster's summed histogram, this block's copy
+  int rank;
+  __device__ Shared& of(int r) { return *group.map_shared_rank(&sh, r); }
 
-// The first index in [0, n) holding m, in every thread (INT_MAX when none). Starts and ends on a
-// barrier, so it may follow and precede any other use of sh.ivalue.
+  __device__ float max(float v) {
+    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) sh.warp_sums[threadIdx.x / 32] = __float_as_uint(v);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float b = -INFINITY;
+      for (int w = 0; w < kWarps; ++w) b = fmaxf(b, __uint_as_float(uint32_t(sh.warp_sums[w])));
+      sh.fvalue = b;
+    }
+    group.sync();
+    float m = -INFINITY;
+    for (int r = 0; r < kCluster; ++r) m = fmaxf(m, of(r).fvalue);
+    group.sync();
+    return m;
+  }
+
+  __device__ uint64_t sum(uint64_t v) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) sh.warp_sums[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      uint64_t b = 0;
+      for (int w = 0; w < kWarps; ++w) b += sh.warp_sums[w];
+      sh.value = b;
+    }
+    group.sync();
+    uint64_t total = 0;
+    for (int r = 0; r < kCluster; ++r) total += of(r).value;
+    group.sync();
+    return total;
+  }
+
+  // The smallest of the candidates (INT_MAX where a thread has none).
+  __device__ int min_index(int candidate) {
+    if (threadIdx.x == 0) sh.ivalue = INT_MAX;
+    __syncthreads();
+    if (candidate != INT_MAX) atomicMin(&sh.ivalue, candidate);
+    group.sync();
+    int m = INT_MAX;
+    for (int r = 0; r < kCluster; ++r) m = min(m, of(r).ivalue);
+    group.sync();
+    return m;
+  }
+};
+
+// The first index in [0, n) whose value is m (INT_MAX when none), in every thread.
 template <class Value>
-__device__ int first_index_of(Value value, int n, float m, Shared& sh) {
-  __syncthreads();
-  if (threadIdx.x == 0) sh.ivalue = INT_MAX;
-  __syncthreads();
-  for (int i = threadIdx.x; i < n; i += kThreads)
+__device__ int first_index_of(Value value, int n, float m, Cluster& c) {
+  int first = INT_MAX;
+  for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += kAll)
     if (value(i) == m) {
-      atomicMin(&sh.ivalue, i);
+      first = i;
       break;
     }
-  __syncthreads();
-  const int first = sh.ivalue;
-  __syncthreads();
-  return first;
+  return c.min_index(first);
+}
+
+// The sum of amount(i) over [0, n), in every thread (integer adds: the order does not matter).
+template <class Amount>
+__device__ uint64_t cluster_sum(int n, Amount amount, Cluster& c) {
+  uint64_t mine = 0;
+  for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += kAll) mine += amount(i);
+  return c.sum(mine);
 }
 
 // Walking [0, n) in index order and adding amount(i) (0 for an index that does not count), the
 // first index at which the running sum exceeds `target`, in every thread; -1 when the whole sum
-// stays at or below it. Each warp owns a contiguous run of indices and reads it 32 at a time
-// (coalesced); the warp whose run holds the crossing finds it with one warp scan per 32.
+// stays at or below it. Each warp of the cluster owns a contiguous run of indices and reads it 32
+// at a time (coalesced); the warp whose run holds the crossing finds it with a warp scan per 32.
 template <class Amount>
-__device__ int ordered_find(int n, uint64_t target, Amount amount, Shared& sh) {
+__device__ int ordered_find(int n, uint64_t target, Amount amount, Cluster& c) {
+  Shared& sh = c.sh;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int run = (n + kThreads - 1) / kThreads * 32;
-  const int w0 = min(n, warp * run), w1 = min(n, w0 + run);
+  const int run = (n + kAll - 1) / kAll * 32;
+  const int gw = c.rank * kWarps + warp;  // the warp's place in the cluster
+  const int w0 = min(n, gw * run), w1 = min(n, w0 + run);
   uint64_t mine = 0;
   for (int i = w0 + lane; i < w1; i += 32) mine += amount(i);
   for (int off = 16; off > 0; off >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, off);
-  __syncthreads();
   if (lane == 0) sh.warp_sums[warp] = mine;
-  if (threadIdx.x == 0) sh.ivalue = -1;
-  __syncthreads();
+  if (c.rank == 0 && threadIdx.x == 0) sh.ivalue = -1;
+  c.group.sync();
   uint64_t before = 0;
+  for (int r = 0; r < c.rank; ++r) {
+    const Shared& other = c.of(r);
+    for (int w = 0; w < kWarps; ++w) before += other.warp_sums[w];
+  }
   for (int w = 0; w < warp; ++w) before += sh.warp_sums[w];
   if (before <= target && target < before + mine) {  // the same in the whole warp
     uint64_t acc = before;
@@ -133,40 +179,16 @@ __device__ int ordered_find(int n, uint64_t target, Amount amount, Shared& sh) {
       }
       const unsigned hit = __ballot_sync(0xffffffffu, acc + inc > target);
       if (hit) {
-        if (lane == __ffs(hit) - 1) sh.ivalue = i;
+        if (lane == __ffs(hit) - 1) c.of(0).ivalue = i;
         break;
       }
       acc += __shfl_sync(0xffffffffu, inc, 31);
     }
   }
-  __syncthreads();
-  const int found = sh.ivalue;
-  __syncthreads();
+  c.group.sync();
+  const int found = c.of(0).ivalue;
+  c.group.sync();
   return found;
-}
-
-// The sum of amount(i) over [0, n), in every thread (integer adds: the order does not matter).
-template <class Amount>
-__device__ uint64_t block_sum(int n, Amount amount, Shared& sh) {
-  uint64_t mine = 0;
-  for (int i = threadIdx.x; i < n; i += kThreads) mine += amount(i);
-  uint64_t total = 0;
-  block_exclusive_scan(mine, &total, sh);
-  return total;
-}
-
-__device__ float block_max(float v, Shared& sh) {
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  __syncthreads();
-  if (threadIdx.x % 32 == 0) sh.warp_sums[threadIdx.x / 32] = __float_as_uint(v);
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    float w = __uint_as_float(uint32_t(sh.warp_sums[threadIdx.x]));
-    for (int off = 16; off > 0; off >>= 1) w = fmaxf(w, __shfl_xor_sync(0xffffffffu, w, off));
-    if (threadIdx.x == 0) sh.fvalue = w;
-  }
-  __syncthreads();
-  return sh.fvalue;
 }
 
 // The set every stage narrows: what the previous stages keep, as cuts in (logit descending, id
@@ -187,10 +209,6 @@ struct Stages {
   }
 };
 
-// Walking the kept set in (logit descending, id ascending) order and adding up each element's
-// amount (1 per token, or its fixed-point mass), the element at which the sum first reaches
-// `need` (>= 1): a radix select over the key bytes, then the ids of the equal keys in order.
-// amount(key, logit) -> uint64_t. Returns keep_all when the whole set's sum stays below need.
 // bins[bin] += amount for the active lanes, one shared-memory atomic per distinct bin of the
 // warp: logits crowd into a few bins, and per-lane atomics on them would serialise the block.
 // Every lane of the warp calls it (inactive ones with active = false). amount < 2^40.
@@ -207,30 +225,44 @@ __device__ __forceinline__ void add_to_bin(uint64_t* bins, uint32_t bin, uint64_
               (unsigned long long)((uint64_t(hi) << 20) + lo));
 }
 
+// Walking the kept set in (logit descending, id ascending) order and adding up each element's
+// amount (1 per token, or its fixed-point mass), the element at which the sum first reaches
+// `need` (>= 1): a radix select over the key digits (each block histograms its share, every
+// block walks the cluster's summed bins), then the ids of the equal keys in order. Returns
+// keep_all when the whole set's sum stays below need.
 template <class Value, class Amount>
 __device__ Cut find_cut(Value value, int n, const Stages& st, uint64_t need, Amount amount,
-                        Shared& sh) {
+                        Cluster& c) {
+  Shared& sh = c.sh;
   uint32_t prefix = 0, mask = 0;
   for (int pass = 0; pass < kPasses; ++pass) {
     const int shift = digit_shift(pass), width = digit_width(pass);
     for (int b = threadIdx.x; b < kBins; b += kThreads) sh.bins[b] = 0;
     __syncthreads();
     // (every lane of a warp runs the same iterations: add_to_bin needs the whole warp)
-    for (int base = 0; base < n; base += kThreads) {
+    for (int base = c.rank * kThreads; base < n; base += kAll) {
       const int i = base + int(threadIdx.x);
       const float l = i < n ? value(i) : -INFINITY;
       const uint32_t k = order_key(l);
       const bool active = i < n && (k & mask) == prefix && st.keeps(k, i);
       add_to_bin(sh.bins, (k >> shift) & ((1u << width) - 1), active ? amount(l) : 0, active);
     }
-    __syncthreads();
-    // One warp walks the bins from the top: lane j holds the j-th run of bins from the top.
+    c.group.sync();
+    // The cluster's bins, summed into this block's tot (each thread two bins, 8 remote reads
+    // each); then every block's bins may be zeroed for the next pass.
     const int top = (1 << width) - 1, per_lane = (top + 1 + 31) / 32;
+    for (int b = threadIdx.x; b <= top; b += kThreads) {
+      uint64_t t = 0;
+      for (int r = 0; r < kCluster; ++r) t += c.of(r).bins[b];
+      c.tot[b] = t;
+    }
+    c.group.sync();
+    // One warp walks the bins from the top: lane j holds the j-th run of them.
     if (threadIdx.x < 32) {
       const int lane = threadIdx.x;
       uint64_t mine = 0;
       for (int b = 0; b < per_lane; ++b)
-        if (top - per_lane * lane - b >= 0) mine += sh.bins[top - per_lane * lane - b];
+        if (top - per_lane * lane - b >= 0) mine += c.tot[top - per_lane * lane - b];
       uint64_t inc = mine;
       for (int off = 1; off < 32; off <<= 1) {
         const uint64_t o = __shfl_up_sync(0xffffffffu, inc, off);
@@ -244,19 +276,21 @@ __device__ Cut find_cut(Value value, int n, const Stages& st, uint64_t need, Amo
         uint64_t acc = above;
         int bin = top - per_lane * lane;
         for (int b = 0; b < per_lane && bin > 0; ++b, --bin) {
-          if (acc + sh.bins[bin] >= need) break;
-          acc += sh.bins[bin];
+          if (acc + c.tot[bin] >= need) break;
+          acc += c.tot[bin];
         }
         sh.ivalue = bin;
         sh.value = need - acc;  // still needed inside that bin
       }
     }
     __syncthreads();
-    if (sh.ivalue < 0) return Cut{};
-    prefix |= uint32_t(sh.ivalue) << shift;
-    mask |= ((1u << width) - 1) << shift;
-    need = sh.value;
+    const int bin = sh.ivalue;
+    const uint64_t still = sh.value;
     __syncthreads();
+    if (bin < 0) return Cut{};
+    prefix |= uint32_t(bin) << shift;
+    mask |= ((1u << width) - 1) << shift;
+    need = still;
   }
   // Equal keys: the ids in ascending order until the remaining need is met (sum >= need).
   const int id = ordered_find(
@@ -266,80 +300,92 @@ __device__ Cut find_cut(Value value, int n, const Stages& st, uint64_t need, Amo
         const uint32_t k = order_key(l);
         return k == prefix && st.keeps(k, i) ? amount(l) : uint64_t(0);
       },
-      sh);
-  Cut c;
-  c.keep_all = false;
-  c.key = prefix;
-  c.id = id < 0 ? INT_MAX : id;
-  return c;
+      c);
+  Cut cut;
+  cut.keep_all = false;
+  cut.key = prefix;
+  cut.id = id < 0 ? INT_MAX : id;
+  return cut;
 }
 
-__global__ void __launch_bounds__(kThreads)
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
     sample_pick_kernel(const float* __restrict__ logits, float* __restrict__ work, int n,
                        SamplePickParams p, int32_t* history, int32_t* history_len, int history_cap,
                        int32_t* token, int32_t* pos, int32_t next_pos, int32_t* host_token) {
   __shared__ Shared sh;
-  __shared__ int32_t window[kSampleHistoryMax];
+  // The penalties' window (rank 0, before any stage) and the summed histogram share memory.
+  __shared__ union {
+    int32_t window[kSampleHistoryMax];
+    uint64_t tot[kBins];
+  } scratch;
+  int32_t* const window = scratch.window;
+  Cluster c{cg::this_cluster(), sh, scratch.tot, 0};
+  c.rank = int(c.group.block_rank());
   // Penalties over the window (the last repeat_last_n tokens of the history) go into a copy of
   // the logits; without them every stage reads the logits themselves.
   const bool rep = p.repeat_penalty != 1.0f;
   const int len = *history_len;
   const int w = p.penalize ? min(min(len, p.repeat_last_n), history_cap) : 0;
   if (p.penalize) {
-    for (int i = threadIdx.x; i < n; i += kThreads) work[i] = clean(logits[i]);
-    for (int i = threadIdx.x; i < w; i += kThreads)
-      window[i] = history[(len - w + i) % history_cap];
-    __syncthreads();
-    // Each distinct token once, by the thread holding its first occurrence.
-    for (int i = threadIdx.x; i < w; i += kThreads) {
-      const int id = window[i];
-      if (id < 0 || id >= n) continue;
-      bool first = true;
-      for (int j = 0; j < i && first; ++j) first = window[j] != id;
-      if (!first) continue;
-      int count = 0;
-      for (int j = i; j < w; ++j) count += window[j] == id;
-      float l = work[id];
-      if (rep) l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
-      work[id] = l - (float(count) * p.frequency_penalty + p.presence_penalty);
+    for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += kAll) work[i] = clean(logits[i]);
+    __threadfence();
+    c.group.sync();
+    if (c.rank == 0) {
+      for (int i = threadIdx.x; i < w; i += kThreads)
+        window[i] = history[(len - w + i) % history_cap];
+      __syncthreads();
+      // Each distinct token once, by the thread holding its first occurrence.
+      for (int i = threadIdx.x; i < w; i += kThreads) {
+        const int id = window[i];
+        if (id < 0 || id >= n) continue;
+        bool first = true;
+        for (int j = 0; j < i && first; ++j) first = window[j] != id;
+        if (!first) continue;
+        int count = 0;
+        for (int j = i; j < w; ++j) count += window[j] == id;
+        float l = work[id];
+        if (rep) l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+        work[id] = l - (float(count) * p.frequency_penalty + p.presence_penalty);
+      }
+      __threadfence();
     }
-    __syncthreads();
+    c.group.sync();
   }
   const float* src = p.penalize ? work : logits;
   const auto value = [src](int i) { return clean(src[i]); };
 
   float m = -INFINITY;
-  for (int i = threadIdx.x; i < n; i += kThreads) m = fmaxf(m, value(i));
-  m = block_max(m, sh);
+  for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += kAll) m = fmaxf(m, value(i));
+  m = c.max(m);
 
   int picked = -1;
   if (p.temperature <= 0.0f || !isfinite(m)) {
     // Greedy (or nothing to weigh): the first index of the max.
-    const int first = first_index_of(value, n, m, sh);
+    const int first = first_index_of(value, n, m, c);
     picked = first == INT_MAX ? 0 : first;
   } else {
     Stages st;
     if (p.top_k > 0 && p.top_k < n)
       st.top_k = find_cut(
-          value, n, st, uint64_t(p.top_k), [](float) { return uint64_t(1); }, sh);
+          value, n, st, uint64_t(p.top_k), [](float) { return uint64_t(1); }, c);
     if (p.top_p < 1.0f) {
       const auto mass = [m](float l) { return fixed_weight(__expf(l - m)); };
-      const uint64_t total = block_sum(
+      const uint64_t total = cluster_sum(
           n,
           [&](int i) {
             const float l = value(i);
             return st.keeps(order_key(l), i) ? mass(l) : uint64_t(0);
           },
-          sh);
+          c);
       const uint64_t need = max(uint64_t(1), uint64_t(double(p.top_p) * double(total)));
-      st.top_p = find_cut(value, n, st, need, mass, sh);
+      st.top_p = find_cut(value, n, st, need, mass, c);
     }
     if (p.min_p > 0.0f) {
       const float threshold = m + logf(p.min_p);
       st.min_p.keep_all = false;
       if (threshold > m) {  // only the best: the max at its first index
         st.min_p.key = order_key(m);
-        st.min_p.id = first_index_of(value, n, m, sh);
+        st.min_p.id = first_index_of(value, n, m, c);
       } else {
         st.min_p.key = order_key(threshold);
         st.min_p.id = INT_MAX;
@@ -351,15 +397,15 @@ __global__ void __launch_bounds__(kThreads)
       const float l = value(i);
       return st.keeps(order_key(l), i) ? fixed_weight(__expf((l - m) * inv_t)) : uint64_t(0);
     };
-    const uint64_t total = block_sum(n, weight, sh);
+    const uint64_t total = cluster_sum(n, weight, c);
     const double u =
         double(mix(p.seed ^ mix(uint64_t(next_pos) - 1)) >> 11) * (1.0 / 9007199254740992.0);
     const uint64_t target = uint64_t(u * double(total));  // < total
-    picked = total > 0 ? ordered_find(n, target, weight, sh) : -1;
+    picked = total > 0 ? ordered_find(n, target, weight, c) : -1;
     // Every weight rounded to zero: the best token (the same condition in every thread).
-    if (picked < 0) picked = first_index_of(value, n, m, sh);
+    if (picked < 0) picked = first_index_of(value, n, m, c);
   }
-  if (threadIdx.x != 0) return;
+  if (c.rank != 0 || threadIdx.x != 0) return;
   *token = picked;
   *pos = next_pos;
   history[len % history_cap] = picked;
@@ -377,8 +423,9 @@ cudaError_t launch_sample_pick(const float* logits, float* work, int64_t n,
   if (n <= 0 || n > INT_MAX || history_cap <= 0 || history_cap > kSampleHistoryMax ||
       (p.penalize && (p.repeat_last_n < 0 || p.repeat_last_n > history_cap)))
     return cudaErrorInvalidValue;
-  sample_pick_kernel<<<1, kThreads, 0, stream>>>(logits, work, int(n), p, history, history_len,
-                                                 history_cap, token, pos, next_pos, host_token);
+  // One cluster (its size is the kernel's __cluster_dims__).
+  sample_pick_kernel<<<kCluster, kThreads, 0, stream>>>(
+      logits, work, int(n), p, history, history_len, history_cap, token, pos, next_pos, host_token);
   return cudaGetLastError();
 }
 
