@@ -554,14 +554,13 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     for (size_t i = 0; i < caches.size(); ++i) {
       // Weights once per token, and the cache rows it attends to (depth + the mean position).
       const double kv_row = kv_bytes_per_position(caches[i].kv);
-      const double bytes =
-          double(rep.weight_bytes) + kv_row * (double(depth) + 1 + o.n_gen / 2.0);
+      const double bytes = double(rep.weight_bytes) + kv_row * (double(depth) + 1 + o.n_gen / 2.0);
       figs.push_back({tg + at_depth + caches[i].label, "tok/s", Stat::of(mg[i].tok_s),
                       bandwidth_roofline(bytes, 1), "bandwidth", mg[i].jpt, mg[i].gpu_jpt});
       if (sampler)
         figs.push_back({tg + " sampled" + at_depth + caches[i].label, "tok/s",
-                        Stat::of(ms[i].tok_s), bandwidth_roofline(bytes, 1), "bandwidth",
-                        ms[i].jpt, ms[i].gpu_jpt});
+                        Stat::of(ms[i].tok_s), bandwidth_roofline(bytes, 1), "bandwidth", ms[i].jpt,
+                        ms[i].gpu_jpt});
     }
   }
   figs.insert(figs.end(), loads.begin(), loads.end());

@@ -186,7 +186,8 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
       const std::string p = t.name.substr(0, t.name.size() - std::string("attn_q.weight").size());
       std::vector<std::pair<std::string, int64_t>> norms = {{"attn_norm.weight", E},
                                                             {"ffn_norm.weight", E}};
-      if (s.qk_norm) norms.insert(norms.end(), {{"attn_q_norm.weight", hd}, {"attn_k_norm.weight", hd}});
+      if (s.qk_norm)
+        norms.insert(norms.end(), {{"attn_q_norm.weight", hd}, {"attn_k_norm.weight", hd}});
       if (s.sandwich_norms)
         norms.insert(norms.end(), {{"post_attention_norm.weight", E}, {"post_ffw_norm.weight", E}});
       for (const auto& [n, len] : norms)

@@ -17,9 +17,9 @@ struct SyntheticShape {
   int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, n_ctx;
   double rope_theta;
   // The family's blocks, as llama.cpp's GGUF of it says them (defaults: Llama).
-  std::string arch = "llama";  // general.architecture
-  int64_t head_dim = 0;        // 0: n_embd / n_head
-  bool qk_norm = false;        // blk.N.attn_{q,k}_norm (Qwen3)
+  std::string arch = "llama";   // general.architecture
+  int64_t head_dim = 0;         // 0: n_embd / n_head
+  bool qk_norm = false;         // blk.N.attn_{q,k}_norm (Qwen3)
   bool sandwich_norms = false;  // blk.N.post_attention_norm / post_ffw_norm (Gemma 2)
   bool tied_output = false;     // no output.weight: the LM head is token_embd
   int64_t sliding_window = 0;   // {arch}.attention.sliding_window

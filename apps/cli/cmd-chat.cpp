@@ -93,8 +93,8 @@ class Chat {
 
   void run() {
     pick_template();
-    session_ =
-        std::make_unique<Session>(engine_, context_size(args_.rt, *engine_), kv_cache_types(args_.rt));
+    session_ = std::make_unique<Session>(engine_, context_size(args_.rt, *engine_),
+                                         kv_cache_types(args_.rt));
     check(session_->init());
     reset_messages();
     std::printf("hearth chat: %s | context %lld tokens | template %s\n", engine_->name().c_str(),

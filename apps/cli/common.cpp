@@ -64,7 +64,8 @@ void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
            },
            std::string("KV cache element type of ") + (name.back() == 'k' ? "keys" : "values") +
                ": f32, f16, bf16 or q8_0 (q8_0 needs a head size that is a multiple of 32) "
-               "(default f16; also -ct" + name.back() + ")")
+               "(default f16; also -ct" +
+               name.back() + ")")
         ->type_name("TYPE");
   }
   // CUDA backend options (backend/cuda-options.h); ignored without GPU layers.

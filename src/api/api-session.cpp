@@ -217,8 +217,7 @@ hearth_status hearth_session_create(hearth_model* model, const hearth_session_pa
       const std::optional<DType> t = cache_type(value);
       if (!t)
         return fail(HEARTH_ERR_INVALID_ARGUMENT,
-                    std::string("hearth_session_create: ") + field + " = " +
-                        std::to_string(value) +
+                    std::string("hearth_session_create: ") + field + " = " + std::to_string(value) +
                         " is not a cache type (HEARTH_CACHE_TYPE_F32, F16, BF16 or Q8_0)");
       const int64_t head_dim = model->engine->model().hparams().head_dim;
       if (*t == DType::Q8_0 && head_dim % 32 != 0)

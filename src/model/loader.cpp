@@ -17,7 +17,6 @@
 
 namespace hearth {
 
-
 class ModelBuilder {
  public:
   static void adopt_spec(Model& m, ModelSpec spec) {
@@ -362,7 +361,8 @@ Result<KvCache> Model::new_kv_cache(int64_t n_ctx, const KvCacheTypes& types) co
     if (t == DType::Q8_0 && hp_.head_dim % 32 != 0)
       return Status::error(std::string("KV cache: ") + what +
                            " type q8_0 needs a head_dim that is a multiple of 32; this model's "
-                           "is " + std::to_string(hp_.head_dim));
+                           "is " +
+                           std::to_string(hp_.head_dim));
   std::vector<int64_t> windows;
   for (const auto& l : hp_.layers) windows.push_back(l.window);
   return KvCache::create(layer_backends(), n_ctx, hp_.kv_dim(), windows, kMaxTokensPerPass, types);
@@ -406,10 +406,26 @@ std::vector<std::pair<std::string, int>> Model::weight_type_counts() const {
   if (!hp_.tied_embeddings) add(output_);
   add(output_norm_src_);
   for (const auto& l : layers_)
-    for (const Weight* w : {&l.attn_norm_src, &l.ffn_norm_src, &l.post_attn_norm_src,
-                            &l.post_ffn_norm_src, &l.q_norm_src, &l.k_norm_src, &l.wq, &l.wk, &l.wv,
-                            &l.wo, &l.bq, &l.bk, &l.bv, &l.bo, &l.sinks_src, &l.w_gate, &l.w_up,
-                            &l.w_down, &l.router, &l.router_bias_src})
+    for (const Weight* w : {&l.attn_norm_src,
+                            &l.ffn_norm_src,
+                            &l.post_attn_norm_src,
+                            &l.post_ffn_norm_src,
+                            &l.q_norm_src,
+                            &l.k_norm_src,
+                            &l.wq,
+                            &l.wk,
+                            &l.wv,
+                            &l.wo,
+                            &l.bq,
+                            &l.bk,
+                            &l.bv,
+                            &l.bo,
+                            &l.sinks_src,
+                            &l.w_gate,
+                            &l.w_up,
+                            &l.w_down,
+                            &l.router,
+                            &l.router_bias_src})
       add(*w);
   for (const auto& l : layers_)
     for (const auto* list : {&l.exp_gate, &l.exp_up, &l.exp_down})

@@ -9,8 +9,7 @@
 
 namespace hearth {
 
-Session::Session(std::shared_ptr<const Engine> engine, int64_t n_ctx,
-                 const KvCacheTypes& kv_types)
+Session::Session(std::shared_ptr<const Engine> engine, int64_t n_ctx, const KvCacheTypes& kv_types)
     : engine_(std::move(engine)), n_ctx_(n_ctx), kv_types_(kv_types) {}
 
 Status Session::init() {

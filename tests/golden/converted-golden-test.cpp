@@ -73,21 +73,21 @@ const auto kFamilies = testing::Values(
            {}},
     // gpt-oss as llama.cpp's converter writes it: gate_up de-interleaved into gate and up
     // experts, biases beside them, sinks, the FFN norm under post_attention_norm.
-    Family{"gpt-oss-tiny",
-           0.01,
-           {"blk.0.attn_sinks.weight", "blk.1.attn_output.bias", "blk.0.attn_q.bias",
-            "blk.0.post_attention_norm.weight", "blk.0.ffn_gate_inp.weight",
-            "blk.0.ffn_gate_inp.bias", "blk.1.ffn_gate_exps.weight", "blk.1.ffn_gate_exps.bias",
-            "blk.0.ffn_up_exps.weight", "blk.0.ffn_up_exps.bias", "blk.1.ffn_down_exps.weight",
-            "blk.1.ffn_down_exps.bias"},
-           {{"gpt-oss.expert_count", 4},
-            {"gpt-oss.expert_used_count", 2},
-            {"gpt-oss.expert_feed_forward_length", 64},
-            {"gpt-oss.attention.sliding_window", 8},
-            {"gpt-oss.rope.scaling.factor", 32},
-            {"gpt-oss.rope.scaling.original_context_length", 4096},
-            {"gpt-oss.rope.freq_base", 150000}},
-           {"blk.0.ffn_norm.weight", "blk.0.ffn_gate.weight", "blk.0.ffn_up.weight"}});
+    Family{
+        "gpt-oss-tiny",
+        0.01,
+        {"blk.0.attn_sinks.weight", "blk.1.attn_output.bias", "blk.0.attn_q.bias",
+         "blk.0.post_attention_norm.weight", "blk.0.ffn_gate_inp.weight", "blk.0.ffn_gate_inp.bias",
+         "blk.1.ffn_gate_exps.weight", "blk.1.ffn_gate_exps.bias", "blk.0.ffn_up_exps.weight",
+         "blk.0.ffn_up_exps.bias", "blk.1.ffn_down_exps.weight", "blk.1.ffn_down_exps.bias"},
+        {{"gpt-oss.expert_count", 4},
+         {"gpt-oss.expert_used_count", 2},
+         {"gpt-oss.expert_feed_forward_length", 64},
+         {"gpt-oss.attention.sliding_window", 8},
+         {"gpt-oss.rope.scaling.factor", 32},
+         {"gpt-oss.rope.scaling.original_context_length", 4096},
+         {"gpt-oss.rope.freq_base", 150000}},
+        {"blk.0.ffn_norm.weight", "blk.0.ffn_gate.weight", "blk.0.ffn_up.weight"}});
 
 class ConvertedGolden : public testing::TestWithParam<Family> {
  protected:
@@ -178,8 +178,8 @@ TEST(ConvertedGoldenGptOss, Mxfp4ExpertsStayWithinKl) {
   for (const std::string& path : {direct, requantized}) {
     auto f = GgufFile::open(path);
     ASSERT_TRUE(f.is_ok()) << f.message();
-    for (const char* t : {"blk.0.ffn_gate_exps.weight", "blk.1.ffn_up_exps.weight",
-                          "blk.1.ffn_down_exps.weight"}) {
+    for (const char* t :
+         {"blk.0.ffn_gate_exps.weight", "blk.1.ffn_up_exps.weight", "blk.1.ffn_down_exps.weight"}) {
       ASSERT_NE(f->find_tensor(t), nullptr) << t;
       EXPECT_EQ(f->find_tensor(t)->dtype, DType::MXFP4) << path << " " << t;
     }

@@ -72,7 +72,8 @@ TEST_P(KvTypesGoldenTest, LogitsStayCloseToF32AndSurviveSaveRestore) {
     if (b.type == DType::Q8_0 && head_dim % 32 != 0) {
       ASSERT_FALSE(made.is_ok()) << what;
       EXPECT_NE(made.message().find("q8_0 needs a head_dim that is a multiple of 32; this "
-                                    "model's is " + std::to_string(head_dim)),
+                                    "model's is " +
+                                    std::to_string(head_dim)),
                 std::string::npos)
           << made.message();
       continue;

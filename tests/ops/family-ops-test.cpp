@@ -2,8 +2,8 @@
 // against the float64 references in kernels/ref/ops-ref.h: attention with a sliding window, a
 // soft-cap and a ring cache (decode, prefill, key splits, wrap inside a pass), partial / scaled
 // RoPE, attention sinks (gpt-oss: one logit per head in the denominator, also across key splits),
-// GELU-tanh gated FFN, gpt-oss's clamped SwiGLU, soft-capped logits, per-head RMSNorm in place. Outputs are
-// poisoned and guarded; cache rows no query may see are NaN.
+// GELU-tanh gated FFN, gpt-oss's clamped SwiGLU, soft-capped logits, per-head RMSNorm in place.
+// Outputs are poisoned and guarded; cache rows no query may see are NaN.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -50,11 +50,11 @@ TEST(FamilyOps, MaskedAttentionMatchesReference) {
       {1, 1000, 8, 2, 64, {.window = 64, .ring_rows = 70}, 1},  // decode in a ring
       {64, 500, 4, 1, 48, {.window = 100, .ring_rows = 164}, 1},
       // gpt-oss: sinks with and without a window, in decode, prefill and split-key runs.
-      {1, 40, 4, 2, 16, {.window = 8}, 1, true},                  // decode past the window
+      {1, 40, 4, 2, 16, {.window = 8}, 1, true},                    // decode past the window
       {24, 0, 4, 2, 16, {.window = 8, .ring_rows = 520}, 1, true},  // prefill, sliding
-      {24, 0, 4, 2, 16, {}, 1, true, 20},                         // the sink dominates
-      {1, 3000, 2, 1, 64, {}, 1, true},                           // decode key ranges, merged
-      {40, 1000, 2, 1, 64, {}, 1, true, 3},                       // prefill key splits, merged
+      {24, 0, 4, 2, 16, {}, 1, true, 20},                           // the sink dominates
+      {1, 3000, 2, 1, 64, {}, 1, true},                             // decode key ranges, merged
+      {40, 1000, 2, 1, 64, {}, 1, true, 3},                         // prefill key splits, merged
       {1, 1000, 8, 2, 64, {.window = 64, .ring_rows = 70}, 1, true, -30},  // negligible sink
   };
   ThreadPool pool1(1), pool3(3);

@@ -50,8 +50,8 @@ TEST(KvRows, StoreRoundsAsTheQuantizers) {
     std::vector<uint8_t> got(size_t(n * kv_row_bytes(t, dim))), want(got.size());
     store_kv_rows(t, x.data(), got.data(), n, dim);
     for (int64_t i = 0; i < n; ++i)
-      ASSERT_TRUE(quantize_row(t, x.data() + i * dim, want.data() + i * kv_row_bytes(t, dim), dim)
-                      .is_ok());
+      ASSERT_TRUE(
+          quantize_row(t, x.data() + i * dim, want.data() + i * kv_row_bytes(t, dim), dim).is_ok());
     EXPECT_EQ(got, want) << dtype_name(t);
   }
   EXPECT_EQ(kv_row_bytes(DType::Q8_0, 64), 68);
@@ -117,14 +117,14 @@ struct Case {
 // ref::attention over the values the rows hold.
 TEST(KvRows, AttentionOverTypedRowsMatchesReference) {
   const Case cases[] = {
-      {1, 0, 4, 2, 64, {}},                                     // the first token
-      {1, 700, 8, 2, 64, {}},                                   // decode: key ranges per thread
-      {1, 3000, 2, 1, 128, {}},                                 // a long context's key splits
-      {37, 20, 6, 3, 32, {}},                                   // prefill, query blocks, GQA
-      {24, 0, 4, 2, 64, {.window = 8, .softcap = 50}},          // Gemma 2: window + soft-cap
-      {12, 30, 4, 2, 32, {.window = 8, .ring_rows = 20}},       // a ring the pass wraps
-      {1, 1000, 8, 2, 64, {.window = 64, .ring_rows = 70}},     // decode in a ring
-      {64, 500, 4, 1, 96, {.window = 100, .ring_rows = 164}},   // prefill in a ring, hd 96
+      {1, 0, 4, 2, 64, {}},                                    // the first token
+      {1, 700, 8, 2, 64, {}},                                  // decode: key ranges per thread
+      {1, 3000, 2, 1, 128, {}},                                // a long context's key splits
+      {37, 20, 6, 3, 32, {}},                                  // prefill, query blocks, GQA
+      {24, 0, 4, 2, 64, {.window = 8, .softcap = 50}},         // Gemma 2: window + soft-cap
+      {12, 30, 4, 2, 32, {.window = 8, .ring_rows = 20}},      // a ring the pass wraps
+      {1, 1000, 8, 2, 64, {.window = 64, .ring_rows = 70}},    // decode in a ring
+      {64, 500, 4, 1, 96, {.window = 100, .ring_rows = 164}},  // prefill in a ring, hd 96
   };
   const std::pair<DType, DType> pairs[] = {
       {DType::F16, DType::F16},  {DType::BF16, DType::BF16}, {DType::Q8_0, DType::Q8_0},
@@ -156,11 +156,10 @@ TEST(KvRows, AttentionOverTypedRowsMatchesReference) {
       const TypedRows kr = make_rows(kt, k, rows, kvd), vr = make_rows(vt, v, rows, kvd);
       const auto want = ref::attention(q.data(), kr.seen.data(), vr.seen.data(), c.T, c.pos0, c.H,
                                        c.Hkv, c.hd, scale, c.mask);
-      const std::string name = std::string(dtype_name(kt)) + "/" + dtype_name(vt) +
-                               " T=" + std::to_string(c.T) + " pos0=" + std::to_string(c.pos0) +
-                               " hd=" + std::to_string(c.hd) +
-                               " window=" + std::to_string(c.mask.window) +
-                               " ring=" + std::to_string(c.mask.ring_rows);
+      const std::string name =
+          std::string(dtype_name(kt)) + "/" + dtype_name(vt) + " T=" + std::to_string(c.T) +
+          " pos0=" + std::to_string(c.pos0) + " hd=" + std::to_string(c.hd) +
+          " window=" + std::to_string(c.mask.window) + " ring=" + std::to_string(c.mask.ring_rows);
       const KvRows kc{kr.bytes.data(), kt}, vc{vr.bytes.data(), vt};
       for (const SmallOps* ops : tables())
         for (ThreadPool* pool : {&pool1, &pool3}) {
@@ -192,11 +191,12 @@ TEST(KvRows, TypedAttentionStaysCloseToF32) {
   const auto exact =
       ref::attention(q.data(), k.data(), v.data(), T, pos0, H, Hkv, hd, scale, AttentionMask{});
   ThreadPool pool(2);
-  for (auto [t, bound] : {std::pair{DType::F16, 2e-3}, {DType::BF16, 1.5e-2}, {DType::Q8_0, 2e-2}}) {
+  for (auto [t, bound] :
+       {std::pair{DType::F16, 2e-3}, {DType::BF16, 1.5e-2}, {DType::Q8_0, 2e-2}}) {
     const TypedRows kr = make_rows(t, k, rows, kvd), vr = make_rows(t, v, rows, kvd);
     std::vector<float> out(exact.size());
-    attention(q.data(), KvRows{kr.bytes.data(), t}, KvRows{vr.bytes.data(), t}, out.data(), T,
-              pos0, H, Hkv, hd, scale, AttentionMask{}, pool);
+    attention(q.data(), KvRows{kr.bytes.data(), t}, KvRows{vr.bytes.data(), t}, out.data(), T, pos0,
+              H, Hkv, hd, scale, AttentionMask{}, pool);
     double worst = 0, norm = 0;
     for (size_t i = 0; i < out.size(); ++i) {
       worst = std::max(worst, std::fabs(double(out[i]) - exact[i]));

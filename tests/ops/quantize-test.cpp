@@ -81,16 +81,15 @@ TEST(Quantize, Mxfp4LayoutScaleAndRounding) {
   x[16] = 1.0f;  // element 16 (high nibble of byte 0): 1 / 4 = 0.25 units, rounds to 0
   kernels::BlockMxfp4 b;
   ASSERT_TRUE(kernels::quantize_row(DType::MXFP4, x.data(), &b, 32).is_ok());
-  EXPECT_EQ(b.e, 130);     // amax 48: floor(log2 48) = 5, 5 - 2 + 127; scale 2^(130 - 128) = 4
+  EXPECT_EQ(b.e, 130);  // amax 48: floor(log2 48) = 5, 5 - 2 + 127; scale 2^(130 - 128) = 4
   EXPECT_EQ(b.qs[0], 0x00);
-  EXPECT_EQ(b.qs[1], 0x11);  // elements 1 and 17: +0.5 x 8
-  EXPECT_EQ(b.qs[7], 0x77);  // +6 x 8 = 48
-  EXPECT_EQ(b.qs[8], 0x00);  // -0 is written as +0
+  EXPECT_EQ(b.qs[1], 0x11);   // elements 1 and 17: +0.5 x 8
+  EXPECT_EQ(b.qs[7], 0x77);   // +6 x 8 = 48
+  EXPECT_EQ(b.qs[8], 0x00);   // -0 is written as +0
   EXPECT_EQ(b.qs[15], 0xFF);  // -6 x 8
   std::vector<float> back(32);
   kernels::dequantize_row(DType::MXFP4, &b, back.data(), 32);
-  for (int j = 0; j < 32; ++j)
-    EXPECT_EQ(back[size_t(j)], j == 16 ? 0.0f : x[size_t(j)]) << j;
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(back[size_t(j)], j == 16 ? 0.0f : x[size_t(j)]) << j;
   // Ties and saturation, at scale 1 (amax 15 -> e = 3 - 2 + 127 = 128).
   const float in[32] = {15.0f, 2.5f, 5.0f, -5.0f, 10.0f, 0.49f, -0.51f, 7.0f};
   ASSERT_TRUE(kernels::quantize_row(DType::MXFP4, in, &b, 32).is_ok());

@@ -24,7 +24,9 @@ int main(int argc, char** argv) {
   };
   const Shape shapes[] = {{"kjv-13m layer", 4, 4, 64, 1024}, {"7B GQA layer", 32, 8, 128, 8192}};
   ThreadPool pool(1);
-  std::printf("| shape | table | type | us per call | ns per (position, head) |\n|---|---|---|---:|---:|\n");
+  std::printf(
+      "| shape | table | type | us per call | ns per (position, head) "
+      "|\n|---|---|---|---:|---:|\n");
   for (const Shape& s : shapes) {
     const int64_t kvd = s.kv_heads * s.head_dim;
     std::mt19937 rng(1);
@@ -46,9 +48,9 @@ int main(int argc, char** argv) {
           attention_with(*tables[ti], q.data(), KvRows{kb.data(), t}, KvRows{vb.data(), t},
                          out.data(), 1, s.positions - 1, s.heads, s.kv_heads, s.head_dim, 0.1f,
                          AttentionMask{}, pool);
-          best = std::min(best, std::chrono::duration<double, std::micro>(
-                                    std::chrono::steady_clock::now() - t0)
-                                    .count());
+          best = std::min(
+              best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                        .count());
         }
         std::printf("| %s | %s | %s | %.1f | %.2f |\n", s.name, tables[ti]->name, dtype_name(t),
                     best, best * 1e3 / double(s.positions * s.heads));

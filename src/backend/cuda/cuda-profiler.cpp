@@ -1,6 +1,7 @@
 // CudaProfiler (cuda-profiler.h): event pairs per launch in profiled eager decode steps, summed per
 // op family, then whole-step timing of graph replays; printed as one table.
-// New op family: pass its name to begin_op() at the launch site (cuda-backend-ops.cpp, cuda-backend-attention.cpp).
+// New op family: pass its name to begin_op() at the launch site (cuda-backend-ops.cpp,
+// cuda-backend-attention.cpp).
 #include "backend/cuda/cuda-profiler.h"
 
 #include <algorithm>

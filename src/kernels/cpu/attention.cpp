@@ -1,10 +1,10 @@
 // Causal multi-head attention over the KV cache (f32, f16, bf16 or q8_0 rows, read in place) on
-// the CPU: blocked online softmax, the inner loops from SmallOps (per ISA and row type). Work is cut into jobs (kv heads, query block, key range)
-// taken from a shared counter, largest first, so causal prefill does not leave a straggler.
-// A decode step instead gives each thread a contiguous range of keys across every kv head (a
-// short context: a range of kv heads too). Sliding windows, soft-caps and ring caches
-// (AttentionMask) change which keys a query sees and its scores, not the schedule; attention
-// sinks enter only the final normalisation (output_factor).
+// the CPU: blocked online softmax, the inner loops from SmallOps (per ISA and row type). Work is
+// cut into jobs (kv heads, query block, key range) taken from a shared counter, largest first, so
+// causal prefill does not leave a straggler. A decode step instead gives each thread a contiguous
+// range of keys across every kv head (a short context: a range of kv heads too). Sliding windows,
+// soft-caps and ring caches (AttentionMask) change which keys a query sees and its scores, not the
+// schedule; attention sinks enter only the final normalisation (output_factor).
 #include <algorithm>
 #include <atomic>
 #include <cmath>

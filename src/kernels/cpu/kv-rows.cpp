@@ -113,12 +113,14 @@ void accumulate_16bit(float* acc, float c, const float* p, const void* v, int64_
 
 void scores_f16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
                 float scale, float* s) {
-  for (int64_t j = 0; j < nk; ++j) s[j] = dot_16bit<fp16_to_f32>(q, row_at(k, k_stride, j), hd) * scale;
+  for (int64_t j = 0; j < nk; ++j)
+    s[j] = dot_16bit<fp16_to_f32>(q, row_at(k, k_stride, j), hd) * scale;
 }
 
 void scores_bf16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
                  float scale, float* s) {
-  for (int64_t j = 0; j < nk; ++j) s[j] = dot_16bit<bf16_to_f32>(q, row_at(k, k_stride, j), hd) * scale;
+  for (int64_t j = 0; j < nk; ++j)
+    s[j] = dot_16bit<bf16_to_f32>(q, row_at(k, k_stride, j), hd) * scale;
 }
 
 // Per block: the int8 dot in f32 (exact up to 2^24 per partial), times the block's scale.

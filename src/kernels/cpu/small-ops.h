@@ -11,9 +11,9 @@
 namespace hearth::kernels {
 
 using KvRowFn = void (*)(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                        float scale, float* s);
+                         float scale, float* s);
 using KvAccFn = void (*)(float* acc, float c, const float* p, const void* v, int64_t v_stride,
-                        int64_t nk, int64_t hd);
+                         int64_t nk, int64_t hd);
 
 // Attention's two inner loops over typed KV cache rows (F16, BF16, Q8_0), read in place; row
 // strides in bytes. Q8_0 rows start on a block and hd % 32 == 0.
@@ -102,18 +102,18 @@ namespace hearth::kernels::avx512 {
 extern const SmallOps small_ops;
 }
 // The typed-row loops an ISA's kv-rows file defines (the same set for each ISA namespace).
-#define HEARTH_DECLARE_KV_ROW_LOOPS                                                               \
-  void scores_f16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,      \
-                  float scale, float* s);                                                        \
-  void scores_bf16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,     \
-                   float scale, float* s);                                                       \
-  void scores_q8_0(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,     \
-                   float scale, float* s);                                                       \
-  void accumulate_f16(float* acc, float c, const float* p, const void* v, int64_t v_stride,     \
-                      int64_t nk, int64_t hd);                                                   \
-  void accumulate_bf16(float* acc, float c, const float* p, const void* v, int64_t v_stride,    \
-                       int64_t nk, int64_t hd);                                                  \
-  void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t v_stride,    \
+#define HEARTH_DECLARE_KV_ROW_LOOPS                                                          \
+  void scores_f16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,   \
+                  float scale, float* s);                                                    \
+  void scores_bf16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,  \
+                   float scale, float* s);                                                   \
+  void scores_q8_0(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,  \
+                   float scale, float* s);                                                   \
+  void accumulate_f16(float* acc, float c, const float* p, const void* v, int64_t v_stride,  \
+                      int64_t nk, int64_t hd);                                               \
+  void accumulate_bf16(float* acc, float c, const float* p, const void* v, int64_t v_stride, \
+                       int64_t nk, int64_t hd);                                              \
+  void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t v_stride, \
                        int64_t nk, int64_t hd);
 
 namespace hearth::kernels::avx2 {

@@ -285,8 +285,8 @@ std::vector<std::vector<std::string>> needed_layer_tensors(const ModelSpec& spec
 // gpt-oss: an HF stacked expert tensor of layer l as its GGUF tensors, llama.cpp's layout:
 // gate_up_proj -> ffn_gate_exps and ffn_up_exps [n_expert, n_ff, n_embd] (de-interleaved),
 // down_proj -> ffn_down_exps [n_expert, n_embd, n_ff], and their biases [n_expert, rows].
-Status plan_stacked_experts(const ArchSpec& arch, const HParams& hp, const TensorView& t,
-                            int64_t l, const std::string& dir, std::vector<Planned>& out) {
+Status plan_stacked_experts(const ArchSpec& arch, const HParams& hp, const TensorView& t, int64_t l,
+                            const std::string& dir, std::vector<Planned>& out) {
   const int64_t NE = hp.n_expert, E = hp.n_embd, F = hp.n_ff_exp;
   struct Part {
     TensorRole hf, gguf;
@@ -321,9 +321,9 @@ Status plan_stacked_experts(const ArchSpec& arch, const HParams& hp, const Tenso
     planned.part = p.part;
     planned.stacked_bias = p.bias;
     planned.info.name = gguf_tensor_name(p.gguf, l);
-    planned.info.shape = p.bias ? std::vector<int64_t>{NE, down ? E : F}
-                                : (down ? std::vector<int64_t>{NE, E, F}
-                                        : std::vector<int64_t>{NE, F, E});
+    planned.info.shape =
+        p.bias ? std::vector<int64_t>{NE, down ? E : F}
+               : (down ? std::vector<int64_t>{NE, E, F} : std::vector<int64_t>{NE, F, E});
     out.push_back(std::move(planned));
   }
   return Status::ok();

@@ -12,10 +12,14 @@ namespace {
 const std::vector<OutputType>& table() {
   // file_type values are llama.cpp's llama_ftype numbers.
   static const std::vector<OutputType> rows = {
-      {"f32", 0, DType::F32, false},     {"f16", 1, DType::F16, false},
-      {"bf16", 32, DType::BF16, false},  {"q8_0", 7, DType::Q8_0, false},
-      {"q4_0", 2, DType::Q4_0, false},   {"q4_k_m", 15, DType::Q4_K, true},
-      {"q5_k_m", 17, DType::Q5_K, true}, {"q6_k", 18, DType::Q6_K, false},
+      {"f32", 0, DType::F32, false},
+      {"f16", 1, DType::F16, false},
+      {"bf16", 32, DType::BF16, false},
+      {"q8_0", 7, DType::Q8_0, false},
+      {"q4_0", 2, DType::Q4_0, false},
+      {"q4_k_m", 15, DType::Q4_K, true},
+      {"q5_k_m", 17, DType::Q5_K, true},
+      {"q6_k", 18, DType::Q6_K, false},
       {"mxfp4_moe", 38, DType::Q8_0, false, DType::MXFP4},
   };
   return rows;

@@ -189,8 +189,8 @@ TEST(BadInput, KvCacheTypes) {
   expect_one_line(run_command({cli, "run", "-m", test::shared_path("goldens/phi3-tiny"), "-p",
                                "And", "-n", "2", "-ctv", "q8_0"}),
                   "V type q8_0 needs a head_dim that is a multiple of 32; this model's is 16");
-  expect_one_line(run_command({cli, "bench", "-m", kjv, "-p", "16", "-n", "8", "-r", "1",
-                               "--depth", "1024", "-ctk", "f16,q8_0"}),
+  expect_one_line(run_command({cli, "bench", "-m", kjv, "-p", "16", "-n", "8", "-r", "1", "--depth",
+                               "1024", "-ctk", "f16,q8_0"}),
                   "--depth 1024 plus the longest test (16 tokens) exceeds the model's context "
                   "of 1024 tokens");
   for (const char* t : {"f32", "f16", "bf16", "q8_0"}) {

@@ -65,8 +65,9 @@ TEST(CliLogits, WritesSafetensorsMatchingGolden) {
   const std::string out = test::temp_dir() + "/qwen2-logits.safetensors";
   // An f32 KV cache: the 1e-4 bound is the goldens' f32 math (the default f16 cache has its own
   // bounds, tests/golden/kv-types-golden-test.cpp).
-  auto r = run_command({test::hearth_cli(), "logits", "-m", shared_path("goldens/qwen2-tiny"),
-                        "--tokens", join_ids(g.input_ids), "-o", out, "-ctk", "f32", "-ctv", "f32"});
+  auto r =
+      run_command({test::hearth_cli(), "logits", "-m", shared_path("goldens/qwen2-tiny"),
+                   "--tokens", join_ids(g.input_ids), "-o", out, "-ctk", "f32", "-ctv", "f32"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto f = SafetensorsFile::open(out);
   ASSERT_TRUE(f.is_ok()) << f.message();

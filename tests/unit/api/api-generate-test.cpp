@@ -242,8 +242,9 @@ TEST(ApiGenerate, StateFollowsTheCacheTypes) {
   EXPECT_EQ(generate_ids(same, {}, 8), cont);
   hearth_session* other = session_of(HEARTH_CACHE_TYPE_F16, HEARTH_CACHE_TYPE_Q8_0);
   EXPECT_EQ(hearth_session_state_load(other, blob.data(), blob.size()), HEARTH_ERR_BAD_STATE);
-  EXPECT_NE(std::string(hearth_last_error()).find("q8_0 K / q8_0 V rows; this session's holds "
-                                                  "f16 / q8_0"),
+  EXPECT_NE(std::string(hearth_last_error())
+                .find("q8_0 K / q8_0 V rows; this session's holds "
+                      "f16 / q8_0"),
             std::string::npos)
       << hearth_last_error();
   for (hearth_session* s : {q8, same, other}) hearth_session_free(s);

@@ -125,7 +125,8 @@ TEST(TokenMask, ABudgetBelowTheShortestCompletionKeepsTheShortestWayOpen) {
   c.set_token_budget(3);
   std::vector<float> logits(6, 0.0f);
   c.mask(logits);
-  EXPECT_EQ(logits, (std::vector<float>{0.0f, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}));
+  EXPECT_EQ(logits,
+            (std::vector<float>{0.0f, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}));
   ASSERT_TRUE(c.accept(0).is_ok());
   c.set_token_budget(2);
   EXPECT_TRUE(c.allows(1));

@@ -14,7 +14,8 @@ namespace {
 // Elements [i, i + 8) of a row as f32 (i % 8 == 0), in two registers.
 struct LoadF16 {
   float32x4x2_t operator()(const uint8_t* row, int64_t i) const {
-    const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(reinterpret_cast<const uint16_t*>(row) + i));
+    const float16x8_t h =
+        vreinterpretq_f16_u16(vld1q_u16(reinterpret_cast<const uint16_t*>(row) + i));
     return {vcvt_f32_f16(vget_low_f16(h)), vcvt_high_f32_f16(h)};
   }
 };
@@ -28,8 +29,7 @@ struct LoadBF16 {
 struct LoadQ8_0 {
   float32x4x2_t operator()(const uint8_t* row, int64_t i) const {
     const auto* b = reinterpret_cast<const BlockQ8_0*>(row) + i / kQK32;
-    const float d = vgetq_lane_f32(
-        vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(b->d))), 0);
+    const float d = vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(b->d))), 0);
     const int16x8_t q = vmovl_s8(vld1_s8(b->qs + i % kQK32));
     return {vmulq_n_f32(vcvtq_f32_s32(vmovl_s16(vget_low_s16(q))), d),
             vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(q)), d)};

@@ -1,6 +1,7 @@
 // AVX-512 inner loops of the small ops (SmallOps, cpu/small-ops.h): attention scores, softmax
-// exponentials, P.V accumulation (f32 and typed f16/bf16/q8_0 cache rows), SwiGLU, RMSNorm, add. Compiled with AVX-512 flags; reached only
-// through small_ops() after cpuid says yes. Tails use masked loads, so any length is exact.
+// exponentials, P.V accumulation (f32 and typed f16/bf16/q8_0 cache rows), SwiGLU, RMSNorm, add.
+// Compiled with AVX-512 flags; reached only through small_ops() after cpuid says yes. Tails use
+// masked loads, so any length is exact.
 #include <immintrin.h>
 
 #include <type_traits>
@@ -312,20 +313,19 @@ void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_
 
 }  // namespace
 
-const SmallOps small_ops{
-    "avx512",
-    scores,
-    exp_sum,
-    accumulate,
-    swiglu,
-    sum_squares,
-    scale_mul,
-    add,
-    {scores_typed<LoadF16, portable::scores_f16>,
-     accumulate_typed<LoadF16, portable::accumulate_f16>},
-    {scores_typed<LoadBF16, portable::scores_bf16>,
-     accumulate_typed<LoadBF16, portable::accumulate_bf16>},
-    {scores_typed<LoadQ8_0, portable::scores_q8_0>,
-     accumulate_typed<LoadQ8_0, portable::accumulate_q8_0>}};
+const SmallOps small_ops{"avx512",
+                         scores,
+                         exp_sum,
+                         accumulate,
+                         swiglu,
+                         sum_squares,
+                         scale_mul,
+                         add,
+                         {scores_typed<LoadF16, portable::scores_f16>,
+                          accumulate_typed<LoadF16, portable::accumulate_f16>},
+                         {scores_typed<LoadBF16, portable::scores_bf16>,
+                          accumulate_typed<LoadBF16, portable::accumulate_bf16>},
+                         {scores_typed<LoadQ8_0, portable::scores_q8_0>,
+                          accumulate_typed<LoadQ8_0, portable::accumulate_q8_0>}};
 
 }  // namespace hearth::kernels::avx512

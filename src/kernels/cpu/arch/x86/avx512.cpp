@@ -70,14 +70,14 @@ float dot_mxfp4(int64_t n, const void* wv, const void* xv) {
   int64_t i = 0;
   for (; i + 2 <= nb; i += 2) {
     // Values v in [-12, 12]: sum v * y = dpbusd(v + 12, y) - dpbusd(12, y) (dpbusd wants u8).
-    const __m512i v = _mm512_shuffle_epi8(
-        lut, join(unpack_nibbles(w[i].qs), unpack_nibbles(w[i + 1].qs)));
+    const __m512i v =
+        _mm512_shuffle_epi8(lut, join(unpack_nibbles(w[i].qs), unpack_nibbles(w[i + 1].qs)));
     const __m512i y = join(load256(x[i].qs), load256(x[i + 1].qs));
     const __m512i s = _mm512_sub_epi32(
         _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_add_epi8(v, twelves), y),
         _mm512_dpbusd_epi32(_mm512_setzero_si512(), twelves, y));
-    const __m512 d = two_scales(mxfp4_scale(w[i].e) * h2f(x[i].d),
-                                mxfp4_scale(w[i + 1].e) * h2f(x[i + 1].d));
+    const __m512 d =
+        two_scales(mxfp4_scale(w[i].e) * h2f(x[i].d), mxfp4_scale(w[i + 1].e) * h2f(x[i + 1].d));
     acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(s), acc);
   }
   float sum = _mm512_reduce_add_ps(acc);
