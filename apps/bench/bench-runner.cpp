@@ -489,17 +489,21 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   if (o.n_gen > 0) {
     const std::string tg = "tg" + std::to_string(o.n_gen);
     say(tg + at_depth + (o.sampling ? " greedy and sampled, alternating" : ""));
+    // A chained run must produce every token the row times.
+    auto all_generated = [&](const Result<GreedyRun>& run) -> Status {
+      HEARTH_TRY(run.status());
+      if (run->steps != o.n_gen)
+        return Status::error("bench: generation stopped after " + std::to_string(run->steps) +
+                             " tokens");
+      return Status::ok();
+    };
     // Greedy through Model::decode_greedy, as generation runs it: on a backend that chains
     // steps (CUDA) the argmax stays on the device and the host queues steps ahead.
     auto greedy = [&](KvCache& kv) -> Status {
       kv.set_used(depth);
       HEARTH_TRY(model->prefill(kv, {1}, scratch, &logits));
-      HEARTH_ASSIGN_OR_RETURN(GreedyRun run, model->decode_greedy(kv, 1, o.n_gen, scratch,
-                                                                  [](int32_t) { return true; }));
-      if (run.steps != o.n_gen)
-        return Status::error("bench: generation stopped after " + std::to_string(run.steps) +
-                             " tokens");
-      return Status::ok();
+      return all_generated(
+          model->decode_greedy(kv, 1, o.n_gen, scratch, [](int32_t) { return true; }));
     };
     // Sampled as Session::generate runs it: the first token from the host sampler, then the
     // device's draws inside the chain where the backend samples (CUDA), else decode + the
@@ -522,13 +526,8 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
       history.push_back(first);
       const Backend::PickRule rule = device_pick_rule(sampler->params(), sampler->seed());
       if (model->can_chain(rule, int64_t(history.size()))) {
-        HEARTH_ASSIGN_OR_RETURN(GreedyRun run,
-                                model->decode_chained(kv, first, o.n_gen, scratch, rule, history,
-                                                      [](int32_t) { return true; }));
-        if (run.steps != o.n_gen)
-          return Status::error("bench: generation stopped after " + std::to_string(run.steps) +
-                               " tokens");
-        return Status::ok();
+        return all_generated(model->decode_chained(kv, first, o.n_gen, scratch, rule, history,
+                                                   [](int32_t) { return true; }));
       }
       HEARTH_TRY(model->decode(kv, first, scratch, &logits));
       for (int i = 1; i < o.n_gen; ++i) {

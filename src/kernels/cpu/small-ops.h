@@ -10,10 +10,13 @@
 
 namespace hearth::kernels {
 
-using KvRowFn = void (*)(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                         float scale, float* s);
-using KvAccFn = void (*)(float* acc, float c, const float* p, const void* v, int64_t v_stride,
-                         int64_t nk, int64_t hd);
+// The two loop shapes over typed cache rows (the function types, then their pointers).
+using KvRowLoop = void(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                       float scale, float* s);
+using KvAccLoop = void(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                       int64_t nk, int64_t hd);
+using KvRowFn = KvRowLoop*;
+using KvAccFn = KvAccLoop*;
 
 // Attention's two inner loops over typed KV cache rows (F16, BF16, Q8_0), read in place; row
 // strides in bytes. Q8_0 rows start on a block and hd % 32 == 0.
@@ -101,29 +104,15 @@ void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t
 namespace hearth::kernels::avx512 {
 extern const SmallOps small_ops;
 }
-// The typed-row loops an ISA's kv-rows file defines (the same set for each ISA namespace).
-#define HEARTH_DECLARE_KV_ROW_LOOPS                                                          \
-  void scores_f16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,   \
-                  float scale, float* s);                                                    \
-  void scores_bf16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,  \
-                   float scale, float* s);                                                   \
-  void scores_q8_0(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,  \
-                   float scale, float* s);                                                   \
-  void accumulate_f16(float* acc, float c, const float* p, const void* v, int64_t v_stride,  \
-                      int64_t nk, int64_t hd);                                               \
-  void accumulate_bf16(float* acc, float c, const float* p, const void* v, int64_t v_stride, \
-                       int64_t nk, int64_t hd);                                              \
-  void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t v_stride, \
-                       int64_t nk, int64_t hd);
-
+// The typed-row loops each ISA's kv-rows file defines.
 namespace hearth::kernels::avx2 {
 extern const SmallOps small_ops;  // small-ops.cpp: the portable f32 loops, these typed ones
-HEARTH_DECLARE_KV_ROW_LOOPS
+KvRowLoop scores_f16, scores_bf16, scores_q8_0;
+KvAccLoop accumulate_f16, accumulate_bf16, accumulate_q8_0;
 }  // namespace hearth::kernels::avx2
 
 namespace hearth::kernels::neon {
 extern const SmallOps small_ops;  // small-ops.cpp: the portable f32 loops, these typed ones
-HEARTH_DECLARE_KV_ROW_LOOPS
+KvRowLoop scores_f16, scores_bf16, scores_q8_0;
+KvAccLoop accumulate_f16, accumulate_bf16, accumulate_q8_0;
 }  // namespace hearth::kernels::neon
-
-#undef HEARTH_DECLARE_KV_ROW_LOOPS
