@@ -262,9 +262,10 @@ class Backend {
   // 0 means the backend cannot chain (the caller loops over decode + host pick).
   //
   // The rule: the argmax (greedy_argmax's), or a draw through sampling/sampler.h's chain
-  // (penalties over the last repeat_last_n tokens, top-k, top-p, min-p, temperature) with a
-  // uniform made from seed and the step's position, so the same seed picks the same tokens on
-  // the same backend. Field meanings as SamplingParams' (this layer does not depend on it).
+  // (penalties over the last repeat_last_n tokens, top-k, top-p, min-p, temperature) with its
+  // randomness made from seed and the step's position, so the same seed picks the same tokens on
+  // the same backend (the distribution is the sampler's on every backend; the tokens may differ).
+  // Field meanings as SamplingParams' (this layer does not depend on it).
   struct PickRule {
     float temperature = 0.0f;  // <= 0: argmax (of the penalised logits)
     int32_t top_k = 0;

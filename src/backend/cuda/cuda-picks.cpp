@@ -57,6 +57,7 @@ Status CudaPicks::set_rule(const Backend::PickRule& rule, std::span<const int32_
                          std::to_string(kHistory) + "-token history");
   sampled_ = !rule.greedy();
   if (!sampled_) return Status::ok();
+  (void)cuda::sample_pick_cluster_blocks(0);  // its one device query, before any capture
   params_ = {};
   params_.temperature = rule.temperature;
   params_.top_k = rule.top_k;

@@ -32,9 +32,13 @@ struct SamplePickParams {
   float presence_penalty = 0.0f, frequency_penalty = 0.0f;
   uint64_t seed = 0;  // with the step's position, the draw's uniform
 };
-// logits [n] (device) -> a token drawn as sampling/sampler.h draws (the uniform from seed and
-// next_pos - 1, so the same seed draws the same tokens). work: device scratch [n] (the penalised
-// logits). Outputs as launch_greedy_pick's. One block.
+// logits [n] (device) -> a token drawn from the distribution sampling/sampler.h draws from
+// (Gumbel-max, its variates from seed, next_pos - 1 and the id: the same seed draws the same
+// tokens). work: device scratch [n] (the penalised logits). Outputs as launch_greedy_pick's. One
+// thread-block cluster.
+// Blocks in the sampled pick's cluster for a vocabulary of n ids (8, or 16 where the device
+// runs that). Asks the device on its first call: make that call outside a stream capture.
+int sample_pick_cluster_blocks(int64_t n);
 cudaError_t launch_sample_pick(const float* logits, float* work, int64_t n,
                                const SamplePickParams& p, int32_t* history, int32_t* history_len,
                                int history_cap, int32_t* token, int32_t* pos, int32_t next_pos,

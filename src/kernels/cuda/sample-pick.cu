@@ -3,9 +3,11 @@
 // drawing on the device. Nothing is sorted: top-k and top-p find their cut by a radix select over
 // order-preserving 32-bit keys of the logits (11-, 11- and 10-bit passes), counting tokens for
 // top-k and adding up probability mass for top-p. Masses are 2^-40 fixed point in 64-bit
-// integers, so every sum is exact and independent of the order threads add in: the same seed
-// draws the same tokens on every run.
-// One thread-block cluster of kCluster blocks runs it (one block was bound by one SM's
+// integers, so every sum is exact and independent of the order threads add in. The draw is a
+// Gumbel-max over the kept set (each id's variate from the seed, the position and the id), so
+// the same seed draws the same tokens on every run; the distribution is the host sampler's, the
+// tokens are not the host's (its draw walks one uniform through the weights).
+// One thread-block cluster of 8 or 16 blocks runs it (one block was bound by one SM's
 // instruction rate: ~0.16 ms a token at 32k ids, ~0.6 ms at 128k); the blocks combine their
 // partial maxima, sums and histograms through distributed shared memory at cluster barriers.
 #include <cooperative_groups.h>
@@ -24,8 +26,10 @@ namespace cg = cooperative_groups;
 
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
-constexpr int kCluster = 8;  // the portable cluster size
-constexpr int kAll = kThreads * kCluster;
+// Blocks in the cluster: the portable 8, or 16 (non-portable, where the device allows it) for
+// large vocabularies, whose passes cost more than the cluster's barriers.
+constexpr int kPortableCluster = 8, kLargeCluster = 16;
+constexpr int64_t kLargeClusterFrom = 65536;  // ids
 // The radix select's digits over a 32-bit key, most significant first: 11, 11, 10 bits.
 constexpr int kPasses = 3;
 __device__ __forceinline__ int digit_shift(int pass) {
@@ -47,11 +51,15 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+__device__ __forceinline__ float from_order_key(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k);
+}
+
 __device__ __forceinline__ uint64_t fixed_weight(float w) {
   return uint64_t(double(w) * kFixedOne);  // w in [0, 1]
 }
 
-// splitmix64: the draw's uniform from (seed, position), the same on every run.
+// splitmix64: the draw's variates from (seed, position, id), the same on every run.
 __device__ __forceinline__ uint64_t mix(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -62,9 +70,10 @@ __device__ __forceinline__ uint64_t mix(uint64_t x) {
 struct Shared {
   uint64_t warp_sums[kWarps];
   uint64_t bins[kBins];
-  uint64_t value;  // this block's partial (sum), read by the others
-  float fvalue;    // this block's partial (max)
-  int ivalue;      // this block's partial (min index); rank 0's: a found index
+  uint64_t value;         // this block's partial (max), read by the others
+  uint64_t block_total;   // ordered_find: this block's sum, read by the later blocks
+  uint64_t block_before;  // ordered_find: the earlier blocks' sums
+  int ivalue;             // this block's partial (min index); rank 0's: a found index
 };
 
 // The cluster's collectives. Each starts with the block's own reduction, publishes it in its
@@ -74,42 +83,30 @@ struct Cluster {
   cg::cluster_group group;
   Shared& sh;
   uint64_t* tot;  // [kBins]: the cluster's summed histogram, this block's copy
-  int rank;
+  int rank;       // this block's
+  int size;       // blocks
+  int all;        // threads
   __device__ Shared& of(int r) { return *group.map_shared_rank(&sh, r); }
 
-  __device__ float max(float v) {
-    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-    __syncthreads();
-    if (threadIdx.x % 32 == 0) sh.warp_sums[threadIdx.x / 32] = __float_as_uint(v);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      float b = -INFINITY;
-      for (int w = 0; w < kWarps; ++w) b = fmaxf(b, __uint_as_float(uint32_t(sh.warp_sums[w])));
-      sh.fvalue = b;
-    }
-    group.sync();
-    float m = -INFINITY;
-    for (int r = 0; r < kCluster; ++r) m = fmaxf(m, of(r).fvalue);
-    group.sync();
-    return m;
-  }
-
-  __device__ uint64_t sum(uint64_t v) {
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  // The largest 64-bit key (the draw's packed score and index).
+  __device__ uint64_t max_key(uint64_t v) {
+    for (int off = 16; off > 0; off >>= 1) v = ::max(v, __shfl_xor_sync(0xffffffffu, v, off));
     __syncthreads();
     if (threadIdx.x % 32 == 0) sh.warp_sums[threadIdx.x / 32] = v;
     __syncthreads();
     if (threadIdx.x == 0) {
       uint64_t b = 0;
-      for (int w = 0; w < kWarps; ++w) b += sh.warp_sums[w];
+      for (int w = 0; w < kWarps; ++w) b = ::max(b, sh.warp_sums[w]);
       sh.value = b;
     }
     group.sync();
-    uint64_t total = 0;
-    for (int r = 0; r < kCluster; ++r) total += of(r).value;
+    uint64_t best = 0;
+    for (int r = 0; r < size; ++r) best = ::max(best, of(r).value);
     group.sync();
-    return total;
+    return best;
   }
+  // The largest value (through its order-preserving key).
+  __device__ float max(float v) { return from_order_key(uint32_t(max_key(order_key(v)))); }
 
   // The smallest of the candidates (INT_MAX where a thread has none).
   __device__ int min_index(int candidate) {
@@ -118,7 +115,7 @@ struct Cluster {
     if (candidate != INT_MAX) atomicMin(&sh.ivalue, candidate);
     group.sync();
     int m = INT_MAX;
-    for (int r = 0; r < kCluster; ++r) m = min(m, of(r).ivalue);
+    for (int r = 0; r < size; ++r) m = min(m, of(r).ivalue);
     group.sync();
     return m;
   }
@@ -128,20 +125,12 @@ struct Cluster {
 template <class Value>
 __device__ int first_index_of(Value value, int n, float m, Cluster& c) {
   int first = INT_MAX;
-  for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += kAll)
+  for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += c.all)
     if (value(i) == m) {
       first = i;
       break;
     }
   return c.min_index(first);
-}
-
-// The sum of amount(i) over [0, n), in every thread (integer adds: the order does not matter).
-template <class Amount>
-__device__ uint64_t cluster_sum(int n, Amount amount, Cluster& c) {
-  uint64_t mine = 0;
-  for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += kAll) mine += amount(i);
-  return c.sum(mine);
 }
 
 // Walking [0, n) in index order and adding amount(i) (0 for an index that does not count), the
@@ -152,7 +141,7 @@ template <class Amount>
 __device__ int ordered_find(int n, uint64_t target, Amount amount, Cluster& c) {
   Shared& sh = c.sh;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int run = (n + kAll - 1) / kAll * 32;
+  const int run = (n + c.all - 1) / c.all * 32;
   const int gw = c.rank * kWarps + warp;  // the warp's place in the cluster
   const int w0 = min(n, gw * run), w1 = min(n, w0 + run);
   uint64_t mine = 0;
@@ -160,12 +149,23 @@ __device__ int ordered_find(int n, uint64_t target, Amount amount, Cluster& c) {
   for (int off = 16; off > 0; off >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, off);
   if (lane == 0) sh.warp_sums[warp] = mine;
   if (c.rank == 0 && threadIdx.x == 0) sh.ivalue = -1;
-  c.group.sync();
-  uint64_t before = 0;
-  for (int r = 0; r < c.rank; ++r) {
-    const Shared& other = c.of(r);
-    for (int w = 0; w < kWarps; ++w) before += other.warp_sums[w];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint64_t total = 0;
+    for (int w = 0; w < kWarps; ++w) total += sh.warp_sums[w];
+    sh.block_total = total;
   }
+  c.group.sync();
+  // Where this warp's run starts in the sum: the earlier blocks' totals (one remote read each,
+  // by one thread, where every thread reading every earlier warp's partial took up to 15 x 32
+  // dependent reads of distributed shared memory), then the earlier warps here.
+  if (threadIdx.x == 0) {
+    uint64_t before = 0;
+    for (int r = 0; r < c.rank; ++r) before += c.of(r).block_total;
+    sh.block_before = before;
+  }
+  __syncthreads();
+  uint64_t before = sh.block_before;
   for (int w = 0; w < warp; ++w) before += sh.warp_sums[w];
   if (before <= target && target < before + mine) {  // the same in the whole warp
     uint64_t acc = before;
@@ -230,9 +230,12 @@ __device__ __forceinline__ void add_to_bin(uint64_t* bins, uint32_t bin, uint64_
 // `need` (>= 1): a radix select over the key digits (each block histograms its share, every
 // block walks the cluster's summed bins), then the ids of the equal keys in order. Returns
 // keep_all when the whole set's sum stays below need.
+// need_fraction > 0 (top-p) asks for need = max(1, need_fraction * the set's whole sum) instead:
+// the first pass's bins hold every kept element, so their sum is that total and no separate
+// pass (and cluster barrier pair) computes it.
 template <class Value, class Amount>
 __device__ Cut find_cut(Value value, int n, const Stages& st, uint64_t need, Amount amount,
-                        Cluster& c) {
+                        Cluster& c, float need_fraction = 0.0f) {
   Shared& sh = c.sh;
   uint32_t prefix = 0, mask = 0;
   for (int pass = 0; pass < kPasses; ++pass) {
@@ -240,7 +243,7 @@ __device__ Cut find_cut(Value value, int n, const Stages& st, uint64_t need, Amo
     for (int b = threadIdx.x; b < kBins; b += kThreads) sh.bins[b] = 0;
     __syncthreads();
     // (every lane of a warp runs the same iterations: add_to_bin needs the whole warp)
-    for (int base = c.rank * kThreads; base < n; base += kAll) {
+    for (int base = c.rank * kThreads; base < n; base += c.all) {
       const int i = base + int(threadIdx.x);
       const float l = i < n ? value(i) : -INFINITY;
       const uint32_t k = order_key(l);
@@ -253,7 +256,7 @@ __device__ Cut find_cut(Value value, int n, const Stages& st, uint64_t need, Amo
     const int top = (1 << width) - 1, per_lane = (top + 1 + 31) / 32;
     for (int b = threadIdx.x; b <= top; b += kThreads) {
       uint64_t t = 0;
-      for (int r = 0; r < kCluster; ++r) t += c.of(r).bins[b];
+      for (int r = 0; r < c.size; ++r) t += c.of(r).bins[b];
       c.tot[b] = t;
     }
     c.group.sync();
@@ -269,6 +272,10 @@ __device__ Cut find_cut(Value value, int n, const Stages& st, uint64_t need, Amo
         if (lane >= off) inc += o;
       }
       const uint64_t above = inc - mine;
+      if (pass == 0 && need_fraction > 0.0f) {
+        const uint64_t total = __shfl_sync(0xffffffffu, inc, 31);
+        need = ::max(uint64_t(1), uint64_t(double(need_fraction) * double(total)));
+      }
       const unsigned hit = __ballot_sync(0xffffffffu, inc >= need);
       if (hit == 0) {
         if (lane == 0) sh.ivalue = -1;  // the set holds less than need: no cut
@@ -308,7 +315,7 @@ __device__ Cut find_cut(Value value, int n, const Stages& st, uint64_t need, Amo
   return cut;
 }
 
-__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads)
     sample_pick_kernel(const float* __restrict__ logits, float* __restrict__ work, int n,
                        SamplePickParams p, int32_t* history, int32_t* history_len, int history_cap,
                        int32_t* token, int32_t* pos, int32_t next_pos, int32_t* host_token) {
@@ -319,15 +326,18 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
     uint64_t tot[kBins];
   } scratch;
   int32_t* const window = scratch.window;
-  Cluster c{cg::this_cluster(), sh, scratch.tot, 0};
+  Cluster c{cg::this_cluster(), sh, scratch.tot, 0, 0, 0};
   c.rank = int(c.group.block_rank());
+  c.size = int(c.group.num_blocks());
+  c.all = c.size * kThreads;
   // Penalties over the window (the last repeat_last_n tokens of the history) go into a copy of
   // the logits; without them every stage reads the logits themselves.
   const bool rep = p.repeat_penalty != 1.0f;
   const int len = *history_len;
   const int w = p.penalize ? min(min(len, p.repeat_last_n), history_cap) : 0;
   if (p.penalize) {
-    for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += kAll) work[i] = clean(logits[i]);
+    for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += c.all)
+      work[i] = clean(logits[i]);
     __threadfence();
     c.group.sync();
     if (c.rank == 0) {
@@ -355,7 +365,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   const auto value = [src](int i) { return clean(src[i]); };
 
   float m = -INFINITY;
-  for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += kAll) m = fmaxf(m, value(i));
+  for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += c.all) m = fmaxf(m, value(i));
   m = c.max(m);
 
   int picked = -1;
@@ -370,15 +380,7 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
           value, n, st, uint64_t(p.top_k), [](float) { return uint64_t(1); }, c);
     if (p.top_p < 1.0f) {
       const auto mass = [m](float l) { return fixed_weight(__expf(l - m)); };
-      const uint64_t total = cluster_sum(
-          n,
-          [&](int i) {
-            const float l = value(i);
-            return st.keeps(order_key(l), i) ? mass(l) : uint64_t(0);
-          },
-          c);
-      const uint64_t need = max(uint64_t(1), uint64_t(double(p.top_p) * double(total)));
-      st.top_p = find_cut(value, n, st, need, mass, c);
+      st.top_p = find_cut(value, n, st, 0, mass, c, p.top_p);
     }
     if (p.min_p > 0.0f) {
       const float threshold = m + logf(p.min_p);
@@ -391,18 +393,24 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
         st.min_p.id = INT_MAX;
       }
     }
-    // The draw: weights at the temperature, in id order, against one uniform.
+    // The draw (Gumbel-max): the kept token with the largest (l - m) / T + g_i, g_i a Gumbel
+    // variate from (seed, position, id), is a draw from the kept set's softmax at temperature T.
+    // One pass and one reduction, where a uniform against the running sum of weights takes a
+    // sum, an ordered walk and their four cluster barriers.
     const float inv_t = 1.0f / p.temperature;
-    const auto weight = [&](int i) {
+    const uint64_t stream = mix(p.seed ^ mix(uint64_t(next_pos) - 1));
+    uint64_t best = 0;
+    for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += c.all) {
       const float l = value(i);
-      return st.keeps(order_key(l), i) ? fixed_weight(__expf((l - m) * inv_t)) : uint64_t(0);
-    };
-    const uint64_t total = cluster_sum(n, weight, c);
-    const double u =
-        double(mix(p.seed ^ mix(uint64_t(next_pos) - 1)) >> 11) * (1.0 / 9007199254740992.0);
-    const uint64_t target = uint64_t(u * double(total));  // < total
-    picked = total > 0 ? ordered_find(n, target, weight, c) : -1;
-    // Every weight rounded to zero: the best token (the same condition in every thread).
+      if (!st.keeps(order_key(l), i)) continue;
+      const double u = (double(mix(stream + uint64_t(i)) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+      const float score = float(double((l - m) * inv_t) - log(-log(u)));
+      // Ties go to the lower id, as everywhere else in the chain.
+      best = ::max(best, (uint64_t(order_key(score)) << 32) | uint32_t(INT_MAX - i));
+    }
+    best = c.max_key(best);
+    picked = best != 0 ? INT_MAX - int(uint32_t(best)) : -1;
+    // Nothing kept had a finite score: the best token (the same condition in every thread).
     if (picked < 0) picked = first_index_of(value, n, m, c);
   }
   if (c.rank != 0 || threadIdx.x != 0) return;
@@ -414,7 +422,38 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(kThreads)
   __threadfence_system();  // the host reads it after the event behind this kernel
 }
 
+// A launch of one cluster of `blocks` blocks (cfg points at attr: not copyable).
+struct ClusterLaunch {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr = {};
+  ClusterLaunch(unsigned blocks, cudaStream_t stream) {
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(kThreads);
+    cfg.stream = stream;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = blocks, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;
+};
+
 }  // namespace
+
+int sample_pick_cluster_blocks(int64_t n) {
+  // Asked of the device once: whether it runs a 16-block cluster of this kernel.
+  static const bool large_ok = [] {
+    if (cudaFuncSetAttribute(sample_pick_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed,
+                             1) != cudaSuccess)
+      return (void)cudaGetLastError(), false;
+    const ClusterLaunch probe(kLargeCluster, nullptr);
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, sample_pick_kernel, &probe.cfg) != cudaSuccess)
+      return (void)cudaGetLastError(), false;
+    return clusters > 0;
+  }();
+  return n >= kLargeClusterFrom && large_ok ? kLargeCluster : kPortableCluster;
+}
 
 cudaError_t launch_sample_pick(const float* logits, float* work, int64_t n,
                                const SamplePickParams& p, int32_t* history, int32_t* history_len,
@@ -423,9 +462,12 @@ cudaError_t launch_sample_pick(const float* logits, float* work, int64_t n,
   if (n <= 0 || n > INT_MAX || history_cap <= 0 || history_cap > kSampleHistoryMax ||
       (p.penalize && (p.repeat_last_n < 0 || p.repeat_last_n > history_cap)))
     return cudaErrorInvalidValue;
-  // One cluster (its size is the kernel's __cluster_dims__).
-  sample_pick_kernel<<<kCluster, kThreads, 0, stream>>>(
-      logits, work, int(n), p, history, history_len, history_cap, token, pos, next_pos, host_token);
+  const unsigned blocks = unsigned(sample_pick_cluster_blocks(n));
+  const ClusterLaunch launch(blocks, stream);
+  const cudaError_t e =
+      cudaLaunchKernelEx(&launch.cfg, sample_pick_kernel, logits, work, int(n), p, history,
+                         history_len, history_cap, token, pos, next_pos, host_token);
+  if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }
 
