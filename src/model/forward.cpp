@@ -146,7 +146,10 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
   auto& b = scratch.per_backend[g];
   const bool decode = std::all_of(p.segs.begin(), p.segs.end(),
                                   [](const BatchSegment& s) { return s.n_tokens == 1; });
-  be->begin_pass(decode ? Backend::Phase::kDecode : Backend::Phase::kPrefill, T);
+  be->begin_pass(!decode             ? Backend::Phase::kPrefill
+                 : p.segs.size() > 1 ? Backend::Phase::kDecodeBatch
+                                     : Backend::Phase::kDecode,
+                 T);
   if (g == 0) {
     be->embed(tok_embd_, p.tokens.data(), T, b.x);
     if (hp_.embed_scale > 0) be->scale(b.x, T * E, hp_.embed_scale);
