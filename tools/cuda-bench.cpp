@@ -1,6 +1,7 @@
 // hearth-cuda-bench: GEMV bandwidth per weight dtype on llama2-7b-sized matrices against a
-// device-to-device copy measured in the same run, plus prefill GEMM (T=512) throughput and the
-// prefill attention of one 7B layer.
+// device-to-device copy measured in the same run, the batched decode matmul for B = 1..256
+// (cuda-bench-batch.cpp), plus prefill GEMM (T=512) throughput and the prefill attention of
+// one 7B layer.
 // Weights rotate over replicas larger than L2 so the numbers are HBM, not cache. Add a dtype or
 // shape in the tables at the top of main(). `hearth-cuda-bench --dtypes F16,Q4_0` limits the GEMV
 // table to those dtypes ("none": no GEMV table).
@@ -18,51 +19,14 @@
 #include "../tests/ops/cuda/random-weights.h"
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/gemm-fp8.h"
+#include "cuda-bench-batch.h"
+#include "cuda-bench-timing.h"
 
 using namespace hearth;
+using cuda_bench::ok;
+using cuda_bench::time_graph;
 
 namespace {
-
-bool ok(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  std::fprintf(stderr, "cuda-bench: %s: %s\n", what, cudaGetErrorString(e));
-  return false;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Seconds per launch of `body` (which enqueues `per_graph` launches), timed over graph replays.
-template <class Body>
-double time_graph(cudaStream_t s, int per_graph, Body body) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
-  body();
-  cudaStreamEndCapture(s, &graph);
-  cudaGraphInstantiate(&exec, graph, 0);
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaGraphLaunch(exec, s);  // warm-up
-  std::vector<double> times;
-  for (int r = 0; r < 7; ++r) {
-    cudaEventRecord(a, s);
-    cudaGraphLaunch(exec, s);
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    times.push_back(ms * 1e-3 / per_graph);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return median(times);
-}
 
 // F16 prefill GEMM (T=512) with the FP8 correction pass (gemm-fp8.h, the backend's default when
 // the weight has an e4m3 copy): time of launch_matmul both ways, and the relative error of the
@@ -274,6 +238,7 @@ int main(int argc, char** argv) {
   }
   std::printf("\n== GEMV (T=1) weight-read bandwidth vs copy %.0f GB/s (r+w) ==\n", copy_gbs);
   for (const auto& l : table) std::printf("%s\n", l.c_str());
+  if (!batch_matmul_table(s, blas, only, copy_gbs)) return 1;
 
   // Prefill attention, llama2-7b layer (32 heads x 128, 512 causal queries at pos0 0): the
   // the backend's dispatch (the tensor-core kernel, q/k/p/v as fp16 hi + lo).

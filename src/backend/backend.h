@@ -235,6 +235,11 @@ class Backend {
     }
   }
 
+  // rope_append_attend for a decode step of several sequences (a kDecodeBatch pass: every
+  // segment one token at its own position, in its own cache). A backend may run all segments'
+  // rotation, K/V append and attention in a few launches; the default is rope_append_attend.
+  virtual void rope_append_attend_batch(const AttentionBlock& a) { rope_append_attend(a); }
+
   // Decode-step capture (CUDA graphs). For each single-token decode step the forward pass calls
   //   if (!b.begin_decode_step(token, pos, ctx_capacity)) { ...this backend's ops... }
   //   b.end_decode_step();   // then download/sync as usual

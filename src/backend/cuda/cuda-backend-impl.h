@@ -24,6 +24,7 @@
 #include "backend/cuda/cuda-profiler.h"
 #include "backend/cuda/cuda-weights.h"
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/decode-batch.h"
 #include "kernels/cuda/gemm-fp8.h"
 #include "tensor/dtype.h"
 
@@ -59,6 +60,7 @@ class CudaBackend final : public Backend {
     cudaFree(partials_);
     cudaFree(xq_buf_);
     cudaFree(batch_ws_);
+    cudaFree(batch_partials_);
     cudaFree(ring_dev_);
     cudaFreeHost(ring_host_);
     cudaFree(step_dev_);
@@ -174,6 +176,9 @@ class CudaBackend final : public Backend {
   // append run inside the attention kernel (or one rope + append launch, then attention); a
   // prefill's as one launch before it. Anything else: the plain ops (Backend's default).
   void rope_append_attend(const AttentionBlock& a) override;
+  // A kDecodeBatch step with plain attention, full RoPE and f32 rows: every segment's rotation
+  // and K/V append in one launch, attention of all segments in one (cuda-backend-batch.cpp).
+  void rope_append_attend_batch(const AttentionBlock& a) override;
 
   // The families' ops (cuda-backend-family-ops.cpp).
   uint32_t features() const override;
@@ -365,6 +370,9 @@ class CudaBackend final : public Backend {
   // The batched decode matmul's partial sums (rows split over several blocks).
   void* batch_ws_ = nullptr;
   size_t batch_ws_bytes_ = 0;
+  // The batched decode attention's split partials (attention-batch.cu).
+  void* batch_partials_ = nullptr;
+  size_t batch_partials_bytes_ = 0;
   cuda::QuantizedActs xq_;
   const float* xq_src_ = nullptr;
   uint64_t xq_at_ = ~uint64_t(0);

@@ -101,17 +101,6 @@ cudaError_t launch_gemv_int8_multi(const GemvJob* jobs, int n_jobs, const Quanti
 cudaError_t launch_gemv_float_multi(const GemvJob* jobs, int n_jobs, const float* x,
                                     int64_t n_tokens, cudaStream_t s);
 
-// Batched decode matmul on the int8 tensor cores (matmul-batch.cu): a decode step of several
-// sequences, y [T, rows] = x @ W^T (+ add_to += y) for each job, every weight byte read once per
-// 64 tokens. Same dtype and cols for every job (1..3), 1 <= T <= kMatmulBatchMaxTokens, x in the
-// GEMV's QuantizedActs. Long rows split over several blocks: `workspace` then holds their
-// partial sums (matmul_batch_workspace_bytes(); 0 when not split).
-constexpr int64_t kMatmulBatchMaxTokens = 256;
-bool matmul_batch_supports(DType t);
-size_t matmul_batch_workspace_bytes(const GemvJob* jobs, int n_jobs, int64_t n_tokens);
-cudaError_t launch_matmul_batch(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
-                                void* workspace, size_t workspace_bytes, cudaStream_t s);
-
 // Decode fusions (fused.cu). Each writes its f32 output exactly as the unfused op and, with
 // `qbuf` set (a quantized_acts_bytes(rows, n) buffer, n % 32 == 0), the int8 activations of that
 // output for the next GEMV.

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/dequantize.cuh"
+#include "kernels/cuda/decode-batch.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace hearth::cuda {

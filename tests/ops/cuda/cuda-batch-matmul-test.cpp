@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda-test-util.h"
-#include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/decode-batch.h"
 #include "random-weights.h"
 
 namespace hearth::test {
