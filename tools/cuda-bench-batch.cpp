@@ -46,7 +46,8 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
                   ok(cudaMalloc(reinterpret_cast<void**>(&x), size_t(kMaxB * cols) * 4), "x") &&
                   ok(cudaMalloc(reinterpret_cast<void**>(&y), size_t(kMaxB * rows) * 4), "y") &&
                   ok(cudaMalloc(&xq, cuda::quantized_acts_bytes(kMaxB, cols)), "xq") &&
-                  ok(cudaMalloc(&ws, ws_bytes), "ws") && ok(cudaMalloc(&gemm_ws, gemm_bytes), "gemm");
+                  ok(cudaMalloc(&ws, ws_bytes), "ws") &&
+                  ok(cudaMalloc(&gemm_ws, gemm_bytes), "gemm");
       for (auto& p : packed)
         good = good && ok(cudaMalloc(reinterpret_cast<void**>(&p), layout.total_bytes), "malloc w");
       if (!good) return false;

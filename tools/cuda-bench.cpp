@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "../tests/ops/cuda/random-weights.h"
-#include "kernels/cuda/cuda-ops.h"
-#include "kernels/cuda/gemm-fp8.h"
 #include "cuda-bench-batch.h"
 #include "cuda-bench-timing.h"
+#include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/gemm-fp8.h"
 
 using namespace hearth;
 using cuda_bench::ok;

@@ -14,10 +14,10 @@
 #include <random>
 
 #include "backend/weight-cache.h"
-#include "batch-decode.h"
 #include "base/cpu-features.h"
 #include "base/mapped-file.h"
 #include "base/thread-pool.h"
+#include "batch-decode.h"
 #include "kernels/cpu/kernel-table.h"
 #include "nvml-probe.h"
 #include "runtime/generation-step.h"
@@ -574,13 +574,18 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     HEARTH_TRY(batch_decode_tok_s(*model, batch, 2, depth, scratch).status());  // warm-up
     Measured mb;
     for (int r = 0; r < o.reps; ++r) {
-      HEARTH_ASSIGN_OR_RETURN(double tok_s, batch_decode_tok_s(*model, batch, o.n_gen, depth,
-                                                               scratch));
+      HEARTH_ASSIGN_OR_RETURN(double tok_s,
+                              batch_decode_tok_s(*model, batch, o.n_gen, depth, scratch));
       mb.tok_s.push_back(tok_s);
     }
     // Weights once per step for B tokens (the cache rows are not counted here).
-    figs.push_back({name + at_depth, "tok/s", Stat::of(mb.tok_s),
-                    bandwidth_roofline(double(rep.weight_bytes), B), "bandwidth", {}, {}});
+    figs.push_back({name + at_depth,
+                    "tok/s",
+                    Stat::of(mb.tok_s),
+                    bandwidth_roofline(double(rep.weight_bytes), B),
+                    "bandwidth",
+                    {},
+                    {}});
   }
   figs.insert(figs.end(), loads.begin(), loads.end());
   rep.figures = figs;

@@ -156,8 +156,7 @@ __global__ void attention_batch_combine_kernel(const AttnSegment* segs, int n_he
   float gm = -INFINITY;
   for (int c = 0; c < used; ++c) gm = fmaxf(gm, p[c * (hd + 2) + hd]);
   float gl = 0.f;
-  for (int c = 0; c < used; ++c)
-    gl += p[c * (hd + 2) + hd + 1] * __expf(p[c * (hd + 2) + hd] - gm);
+  for (int c = 0; c < used; ++c) gl += p[c * (hd + 2) + hd + 1] * __expf(p[c * (hd + 2) + hd] - gm);
   float* o = out + (int64_t(s) * n_heads + h) * hd;
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float a = 0.f;
@@ -198,8 +197,7 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
                                    int64_t n_kv_heads, int64_t head_dim, float scale,
                                    float* partials, cudaStream_t s) {
   if (n_segs <= 0) return cudaSuccess;
-  if (!attention_batch_supported(head_dim, n_heads, n_kv_heads) || max_ctx <= 0 ||
-      n_segs > 65535)
+  if (!attention_batch_supported(head_dim, n_heads, n_kv_heads) || max_ctx <= 0 || n_segs > 65535)
     return cudaErrorInvalidValue;
   const int chunks = chunks_for(max_ctx);
   const dim3 grid{unsigned(n_heads), unsigned(chunks), unsigned(n_segs)}, block{kWarps * 32};

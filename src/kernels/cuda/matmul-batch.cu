@@ -7,8 +7,8 @@
 // specialization (raw load, unpack to two s8 words per row and lane, scale and min).
 #include <algorithm>
 
-#include "kernels/cuda/dequantize.cuh"
 #include "kernels/cuda/decode-batch.h"
+#include "kernels/cuda/dequantize.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace hearth::cuda {

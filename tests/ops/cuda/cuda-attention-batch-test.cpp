@@ -16,7 +16,8 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
   const std::vector<int64_t> positions = {0, 1, 63, 64, 200, 17};
   const int64_t B = int64_t(positions.size()), heads = 8, kv_heads = 2, cap = 256;
   for (int64_t hd : {64, 128})
-    for (kernels::RopeStyle style : {kernels::RopeStyle::kInterleaved, kernels::RopeStyle::kHalves}) {
+    for (kernels::RopeStyle style :
+         {kernels::RopeStyle::kInterleaved, kernels::RopeStyle::kHalves}) {
       const int64_t kvd = kv_heads * hd;
       auto q = random_floats(size_t(B * heads * hd), uint32_t(hd), -3.f, 3.f);
       auto k = random_floats(size_t(B * kvd), uint32_t(hd + 1), -3.f, 3.f);
@@ -34,7 +35,8 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
         gvc.push_back(dev(vc.back()));
       }
       for (int64_t i = 0; i < B; ++i) {
-        gsegs.push_back({gkc[size_t(i)], DType::F32, gvc[size_t(i)], DType::F32, positions[size_t(i)], 1, 0});
+        gsegs.push_back(
+            {gkc[size_t(i)], DType::F32, gvc[size_t(i)], DType::F32, positions[size_t(i)], 1, 0});
         csegs.push_back({kc[size_t(i)].data(), DType::F32, vc[size_t(i)].data(), DType::F32,
                          positions[size_t(i)], 1, 0});
       }
@@ -55,7 +57,8 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
       cpu->rope_append_attend(c);
       const std::string what = "hd " + std::to_string(hd) + " style " + std::to_string(int(style));
       for (int64_t i = 0; i < B; ++i) {
-        EXPECT_LT(rel_error(get(gkc[size_t(i)], cap * kvd), kc[size_t(i)]), 1e-6) << what << " k " << i;
+        EXPECT_LT(rel_error(get(gkc[size_t(i)], cap * kvd), kc[size_t(i)]), 1e-6)
+            << what << " k " << i;
         EXPECT_EQ(get(gvc[size_t(i)], cap * kvd), vc[size_t(i)]) << what << " v " << i;
       }
       EXPECT_LT(rel_error(get(a.out, B * heads * hd), out), 1e-4) << what;
