@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
   }
   std::printf("\n== GEMV (T=1) weight-read bandwidth vs copy %.0f GB/s (r+w) ==\n", copy_gbs);
   for (const auto& l : table) std::printf("%s\n", l.c_str());
-  if (!batch_matmul_table(s, blas, only, copy_gbs)) return 1;
+  if (!cuda_bench::batch_matmul_table(s, blas, only, copy_gbs)) return 1;
 
   // Prefill attention, llama2-7b layer (32 heads x 128, 512 causal queries at pos0 0): the
   // the backend's dispatch (the tensor-core kernel, q/k/p/v as fp16 hi + lo).
