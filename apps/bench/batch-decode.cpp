@@ -24,8 +24,8 @@ Result<double> batch_decode_tok_s(const Model& m, std::vector<KvCache>& caches, 
     kv.set_used(depth);
     HEARTH_TRY(m.prefill(kv, {1}, scratch, &logits));
   }
-  const std::vector<int32_t> tokens(size_t(B), 1);
-  std::vector<BatchSegment> segs(size_t(B));
+  const std::vector<int32_t> tokens(static_cast<size_t>(B), 1);
+  std::vector<BatchSegment> segs(static_cast<size_t>(B));
   const auto t0 = std::chrono::steady_clock::now();
   for (int step = 0; step < n_gen; ++step) {
     for (int i = 0; i < B; ++i) segs[size_t(i)] = {&caches[size_t(i)], caches[size_t(i)].used(), 1};
