@@ -87,12 +87,11 @@ TEST_P(BatchDecodeGoldenTest, StepOfManySequencesMatchesEachAlone) {
   }
 }
 
-// B = 3 stays on the GEMV (at most 4 rows), 5 and 17 take the batched matmul on CUDA.
+// B = 3 stays on the GEMV (at most 4 rows), 9 and 17 take the batched matmul on CUDA (17: three
+// 8-token tiles, one partial).
 INSTANTIATE_TEST_SUITE_P(KjvQuantized, BatchDecodeGoldenTest,
                          testing::Values(BatchCase{"kjv-13m-q8_0.gguf", 3},
-                                         BatchCase{"kjv-13m-q8_0.gguf", 17},
-                                         BatchCase{"kjv-13m-q4_0.gguf", 5},
-                                         BatchCase{"kjv-13m-q4_0.gguf", 17},
+                                         BatchCase{"kjv-13m-q4_0.gguf", 9},
                                          BatchCase{"kjv-13m-q4_k_m.gguf", 17}),
                          batch_case_name);
 
