@@ -66,6 +66,10 @@ TEST_P(BatchDecodeGoldenTest, StepOfManySequencesMatchesEachAlone) {
       next[size_t(i)] = greedy_argmax(logits.data(), n_vocab);
     }
   }
+  // On the GPU a Q4_K_M file's Q6_K tensors take the fp16 GEMM above 4 rows (the batched int8
+  // matmul has no Q6_K), x rounded to fp16 against the GEMV's two int8 levels.
+  const bool gemm_mix = golden_gpu_layers() != 0 && c.file.find("q4_k_m") != std::string::npos;
+  const double bound = gemm_mix && B > 4 ? 3e-3 : 1e-3;
   for (int step = 0; step < kSteps; ++step) {
     std::vector<BatchSegment> segs;
     for (int i = 0; i < B; ++i) segs.push_back({&batched[size_t(i)], batched[size_t(i)].used(), 1});
@@ -81,7 +85,7 @@ TEST_P(BatchDecodeGoldenTest, StepOfManySequencesMatchesEachAlone) {
     const double err = test::max_row_relative_error(got, want, n_vocab);
     std::printf("[ err ] %s B=%d step %d: max row relative error %.3g\n", c.file.c_str(), B, step,
                 err);
-    EXPECT_LE(err, 1e-3) << "step " << step;
+    EXPECT_LE(err, bound) << "step " << step;
     for (int i = 0; i < B; ++i)
       next[size_t(i)] = greedy_argmax(want.data() + size_t(i) * size_t(n_vocab), n_vocab);
   }
