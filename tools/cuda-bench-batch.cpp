@@ -8,8 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../tests/ops/cuda/random-weights.h"
-#include "cuda-bench-timing.h"
+#include "cuda-bench-util.h"
 #include "kernels/cuda/decode-batch.h"
 
 namespace hearth::cuda_bench {
@@ -27,12 +26,7 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
     if (only && !std::strstr(only, dtype_name(t))) continue;
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1];
-      const uint64_t raw = *row_bytes(t, uint64_t(cols)) * uint64_t(rows);
-      const cuda::PackedLayout layout = cuda::packed_layout(t, rows, cols);
-      const int replicas = int(std::max<uint64_t>(2, (uint64_t(512) << 20) / raw + 1));
-      const std::vector<uint8_t> host = test::random_weight_bytes(t, rows, cols, 7);
-      uint8_t* raw_dev = nullptr;
-      std::vector<uint8_t*> packed(size_t(replicas), nullptr);
+      WeightReplicas rep;
       float *x = nullptr, *y = nullptr;
       void *xq = nullptr, *ws = nullptr, *gemm_ws = nullptr;
       const cuda::DeviceWeight shape_w = cuda::make_device_weight(t, rows, cols, nullptr);
@@ -42,23 +36,17 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
         ws_bytes = std::max(ws_bytes, cuda::matmul_batch_workspace_bytes(&shape_job, 1, B));
         gemm_bytes = std::max(gemm_bytes, cuda::matmul_workspace_bytes(shape_w, B));
       }
-      bool good = ok(cudaMalloc(reinterpret_cast<void**>(&raw_dev), raw), "malloc raw") &&
-                  ok(cudaMalloc(reinterpret_cast<void**>(&x), size_t(kMaxB * cols) * 4), "x") &&
-                  ok(cudaMalloc(reinterpret_cast<void**>(&y), size_t(kMaxB * rows) * 4), "y") &&
-                  ok(cudaMalloc(&xq, cuda::quantized_acts_bytes(kMaxB, cols)), "xq") &&
-                  ok(cudaMalloc(&ws, ws_bytes), "ws") &&
-                  ok(cudaMalloc(&gemm_ws, gemm_bytes), "gemm");
-      for (auto& p : packed)
-        good = good && ok(cudaMalloc(reinterpret_cast<void**>(&p), layout.total_bytes), "malloc w");
+      const bool good =
+          rep.make(t, rows, cols, s) &&
+          ok(cudaMalloc(reinterpret_cast<void**>(&x), size_t(kMaxB * cols) * 4), "x") &&
+          ok(cudaMalloc(reinterpret_cast<void**>(&y), size_t(kMaxB * rows) * 4), "y") &&
+          ok(cudaMalloc(&xq, cuda::quantized_acts_bytes(kMaxB, cols)), "xq") &&
+          ok(cudaMalloc(&ws, ws_bytes), "ws") && ok(cudaMalloc(&gemm_ws, gemm_bytes), "gemm");
       if (!good) return false;
-      cudaMemcpy(raw_dev, host.data(), raw, cudaMemcpyHostToDevice);
-      cuda::launch_repack(t, raw_dev, packed[0], rows, cols, s);
-      for (int r = 1; r < replicas; ++r)
-        cudaMemcpyAsync(packed[size_t(r)], packed[0], layout.total_bytes, cudaMemcpyDeviceToDevice,
-                        s);
       cuda::launch_fill(x, 0.5f, kMaxB * cols, s);
-      std::vector<cuda::DeviceWeight> w;
-      for (auto* p : packed) w.push_back(cuda::make_device_weight(t, rows, cols, p));
+      const std::vector<cuda::DeviceWeight>& w = rep.w;
+      const int replicas = rep.count();
+      const uint64_t raw = rep.raw;
       const int launches = std::max(replicas, 32);
       for (int64_t B : batches) {
         cuda::QuantizedActs xa;
@@ -87,10 +75,7 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
           return false;
         }
       }
-      for (void* p : {static_cast<void*>(raw_dev), static_cast<void*>(x), static_cast<void*>(y), xq,
-                      ws, gemm_ws})
-        cudaFree(p);
-      for (auto* p : packed) cudaFree(p);
+      for (void* p : {static_cast<void*>(x), static_cast<void*>(y), xq, ws, gemm_ws}) cudaFree(p);
     }
   }
   return true;

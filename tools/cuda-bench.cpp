@@ -18,7 +18,7 @@
 
 #include "../tests/ops/cuda/random-weights.h"
 #include "cuda-bench-batch.h"
-#include "cuda-bench-timing.h"
+#include "cuda-bench-util.h"
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/gemm-fp8.h"
 
@@ -175,28 +175,17 @@ int main(int argc, char** argv) {
     if (only && !std::strstr(only, dtype_name(t))) continue;
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1];
-      const uint64_t raw = *row_bytes(t, uint64_t(cols)) * uint64_t(rows);
-      const cuda::PackedLayout layout = cuda::packed_layout(t, rows, cols);
-      const int replicas = int(std::max<uint64_t>(2, (uint64_t(512) << 20) / raw + 1));
-      std::vector<uint8_t> host = test::random_weight_bytes(t, rows, cols, 7);
-      uint8_t* raw_dev = nullptr;
-      std::vector<uint8_t*> packed(size_t(replicas), nullptr);
-      bool good = ok(cudaMalloc(reinterpret_cast<void**>(&raw_dev), raw), "malloc raw");
-      for (auto& p : packed)
-        good = good && ok(cudaMalloc(reinterpret_cast<void**>(&p), layout.total_bytes), "malloc w");
+      cuda_bench::WeightReplicas rep;
       float *x = nullptr, *y = nullptr;
-      good = good &&
-             ok(cudaMalloc(reinterpret_cast<void**>(&x), size_t(cols) * 512 * 4), "malloc x") &&
-             ok(cudaMalloc(reinterpret_cast<void**>(&y), size_t(rows) * 512 * 4), "malloc y");
+      const bool good =
+          rep.make(t, rows, cols, s) &&
+          ok(cudaMalloc(reinterpret_cast<void**>(&x), size_t(cols) * 512 * 4), "malloc x") &&
+          ok(cudaMalloc(reinterpret_cast<void**>(&y), size_t(rows) * 512 * 4), "malloc y");
       if (!good) return 1;
-      cudaMemcpy(raw_dev, host.data(), raw, cudaMemcpyHostToDevice);
-      cuda::launch_repack(t, raw_dev, packed[0], rows, cols, s);
-      for (int r = 1; r < replicas; ++r)
-        cudaMemcpyAsync(packed[size_t(r)], packed[0], layout.total_bytes, cudaMemcpyDeviceToDevice,
-                        s);
       cuda::launch_fill(x, 0.5f, cols * 512, s);
-      std::vector<cuda::DeviceWeight> ws;
-      for (auto* p : packed) ws.push_back(cuda::make_device_weight(t, rows, cols, p));
+      const std::vector<cuda::DeviceWeight>& ws = rep.w;
+      const int replicas = rep.count();
+      const uint64_t raw = rep.raw;
       const int launches = std::max(replicas, 64);
       // Quantized dtypes quantize x inside each launch_matmul (the backend does it once per x).
       const size_t wsb1 = cuda::matmul_workspace_bytes(ws[0], 1);
@@ -226,8 +215,6 @@ int main(int argc, char** argv) {
       std::printf("%s\n", buf);
       table.push_back(buf);
       cudaFree(work);
-      cudaFree(raw_dev);
-      for (auto* p : packed) cudaFree(p);
       cudaFree(x);
       cudaFree(y);
       if (err != cudaSuccess) {
