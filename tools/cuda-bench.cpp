@@ -1,6 +1,7 @@
 // hearth-cuda-bench: GEMV bandwidth per weight dtype on llama2-7b-sized matrices against a
-// device-to-device copy measured in the same run, plus prefill GEMM (T=512) throughput and the
-// prefill attention of one 7B layer.
+// device-to-device copy measured in the same run, the batched decode matmul for B = 1..256
+// (cuda-bench-batch.cpp), plus prefill GEMM (T=512) throughput and the prefill attention of
+// one 7B layer.
 // Weights rotate over replicas larger than L2 so the numbers are HBM, not cache. Add a dtype or
 // shape in the tables at the top of main(). `hearth-cuda-bench --dtypes F16,Q4_0` limits the GEMV
 // table to those dtypes ("none": no GEMV table).
@@ -16,53 +17,16 @@
 #include <vector>
 
 #include "../tests/ops/cuda/random-weights.h"
+#include "cuda-bench-batch.h"
+#include "cuda-bench-util.h"
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/gemm-fp8.h"
 
 using namespace hearth;
+using cuda_bench::ok;
+using cuda_bench::time_graph;
 
 namespace {
-
-bool ok(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  std::fprintf(stderr, "cuda-bench: %s: %s\n", what, cudaGetErrorString(e));
-  return false;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Seconds per launch of `body` (which enqueues `per_graph` launches), timed over graph replays.
-template <class Body>
-double time_graph(cudaStream_t s, int per_graph, Body body) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
-  body();
-  cudaStreamEndCapture(s, &graph);
-  cudaGraphInstantiate(&exec, graph, 0);
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  cudaGraphLaunch(exec, s);  // warm-up
-  std::vector<double> times;
-  for (int r = 0; r < 7; ++r) {
-    cudaEventRecord(a, s);
-    cudaGraphLaunch(exec, s);
-    cudaEventRecord(b, s);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    times.push_back(ms * 1e-3 / per_graph);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return median(times);
-}
 
 // F16 prefill GEMM (T=512) with the FP8 correction pass (gemm-fp8.h, the backend's default when
 // the weight has an e4m3 copy): time of launch_matmul both ways, and the relative error of the
@@ -211,28 +175,17 @@ int main(int argc, char** argv) {
     if (only && !std::strstr(only, dtype_name(t))) continue;
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1];
-      const uint64_t raw = *row_bytes(t, uint64_t(cols)) * uint64_t(rows);
-      const cuda::PackedLayout layout = cuda::packed_layout(t, rows, cols);
-      const int replicas = int(std::max<uint64_t>(2, (uint64_t(512) << 20) / raw + 1));
-      std::vector<uint8_t> host = test::random_weight_bytes(t, rows, cols, 7);
-      uint8_t* raw_dev = nullptr;
-      std::vector<uint8_t*> packed(size_t(replicas), nullptr);
-      bool good = ok(cudaMalloc(reinterpret_cast<void**>(&raw_dev), raw), "malloc raw");
-      for (auto& p : packed)
-        good = good && ok(cudaMalloc(reinterpret_cast<void**>(&p), layout.total_bytes), "malloc w");
+      cuda_bench::WeightReplicas rep;
       float *x = nullptr, *y = nullptr;
-      good = good &&
-             ok(cudaMalloc(reinterpret_cast<void**>(&x), size_t(cols) * 512 * 4), "malloc x") &&
-             ok(cudaMalloc(reinterpret_cast<void**>(&y), size_t(rows) * 512 * 4), "malloc y");
+      const bool good =
+          rep.make(t, rows, cols, s) &&
+          ok(cudaMalloc(reinterpret_cast<void**>(&x), size_t(cols) * 512 * 4), "malloc x") &&
+          ok(cudaMalloc(reinterpret_cast<void**>(&y), size_t(rows) * 512 * 4), "malloc y");
       if (!good) return 1;
-      cudaMemcpy(raw_dev, host.data(), raw, cudaMemcpyHostToDevice);
-      cuda::launch_repack(t, raw_dev, packed[0], rows, cols, s);
-      for (int r = 1; r < replicas; ++r)
-        cudaMemcpyAsync(packed[size_t(r)], packed[0], layout.total_bytes, cudaMemcpyDeviceToDevice,
-                        s);
       cuda::launch_fill(x, 0.5f, cols * 512, s);
-      std::vector<cuda::DeviceWeight> ws;
-      for (auto* p : packed) ws.push_back(cuda::make_device_weight(t, rows, cols, p));
+      const std::vector<cuda::DeviceWeight>& ws = rep.w;
+      const int replicas = rep.count();
+      const uint64_t raw = rep.raw;
       const int launches = std::max(replicas, 64);
       // Quantized dtypes quantize x inside each launch_matmul (the backend does it once per x).
       const size_t wsb1 = cuda::matmul_workspace_bytes(ws[0], 1);
@@ -262,8 +215,6 @@ int main(int argc, char** argv) {
       std::printf("%s\n", buf);
       table.push_back(buf);
       cudaFree(work);
-      cudaFree(raw_dev);
-      for (auto* p : packed) cudaFree(p);
       cudaFree(x);
       cudaFree(y);
       if (err != cudaSuccess) {
@@ -274,6 +225,7 @@ int main(int argc, char** argv) {
   }
   std::printf("\n== GEMV (T=1) weight-read bandwidth vs copy %.0f GB/s (r+w) ==\n", copy_gbs);
   for (const auto& l : table) std::printf("%s\n", l.c_str());
+  if (!cuda_bench::batch_matmul_table(s, blas, only, copy_gbs)) return 1;
 
   // Prefill attention, llama2-7b layer (32 heads x 128, 512 causal queries at pos0 0): the
   // the backend's dispatch (the tensor-core kernel, q/k/p/v as fp16 hi + lo).

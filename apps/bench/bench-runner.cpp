@@ -17,6 +17,7 @@
 #include "base/cpu-features.h"
 #include "base/mapped-file.h"
 #include "base/thread-pool.h"
+#include "batch-decode.h"
 #include "kernels/cpu/kernel-table.h"
 #include "nvml-probe.h"
 #include "runtime/generation-step.h"
@@ -561,6 +562,30 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
                         Stat::of(ms[i].tok_s), bandwidth_roofline(bytes, 1), "bandwidth", ms[i].jpt,
                         ms[i].gpu_jpt});
     }
+  }
+  for (int B : o.batch_sizes) {
+    if (B <= 0 || o.n_gen <= 0) continue;
+    const std::string name = "tg" + std::to_string(o.n_gen) + " x " + std::to_string(B);
+    say(name + at_depth + " (lockstep, aggregate)");
+    // Default caches (the first row's types are the bench's own); depth left unwritten: the
+    // figure is the step time over that many positions, not the text.
+    HEARTH_ASSIGN_OR_RETURN(std::vector<KvCache> batch,
+                            new_batch_caches(*model, B, depth + o.n_gen + 8));
+    HEARTH_TRY(batch_decode_tok_s(*model, batch, 2, depth, scratch).status());  // warm-up
+    Measured mb;
+    for (int r = 0; r < o.reps; ++r) {
+      HEARTH_ASSIGN_OR_RETURN(double tok_s,
+                              batch_decode_tok_s(*model, batch, o.n_gen, depth, scratch));
+      mb.tok_s.push_back(tok_s);
+    }
+    // Weights once per step for B tokens (the cache rows are not counted here).
+    figs.push_back({name + at_depth,
+                    "tok/s",
+                    Stat::of(mb.tok_s),
+                    bandwidth_roofline(double(rep.weight_bytes), B),
+                    "bandwidth",
+                    {},
+                    {}});
   }
   figs.insert(figs.end(), loads.begin(), loads.end());
   rep.figures = figs;

@@ -28,6 +28,8 @@ struct BenchOptions {
   bool keep = false;             // keep the synthetic GGUF (and reuse it next time)
   uint64_t bandwidth_bytes = 0;  // probe buffer; 0: 2 GiB or a quarter of free memory
   int depth = 0;  // --depth: tokens already in the cache when each pp and tg row starts
+  // --batch: for each B, a "tg<n> x B" row of B sequences decoded in lockstep (batch-decode.h)
+  std::vector<int> batch_sizes;
   // KV cache element types: each pp and tg test runs once per entry, alternating within each
   // repetition; rows are named with them ("tg128 @ d1024 kv q8_0").
   std::vector<KvCacheTypes> kv_types{KvCacheTypes{}};

@@ -14,7 +14,7 @@ namespace {
 
 struct BenchArgs {
   RuntimeArgs rt;
-  std::string synthetic, prompts = "128";
+  std::string synthetic, prompts = "128", batch;
   int n_gen = 128, reps = 3, depth = 0;
   bool json = false, csv = false, keep = false;
   SamplingParams sampling;  // used when any of its flags is given
@@ -74,6 +74,7 @@ void run(const BenchArgs& a) {
   o.cuda = a.rt.cuda;
   o.keep = a.keep;
   o.depth = a.depth;
+  if (!a.batch.empty()) o.batch_sizes = parse_sizes(a.batch, "--batch");
   // Every K type with every V type (llama-bench's lists), alternated within each test.
   o.kv_types.clear();
   for (DType k : a.rt.cache_types_k)
@@ -100,6 +101,9 @@ void setup(CLI::App& root) {
                   "prompt sizes to process, comma-separated (default 128; 0 skips)");
   cmd->add_option("-n,--n-gen", a->n_gen, "tokens to generate (default 128; 0 skips)");
   cmd->add_option("-r,--repetitions", a->reps, "repetitions of each test (default 3)");
+  cmd->add_option("--batch", a->batch,
+                  "also decode B sequences in lockstep, one forward per step, for each B of a "
+                  "list like 8,32 (rows 'tg<n> x B', aggregate tok/s)");
   cmd->add_option("-d,--depth", a->depth,
                   "tokens already in the cache before each pp and tg test (default 0)");
   // Any of these adds a "tg sampled" row (same settings as `hearth run`'s defaults otherwise),

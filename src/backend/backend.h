@@ -174,11 +174,12 @@ class Backend {
   // its own way (CUDA: fewer launches). A fusion is never inferred from the order of plain
   // calls, so a block a new family inserts between two ops cannot drop or corrupt one.
 
-  // The pass the following ops belong to, said before its first op: a decode pass (every
-  // segment adds one token) or a prefill pass. Backends choose their per-pass forms from it
-  // (CUDA: the decode GEMVs' int8 activations written by the op before; the prefill GEMMs' split
-  // forms), never from a row count.
-  enum class Phase { kDecode, kPrefill };
+  // The pass the following ops belong to, said before its first op: a decode pass of one
+  // sequence, a decode step of several sequences (kDecodeBatch: each segment adds one token, one
+  // row each), or a prefill pass. Backends choose their per-pass forms and kernels from it (CUDA:
+  // the decode GEMVs' int8 activations written by the op before; the batched decode matmul for
+  // many sequences; the prefill GEMMs' split forms), never from a row count.
+  enum class Phase { kDecode, kDecodeBatch, kPrefill };
   virtual void begin_pass(Phase phase, int64_t n_tokens) {}
 
   // RoPE on q and k (every row), then for each segment (consecutive rows of one sequence) the
@@ -233,6 +234,11 @@ class Backend {
       row += s.n_tokens;
     }
   }
+
+  // rope_append_attend for a decode step of several sequences (a kDecodeBatch pass: every
+  // segment one token at its own position, in its own cache). A backend may run all segments'
+  // rotation, K/V append and attention in a few launches; the default is rope_append_attend.
+  virtual void rope_append_attend_batch(const AttentionBlock& a) { rope_append_attend(a); }
 
   // Decode-step capture (CUDA graphs). For each single-token decode step the forward pass calls
   //   if (!b.begin_decode_step(token, pos, ctx_capacity)) { ...this backend's ops... }

@@ -146,7 +146,10 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
   auto& b = scratch.per_backend[g];
   const bool decode = std::all_of(p.segs.begin(), p.segs.end(),
                                   [](const BatchSegment& s) { return s.n_tokens == 1; });
-  be->begin_pass(decode ? Backend::Phase::kDecode : Backend::Phase::kPrefill, T);
+  be->begin_pass(!decode             ? Backend::Phase::kPrefill
+                 : p.segs.size() > 1 ? Backend::Phase::kDecodeBatch
+                                     : Backend::Phase::kDecode,
+                 T);
   if (g == 0) {
     be->embed(tok_embd_, p.tokens.data(), T, b.x);
     if (hp_.embed_scale > 0) be->scale(b.x, T * E, hp_.embed_scale);
@@ -219,6 +222,10 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
   // LongRoPE picks its table by each sequence's cache size: one block per segment then.
   // Otherwise one block for the whole pass (every row rotated in one call).
   const bool per_segment = !rope.inv_freq_long.empty();
+  // A decode step of several sequences: the named op that may take all segments at once.
+  const bool batch_step =
+      !per_segment && segs.size() > 1 &&
+      std::all_of(segs.begin(), segs.end(), [](const auto& s) { return s.n_tokens == 1; });
   int64_t row = 0;
   for (size_t i = 0; i < segs.size(); ++i) {
     const size_t n = per_segment ? 1 : segs.size();
@@ -230,7 +237,10 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
     for (const auto& s : part.segments) part.n_tokens += s.n_tokens;
     if (per_segment && p.segs[i].kv->capacity() > rope.long_beyond)
       part.rope.inv_freq = rope.inv_freq_long.data(), part.rope.mscale = rope.mscale_long;
-    be->rope_append_attend(part);
+    if (batch_step)
+      be->rope_append_attend_batch(part);
+    else
+      be->rope_append_attend(part);
     row += part.n_tokens;
     i += n - 1;
   }

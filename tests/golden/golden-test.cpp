@@ -202,6 +202,12 @@ INSTANTIATE_TEST_SUITE_P(QuantizedAmxForced, GoldenAmxForcedTest, kQuantized, ca
 // clang-format on
 
 }  // namespace
+
+// The --gpu-layers value for the suite's other files (batch-decode-golden-test.cpp).
+int golden_gpu_layers() {
+  return g_gpu_layers;
+}
+
 // Reads --gpu-layers after GoogleTest has taken its own flags; anything else is a usage error.
 bool set_gpu_layers_from_args(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {

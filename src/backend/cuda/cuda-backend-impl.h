@@ -24,6 +24,7 @@
 #include "backend/cuda/cuda-profiler.h"
 #include "backend/cuda/cuda-weights.h"
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/decode-batch.h"
 #include "kernels/cuda/gemm-fp8.h"
 #include "tensor/dtype.h"
 
@@ -58,6 +59,8 @@ class CudaBackend final : public Backend {
     cudaFree(angles_);
     cudaFree(partials_);
     cudaFree(xq_buf_);
+    cudaFree(batch_ws_);
+    cudaFree(batch_partials_);
     cudaFree(ring_dev_);
     cudaFreeHost(ring_host_);
     cudaFree(step_dev_);
@@ -110,7 +113,8 @@ class CudaBackend final : public Backend {
   void embed(const Weight& table, const int32_t* ids, int64_t n_tokens, float* out) override;
 
   void begin_pass(Phase phase, int64_t n_tokens) override {
-    decode_pass_ = phase == Phase::kDecode;
+    decode_pass_ = phase != Phase::kPrefill;
+    batch_pass_ = phase == Phase::kDecodeBatch;
     pass_tokens_ = n_tokens;
   }
 
@@ -172,6 +176,9 @@ class CudaBackend final : public Backend {
   // append run inside the attention kernel (or one rope + append launch, then attention); a
   // prefill's as one launch before it. Anything else: the plain ops (Backend's default).
   void rope_append_attend(const AttentionBlock& a) override;
+  // A kDecodeBatch step with plain attention, full RoPE and f32 rows: every segment's rotation
+  // and K/V append in one launch, attention of all segments in one (cuda-backend-batch.cpp).
+  void rope_append_attend_batch(const AttentionBlock& a) override;
 
   // The families' ops (cuda-backend-family-ops.cpp).
   uint32_t features() const override;
@@ -255,9 +262,15 @@ class CudaBackend final : public Backend {
   void store_kv_ring(float* cache, const float* src, int64_t pos, int64_t row_floats,
                      int64_t n_tokens, int64_t ring_rows);
 
-  // Matmul kernels. A decode GEMV batch: jobs of one x (same dtype and cols, 1..3).
+  // Matmul kernels. A decode GEMV batch: jobs of one x (same dtype and cols, 1..3). In a
+  // kDecodeBatch pass of more rows than the GEMV takes, the same jobs go to the batched int8
+  // matmul (matmul-batch.cu) where it has the dtype; gemv_able says whether either applies.
   bool gemv_able(const cuda::DeviceWeight& dw, int64_t n_tokens) const;
   void launch_gemvs(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs, int n_jobs);
+  // The most rows a decode kernel (GEMV, or batched matmul in a kDecodeBatch pass) takes.
+  int64_t decode_rows_max() const {
+    return batch_pass_ ? cuda::kMatmulBatchMaxTokens : cuda::kGemvMaxTokens;
+  }
   // A prefill GEMM (cuBLAS over fp16 forms of x and W): y = x . W^T, or y += with accumulate.
   void launch_gemm(const Weight& w, const PreparedWeight& pw, const float* x, int64_t n_tokens,
                    float* y, bool accumulate);
@@ -287,7 +300,7 @@ class CudaBackend final : public Backend {
   }
   // Whether this op's output feeds a decode GEMV: quantize it in the op's epilogue.
   bool quantize_output(int64_t rows, int64_t n) const {
-    return opt_.fuse && int8_model_ && decode_pass_ && rows <= cuda::kGemvMaxTokens && n % 32 == 0;
+    return opt_.fuse && int8_model_ && decode_pass_ && rows <= decode_rows_max() && n % 32 == 0;
   }
   // Slots for a prefill producer (rmsnorm, swiglu) of n floats to write its output's split
   // forms, so the GEMM reading it skips the split pass: only in a prefill pass of a model whose
@@ -347,12 +360,19 @@ class CudaBackend final : public Backend {
   float* partials_ = nullptr;
   size_t partials_bytes_ = 0;
   int64_t partials_rows_ = -1;  // T * n_heads the counters at the front of partials_ are for
-  bool decode_pass_ = true;     // begin_pass's phase
+  bool decode_pass_ = true;     // begin_pass's phase: kDecode or kDecodeBatch
+  bool batch_pass_ = false;     // kDecodeBatch
   int64_t pass_tokens_ = 1;
   uint64_t stream_ops_ = 0;  // launches and copies so far (hand-offs)
   // The int8 activations hand-off: xq_buf_ holds x = xq_src_ quantized, made at xq_at_.
   void* xq_buf_ = nullptr;
   size_t xq_bytes_ = 0;
+  // The batched decode matmul's partial sums (rows split over several blocks).
+  void* batch_ws_ = nullptr;
+  size_t batch_ws_bytes_ = 0;
+  // The batched decode attention's split partials (attention-batch.cu).
+  void* batch_partials_ = nullptr;
+  size_t batch_partials_bytes_ = 0;
   cuda::QuantizedActs xq_;
   const float* xq_src_ = nullptr;
   uint64_t xq_at_ = ~uint64_t(0);

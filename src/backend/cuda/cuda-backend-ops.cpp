@@ -35,7 +35,9 @@ void CudaBackend::embed(const Weight& table, const int32_t* ids, int64_t n_token
 }
 
 bool CudaBackend::gemv_able(const cuda::DeviceWeight& dw, int64_t n_tokens) const {
-  if (n_tokens > cuda::kGemvMaxTokens) return false;
+  if (n_tokens > cuda::kGemvMaxTokens)
+    return batch_pass_ && n_tokens <= cuda::kMatmulBatchMaxTokens &&
+           cuda::matmul_batch_supports(dw.dtype) && dw.cols % 32 == 0;
   const bool plain = dw.dtype == DType::F32 || dw.dtype == DType::F16 || dw.dtype == DType::BF16;
   return cuda::uses_int8_gemv(dw.dtype) || (plain && dw.cols % 8 == 0);
 }
@@ -61,11 +63,22 @@ void CudaBackend::launch_gemvs(const float* x, int64_t n_tokens, const cuda::Gem
     }
     xa = cuda::quantized_acts_view(xq_buf_, n_tokens, dw.cols);
   }
-  const int m = prof(n_jobs > 1 ? "gemv (batched)" : jobs[0].add_to ? "gemv + add" : "gemv");
-  const bool ok = check(int8 ? cuda::launch_gemv_int8_multi(jobs, n_jobs, xa, stream_)
-                             : cuda::launch_gemv_float_multi(jobs, n_jobs, x, n_tokens, stream_),
-                        "gemv");
-  unprof(m);
+  bool ok = false;
+  if (n_tokens > cuda::kGemvMaxTokens) {  // (gemv_able: a kDecodeBatch pass, int8 dtypes)
+    if (!ensure(&batch_ws_, batch_ws_bytes_,
+                cuda::matmul_batch_workspace_bytes(jobs, n_jobs, n_tokens), "batch workspace"))
+      return;
+    const int m = prof("matmul (decode batch)");
+    ok = check(cuda::launch_matmul_batch(jobs, n_jobs, xa, batch_ws_, batch_ws_bytes_, stream_),
+               "decode batch matmul");
+    unprof(m);
+  } else {
+    const int m = prof(n_jobs > 1 ? "gemv (batched)" : jobs[0].add_to ? "gemv + add" : "gemv");
+    ok = check(int8 ? cuda::launch_gemv_int8_multi(jobs, n_jobs, xa, stream_)
+                    : cuda::launch_gemv_float_multi(jobs, n_jobs, x, n_tokens, stream_),
+               "gemv");
+    unprof(m);
+  }
   // A GEMV leaves its x alone unless it wrote over it: the int8 form stays good for the next op.
   bool in_place = false;
   for (int j = 0; j < n_jobs; ++j)
@@ -164,7 +177,8 @@ void CudaBackend::rmsnorm(const float* x, const float* w, float* y, int64_t rows
         check(cuda::launch_rmsnorm_quant(x, w, y, rows, n, eps, xq_buf_, stream_), "rmsnorm"))
       hand_off_xq(y, rows, n);
   } else {
-    // (a GEMV of at most kGemvMaxTokens rows takes no split forms)
+    // (a GEMV of at most kGemvMaxTokens rows takes no split forms; producer_split also refuses
+    // decode passes)
     const cuda::XSplitOut* split = rows > cuda::kGemvMaxTokens ? producer_split(rows * n) : nullptr;
     if (check(cuda::launch_rmsnorm(x, w, y, rows, n, eps, stream_, split), "rmsnorm") && split)
       hand_off_prefill_x(y, rows * n);

@@ -107,20 +107,26 @@ TEST(Synthetic, FamilyShapesLoadAsTheirFamily) {
   }
 }
 
-// --depth within the context adds " @ dD" rows (pp, ttft, tg and tg sampled, the roofline of
-// the latter two counting the cache at that depth); beyond it is a one-line error.
-TEST(RunBench, DepthAndSampledRows) {
-  const std::string path = test::temp_dir() + "/bench-depth.gguf";
+// A small Q8_0 synthetic model written to `path`, benched quickly: two repetitions, one thread.
+BenchOptions small_bench(const std::string& path) {
   SyntheticSpec spec{{"test-small", 256, 512, 2, 4, 2, 300, 128, 10000.0}, DType::Q8_0};
-  ASSERT_TRUE(write_synthetic_gguf(spec, path).is_ok());
+  EXPECT_TRUE(write_synthetic_gguf(spec, path).is_ok());
   BenchOptions o;
   o.model_path = path;
-  o.prompt_sizes = {8};
-  o.n_gen = 6;
   o.reps = 2;
   o.threads = 1;
   o.no_cache = true;
   o.bandwidth_bytes = 16u << 20;
+  return o;
+}
+
+// --depth within the context adds " @ dD" rows (pp, ttft, tg and tg sampled, the roofline of
+// the latter two counting the cache at that depth); beyond it is a one-line error.
+TEST(RunBench, DepthAndSampledRows) {
+  const std::string path = test::temp_dir() + "/bench-depth.gguf";
+  BenchOptions o = small_bench(path);
+  o.prompt_sizes = {8};
+  o.n_gen = 6;
   o.depth = 100;
   SamplingParams sp;
   sp.temperature = 0.8f;
@@ -190,6 +196,28 @@ TEST(RunBench, DepthAndSampledRows) {
   EXPECT_NE(deep.message().find("context of 128"), std::string::npos) << deep.message();
   EXPECT_EQ(deep.message().find('\n'), std::string::npos) << deep.message();
   std::filesystem::remove(path);
+}
+
+// --batch B: a "tg<n> x B" row of B sequences decoded in lockstep, its roofline B tokens per
+// weight read (B times the one-sequence weight roofline at depth 0).
+TEST(RunBench, LockstepBatchRows) {
+  const std::string path = test::temp_dir() + "/bench-batch.gguf";
+  BenchOptions o = small_bench(path);
+  o.prompt_sizes = {};
+  o.n_gen = 4;
+  o.batch_sizes = {1, 3};
+  auto r = run_bench(o);
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  std::map<std::string, Figure> by_name;
+  for (const Figure& f : r->figures) by_name[f.test] = f;
+  for (const char* name : {"tg4 x 1", "tg4 x 3"}) {
+    ASSERT_TRUE(by_name.count(name)) << name;
+    EXPECT_EQ(by_name[name].value.n, 2) << name;
+    EXPECT_GT(by_name[name].value.mean, 0) << name;
+  }
+  ASSERT_TRUE(by_name["tg4 x 1"].roofline && by_name["tg4 x 3"].roofline);
+  EXPECT_NEAR(*by_name["tg4 x 3"].roofline, 3 * *by_name["tg4 x 1"].roofline,
+              1e-6 * *by_name["tg4 x 3"].roofline);
 }
 
 TEST(Report, StatsAndFormats) {

@@ -1,0 +1,18 @@
+// `hearth bench --batch B`: B sequences decoded in lockstep without HTTP, each step one forward
+// over B one-token segments (Phase::kDecodeBatch: the batched matmuls and attention on CUDA), so
+// a serving step's device figure can be taken quickly. Row "tg<n> x B": aggregate tok/s.
+#pragma once
+
+#include "base/status.h"
+#include "model/model.h"
+
+namespace hearth::bench {
+
+// One run: B caches each holding `depth` + 1 prompt token, then n_gen lockstep steps (token 1
+// fed to every sequence: the figure is the step time, not the text). Returns B * n_gen / seconds.
+// The caches are made once by the caller (new_batch_caches) and reused across repetitions.
+Result<std::vector<KvCache>> new_batch_caches(const Model& m, int batch, int64_t capacity);
+Result<double> batch_decode_tok_s(const Model& m, std::vector<KvCache>& caches, int n_gen,
+                                  int64_t depth, ForwardScratch& scratch);
+
+}  // namespace hearth::bench

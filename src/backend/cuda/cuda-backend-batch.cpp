@@ -1,0 +1,48 @@
+// The CUDA backend's decode step of many sequences (Phase::kDecodeBatch): rope_append_attend_batch
+// runs every segment's RoPE and K/V append as one launch and their attention as one (plus its
+// combine), from per-segment descriptors (cache rows, position) staged to device memory once per
+// layer. The batched matmuls are cuda-backend-ops.cpp's (launch_gemvs).
+#include "backend/cuda/cuda-backend-impl.h"
+
+namespace hearth::cuda_impl {
+
+void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
+  bool plain = opt_.fuse && batch_pass_ && !stepping() && !capturing() && !a.rope.partial &&
+               a.window == 0 && a.softcap == 0 && !a.sinks && a.segments.size() > 1 &&
+               cuda::attention_batch_supported(a.head_dim, a.n_heads, a.n_kv_heads);
+  for (const KvSegment& s : a.segments)
+    plain = plain && s.n_tokens == 1 && s.ring_rows == 0 && s.k_type == DType::F32 &&
+            s.v_type == DType::F32;
+  if (!plain) return rope_append_attend(a);
+  std::vector<cuda::AttnSegment> segs;
+  segs.reserve(a.segments.size());
+  int64_t max_ctx = 0;
+  for (const KvSegment& s : a.segments) {
+    segs.push_back({s.k_cache, s.v_cache, int32_t(s.pos0)});
+    max_ctx = std::max(max_ctx, s.pos0 + 1);
+  }
+  const int64_t n = int64_t(segs.size());
+  const float* freq = device_freqs(a.rope.inv_freq, a.head_dim / 2);
+  const auto* dev_segs = static_cast<const cuda::AttnSegment*>(
+      stage_small(segs.data(), segs.size() * sizeof(cuda::AttnSegment)));
+  const size_t need =
+      size_t(cuda::attention_batch_partials_floats(n, a.n_heads, a.head_dim, max_ctx)) * 4;
+  if (!freq || !dev_segs ||
+      !ensure(&batch_partials_, batch_partials_bytes_, need, "batch attention partials"))
+    return;
+  const int style = a.rope.style == kernels::RopeStyle::kInterleaved ? 0 : 1;
+  int m = prof("rope+kv store");
+  const bool ok = check(cuda::launch_rope_kv_batch(a.q, a.n_heads, a.k, a.n_kv_heads, a.v,
+                                                   a.head_dim, dev_segs, n, freq, style, stream_),
+                        "rope+kv (decode batch)");
+  unprof(m);
+  if (!ok) return;
+  m = prof("attention");
+  check(cuda::launch_attention_batch(a.q, a.out, dev_segs, n, max_ctx, a.n_heads, a.n_kv_heads,
+                                     a.head_dim, a.scale, static_cast<float*>(batch_partials_),
+                                     stream_),
+        "attention (decode batch)");
+  unprof(m);
+}
+
+}  // namespace hearth::cuda_impl

@@ -1,0 +1,229 @@
+// A decode step of many sequences in few launches (cuda-ops.h AttnSegment): RoPE on every
+// segment's q and k with the K/V append into each segment's own cache (one launch), then causal
+// attention of each segment's one query over its own rows 0..pos (one launch, split-K over
+// kChunk-position chunks, and one combine launch). Segments may have any lengths; the grid
+// covers the longest and chunks past a segment's end exit at once.
+// Cache rows are read through load_row (one specialization per cache element type).
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/decode-batch.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/rope-pair.cuh"
+#include "kernels/cuda/warp-reduce.cuh"
+
+namespace hearth::cuda {
+
+namespace {
+
+constexpr int kChunk = 64;  // context positions per split block
+constexpr int kWarps = 4;   // warps per split block, each an online softmax over its keys
+constexpr int kKeys = 4;    // positions per warp step
+
+// EPT elements lane, lane + 32, ... of a cache row of f32 (a new cache type: its decode here).
+template <int EPT>
+__device__ __forceinline__ void load_row(const float* row, int lane, float (&v)[EPT]) {
+#pragma unroll
+  for (int i = 0; i < EPT; ++i) v[i] = __ldg(row + lane + 32 * i);
+}
+
+// One thread per rotated pair (q heads then k heads, every segment) and per v element.
+__global__ void rope_kv_batch_kernel(float* q, int nq, float* k, int nk, const float* v, int hd,
+                                     const AttnSegment* segs, int n_segs, const float* inv_freq,
+                                     int style) {
+  pdl_trigger();
+  pdl_wait();
+  const int half = hd / 2, kvd = nk * hd;
+  const int64_t pairs = int64_t(n_segs) * (nq + nk) * half;
+  const int64_t total = pairs + int64_t(n_segs) * kvd;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    if (i < pairs) {
+      const int p = int(i % half);
+      const int64_t hs = i / half;
+      const int h = int(hs % (nq + nk)), s = int(hs / (nq + nk));
+      const AttnSegment seg = segs[s];
+      const float2 cs = rope_cos_sin(seg.pos, __ldg(inv_freq + p));
+      if (h < nq) {
+        rope_rotate_pair(q + (int64_t(s) * nq + h) * hd, p, half, style, cs.x, cs.y);
+      } else {
+        const int kh = h - nq;
+        float* kc = static_cast<float*>(seg.k_cache) + int64_t(seg.pos) * kvd + kh * hd;
+        rope_rotate_pair(k + (int64_t(s) * nk + kh) * hd, p, half, style, cs.x, cs.y, kc);
+      }
+    } else {
+      const int64_t e = i - pairs;
+      const int s = int(e / kvd), c = int(e % kvd);
+      const AttnSegment seg = segs[s];
+      static_cast<float*>(seg.v_cache)[int64_t(seg.pos) * kvd + c] = v[e];
+    }
+  }
+}
+
+// grid (n_heads, chunks, segments), kWarps warps. Block (h, c, s) takes positions
+// c*kChunk .. of segment s up to its pos; each warp a quarter of them with an online softmax,
+// merged in shared memory into partial (acc[hd], max, sum) of the chunk.
+template <int EPT>
+__global__ void __launch_bounds__(kWarps * 32)
+    attention_batch_kernel(const float* q, const AttnSegment* segs, int n_heads, int n_kv_heads,
+                           float scale, int chunks, float* partials) {
+  constexpr int hd = 32 * EPT;
+  pdl_trigger();
+  pdl_wait();
+  const int h = blockIdx.x, c = blockIdx.y, s = blockIdx.z;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const AttnSegment seg = segs[s];
+  const int begin = c * kChunk, end = min(begin + kChunk, seg.pos + 1);
+  if (begin >= end) return;  // (the combine reads only chunks that hold positions)
+  const int kvd = n_kv_heads * hd, kvh = h / (n_heads / n_kv_heads);
+  float qv[EPT];
+  load_row<EPT>(q + (int64_t(s) * n_heads + h) * hd, lane, qv);
+  const float* kc = static_cast<const float*>(seg.k_cache) + kvh * hd;
+  const float* vc = static_cast<const float*>(seg.v_cache) + kvh * hd;
+  float m = -INFINITY, l = 0.f, acc[EPT];
+#pragma unroll
+  for (int i = 0; i < EPT; ++i) acc[i] = 0.f;
+  // Warp w: kChunk / kWarps consecutive positions, kKeys at a time with all their K and V loads
+  // in flight before the first dot (one key at a time waits a full load latency per key).
+  const int wb = begin + warp * (kChunk / kWarps), we = min(wb + kChunk / kWarps, end);
+  for (int p0 = wb; p0 < we; p0 += kKeys) {
+    float kr[kKeys][EPT], vr[kKeys][EPT];
+#pragma unroll
+    for (int j = 0; j < kKeys; ++j) {
+      const int64_t p = min(p0 + j, we - 1);  // (past the end: a duplicate, masked below)
+      load_row<EPT>(kc + p * kvd, lane, kr[j]);
+      load_row<EPT>(vc + p * kvd, lane, vr[j]);
+    }
+    float sc[kKeys], mx = m;
+#pragma unroll
+    for (int j = 0; j < kKeys; ++j) {
+      float d = 0.f;
+#pragma unroll
+      for (int i = 0; i < EPT; ++i) d += qv[i] * kr[j][i];
+      const float dot = warp_sum(d);  // (every lane: p0 and we are the warp's)
+      sc[j] = p0 + j < we ? dot * scale : -INFINITY;
+      mx = fmaxf(mx, sc[j]);
+    }
+    // mx is finite: position p0 is in range.
+    const float corr = m == -INFINITY ? 0.f : __expf(m - mx);
+    l *= corr;
+#pragma unroll
+    for (int i = 0; i < EPT; ++i) acc[i] *= corr;
+#pragma unroll
+    for (int j = 0; j < kKeys; ++j) {
+      const float w = sc[j] == -INFINITY ? 0.f : __expf(sc[j] - mx);
+      l += w;
+#pragma unroll
+      for (int i = 0; i < EPT; ++i) acc[i] += w * vr[j][i];
+    }
+    m = mx;
+  }
+  // Merge the warps: each scales its state to the block's max.
+  __shared__ float sm_m[kWarps], sm_l[kWarps], sm_acc[kWarps][hd];
+  if (lane == 0) sm_m[warp] = m, sm_l[warp] = l;
+#pragma unroll
+  for (int i = 0; i < EPT; ++i) sm_acc[warp][lane + 32 * i] = acc[i];
+  __syncthreads();
+  float bm = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) bm = fmaxf(bm, sm_m[w]);
+  float* out = partials + ((int64_t(s) * n_heads + h) * chunks + c) * (hd + 2);
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float a = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      if (sm_m[w] != -INFINITY) a += sm_acc[w][d] * __expf(sm_m[w] - bm);
+    out[d] = a;
+  }
+  if (threadIdx.x == 0) {
+    float bl = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w)
+      if (sm_m[w] != -INFINITY) bl += sm_l[w] * __expf(sm_m[w] - bm);
+    out[hd] = bm;
+    out[hd + 1] = bl;
+  }
+}
+
+// One block per (head, segment): the chunks' partials rescaled to their common max and summed.
+__global__ void attention_batch_combine_kernel(const AttnSegment* segs, int n_heads, int hd,
+                                               int chunks, const float* partials, float* out) {
+  pdl_trigger();
+  pdl_wait();
+  const int h = blockIdx.x, s = blockIdx.y;
+  const int used = segs[s].pos / kChunk + 1;
+  const float* p = partials + (int64_t(s) * n_heads + h) * chunks * (hd + 2);
+  float gm = -INFINITY;
+  for (int c = 0; c < used; ++c) gm = fmaxf(gm, p[c * (hd + 2) + hd]);
+  float gl = 0.f;
+  for (int c = 0; c < used; ++c) gl += p[c * (hd + 2) + hd + 1] * __expf(p[c * (hd + 2) + hd] - gm);
+  float* o = out + (int64_t(s) * n_heads + h) * hd;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float a = 0.f;
+    for (int c = 0; c < used; ++c) a += p[c * (hd + 2) + d] * __expf(p[c * (hd + 2) + hd] - gm);
+    o[d] = a / gl;
+  }
+}
+
+int chunks_for(int64_t max_ctx) {
+  return int((max_ctx + kChunk - 1) / kChunk);
+}
+
+}  // namespace
+
+bool attention_batch_supported(int64_t head_dim, int64_t n_heads, int64_t n_kv_heads) {
+  return (head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256) &&
+         n_kv_heads > 0 && n_heads % n_kv_heads == 0;
+}
+
+int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t head_dim,
+                                        int64_t max_ctx) {
+  return n_segs * n_heads * chunks_for(max_ctx) * (head_dim + 2);
+}
+
+cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, const float* v,
+                                 int64_t head_dim, const AttnSegment* segs, int64_t n_segs,
+                                 const float* inv_freq, int style, cudaStream_t s) {
+  if (n_segs <= 0) return cudaSuccess;
+  if (head_dim % 2 != 0) return cudaErrorInvalidValue;
+  const int64_t total = n_segs * ((nq + nk) * (head_dim / 2) + nk * head_dim);
+  const unsigned grid = unsigned(std::min<int64_t>((total + 255) / 256, 65535));
+  return launch_pdl(rope_kv_batch_kernel, dim3(grid), dim3(256), 0, s, q, int(nq), k, int(nk), v,
+                    int(head_dim), segs, int(n_segs), inv_freq, style);
+}
+
+cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment* segs,
+                                   int64_t n_segs, int64_t max_ctx, int64_t n_heads,
+                                   int64_t n_kv_heads, int64_t head_dim, float scale,
+                                   float* partials, cudaStream_t s) {
+  if (n_segs <= 0) return cudaSuccess;
+  if (!attention_batch_supported(head_dim, n_heads, n_kv_heads) || max_ctx <= 0 || n_segs > 65535)
+    return cudaErrorInvalidValue;
+  const int chunks = chunks_for(max_ctx);
+  const dim3 grid{unsigned(n_heads), unsigned(chunks), unsigned(n_segs)}, block{kWarps * 32};
+  cudaError_t e = cudaErrorInvalidValue;
+  switch (head_dim) {
+    case 32:
+      e = launch_pdl(attention_batch_kernel<1>, grid, block, 0, s, q, segs, int(n_heads),
+                     int(n_kv_heads), scale, chunks, partials);
+      break;
+    case 64:
+      e = launch_pdl(attention_batch_kernel<2>, grid, block, 0, s, q, segs, int(n_heads),
+                     int(n_kv_heads), scale, chunks, partials);
+      break;
+    case 128:
+      e = launch_pdl(attention_batch_kernel<4>, grid, block, 0, s, q, segs, int(n_heads),
+                     int(n_kv_heads), scale, chunks, partials);
+      break;
+    default:
+      e = launch_pdl(attention_batch_kernel<8>, grid, block, 0, s, q, segs, int(n_heads),
+                     int(n_kv_heads), scale, chunks, partials);
+      break;
+  }
+  if (e != cudaSuccess) return e;
+  return launch_pdl(attention_batch_combine_kernel, dim3(unsigned(n_heads), unsigned(n_segs)),
+                    dim3(128), 0, s, segs, int(n_heads), int(head_dim), chunks,
+                    static_cast<const float*>(partials), out);
+}
+
+}  // namespace hearth::cuda

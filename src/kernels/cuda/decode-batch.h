@@ -1,0 +1,45 @@
+// The decode step of many sequences (Phase::kDecodeBatch) on CUDA: the batched int8 matmul
+// (matmul-batch.cu) and the multi-segment RoPE + K/V append + attention (attention-batch.cu).
+// Apart from cuda-ops.h so the other kernels do not rebuild when these change.
+#pragma once
+
+#include "kernels/cuda/cuda-ops.h"
+
+namespace hearth::cuda {
+
+// Batched decode matmul on the int8 tensor cores (matmul-batch.cu): a decode step of several
+// sequences, y [T, rows] = x @ W^T (+ add_to += y) for each job, every weight byte read once per
+// 64 tokens. Same dtype and cols for every job (1..3), 1 <= T <= kMatmulBatchMaxTokens, x in the
+// GEMV's QuantizedActs. Long rows split over several blocks: `workspace` then holds their
+// partial sums (matmul_batch_workspace_bytes(); 0 when not split).
+constexpr int64_t kMatmulBatchMaxTokens = 256;
+bool matmul_batch_supports(DType t);
+size_t matmul_batch_workspace_bytes(const GemvJob* jobs, int n_jobs, int64_t n_tokens);
+cudaError_t launch_matmul_batch(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
+                                void* workspace, size_t workspace_bytes, cudaStream_t s);
+
+// A decode step of many sequences, one query each (attention-batch.cu). Segment i's rows of q,
+// k, v and out are row i of [n_segs, heads * head_dim]; its descriptor (device memory) names its
+// cache rows (f32 [ctx, n_kv_heads * head_dim]) and its position.
+struct AttnSegment {
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  int32_t pos = 0;  // this token's position: appended at row pos, attends rows 0..pos
+};
+bool attention_batch_supported(int64_t head_dim, int64_t n_heads, int64_t n_kv_heads);
+// RoPE (full, head_dim even) on every segment's q [nq heads] and k [nk heads] at its position,
+// then k and v stored to its cache row pos: one launch for all segments.
+cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, const float* v,
+                                 int64_t head_dim, const AttnSegment* segs, int64_t n_segs,
+                                 const float* inv_freq, int style, cudaStream_t s);
+// Causal GQA attention of each segment's query over its rows 0..pos (max_ctx > every pos):
+// split-K over 64-position chunks, then a combine; partials holds
+// attention_batch_partials_floats() floats.
+int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t head_dim,
+                                        int64_t max_ctx);
+cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment* segs,
+                                   int64_t n_segs, int64_t max_ctx, int64_t n_heads,
+                                   int64_t n_kv_heads, int64_t head_dim, float scale,
+                                   float* partials, cudaStream_t s);
+
+}  // namespace hearth::cuda

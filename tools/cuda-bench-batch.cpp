@@ -1,0 +1,84 @@
+// The batched decode matmul table of hearth-cuda-bench (cuda-bench-batch.h). Weights rotate over
+// replicas larger than L2, x is quantized once per B outside the timing (the backend quantizes
+// in the producer's epilogue).
+#include "cuda-bench-batch.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "cuda-bench-util.h"
+#include "kernels/cuda/decode-batch.h"
+
+namespace hearth::cuda_bench {
+
+bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, double copy_gbs) {
+  const DType dtypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K};
+  const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
+  const int64_t batches[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  constexpr int64_t kMaxB = 256;
+  std::printf("\n== batched decode matmul: weight GB/s (vs copy %.0f GB/s r+w) and TOPS ==\n",
+              copy_gbs);
+  std::printf("%-5s %-11s %4s | %9s %8s %7s | %9s %7s (prefill GEMM path)\n", "type", "shape", "B",
+              "decode us", "GB/s", "TOPS", "gemm us", "TOPS");
+  for (DType t : dtypes) {
+    if (only && !std::strstr(only, dtype_name(t))) continue;
+    for (const auto& sh : shapes) {
+      const int64_t rows = sh[0], cols = sh[1];
+      WeightReplicas rep;
+      float *x = nullptr, *y = nullptr;
+      void *xq = nullptr, *ws = nullptr, *gemm_ws = nullptr;
+      const cuda::DeviceWeight shape_w = cuda::make_device_weight(t, rows, cols, nullptr);
+      const cuda::GemvJob shape_job{shape_w, nullptr, nullptr};
+      size_t ws_bytes = 256, gemm_bytes = 256;
+      for (int64_t B : batches) {
+        ws_bytes = std::max(ws_bytes, cuda::matmul_batch_workspace_bytes(&shape_job, 1, B));
+        gemm_bytes = std::max(gemm_bytes, cuda::matmul_workspace_bytes(shape_w, B));
+      }
+      const bool good =
+          rep.make(t, rows, cols, s) &&
+          ok(cudaMalloc(reinterpret_cast<void**>(&x), size_t(kMaxB * cols) * 4), "x") &&
+          ok(cudaMalloc(reinterpret_cast<void**>(&y), size_t(kMaxB * rows) * 4), "y") &&
+          ok(cudaMalloc(&xq, cuda::quantized_acts_bytes(kMaxB, cols)), "xq") &&
+          ok(cudaMalloc(&ws, ws_bytes), "ws") && ok(cudaMalloc(&gemm_ws, gemm_bytes), "gemm");
+      if (!good) return false;
+      cuda::launch_fill(x, 0.5f, kMaxB * cols, s);
+      const std::vector<cuda::DeviceWeight>& w = rep.w;
+      const int replicas = rep.count();
+      const uint64_t raw = rep.raw;
+      const int launches = std::max(replicas, 32);
+      for (int64_t B : batches) {
+        cuda::QuantizedActs xa;
+        cudaError_t err = cuda::launch_quantize_acts(x, B, cols, xq, &xa, s);
+        const double dec_s = time_graph(s, launches, [&] {
+          for (int i = 0; i < launches; ++i) {
+            const cuda::GemvJob job{w[size_t(i % replicas)], y, nullptr};
+            if (B <= cuda::kGemvMaxTokens)
+              cuda::launch_gemv_int8_multi(&job, 1, xa, s);
+            else
+              cuda::launch_matmul_batch(&job, 1, xa, ws, ws_bytes, s);
+          }
+        });
+        const double gemm_s = time_graph(s, 8, [&] {
+          for (int i = 0; i < 8; ++i)
+            cuda::launch_matmul(w[size_t(i % replicas)], x, B, y, gemm_ws, gemm_bytes, blas, s);
+        });
+        if (err == cudaSuccess) err = cudaStreamSynchronize(s);
+        const double ops = 2.0 * double(rows) * double(cols) * double(B);
+        std::printf("%-5s %5lldx%-5lld %4lld | %9.2f %8.0f %7.2f | %9.2f %7.2f%s\n", dtype_name(t),
+                    (long long)rows, (long long)cols, (long long)B, dec_s * 1e6,
+                    double(raw) / dec_s / 1e9, ops / dec_s / 1e12, gemm_s * 1e6,
+                    ops / gemm_s / 1e12, err == cudaSuccess ? "" : " ERROR");
+        if (err != cudaSuccess) {
+          std::fprintf(stderr, "cuda-bench: %s\n", cudaGetErrorString(err));
+          return false;
+        }
+      }
+      for (void* p : {static_cast<void*>(x), static_cast<void*>(y), xq, ws, gemm_ws}) cudaFree(p);
+    }
+  }
+  return true;
+}
+
+}  // namespace hearth::cuda_bench

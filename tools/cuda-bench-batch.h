@@ -1,0 +1,14 @@
+// hearth-cuda-bench's batched decode matmul table (cuda-bench-batch.cpp).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+namespace hearth::cuda_bench {
+
+// For Q4_0, Q8_0 and Q4_K (those in `only` when set) on the 7B shapes: B = 1..256 rows through
+// the decode kernel the backend picks (GEMV up to 4, the batched int8 matmul above) and through
+// the prefill path (dequantize + cuBLAS), as time, GB/s of weights and TOPS. False on an error.
+bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, double copy_gbs);
+
+}  // namespace hearth::cuda_bench
