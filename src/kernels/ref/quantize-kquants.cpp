@@ -86,14 +86,8 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
 // Symmetric fit x ~ scale * (L - nmax), L in [0, 2*nmax), weights x^2 (ggml's rmse_type 1):
 // tries 18 stretches of the max-abs grid and keeps the best least-squares scale.
 float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  float max, amax;
+  signed_absmax(x, n, &amax, &max);
   if (amax < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
@@ -271,14 +265,8 @@ void quantize_q6_k(const float* x, void* out, int64_t n) {
 void quantize_q8_k(const float* x, void* out, int64_t n) {
   auto* y = static_cast<BlockQ8_K*>(out);
   for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK) {
-    float max = 0, amax = 0;
-    for (int j = 0; j < kQKK; ++j) {
-      const float ax = std::fabs(x[j]);
-      if (ax > amax) {
-        amax = ax;
-        max = x[j];
-      }
-    }
+    float max, amax;
+    signed_absmax(x, kQKK, &amax, &max);
     if (!amax) {
       std::memset(&y[i], 0, sizeof(BlockQ8_K));
       continue;
