@@ -56,8 +56,9 @@ float dot_symmetric(int64_t n, const void* wv, const void* xv, Values values, Sc
   const auto* x = static_cast<const BlockQ8_0*>(xv);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK32; ++i) {
+    const __m256 d = _mm256_set1_ps(scale(w[i]) * h2f(x[i].d));
     const __m256 p = _mm256_cvtepi32_ps(dot_i8(values(w[i]), load256(x[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(scale(w[i]) * h2f(x[i].d)), p, acc);
+    acc = _mm256_fmadd_ps(d, p, acc);
   }
   return hsum(acc);
 }
