@@ -22,20 +22,20 @@ Stat Stat::of(const std::vector<double>& v) {
   return s;
 }
 
-namespace {
-
-std::string fmt(const char* f, double v) {
+std::string format_number(const char* printf_format, double v) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
+  std::snprintf(buf, sizeof buf, printf_format, v);
   return buf;
 }
 
+namespace {
+
 std::string gib(uint64_t bytes) {
-  return fmt("%.2f GiB", double(bytes) / double(1ull << 30));
+  return format_number("%.2f GiB", double(bytes) / double(1ull << 30));
 }
 
 std::string opt_str(const std::optional<double>& v, const char* f) {
-  return v ? fmt(f, *v) : "n/a";
+  return v ? format_number(f, *v) : "n/a";
 }
 
 }  // namespace
@@ -43,24 +43,25 @@ std::string opt_str(const std::optional<double>& v, const char* f) {
 std::string render_markdown(const BenchReport& r) {
   std::string out;
   out += "model: " + r.model + " (" + r.model_type + ", " + gib(r.file_bytes) + " file, " +
-         gib(r.weight_bytes) + " streamed per token, " + fmt("%.2f", double(r.n_params) / 1e9) +
-         " B params)\n";
+         gib(r.weight_bytes) + " streamed per token, " +
+         format_number("%.2f", double(r.n_params) / 1e9) + " B params)\n";
   for (const DeviceReport& d : r.devices) {
     out += d.backend + ": " + d.name;
     if (d.bandwidth_gbs > 0)
-      out += "; measured read bandwidth " + fmt("%.1f", d.bandwidth_gbs) + " GB/s";
-    if (d.peak_f32_gflops > 0) out += ", peak " + fmt("%.0f", d.peak_f32_gflops) + " GFLOP/s f32";
-    if (d.peak_int8_gops > 0) out += ", " + fmt("%.0f", d.peak_int8_gops) + " GOP/s int8";
+      out += "; measured read bandwidth " + format_number("%.1f", d.bandwidth_gbs) + " GB/s";
+    if (d.peak_f32_gflops > 0)
+      out += ", peak " + format_number("%.0f", d.peak_f32_gflops) + " GFLOP/s f32";
+    if (d.peak_int8_gops > 0) out += ", " + format_number("%.0f", d.peak_int8_gops) + " GOP/s int8";
     if (d.peak_amx_bf16_gflops > 0)
-      out += ", " + fmt("%.0f", d.peak_amx_bf16_gflops) + " GFLOP/s AMX bf16";
-    if (d.power_w) out += ", " + fmt("%.1f W", *d.power_w);
+      out += ", " + format_number("%.0f", d.peak_amx_bf16_gflops) + " GFLOP/s AMX bf16";
+    if (d.power_w) out += ", " + format_number("%.1f W", *d.power_w);
     if (!d.notes.empty()) out += " (" + d.notes + ")";
     out += "\n";
   }
   out += "threads " + std::to_string(r.threads) + ", kernels " + r.kernel_isa + ", gpu layers " +
          std::to_string(r.gpu_layers) + ", weight cache " + r.cache + ", cold load by " +
          r.cold_method + ", load average " +
-         (r.load_avg_1m >= 0 ? fmt("%.2f", r.load_avg_1m) : "n/a") + "\n";
+         (r.load_avg_1m >= 0 ? format_number("%.2f", r.load_avg_1m) : "n/a") + "\n";
   if (r.depth > 0 || !r.sampling.empty())
     out += "depth " + std::to_string(r.depth) + " tokens in the cache before each pp and tg" +
            (r.sampling.empty() ? std::string() : ", tg sampled with " + r.sampling) + "\n";
@@ -72,10 +73,11 @@ std::string render_markdown(const BenchReport& r) {
   out += std::string("|---|---:|---:|---:|---|---:|") + (gpu ? "---:|\n" : "\n");
   for (const Figure& f : r.figures) {
     const std::string unit = " " + f.unit;
-    out += "| " + f.test + " | " + fmt("%.2f", f.value.mean) + " ± " + fmt("%.2f", f.value.sd) +
-           unit + " | " + (f.roofline ? fmt("%.2f", *f.roofline) + unit : "") + " | " +
-           (f.pct_of_roofline() ? fmt("%.0f%%", *f.pct_of_roofline()) : "") + " | " + f.bound +
-           " | " + (f.unit == "tok/s" ? opt_str(f.joules_per_token, "%.3f") : "") + " |" +
+    out += "| " + f.test + " | " + format_number("%.2f", f.value.mean) + " ± " +
+           format_number("%.2f", f.value.sd) + unit + " | " +
+           (f.roofline ? format_number("%.2f", *f.roofline) + unit : "") + " | " +
+           (f.pct_of_roofline() ? format_number("%.0f%%", *f.pct_of_roofline()) : "") + " | " +
+           f.bound + " | " + (f.unit == "tok/s" ? opt_str(f.joules_per_token, "%.3f") : "") + " |" +
            (gpu ? " " + (f.unit == "tok/s" ? opt_str(f.gpu_joules_per_token, "%.3f") : "") + " |"
                 : "") +
            "\n";
@@ -136,11 +138,11 @@ std::string render_csv(const BenchReport& r) {
   const double bw = r.devices.empty() ? 0 : r.devices.front().bandwidth_gbs;
   for (const Figure& f : r.figures) {
     out += r.model + "," + r.model_type + "," + std::to_string(r.threads) + "," + r.kernel_isa +
-           "," + f.test + "," + f.unit + "," + fmt("%.4f", f.value.mean) + "," +
-           fmt("%.4f", f.value.sd) + "," + std::to_string(f.value.n) + "," +
+           "," + f.test + "," + f.unit + "," + format_number("%.4f", f.value.mean) + "," +
+           format_number("%.4f", f.value.sd) + "," + std::to_string(f.value.n) + "," +
            opt_str(f.roofline, "%.4f") + "," + opt_str(f.pct_of_roofline(), "%.2f") + "," +
-           f.bound + "," + opt_str(f.joules_per_token, "%.5f") + "," + fmt("%.2f", bw) + "," +
-           std::to_string(r.peak_rss) + "," + fmt("%.2f", r.load_avg_1m) + "," +
+           f.bound + "," + opt_str(f.joules_per_token, "%.5f") + "," + format_number("%.2f", bw) +
+           "," + std::to_string(r.peak_rss) + "," + format_number("%.2f", r.load_avg_1m) + "," +
            opt_str(f.gpu_joules_per_token, "%.5f") + "\n";
   }
   return out;

@@ -11,6 +11,9 @@
 
 namespace hearth::bench {
 
+// One number through a printf format ("%.1f"): the reports' table cells.
+std::string format_number(const char* printf_format, double v);
+
 // Mean and sample standard deviation of repeated measurements.
 struct Stat {
   double mean = 0, sd = 0;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "bench-report.h"
+
 namespace hearth::bench {
 
 double percentile(std::vector<double> v, double p) {
@@ -60,15 +62,9 @@ ServeSummary summarize(const std::vector<ServeRequestTrace>& traces) {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 std::string latency_row(const char* name, const Latency& l) {
-  return std::string("| ") + name + " | " + fmt("%.1f", l.p50) + " | " + fmt("%.1f", l.p99) +
-         " | " + fmt("%.1f", l.mean) + " |\n";
+  return std::string("| ") + name + " | " + format_number("%.1f", l.p50) + " | " +
+         format_number("%.1f", l.p99) + " | " + format_number("%.1f", l.mean) + " |\n";
 }
 
 nlohmann::json latency_json(const Latency& l) {
@@ -84,11 +80,12 @@ std::string render_serve_markdown(const ServeLoadOptions& o, const ServeSummary&
          " prompt tokens (" + std::to_string(o.shared_prefix) + " shared) and " +
          std::to_string(o.gen_tokens) + " generated\n\n";
   out += "| figure | value |\n|---|---|\n";
-  out += "| generation (all clients) | " + fmt("%.1f tok/s", s.gen_tok_s) + " |\n";
+  out += "| generation (all clients) | " + format_number("%.1f tok/s", s.gen_tok_s) + " |\n";
   out += "| requests | " + std::to_string(s.requests - s.failures) + " ok, " +
-         std::to_string(s.failures) + " failed, " + fmt("%.2f/s", s.requests_per_s) + " |\n";
+         std::to_string(s.failures) + " failed, " + format_number("%.2f/s", s.requests_per_s) +
+         " |\n";
   out += "| tokens generated | " + std::to_string(s.completion_tokens) + " in " +
-         fmt("%.2f s", s.wall_s) + " |\n\n";
+         format_number("%.2f s", s.wall_s) + " |\n\n";
   out += "| latency (ms) | p50 | p99 | mean |\n|---|---|---|---|\n";
   out += latency_row("time to first token", s.ttft);
   out += latency_row("inter-token", s.itl);

@@ -223,6 +223,50 @@ Result<std::string> token_content(const Fields& f, const json& obj, const char* 
   return f.wrong(key, "a string or an object with \"content\"");
 }
 
+// A config.json key and the HfConfig member it fills.
+template <class T>
+struct KeyField {
+  const char* key;
+  T HfConfig::*field;
+};
+
+// Required, and must be positive.
+constexpr KeyField<int64_t> kRequiredSizes[] = {
+    {"vocab_size", &HfConfig::vocab_size},
+    {"hidden_size", &HfConfig::hidden_size},
+    {"intermediate_size", &HfConfig::intermediate_size},
+    {"num_hidden_layers", &HfConfig::num_hidden_layers},
+    {"num_attention_heads", &HfConfig::num_attention_heads},
+};
+
+// Optional, kept as given.
+constexpr KeyField<std::optional<int64_t>> kOptionalIntegers[] = {
+    {"sliding_window", &HfConfig::sliding_window},
+    {"max_window_layers", &HfConfig::max_window_layers},
+    {"sliding_window_pattern", &HfConfig::sliding_window_pattern},
+    {"num_local_experts", &HfConfig::num_local_experts},
+    {"num_experts", &HfConfig::num_experts},
+    {"num_experts_per_tok", &HfConfig::num_experts_per_tok},
+    {"moe_intermediate_size", &HfConfig::moe_intermediate_size},
+    {"decoder_sparse_step", &HfConfig::decoder_sparse_step},
+};
+
+// Optional, kept as given.
+constexpr KeyField<std::optional<double>> kOptionalNumbers[] = {
+    {"query_pre_attn_scalar", &HfConfig::query_pre_attn_scalar},
+    {"attn_logit_softcapping", &HfConfig::attn_logit_softcapping},
+    {"final_logit_softcapping", &HfConfig::final_logit_softcapping},
+    {"partial_rotary_factor", &HfConfig::partial_rotary_factor},
+    {"rope_local_base_freq", &HfConfig::rope_local_base_freq},
+    {"swiglu_limit", &HfConfig::swiglu_limit},
+};
+
+// Optional, kept as given.
+constexpr KeyField<std::optional<bool>> kOptionalBooleans[] = {
+    {"use_sliding_window", &HfConfig::use_sliding_window},
+    {"norm_topk_prob", &HfConfig::norm_topk_prob},
+};
+
 }  // namespace
 
 Result<HfConfig> parse_hf_config(const std::string& json_text, const std::string& source) {
@@ -240,11 +284,9 @@ Result<HfConfig> parse_hf_config(const std::string& json_text, const std::string
   HEARTH_ASSIGN_OR_RETURN(auto model_type, f.string("model_type"));
   c.model_type = model_type.value_or("");
 
-  HEARTH_ASSIGN_OR_RETURN(c.vocab_size, f.required_positive("vocab_size"));
-  HEARTH_ASSIGN_OR_RETURN(c.hidden_size, f.required_positive("hidden_size"));
-  HEARTH_ASSIGN_OR_RETURN(c.intermediate_size, f.required_positive("intermediate_size"));
-  HEARTH_ASSIGN_OR_RETURN(c.num_hidden_layers, f.required_positive("num_hidden_layers"));
-  HEARTH_ASSIGN_OR_RETURN(c.num_attention_heads, f.required_positive("num_attention_heads"));
+  for (const auto& [key, field] : kRequiredSizes) {
+    HEARTH_ASSIGN_OR_RETURN(c.*field, f.required_positive(key));
+  }
 
   HEARTH_ASSIGN_OR_RETURN(auto kv_heads, f.integer("num_key_value_heads"));
   c.num_key_value_heads = kv_heads.value_or(c.num_attention_heads);
@@ -281,25 +323,19 @@ Result<HfConfig> parse_hf_config(const std::string& json_text, const std::string
   c.attention_bias = bias.value_or(false);
   HEARTH_ASSIGN_OR_RETURN(auto act, f.string("hidden_act"));
   if (act) c.hidden_act = *act;
-  HEARTH_ASSIGN_OR_RETURN(c.sliding_window, f.integer("sliding_window"));
-  HEARTH_ASSIGN_OR_RETURN(c.use_sliding_window, f.boolean("use_sliding_window"));
-  HEARTH_ASSIGN_OR_RETURN(c.max_window_layers, f.integer("max_window_layers"));
-  HEARTH_ASSIGN_OR_RETURN(c.sliding_window_pattern, f.integer("sliding_window_pattern"));
+  // The optional keys kept as they are (absent stays std::nullopt).
+  for (const auto& [key, field] : kOptionalIntegers) {
+    HEARTH_ASSIGN_OR_RETURN(c.*field, f.integer(key));
+  }
+  for (const auto& [key, field] : kOptionalNumbers) {
+    HEARTH_ASSIGN_OR_RETURN(c.*field, f.number(key));
+  }
+  for (const auto& [key, field] : kOptionalBooleans) {
+    HEARTH_ASSIGN_OR_RETURN(c.*field, f.boolean(key));
+  }
   HEARTH_ASSIGN_OR_RETURN(c.layer_types, f.strings("layer_types"));
   HEARTH_ASSIGN_OR_RETURN(auto hidden_activation, f.string("hidden_activation"));
   c.hidden_activation = hidden_activation.value_or("");
-  HEARTH_ASSIGN_OR_RETURN(c.query_pre_attn_scalar, f.number("query_pre_attn_scalar"));
-  HEARTH_ASSIGN_OR_RETURN(c.attn_logit_softcapping, f.number("attn_logit_softcapping"));
-  HEARTH_ASSIGN_OR_RETURN(c.final_logit_softcapping, f.number("final_logit_softcapping"));
-  HEARTH_ASSIGN_OR_RETURN(c.partial_rotary_factor, f.number("partial_rotary_factor"));
-  HEARTH_ASSIGN_OR_RETURN(c.rope_local_base_freq, f.number("rope_local_base_freq"));
-  HEARTH_ASSIGN_OR_RETURN(c.num_local_experts, f.integer("num_local_experts"));
-  HEARTH_ASSIGN_OR_RETURN(c.num_experts, f.integer("num_experts"));
-  HEARTH_ASSIGN_OR_RETURN(c.num_experts_per_tok, f.integer("num_experts_per_tok"));
-  HEARTH_ASSIGN_OR_RETURN(c.moe_intermediate_size, f.integer("moe_intermediate_size"));
-  HEARTH_ASSIGN_OR_RETURN(c.decoder_sparse_step, f.integer("decoder_sparse_step"));
-  HEARTH_ASSIGN_OR_RETURN(c.norm_topk_prob, f.boolean("norm_topk_prob"));
-  HEARTH_ASSIGN_OR_RETURN(c.swiglu_limit, f.number("swiglu_limit"));
   {
     HEARTH_ASSIGN_OR_RETURN(auto only, f.numbers("mlp_only_layers"));
     for (double x : only) {

@@ -63,32 +63,31 @@ float max_of(const float* s, int64_t n) {
 
 // The two loops for a row type: f32 rows through the f32 entries (element strides), the others
 // through their KvRowOps (byte strides). A switch per key block, not per key.
-void score_rows(const SmallOps& ops, DType t, const float* q, const uint8_t* k, int64_t stride,
-                int64_t nk, int64_t hd, float scale, float* s) {
+const KvRowOps* typed_rows(const SmallOps& ops, DType t) {
   switch (t) {
     case DType::F16:
-      return ops.f16.scores(q, k, stride, nk, hd, scale, s);
+      return &ops.f16;
     case DType::BF16:
-      return ops.bf16.scores(q, k, stride, nk, hd, scale, s);
+      return &ops.bf16;
     case DType::Q8_0:
-      return ops.q8_0.scores(q, k, stride, nk, hd, scale, s);
+      return &ops.q8_0;
     default:
-      return ops.scores(q, reinterpret_cast<const float*>(k), stride / 4, nk, hd, scale, s);
+      return nullptr;
   }
+}
+
+void score_rows(const SmallOps& ops, DType t, const float* q, const uint8_t* k, int64_t stride,
+                int64_t nk, int64_t hd, float scale, float* s) {
+  if (const KvRowOps* rows = typed_rows(ops, t))
+    return rows->scores(q, k, stride, nk, hd, scale, s);
+  ops.scores(q, reinterpret_cast<const float*>(k), stride / 4, nk, hd, scale, s);
 }
 
 void accumulate_rows(const SmallOps& ops, DType t, float* acc, float c, const float* p,
                      const uint8_t* v, int64_t stride, int64_t nk, int64_t hd) {
-  switch (t) {
-    case DType::F16:
-      return ops.f16.accumulate(acc, c, p, v, stride, nk, hd);
-    case DType::BF16:
-      return ops.bf16.accumulate(acc, c, p, v, stride, nk, hd);
-    case DType::Q8_0:
-      return ops.q8_0.accumulate(acc, c, p, v, stride, nk, hd);
-    default:
-      return ops.accumulate(acc, c, p, reinterpret_cast<const float*>(v), stride / 4, nk, hd);
-  }
+  if (const KvRowOps* rows = typed_rows(ops, t))
+    return rows->accumulate(acc, c, p, v, stride, nk, hd);
+  ops.accumulate(acc, c, p, reinterpret_cast<const float*>(v), stride / 4, nk, hd);
 }
 
 // Soft-capping inside the online softmax: the capped scores are what the max, exp and sum see.

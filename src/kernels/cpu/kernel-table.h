@@ -26,6 +26,11 @@ using VecDotFn = void (*)(int64_t n, const void* w, const void* x, uint64_t x_st
                           float* y, int64_t y_stride);
 using DequantizeFn = void (*)(const void* src, float* dst, int64_t n);
 using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
+// One weight row against one activation row (the per-ISA row kernels, before dot_each_token or
+// dot_via_dequantize widen them to a token tile). A function type, so a header declares a family
+// of kernels in one line.
+using RowDot = float(int64_t n, const void* w, const void* x);
+using RowDequantize = void(const void* src, float* dst, int64_t n);
 
 // Activations for a packed layout, quantized once per call by the layout's quantizer in the
 // format its act_type names. Q8_0: per token n int8 values, and per 32-block its f32 scale and
@@ -159,7 +164,7 @@ std::optional<ChosenPrefillGemm> choose_prefill_gemm(const KernelTable& table, D
 
 // Runs table.dot over a token tile with a single-token kernel: for ISAs whose multi-token
 // kernel is not specialised. Declared here so tables can share it.
-template <float (*Dot)(int64_t, const void*, const void*)>
+template <RowDot* Dot>
 void dot_each_token(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, float* y,
                     int64_t y_stride) {
   const auto* xb = static_cast<const uint8_t*>(x);
@@ -173,8 +178,7 @@ void dot_each_token(int64_t n, const void* w, const void* x, uint64_t x_stride, 
 // bytes streamed are the same, so decode speed is still set by memory bandwidth.
 // kBlock / kBlockBytes: elements and bytes per weight block.
 inline constexpr int64_t kDequantChunk = 1024;  // a multiple of every block size (32, 256)
-template <DequantizeFn Dq, float (*DotF32)(int64_t, const void*, const void*), int kBlock,
-          int kBlockBytes>
+template <DequantizeFn Dq, RowDot* DotF32, int kBlock, int kBlockBytes>
 void dot_via_dequantize(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok,
                         float* y, int64_t y_stride) {
   static_assert(kDequantChunk % kBlock == 0);

@@ -10,10 +10,10 @@
 
 namespace hearth::kernels {
 
-namespace {
+namespace portable {
 
-void scores_portable(const float* q, const float* k, int64_t k_stride, int64_t nk, int64_t hd,
-                     float scale, float* s) {
+void scores(const float* q, const float* k, int64_t k_stride, int64_t nk, int64_t hd, float scale,
+            float* s) {
   for (int64_t j = 0; j < nk; ++j) {
     const float* kj = k + j * k_stride;
     // Four partial sums: breaks the add chain and lets the compiler use vector lanes.
@@ -30,7 +30,7 @@ void scores_portable(const float* q, const float* k, int64_t k_stride, int64_t n
   }
 }
 
-float exp_sum_portable(float* s, int64_t n, float m) {
+float exp_sum(float* s, int64_t n, float m) {
   float sum = 0;
   for (int64_t j = 0; j < n; ++j) {
     s[j] = std::exp(s[j] - m);
@@ -39,8 +39,8 @@ float exp_sum_portable(float* s, int64_t n, float m) {
   return sum;
 }
 
-void accumulate_portable(float* acc, float c, const float* p, const float* v, int64_t v_stride,
-                         int64_t nk, int64_t hd) {
+void accumulate(float* acc, float c, const float* p, const float* v, int64_t v_stride, int64_t nk,
+                int64_t hd) {
   if (c != 1.0f)
     for (int64_t i = 0; i < hd; ++i) acc[i] *= c;
   for (int64_t j = 0; j < nk; ++j) {
@@ -50,70 +50,28 @@ void accumulate_portable(float* acc, float c, const float* p, const float* v, in
   }
 }
 
-void swiglu_portable(const float* gate, const float* up, float* out, int64_t n) {
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
 }
 
-double sum_squares_portable(const float* x, int64_t n) {
+double sum_squares(const float* x, int64_t n) {
   double ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
   return ss;
 }
 
-void scale_mul_portable(const float* x, float s, const float* w, float* y, int64_t n) {
+void scale_mul(const float* x, float s, const float* w, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s * w[i];
 }
 
-void add_portable(float* y, const float* x, int64_t n) {
+void add(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-const SmallOps kPortable{"portable",
-                         scores_portable,
-                         exp_sum_portable,
-                         accumulate_portable,
-                         swiglu_portable,
-                         sum_squares_portable,
-                         scale_mul_portable,
-                         add_portable,
-                         {portable::scores_f16, portable::accumulate_f16},
-                         {portable::scores_bf16, portable::accumulate_bf16},
-                         {portable::scores_q8_0, portable::accumulate_q8_0}};
-
-}  // namespace
-
-#if defined(__x86_64__)
-// AVX2 machines: the portable f32 loops (the compiler's baseline vectorisation) with AVX2 + F16C
-// loops over the typed cache rows.
-const SmallOps avx2::small_ops{"avx2",
-                               scores_portable,
-                               exp_sum_portable,
-                               accumulate_portable,
-                               swiglu_portable,
-                               sum_squares_portable,
-                               scale_mul_portable,
-                               add_portable,
-                               {avx2::scores_f16, avx2::accumulate_f16},
-                               {avx2::scores_bf16, avx2::accumulate_bf16},
-                               {avx2::scores_q8_0, avx2::accumulate_q8_0}};
-#endif
-#if defined(__aarch64__)
-// AArch64: the portable f32 loops with NEON loops over the typed cache rows.
-const SmallOps neon::small_ops{"neon",
-                               scores_portable,
-                               exp_sum_portable,
-                               accumulate_portable,
-                               swiglu_portable,
-                               sum_squares_portable,
-                               scale_mul_portable,
-                               add_portable,
-                               {neon::scores_f16, neon::accumulate_f16},
-                               {neon::scores_bf16, neon::accumulate_bf16},
-                               {neon::scores_q8_0, neon::accumulate_q8_0}};
-#endif
+}  // namespace portable
 
 namespace {
 
@@ -134,14 +92,14 @@ Candidates candidates() {
 #if defined(__aarch64__)
   if (cpu_features().neon) c.list[c.count++] = &neon::small_ops;
 #endif
-  c.list[c.count++] = &kPortable;
+  c.list[c.count++] = &kPortableSmallOps;
   return c;
 }
 
 }  // namespace
 
 const SmallOps& portable_small_ops() {
-  return kPortable;
+  return kPortableSmallOps;
 }
 
 const SmallOps* const* supported_small_ops(int* count) {
@@ -162,7 +120,7 @@ const SmallOps& small_ops() {
           (isa == Isa::kNeon && name == "neon"))
         return *list[i];
     }
-    return kPortable;
+    return kPortableSmallOps;
   }();
   return ops;
 }

@@ -99,20 +99,57 @@ void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t
                      int64_t nk, int64_t hd);
 }  // namespace hearth::kernels::portable
 
-// Per-ISA tables: avx512 in cpu/arch/x86/avx512-ops.cpp; avx2 and neon in small-ops.cpp, with
-// their typed-row loops in cpu/arch/x86/avx2-kv-rows.cpp and cpu/arch/arm/neon-kv-rows.cpp.
+// The portable f32 loops (cpu/small-ops.cpp), the fallback on every architecture.
+namespace hearth::kernels::portable {
+void scores(const float* q, const float* k, int64_t k_stride, int64_t nk, int64_t hd, float scale,
+            float* s);
+float exp_sum(float* s, int64_t n, float m);
+void accumulate(float* acc, float c, const float* p, const float* v, int64_t v_stride, int64_t nk,
+                int64_t hd);
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+double sum_squares(const float* x, int64_t n);
+void scale_mul(const float* x, float s, const float* w, float* y, int64_t n);
+void add(float* y, const float* x, int64_t n);
+}  // namespace hearth::kernels::portable
+
+namespace hearth::kernels {
+
+// The portable table (constexpr here so the ISA tables built from it are constant-initialised,
+// never read half-built during another file's static initialisation).
+inline constexpr SmallOps kPortableSmallOps{"portable",
+                                            portable::scores,
+                                            portable::exp_sum,
+                                            portable::accumulate,
+                                            portable::swiglu,
+                                            portable::sum_squares,
+                                            portable::scale_mul,
+                                            portable::add,
+                                            {portable::scores_f16, portable::accumulate_f16},
+                                            {portable::scores_bf16, portable::accumulate_bf16},
+                                            {portable::scores_q8_0, portable::accumulate_q8_0}};
+
+// The portable f32 loops with an ISA's own loops over the typed cache rows (the avx2 and neon
+// tables: their compilers' baseline vectorisation of the f32 loops is as good as hand-written).
+constexpr SmallOps portable_with_rows(const char* name, KvRowOps f16, KvRowOps bf16,
+                                      KvRowOps q8_0) {
+  SmallOps ops = kPortableSmallOps;
+  ops.name = name;
+  ops.f16 = f16;
+  ops.bf16 = bf16;
+  ops.q8_0 = q8_0;
+  return ops;
+}
+
+}  // namespace hearth::kernels
+
+// Per-ISA tables, each defined in its own file: cpu/arch/x86/avx512-ops.cpp,
+// cpu/arch/x86/avx2-kv-rows.cpp, cpu/arch/arm/neon-kv-rows.cpp.
 namespace hearth::kernels::avx512 {
 extern const SmallOps small_ops;
 }
-// The typed-row loops each ISA's kv-rows file defines.
 namespace hearth::kernels::avx2 {
-extern const SmallOps small_ops;  // small-ops.cpp: the portable f32 loops, these typed ones
-KvRowLoop scores_f16, scores_bf16, scores_q8_0;
-KvAccLoop accumulate_f16, accumulate_bf16, accumulate_q8_0;
-}  // namespace hearth::kernels::avx2
-
+extern const SmallOps small_ops;
+}
 namespace hearth::kernels::neon {
-extern const SmallOps small_ops;  // small-ops.cpp: the portable f32 loops, these typed ones
-KvRowLoop scores_f16, scores_bf16, scores_q8_0;
-KvAccLoop accumulate_f16, accumulate_bf16, accumulate_q8_0;
-}  // namespace hearth::kernels::neon
+extern const SmallOps small_ops;
+}

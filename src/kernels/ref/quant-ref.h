@@ -3,6 +3,7 @@
 // Adding a type: declare its three functions here and add them to ref/ref-table.cpp.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace hearth::kernels::ref {
@@ -55,6 +56,20 @@ float dot_f16(int64_t n, const void* w, const void* x);
 float dot_bf16(int64_t n, const void* w, const void* x);
 // MXFP4 weights x Q8_0 activations (as ggml: the codes are int8, the product per block exact).
 float dot_mxfp4(int64_t n, const void* w, const void* x);
+
+// Largest |x[j]| of n values, and the signed value that has it (the first one on ties): the
+// scale every symmetric quantizer starts from.
+inline void signed_absmax(const float* x, int n, float* amax, float* max) {
+  *amax = 0.0f;
+  *max = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    const float ax = std::fabs(x[j]);
+    if (ax > *amax) {
+      *amax = ax;
+      *max = x[j];
+    }
+  }
+}
 
 // ggml's round-half-to-even float -> int for |v| < 2^22 (the K-quant searches depend on it).
 inline int nearest_int(float v) {

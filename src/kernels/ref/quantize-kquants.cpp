@@ -86,14 +86,8 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
 // Symmetric fit x ~ scale * (L - nmax), L in [0, 2*nmax), weights x^2 (ggml's rmse_type 1):
 // tries 18 stretches of the max-abs grid and keeps the best least-squares scale.
 float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  float max, amax;
+  signed_absmax(x, n, &amax, &max);
   if (amax < kGroupMaxEps) {
     for (int i = 0; i < n; ++i) L[i] = 0;
     return 0.f;
@@ -180,46 +174,36 @@ void quantize_k_scales_and_levels(const float* x, int nmax, float rmin, int nste
   }
 }
 
-}  // namespace
-
-void quantize_q4_k(const float* x, void* out, int64_t n) {
-  auto* y = static_cast<BlockQ4_K*>(out);
+// Q4_K and Q5_K share the scale search and the nibble layout: per 64 elements, levels j and
+// j + 32 share byte j of qs; Q5_K's fifth bits go to qh (bit 2c for the low nibble of chunk c,
+// 2c + 1 for the high one). Q4_K's levels stay below 16, so the same loop leaves its qs exact.
+template <class Block>
+void quantize_kquant(const float* x, void* out, int64_t n, int nmax, float rmin, int nstep) {
+  auto* y = static_cast<Block*>(out);
   uint8_t L[kQKK];
   for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK) {
-    quantize_k_scales_and_levels(x, 15, -1.f, 20, &y[i].d, &y[i].dmin, y[i].scales, L);
-    uint8_t* q = y[i].qs;
-    for (int j = 0; j < kQKK; j += 64, q += 32)
-      for (int l = 0; l < 32; ++l) q[l] = uint8_t(L[j + l] | (L[j + l + 32] << 4));
+    quantize_k_scales_and_levels(x, nmax, rmin, nstep, &y[i].d, &y[i].dmin, y[i].scales, L);
+    uint8_t* ql = y[i].qs;
+    uint8_t qh[kQKK / 8] = {};
+    for (int b = 0, c = 0; b < kQKK; b += 64, ql += 32, ++c) {
+      for (int j = 0; j < 32; ++j) {
+        const int l1 = L[b + j], l2 = L[b + j + 32];
+        qh[j] |= uint8_t(((l1 >> 4) << (2 * c)) | ((l2 >> 4) << (2 * c + 1)));
+        ql[j] = uint8_t((l1 & 0xF) | ((l2 & 0xF) << 4));
+      }
+    }
+    if constexpr (requires(Block blk) { blk.qh; }) std::memcpy(y[i].qh, qh, sizeof qh);
   }
 }
 
+}  // namespace
+
+void quantize_q4_k(const float* x, void* out, int64_t n) {
+  quantize_kquant<BlockQ4_K>(x, out, n, 15, -1.f, 20);
+}
+
 void quantize_q5_k(const float* x, void* out, int64_t n) {
-  auto* y = static_cast<BlockQ5_K*>(out);
-  uint8_t L[kQKK];
-  for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK) {
-    quantize_k_scales_and_levels(x, 31, -0.5f, 15, &y[i].d, &y[i].dmin, y[i].scales, L);
-    uint8_t* qh = y[i].qh;
-    uint8_t* ql = y[i].qs;
-    std::memset(qh, 0, kQKK / 8);
-    uint8_t m1 = 1, m2 = 2;
-    for (int b = 0; b < kQKK; b += 64, ql += 32) {
-      for (int j = 0; j < 32; ++j) {
-        int l1 = L[b + j];
-        if (l1 > 15) {
-          l1 -= 16;
-          qh[j] |= m1;
-        }
-        int l2 = L[b + j + 32];
-        if (l2 > 15) {
-          l2 -= 16;
-          qh[j] |= m2;
-        }
-        ql[j] = uint8_t(l1 | (l2 << 4));
-      }
-      m1 = uint8_t(m1 << 2);
-      m2 = uint8_t(m2 << 2);
-    }
-  }
+  quantize_kquant<BlockQ5_K>(x, out, n, 31, -0.5f, 15);
 }
 
 void quantize_q6_k(const float* x, void* out, int64_t n) {
@@ -271,14 +255,8 @@ void quantize_q6_k(const float* x, void* out, int64_t n) {
 void quantize_q8_k(const float* x, void* out, int64_t n) {
   auto* y = static_cast<BlockQ8_K*>(out);
   for (int64_t i = 0; i < n / kQKK; ++i, x += kQKK) {
-    float max = 0, amax = 0;
-    for (int j = 0; j < kQKK; ++j) {
-      const float ax = std::fabs(x[j]);
-      if (ax > amax) {
-        amax = ax;
-        max = x[j];
-      }
-    }
+    float max, amax;
+    signed_absmax(x, kQKK, &amax, &max);
     if (!amax) {
       std::memset(&y[i], 0, sizeof(BlockQ8_K));
       continue;

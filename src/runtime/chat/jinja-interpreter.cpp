@@ -564,6 +564,23 @@ Result<Value> Interpreter::binary(const std::string& op, const Value& a, const V
     return Status::error("unsupported operand types for " + op + ": " + kind_name(a) + " and " +
                          kind_name(b));
   };
+  // + - * on numbers: exact on two integers (an error on overflow: Python never wraps), else
+  // in doubles.
+  auto arithmetic = [&]() -> Result<Value> {
+    const char c = op[0];
+    if (ints) {
+      const int64_t x = int_of(a), y = int_of(b);
+      int64_t r;
+      const bool overflow = c == '+'   ? __builtin_add_overflow(x, y, &r)
+                            : c == '-' ? __builtin_sub_overflow(x, y, &r)
+                                       : __builtin_mul_overflow(x, y, &r);
+      if (overflow) return Status::error("integer overflow in " + op);
+      return Value::integer(r);
+    }
+    if (!nums) return type_error();
+    const double x = a.as_double(), y = b.as_double();
+    return Value::number(c == '+' ? x + y : c == '-' ? x - y : x * y);
+  };
   if (op == "+") {
     if (a.is_string() && b.is_string()) {
       HEARTH_TRY(check_size(uint64_t(a.as_string().size()) + b.as_string().size(), "string"));
@@ -586,25 +603,9 @@ Result<Value> Interpreter::binary(const std::string& op, const Value& a, const V
       items.insert(items.end(), b.items().begin(), b.items().end());
       return Value::list(std::move(items));
     }
-    if (ints) {
-      int64_t r;
-      if (__builtin_add_overflow(int_of(a), int_of(b), &r))
-        return Status::error("integer overflow in +");
-      return Value::integer(r);
-    }
-    if (nums) return Value::number(a.as_double() + b.as_double());
-    return type_error();
+    return arithmetic();
   }
-  if (op == "-") {
-    if (ints) {
-      int64_t r;
-      if (__builtin_sub_overflow(int_of(a), int_of(b), &r))
-        return Status::error("integer overflow in -");
-      return Value::integer(r);
-    }
-    if (nums) return Value::number(a.as_double() - b.as_double());
-    return type_error();
-  }
+  if (op == "-") return arithmetic();
   if (op == "*") {
     if ((a.is_string() || a.is_list()) && is_intlike(b)) return binary(op, b, a);
     if (is_intlike(a) && (b.is_string() || b.is_list())) {
@@ -626,14 +627,7 @@ Result<Value> Interpreter::binary(const std::string& op, const Value& a, const V
         items.insert(items.end(), b.items().begin(), b.items().end());
       return Value::list(std::move(items));
     }
-    if (ints) {
-      int64_t r;
-      if (__builtin_mul_overflow(int_of(a), int_of(b), &r))
-        return Status::error("integer overflow in *");
-      return Value::integer(r);
-    }
-    if (nums) return Value::number(a.as_double() * b.as_double());
-    return type_error();
+    return arithmetic();
   }
   if (!nums) return type_error();
   if (op == "/") {

@@ -126,34 +126,45 @@ std::optional<ToolCall> call_from_args(std::string_view name, const Json& args,
   return ToolCall{std::string(name), *text};
 }
 
+// Adds a parsed call to out; false (the text is not this format's calls) when there is none.
+bool append(std::optional<ToolCall> call, std::vector<ToolCall>* out) {
+  if (!call) return false;
+  out->push_back(std::move(*call));
+  return true;
+}
+
 // A JSON array of call objects.
 bool calls_from_array(const Json& list, const std::vector<std::string>& declared,
                       std::vector<ToolCall>* out) {
   if (!list.is_array() || list.empty()) return false;
   for (const auto& item : list) {
-    auto call = call_from_json(item, declared);
-    if (!call) return false;
-    out->push_back(std::move(*call));
+    if (!append(call_from_json(item, declared), out)) return false;
   }
   return true;
 }
 
 using Reader = bool (*)(Cursor&, const std::vector<std::string>&, std::vector<ToolCall>*);
 
-// <tool_call>{json}</tool_call>, repeated; a missing close tag at the very end is tolerated (the
-// stop string or max_tokens may have cut it).
-bool read_hermes(Cursor& c, const std::vector<std::string>& declared, std::vector<ToolCall>* out) {
-  while (c.eat(kHermesOpen)) {
-    auto j = c.json_value();
-    if (!j) return false;
-    auto call = call_from_json(*j, declared);
-    if (!call) return false;
-    out->push_back(std::move(*call));
+// open, one call (read_call), close, repeated; a missing close tag at the very end is tolerated
+// (the stop string or max_tokens may have cut it).
+template <class ReadCall>
+bool read_tagged(Cursor& c, std::string_view open, std::string_view close,
+                 std::vector<ToolCall>* out, ReadCall read_call) {
+  while (c.eat(open)) {
+    if (!read_call()) return false;
     c.skip_space();
-    if (!c.eat(kHermesClose) && !c.done()) return false;
+    if (!c.eat(close) && !c.done()) return false;
     c.skip_space();
   }
   return !out->empty();
+}
+
+// <tool_call>{json}</tool_call>, repeated.
+bool read_hermes(Cursor& c, const std::vector<std::string>& declared, std::vector<ToolCall>* out) {
+  return read_tagged(c, kHermesOpen, kHermesClose, out, [&] {
+    auto j = c.json_value();
+    return j && append(call_from_json(*j, declared), out);
+  });
 }
 
 // name.call(key="value", n=3): Llama 3.1's built-in tool form after <|python_tag|>.
@@ -201,9 +212,7 @@ bool read_llama_builtin(Cursor& c, const std::vector<std::string>& declared,
     c.pos = end;
     c.eat(",");
   }
-  auto call = call_from_args(name, args, declared);
-  if (!call) return false;
-  out->push_back(std::move(*call));
+  if (!append(call_from_args(name, args, declared), out)) return false;
   c.skip_space();
   return true;
 }
@@ -216,9 +225,7 @@ bool read_llama_body(Cursor& c, const std::vector<std::string>& declared,
   while (!c.done()) {
     auto j = c.json_value();
     if (!j) return false;
-    auto call = call_from_json(*j, declared);
-    if (!call) return false;
-    out->push_back(std::move(*call));
+    if (!append(call_from_json(*j, declared), out)) return false;
     c.skip_space();
     c.eat(";");
     c.skip_space();
@@ -249,9 +256,7 @@ bool read_mistral(Cursor& c, const std::vector<std::string>& declared, std::vect
       c.pos += args_at + kMistralArgs.size();
       auto args = c.json_value();
       if (!args) return false;
-      auto call = call_from_args(name, *args, declared);
-      if (!call) return false;
-      out->push_back(std::move(*call));
+      if (!append(call_from_args(name, *args, declared), out)) return false;
     }
     c.skip_space();
   }
@@ -279,9 +284,7 @@ bool read_deepseek(Cursor& c, const std::vector<std::string>& declared,
     if (!args) return false;
     c.skip_space();
     if (fenced && !c.eat("```")) return false;
-    auto call = call_from_args(name, *args, declared);
-    if (!call) return false;
-    out->push_back(std::move(*call));
+    if (!append(call_from_args(name, *args, declared), out)) return false;
     c.skip_space();
     if (!c.eat(kDeepSeekCallEnd) && !c.done()) return false;
   }
@@ -294,21 +297,14 @@ bool read_deepseek(Cursor& c, const std::vector<std::string>& declared,
 // <function=name>{..}</function>, repeated.
 bool read_functionary_v31(Cursor& c, const std::vector<std::string>& declared,
                           std::vector<ToolCall>* out) {
-  while (c.eat(kFunctionOpen)) {
+  return read_tagged(c, kFunctionOpen, kFunctionClose, out, [&] {
     const size_t close = c.rest().find('>');
     if (close == std::string_view::npos) return false;
     const std::string_view name = c.rest().substr(0, close);
     c.pos += close + 1;
     auto args = c.json_value();
-    if (!args) return false;
-    auto call = call_from_args(name, *args, declared);
-    if (!call) return false;
-    out->push_back(std::move(*call));
-    c.skip_space();
-    if (!c.eat(kFunctionClose) && !c.done()) return false;
-    c.skip_space();
-  }
-  return !out->empty();
+    return args && append(call_from_args(name, *args, declared), out);
+  });
 }
 
 // functools[{...}, ...]
@@ -330,9 +326,7 @@ bool read_generic(Cursor& c, const std::vector<std::string>& declared, std::vect
   if (auto list = j->find("tool_calls"); list != j->end()) {
     if (!calls_from_array(*list, declared, out)) return false;
   } else {
-    auto call = call_from_json(*j, declared);
-    if (!call) return false;
-    out->push_back(std::move(*call));
+    if (!append(call_from_json(*j, declared), out)) return false;
   }
   c.skip_space();
   if (fenced) c.eat("```");

@@ -1,6 +1,6 @@
 // NEON attention loops over typed KV cache rows (KvRowOps, cpu/small-ops.h) for baseline
 // ARMv8-A: f16 through the FCVTL conversion, bf16 by a shift, q8_0 as d * q of each block. The
-// neon SmallOps table (small-ops.cpp) pairs them with the portable f32 loops. Head sizes that
+// neon SmallOps table at the end pairs them with the portable f32 loops. Head sizes that
 // are not whole groups of 8 go to the portable loops.
 #include <arm_neon.h>
 
@@ -89,29 +89,15 @@ void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_
 
 }  // namespace
 
-void scores_f16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                float scale, float* s) {
-  scores_typed<LoadF16, portable::scores_f16>(q, k, k_stride, nk, hd, scale, s);
-}
-void scores_bf16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                 float scale, float* s) {
-  scores_typed<LoadBF16, portable::scores_bf16>(q, k, k_stride, nk, hd, scale, s);
-}
-void scores_q8_0(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                 float scale, float* s) {
-  scores_typed<LoadQ8_0, portable::scores_q8_0>(q, k, k_stride, nk, hd, scale, s);
-}
-void accumulate_f16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
-                    int64_t nk, int64_t hd) {
-  accumulate_typed<LoadF16, portable::accumulate_f16>(acc, c, p, v, v_stride, nk, hd);
-}
-void accumulate_bf16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
-                     int64_t nk, int64_t hd) {
-  accumulate_typed<LoadBF16, portable::accumulate_bf16>(acc, c, p, v, v_stride, nk, hd);
-}
-void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t v_stride,
-                     int64_t nk, int64_t hd) {
-  accumulate_typed<LoadQ8_0, portable::accumulate_q8_0>(acc, c, p, v, v_stride, nk, hd);
-}
+// constinit: built by the compiler, so no code compiled with this file's flags runs at startup
+// (where the CPU may lack them).
+constinit const SmallOps small_ops =
+    portable_with_rows("neon",
+                       {scores_typed<LoadF16, portable::scores_f16>,
+                        accumulate_typed<LoadF16, portable::accumulate_f16>},
+                       {scores_typed<LoadBF16, portable::scores_bf16>,
+                        accumulate_typed<LoadBF16, portable::accumulate_bf16>},
+                       {scores_typed<LoadQ8_0, portable::scores_q8_0>,
+                        accumulate_typed<LoadQ8_0, portable::accumulate_q8_0>});
 
 }  // namespace hearth::kernels::neon

@@ -158,6 +158,18 @@ void rows_to_b_tiles(const float* w, int64_t rows, int64_t n, int64_t k_pad, int
   }
 }
 
+// bf16 words [a0..a15, b0..b15] -> pairs (a_r, b_r) per dword: two f32 rows of 16 into the
+// B tile's row pairs.
+inline __m512i bf16_pair_interleave() {
+  return _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                          6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+}
+
+// The 16 rows' fp16 scales of block column `half` (0, 1) of a packed Q4_0/Q8_0 column pair.
+inline __m512 column_scales(const uint8_t* pair, int half) {
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + half * 32)));
+}
+
 // The AVX-512 Q4_0 packed layout, version 1 (avx512-packed.cpp): its 16-row groups already
 // keep one weight row per 32-bit lane, so each 64-byte vector k of a block column expands
 // straight into four B tile rows (pairs 2k, 2k+1 from the low nibbles, 8+2k, 9+2k from the
@@ -170,14 +182,10 @@ void build_q4_0_half(const uint8_t* packed, int64_t g, int64_t n, uint16_t* plan
   const int64_t nb = n / kQK32;
   const uint8_t* in = packed + uint64_t(g) * uint64_t(nb / 2) * kQ4_0PairBytes;
   const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), mbyte = _mm512_set1_epi32(0xFF);
-  // bf16 words [a0..a15, b0..b15] -> pairs (a_r, b_r) per dword.
-  const __m512i interleave =
-      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i interleave = bf16_pair_interleave();
   for (int64_t c = 0; c < nb; c += 2, in += kQ4_0PairBytes) {
     for (int half = 0; half < 2; ++half) {
-      const __m512 d =
-          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(in + half * 32)));
+      const __m512 d = column_scales(in, half);
       const __m512 neg8d = _mm512_mul_ps(d, _mm512_set1_ps(-8.f));
       uint16_t* tile = b_tile(plane, c + half, h);
       for (int k = 0; k < 4; ++k) {
@@ -212,13 +220,10 @@ void build_q8_0_half(const uint8_t* packed, int64_t g, int64_t n, uint16_t* hi, 
                      int64_t h) {
   const int64_t nb = n / kQK32;
   const uint8_t* in = packed + uint64_t(g) * uint64_t(nb / 2) * kQ8_0PairBytes;
-  const __m512i interleave =
-      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i interleave = bf16_pair_interleave();
   for (int64_t c = 0; c < nb; c += 2, in += kQ8_0PairBytes) {
     for (int half = 0; half < 2; ++half) {
-      const __m512 d =
-          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(in + half * 32)));
+      const __m512 d = column_scales(in, half);
       const uint8_t* q = in + 64 + half * 512;
       uint16_t* th = b_tile(hi, c + half, h);
       uint16_t* tl = lo ? b_tile(lo, c + half, h) : nullptr;
@@ -337,20 +342,17 @@ void run_bf16(const RowSource& src, int64_t d, int64_t n, PrefillPrecision prec,
         for (int64_t kt = 0; kt < kt_count; ++kt) {
           _tile_loadd(4, a0 + kt * kTileElems, 64);
           _tile_loadd(5, a1 + kt * kTileElems, 64);
-          _tile_loadd(6, b_hi + kt * 2 * kTileElems, 64);
-          _tile_loadd(7, b_hi + (kt * 2 + 1) * kTileElems, 64);
-          _tile_dpbf16ps(0, 4, 6);
-          _tile_dpbf16ps(1, 4, 7);
-          _tile_dpbf16ps(2, 5, 6);
-          _tile_dpbf16ps(3, 5, 7);
-          if (split) {
-            _tile_loadd(6, b_lo + kt * 2 * kTileElems, 64);
-            _tile_loadd(7, b_lo + (kt * 2 + 1) * kTileElems, 64);
+          // The two B tiles of step kt from one plane (hi, then lo when split) into all four C.
+          const auto dot_plane = [&](const uint16_t* plane) {
+            _tile_loadd(6, plane + kt * 2 * kTileElems, 64);
+            _tile_loadd(7, plane + (kt * 2 + 1) * kTileElems, 64);
             _tile_dpbf16ps(0, 4, 6);
             _tile_dpbf16ps(1, 4, 7);
             _tile_dpbf16ps(2, 5, 6);
             _tile_dpbf16ps(3, 5, 7);
-          }
+          };
+          dot_plane(b_hi);
+          if (split) dot_plane(b_lo);
         }
         store_c([](void* p, int64_t st) { _tile_stored(0, p, st); }, s, t0, r0, d, n_tokens, y,
                 y_stride);

@@ -1,12 +1,13 @@
 // AVX2 + FMA + F16C attention loops over typed KV cache rows (KvRowOps, cpu/small-ops.h): f16
 // through the F16C conversion, bf16 by a shift, q8_0 as d * q of each block. The avx2 SmallOps
-// table (small-ops.cpp) pairs them with the portable f32 loops. Compiled with AVX2 flags;
+// table at the end pairs them with the portable f32 loops. Compiled with AVX2 flags;
 // reached only after cpuid says yes. Head sizes that are not whole vectors of 8 go to the
 // portable loops.
 #include <immintrin.h>
 
 #include <type_traits>
 
+#include "kernels/cpu/arch/x86/x86-simd-helpers.h"
 #include "kernels/cpu/small-ops.h"
 #include "kernels/quant-blocks.h"
 
@@ -40,11 +41,7 @@ inline __m256 widen_q8(const int8_t* qs) {
       _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs))));
 }
 
-inline float hsum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
+using x86::hsum;
 
 template <class Load, KvRowFn Fallback>
 void scores_typed(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
@@ -111,29 +108,15 @@ void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_
 
 }  // namespace
 
-void scores_f16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                float scale, float* s) {
-  scores_typed<LoadF16, portable::scores_f16>(q, k, k_stride, nk, hd, scale, s);
-}
-void scores_bf16(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                 float scale, float* s) {
-  scores_typed<LoadBF16, portable::scores_bf16>(q, k, k_stride, nk, hd, scale, s);
-}
-void scores_q8_0(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                 float scale, float* s) {
-  scores_typed<LoadQ8_0, portable::scores_q8_0>(q, k, k_stride, nk, hd, scale, s);
-}
-void accumulate_f16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
-                    int64_t nk, int64_t hd) {
-  accumulate_typed<LoadF16, portable::accumulate_f16>(acc, c, p, v, v_stride, nk, hd);
-}
-void accumulate_bf16(float* acc, float c, const float* p, const void* v, int64_t v_stride,
-                     int64_t nk, int64_t hd) {
-  accumulate_typed<LoadBF16, portable::accumulate_bf16>(acc, c, p, v, v_stride, nk, hd);
-}
-void accumulate_q8_0(float* acc, float c, const float* p, const void* v, int64_t v_stride,
-                     int64_t nk, int64_t hd) {
-  accumulate_typed<LoadQ8_0, portable::accumulate_q8_0>(acc, c, p, v, v_stride, nk, hd);
-}
+// constinit: built by the compiler, so no code compiled with this file's flags runs at startup
+// (where the CPU may lack them).
+constinit const SmallOps small_ops =
+    portable_with_rows("avx2",
+                       {scores_typed<LoadF16, portable::scores_f16>,
+                        accumulate_typed<LoadF16, portable::accumulate_f16>},
+                       {scores_typed<LoadBF16, portable::scores_bf16>,
+                        accumulate_typed<LoadBF16, portable::accumulate_bf16>},
+                       {scores_typed<LoadQ8_0, portable::scores_q8_0>,
+                        accumulate_typed<LoadQ8_0, portable::accumulate_q8_0>});
 
 }  // namespace hearth::kernels::avx2

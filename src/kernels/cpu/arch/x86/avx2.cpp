@@ -6,37 +6,17 @@
 
 #include "base/half.h"
 #include "kernels/cpu/arch/x86/x86-kernels.h"
+#include "kernels/cpu/arch/x86/x86-simd-helpers.h"
 #include "kernels/quant-blocks.h"
 
 namespace hearth::kernels::avx2 {
 
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline int hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
-
-inline float h2f(uint16_t h) {
-  return _cvtsh_ss(h);
-}
-
-// 16 bytes of packed nibbles -> 32 bytes: low nibbles (elements 0..15) then high (16..31).
-inline __m256i unpack_nibbles(const uint8_t* p) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(0xF));
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0xF));
-  return _mm256_set_m128i(hi, lo);
-}
+using x86::h2f;
+using x86::hsum;
+using x86::load256;
+using x86::unpack_nibbles;
 
 // Bit i of the 32-bit word at p -> byte i = 0x10 if set, else 0 (the Q5 fifth bit).
 inline __m256i fifth_bits(const uint8_t* p) {
@@ -62,92 +42,110 @@ inline __m256i dot_u8(__m256i x, __m256i y) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
 }
 
-inline __m256i load256(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
-
 // An MXFP4 block's 32 codes -> their int8 values (kMxfp4Values, looked up in both lanes).
 inline __m256i mxfp4_values(const uint8_t* qs) {
   const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Values));
   return _mm256_shuffle_epi8(_mm256_set_m128i(lut, lut), unpack_nibbles(qs));
 }
 
-}  // namespace
-
-float dot_mxfp4(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockMxfp4*>(wv);
+// Symmetric 32-element blocks (Q4_0, Q5_0, MXFP4) against Q8_0 activations: values(block) gives
+// the 32 signed weight codes, scale(block) the weight's scale; one FMA per block.
+template <class Block, class Values, class Scale>
+float dot_symmetric(int64_t n, const void* wv, const void* xv, Values values, Scale scale) {
+  const auto* w = static_cast<const Block*>(wv);
   const auto* x = static_cast<const BlockQ8_0*>(xv);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK32; ++i) {
-    const __m256 p = _mm256_cvtepi32_ps(dot_i8(mxfp4_values(w[i].qs), load256(x[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(mxfp4_scale(w[i].e) * h2f(x[i].d)), p, acc);
+    const __m256 d = _mm256_set1_ps(scale(w[i]) * h2f(x[i].d));
+    const __m256 p = _mm256_cvtepi32_ps(dot_i8(values(w[i]), load256(x[i].qs)));
+    acc = _mm256_fmadd_ps(d, p, acc);
   }
   return hsum(acc);
+}
+
+// Blocks with a min (Q4_1, Q5_1) against Q8_1 activations: the unsigned codes' dot, plus the
+// min term m * s, where the activation block's s is d * sum(q).
+template <class Block, class Values>
+float dot_with_min(int64_t n, const void* wv, const void* xv, Values values) {
+  const auto* w = static_cast<const Block*>(wv);
+  const auto* x = static_cast<const BlockQ8_1*>(xv);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0;
+  for (int64_t i = 0; i < n / kQK32; ++i) {
+    const __m256 p = _mm256_cvtepi32_ps(dot_u8(values(w[i]), load256(x[i].qs)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), p, acc);
+    mins += h2f(w[i].m) * h2f(x[i].s);
+  }
+  return hsum(acc) + mins;
+}
+
+// 32 int8 codes times one scale -> 32 floats at y.
+inline void store_scaled(__m256i q, __m256 d, float* y) {
+  for (int k = 0; k < 4; ++k) {
+    const __m128i b = k < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
+    const __m128i part = (k & 1) ? _mm_srli_si128(b, 8) : b;
+    _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part)), d));
+  }
+}
+
+}  // namespace
+
+float dot_mxfp4(int64_t n, const void* wv, const void* xv) {
+  return dot_symmetric<BlockMxfp4>(
+      n, wv, xv, [](const BlockMxfp4& b) { return mxfp4_values(b.qs); },
+      [](const BlockMxfp4& b) { return mxfp4_scale(b.e); });
+}
+
+float dot_q4_0(int64_t n, const void* wv, const void* xv) {
+  return dot_symmetric<BlockQ4_0>(
+      n, wv, xv,
+      [](const BlockQ4_0& b) { return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_set1_epi8(8)); },
+      [](const BlockQ4_0& b) { return h2f(b.d); });
+}
+
+float dot_q5_0(int64_t n, const void* wv, const void* xv) {
+  return dot_symmetric<BlockQ5_0>(
+      n, wv, xv,
+      [](const BlockQ5_0& b) {
+        const __m256i q = _mm256_or_si256(unpack_nibbles(b.qs), fifth_bits(b.qh));
+        return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+      },
+      [](const BlockQ5_0& b) { return h2f(b.d); });
+}
+
+float dot_q4_1(int64_t n, const void* wv, const void* xv) {
+  return dot_with_min<BlockQ4_1>(n, wv, xv,
+                                 [](const BlockQ4_1& b) { return unpack_nibbles(b.qs); });
+}
+
+float dot_q5_1(int64_t n, const void* wv, const void* xv) {
+  return dot_with_min<BlockQ5_1>(n, wv, xv, [](const BlockQ5_1& b) {
+    return _mm256_or_si256(unpack_nibbles(b.qs), fifth_bits(b.qh));
+  });
 }
 
 void dequantize_mxfp4(const void* src, float* y, int64_t n) {
   const auto* w = static_cast<const BlockMxfp4*>(src);
+  for (int64_t i = 0; i < n / kQK32; ++i, y += kQK32)
+    store_scaled(mxfp4_values(w[i].qs), _mm256_set1_ps(mxfp4_scale(w[i].e)), y);
+}
+
+void dequantize_q4_0(const void* src, float* y, int64_t n) {
+  const auto* w = static_cast<const BlockQ4_0*>(src);
+  for (int64_t i = 0; i < n / kQK32; ++i, y += kQK32)
+    store_scaled(_mm256_sub_epi8(unpack_nibbles(w[i].qs), _mm256_set1_epi8(8)),
+                 _mm256_set1_ps(h2f(w[i].d)), y);
+}
+
+void dequantize_q8_0(const void* src, float* y, int64_t n) {
+  const auto* w = static_cast<const BlockQ8_0*>(src);
   for (int64_t i = 0; i < n / kQK32; ++i, y += kQK32) {
-    const __m256i q = mxfp4_values(w[i].qs);
-    const __m256 d = _mm256_set1_ps(mxfp4_scale(w[i].e));
+    const __m256 d = _mm256_set1_ps(h2f(w[i].d));
     for (int k = 0; k < 4; ++k) {
-      const __m128i b = k < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
-      const __m128i part = (k & 1) ? _mm_srli_si128(b, 8) : b;
+      const __m128i part = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w[i].qs + 8 * k));
       _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part)), d));
     }
   }
-}
-
-float dot_q4_0(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ4_0*>(wv);
-  const auto* x = static_cast<const BlockQ8_0*>(xv);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK32; ++i) {
-    const __m256i q = _mm256_sub_epi8(unpack_nibbles(w[i].qs), _mm256_set1_epi8(8));
-    const __m256 p = _mm256_cvtepi32_ps(dot_i8(q, load256(x[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), p, acc);
-  }
-  return hsum(acc);
-}
-
-float dot_q4_1(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ4_1*>(wv);
-  const auto* x = static_cast<const BlockQ8_1*>(xv);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0;
-  for (int64_t i = 0; i < n / kQK32; ++i) {
-    const __m256 p = _mm256_cvtepi32_ps(dot_u8(unpack_nibbles(w[i].qs), load256(x[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), p, acc);
-    mins += h2f(w[i].m) * h2f(x[i].s);
-  }
-  return hsum(acc) + mins;
-}
-
-float dot_q5_0(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ5_0*>(wv);
-  const auto* x = static_cast<const BlockQ8_0*>(xv);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / kQK32; ++i) {
-    __m256i q = _mm256_or_si256(unpack_nibbles(w[i].qs), fifth_bits(w[i].qh));
-    q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-    const __m256 p = _mm256_cvtepi32_ps(dot_i8(q, load256(x[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), p, acc);
-  }
-  return hsum(acc);
-}
-
-float dot_q5_1(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ5_1*>(wv);
-  const auto* x = static_cast<const BlockQ8_1*>(xv);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0;
-  for (int64_t i = 0; i < n / kQK32; ++i) {
-    const __m256i q = _mm256_or_si256(unpack_nibbles(w[i].qs), fifth_bits(w[i].qh));
-    const __m256 p = _mm256_cvtepi32_ps(dot_u8(q, load256(x[i].qs)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[i].d) * h2f(x[i].d)), p, acc);
-    mins += h2f(w[i].m) * h2f(x[i].s);
-  }
-  return hsum(acc) + mins;
 }
 
 namespace {
@@ -165,35 +163,14 @@ inline int kquant_scales(const uint8_t* packed, const int16_t* bsums, int16_t* s
   return sum_m;
 }
 
-}  // namespace
-
-float dot_q4_k(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ4_K*>(wv);
-  const auto* x = static_cast<const BlockQ8_K*>(xv);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0;
-  const __m256i m4 = _mm256_set1_epi8(0xF);
-  for (int64_t i = 0; i < n / kQKK; ++i) {
-    int16_t sc[8];
-    const int sum_m = kquant_scales(w[i].scales, x[i].bsums, sc);
-    __m256i isum = _mm256_setzero_si256();
-    for (int c = 0; c < 4; ++c) {
-      const __m256i q = load256(w[i].qs + 32 * c);
-      const __m256i lo = _mm256_and_si256(q, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-      const __m256i p0 = _mm256_maddubs_epi16(lo, load256(x[i].qs + 64 * c));
-      const __m256i p1 = _mm256_maddubs_epi16(hi, load256(x[i].qs + 64 * c + 32));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(x[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(isum), acc);
-    mins += x[i].d * h2f(w[i].dmin) * float(sum_m);
-  }
-  return hsum(acc) - mins;
-}
-
-float dot_q5_k(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const BlockQ5_K*>(wv);
+// Q4_K and Q5_K against Q8_K: per 64 elements, the low and high nibbles of 32 bytes (plus, for
+// Q5_K, bit j of qh[l] as the fifth bit of sub-block j) times their sub-block's scale.
+template <class Block>
+float dot_kquant(int64_t n, const void* wv, const void* xv) {
+  constexpr bool kFifthBit = requires(Block b) {
+    b.qh;
+  };
+  const auto* w = static_cast<const Block*>(wv);
   const auto* x = static_cast<const BlockQ8_K*>(xv);
   __m256 acc = _mm256_setzero_ps();
   float mins = 0;
@@ -202,16 +179,19 @@ float dot_q5_k(int64_t n, const void* wv, const void* xv) {
   for (int64_t i = 0; i < n / kQKK; ++i) {
     int16_t sc[8];
     const int sum_m = kquant_scales(w[i].scales, x[i].bsums, sc);
-    const __m256i qh = load256(w[i].qh);
+    __m256i qh = _mm256_setzero_si256();
+    if constexpr (kFifthBit) qh = load256(w[i].qh);
     __m256i isum = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load256(w[i].qs + 32 * c);
-      // Bit j of qh[l] is the fifth bit of sub-block j; move it to bit 4 of each byte.
-      const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4);
-      const __m256i h1 =
-          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4);
-      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), h0);
-      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h1);
+      __m256i lo = _mm256_and_si256(q, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      if constexpr (kFifthBit) {  // move bit 2c (2c + 1) of each qh byte to bit 4
+        lo = _mm256_or_si256(
+            lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+        hi = _mm256_or_si256(
+            hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+      }
       const __m256i p0 = _mm256_maddubs_epi16(lo, load256(x[i].qs + 64 * c));
       const __m256i p1 = _mm256_maddubs_epi16(hi, load256(x[i].qs + 64 * c + 32));
       isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
@@ -223,23 +203,13 @@ float dot_q5_k(int64_t n, const void* wv, const void* xv) {
   return hsum(acc) - mins;
 }
 
-float dot_f32(int64_t n, const void* wv, const void* xv) {
-  const float* w = static_cast<const float*>(wv);
-  const float* x = static_cast<const float*>(xv);
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
-    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
-  }
-  for (; i + 8 <= n; i += 8)
-    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
-  float sum = hsum(_mm256_add_ps(a0, a1));
-  for (; i < n; ++i) sum += w[i] * x[i];
-  return sum;
+// Float weights: 8 elements of a row widened to f32, and one element for the tail.
+inline __m256 load_f32(const float* p) {
+  return _mm256_loadu_ps(p);
 }
-
-namespace {
+inline float f32_to_f32(float v) {
+  return v;
+}
 inline __m256 load_f16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
@@ -247,74 +217,60 @@ inline __m256 load_bf16(const uint16_t* p) {
   const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
+
+// sum w[i] * x[i], 16 per step in two accumulators, then 8, then a scalar tail.
+template <class T, __m256 (*Load)(const T*), float (*ToF32)(T)>
+float dot_wide(int64_t n, const void* wv, const void* xv) {
+  const auto* w = static_cast<const T*>(wv);
+  const float* x = static_cast<const float*>(xv);
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    a0 = _mm256_fmadd_ps(Load(w + i), _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(Load(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(Load(w + i), _mm256_loadu_ps(x + i), a0);
+  float sum = hsum(_mm256_add_ps(a0, a1));
+  for (; i < n; ++i) sum += ToF32(w[i]) * x[i];
+  return sum;
+}
+
+template <__m256 (*Load)(const uint16_t*), float (*ToF32)(uint16_t)>
+void dequantize_wide(const void* src, float* y, int64_t n) {
+  const auto* w = static_cast<const uint16_t*>(src);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, Load(w + i));
+  for (; i < n; ++i) y[i] = ToF32(w[i]);
+}
+
 }  // namespace
 
-float dot_f16(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const uint16_t*>(wv);
-  const float* x = static_cast<const float*>(xv);
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    a0 = _mm256_fmadd_ps(load_f16(w + i), _mm256_loadu_ps(x + i), a0);
-    a1 = _mm256_fmadd_ps(load_f16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
-  }
-  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_f16(w + i), _mm256_loadu_ps(x + i), a0);
-  float sum = hsum(_mm256_add_ps(a0, a1));
-  for (; i < n; ++i) sum += fp16_to_f32(w[i]) * x[i];
-  return sum;
+float dot_q4_k(int64_t n, const void* w, const void* x) {
+  return dot_kquant<BlockQ4_K>(n, w, x);
 }
 
-float dot_bf16(int64_t n, const void* wv, const void* xv) {
-  const auto* w = static_cast<const uint16_t*>(wv);
-  const float* x = static_cast<const float*>(xv);
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    a0 = _mm256_fmadd_ps(load_bf16(w + i), _mm256_loadu_ps(x + i), a0);
-    a1 = _mm256_fmadd_ps(load_bf16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
-  }
-  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_bf16(w + i), _mm256_loadu_ps(x + i), a0);
-  float sum = hsum(_mm256_add_ps(a0, a1));
-  for (; i < n; ++i) sum += bf16_to_f32(w[i]) * x[i];
-  return sum;
+float dot_q5_k(int64_t n, const void* w, const void* x) {
+  return dot_kquant<BlockQ5_K>(n, w, x);
 }
 
-void dequantize_q4_0(const void* src, float* y, int64_t n) {
-  const auto* w = static_cast<const BlockQ4_0*>(src);
-  for (int64_t i = 0; i < n / kQK32; ++i, y += kQK32) {
-    const __m256i q = _mm256_sub_epi8(unpack_nibbles(w[i].qs), _mm256_set1_epi8(8));
-    const __m256 d = _mm256_set1_ps(h2f(w[i].d));
-    for (int k = 0; k < 4; ++k) {
-      const __m128i b = k < 2 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
-      const __m128i part = (k & 1) ? _mm_srli_si128(b, 8) : b;
-      _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part)), d));
-    }
-  }
+float dot_f32(int64_t n, const void* w, const void* x) {
+  return dot_wide<float, load_f32, f32_to_f32>(n, w, x);
 }
 
-void dequantize_q8_0(const void* src, float* y, int64_t n) {
-  const auto* w = static_cast<const BlockQ8_0*>(src);
-  for (int64_t i = 0; i < n / kQK32; ++i, y += kQK32) {
-    const __m256 d = _mm256_set1_ps(h2f(w[i].d));
-    for (int k = 0; k < 4; ++k) {
-      const __m128i part = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w[i].qs + 8 * k));
-      _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part)), d));
-    }
-  }
+float dot_f16(int64_t n, const void* w, const void* x) {
+  return dot_wide<uint16_t, load_f16, fp16_to_f32>(n, w, x);
+}
+
+float dot_bf16(int64_t n, const void* w, const void* x) {
+  return dot_wide<uint16_t, load_bf16, bf16_to_f32>(n, w, x);
 }
 
 void dequantize_f16(const void* src, float* y, int64_t n) {
-  const auto* w = static_cast<const uint16_t*>(src);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load_f16(w + i));
-  for (; i < n; ++i) y[i] = fp16_to_f32(w[i]);
+  dequantize_wide<load_f16, fp16_to_f32>(src, y, n);
 }
 
 void dequantize_bf16(const void* src, float* y, int64_t n) {
-  const auto* w = static_cast<const uint16_t*>(src);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load_bf16(w + i));
-  for (; i < n; ++i) y[i] = bf16_to_f32(w[i]);
+  dequantize_wide<load_bf16, bf16_to_f32>(src, y, n);
 }
 
 }  // namespace hearth::kernels::avx2

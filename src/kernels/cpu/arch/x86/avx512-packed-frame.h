@@ -98,6 +98,24 @@ void run_streams(const uint8_t* w, int64_t units, uint64_t unit_bytes, float* y,
   for (int t = 0; t < NT; ++t) _mm512_storeu_ps(y + (t0 + t) * y_stride, out[t]);
 }
 
+// A layout's gemm: token tiles of up to kTile (for_each_tile) over row groups of `units` units of
+// unit_bytes each, every group read by run_streams as 2 streams. streams(tile, g, w, stride_bytes,
+// stride_units, first_unit, units, t0, acc) is the layout's loop (see run_streams), with `tile`
+// and `g` the integral constants of tokens and streams; each layout's loop takes these arguments
+// first, then its own.
+template <int kTile, class Streams>
+void gemm_streams(const uint8_t* w, int64_t g0, int64_t g1, int64_t units, uint64_t unit_bytes,
+                  int64_t n_tokens, float* y, int64_t y_stride, Streams&& streams) {
+  for_each_tile<kTile>(
+      w, uint64_t(units) * unit_bytes, g0, g1, n_tokens, y,
+      [&](auto tile, const uint8_t* wg, int64_t t0, float* yg) {
+        run_streams<decltype(tile)::value, 2>(
+            wg, units, unit_bytes, yg, t0, y_stride,
+            [&](auto g, const uint8_t* ws, uint64_t sb, int64_t su, int64_t first, int64_t n_units,
+                auto& acc) { streams(tile, g, ws, sb, su, first, n_units, t0, acc); });
+      });
+}
+
 // acc + (u8 lanes of w) . (the 4 signed bytes at x, broadcast), with the broadcast folded into
 // the instruction: GCC emits a separate vpbroadcastd for the intrinsic form.
 inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int32_t* x) {

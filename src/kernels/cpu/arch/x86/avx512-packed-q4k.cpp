@@ -148,8 +148,8 @@ void q4_k_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
 // sub-block against ~23 here): see docs/performance.md, session 14.
 template <int NT, int G>
 void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, int64_t first,
-                  int64_t supers, int64_t nsb, const PackedActivations& x, int64_t t0,
-                  __m512 (&out)[G][NT]) {
+                  int64_t supers, int64_t t0, __m512 (&out)[G][NT], int64_t nsb,
+                  const PackedActivations& x) {
   const int64_t n = nsb * kQKK, nb = nsb * 8;
   __m512 acc[G][NT];
   for (int i = 0; i < G; ++i)
@@ -219,27 +219,14 @@ void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
     for (int t = 0; t < NT; ++t) out[i][t] = acc[i][t];
 }
 
-template <int NT>
-void q4_k_group(const uint8_t* wg, int64_t nsb, const PackedActivations& x, int64_t t0, float* y,
-                int64_t y_stride) {
-  run_streams<NT, 2>(wg, nsb, kQ4KSuperBytes, y, t0, y_stride,
-                     [&](auto g, const uint8_t* w, uint64_t sb, int64_t su, int64_t first,
-                         int64_t units, auto& acc) {
-                       q4_k_streams<NT, decltype(g)::value>(w, sb, su, first, units, nsb, x, t0,
-                                                            acc);
-                     });
-}
-
 void q4_k_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
                float* y, int64_t y_stride) {
   const int64_t nsb = n / kQKK;
-  const uint64_t group_bytes = uint64_t(nsb) * kQ4KSuperBytes;
   // Tiles of 4 tokens: 8 nibble vectors + two accumulators a token fit the 32 registers.
-  for_each_tile<4>(w, group_bytes, g0, g1, x.n_tokens, y,
-                   [&](auto tile, const uint8_t* wg, int64_t t0, float* yg) {
-                     constexpr int NT = decltype(tile)::value;
-                     q4_k_group<NT>(wg, nsb, x, t0, yg, y_stride);
-                   });
+  gemm_streams<4>(w, g0, g1, nsb, kQ4KSuperBytes, x.n_tokens, y, y_stride,
+                  [&](auto tile, auto g, auto&&... span) {
+                    q4_k_streams<decltype(tile)::value, decltype(g)::value>(span..., nsb, x);
+                  });
 }
 
 }  // namespace

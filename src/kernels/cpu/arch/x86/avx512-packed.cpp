@@ -110,8 +110,8 @@ void q4_0_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
 // built per block): hearth-decode-bench 5632x2048 24.5-25.4 GB/s against 23.3-25.3.
 template <int NT, int G>
 void q4_0_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, int64_t first,
-                  int64_t pairs, int64_t nb, const PackedActivations& x, int64_t t0,
-                  __m512 (&out)[G][NT]) {
+                  int64_t pairs, int64_t t0, __m512 (&out)[G][NT], int64_t nb,
+                  const PackedActivations& x) {
   __m512 acc[G][NT];  // local, so the compiler keeps them in registers (out may alias)
   for (int i = 0; i < G; ++i)
     for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_setzero_ps();
@@ -152,28 +152,14 @@ void q4_0_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
     for (int t = 0; t < NT; ++t) out[i][t] = acc[i][t];
 }
 
-// One group of 16 rows against NT tokens: lanes = rows.
-template <int NT>
-void q4_0_group(const uint8_t* wg, int64_t nb, const PackedActivations& x, int64_t t0, float* y,
-                int64_t y_stride) {
-  run_streams<NT, 2>(wg, nb / 2, kPairBytes, y, t0, y_stride,
-                     [&](auto g, const uint8_t* w, uint64_t sb, int64_t su, int64_t first,
-                         int64_t units, auto& acc) {
-                       q4_0_streams<NT, decltype(g)::value>(w, sb, su, first, units, nb, x, t0,
-                                                            acc);
-                     });
-}
-
 void q4_0_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
                float* y, int64_t y_stride) {
   const int64_t nb = n / kQK32;
-  const uint64_t group_bytes = uint64_t(nb / 2) * kPairBytes;
   // Tiles of 6 tokens: their accumulators stay in registers with the 8 weight vectors.
-  for_each_tile<6>(w, group_bytes, g0, g1, x.n_tokens, y,
-                   [&](auto tile, const uint8_t* wg, int64_t t0, float* yg) {
-                     constexpr int NT = decltype(tile)::value;
-                     q4_0_group<NT>(wg, nb, x, t0, yg, y_stride);
-                   });
+  gemm_streams<6>(w, g0, g1, nb / 2, kPairBytes, x.n_tokens, y, y_stride,
+                  [&](auto tile, auto g, auto&&... span) {
+                    q4_0_streams<decltype(tile)::value, decltype(g)::value>(span..., nb, x);
+                  });
 }
 
 // x [n] -> Q8_0 codes, scales and 8 x the sum of each block's codes, rounding exactly like
@@ -233,8 +219,8 @@ void q8_0_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
 
 template <int NT, int G>
 void q8_0_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, int64_t first,
-                  int64_t pairs, int64_t n, const PackedActivations& x, int64_t t0,
-                  __m512 (&acc)[G][NT]) {
+                  int64_t pairs, int64_t t0, __m512 (&acc)[G][NT], int64_t n,
+                  const PackedActivations& x) {
   for (int i = 0; i < G; ++i)
     for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_setzero_ps();
   for (int64_t p = 0; p < pairs; ++p) {
@@ -267,24 +253,12 @@ void q8_0_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
   }
 }
 
-template <int NT>
-void q8_0_group(const uint8_t* wg, int64_t n, const PackedActivations& x, int64_t t0, float* y,
-                int64_t y_stride) {
-  run_streams<NT, 2>(wg, n / (2 * kQK32), kQ8PairBytes, y, t0, y_stride,
-                     [&](auto g, const uint8_t* w, uint64_t sb, int64_t su, int64_t first,
-                         int64_t units, auto& acc) {
-                       q8_0_streams<NT, decltype(g)::value>(w, sb, su, first, units, n, x, t0, acc);
-                     });
-}
-
 void q8_0_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
                float* y, int64_t y_stride) {
-  const uint64_t group_bytes = uint64_t(n / (2 * kQK32)) * kQ8PairBytes;
-  for_each_tile<4>(w, group_bytes, g0, g1, x.n_tokens, y,
-                   [&](auto tile, const uint8_t* wg, int64_t t0, float* yg) {
-                     constexpr int NT = decltype(tile)::value;
-                     q8_0_group<NT>(wg, n, x, t0, yg, y_stride);
-                   });
+  gemm_streams<4>(w, g0, g1, n / (2 * kQK32), kQ8PairBytes, x.n_tokens, y, y_stride,
+                  [&](auto tile, auto g, auto&&... span) {
+                    q8_0_streams<decltype(tile)::value, decltype(g)::value>(span..., n, x);
+                  });
 }
 
 // F16 with f32 activations, 16 rows per group: per pair of columns (64 bytes, the size of the
@@ -319,7 +293,7 @@ void f16_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
 // Units are column pairs (64 bytes); two accumulators per token and stream, summed at the end.
 template <int NT, int G>
 void f16_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, int64_t first,
-                 int64_t pairs, int64_t n, const float* x, int64_t t0, __m512 (&acc)[G][NT]) {
+                 int64_t pairs, int64_t t0, __m512 (&acc)[G][NT], int64_t n, const float* x) {
   __m512 a1[G][NT];
   for (int i = 0; i < G; ++i)
     for (int t = 0; t < NT; ++t) acc[i][t] = a1[i][t] = _mm512_setzero_ps();
@@ -344,25 +318,13 @@ void f16_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, 
     for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_add_ps(acc[i][t], a1[i][t]);
 }
 
-template <int NT>
-void f16_group(const uint8_t* wg, int64_t n, const float* x, int64_t t0, float* y,
-               int64_t y_stride) {
-  run_streams<NT, 2>(wg, n / 2, kF16PairBytes, y, t0, y_stride,
-                     [&](auto g, const uint8_t* w, uint64_t sb, int64_t su, int64_t first,
-                         int64_t units, auto& acc) {
-                       f16_streams<NT, decltype(g)::value>(w, sb, su, first, units, n, x, t0, acc);
-                     });
-}
-
 void f16_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
               float* y, int64_t y_stride) {
-  const uint64_t group_bytes = uint64_t(n / 2) * kF16PairBytes;
   // Tiles of 8 tokens: 16 accumulators + 2 weight vectors stay in registers.
-  for_each_tile<8>(w, group_bytes, g0, g1, x.n_tokens, y,
-                   [&](auto tile, const uint8_t* wg, int64_t t0, float* yg) {
-                     constexpr int NT = decltype(tile)::value;
-                     f16_group<NT>(wg, n, x.x, t0, yg, y_stride);
-                   });
+  gemm_streams<8>(w, g0, g1, n / 2, kF16PairBytes, x.n_tokens, y, y_stride,
+                  [&](auto tile, auto g, auto&&... span) {
+                    f16_streams<decltype(tile)::value, decltype(g)::value>(span..., n, x.x);
+                  });
 }
 
 }  // namespace

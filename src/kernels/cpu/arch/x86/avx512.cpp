@@ -5,30 +5,19 @@
 
 #include "base/half.h"
 #include "kernels/cpu/arch/x86/x86-kernels.h"
+#include "kernels/cpu/arch/x86/x86-simd-helpers.h"
 #include "kernels/quant-blocks.h"
 
 namespace hearth::kernels::avx512 {
 
 namespace {
 
-inline float h2f(uint16_t h) {
-  return _cvtsh_ss(h);
-}
-
-// 16 packed-nibble bytes -> 32 bytes: low nibbles (elements 0..15) then high (16..31).
-inline __m256i unpack_nibbles(const uint8_t* p) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(0xF));
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0xF));
-  return _mm256_set_m128i(hi, lo);
-}
+using x86::h2f;
+using x86::load256;
+using x86::unpack_nibbles;
 
 inline __m512i join(__m256i lo, __m256i hi) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-inline __m256i load256(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
 
 // Per-lane block scales: lanes 0..7 get a, lanes 8..15 get b.
