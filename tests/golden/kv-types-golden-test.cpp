@@ -5,12 +5,15 @@
 // error <= 1e-3, bf16 <= 1e-2 (8 mantissa bits against f16's 11), q8_0 mean KL <= 1e-3; two
 // random-weight goldens amplify the rounding of K and V beyond that and have their own stated
 // bounds below (the kernels themselves match float64 over the rounded rows: kv-rows-test.cpp).
+// With `golden_test --gpu-layers=N|all` the same runs go through the GPU backend's typed caches
+// (its f32 reference too), save/restore included.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "golden-gpu.h"
 #include "runtime/session.h"
 #include "support/golden-data.h"
 #include "support/test-data.h"
@@ -52,6 +55,7 @@ TEST_P(KvTypesGoldenTest, LogitsStayCloseToF32AndSurviveSaveRestore) {
   const test::Golden g = test::load_golden(test::shared_path("goldens/" + dir));
   LoadOptions opt;
   opt.n_threads = 2;
+  opt.gpu_layers = test_gpu_layers();
   auto loaded = Engine::load(test::shared_path("goldens/" + dir), opt);
   ASSERT_TRUE(loaded.is_ok()) << loaded.message();
   const std::shared_ptr<Engine> engine = loaded.value();
