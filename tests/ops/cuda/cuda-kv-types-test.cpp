@@ -81,8 +81,8 @@ std::vector<float> store_values(int64_t n, uint32_t seed) {
   for (int64_t i = 0; i < std::min<int64_t>(32, n); ++i) v[size_t(i)] = 0.f;
   for (int64_t i = 32; i + 4 < n; i += 37) {
     v[size_t(i)] = 3e-6f * float(i % 7);  // fp16 subnormal
-    v[size_t(i + 1)] = 1000.5f;           // ties in fp16 (spacing 0.5 at 1000)
-    v[size_t(i + 2)] = -2.0009765625f;    // an fp16 tie (2 + 2^-10 + 2^-11)
+    v[size_t(i + 1)] = 1000.25f;          // an fp16 tie (spacing 0.5 at 1000)
+    v[size_t(i + 2)] = -2.0009765625f;    // an fp16 tie (2 + 2^-10; spacing 2^-9 at 2)
     v[size_t(i + 3)] = 1.00390625f;       // a bf16 tie (1 + 2^-8)
   }
   return v;
