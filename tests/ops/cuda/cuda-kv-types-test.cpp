@@ -257,8 +257,11 @@ TEST_F(CudaKvTypesTest, RopeAppendAttendOverTypedCachesMatchesCpu) {
           cpu_->rope_append_attend(c);
           const std::string what = pair_name(p) + " hd " + std::to_string(hd) + " T " +
                                    std::to_string(T) + " pos " + std::to_string(pos);
-          // q8_0: a flipped quant moves one element by a step of its block.
-          const double tol = p.k == DType::Q8_0 || p.v == DType::Q8_0 ? 3e-3 : 1e-4;
+          // A rope ulp may flip a stored element's rounding: q8_0 by a step of its block, bf16
+          // by 2^-8 of it (measured on the H200: 1.3e-4 at bf16, hd 128, position 141).
+          const bool q8 = p.k == DType::Q8_0 || p.v == DType::Q8_0;
+          const bool bf16 = p.k == DType::BF16 || p.v == DType::BF16;
+          const double tol = q8 ? 3e-3 : bf16 ? 1e-3 : 1e-4;
           ASSERT_LT(rel_error(get(a.out, T * qd), out), tol) << what;
           ASSERT_TRUE(backend_->status().is_ok()) << backend_->status().message();
           pos += T;
