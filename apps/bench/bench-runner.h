@@ -28,6 +28,9 @@ struct BenchOptions {
   bool keep = false;             // keep the synthetic GGUF (and reuse it next time)
   uint64_t bandwidth_bytes = 0;  // probe buffer; 0: 2 GiB or a quarter of free memory
   int depth = 0;  // --depth: tokens already in the cache when each pp and tg row starts
+  // -c/--ctx-size: the context depth + the longest test must fit (0: the model's trained
+  // context); it may exceed the trained one (llama-bench's -d does), with a notice.
+  int64_t ctx_size = 0;
   // KV cache element types: each pp and tg test runs once per entry, alternating within each
   // repetition; rows are named with them ("tg128 @ d1024 kv q8_0").
   std::vector<KvCacheTypes> kv_types{KvCacheTypes{}};

@@ -74,6 +74,7 @@ void run(const BenchArgs& a) {
   o.cuda = a.rt.cuda;
   o.keep = a.keep;
   o.depth = a.depth;
+  o.ctx_size = a.rt.ctx_size;
   // Every K type with every V type (llama-bench's lists), alternated within each test.
   o.kv_types.clear();
   for (DType k : a.rt.cache_types_k)
