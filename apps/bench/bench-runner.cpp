@@ -370,12 +370,17 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   for (int p : o.prompt_sizes) max_p = std::max(max_p, p);
   // The longest row: depth, then the largest prompt or the one-token prompt and generation.
   const int64_t longest = int64_t(o.depth) + std::max<int64_t>(max_p, 1 + int64_t(o.n_gen));
-  const int64_t n_ctx = model->hparams().n_ctx_train;
+  const int64_t trained = model->hparams().n_ctx_train;
+  const int64_t n_ctx = o.ctx_size > 0 ? o.ctx_size : trained;
+  if (o.ctx_size > 0 && trained > 0 && o.ctx_size > trained)
+    say("notice: --ctx-size " + std::to_string(o.ctx_size) +
+        " exceeds the model's trained context of " + std::to_string(trained) +
+        " tokens (positions past it are outside what it was trained on)");
   if (o.depth > 0 && n_ctx > 0 && longest > n_ctx)
     return Status::error("bench: --depth " + std::to_string(o.depth) + " plus the longest test (" +
-                         std::to_string(longest - o.depth) +
-                         " tokens) exceeds the model's context of " + std::to_string(n_ctx) +
-                         " tokens");
+                         std::to_string(longest - o.depth) + " tokens) exceeds the " +
+                         (o.ctx_size > 0 ? "context (--ctx-size) of " : "model's context of ") +
+                         std::to_string(n_ctx) + " tokens (-c/--ctx-size sets a larger one)");
   if (o.kv_types.empty()) return Status::error("bench: no KV cache types to run");
   // One cache per KV type; every test runs on each, alternating within a repetition so drift
   // (heat, other load) spreads over all of them.

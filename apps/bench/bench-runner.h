@@ -30,6 +30,9 @@ struct BenchOptions {
   int depth = 0;  // --depth: tokens already in the cache when each pp and tg row starts
   // --batch: for each B, a "tg<n> x B" row of B sequences decoded in lockstep (batch-decode.h)
   std::vector<int> batch_sizes;
+  // -c/--ctx-size: the context depth + the longest test must fit (0: the model's trained
+  // context); it may exceed the trained one (llama-bench's -d does), with a notice.
+  int64_t ctx_size = 0;
   // KV cache element types: each pp and tg test runs once per entry, alternating within each
   // repetition; rows are named with them ("tg128 @ d1024 kv q8_0").
   std::vector<KvCacheTypes> kv_types{KvCacheTypes{}};

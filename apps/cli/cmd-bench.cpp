@@ -75,6 +75,7 @@ void run(const BenchArgs& a) {
   o.keep = a.keep;
   o.depth = a.depth;
   if (!a.batch.empty()) o.batch_sizes = parse_sizes(a.batch, "--batch");
+  o.ctx_size = a.rt.ctx_size;
   // Every K type with every V type (llama-bench's lists), alternated within each test.
   o.kv_types.clear();
   for (DType k : a.rt.cache_types_k)

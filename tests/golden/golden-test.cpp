@@ -8,12 +8,20 @@
 #include <cstdlib>
 #include <string>
 
+#include "golden-gpu.h"
 #include "runtime/session.h"
 #include "support/golden-data.h"
 #include "support/golden-run.h"
 #include "support/test-data.h"
 
 namespace hearth {
+
+// golden-gpu.h: set from --gpu-layers by main().
+int g_gpu_layers = 0;
+int test_gpu_layers() {
+  return g_gpu_layers;
+}
+
 namespace {
 
 struct Case {
@@ -27,13 +35,6 @@ std::string case_name(const testing::TestParamInfo<Case>& info) {
   for (char& c : n)
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
   return n;
-}
-
-// `golden_test --gpu-layers=N|all` runs the same cases with N (all) layers on the GPU backend
-// (scripts/cuda-check.sh); without it everything runs on the CPU.
-int g_gpu_layers = 0;
-int test_gpu_layers() {
-  return g_gpu_layers;
 }
 
 class GoldenTest : public testing::TestWithParam<Case> {

@@ -1,16 +1,19 @@
 // KV cache element types end to end on the goldens: each model's logits with f16, bf16 and q8_0
 // caches against the same engine with an f32 cache (which golden-test.cpp holds to transformers
-// at 1e-4), the same after a state save and restore, and the errors of a q8_0 cache on a head
-// size that is not whole blocks or of a restore into other types. Bounds: f16 max row relative
-// error <= 1e-3, bf16 <= 1e-2 (8 mantissa bits against f16's 11), q8_0 mean KL <= 1e-3; two
-// random-weight goldens amplify the rounding of K and V beyond that and have their own stated
-// bounds below (the kernels themselves match float64 over the rounded rows: kv-rows-test.cpp).
+// at 1e-4), prefilled and decoded a token at a time, the same after a state save and restore,
+// and the errors of a q8_0 cache on a head size that is not whole blocks or of a restore into
+// other types. Bounds: f16 max row relative error <= 1e-3, bf16 <= 1e-2 (8 mantissa bits against
+// f16's 11), q8_0 mean KL <= 1e-3; two random-weight goldens amplify the rounding of K and V
+// beyond that and have their own stated bounds below (the kernels themselves match float64 over
+// the rounded rows: kv-rows-test.cpp). With `golden_test --gpu-layers=N|all` the same runs go
+// through the GPU backend's typed caches (its f32 reference too), save/restore included.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "golden-gpu.h"
 #include "runtime/session.h"
 #include "support/golden-data.h"
 #include "support/test-data.h"
@@ -52,6 +55,7 @@ TEST_P(KvTypesGoldenTest, LogitsStayCloseToF32AndSurviveSaveRestore) {
   const test::Golden g = test::load_golden(test::shared_path("goldens/" + dir));
   LoadOptions opt;
   opt.n_threads = 2;
+  opt.gpu_layers = test_gpu_layers();
   auto loaded = Engine::load(test::shared_path("goldens/" + dir), opt);
   ASSERT_TRUE(loaded.is_ok()) << loaded.message();
   const std::shared_ptr<Engine> engine = loaded.value();
@@ -86,6 +90,20 @@ TEST_P(KvTypesGoldenTest, LogitsStayCloseToF32AndSurviveSaveRestore) {
                 b.kl ? "mean KL" : "max row relative error", d, bound);
     EXPECT_LE(d, bound) << what;
     EXPECT_GT(d, 0.0) << what << ": the cache type changed nothing";
+
+    // The same sequence decoded a token at a time (on the GPU: the rope and the typed append
+    // inside the split-K decode kernel, in captured steps) stays as close to f32's rows.
+    std::vector<float> decoded, step;
+    s.reset();
+    ASSERT_TRUE(s.evaluate({g.input_ids[0]}, &step).is_ok());
+    decoded = step;
+    for (size_t i = 1; i < g.input_ids.size(); ++i) {
+      ASSERT_TRUE(s.decode_one(g.input_ids[i], &step).is_ok());
+      decoded.insert(decoded.end(), step.begin(), step.end());
+    }
+    const double dd = distance(b, decoded, *f32, g.n_vocab);
+    std::printf("[ kv ] %s decoded: %.3g from f32\n", what.c_str(), dd);
+    EXPECT_LE(dd, bound) << what << " decoded";
 
     // Save after 10 positions, restore into a fresh session of the same types: the rest of
     // the sequence gives the logits the saving session gives, bit for bit.

@@ -41,9 +41,11 @@ void CudaBackend::launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64
   unprof(m);
 }
 
-void CudaBackend::store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats,
-                           int64_t n_tokens, int64_t ring_rows) {
-  if (ring_rows > 0) return store_kv_ring(cache, src, pos, row_floats, n_tokens, ring_rows);
+void CudaBackend::store_kv(void* rows, DType type, const float* src, int64_t pos,
+                           int64_t row_floats, int64_t n_tokens, int64_t ring_rows) {
+  if (ring_rows > 0 || type != DType::F32)
+    return store_kv_typed(rows, type, src, pos, row_floats, n_tokens, ring_rows);
+  float* const cache = static_cast<float*>(rows);
   const int m = prof("kv store");
   if (capturing() || (stepping() && n_tokens == 1 && pos == step_host_->pos)) {
     if (n_tokens != 1 || pos != step_host_->pos)
@@ -59,17 +61,11 @@ void CudaBackend::store_kv(float* cache, const float* src, int64_t pos, int64_t 
   unprof(m);
 }
 
-void CudaBackend::attention(const float* q, const float* k_cache, const float* v_cache, float* out,
-                            int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
-                            int64_t head_dim, float scale) {
-  launch_attention_op(q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads, head_dim,
-                      scale, nullptr);
-}
-
-void CudaBackend::launch_attention_op(const float* q, const float* k_cache, const float* v_cache,
-                                      float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
-                                      int64_t n_kv_heads, int64_t head_dim, float scale,
-                                      const cuda::AttnRope* fused_rope) {
+void CudaBackend::launch_attention_op(const float* q, const kernels::KvRows& k,
+                                      const kernels::KvRows& v, float* out, int64_t n_tokens,
+                                      int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+                                      int64_t head_dim, float scale,
+                                      const cuda::AttnRope* fused_rope, const float* sinks) {
   // Inside a decode step the split grid covers the whole cache, so one graph serves every pos.
   const bool step = stepping();
   if (capturing() && (n_tokens != 1 || pos0 != step_host_->pos))
@@ -98,9 +94,10 @@ void CudaBackend::launch_attention_op(const float* q, const float* k_cache, cons
                      ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(n_tokens, width),
                             "quantized activations");
   const int m = prof("attention");
-  if (check(cuda::launch_attention(q, k_cache, v_cache, out, n_tokens, pos0, pos0_dev, max_ctx,
+  const cuda::AttnKv kv{k.type, v.type, sinks};
+  if (check(cuda::launch_attention(q, k.data, v.data, out, n_tokens, pos0, pos0_dev, max_ctx,
                                    n_heads, n_kv_heads, head_dim, scale, partials_, stream_,
-                                   quant ? xq_buf_ : nullptr, fused_rope),
+                                   quant ? xq_buf_ : nullptr, fused_rope, kv),
             "attention") &&
       quant)
     hand_off_xq(out, n_tokens, width);
@@ -109,12 +106,11 @@ void CudaBackend::launch_attention_op(const float* q, const float* k_cache, cons
 
 void CudaBackend::rope_append_attend(const AttentionBlock& a) {
   const bool plain_block = opt_.fuse && a.segments.size() == 1 && !a.rope.partial &&
-                           a.window == 0 && a.softcap == 0 && a.segments[0].ring_rows == 0 &&
-                           !a.sinks;
+                           a.window == 0 && a.softcap == 0 && a.segments[0].ring_rows == 0;
   if (!plain_block) return Backend::rope_append_attend(a);
   const KvSegment& s = a.segments[0];
-  float* const k_cache = f32_rows({s.k_cache, s.k_type});
-  float* const v_cache = f32_rows({s.v_cache, s.v_type});
+  const kernels::KvRows k_rows{s.k_cache, s.k_type}, v_rows{s.v_cache, s.v_type};
+  const bool f32 = s.k_type == DType::F32 && s.v_type == DType::F32;
   const float* freq = device_freqs(a.rope.inv_freq, a.head_dim / 2);
   if (!freq) return;
   const int style = style_code(a.rope.style);
@@ -122,9 +118,12 @@ void CudaBackend::rope_append_attend(const AttentionBlock& a) {
     if (cuda::attention_rope_fusable(1, a.head_dim, style)) {
       // One launch: q and this token's k rotated, k and v appended, inside the attention kernel.
       const cuda::AttnRope fused{a.k, a.v, freq, style};
-      return launch_attention_op(a.q, k_cache, v_cache, a.out, 1, s.pos0, a.n_heads, a.n_kv_heads,
-                                 a.head_dim, a.scale, &fused);
+      return launch_attention_op(a.q, k_rows, v_rows, a.out, 1, s.pos0, a.n_heads, a.n_kv_heads,
+                                 a.head_dim, a.scale, &fused, a.sinks);
     }
+    if (!f32) return Backend::rope_append_attend(a);  // rope, typed store_kv, attention
+    float* const k_cache = static_cast<float*>(s.k_cache);
+    float* const v_cache = static_cast<float*>(s.v_cache);
     const int m = prof("rope+kv store");
     check(cuda::launch_rope_kv(a.q, a.n_heads, a.k, a.n_kv_heads, a.head_dim, &step_dev_->pos, freq,
                                style, k_cache, v_cache, a.v, stream_),
@@ -132,16 +131,16 @@ void CudaBackend::rope_append_attend(const AttentionBlock& a) {
     unprof(m);
   } else if (opt_.rope_rows_kv && !stepping() && !capturing() &&
              a.n_tokens > cuda::kGemvMaxTokens) {
-    launch_rope_rows_kv(a, k_cache, v_cache, s.pos0, freq, style);
+    launch_rope_rows_kv(a, s, freq, style);
   } else {
     return Backend::rope_append_attend(a);
   }
-  launch_attention_op(a.q, k_cache, v_cache, a.out, a.n_tokens, s.pos0, a.n_heads, a.n_kv_heads,
-                      a.head_dim, a.scale, nullptr);
+  launch_attention_op(a.q, k_rows, v_rows, a.out, a.n_tokens, s.pos0, a.n_heads, a.n_kv_heads,
+                      a.head_dim, a.scale, nullptr, a.sinks);
 }
 
-void CudaBackend::launch_rope_rows_kv(const AttentionBlock& a, float* k_cache, float* v_cache,
-                                      int64_t pos0, const float* freq, int style) {
+void CudaBackend::launch_rope_rows_kv(const AttentionBlock& a, const KvSegment& s,
+                                      const float* freq, int style) {
   const int m = prof("rope+kv store");
   const int64_t T = a.n_tokens;
   // Every layer of a pass rotates by the same positions: one angle table per pass.
@@ -162,7 +161,8 @@ void CudaBackend::launch_rope_rows_kv(const AttentionBlock& a, float* k_cache, f
     angles_version_ = freqs_version_;
   }
   check(cuda::launch_rope_rows_kv(a.q, a.n_heads, a.k, a.n_kv_heads, a.head_dim, T, angles_, style,
-                                  k_cache, v_cache, a.v, pos0, stream_),
+                                  s.k_cache, s.v_cache, a.v, s.pos0, stream_,
+                                  cuda::AttnKv{s.k_type, s.v_type}),
         "rope+kv");
   unprof(m);
 }

@@ -1,5 +1,6 @@
 // The CUDA backend's ops that only some families need (Backend::Feature: per-head norm, GELU
-// gate, masked attention, partial RoPE, scale / soft-cap) and the ring form of the KV append.
+// gate, masked attention and sinks, partial RoPE, scale / soft-cap) and the typed and ring forms
+// of the KV append.
 // Each is one launch with no hand-off. Inside a decode step, positions come from the step's
 // device values (step_dev_), so a captured graph replays at the new position.
 #include "backend/cuda/cuda-backend-impl.h"
@@ -7,7 +8,7 @@
 namespace hearth::cuda_impl {
 
 uint32_t CudaBackend::features() const {
-  return kQkNorm | kGeluGated | kMaskedAttention | kPartialRope | kScaleOps;
+  return kQkNorm | kGeluGated | kMaskedAttention | kPartialRope | kScaleOps | kAttentionSinks;
 }
 
 const int32_t* CudaBackend::step_pos_or_null(int64_t n_tokens, int64_t pos, const char* op) {
@@ -23,20 +24,22 @@ void CudaBackend::rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t 
              [&] { return cuda::launch_rmsnorm(x, w, x, rows, head_dim, eps, stream_); });
 }
 
-void CudaBackend::attention_masked(const float* q, const float* k_cache, const float* v_cache,
-                                   float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
-                                   int64_t n_kv_heads, int64_t head_dim, float scale,
+void CudaBackend::attention_masked(const float* q, const kernels::KvRows& k,
+                                   const kernels::KvRows& v, float* out, int64_t n_tokens,
+                                   int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+                                   int64_t head_dim, float scale,
                                    const kernels::AttentionMask& mask) {
-  if (mask.sinks) {  // kAttentionSinks is not in features(): placement never sends them here
-    fail("attention_masked: attention sinks are not supported by the CUDA backend");
-    return;
-  }
+  // Sinks alone (gpt-oss's full layers) keep the split-K decode and tensor-core prefill kernels.
+  if (mask.window == 0 && mask.softcap == 0 && mask.ring_rows == 0)
+    return launch_attention_op(q, k, v, out, n_tokens, pos0, n_heads, n_kv_heads, head_dim, scale,
+                               nullptr, mask.sinks);
   const int32_t* pos0_dev = step_pos_or_null(n_tokens, pos0, "attention_masked");
   if (!error_.is_ok()) return;
   const int m = prof("attention (masked)");
-  check(cuda::launch_attention_masked(q, k_cache, v_cache, out, n_tokens, pos0, pos0_dev, n_heads,
+  check(cuda::launch_attention_masked(q, k.data, v.data, out, n_tokens, pos0, pos0_dev, n_heads,
                                       n_kv_heads, head_dim, scale, mask.window, mask.softcap,
-                                      mask.ring_rows, stream_),
+                                      mask.ring_rows, stream_,
+                                      cuda::AttnKv{k.type, v.type, mask.sinks}),
         "attention_masked");
   unprof(m);
 }
@@ -72,13 +75,13 @@ void CudaBackend::scale(float* x, int64_t n, float s) {
   unfused_op("scale", "scale", [&] { return cuda::launch_scale(x, n, s, stream_); });
 }
 
-void CudaBackend::store_kv_ring(float* cache, const float* src, int64_t pos, int64_t row_floats,
-                                int64_t n_tokens, int64_t ring_rows) {
+void CudaBackend::store_kv_typed(void* cache, DType type, const float* src, int64_t pos,
+                                 int64_t row_floats, int64_t n_tokens, int64_t ring_rows) {
   const int32_t* pos_dev = step_pos_or_null(n_tokens, pos, "store_kv");
   if (!error_.is_ok()) return;
   const int m = prof("kv store");
-  check(cuda::launch_store_rows_ring(cache, src, pos_dev, pos, row_floats, n_tokens, ring_rows,
-                                     stream_),
+  check(cuda::launch_store_kv(cache, type, src, pos_dev, pos, row_floats, n_tokens, ring_rows,
+                              stream_),
         "store_kv");
   unprof(m);
 }

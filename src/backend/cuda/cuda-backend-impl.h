@@ -133,48 +133,34 @@ class CudaBackend final : public Backend {
   void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
             const float* inv_freq, kernels::RopeStyle style) override;
 
-  // The KV cache: f32 rows only so far (supports_kv_type), so the typed entry points hand their
-  // rows to the f32 ops below (KvCache keeps f32 rows on this backend's layers).
-  bool supports_kv_type(DType t) const override { return t == DType::F32; }
+  // The KV cache: rows of every kernels::is_kv_type type, read in place by the attention
+  // kernels and written in the CPU's layout and rounding (kernels/cuda/kv-rows.cuh).
+  bool supports_kv_type(DType t) const override { return kernels::is_kv_type(t); }
+  using Backend::attention;
+  using Backend::attention_masked;
+  using Backend::store_kv;
   void attention(const float* q, const kernels::KvRows& k, const kernels::KvRows& v, float* out,
                  int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                  int64_t head_dim, float scale) override {
-    attention(q, f32_rows(k), f32_rows(v), out, n_tokens, pos0, n_heads, n_kv_heads, head_dim,
-              scale);
+    launch_attention_op(q, k, v, out, n_tokens, pos0, n_heads, n_kv_heads, head_dim, scale, nullptr,
+                        nullptr);
   }
+  // store_kv: cuda-backend-attention.cpp; attention_masked: cuda-backend-family-ops.cpp.
   void store_kv(void* cache, DType type, const float* src, int64_t pos, int64_t row_floats,
-                int64_t n_tokens, int64_t ring_rows = 0) override {
-    store_kv(static_cast<float*>(f32_rows({cache, type})), src, pos, row_floats, n_tokens,
-             ring_rows);
-  }
+                int64_t n_tokens, int64_t ring_rows = 0) override;
   void attention_masked(const float* q, const kernels::KvRows& k, const kernels::KvRows& v,
                         float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
                         int64_t n_kv_heads, int64_t head_dim, float scale,
-                        const kernels::AttentionMask& mask) override {
-    attention_masked(q, f32_rows(k), f32_rows(v), out, n_tokens, pos0, n_heads, n_kv_heads,
-                     head_dim, scale, mask);
-  }
-  static float* f32_rows(const kernels::KvRows& rows) {
-    if (rows.type != DType::F32) {
-      std::fprintf(stderr, "hearth: internal error: cuda KV rows of type %s\n",
-                   dtype_name(rows.type));
-      std::abort();
-    }
-    return static_cast<float*>(const_cast<void*>(rows.data));
-  }
-  void attention(const float* q, const float* k_cache, const float* v_cache, float* out,
-                 int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
-                 int64_t head_dim, float scale);
+                        const kernels::AttentionMask& mask) override;
 
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
   void add_inplace(float* y, const float* x, int64_t n) override;
   void add_bias(float* y, const float* b, int64_t rows, int64_t n) override;
 
-  void store_kv(float* cache, const float* src, int64_t pos, int64_t row_floats, int64_t n_tokens,
-                int64_t ring_rows = 0);
-  // One segment with plain attention and full RoPE over f32 rows: a decode step's rotation and
-  // append run inside the attention kernel (or one rope + append launch, then attention); a
-  // prefill's as one launch before it. Anything else: the plain ops (Backend's default).
+  // One segment with full RoPE and no window, soft-cap or ring (sinks allowed): a decode step's
+  // rotation and append run inside the attention kernel (or one rope + append launch, then
+  // attention, for f32 rows); a prefill's as one launch before it. Anything else: the plain ops
+  // (Backend's default).
   void rope_append_attend(const AttentionBlock& a) override;
   // A kDecodeBatch step with plain attention, full RoPE and f32 rows: every segment's rotation
   // and K/V append in one launch, attention of all segments in one (cuda-backend-batch.cpp).
@@ -183,9 +169,6 @@ class CudaBackend final : public Backend {
   // The families' ops (cuda-backend-family-ops.cpp).
   uint32_t features() const override;
   void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim, float eps) override;
-  void attention_masked(const float* q, const float* k_cache, const float* v_cache, float* out,
-                        int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
-                        int64_t head_dim, float scale, const kernels::AttentionMask& mask);
   void rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, int64_t n_rot,
                     const int32_t* pos, const float* inv_freq, kernels::RopeStyle style,
                     float mscale) override;
@@ -258,9 +241,9 @@ class CudaBackend final : public Backend {
   // The step's device position for an op of n_tokens at `pos` inside a decode step (null
   // outside one); a captured op at any other position is an error (fail(), null).
   const int32_t* step_pos_or_null(int64_t n_tokens, int64_t pos, const char* op);
-  // store_kv into a ring cache: the row wrapped on the device.
-  void store_kv_ring(float* cache, const float* src, int64_t pos, int64_t row_floats,
-                     int64_t n_tokens, int64_t ring_rows);
+  // store_kv of typed rows or into a ring cache (the row wrapped on the device): one launch.
+  void store_kv_typed(void* cache, DType type, const float* src, int64_t pos, int64_t row_floats,
+                      int64_t n_tokens, int64_t ring_rows);
 
   // Matmul kernels. A decode GEMV batch: jobs of one x (same dtype and cols, 1..3). In a
   // kDecodeBatch pass of more rows than the GEMV takes, the same jobs go to the batched int8
@@ -274,14 +257,15 @@ class CudaBackend final : public Backend {
   // A prefill GEMM (cuBLAS over fp16 forms of x and W): y = x . W^T, or y += with accumulate.
   void launch_gemm(const Weight& w, const PreparedWeight& pw, const float* x, int64_t n_tokens,
                    float* y, bool accumulate);
-  // The attention kernel (split-K decode or tensor-core prefill), optionally rotating and
-  // appending this decode token's q/k/v inside it.
-  void launch_attention_op(const float* q, const float* k_cache, const float* v_cache, float* out,
-                           int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
-                           int64_t head_dim, float scale, const cuda::AttnRope* fused_rope);
+  // The attention kernel (split-K decode or tensor-core prefill) over typed rows, optionally
+  // rotating and appending this decode token's q/k/v inside it; sinks: AttentionMask's.
+  void launch_attention_op(const float* q, const kernels::KvRows& k, const kernels::KvRows& v,
+                           float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
+                           int64_t n_kv_heads, int64_t head_dim, float scale,
+                           const cuda::AttnRope* fused_rope, const float* sinks);
   // A prefill's rope q/k + K/V append as one launch over an angle table made once per pass.
-  void launch_rope_rows_kv(const AttentionBlock& a, float* k_cache, float* v_cache, int64_t pos0,
-                           const float* freq, int style);
+  void launch_rope_rows_kv(const AttentionBlock& a, const KvSegment& s, const float* freq,
+                           int style);
 
   // Hand-offs. An op may leave its output in the form the next op's kernel reads: the int8
   // activations of a decode GEMV's x (rmsnorm, swiglu, attention write them in their epilogue)

@@ -1,9 +1,12 @@
 // Prefill attention on the tensor cores (mma.sync m16n8k16, fp16 in, fp32 accumulate, fp32
-// online softmax): causal, GQA, head_dim 64 or 128. Other shapes keep attention.cu's fp32 kernel.
+// online softmax): causal, GQA, head_dim 64 or 128, K/V rows of any cache type (kv-rows.cuh),
+// gpt-oss's sinks in the final normalisation. Other shapes keep attention.cu's fp32 kernel.
 // To add a head_dim: instantiate attn_tc_kernel<HD> in launch_attention_prefill_tc (HD % 16 == 0).
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/attention-softmax.cuh"
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/kv-rows.cuh"
 
 namespace hearth::cuda {
 
@@ -57,10 +60,6 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const __half* p)
                : "r"(a));
 }
 
-__device__ __forceinline__ float exp_diff(float a, float b) {
-  return a == -INFINITY ? 0.f : __expf(a - b);
-}
-
 // Which (query tile, head) a block computes. Causal work grows with the query tile, so items
 // go heaviest first (all heads' last tiles, then the ones before). first_wave > 0 (the SM count,
 // when every block fits on the GPU at once): blocks first_wave.. take the items from the
@@ -82,12 +81,16 @@ __device__ __forceinline__ BlockItem block_item(int64_t b, int64_t n_blocks, int
 // c = lane % 4) holds rows g and g + 8 of its warp's tiles (the mma fragment layout).
 // Shared memory per key tile: K and V as [key][dim] hi and lo halves; B fragments come out of
 // ldmatrix (V's transposed).
-// q, out: [T, n_heads, HD] f32; kc, vc: [ctx, n_kv_heads, HD] f32, rows 0 .. pos0 + T - 1 valid.
-template <int HD>
+// q, out: [T, n_heads, HD] f32; kc, vc: [ctx, n_kv_heads, HD] rows of form F, rows 0 .. pos0 +
+// T - 1 valid. F16 rows are exact in one half: their lo halves are zero, and the products with
+// them are skipped.
+template <int HD, KvForm F>
 __global__ void __launch_bounds__(kWarps * 32, 2)
-    attn_tc_kernel(const float* __restrict__ q, const float* __restrict__ kc,
-                   const float* __restrict__ vc, float* __restrict__ out, int64_t n_tokens,
-                   int64_t pos0, int n_heads, int n_kv_heads, float scale, int first_wave) {
+    attn_tc_kernel(const float* __restrict__ q, const uint8_t* __restrict__ kc,
+                   const uint8_t* __restrict__ vc, float* __restrict__ out, int64_t n_tokens,
+                   int64_t pos0, int n_heads, int n_kv_heads, float scale, int first_wave,
+                   AttnKv kvt) {
+  constexpr bool kExactKv = F == KvForm::kF16;
   constexpr int kKS = HD + kKPad;  // K / V row stride (halves)
   constexpr int kKC = HD / 16;     // 16-dim chunks (QK^T k-steps)
   constexpr int kND = HD / 8;      // 8-dim output tiles
@@ -147,8 +150,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         const int d = (idx % kD4) * 4;
         kv[u] = vv[u] = make_float4(0.f, 0.f, 0.f, 0.f);
         if (p < kv_end) {
-          kv[u] = *reinterpret_cast<const float4*>(kc + p * kv_stride + kvh * HD + d);
-          vv[u] = *reinterpret_cast<const float4*>(vc + p * kv_stride + kvh * HD + d);
+          kv[u] = kv_load4<F>(kc, p * kv_stride + kvh * HD + d, kvt.k);
+          vv[u] = kv_load4<F>(vc, p * kv_stride + kvh * HD + d, kvt.v);
         }
       }
 #pragma unroll
@@ -160,8 +163,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         split_half2(kv[u].z, kv[u].w, khi.y, klo.y);
         split_half2(vv[u].x, vv[u].y, vhi.x, vlo.x);
         split_half2(vv[u].z, vv[u].w, vhi.y, vlo.y);
-        *reinterpret_cast<uint2*>(ks + kBK * kKS + key * kKS + d) = klo;
-        *reinterpret_cast<uint2*>(vs + kBK * kKS + key * kKS + d) = vlo;
+        if constexpr (!kExactKv) {
+          *reinterpret_cast<uint2*>(ks + kBK * kKS + key * kKS + d) = klo;
+          *reinterpret_cast<uint2*>(vs + kBK * kKS + key * kKS + d) = vlo;
+        }
         *reinterpret_cast<uint2*>(ks + key * kKS + d) = khi;
         *reinterpret_cast<uint2*>(vs + key * kKS + d) = vhi;
       }
@@ -182,12 +187,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         const __half* kr = ks + (nt * 8 + k_row) * kKS + kc * 16 + k_col;
         uint32_t bh[4];
         ldsm_x4(bh, kr);
-        uint32_t bl[4];
-        ldsm_x4(bl, kr + kBK * kKS);
         mma16816(s[nt], ql[kc], bh[0], bh[1]);
         mma16816(s[nt + 1], ql[kc], bh[2], bh[3]);
-        mma16816(s[nt], qh[kc], bl[0], bl[1]);
-        mma16816(s[nt + 1], qh[kc], bl[2], bl[3]);
+        if constexpr (!kExactKv) {
+          uint32_t bl[4];
+          ldsm_x4(bl, kr + kBK * kKS);
+          mma16816(s[nt], qh[kc], bl[0], bl[1]);
+          mma16816(s[nt + 1], qh[kc], bl[2], bl[3]);
+        }
         mma16816(s[nt], qh[kc], bh[0], bh[1]);
         mma16816(s[nt + 1], qh[kc], bh[2], bh[3]);
       }
@@ -241,12 +248,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         const __half* vr = vs + v_row * kKS + nd * 8 + v_col;
         uint32_t bh[4];
         ldsm_x4_trans(bh, vr);
-        uint32_t bl[4];
-        ldsm_x4_trans(bl, vr + kBK * kKS);
         mma16816(o[nd], pl, bh[0], bh[1]);
         mma16816(o[nd + 1], pl, bh[2], bh[3]);
-        mma16816(o[nd], ph, bl[0], bl[1]);
-        mma16816(o[nd + 1], ph, bl[2], bl[3]);
+        if constexpr (!kExactKv) {
+          uint32_t bl[4];
+          ldsm_x4_trans(bl, vr + kBK * kKS);
+          mma16816(o[nd], ph, bl[0], bl[1]);
+          mma16816(o[nd + 1], ph, bl[2], bl[3]);
+        }
         mma16816(o[nd], ph, bh[0], bh[1]);
         mma16816(o[nd + 1], ph, bh[2], bh[3]);
       }
@@ -257,7 +266,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  const float inv0 = 1.f / l0, inv1 = 1.f / l1;
+  const float inv0 = softmax_out_factor(m0, l0, kvt.sinks, h);
+  const float inv1 = softmax_out_factor(m1, l1, kvt.sinks, h);
   const int64_t t0 = wrow0 + g, t1 = t0 + 8;
 #pragma unroll
   for (int nd = 0; nd < kND; ++nd) {
@@ -271,12 +281,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   }
 }
 
-template <int HD>
-cudaError_t launch_tc(const float* q, const float* k_cache, const float* v_cache, float* out,
+template <int HD, KvForm F>
+cudaError_t launch_tc(const float* q, const uint8_t* k_cache, const uint8_t* v_cache, float* out,
                       int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
-                      float scale, cudaStream_t s) {
+                      float scale, cudaStream_t s, const AttnKv& kv) {
   constexpr size_t kSmem = size_t(2) * 2 * size_t(kBK) * (HD + kKPad) * 2;  // K, V: hi and lo
-  auto* kernel = attn_tc_kernel<HD>;
+  auto* kernel = attn_tc_kernel<HD, F>;
   if (kSmem > 48 * 1024) {
     const cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
@@ -299,8 +309,9 @@ cudaError_t launch_tc(const float* q, const float* k_cache, const float* v_cache
   }();
   // Pairing (block_item) only helps when every block is resident at once, two to an SM.
   const int first_wave = per_sm == 2 && n_blocks <= int64_t(2) * sms && n_blocks > sms ? sms : 0;
-  kernel<<<unsigned(n_blocks), kWarps * 32, kSmem, s>>>(
-      q, k_cache, v_cache, out, n_tokens, pos0, int(n_heads), int(n_kv_heads), scale, first_wave);
+  kernel<<<unsigned(n_blocks), kWarps * 32, kSmem, s>>>(q, k_cache, v_cache, out, n_tokens, pos0,
+                                                        int(n_heads), int(n_kv_heads), scale,
+                                                        first_wave, kv);
   return cudaGetLastError();
 }
 
@@ -310,17 +321,25 @@ bool attention_prefill_tc_supported(int64_t head_dim) {
   return head_dim == 64 || head_dim == 128;
 }
 
-cudaError_t launch_attention_prefill_tc(const float* q, const float* k_cache, const float* v_cache,
+cudaError_t launch_attention_prefill_tc(const float* q, const void* k_cache, const void* v_cache,
                                         float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
                                         int64_t n_kv_heads, int64_t head_dim, float scale,
-                                        cudaStream_t s) {
+                                        cudaStream_t s, const AttnKv& kv) {
   if (n_tokens <= 0) return cudaSuccess;
-  if (n_kv_heads <= 0 || n_heads % n_kv_heads != 0 || n_heads > 65535) return cudaErrorInvalidValue;
-  if (head_dim == 64)
-    return launch_tc<64>(q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads, scale, s);
-  if (head_dim == 128)
-    return launch_tc<128>(q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads, scale, s);
-  return cudaErrorInvalidValue;
+  if (n_kv_heads <= 0 || n_heads % n_kv_heads != 0 || n_heads > 65535 ||
+      !attention_prefill_tc_supported(head_dim) || !is_cuda_kv_type(kv.k) || !is_cuda_kv_type(kv.v))
+    return cudaErrorInvalidValue;
+  const auto* kc = static_cast<const uint8_t*>(k_cache);
+  const auto* vc = static_cast<const uint8_t*>(v_cache);
+  cudaError_t err = cudaSuccess;
+  dispatch_kv_form(kv.k, kv.v, [&](auto form) {
+    constexpr KvForm F = decltype(form)::value;
+    err =
+        head_dim == 64
+            ? launch_tc<64, F>(q, kc, vc, out, n_tokens, pos0, n_heads, n_kv_heads, scale, s, kv)
+            : launch_tc<128, F>(q, kc, vc, out, n_tokens, pos0, n_heads, n_kv_heads, scale, s, kv);
+  });
+  return err;
 }
 
 }  // namespace hearth::cuda

@@ -1,4 +1,5 @@
-// Causal attention on CUDA over the f32 KV cache [ctx, n_kv_heads, head_dim] (ops.h).
+// Causal attention on CUDA over the KV cache [ctx, n_kv_heads, head_dim] (ops.h), its rows of any
+// cache type read in place (kv-rows.cuh), with gpt-oss's sinks in the final normalisation.
 // Decode / small batches: split-K over the context (blocks per (query, head) take 64-position
 // chunks, each warp an online softmax; the last block of a row combines, or a lone block writes
 // out itself). Prefill: head_dim 64/128 go to the tensor-core kernel (attention-prefill.cu);
@@ -6,7 +7,9 @@
 #include <cmath>
 
 #include "kernels/cuda/act-quant.cuh"
+#include "kernels/cuda/attention-softmax.cuh"
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rope-pair.cuh"
 #include "kernels/cuda/warp-reduce.cuh"
@@ -23,11 +26,6 @@ constexpr int kFlashQ = 16;     // queries per flash block (4 warps x kQW)
 constexpr int kQW = 4;          // queries per warp
 constexpr int kFlashK = 32;     // keys per shared-memory tile (one per lane)
 constexpr int64_t kFlashMinTokens = 8;
-
-// exp(a - b) that is 0, not NaN, when both are -inf (an empty running max).
-__device__ __forceinline__ float exp_diff(float a, float b) {
-  return a == -INFINITY ? 0.f : __expf(a - b);
-}
 
 // qv (optional): q1, q2, scales of the int8 activations of `out` (quantized per 32 dims; a warp
 // owns each 32-dim block since hd % 32 == 0 whenever qv is given).
@@ -77,12 +75,15 @@ __device__ __forceinline__ void rope_rows_tab(float (&v)[EPT], const float2* cs,
 // Decode is latency-bound: each warp loads all K and V rows of its round (kKpw keys; with
 // head_dim <= 128 a whole 64-position chunk per block in one round) at once, before q's rope,
 // and the rope angles are computed once per block, so a block makes one DRAM round trip.
-template <int EPT>
+// K/V rows of form F (kv-rows.cuh): lane l reads dims l + 32 i of each row, so a warp's loads
+// of one row are contiguous whatever the element size.
+template <int EPT, KvForm F>
 __global__ void __launch_bounds__(kSplitWarps * 32, 2)
-    attn_split_kernel(const float* __restrict__ q, float* kc, float* vc, AttnRope rope,
+    attn_split_kernel(const float* __restrict__ q, uint8_t* kc, uint8_t* vc, AttnRope rope,
                       float* __restrict__ partials, unsigned* __restrict__ counters,
                       float* __restrict__ out, QuantOut qo, int64_t pos0_host,
-                      const int32_t* pos0_dev, int n_heads, int n_kv_heads, int hd, float scale) {
+                      const int32_t* pos0_dev, int n_heads, int n_kv_heads, int hd, float scale,
+                      AttnKv kv) {
   constexpr int kKpw = EPT <= 4 ? 8 : 4;  // keys per warp per round (registers: 2 x kKpw x EPT)
   constexpr int kRound = kSplitWarps * kKpw;
   pdl_trigger();
@@ -99,8 +100,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
   const int n_live = n_chunks < n_splits ? int(n_chunks) : n_splits;
   if (split >= n_live) return;
   const int64_t kv_stride = int64_t(n_kv_heads) * hd;
-  const float* kh = kc + int64_t(kvh) * hd;
-  const float* vh = vc + int64_t(kvh) * hd;
+  const int64_t head_e = int64_t(kvh) * hd;
 
   float qv[EPT], acc[EPT];
 #pragma unroll
@@ -128,22 +128,21 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
   float kr[kKpw][EPT], vr[kKpw][EPT];
   auto load_round = [&]() {  // rows past end read as zeros (they score -inf, weigh 0)
     const int64_t n_rows = end - base;
-    const float* kp = kh + base * kv_stride + lane;
-    const float* vp = vh + base * kv_stride + lane;
 #pragma unroll
     for (int j = 0; j < kKpw; ++j) {
+      const int64_t e0 = (base + j) * kv_stride + head_e;
 #pragma unroll
       for (int i = 0; i < EPT; ++i) {
         const bool ok = j < n_rows && lane + 32 * i < hd;
-        kr[j][i] = ok ? kp[j * kv_stride + 32 * i] : 0.f;
-        vr[j][i] = ok ? vp[j * kv_stride + 32 * i] : 0.f;
+        kr[j][i] = ok ? kv_load_lane<F>(kc, e0, i, lane, kv.k) : 0.f;
+        vr[j][i] = ok ? kv_load_lane<F>(vc, e0, i, lane, kv.v) : 0.f;
       }
     }
   };
   if (have) load_round();  // in flight while the rope angles are computed
 
   // Fused decode rope: q and this token's k rotated here, its k/v used from registers (the
-  // cache row is written below by one block per KV head, and read by the next step).
+  // cache row is written just below by one block per KV head, and read by the next step).
   __shared__ float2 sm_cs[128];
   if (rope.k) {
     for (int j = threadIdx.x; j < hd / 2; j += blockDim.x)
@@ -151,6 +150,26 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
     __syncthreads();
     rope_rows_tab<EPT>(qv, sm_cs, rope.style, lane);
     rope_rows_tab<EPT>(kcur, sm_cs, rope.style, lane);
+    // The block holding the current position, for the first head of each KV group, appends it
+    // (hd == 32 * EPT here: attention_rope_fusable, so whole warps store whole q8_0 blocks).
+    // Other blocks may load that row meanwhile, but use kcur / vcur instead of what they read.
+    if (warp == 0 && h % (n_heads / n_kv_heads) == 0 && split == int((n_chunks - 1) % n_splits)) {
+#pragma unroll
+      for (int i = 0; i < EPT; ++i) {
+        const int64_t e = pcur * kv_stride + head_e + lane + 32 * i;
+        kv_store_warp(kc, e, kcur[i], kv.k, lane);
+        kv_store_warp(vc, e, vcur[i], kv.v, lane);
+      }
+    }
+    // Attend to this token's k and v as the cache will hold them (the unfused store-then-attend
+    // result; hd == 32 * EPT, so whole warps round whole q8_0 blocks).
+    if constexpr (F != KvForm::kF32) {
+#pragma unroll
+      for (int i = 0; i < EPT; ++i) {
+        kcur[i] = kv_round_warp(kcur[i], kv.k);
+        vcur[i] = kv_round_warp(vcur[i], kv.v);
+      }
+    }
   }
 #pragma unroll
   for (int i = 0; i < EPT; ++i) qv[i] *= scale;
@@ -198,18 +217,6 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
     }
     if (have) load_round();
   }
-  // The block holding the current position, for the first head of each KV group, appends it.
-  if (rope.k && warp == 0 && h % (n_heads / n_kv_heads) == 0 &&
-      split == int((n_chunks - 1) % n_splits)) {
-#pragma unroll
-    for (int i = 0; i < EPT; ++i) {
-      const int d = lane + 32 * i;
-      if (d < hd) {
-        kc[pcur * kv_stride + int64_t(kvh) * hd + d] = kcur[i];
-        vc[pcur * kv_stride + int64_t(kvh) * hd + d] = vcur[i];
-      }
-    }
-  }
   __shared__ float sm_m[kSplitWarps], sm_l[kSplitWarps];
   __shared__ float sm_acc[kSplitWarps][EPT * 32];
   if (lane == 0) sm_m[warp] = m, sm_l[warp] = l;
@@ -229,7 +236,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
     // skipping the partials, the fence and the counter (a dependent round trip each).
     float lt = 0.f;
     for (int w = 0; w < kSplitWarps; ++w) lt += sm_l[w] * exp_diff(sm_m[w], big);
-    const float inv = 1.f / lt;
+    const float inv = softmax_out_factor(big, lt, kv.sinks, h);
     if (qo.q1) {
       for (int d0 = warp * 32; d0 < hd; d0 += blockDim.x) {  // warp-uniform: whole 32-dim blocks
         const float v = merged(d0 + lane) * inv;
@@ -281,7 +288,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
       lt += lv[k] * wgt;
     }
     lt = warp_sum(lt);
-    if (lane == 0) s_inv = 1.f / lt, counters[th] = 0u;
+    if (lane == 0) s_inv = softmax_out_factor(mx, lt, kv.sinks, h), counters[th] = 0u;
   }
   __syncthreads();
   const float inv = s_inv;
@@ -309,11 +316,13 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
 }
 
 // Block = (tile of kFlashQ queries, head); 4 warps x kQW queries; lane j scores key j of a tile.
+// K/V tiles are widened to f32 in shared memory, the cache type switched at run time (kMixed:
+// one instance per width for every type; only the odd head sizes of prefill come here).
 template <int EPT>
 __global__ void __launch_bounds__(128)
-    attn_flash_kernel(const float* __restrict__ q, const float* __restrict__ kc,
-                      const float* __restrict__ vc, float* __restrict__ out, int64_t n_tokens,
-                      int64_t pos0, int n_heads, int n_kv_heads, int hd, float scale) {
+    attn_flash_kernel(const float* __restrict__ q, const uint8_t* __restrict__ kc,
+                      const uint8_t* __restrict__ vc, float* __restrict__ out, int64_t n_tokens,
+                      int64_t pos0, int n_heads, int n_kv_heads, int hd, float scale, AttnKv kv) {
   extern __shared__ float4 sm4[];
   float* qs = reinterpret_cast<float*>(sm4);
   float* ks = qs + kFlashQ * hd;
@@ -345,8 +354,9 @@ __global__ void __launch_bounds__(128)
       const int64_t p = kt0 + j;
       float4 kv4 = make_float4(0.f, 0.f, 0.f, 0.f), vv4 = kv4;
       if (p < kv_end) {
-        kv4 = *reinterpret_cast<const float4*>(kc + p * kv_stride + int64_t(kvh) * hd + 4 * d4);
-        vv4 = *reinterpret_cast<const float4*>(vc + p * kv_stride + int64_t(kvh) * hd + 4 * d4);
+        const int64_t e = p * kv_stride + int64_t(kvh) * hd + 4 * d4;
+        kv4 = kv_load4<KvForm::kMixed>(kc, e, kv.k);
+        vv4 = kv_load4<KvForm::kMixed>(vc, e, kv.v);
       }
       reinterpret_cast<float4*>(ks + j * (hd + 4))[d4] = kv4;
       reinterpret_cast<float4*>(vs + j * hd)[d4] = vv4;
@@ -394,7 +404,7 @@ __global__ void __launch_bounds__(128)
   for (int a = 0; a < kQW; ++a) {
     const int64_t t = tile0 + warp * kQW + a;
     if (t >= n_tokens) continue;
-    const float inv = 1.f / l[a];
+    const float inv = softmax_out_factor(m[a], l[a], kv.sinks, h);
 #pragma unroll
     for (int i = 0; i < EPT; ++i) {
       const int d = lane + 32 * i;
@@ -448,18 +458,22 @@ int64_t attention_partials_floats(int64_t n_tokens, int64_t n_heads, int64_t hea
          rows * split_count(rows, max_ctx) * (head_dim + 2);
 }
 
-cudaError_t launch_attention(const float* q, const float* k_cache, const float* v_cache, float* out,
+cudaError_t launch_attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                              int64_t n_tokens, int64_t pos0, const int32_t* pos0_dev,
                              int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                              float scale, float* partials, cudaStream_t s, void* qbuf,
-                             const AttnRope* rope) {
+                             const AttnRope* rope, const AttnKv& kv) {
   if (n_tokens <= 0) return cudaSuccess;
-  if (head_dim > 256 || head_dim <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0)
+  if (head_dim > 256 || head_dim <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0 ||
+      !is_cuda_kv_type(kv.k) || !is_cuda_kv_type(kv.v) ||
+      ((kv.k == DType::Q8_0 || kv.v == DType::Q8_0) && head_dim % 32 != 0))
     return cudaErrorInvalidValue;
+  const auto* kc = static_cast<const uint8_t*>(k_cache);
+  const auto* vc = static_cast<const uint8_t*>(v_cache);
   if (use_flash(n_tokens, head_dim) && !pos0_dev) {
     if (attention_prefill_tc_supported(head_dim))
       return launch_attention_prefill_tc(q, k_cache, v_cache, out, n_tokens, pos0, n_heads,
-                                         n_kv_heads, head_dim, scale, s);
+                                         n_kv_heads, head_dim, scale, s, kv);
     const size_t smem =
         size_t(kFlashQ * head_dim + kFlashK * (head_dim + 4) + kFlashK * head_dim) * sizeof(float);
     const dim3 grid(unsigned((n_tokens + kFlashQ - 1) / kFlashQ), unsigned(n_heads));
@@ -469,8 +483,8 @@ cudaError_t launch_attention(const float* q, const float* k_cache, const float* 
       if (smem > 48 * 1024)
         err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
       if (err == cudaSuccess)
-        kernel<<<grid, 128, smem, s>>>(q, k_cache, v_cache, out, n_tokens, pos0, int(n_heads),
-                                       int(n_kv_heads), int(head_dim), scale);
+        kernel<<<grid, 128, smem, s>>>(q, kc, vc, out, n_tokens, pos0, int(n_heads),
+                                       int(n_kv_heads), int(head_dim), scale, kv);
     });
     return err != cudaSuccess ? err : cudaGetLastError();
   }
@@ -495,11 +509,13 @@ cudaError_t launch_attention(const float* q, const float* k_cache, const float* 
   float* parts = partials + attention_counter_slots(n_tokens, n_heads);
   cudaError_t err = cudaSuccess;
   dispatch_ept(head_dim, [&](auto ept) {
-    // The caches are written only with a fused rope (the append of this token's row).
-    err =
-        launch_pdl(attn_split_kernel<decltype(ept)::value>, grid, dim3(kSplitWarps * 32), 0, s, q,
-                   const_cast<float*>(k_cache), const_cast<float*>(v_cache), fused, parts, counters,
-                   out, qo, pos0, pos0_dev, int(n_heads), int(n_kv_heads), int(head_dim), scale);
+    dispatch_kv_form(kv.k, kv.v, [&](auto form) {
+      // The caches are written only with a fused rope (the append of this token's row).
+      err = launch_pdl(attn_split_kernel<decltype(ept)::value, decltype(form)::value>, grid,
+                       dim3(kSplitWarps * 32), 0, s, q, const_cast<uint8_t*>(kc),
+                       const_cast<uint8_t*>(vc), fused, parts, counters, out, qo, pos0, pos0_dev,
+                       int(n_heads), int(n_kv_heads), int(head_dim), scale, kv);
+    });
   });
   return err;
 }

@@ -33,6 +33,16 @@ struct DeviceWeight {
   const float* w8_scale = nullptr;
 };
 
+// The K and V cache rows an attention kernel reads (or the append writes): their element types
+// (kernels::KvRows' types and row layout, kernels::kv_row_bytes apart: F32, F16, BF16, Q8_0 with
+// head_dim % 32 == 0; K and V may differ) and gpt-oss's attention sinks [n_heads] in device
+// memory (AttentionMask::sinks; null: none).
+struct AttnKv {
+  DType k = DType::F32;
+  DType v = DType::F32;
+  const float* sinks = nullptr;
+};
+
 struct PackedLayout {
   size_t body_offset = 0, aux0_offset = 0, aux1_offset = 0, aux16_offset = 0, head_offset = 0;
   size_t total_bytes = 0;
@@ -179,10 +189,12 @@ cudaError_t launch_rope_angles(float* cs, int64_t n_tokens, int64_t head_dim, co
                                const float* inv_freq, cudaStream_t s);
 // Prefill rope + KV append in one launch: q [T, nq heads] and k [T, nk heads] rotated in place
 // by the table cs (launch_rope_angles), then k and v rows [T, nk*head_dim] stored to k_cache /
-// v_cache rows cache_pos.. (the same result as two launch_rope_rows and two row copies).
+// v_cache rows cache_pos.. of types kv.k / kv.v (the same result as two launch_rope_rows and
+// two launch_store_kv; f32 caches take the rows in the rope launch itself).
 cudaError_t launch_rope_rows_kv(float* q, int64_t nq, float* k, int64_t nk, int64_t head_dim,
-                                int64_t n_tokens, const float* cs, int style, float* k_cache,
-                                float* v_cache, const float* v, int64_t cache_pos, cudaStream_t s);
+                                int64_t n_tokens, const float* cs, int style, void* k_cache,
+                                void* v_cache, const float* v, int64_t cache_pos, cudaStream_t s,
+                                const AttnKv& kv = {});
 
 // Causal attention (ops.h). pos0_dev, when not null, overrides pos0 from device memory (CUDA
 // graph replay). Small batches use split-K over the context: `partials` must hold
@@ -196,7 +208,8 @@ int64_t attention_partials_floats(int64_t n_tokens, int64_t n_heads, int64_t hea
 int64_t attention_counter_slots(int64_t n_tokens, int64_t n_heads);
 // Decode (one token) with rope and the KV append fused in: q (left unrotated in memory) and this
 // token's k are rotated at position pos0 inside the attention kernel, and k, v are written to
-// row pos0 of k_cache / v_cache by it (the same result as launch_rope_kv, then attention).
+// row pos0 of k_cache / v_cache by it in the cache's type (the same result as launch_rope_kv, or
+// rope and launch_store_kv, then attention).
 struct AttnRope {
   const float* k = nullptr;         // [n_kv_heads, head_dim], not yet rotated
   const float* v = nullptr;         // [n_kv_heads, head_dim]
@@ -204,30 +217,34 @@ struct AttnRope {
   int style = 0;                    // 0 interleaved, 1 halves
 };
 bool attention_rope_fusable(int64_t n_tokens, int64_t head_dim, int style);
-cudaError_t launch_attention(const float* q, const float* k_cache, const float* v_cache, float* out,
+// k_cache / v_cache: rows of kv's types (AttnKv), read in place; kv.sinks join each row's
+// softmax denominator.
+cudaError_t launch_attention(const float* q, const void* k_cache, const void* v_cache, float* out,
                              int64_t n_tokens, int64_t pos0, const int32_t* pos0_dev,
                              int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                              float scale, float* partials, cudaStream_t s, void* qbuf = nullptr,
-                             const AttnRope* rope = nullptr);
+                             const AttnRope* rope = nullptr, const AttnKv& kv = {});
 
 // Prefill attention on the tensor cores (attention-prefill.cu): causal, GQA, head_dim 64 or
 // 128, n_tokens queries at positions pos0.. against k_cache / v_cache rows 0 .. pos0 + T - 1.
-// q, k, p and v each go in as two fp16 halves (hi + lo), close to the fp32 kernel.
-// launch_attention picks it for prefill when attention_prefill_tc_supported().
+// q, k, p and v each go in as two fp16 halves (hi + lo), close to the fp32 kernel (f16 cache
+// rows are exact in one half). launch_attention picks it for prefill when
+// attention_prefill_tc_supported().
 bool attention_prefill_tc_supported(int64_t head_dim);
-cudaError_t launch_attention_prefill_tc(const float* q, const float* k_cache, const float* v_cache,
+cudaError_t launch_attention_prefill_tc(const float* q, const void* k_cache, const void* v_cache,
                                         float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
                                         int64_t n_kv_heads, int64_t head_dim, float scale,
-                                        cudaStream_t s);
+                                        cudaStream_t s, const AttnKv& kv = {});
 
-// ops.h attention with an AttentionMask (attention-masked.cu): window, soft-cap, ring cache;
+// ops.h attention with an AttentionMask (attention-masked.cu): window, soft-cap, ring cache, sinks;
 // decode and prefill, GQA, head_dim <= 256. pos0_dev, when not null, overrides pos0 from device
-// memory (CUDA graph replay). A ring needs a window and ring_rows >= window + n_tokens - 1.
-cudaError_t launch_attention_masked(const float* q, const float* k_cache, const float* v_cache,
+// memory (CUDA graph replay). A ring needs a window and ring_rows >= window + n_tokens - 1. Typed
+// rows and sinks as launch_attention (AttnKv).
+cudaError_t launch_attention_masked(const float* q, const void* k_cache, const void* v_cache,
                                     float* out, int64_t n_tokens, int64_t pos0,
                                     const int32_t* pos0_dev, int64_t n_heads, int64_t n_kv_heads,
                                     int64_t head_dim, float scale, int64_t window, float softcap,
-                                    int64_t ring_rows, cudaStream_t s);
+                                    int64_t ring_rows, cudaStream_t s, const AttnKv& kv = {});
 
 // split: also write out's kHiLo8 forms (XSplitOut); needs swiglu_split_able.
 bool swiglu_split_able(const float* gate, const float* up, const float* out, int64_t n,
@@ -239,12 +256,12 @@ cudaError_t launch_add_bias(float* y, const float* bias, int64_t rows, int64_t n
 // cache[(*pos) * row_floats ...] = src [n_tokens * row_floats]; pos is device int32.
 cudaError_t launch_store_rows(float* cache, const float* src, const int32_t* pos,
                               int64_t row_floats, int64_t n_tokens, cudaStream_t s);
-// Token t of src [n_tokens, row_floats] to cache row (pos + t) % ring_rows (ring_rows 0:
-// row pos + t); pos from pos_dev (device int32) when set, else the host value. n_tokens <=
-// ring_rows.
-cudaError_t launch_store_rows_ring(float* cache, const float* src, const int32_t* pos_dev,
-                                   int64_t pos, int64_t row_floats, int64_t n_tokens,
-                                   int64_t ring_rows, cudaStream_t s);
+// Token t of f32 src [n_tokens, row_elems] converted to `type` (AttnKv's types, rounded as the
+// CPU's store_kv_rows) into cache row (pos + t) % ring_rows (ring_rows 0: row pos + t); pos from
+// pos_dev (device int32) when set, else the host value. n_tokens <= ring_rows.
+cudaError_t launch_store_kv(void* cache, DType type, const float* src, const int32_t* pos_dev,
+                            int64_t pos, int64_t row_elems, int64_t n_tokens, int64_t ring_rows,
+                            cudaStream_t s);
 // ops.h gelu_tanh_gated (out may alias gate or up), softcap (cap > 0) and scale, element-wise.
 cudaError_t launch_gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n,
                                    cudaStream_t s);

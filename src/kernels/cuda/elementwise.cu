@@ -1,6 +1,6 @@
 // Element-wise ops on CUDA: SwiGLU, GELU-tanh gate, soft-cap, scale, residual add, bias add, KV
-// row store (linear or ring), fill. Grid-stride loops; these are memory-bound and a small share of
-// a token next to matmul.
+// row store (f32 rows at the step position; typed and ring stores are kv-store.cu), fill.
+// Grid-stride loops; these are memory-bound and a small share of a token next to matmul.
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/x-split.cuh"
@@ -67,21 +67,6 @@ __global__ void store_rows_offset_kernel(float* cache, const float* src, const i
   pdl_wait();
   float* dst = cache + int64_t(*pos) * row_floats;
   HEARTH_GRID_STRIDE(i, count) dst[i] = src[i];
-}
-
-// Token t of n goes to row (pos + t) % ring_rows (ring_rows 0: linear), pos read on the device
-// when pos_dev is set (a captured decode step), so a ring wraps at the step's real position.
-__global__ void store_rows_ring_kernel(float* cache, const float* src, const int32_t* pos_dev,
-                                       int64_t pos_host, int64_t row_floats, int64_t n_tokens,
-                                       int64_t ring_rows) {
-  pdl_trigger();
-  pdl_wait();
-  const int64_t pos = pos_dev ? int64_t(*pos_dev) : pos_host;
-  HEARTH_GRID_STRIDE(i, n_tokens * row_floats) {
-    const int64_t t = i / row_floats, p = pos + t;
-    const int64_t row = ring_rows > 0 ? p % ring_rows : p;
-    cache[row * row_floats + i % row_floats] = src[i];
-  }
 }
 
 // PyTorch's gelu(approximate="tanh") of the gate times up (ops.h gelu_tanh_gated).
@@ -163,16 +148,6 @@ cudaError_t launch_store_rows(float* cache, const float* src, const int32_t* pos
   if (count <= 0) return cudaSuccess;
   return launch_pdl(store_rows_offset_kernel, dim3(grid_for(count)), dim3(256), 0, s, cache, src,
                     pos, row_floats, count);
-}
-
-cudaError_t launch_store_rows_ring(float* cache, const float* src, const int32_t* pos_dev,
-                                   int64_t pos, int64_t row_floats, int64_t n_tokens,
-                                   int64_t ring_rows, cudaStream_t s) {
-  const int64_t count = row_floats * n_tokens;
-  if (count <= 0) return cudaSuccess;
-  if (ring_rows < 0 || (ring_rows > 0 && n_tokens > ring_rows)) return cudaErrorInvalidValue;
-  return launch_pdl(store_rows_ring_kernel, dim3(grid_for(count)), dim3(256), 0, s, cache, src,
-                    pos_dev, pos, row_floats, n_tokens, ring_rows);
 }
 
 cudaError_t launch_gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n,

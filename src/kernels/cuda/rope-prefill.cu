@@ -52,7 +52,8 @@ __global__ void rope_angles_kernel(float2* cs, int64_t n_tokens, int64_t half,
 // neighbouring pairs of q and k across all tokens and heads (k's also stored to k_cache row
 // cache_pos + t), then v's rows copied to v_cache (rows of nk*head_dim). kPairs 2: 16-byte
 // accesses (the launcher checks head_dim % 4 and alignment), else one pair a thread. 32-bit
-// indices: the launcher checks the counts.
+// indices: the launcher checks the counts. Null caches: rotate only (typed caches take their
+// rows from launch_store_kv after it).
 template <int kPairs>
 __global__ void rope_rows_kv_kernel(float* q, int nq, float* k, int nk, int head_dim,
                                     unsigned n_tokens, const float2* __restrict__ cs, int style,
@@ -74,7 +75,7 @@ __global__ void rope_rows_kv_kernel(float* q, int nq, float* k, int nk, int head
     } else {
       const size_t off = size_t(t) * kv_row + size_t(h) * unsigned(head_dim);
       row = k + off;
-      copy_to = k_cache + size_t(cache_pos) * kv_row + off;
+      if (k_cache) copy_to = k_cache + size_t(cache_pos) * kv_row + off;
     }
     if constexpr (kPairs == 2) {
       const float4 c = *reinterpret_cast<const float4*>(cs + t * half + i);
@@ -84,6 +85,7 @@ __global__ void rope_rows_kv_kernel(float* q, int nq, float* k, int nk, int head
       rope_rotate_pair(row, i, half, style, c.x, c.y, copy_to);
     }
   }
+  if (!v_cache) return;
   float* dst = v_cache + size_t(cache_pos) * kv_row;
   const unsigned n = n_tokens * kv_row;
   if constexpr (kPairs == 2) {
@@ -123,8 +125,9 @@ cudaError_t launch_rope_angles(float* cs, int64_t n_tokens, int64_t head_dim, co
 }
 
 cudaError_t launch_rope_rows_kv(float* q, int64_t nq, float* k, int64_t nk, int64_t head_dim,
-                                int64_t n_tokens, const float* cs, int style, float* k_cache,
-                                float* v_cache, const float* v, int64_t cache_pos, cudaStream_t s) {
+                                int64_t n_tokens, const float* cs, int style, void* k_cache,
+                                void* v_cache, const float* v, int64_t cache_pos, cudaStream_t s,
+                                const AttnKv& kv) {
   if (n_tokens <= 0) return cudaSuccess;
   if (head_dim <= 0 || head_dim % 2 != 0 || nq <= 0 || nk <= 0 || cache_pos < 0)
     return cudaErrorInvalidValue;
@@ -139,15 +142,23 @@ cudaError_t launch_rope_rows_kv(float* q, int64_t nq, float* k, int64_t nk, int6
   const int64_t blocks =
       std::min<int64_t>((n_tokens * per_token / (vec ? 2 : 1) + 255) / 256, 4096);
   const auto* angles = reinterpret_cast<const float2*>(cs);
+  // f32 caches take the rows inside the rope launch; other types are stored after it.
+  const bool f32 = kv.k == DType::F32 && kv.v == DType::F32;
+  auto* kc = f32 ? static_cast<float*>(k_cache) : nullptr;
+  auto* vc = f32 ? static_cast<float*>(v_cache) : nullptr;
   if (vec)
     rope_rows_kv_kernel<2><<<unsigned(blocks), 256, 0, s>>>(q, int(nq), k, int(nk), int(head_dim),
-                                                            unsigned(n_tokens), angles, style,
-                                                            k_cache, v_cache, v, cache_pos);
+                                                            unsigned(n_tokens), angles, style, kc,
+                                                            vc, v, cache_pos);
   else
     rope_rows_kv_kernel<1><<<unsigned(blocks), 256, 0, s>>>(q, int(nq), k, int(nk), int(head_dim),
-                                                            unsigned(n_tokens), angles, style,
-                                                            k_cache, v_cache, v, cache_pos);
-  return cudaGetLastError();
+                                                            unsigned(n_tokens), angles, style, kc,
+                                                            vc, v, cache_pos);
+  cudaError_t err = cudaGetLastError();
+  if (f32 || err != cudaSuccess) return err;
+  err = launch_store_kv(k_cache, kv.k, k, nullptr, cache_pos, kv_row, n_tokens, 0, s);
+  if (err != cudaSuccess) return err;
+  return launch_store_kv(v_cache, kv.v, v, nullptr, cache_pos, kv_row, n_tokens, 0, s);
 }
 
 }  // namespace hearth::cuda

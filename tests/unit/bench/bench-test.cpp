@@ -195,6 +195,22 @@ TEST(RunBench, DepthAndSampledRows) {
   EXPECT_NE(deep.message().find("--depth 121"), std::string::npos) << deep.message();
   EXPECT_NE(deep.message().find("context of 128"), std::string::npos) << deep.message();
   EXPECT_EQ(deep.message().find('\n'), std::string::npos) << deep.message();
+  // -c/--ctx-size past the trained context makes room (with a notice); one still too small
+  // is named in the error.
+  std::vector<std::string> said;
+  o.progress = [&](const std::string& s) { said.push_back(s); };
+  o.ctx_size = 100;
+  auto small = run_bench(o);
+  ASSERT_FALSE(small.is_ok());
+  EXPECT_NE(small.message().find("context (--ctx-size) of 100"), std::string::npos)
+      << small.message();
+  o.ctx_size = 256;
+  auto wide = run_bench(o);
+  ASSERT_TRUE(wide.is_ok()) << wide.message();
+  bool noticed = false;
+  for (const std::string& s : said)
+    noticed |= s.find("exceeds the model's trained context") != std::string::npos;
+  EXPECT_TRUE(noticed);
   std::filesystem::remove(path);
 }
 

@@ -1,0 +1,25 @@
+// The online-softmax pieces every CUDA attention kernel shares (attention.cu, attention-prefill.cu,
+// attention-masked.cu), so their rows normalise alike, sinks included.
+#pragma once
+
+#include <cmath>
+
+namespace hearth::cuda {
+
+// exp(a - b) that is 0, not NaN, when both are -inf (an empty running max).
+__device__ __forceinline__ float exp_diff(float a, float b) {
+  return a == -INFINITY ? 0.f : __expf(a - b);
+}
+
+// The factor that turns a row's unnormalised output (running max m, sum l, over scaled scores)
+// into the attention output, as the CPU's output_factor: without sinks 1 / l; with gpt-oss's
+// sink logit for head h, M = max(m, sink) and out = acc e^(m-M) / (l e^(m-M) + e^(sink-M)).
+__device__ __forceinline__ float softmax_out_factor(float m, float l, const float* sinks, int h) {
+  if (!sinks) return 1.f / l;
+  const float sink = sinks[h];
+  const float top = fmaxf(m, sink);
+  const float c = exp_diff(m, top);
+  return c / (l * c + __expf(sink - top));
+}
+
+}  // namespace hearth::cuda
