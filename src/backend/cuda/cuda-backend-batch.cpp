@@ -10,9 +10,11 @@ void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
   bool plain = opt_.fuse && batch_pass_ && !stepping() && !capturing() && !a.rope.partial &&
                a.window == 0 && a.softcap == 0 && !a.sinks && a.segments.size() > 1 &&
                cuda::attention_batch_supported(a.head_dim, a.n_heads, a.n_kv_heads);
+  // One cache type for every segment's K and V (one model's caches; a -ctk/-ctv pair that
+  // differs takes the per-segment path).
+  const DType type = a.segments.empty() ? DType::F32 : a.segments[0].k_type;
   for (const KvSegment& s : a.segments)
-    plain = plain && s.n_tokens == 1 && s.ring_rows == 0 && s.k_type == DType::F32 &&
-            s.v_type == DType::F32;
+    plain = plain && s.n_tokens == 1 && s.ring_rows == 0 && s.k_type == type && s.v_type == type;
   if (!plain) return rope_append_attend(a);
   std::vector<cuda::AttnSegment> segs;
   segs.reserve(a.segments.size());
@@ -32,15 +34,16 @@ void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
     return;
   const int style = a.rope.style == kernels::RopeStyle::kInterleaved ? 0 : 1;
   int m = prof("rope+kv store");
-  const bool ok = check(cuda::launch_rope_kv_batch(a.q, a.n_heads, a.k, a.n_kv_heads, a.v,
-                                                   a.head_dim, dev_segs, n, freq, style, stream_),
-                        "rope+kv (decode batch)");
+  const bool ok =
+      check(cuda::launch_rope_kv_batch(a.q, a.n_heads, a.k, a.n_kv_heads, a.v, a.head_dim, dev_segs,
+                                       n, type, freq, style, stream_),
+            "rope+kv (decode batch)");
   unprof(m);
   if (!ok) return;
   m = prof("attention");
   check(cuda::launch_attention_batch(a.q, a.out, dev_segs, n, max_ctx, a.n_heads, a.n_kv_heads,
-                                     a.head_dim, a.scale, static_cast<float*>(batch_partials_),
-                                     stream_),
+                                     a.head_dim, type, a.scale,
+                                     static_cast<float*>(batch_partials_), stream_),
         "attention (decode batch)");
   unprof(m);
 }

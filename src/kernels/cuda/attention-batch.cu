@@ -3,11 +3,14 @@
 // attention of each segment's one query over its own rows 0..pos (one launch, split-K over
 // kChunk-position chunks, and one combine launch). Segments may have any lengths; the grid
 // covers the longest and chunks past a segment's end exit at once.
-// Cache rows are read through load_row (one specialization per cache element type).
+// Cache rows hold any of the cache element types (kv-rows.cuh): f32 ones take their k and v in
+// the RoPE launch, the others from a warp-collective store launch (q8_0 quantizes a 32-element
+// block per warp); attention reads them in place through kv_load_lane.
 #include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/decode-batch.h"
+#include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rope-pair.cuh"
 #include "kernels/cuda/warp-reduce.cuh"
@@ -20,22 +23,31 @@ constexpr int kChunk = 64;  // context positions per split block
 constexpr int kWarps = 4;   // warps per split block, each an online softmax over its keys
 constexpr int kKeys = 4;    // positions per warp step
 
-// EPT elements lane, lane + 32, ... of a cache row of f32 (a new cache type: its decode here).
+// EPT elements lane, lane + 32, ... of the query row.
 template <int EPT>
 __device__ __forceinline__ void load_row(const float* row, int lane, float (&v)[EPT]) {
 #pragma unroll
   for (int i = 0; i < EPT; ++i) v[i] = __ldg(row + lane + 32 * i);
 }
 
-// One thread per rotated pair (q heads then k heads, every segment) and per v element.
+// EPT elements lane, lane + 32, ... of the cache row starting at element e0 (e0 % 32 == 0).
+template <KvForm F, int EPT>
+__device__ __forceinline__ void load_cache_row(const uint8_t* rows, int64_t e0, int lane,
+                                               float (&v)[EPT]) {
+#pragma unroll
+  for (int i = 0; i < EPT; ++i) v[i] = kv_load_lane<F>(rows, e0, i, lane);
+}
+
+// One thread per rotated pair (q heads then k heads, every segment) and, for f32 caches
+// (store_f32), per v element; other caches get k and v from store_kv_batch_kernel.
 __global__ void rope_kv_batch_kernel(float* q, int nq, float* k, int nk, const float* v, int hd,
                                      const AttnSegment* segs, int n_segs, const float* inv_freq,
-                                     int style) {
+                                     int style, bool store_f32) {
   pdl_trigger();
   pdl_wait();
   const int half = hd / 2, kvd = nk * hd;
   const int64_t pairs = int64_t(n_segs) * (nq + nk) * half;
-  const int64_t total = pairs + int64_t(n_segs) * kvd;
+  const int64_t total = pairs + (store_f32 ? int64_t(n_segs) * kvd : 0);
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     if (i < pairs) {
@@ -48,7 +60,8 @@ __global__ void rope_kv_batch_kernel(float* q, int nq, float* k, int nk, const f
         rope_rotate_pair(q + (int64_t(s) * nq + h) * hd, p, half, style, cs.x, cs.y);
       } else {
         const int kh = h - nq;
-        float* kc = static_cast<float*>(seg.k_cache) + int64_t(seg.pos) * kvd + kh * hd;
+        float* kc = store_f32 ? static_cast<float*>(seg.k_cache) + int64_t(seg.pos) * kvd + kh * hd
+                              : nullptr;
         rope_rotate_pair(k + (int64_t(s) * nk + kh) * hd, p, half, style, cs.x, cs.y, kc);
       }
     } else {
@@ -60,10 +73,31 @@ __global__ void rope_kv_batch_kernel(float* q, int nq, float* k, int nk, const f
   }
 }
 
+// One warp per 32 elements of a segment's k or v row: row pos of its cache, rounded and packed
+// as `type` (kv_store_warp: the CPU's rounding).
+__global__ void store_kv_batch_kernel(const float* k, const float* v, int kvd,
+                                      const AttnSegment* segs, int n_segs, DType type) {
+  pdl_trigger();
+  pdl_wait();
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = int64_t(n_segs) * 2 * (kvd / 32);
+  for (int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; w < warps;
+       w += (int64_t(gridDim.x) * blockDim.x) >> 5) {
+    const int block = int(w % (kvd / 32));
+    const int64_t sv = w / (kvd / 32);
+    const int s = int(sv / 2);
+    const bool is_v = sv % 2;
+    const AttnSegment seg = segs[s];
+    const int64_t e = int64_t(seg.pos) * kvd + block * 32 + lane;
+    const float x = (is_v ? v : k)[int64_t(s) * kvd + block * 32 + lane];
+    kv_store_warp(static_cast<uint8_t*>(is_v ? seg.v_cache : seg.k_cache), e, x, type, lane);
+  }
+}
+
 // grid (n_heads, chunks, segments), kWarps warps. Block (h, c, s) takes positions
 // c*kChunk .. of segment s up to its pos; each warp a quarter of them with an online softmax,
 // merged in shared memory into partial (acc[hd], max, sum) of the chunk.
-template <int EPT>
+template <KvForm F, int EPT>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_batch_kernel(const float* q, const AttnSegment* segs, int n_heads, int n_kv_heads,
                            float scale, int chunks, float* partials) {
@@ -78,8 +112,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int kvd = n_kv_heads * hd, kvh = h / (n_heads / n_kv_heads);
   float qv[EPT];
   load_row<EPT>(q + (int64_t(s) * n_heads + h) * hd, lane, qv);
-  const float* kc = static_cast<const float*>(seg.k_cache) + kvh * hd;
-  const float* vc = static_cast<const float*>(seg.v_cache) + kvh * hd;
+  const auto* kc = static_cast<const uint8_t*>(seg.k_cache);
+  const auto* vc = static_cast<const uint8_t*>(seg.v_cache);
   float m = -INFINITY, l = 0.f, acc[EPT];
 #pragma unroll
   for (int i = 0; i < EPT; ++i) acc[i] = 0.f;
@@ -91,8 +125,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int j = 0; j < kKeys; ++j) {
       const int64_t p = min(p0 + j, we - 1);  // (past the end: a duplicate, masked below)
-      load_row<EPT>(kc + p * kvd, lane, kr[j]);
-      load_row<EPT>(vc + p * kvd, lane, vr[j]);
+      load_cache_row<F, EPT>(kc, p * kvd + kvh * hd, lane, kr[j]);
+      load_cache_row<F, EPT>(vc, p * kvd + kvh * hd, lane, vr[j]);
     }
     float sc[kKeys], mx = m;
 #pragma unroll
@@ -183,43 +217,54 @@ int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t
 
 cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, const float* v,
                                  int64_t head_dim, const AttnSegment* segs, int64_t n_segs,
-                                 const float* inv_freq, int style, cudaStream_t s) {
+                                 DType cache_type, const float* inv_freq, int style,
+                                 cudaStream_t s) {
   if (n_segs <= 0) return cudaSuccess;
-  if (head_dim % 2 != 0) return cudaErrorInvalidValue;
-  const int64_t total = n_segs * ((nq + nk) * (head_dim / 2) + nk * head_dim);
+  if (head_dim % 2 != 0 || !is_cuda_kv_type(cache_type)) return cudaErrorInvalidValue;
+  const bool f32 = cache_type == DType::F32;
+  const int64_t kvd = nk * head_dim;
+  if (!f32 && kvd % 32 != 0) return cudaErrorInvalidValue;
+  const int64_t total = n_segs * ((nq + nk) * (head_dim / 2) + (f32 ? kvd : 0));
   const unsigned grid = unsigned(std::min<int64_t>((total + 255) / 256, 65535));
-  return launch_pdl(rope_kv_batch_kernel, dim3(grid), dim3(256), 0, s, q, int(nq), k, int(nk), v,
-                    int(head_dim), segs, int(n_segs), inv_freq, style);
+  cudaError_t e = launch_pdl(rope_kv_batch_kernel, dim3(grid), dim3(256), 0, s, q, int(nq), k,
+                             int(nk), v, int(head_dim), segs, int(n_segs), inv_freq, style, f32);
+  if (e != cudaSuccess || f32) return e;
+  const int64_t threads = n_segs * 2 * kvd;  // a lane per element
+  return launch_pdl(store_kv_batch_kernel,
+                    dim3(unsigned(std::min<int64_t>((threads + 255) / 256, 65535))), dim3(256), 0,
+                    s, static_cast<const float*>(k), v, int(kvd), segs, int(n_segs), cache_type);
 }
 
 cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment* segs,
                                    int64_t n_segs, int64_t max_ctx, int64_t n_heads,
-                                   int64_t n_kv_heads, int64_t head_dim, float scale,
-                                   float* partials, cudaStream_t s) {
+                                   int64_t n_kv_heads, int64_t head_dim, DType cache_type,
+                                   float scale, float* partials, cudaStream_t s) {
   if (n_segs <= 0) return cudaSuccess;
-  if (!attention_batch_supported(head_dim, n_heads, n_kv_heads) || max_ctx <= 0 || n_segs > 65535)
+  if (!attention_batch_supported(head_dim, n_heads, n_kv_heads) || max_ctx <= 0 || n_segs > 65535 ||
+      !is_cuda_kv_type(cache_type))
     return cudaErrorInvalidValue;
   const int chunks = chunks_for(max_ctx);
   const dim3 grid{unsigned(n_heads), unsigned(chunks), unsigned(n_segs)}, block{kWarps * 32};
   cudaError_t e = cudaErrorInvalidValue;
-  switch (head_dim) {
-    case 32:
-      e = launch_pdl(attention_batch_kernel<1>, grid, block, 0, s, q, segs, int(n_heads),
-                     int(n_kv_heads), scale, chunks, partials);
-      break;
-    case 64:
-      e = launch_pdl(attention_batch_kernel<2>, grid, block, 0, s, q, segs, int(n_heads),
-                     int(n_kv_heads), scale, chunks, partials);
-      break;
-    case 128:
-      e = launch_pdl(attention_batch_kernel<4>, grid, block, 0, s, q, segs, int(n_heads),
-                     int(n_kv_heads), scale, chunks, partials);
-      break;
-    default:
-      e = launch_pdl(attention_batch_kernel<8>, grid, block, 0, s, q, segs, int(n_heads),
-                     int(n_kv_heads), scale, chunks, partials);
-      break;
-  }
+  dispatch_kv_form(cache_type, cache_type, [&](auto form) {
+    constexpr KvForm F = decltype(form)::value;
+    if constexpr (F != KvForm::kMixed) {
+      const auto run = [&](auto kernel) {
+        e = launch_pdl(kernel, grid, block, 0, s, q, segs, int(n_heads), int(n_kv_heads), scale,
+                       chunks, partials);
+      };
+      switch (head_dim) {
+        case 32:
+          return run(attention_batch_kernel<F, 1>);
+        case 64:
+          return run(attention_batch_kernel<F, 2>);
+        case 128:
+          return run(attention_batch_kernel<F, 4>);
+        default:
+          return run(attention_batch_kernel<F, 8>);
+      }
+    }
+  });
   if (e != cudaSuccess) return e;
   return launch_pdl(attention_batch_combine_kernel, dim3(unsigned(n_heads), unsigned(n_segs)),
                     dim3(128), 0, s, segs, int(n_heads), int(head_dim), chunks,

@@ -20,7 +20,8 @@ cudaError_t launch_matmul_batch(const GemvJob* jobs, int n_jobs, const Quantized
 
 // A decode step of many sequences, one query each (attention-batch.cu). Segment i's rows of q,
 // k, v and out are row i of [n_segs, heads * head_dim]; its descriptor (device memory) names its
-// cache rows (f32 [ctx, n_kv_heads * head_dim]) and its position.
+// cache rows ([ctx, n_kv_heads * head_dim] of cache_type, the same for every segment: F32, F16,
+// BF16 or Q8_0, kernels::KvRows' layout) and its position.
 struct AttnSegment {
   void* k_cache = nullptr;
   void* v_cache = nullptr;
@@ -28,10 +29,12 @@ struct AttnSegment {
 };
 bool attention_batch_supported(int64_t head_dim, int64_t n_heads, int64_t n_kv_heads);
 // RoPE (full, head_dim even) on every segment's q [nq heads] and k [nk heads] at its position,
-// then k and v stored to its cache row pos: one launch for all segments.
+// then k and v stored to its cache row pos: one launch for all segments (f32 rows), two for the
+// other types (their store is warp-collective).
 cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, const float* v,
                                  int64_t head_dim, const AttnSegment* segs, int64_t n_segs,
-                                 const float* inv_freq, int style, cudaStream_t s);
+                                 DType cache_type, const float* inv_freq, int style,
+                                 cudaStream_t s);
 // Causal GQA attention of each segment's query over its rows 0..pos (max_ctx > every pos):
 // split-K over 64-position chunks, then a combine; partials holds
 // attention_batch_partials_floats() floats.
@@ -39,7 +42,7 @@ int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t
                                         int64_t max_ctx);
 cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment* segs,
                                    int64_t n_segs, int64_t max_ctx, int64_t n_heads,
-                                   int64_t n_kv_heads, int64_t head_dim, float scale,
-                                   float* partials, cudaStream_t s);
+                                   int64_t n_kv_heads, int64_t head_dim, DType cache_type,
+                                   float scale, float* partials, cudaStream_t s);
 
 }  // namespace hearth::cuda

@@ -1,68 +1,101 @@
 // A decode step of many sequences (Phase::kDecodeBatch, rope_append_attend_batch): every
 // segment's RoPE, K/V append and attention in one launch each (attention-batch.cu) against the
 // CPU backend, which takes the segments one by one. Positions straddle the 64-position split
-// chunks and differ per segment, GQA 4:1, both rope styles, head sizes 64 and 128.
+// chunks and differ per segment, GQA 4:1, both rope styles, head sizes 64 and 128, and every
+// cache element type (f32 rows take k and v in the RoPE launch, the others in a store launch).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
 
 #include "cuda-test-util.h"
 
 namespace hearth::test {
 namespace {
 
+// Rows [rows, n] of type t back to f32.
+std::vector<float> widen(DType t, const std::vector<float>& bytes, int64_t rows, int64_t n) {
+  std::vector<float> out(size_t(rows * n));
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  for (int64_t r = 0; r < rows; ++r)
+    kernels::load_kv_row(t, p + r * kernels::kv_row_bytes(t, n), out.data() + r * n, n);
+  return out;
+}
+
 TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
   auto cpu = make_cpu_backend(1);
   const std::vector<int64_t> positions = {0, 1, 63, 64, 200, 17};
   const int64_t B = int64_t(positions.size()), heads = 8, kv_heads = 2, cap = 256;
-  for (int64_t hd : {64, 128})
-    for (kernels::RopeStyle style :
-         {kernels::RopeStyle::kInterleaved, kernels::RopeStyle::kHalves}) {
-      const int64_t kvd = kv_heads * hd;
-      auto q = random_floats(size_t(B * heads * hd), uint32_t(hd), -3.f, 3.f);
-      auto k = random_floats(size_t(B * kvd), uint32_t(hd + 1), -3.f, 3.f);
-      const auto v = random_floats(size_t(B * kvd), uint32_t(hd + 2), -3.f, 3.f);
-      std::vector<float> inv(size_t(hd / 2));
-      for (int64_t i = 0; i < hd / 2; ++i) inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / hd));
-      std::vector<int32_t> pos(positions.begin(), positions.end());
-      std::vector<std::vector<float>> kc, vc;
-      std::vector<float*> gkc, gvc;
-      std::vector<Backend::KvSegment> gsegs, csegs;
-      for (int64_t i = 0; i < B; ++i) {
-        kc.push_back(random_floats(size_t(cap * kvd), uint32_t(10 + i), -1.f, 1.f));
-        vc.push_back(random_floats(size_t(cap * kvd), uint32_t(20 + i), -1.f, 1.f));
-        gkc.push_back(dev(kc.back()));
-        gvc.push_back(dev(vc.back()));
-      }
-      for (int64_t i = 0; i < B; ++i) {
-        gsegs.push_back(
-            {gkc[size_t(i)], DType::F32, gvc[size_t(i)], DType::F32, positions[size_t(i)], 1, 0});
-        csegs.push_back({kc[size_t(i)].data(), DType::F32, vc[size_t(i)].data(), DType::F32,
-                         positions[size_t(i)], 1, 0});
-      }
-      Backend::AttentionBlock a;
-      a.q = dev(q), a.k = dev(k), a.v = dev(v), a.out = poisoned(B * heads * hd);
-      a.host_pos = pos.data();
-      a.n_tokens = B, a.n_heads = heads, a.n_kv_heads = kv_heads, a.head_dim = hd;
-      a.scale = 1.f / std::sqrt(float(hd));
-      a.rope = {inv.data(), style, hd, 1.f, false};
-      a.segments = gsegs;
-      backend_->begin_pass(Backend::Phase::kDecodeBatch, B);
-      backend_->rope_append_attend_batch(a);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0})
+    for (int64_t hd : {64, 128})
+      for (kernels::RopeStyle style :
+           {kernels::RopeStyle::kInterleaved, kernels::RopeStyle::kHalves}) {
+        const int64_t kvd = kv_heads * hd;
+        auto q = random_floats(size_t(B * heads * hd), uint32_t(hd), -3.f, 3.f);
+        auto k = random_floats(size_t(B * kvd), uint32_t(hd + 1), -3.f, 3.f);
+        const auto v = random_floats(size_t(B * kvd), uint32_t(hd + 2), -3.f, 3.f);
+        std::vector<float> inv(size_t(hd / 2));
+        for (int64_t i = 0; i < hd / 2; ++i)
+          inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / hd));
+        std::vector<int32_t> pos(positions.begin(), positions.end());
+        std::vector<std::vector<float>> kc, vc;
+        std::vector<float*> gkc, gvc;
+        std::vector<Backend::KvSegment> gsegs, csegs;
+        // Each cache as rows of type t (held in floats, as Backend moves them).
+        const int64_t row_floats = (kernels::kv_row_bytes(t, kvd) * cap + 3) / 4;
+        auto typed = [&](uint32_t seed) {
+          const auto values = random_floats(size_t(cap * kvd), seed, -1.f, 1.f);
+          std::vector<float> rows(size_t(row_floats), 0.f);
+          kernels::store_kv_rows(t, values.data(), rows.data(), cap, kvd);
+          return rows;
+        };
+        for (int64_t i = 0; i < B; ++i) {
+          kc.push_back(typed(uint32_t(10 + i)));
+          vc.push_back(typed(uint32_t(20 + i)));
+          gkc.push_back(dev(kc.back()));
+          gvc.push_back(dev(vc.back()));
+        }
+        for (int64_t i = 0; i < B; ++i) {
+          gsegs.push_back({gkc[size_t(i)], t, gvc[size_t(i)], t, positions[size_t(i)], 1, 0});
+          csegs.push_back(
+              {kc[size_t(i)].data(), t, vc[size_t(i)].data(), t, positions[size_t(i)], 1, 0});
+        }
+        Backend::AttentionBlock a;
+        a.q = dev(q), a.k = dev(k), a.v = dev(v), a.out = poisoned(B * heads * hd);
+        a.host_pos = pos.data();
+        a.n_tokens = B, a.n_heads = heads, a.n_kv_heads = kv_heads, a.head_dim = hd;
+        a.scale = 1.f / std::sqrt(float(hd));
+        a.rope = {inv.data(), style, hd, 1.f, false};
+        a.segments = gsegs;
+        backend_->begin_pass(Backend::Phase::kDecodeBatch, B);
+        backend_->rope_append_attend_batch(a);
 
-      std::vector<float> out(size_t(B * heads * hd));
-      Backend::AttentionBlock c = a;
-      c.q = q.data(), c.k = k.data(), c.v = v.data(), c.out = out.data();
-      c.segments = csegs;
-      cpu->rope_append_attend(c);
-      const std::string what = "hd " + std::to_string(hd) + " style " + std::to_string(int(style));
-      for (int64_t i = 0; i < B; ++i) {
-        EXPECT_LT(rel_error(get(gkc[size_t(i)], cap * kvd), kc[size_t(i)]), 1e-6)
-            << what << " k " << i;
-        EXPECT_EQ(get(gvc[size_t(i)], cap * kvd), vc[size_t(i)]) << what << " v " << i;
+        std::vector<float> out(size_t(B * heads * hd));
+        Backend::AttentionBlock c = a;
+        c.q = q.data(), c.k = k.data(), c.v = v.data(), c.out = out.data();
+        c.segments = csegs;
+        cpu->rope_append_attend(c);
+        const std::string what = std::string(dtype_name(t)) + " hd " + std::to_string(hd) +
+                                 " style " + std::to_string(int(style));
+        // The GPU's rotated k may differ from the CPU's in the last f32 bit, which can move a
+        // stored element by one step of the type (and a q8_0 block's scale with it).
+        const double row_tol = t == DType::F32 ? 1e-6 : t == DType::F16 ? 1e-3 : 1e-2;
+        for (int64_t i = 0; i < B; ++i) {
+          EXPECT_LT(rel_error(widen(t, get(gkc[size_t(i)], row_floats), cap, kvd),
+                              widen(t, kc[size_t(i)], cap, kvd)),
+                    row_tol)
+              << what << " k " << i;
+          // v is stored as given: the same bytes (compared as bytes: typed rows read as floats
+          // may hold NaN patterns).
+          const std::vector<float> got_v = get(gvc[size_t(i)], row_floats);
+          EXPECT_EQ(std::memcmp(got_v.data(), vc[size_t(i)].data(), got_v.size() * sizeof(float)),
+                    0)
+              << what << " v " << i;
+        }
+        EXPECT_LT(rel_error(get(a.out, B * heads * hd), out), t == DType::F32 ? 1e-4 : 2e-3)
+            << what;
       }
-      EXPECT_LT(rel_error(get(a.out, B * heads * hd), out), 1e-4) << what;
-    }
 }
 
 }  // namespace
