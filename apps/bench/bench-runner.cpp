@@ -288,6 +288,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   LoadOptions lo;
   lo.n_threads = rep.threads;
   lo.gpu_layers = o.gpu_layers;
+  lo.cpu_moe = o.cpu_moe;
   // The KV run() sizes (the largest prompt + generation), for --gpu-layers auto.
   lo.ctx_hint = int64_t(o.depth) + o.n_gen + 8;
   for (int p : o.prompt_sizes)
