@@ -43,15 +43,17 @@ TEST_F(CudaTest, MoeRouteMatchesHostRuleWithTiesRenormAndNan) {
         kernels::route_top_k(logits.data(), T, NE, K, renorm, want_ids.data(), want_w.data());
         int32_t* ids = dev_ints(*backend_, T * K, owned_);
         float* w = poisoned(T * K);
-        ASSERT_EQ(cuda::launch_moe_route(dev(logits), T, NE, K, renorm, ids, w, nullptr),
-                  cudaSuccess);
+        const float* d_logits = dev(logits);
+        backend_->synchronize();  // the launch below is on the default stream, not the backend's
+        ASSERT_EQ(cuda::launch_moe_route(d_logits, T, NE, K, renorm, ids, w, nullptr), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         std::vector<int32_t> got_ids(size_t(T * K));
         backend_->download(reinterpret_cast<float*>(got_ids.data()),
                            reinterpret_cast<const float*>(ids), T * K);
         EXPECT_EQ(got_ids, want_ids) << NE << " experts, top-" << K << " renorm " << renorm;
         const auto got_w = get(w, T * K);
         for (size_t i = 0; i < got_w.size(); ++i)
-          EXPECT_NEAR(got_w[i], want_w[i], 2e-7f * std::max(1.0f, want_w[i])) << i;
+          EXPECT_NEAR(got_w[i], want_w[i], 1e-6f) << i;  // expf and exp may differ by an ulp
       }
 }
 
@@ -173,12 +175,12 @@ TEST_F(CudaMoeTest, MoeGatherGemvMatchesDensePerExpertMatmuls) {
   check_moe({DType::BF16, true}, 2, 2e-5);
 }
 
-// Prefill: the grouped path runs the backend's matmuls (fp16 tensor-core GEMMs, int8 GEMVs for
-// experts with a few rows), hence the looser bound.
+// Prefill: the grouped path runs the backend's matmuls (fp16 tensor-core GEMMs, int8-activation
+// GEMVs for experts with a few rows), hence the bound of those matmuls' own tests.
 TEST_F(CudaMoeTest, MoeGroupedPrefillMatchesDensePerExpertMatmuls) {
   for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q8_0, DType::F16, DType::BF16, DType::MXFP4})
-    check_moe({t}, 37, 5e-3);
-  check_moe({DType::MXFP4, true}, 70, 5e-3);
+    check_moe({t}, 37, 2e-2);
+  check_moe({DType::MXFP4, true}, 70, 2e-2);
 }
 
 // MXFP4 on the device decodes exactly as the scalar reference (every scale byte, both signs of
