@@ -34,12 +34,12 @@ TEST_F(CudaTest, MoeRouteMatchesHostRuleWithTiesRenormAndNan) {
         if (K > NE) continue;
         const int64_t T = 7;
         // Small integers: many exact ties, which must go to the lower index as on the host.
-        std::vector<float> logits(size_t(T * NE));
+        std::vector<float> logits(static_cast<size_t>(T * NE));
         for (size_t i = 0; i < logits.size(); ++i) logits[i] = float((i * 7919 + NE) % 5);
         logits[3] = std::nanf("");  // a NaN ranks below every number
         for (int64_t e = 0; e < NE; ++e) logits[size_t(2 * NE + e)] = 1.0f;  // all equal
-        std::vector<int32_t> want_ids(size_t(T * K));
-        std::vector<float> want_w(size_t(T * K));
+        std::vector<int32_t> want_ids(static_cast<size_t>(T * K));
+        std::vector<float> want_w(static_cast<size_t>(T * K));
         kernels::route_top_k(logits.data(), T, NE, K, renorm, want_ids.data(), want_w.data());
         int32_t* ids = dev_ints(*backend_, T * K, owned_);
         float* w = poisoned(T * K);
@@ -47,7 +47,7 @@ TEST_F(CudaTest, MoeRouteMatchesHostRuleWithTiesRenormAndNan) {
         backend_->synchronize();  // the launch below is on the default stream, not the backend's
         ASSERT_EQ(cuda::launch_moe_route(d_logits, T, NE, K, renorm, ids, w, nullptr), cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        std::vector<int32_t> got_ids(size_t(T * K));
+        std::vector<int32_t> got_ids(static_cast<size_t>(T * K));
         backend_->download(reinterpret_cast<float*>(got_ids.data()),
                            reinterpret_cast<const float*>(ids), T * K);
         EXPECT_EQ(got_ids, want_ids) << NE << " experts, top-" << K << " renorm " << renorm;
@@ -121,8 +121,8 @@ void CudaMoeTest::check_moe(const MoeCase& c, int64_t T, double bound) {
   if (c.gpt_oss)
     for (int64_t t = 0; t < T; ++t)
       for (int64_t e = 0; e < NE; ++e) logits[size_t(t * NE + e)] += rbias[size_t(e)];
-  std::vector<int32_t> ids(size_t(T * K));
-  std::vector<float> wts(size_t(T * K));
+  std::vector<int32_t> ids(static_cast<size_t>(T * K));
+  std::vector<float> wts(static_cast<size_t>(T * K));
   kernels::route_top_k(logits.data(), T, NE, K, true, ids.data(), wts.data());
   std::vector<double> want(res.begin(), res.end());
   for (int64_t t = 0; t < T; ++t)
@@ -131,7 +131,7 @@ void CudaMoeTest::check_moe(const MoeCase& c, int64_t T, double bound) {
       const std::vector<float> xt(x.begin() + t * E, x.begin() + (t + 1) * E);
       auto g = reference_matmul(cpu_dequant(gate[size_t(e)]), xt, F, E, 1);
       auto u = reference_matmul(cpu_dequant(up[size_t(e)]), xt, F, E, 1);
-      std::vector<float> h(size_t(F));
+      std::vector<float> h(static_cast<size_t>(F));
       for (int64_t i = 0; i < F; ++i) {
         double gv = g[size_t(i)], uv = u[size_t(i)];
         if (c.gpt_oss) {
@@ -196,7 +196,7 @@ TEST_F(CudaTest, Mxfp4DequantIsBitExact) {
   Weight w = make_weight(DType::MXFP4, rows, cols, bytes);
   ASSERT_TRUE(backend_->prepare_weight(w).is_ok());
   const auto want = cpu_dequant(w);
-  std::vector<int32_t> ids(size_t(rows));
+  std::vector<int32_t> ids(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) ids[size_t(r)] = int32_t(r);
   float* out = poisoned(rows * cols);
   backend_->embed(w, ids.data(), rows, out);
