@@ -393,6 +393,8 @@ class CudaBackend final : public Backend {
   struct MoeTable {
     std::shared_ptr<void> mem;
     cuda::MoeExperts experts;
+    std::vector<cuda::DeviceWeight> dws;  // what mem holds: gate, up, down [n_expert] each
+    std::vector<const float*> biases;
   };
   std::unordered_map<const void*, MoeTable> moe_tables_;
   void* moe_step_buf_ = nullptr;

@@ -58,15 +58,21 @@ bool CudaBackend::moe_on_device(const MoeBlock& m) {
   return cuda::moe_gemv_supports(first->dw.dtype, m.n_embd);
 }
 
+namespace {
+
+bool same_weight(const cuda::DeviceWeight& a, const cuda::DeviceWeight& b) {
+  return a.dtype == b.dtype && a.rows == b.rows && a.cols == b.cols &&
+         a.blocks_per_row == b.blocks_per_row && a.body == b.body && a.aux0 == b.aux0 &&
+         a.aux1 == b.aux1 && a.aux16 == b.aux16 && a.aux_head == b.aux_head;
+}
+
+}  // namespace
+
 // The layer's expert tables in device memory, made on its first call (outside capture: the
-// eager warm-up step makes them before a step is recorded).
+// eager warm-up step makes them before a step is recorded). A table is reused only while it
+// still describes the weights it was made from: a Weight list freed and another allocated at
+// its address (tests, a reloaded layer) gets a new one.
 const cuda::MoeExperts* CudaBackend::moe_experts(const MoeBlock& m) {
-  const void* key = &m.gate[0];
-  if (auto it = moe_tables_.find(key); it != moe_tables_.end()) return &it->second.experts;
-  if (capturing()) {
-    fail("moe_ffn: expert tables made inside a captured decode step");
-    return nullptr;
-  }
   const size_t NE = size_t(m.n_expert);
   const bool biased = !m.gate_bias.empty();
   std::vector<cuda::DeviceWeight> dws(3 * NE);
@@ -77,11 +83,24 @@ const cuda::MoeExperts* CudaBackend::moe_experts(const MoeBlock& m) {
   const std::span<float* const>* bias_lists[] = {&m.gate_bias, &m.up_bias, &m.down_bias};
   for (size_t p = 0; biased && p < 3; ++p)
     for (size_t e = 0; e < NE; ++e) biases[p * NE + e] = (*bias_lists[p])[e];
+  const void* key = &m.gate[0];
+  if (auto it = moe_tables_.find(key); it != moe_tables_.end()) {
+    const MoeTable& t = it->second;
+    bool same = t.biases == biases && t.dws.size() == dws.size();
+    for (size_t i = 0; same && i < dws.size(); ++i) same = same_weight(t.dws[i], dws[i]);
+    if (same) return &t.experts;
+    if (!capturing()) drop_graph();  // a recorded step may read the table replaced below
+  }
+  if (capturing()) {
+    fail("moe_ffn: expert tables made inside a captured decode step");
+    return nullptr;
+  }
   const size_t dw_bytes = dws.size() * sizeof(cuda::DeviceWeight);
   const size_t bytes = align256(dw_bytes) + biases.size() * sizeof(float*);
   void* mem = nullptr;
   if (!check(cudaMalloc(&mem, bytes), "moe expert tables")) return nullptr;
   MoeTable& t = moe_tables_[key];
+  t = MoeTable{};
   t.mem.reset(mem, [](void* q) { cudaFree(q); });
   auto* base = static_cast<uint8_t*>(mem);
   check(cudaMemcpyAsync(base, dws.data(), dw_bytes, cudaMemcpyHostToDevice, stream_),
@@ -97,7 +116,9 @@ const cuda::MoeExperts* CudaBackend::moe_experts(const MoeBlock& m) {
   if (biased)
     t.experts.gate_bias = bias_dev, t.experts.up_bias = bias_dev + NE,
     t.experts.down_bias = bias_dev + 2 * NE;
-  t.experts.dtype = dws[0].dtype;
+  t.dws = std::move(dws);
+  t.biases = std::move(biases);
+  t.experts.dtype = t.dws[0].dtype;
   t.experts.n_embd = m.n_embd, t.experts.n_ff = m.n_ff;
   return &t.experts;
 }

@@ -206,10 +206,11 @@ __device__ __forceinline__ void dq8<DType::Q6_K>(const DeviceWeight& w, int64_t 
 __device__ __forceinline__ float mxfp4_scale_bits(uint32_t e) {
   return __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
 }
+// In integers, so the negative zero code (0b1000) is +0 as in the reference's table.
 __device__ __forceinline__ float mxfp4_code(uint32_t c) {
   const uint32_t m = c & 7;
-  const float mag = float(m < 4 ? m : (4u + 2u * (m & 1)) << ((m - 4) >> 1));
-  return c & 8 ? -mag : mag;
+  const int mag = int(m < 4 ? m : (4u + 2u * (m & 1)) << ((m - 4) >> 1));
+  return float(c & 8 ? -mag : mag);
 }
 
 template <>
