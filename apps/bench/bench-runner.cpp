@@ -289,6 +289,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   LoadOptions lo;
   lo.n_threads = rep.threads;
   lo.gpu_layers = o.gpu_layers;
+  lo.cpu_moe = o.cpu_moe;
   // The KV run() sizes (the largest prompt + generation), for --gpu-layers auto.
   lo.ctx_hint = int64_t(o.depth) + o.n_gen + 8;
   for (int p : o.prompt_sizes)
@@ -434,13 +435,27 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
 
   // Decode reads each layer group's weights from its backend's memory: the roofline's time per
   // token is the sum over groups of (their share of the bytes / that memory's bandwidth), the
-  // GPU's measured now by its backend (GPU groups' share: their fraction of the layers).
+  // GPU's measured now by its backend. The GPU's share: its layers' active bytes (an MoE layer's
+  // router and n_expert_used experts count where --cpu-moe / --n-cpu-moe put them).
   double gpu_bw = 0, gpu_share = 0;
+  const Backend* gpu_backend = nullptr;
   for (const LayerGroup& g : model->groups())
-    if (auto bw = g.backend->measure_read_bandwidth_gbs()) {
-      gpu_bw = *bw;
-      gpu_share += double(g.last - g.first) / double(model->hparams().n_layer);
+    if (auto bw = g.backend->measure_read_bandwidth_gbs()) gpu_bw = *bw, gpu_backend = g.backend;
+  if (gpu_backend) {
+    const HParams& hp = model->hparams();
+    const auto nbytes = [](const TensorView& t) { return t.nbytes; };
+    const std::vector<Backend*> where = model->layer_backends();
+    double on_gpu = 0, all = 0;
+    for (int64_t l = 0; l < hp.n_layer; ++l) {
+      const double dense = double(model->layer_weight_bytes(l, false, nbytes));
+      double experts = double(model->layer_weight_bytes(l, true, nbytes)) - dense;
+      if (hp.n_expert > 0) experts = experts * double(hp.n_expert_used) / double(hp.n_expert);
+      on_gpu += (where[size_t(l)] == gpu_backend ? dense : 0) +
+                (model->expert_backend(l) == gpu_backend ? experts : 0);
+      all += dense + experts;
     }
+    gpu_share = all > 0 ? on_gpu / all : 0;
+  }
   auto bandwidth_roofline = [&](double bytes, double tokens) {
     const double s = bytes * (1 - gpu_share) / (cpu.bandwidth_gbs * 1e9) +
                      (gpu_share > 0 ? bytes * gpu_share / (gpu_bw * 1e9) : 0.0);

@@ -22,6 +22,7 @@ struct BenchOptions {
   int reps = 3;
   int threads = 0;  // 0: all available cores
   int gpu_layers = 0;
+  int cpu_moe = 0;               // LoadOptions::cpu_moe (--cpu-moe, --n-cpu-moe N)
   bool no_cache = false;         // bypass the prepacked-weight cache
   CpuOptions cpu;                // the CPU backend's (AMX prefill, cache verification)
   CudaOptions cuda;              // the GPU backend's (graphs, chain depth, profile)

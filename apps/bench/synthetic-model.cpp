@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "base/half.h"
 #include "formats/gguf.h"
@@ -28,6 +29,14 @@ SyntheticShape gemma2_9b() {  // gemma-2-9b's config.json (query_pre_attn_scalar
   return s;
 }
 
+// Qwen3-30B-A3B's config.json: 128 experts of width 768, 8 per token, norm_topk_prob.
+SyntheticShape qwen3_30b_a3b() {
+  SyntheticShape s{"qwen3-30b-a3b", 2048, 6144, 48, 32, 4, 151936, 40960, 1000000.0};
+  s.arch = "qwen3moe", s.head_dim = 128, s.qk_norm = true, s.rms_eps = 1e-6;
+  s.n_expert = 128, s.n_expert_used = 8, s.n_ff_exp = 768;
+  return s;
+}
+
 // Shapes as in mkgguf.py (llama3-8b with its real 128256-token vocabulary), and two 2025
 // families with their real vocabularies.
 const SyntheticShape kShapes[] = {
@@ -36,6 +45,7 @@ const SyntheticShape kShapes[] = {
     {"llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0},
     qwen3_8b(),
     gemma2_9b(),
+    qwen3_30b_a3b(),
 };
 
 const DType kTypes[] = {DType::F16,  DType::BF16, DType::Q8_0,
@@ -144,6 +154,13 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
   if (s.sliding_window > 0) w.set_u32(a + "attention.sliding_window", uint32_t(s.sliding_window));
   if (s.attn_softcap > 0) w.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
   if (s.final_softcap > 0) w.set_f32(a + "final_logit_softcapping", s.final_softcap);
+  const int64_t NE = s.n_expert, FE = s.n_ff_exp;
+  if (NE > 0) {
+    w.set_u32(a + "expert_count", uint32_t(NE));
+    w.set_u32(a + "expert_used_count", uint32_t(s.n_expert_used));
+    w.set_u32(a + "expert_feed_forward_length", uint32_t(FE));
+    w.set_bool(a + "expert_weights_norm", true);
+  }
 
   struct T {
     std::string name;
@@ -157,18 +174,33 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
          std::vector<std::pair<std::string, std::vector<int64_t>>>{{"attn_q.weight", {qd, E}},
                                                                    {"attn_k.weight", {kvd, E}},
                                                                    {"attn_v.weight", {kvd, E}},
-                                                                   {"attn_output.weight", {E, qd}},
-                                                                   {"ffn_gate.weight", {F, E}},
-                                                                   {"ffn_up.weight", {F, E}},
-                                                                   {"ffn_down.weight", {E, F}}})
+                                                                   {"attn_output.weight", {E, qd}}})
       mats.push_back({p + n, sh});
+    if (NE > 0) {
+      mats.insert(mats.end(), {{p + "ffn_gate_inp.weight", {NE, E}},
+                               {p + "ffn_gate_exps.weight", {NE, FE, E}},
+                               {p + "ffn_up_exps.weight", {NE, FE, E}},
+                               {p + "ffn_down_exps.weight", {NE, E, FE}}});
+    } else {
+      mats.insert(mats.end(), {{p + "ffn_gate.weight", {F, E}},
+                               {p + "ffn_up.weight", {F, E}},
+                               {p + "ffn_down.weight", {E, F}}});
+    }
   }
+  // A tensor's bytes: whole rows of its innermost dimension.
+  auto tensor_bytes = [&](const T& t) -> std::optional<uint64_t> {
+    const auto row = row_bytes(spec.type, uint64_t(t.shape.back()));
+    if (!row) return std::nullopt;
+    uint64_t rows = 1;
+    for (size_t d = 0; d + 1 < t.shape.size(); ++d) rows *= uint64_t(t.shape[d]);
+    return *row * rows;
+  };
   const DTypeInfo& info = dtype_info(spec.type);
   uint64_t largest = 0;
   for (const T& t : mats) {
-    const auto bytes = row_bytes(spec.type, uint64_t(t.shape[1]));
+    const auto bytes = tensor_bytes(t);
     if (!bytes) return Status::error("synthetic: row length not a multiple of the block size");
-    largest = std::max(largest, *bytes * uint64_t(t.shape[0]));
+    largest = std::max(largest, *bytes);
   }
   // Tensors start at different block offsets of one random buffer, so layers differ.
   const uint64_t slack_blocks = 4096;
@@ -179,7 +211,7 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
   w.add_tensor_ref("output_norm.weight", DType::F32, {E}, ones.data(), uint64_t(E) * 4);
   uint64_t i = 0;
   for (const T& t : mats) {
-    const uint64_t bytes = *row_bytes(spec.type, uint64_t(t.shape[1])) * uint64_t(t.shape[0]);
+    const uint64_t bytes = *tensor_bytes(t);
     const uint64_t off = (i++ * 1031 % slack_blocks) * info.block_bytes;
     w.add_tensor_ref(t.name, spec.type, t.shape, pool.data() + off, bytes);
     if (t.name.find("attn_q.weight") != std::string::npos) {

@@ -25,6 +25,9 @@ struct SyntheticShape {
   int64_t sliding_window = 0;   // {arch}.attention.sliding_window
   float attn_softcap = 0, final_softcap = 0;
   double rms_eps = 1e-5;
+  // Mixture of experts (n_expert > 0): every layer's FFN is n_expert experts of width n_ff_exp
+  // (GGUF's stacked ffn_{gate,up,down}_exps) behind a router, n_expert_used per token.
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
 };
 
 struct SyntheticSpec {
@@ -32,7 +35,8 @@ struct SyntheticSpec {
   DType type;  // type of the 2-D weights (embedding and head included); norms are F32
 };
 
-// Parses "llama2-7b:q4_0" (shapes: tinyllama-1b, llama2-7b, llama3-8b, qwen3-8b, gemma2-9b;
+// Parses "llama2-7b:q4_0" (shapes: tinyllama-1b, llama2-7b, llama3-8b, qwen3-8b, gemma2-9b,
+// qwen3-30b-a3b;
 // types: f16, bf16, q8_0, q4_0, q4_k, q6_k).
 Result<SyntheticSpec> parse_synthetic(const std::string& text);
 std::vector<std::string> synthetic_shape_names();

@@ -69,6 +69,7 @@ void run(const BenchArgs& a) {
   o.reps = a.reps;
   o.threads = a.rt.threads;
   o.gpu_layers = parse_gpu_layers(a.rt.gpu_layers);
+  o.cpu_moe = a.rt.cpu_moe;
   o.no_cache = a.rt.no_cache;
   o.cpu = a.rt.cpu;
   o.cuda = a.rt.cuda;

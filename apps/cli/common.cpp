@@ -20,6 +20,12 @@ void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
   cmd->add_option("--gpu-layers,--n-gpu-layers,--ngl", a->gpu_layers,
                   "layers to place on the GPU: N, 'all', or 'auto' (as many as fit its free "
                   "memory) (default 0)");
+  cmd->add_flag_callback(
+      "--cpu-moe", [a] { a->cpu_moe = kCpuMoeAll; },
+      "keep every MoE layer's router and experts on the CPU (the rest of each layer on the GPU)");
+  cmd->add_option("--n-cpu-moe,--ncmoe", a->cpu_moe,
+                  "keep the routers and experts of the first N MoE layers on the CPU")
+      ->check(CLI::Range(0, 100000));
   cmd->add_flag("--no-cache", a->no_cache,
                 "do not use or write the prepacked-weight cache ($HEARTH_CACHE_DIR or "
                 "~/.cache/hearth/packed)");
@@ -109,6 +115,7 @@ LoadOptions load_options(const RuntimeArgs& args) {
   LoadOptions opt;
   opt.n_threads = args.threads;
   opt.gpu_layers = parse_gpu_layers(args.gpu_layers);
+  opt.cpu_moe = args.cpu_moe;
   opt.use_weight_cache = !args.no_cache;
   opt.cpu = args.cpu;
   opt.cuda = args.cuda;

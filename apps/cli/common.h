@@ -17,6 +17,7 @@ struct RuntimeArgs {
   int threads = 0;               // -t; 0 = all cores
   int64_t ctx_size = 0;          // -c; 0 = min(training context, 4096)
   std::string gpu_layers = "0";  // -ngl N | auto | all
+  int cpu_moe = 0;               // --cpu-moe (kCpuMoeAll) | --n-cpu-moe N (LoadOptions::cpu_moe)
   bool no_cache = false;         // --no-cache: do not use or write the prepacked-weight cache
   CpuOptions cpu;                // --no-amx, --amx-min-tokens, --cache-verify
   CudaOptions cuda;              // --no-cuda-graphs, --cuda-chain-depth, --cuda-profile

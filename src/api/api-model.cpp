@@ -53,6 +53,7 @@ hearth_model_params default_model_params() {
   p.amx_min_tokens = 0;
   p.no_cuda_graphs = 0;
   p.cuda_chain_depth = CudaOptions{}.greedy_chain_depth;
+  p.n_cpu_moe = 0;
   return p;
 }
 
@@ -155,6 +156,8 @@ hearth_status hearth_model_load(const char* path_or_repo, const hearth_model_par
       return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_model_load: n_threads is negative");
     if (p.gpu_layers < kGpuLayersAuto)
       return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_model_load: gpu_layers below -2");
+    if (p.n_cpu_moe < kCpuMoeAll)
+      return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_model_load: n_cpu_moe below -1");
 
     std::string path = path_or_repo;
     if (!file_exists(path) && !is_directory(path)) {
@@ -167,6 +170,7 @@ hearth_status hearth_model_load(const char* path_or_repo, const hearth_model_par
     LoadOptions lo;
     lo.n_threads = p.n_threads;
     lo.gpu_layers = p.gpu_layers;
+    lo.cpu_moe = p.n_cpu_moe;
     lo.use_weight_cache = p.no_weight_cache == 0;
     lo.cpu.cache_verify = p.cache_verify == HEARTH_CACHE_VERIFY_FULL ? CacheVerify::Mode::kFull
                           : p.cache_verify == HEARTH_CACHE_VERIFY_SAMPLE

@@ -14,6 +14,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "kernels/ops.h"
@@ -99,8 +101,8 @@ class Backend {
     kMaskedAttention = 1u << 2,  // attention_masked: sliding window, soft-cap, ring cache
     kPartialRope = 1u << 3,      // rope_partial: partial rotary, attention factor
     kScaleOps = 1u << 4,         // scale (embedding scale), softcap (final logit soft-cap)
-    // Mixture-of-experts FFN: routing on the host over downloaded router logits and one matmul
-    // per expert over gathered rows (model/moe.cpp); CPU only so far.
+    // Mixture-of-experts FFN (moe_ffn): the default routes on the host; a backend listing it
+    // runs the op its own way or accepts the default's host round trips.
     kMoe = 1u << 5,
     kAttentionSinks = 1u << 6,  // AttentionMask::sinks in attention_masked (gpt-oss)
     kClampedSwiglu = 1u << 7,   // swiglu_clamped (gpt-oss's experts)
@@ -239,6 +241,83 @@ class Backend {
   // segment one token at its own position, in its own cache). A backend may run all segments'
   // rotation, K/V append and attention in a few launches; the default is rope_append_attend.
   virtual void rope_append_attend_batch(const AttentionBlock& a) { rope_append_attend(a); }
+
+  // The mixture-of-experts FFN block. For each token t, over its n_used experts e (ops.h
+  // route_top_k of the router's logits x_t . R^T (+ router_bias)) with routing weights w_e:
+  //   out[t] (+)= sum_e w_e * (down_e . act(gate_e . x_t + bg_e, up_e . x_t + bu_e) + bd_e).
+  // The default routes on the host and runs one matmul per expert over the rows routed to it
+  // (gathered); a backend that routes on the device (CUDA: a decode step stays one captured
+  // graph) overrides it. The forward pass calls it once per MoE layer.
+  enum class GatedAct { kSilu, kGeluTanh, kSwigluClamped };
+  struct MoeBlock {
+    const float* x = nullptr;  // [T, n_embd]: the normed input
+    float* out = nullptr;      // [T, n_embd]
+    bool accumulate = false;   // out += the sum (the residual); else out = the sum
+    int64_t n_tokens = 0, n_embd = 0, n_ff = 0, n_expert = 0, n_used = 0;
+    bool renormalise = true;                 // route_top_k's
+    const Weight* router = nullptr;          // [n_expert, n_embd]
+    const float* router_bias = nullptr;      // [n_expert] or null
+    std::span<const Weight> gate, up, down;  // [n_expert]: {n_ff, n_embd} twice, {n_embd, n_ff}
+    std::span<float*const> gate_bias, up_bias, down_bias;  // [n_expert] each, or empty
+    GatedAct act = GatedAct::kSilu;
+    float swiglu_alpha = 0, swiglu_limit = 0;  // kSwigluClamped's
+    // Scratch in this backend's memory: logits [T, n_expert]; gate_rows, up_rows [T, n_ff];
+    // in_rows, out_rows [T, n_embd].
+    float* logits = nullptr;
+    float *gate_rows = nullptr, *up_rows = nullptr, *in_rows = nullptr, *out_rows = nullptr;
+  };
+  virtual void moe_ffn(const MoeBlock& m) {
+    const int64_t T = m.n_tokens, E = m.n_embd, F = m.n_ff, NE = m.n_expert, K = m.n_used;
+    matmul(*m.router, m.x, T, m.logits);
+    if (m.router_bias) add_bias(m.logits, m.router_bias, T, NE);
+    std::vector<float> logits(size_t(T * NE)), x(size_t(T * E)), acc(size_t(T * E), 0.0f);
+    download(logits.data(), m.logits, T * NE);
+    download(x.data(), m.x, T * E);
+    std::vector<int32_t> ids(static_cast<size_t>(T * K));
+    std::vector<float> weights(static_cast<size_t>(T * K));
+    kernels::route_top_k(logits.data(), T, NE, K, m.renormalise, ids.data(), weights.data());
+    // The (token, weight) pairs grouped by expert: one matmul per expert over its rows.
+    std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(NE));
+    for (int64_t s = 0; s < T * K; ++s)
+      routed[size_t(ids[size_t(s)])].push_back({s / K, weights[size_t(s)]});
+    std::vector<float> rows, out;
+    for (int64_t e = 0; e < NE; ++e) {
+      const auto& r = routed[size_t(e)];
+      if (r.empty()) continue;
+      const int64_t n = int64_t(r.size());
+      rows.resize(size_t(n * E));
+      for (int64_t i = 0; i < n; ++i)
+        std::copy_n(x.data() + r[size_t(i)].first * E, E, rows.data() + i * E);
+      upload(m.in_rows, rows.data(), n * E);
+      const MatmulOut gate_up[] = {{&m.gate[size_t(e)], m.gate_rows},
+                                   {&m.up[size_t(e)], m.up_rows}};
+      matmul_shared(m.in_rows, n, gate_up);
+      if (!m.gate_bias.empty()) {
+        add_bias(m.gate_rows, m.gate_bias[size_t(e)], n, F);
+        add_bias(m.up_rows, m.up_bias[size_t(e)], n, F);
+      }
+      if (m.act == GatedAct::kSwigluClamped)
+        swiglu_clamped(m.gate_rows, m.up_rows, m.gate_rows, n * F, m.swiglu_alpha, m.swiglu_limit);
+      else if (m.act == GatedAct::kGeluTanh)
+        gelu_tanh_gated(m.gate_rows, m.up_rows, m.gate_rows, n * F);
+      else
+        swiglu(m.gate_rows, m.up_rows, m.gate_rows, n * F);
+      matmul(m.down[size_t(e)], m.gate_rows, n, m.out_rows);
+      if (!m.down_bias.empty()) add_bias(m.out_rows, m.down_bias[size_t(e)], n, E);
+      out.resize(size_t(n * E));
+      download(out.data(), m.out_rows, n * E);
+      for (int64_t i = 0; i < n; ++i) {
+        float* dst = acc.data() + r[size_t(i)].first * E;
+        const float wt = r[size_t(i)].second;
+        for (int64_t c = 0; c < E; ++c) dst[c] += wt * out[size_t(i * E + c)];
+      }
+    }
+    upload(m.out_rows, acc.data(), T * E);
+    if (m.accumulate)
+      add_inplace(m.out, m.out_rows, T * E);
+    else if (m.out != m.out_rows)
+      copy(m.out, m.out_rows, T * E);
+  }
 
   // Decode-step capture (CUDA graphs). For each single-token decode step the forward pass calls
   //   if (!b.begin_decode_step(token, pos, ctx_capacity)) { ...this backend's ops... }

@@ -20,6 +20,10 @@ int64_t requested_gpu_layers(int requested, int64_t n_layer) {
   return requested < 0 ? n_layer : std::min<int64_t>(requested, n_layer);  // all, auto
 }
 
+bool experts_on_cpu(int cpu_moe, int64_t layer) {
+  return cpu_moe == kCpuMoeAll || (cpu_moe > 0 && layer < cpu_moe);
+}
+
 LayerPlacement place_layers(int requested, int64_t n_layer, uint32_t needed_features,
                             const GpuCandidate* gpu, const std::string& gpu_error,
                             const std::function<GpuLayerCosts()>& costs) {

@@ -50,6 +50,13 @@ LayerPlacement place_layers(int requested, int64_t n_layer, uint32_t needed_feat
                             const GpuCandidate* gpu, const std::string& gpu_error,
                             const std::function<GpuLayerCosts()>& costs);
 
+// --cpu-moe / --n-cpu-moe N (LoadOptions::cpu_moe, as llama.cpp's flags): the MoE layers whose
+// router and experts stay on the CPU while the rest of the layer runs where place_layers put
+// it, the split that lets a large sparse model's attention run on a small GPU. 0: none; N > 0:
+// layers [0, N); kCpuMoeAll: every layer.
+constexpr int kCpuMoeAll = -1;
+bool experts_on_cpu(int cpu_moe, int64_t layer);
+
 // The layer count asked for before any GPU is consulted: at most n_layer, all of them for
 // kGpuLayersAll and kGpuLayersAuto.
 int64_t requested_gpu_layers(int requested, int64_t n_layer);

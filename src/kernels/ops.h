@@ -153,4 +153,12 @@ void add_bias(float* y, const float* bias, int64_t rows, int64_t n);
 // In-place numerically stable softmax over n.
 void softmax(float* x, int64_t n);
 
+// Mixture-of-experts routing. logits [T, n_expert] (the router's output) -> experts / weights
+// [T, k]: softmax over all n_expert logits (NaN counts as probability 0), the k largest
+// probabilities in descending order (ties: the lower expert index first), divided by their sum
+// when `renormalise` (Mixtral; Qwen3-MoE's norm_topk_prob). Precondition: 1 <= k <= n_expert.
+// Every backend's router (CUDA's on the device) follows this rule.
+void route_top_k(const float* logits, int64_t T, int64_t n_expert, int64_t k, bool renormalise,
+                 int32_t* experts, float* weights);
+
 }  // namespace hearth::kernels

@@ -12,12 +12,20 @@
 
 namespace hearth {
 
+namespace {
+
+void free_buffers(ForwardScratch::Buffers& b) {
+  for (float* p :
+       {b.x, b.xn, b.q, b.k, b.v, b.attn, b.gate, b.up, b.logits, b.router, b.moe_in, b.moe_out})
+    if (p) b.backend->free(p);
+  b = {};
+}
+
+}  // namespace
+
 ForwardScratch::~ForwardScratch() {
-  for (auto& b : per_backend) {
-    for (float* p :
-         {b.x, b.xn, b.q, b.k, b.v, b.attn, b.gate, b.up, b.logits, b.router, b.moe_in, b.moe_out})
-      if (p) b.backend->free(p);
-  }
+  for (auto& b : per_backend) free_buffers(b);
+  free_buffers(experts);
 }
 
 Status Model::prepare_scratch(ForwardScratch& s, int64_t n_tokens) const {
@@ -28,10 +36,7 @@ Status Model::prepare_scratch(ForwardScratch& s, int64_t n_tokens) const {
   for (size_t g = 0; g < groups_.size(); ++g) {
     auto& b = s.per_backend[g];
     if (b.backend == groups_[g].backend && b.capacity_tokens >= n_tokens) continue;
-    for (float* p :
-         {b.x, b.xn, b.q, b.k, b.v, b.attn, b.gate, b.up, b.logits, b.router, b.moe_in, b.moe_out})
-      if (p) b.backend->free(p);
-    b = {};
+    free_buffers(b);
     Backend* be = groups_[g].backend;
     b.backend = be;
     b.capacity_tokens = n_tokens;
@@ -51,6 +56,25 @@ Status Model::prepare_scratch(ForwardScratch& s, int64_t n_tokens) const {
       b.moe_out = be->alloc(T * hp_.n_embd);
     }
     if (g + 1 == groups_.size()) b.logits = be->alloc(T * hp_.n_vocab);
+  }
+  // --cpu-moe: the expert backend's side of the layers whose experts run off their group's.
+  Backend* xb = nullptr;
+  for (const auto& g : groups_)
+    for (int64_t l = g.first; l < g.last; ++l)
+      if (hp_.is_moe_layer(l) && expert_backends_[size_t(l)] != g.backend)
+        xb = expert_backends_[size_t(l)];
+  auto& e = s.experts;
+  if (xb && (e.backend != xb || e.capacity_tokens < n_tokens)) {
+    free_buffers(e);
+    const int64_t T = n_tokens;
+    e.backend = xb;
+    e.capacity_tokens = T;
+    e.xn = xb->alloc(T * hp_.n_embd);
+    e.router = xb->alloc(T * hp_.n_expert);
+    e.gate = xb->alloc(T * hp_.n_ff_exp);
+    e.up = xb->alloc(T * hp_.n_ff_exp);
+    e.moe_in = xb->alloc(T * hp_.n_embd);
+    e.moe_out = xb->alloc(T * hp_.n_embd);
   }
   return Status::ok();
 }
@@ -155,7 +179,8 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
     if (hp_.embed_scale > 0) be->scale(b.x, T * E, hp_.embed_scale);
     tap("token_embd", be, b.x, T * E);
   }
-  for (int64_t l = groups_[g].first; l < groups_[g].last; ++l) run_layer(l, p, b, be);
+  for (int64_t l = groups_[g].first; l < groups_[g].last; ++l)
+    run_layer(l, p, b, scratch.experts, be);
   if (g + 1 != groups_.size()) return;
   // LM head only on the rows whose logits are wanted: gather them to the front first.
   int64_t n_out = 0, row = 0;
@@ -172,7 +197,8 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
   if (hp_.final_softcap > 0) be->softcap(b.logits, n_out * hp_.n_vocab, hp_.final_softcap);
 }
 
-void Model::run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b, Backend* be) const {
+void Model::run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b,
+                      ForwardScratch::Buffers& experts, Backend* be) const {
   const int64_t T = p.n_tokens, E = hp_.n_embd;
   const LayerWeights& w = layers_[size_t(l)];
   be->rmsnorm(b.x, w.attn_norm, b.xn, T, E, hp_.rms_eps);
@@ -182,7 +208,7 @@ void Model::run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b, Back
   if (w.o_bias) be->add_bias(b.x, w.o_bias, T, E);  // x += W_o attn + b_o (gpt-oss)
   be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
   if (hp_.is_moe_layer(l)) {
-    moe_block(l, b, be, T);
+    moe_block(l, b, experts, be, T);
   } else {
     ffn_block(l, b, be, T);
     add_block_output(w.w_down, b.gate, w.post_ffn_norm, b, be, T);

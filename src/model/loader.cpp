@@ -152,8 +152,12 @@ class ModelBuilder {
     const int threads = opt.n_threads > 0 ? opt.n_threads : available_cpu_count();
     std::unique_ptr<Backend> gpu;
     std::string gpu_error;
+    // A GPU layer with CPU experts crosses to the host mid-step: its steps run eagerly.
+    const bool split_moe = opt.cpu_moe != 0 && m.hp_.n_expert > 0;
+    CudaOptions cuda_opt = opt.cuda;
+    if (split_moe) cuda_opt.graphs = false;
     if (requested_gpu_layers(opt.gpu_layers, m.hp_.n_layer) > 0) {
-      auto made = make_gpu_backend(0, opt.cuda);
+      auto made = make_gpu_backend(0, cuda_opt);
       if (made.is_ok())
         gpu = std::move(made).value();
       else
@@ -173,7 +177,10 @@ class ModelBuilder {
       gpu_backend = m.backends_.back().get();
     }
     Backend* cpu = nullptr;
-    if (gpu_layers < m.hp_.n_layer) {
+    bool cpu_experts = false;  // a GPU layer's experts stay on the CPU (--cpu-moe)
+    for (int64_t l = 0; l < gpu_layers; ++l)
+      cpu_experts = cpu_experts || (m.hp_.is_moe_layer(l) && experts_on_cpu(opt.cpu_moe, l));
+    if (gpu_layers < m.hp_.n_layer || cpu_experts) {
       CpuBackendOptions cpu_opt;
       cpu_opt.n_threads = threads;
       cpu_opt.use_weight_cache = opt.use_weight_cache;
@@ -193,6 +200,14 @@ class ModelBuilder {
     if (gpu_layers < m.hp_.n_layer)
       m.groups_.push_back({gpu_layers, m.hp_.n_layer, cpu, m.decode_loops_[next_loop++].get()});
 
+    m.expert_backends_.assign(size_t(m.hp_.n_layer), nullptr);
+    for (const auto& g : m.groups_)
+      for (int64_t l = g.first; l < g.last; ++l)
+        m.expert_backends_[size_t(l)] =
+            g.backend == gpu_backend && m.hp_.is_moe_layer(l) && experts_on_cpu(opt.cpu_moe, l)
+                ? cpu
+                : g.backend;
+
     const size_t total = m.layers_.size() + 2;
     size_t done = 0;
     auto progress = [&]() -> Status {
@@ -210,11 +225,12 @@ class ModelBuilder {
     for (const auto& g : m.groups_) {
       for (int64_t l = g.first; l < g.last; ++l) {
         LayerWeights& lw = m.layers_[size_t(l)];
-        for (Weight* w :
-             {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down, &lw.router})
+        for (Weight* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
           if (*w) HEARTH_TRY(g.backend->prepare_weight(*w));
+        Backend& xb = *m.expert_backends_[size_t(l)];
+        if (lw.router) HEARTH_TRY(xb.prepare_weight(lw.router));
         for (auto* experts : {&lw.exp_gate, &lw.exp_up, &lw.exp_down})
-          for (Weight& w : *experts) HEARTH_TRY(g.backend->prepare_weight(w));
+          for (Weight& w : *experts) HEARTH_TRY(xb.prepare_weight(w));
         Backend& be = *g.backend;
         HEARTH_ASSIGN_OR_RETURN(lw.attn_norm, prepare_norm(m, be, lw.attn_norm_src));
         HEARTH_ASSIGN_OR_RETURN(lw.ffn_norm, prepare_norm(m, be, lw.ffn_norm_src));
@@ -227,7 +243,7 @@ class ModelBuilder {
           HEARTH_ASSIGN_OR_RETURN(lw.k_bias, g.backend->prepare_vector(lw.bk.host));
           HEARTH_ASSIGN_OR_RETURN(lw.v_bias, g.backend->prepare_vector(lw.bv.host));
         }
-        HEARTH_TRY(prepare_gpt_oss_vectors(lw, be));
+        HEARTH_TRY(prepare_gpt_oss_vectors(lw, be, xb));
         HEARTH_TRY(progress());
       }
     }
@@ -237,15 +253,17 @@ class ModelBuilder {
 
   static void log_gpu_fallback(const std::string& why);
 
-  // gpt-oss's vectors in backend memory: O bias, sinks, router and expert biases (when present).
-  static Status prepare_gpt_oss_vectors(LayerWeights& lw, Backend& be) {
-    auto vec = [&](const Weight& w, float** out) -> Status {
+  // gpt-oss's vectors in backend memory: O bias and sinks on the layer's backend, router and
+  // expert biases (when present) on its experts' (xb).
+  static Status prepare_gpt_oss_vectors(LayerWeights& lw, Backend& be, Backend& xb) {
+    auto vec_on = [&](Backend& on, const Weight& w, float** out) -> Status {
       if (!w) return Status::ok();
-      HEARTH_ASSIGN_OR_RETURN(*out, be.prepare_vector(w.host));
+      HEARTH_ASSIGN_OR_RETURN(*out, on.prepare_vector(w.host));
       return Status::ok();
     };
-    HEARTH_TRY(vec(lw.bo, &lw.o_bias));
-    HEARTH_TRY(vec(lw.sinks_src, &lw.sinks));
+    auto vec = [&](const Weight& w, float** out) { return vec_on(xb, w, out); };
+    HEARTH_TRY(vec_on(be, lw.bo, &lw.o_bias));
+    HEARTH_TRY(vec_on(be, lw.sinks_src, &lw.sinks));
     HEARTH_TRY(vec(lw.router_bias_src, &lw.router_bias));
     const std::pair<const std::vector<Weight>*, std::vector<float*>*> lists[] = {
         {&lw.exp_gate_bias_src, &lw.exp_gate_bias},
@@ -271,16 +289,27 @@ class ModelBuilder {
     const KvCacheTypes on_gpu{gpu.supports_kv_type(opt.kv_types.k) ? opt.kv_types.k : DType::F32,
                               gpu.supports_kv_type(opt.kv_types.v) ? opt.kv_types.v : DType::F32};
     c.per_layer_bytes = uint64_t(c.ctx) * KvCache::bytes_per_position(hp.kv_dim(), on_gpu);
-    const LayerWeights& lw = m.layers_.front();
-    for (const Weight* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
-      if (*w) c.per_layer_bytes += gpu.device_weight_bytes(w->host);
+    // The largest layer as placed: an MoE layer's router and experts count unless they stay on
+    // the CPU (--cpu-moe), and the first layer may be a dense one of a sparse model.
+    uint64_t largest = 0;
+    for (int64_t l = 0; l < hp.n_layer; ++l)
+      largest = std::max(largest, m.layer_weight_bytes(l, !experts_on_cpu(opt.cpu_moe, l),
+                                                       [&gpu](const TensorView& t) {
+                                                         return gpu.device_weight_bytes(t);
+                                                       }));
+    c.per_layer_bytes += largest;
     // Activations of a 512-token pass (forward.cpp's scratch) plus ~1 GiB for cuBLAS workspaces,
     // the decode graph and fragmentation.
     const uint64_t scratch =
         uint64_t(512) *
         uint64_t(4 * hp.n_embd + 2 * hp.q_dim() + 2 * hp.kv_dim() + 2 * hp.n_ff + hp.n_vocab) *
         sizeof(float);
-    c.fixed_bytes = gpu.device_weight_bytes(m.tok_embd_.host) +
+    // MoE layers' grouped path: 512 * n_expert_used rows of x, gate, up and the experts' output.
+    const uint64_t moe_scratch = hp.n_expert > 0
+                                     ? uint64_t(512) * uint64_t(hp.n_expert_used) *
+                                           uint64_t(2 * hp.n_embd + 2 * hp.n_ff_exp) * sizeof(float)
+                                     : 0;
+    c.fixed_bytes = moe_scratch + gpu.device_weight_bytes(m.tok_embd_.host) +
                     gpu.device_weight_bytes(m.output_.host) + scratch + (1ull << 30);
     return c;
   }
@@ -394,6 +423,19 @@ uint64_t Model::weight_bytes() const {
       for (const Weight& w : *list) experts += w.host.nbytes;
     if (hp_.n_expert > 0) total += experts * uint64_t(hp_.n_expert_used) / uint64_t(hp_.n_expert);
   }
+  return total;
+}
+
+uint64_t Model::layer_weight_bytes(int64_t l, bool experts,
+                                   const std::function<uint64_t(const TensorView&)>& bytes) const {
+  const LayerWeights& lw = layers_[size_t(l)];
+  uint64_t total = 0;
+  for (const Weight* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
+    if (*w) total += bytes(w->host);
+  if (!experts) return total;
+  if (lw.router) total += bytes(lw.router.host);
+  for (const auto* list : {&lw.exp_gate, &lw.exp_up, &lw.exp_down})
+    for (const Weight& w : *list) total += bytes(w.host);
   return total;
 }
 

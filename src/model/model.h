@@ -151,6 +151,10 @@ struct LoadOptions {
   CpuOptions cpu;
   // How the GPU backend works (graphs, greedy chaining, profile; backend/cuda-options.h).
   CudaOptions cuda;
+  // MoE layers whose router and experts stay on the CPU (backend/placement.h experts_on_cpu:
+  // 0 none, N the first N layers, kCpuMoeAll every layer): --cpu-moe / --n-cpu-moe. A GPU layer
+  // with CPU experts hands its FFN input across each step, so its decode is not captured.
+  int cpu_moe = 0;
   // Called with a fraction in [0,1]; returning false cancels the load.
   std::function<bool(float)> progress;
 };
@@ -178,6 +182,9 @@ class ForwardScratch {
     float *router = nullptr, *moe_in = nullptr, *moe_out = nullptr;
   };
   std::vector<Buffers> per_backend;
+  // --cpu-moe: the expert backend's MoE buffers (xn, router, gate, up, moe_in, moe_out) for
+  // layers whose experts run off their group's backend.
+  Buffers experts;
 };
 
 class Model {
@@ -194,8 +201,16 @@ class Model {
   uint32_t needed_features() const;
   const std::vector<LayerGroup>& groups() const { return groups_; }
   std::vector<Backend*> layer_backends() const;
-  // Bytes of weights streamed per decoded token, and a histogram of weight types for `info`.
+  // Bytes of weights streamed per decoded token (an MoE layer's router and n_expert_used of its
+  // experts: the active bytes), and a histogram of weight types for `info`.
   uint64_t weight_bytes() const;
+  // Layer l's weight matrices as `bytes` (a backend's device_weight_bytes) counts them: the
+  // attention and dense FFN ones, plus the router and every expert when `experts` (what placing
+  // the layer's experts on a device costs; --gpu-layers auto).
+  uint64_t layer_weight_bytes(int64_t l, bool experts,
+                              const std::function<uint64_t(const TensorView&)>& bytes) const;
+  // Where layer l's router and experts run: its group's backend, or the CPU's (--cpu-moe).
+  Backend* expert_backend(int64_t l) const { return expert_backends_[size_t(l)]; }
   std::vector<std::pair<std::string, int>> weight_type_counts() const;
 
   // Runs the batch: tokens are the segments' tokens concatenated. Appends to each segment's KV
@@ -271,7 +286,9 @@ class Model {
   DecodeStepKey step_key(size_t g, const ForwardScratch& scratch, KvCache& kv) const;
 
   // One transformer layer (attention block, FFN block) of a pass on group g's backend.
-  void run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b, Backend* be) const;
+  // experts: the --cpu-moe buffers (ForwardScratch::experts).
+  void run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b,
+                 ForwardScratch::Buffers& experts, Backend* be) const;
   void attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b, Backend* be) const;
   // The FFN block: a dense gated MLP today; an MoE FFN slots in here (same input xn, same
   // residual contract: adds its output to x).
@@ -279,8 +296,10 @@ class Model {
   // gate = act(gate) * up over n values, act the family's (SiLU or GELU-tanh).
   void gated_activation(Backend* be, float* gate, const float* up, int64_t n) const;
   // The MoE FFN block (model/moe.cpp): x += sum over each token's top-k experts of
-  // weight * down_e(act(gate_e xn) * up_e xn), through the post-norm when there is one.
-  void moe_block(int64_t l, ForwardScratch::Buffers& b, Backend* be, int64_t T) const;
+  // weight * down_e(act(gate_e xn) * up_e xn), through the post-norm when there is one. Layers
+  // whose experts run on another backend (--cpu-moe) hand xn across through `experts`.
+  void moe_block(int64_t l, ForwardScratch::Buffers& b, ForwardScratch::Buffers& experts,
+                 Backend* be, int64_t T) const;
   // x += proj . in (the O or down projection), through the post-norm when the family has
   // sandwich norms (post_norm non-null).
   void add_block_output(const Weight& proj, const float* in, const float* post_norm,
@@ -304,6 +323,7 @@ class Model {
   // Each backend's decode loop (capture, replay, chaining), in the order of backends_.
   std::vector<std::unique_ptr<DecodeLoop>> decode_loops_;
   std::vector<LayerGroup> groups_;
+  std::vector<Backend*> expert_backends_;  // [n_layer]: expert_backend()
 };
 
 // Loads a GGUF file or a Hugging Face directory (config.json + safetensors).

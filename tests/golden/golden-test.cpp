@@ -164,6 +164,35 @@ TEST(GoldenGpuRing, ReplayedStepsMatchEagerThroughTheWrap) {
   EXPECT_EQ(replayed, eager);
 }
 
+// --cpu-moe: Mixtral with its layers on the GPU and every router and expert on the CPU (the FFN
+// input crosses to the host and back each layer; such steps run eagerly): the GPU bound on the
+// logits and the reference's greedy ids, as with the whole model on the GPU.
+TEST(GoldenCpuMoe, ExpertsOnTheCpuMatchReference) {
+  if (test_gpu_layers() == 0) GTEST_SKIP() << "GPU runs only (--gpu-layers)";
+  const std::string dir = test::shared_path("goldens/mixtral-tiny");
+  const test::Golden g = test::load_golden(dir);
+  LoadOptions opt;
+  opt.n_threads = 2;
+  opt.gpu_layers = test_gpu_layers();
+  opt.cpu_moe = kCpuMoeAll;
+  auto engine = Engine::load(dir, opt);
+  ASSERT_TRUE(engine.is_ok()) << engine.message();
+  const Model& m = engine.value()->model();
+  EXPECT_EQ(m.layer_backends()[0]->name().rfind("cuda", 0), 0u);
+  for (int64_t l = 0; l < m.hparams().n_layer; ++l)
+    EXPECT_EQ(m.expert_backend(l)->name(), "cpu") << "layer " << l;
+  Session s(engine.value(), 64, test::kF32Cache);
+  ASSERT_TRUE(s.init().is_ok());
+  auto logits = s.all_logits(g.input_ids);
+  ASSERT_TRUE(logits.is_ok()) << logits.message();
+  const double err = test::max_row_relative_error(*logits, g.logits, g.n_vocab);
+  std::printf("[ err ] mixtral-tiny --cpu-moe max row relative error %.3g (bound 1e-3)\n", err);
+  EXPECT_LE(err, 1e-3);
+  auto ids = test::greedy_continuation(engine.value(), g);
+  ASSERT_TRUE(ids.is_ok()) << ids.message();
+  EXPECT_EQ(*ids, g.gen_ids);
+}
+
 // clang-format off
 const auto kFullPrecision = testing::Values(
     Case{"kjv-13m", "", -1},

@@ -8,7 +8,8 @@
 namespace hearth::cuda_impl {
 
 uint32_t CudaBackend::features() const {
-  return kQkNorm | kGeluGated | kMaskedAttention | kPartialRope | kScaleOps | kAttentionSinks;
+  return kQkNorm | kGeluGated | kMaskedAttention | kPartialRope | kScaleOps | kAttentionSinks |
+         kMoe | kClampedSwiglu;
 }
 
 const int32_t* CudaBackend::step_pos_or_null(int64_t n_tokens, int64_t pos, const char* op) {

@@ -26,6 +26,7 @@
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/decode-batch.h"
 #include "kernels/cuda/gemm-fp8.h"
+#include "kernels/cuda/moe-ops.h"
 #include "tensor/dtype.h"
 
 namespace hearth::cuda_impl {
@@ -56,6 +57,9 @@ class CudaBackend final : public Backend {
     for (float* p : vectors_) cudaFree(p);
     for (auto& [k, f] : freqs_) cudaFreeHost(f.pinned), cudaFree(f.dev);
     cudaFree(workspace_);
+    cudaFree(moe_step_buf_);
+    cudaFree(moe_pass_buf_);
+    moe_tables_.clear();
     cudaFree(angles_);
     cudaFree(partials_);
     cudaFree(xq_buf_);
@@ -175,6 +179,10 @@ class CudaBackend final : public Backend {
   void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) override;
   void softcap(float* x, int64_t n, float cap) override;
   void scale(float* x, int64_t n, float s) override;
+  // Mixture of experts (cuda-backend-moe.cpp): routed on the device.
+  void swiglu_clamped(const float* gate, const float* up, float* out, int64_t n, float alpha,
+                      float limit) override;
+  void moe_ffn(const MoeBlock& m) override;
 
   bool begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) override;
   void end_decode_step() override;
@@ -299,6 +307,11 @@ class CudaBackend final : public Backend {
   void launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                    const int32_t* pos, const float* freq, int style);
 
+  // moe_ffn's pieces (cuda-backend-moe.cpp).
+  bool moe_on_device(const MoeBlock& m);
+  const cuda::MoeExperts* moe_experts(const MoeBlock& m);
+  void moe_grouped(const MoeBlock& m, const int32_t* ids, const float* weights);
+
   void fail(const std::string& what) {
     if (error_.is_ok()) error_ = Status::error("cuda backend: " + what);
   }
@@ -379,6 +392,19 @@ class CudaBackend final : public Backend {
   bool int8_model_ = false;  // some weight uses the int8 GEMV: producers quantize their outputs
   std::unique_ptr<CudaProfiler> profiler_;
   std::unordered_map<const float*, FreqEntry> freqs_;
+  // MoE: each layer's expert tables (keyed by its first gate Weight), the decode scratch (ids,
+  // weights, h) and the grouped path's.
+  struct MoeTable {
+    std::shared_ptr<void> mem;
+    cuda::MoeExperts experts;
+    std::vector<cuda::DeviceWeight> dws;  // what mem holds: gate, up, down [n_expert] each
+    std::vector<const float*> biases;
+  };
+  std::unordered_map<const void*, MoeTable> moe_tables_;
+  void* moe_step_buf_ = nullptr;
+  size_t moe_step_bytes_ = 0;
+  void* moe_pass_buf_ = nullptr;
+  size_t moe_pass_bytes_ = 0;
 
   StepValues* step_host_ = nullptr;
   StepValues* step_dev_ = nullptr;

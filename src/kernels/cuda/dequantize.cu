@@ -31,6 +31,8 @@ constexpr LayoutRow kLayouts[] = {
   {DType::Q4_K, 256, 144, 128, false, false, false, true},
   {DType::Q5_K, 256, 176, 176, false, false, false},
   {DType::Q6_K, 256, 210, 208, false, false, true},
+  // MXFP4: the scale byte e moves to aux16, the 16 code bytes stay as Q4_0's.
+  {DType::MXFP4, 32, 17,  16,  false, false, true},
 };
 // clang-format on
 
@@ -56,13 +58,14 @@ __global__ void repack_kernel(const uint8_t* raw, uint8_t* body, uint32_t* aux0,
                               uint16_t* aux16, uint8_t* head, int64_t n_blocks) {
   const int64_t bi = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (bi >= n_blocks) return;
-  constexpr int kRaw = T == DType::Q8_0   ? 34
-                       : T == DType::Q4_0 ? 18
-                       : T == DType::Q4_1 ? 20
-                       : T == DType::Q5_0 ? 22
-                       : T == DType::Q5_1 ? 24
-                       : T == DType::Q4_K ? 144
-                                          : 210;
+  constexpr int kRaw = T == DType::Q8_0    ? 34
+                       : T == DType::Q4_0  ? 18
+                       : T == DType::Q4_1  ? 20
+                       : T == DType::Q5_0  ? 22
+                       : T == DType::Q5_1  ? 24
+                       : T == DType::Q4_K  ? 144
+                       : T == DType::MXFP4 ? 17
+                                           : 210;
   const uint8_t* src = raw + bi * kRaw;
   auto copy_body = [&](int from, int n, int body_bytes) {
     uint8_t* dst = body + bi * body_bytes;
@@ -90,6 +93,9 @@ __global__ void repack_kernel(const uint8_t* raw, uint8_t* body, uint32_t* aux0,
     reinterpret_cast<uint4*>(head)[bi] = s4[0];
     uint4* b4 = reinterpret_cast<uint4*>(body + bi * 128);
     for (int i = 0; i < 8; ++i) b4[i] = s4[1 + i];
+  } else if constexpr (T == DType::MXFP4) {
+    aux16[bi] = src[0];
+    copy_body(1, 16, 16);
   } else {  // Q6_K: ql, qh, scales stay together; d moves out
     aux16[bi] = uint16_t(src[208] | (src[209] << 8));
     copy_body(0, 208, 208);
@@ -215,6 +221,7 @@ cudaError_t launch_repack(DType t, const uint8_t* raw, uint8_t* packed, int64_t 
     HEARTH_REPACK(DType::Q5_1)
     HEARTH_REPACK(DType::Q4_K)
     HEARTH_REPACK(DType::Q6_K)
+    HEARTH_REPACK(DType::MXFP4)
 #undef HEARTH_REPACK
     default:
       return cudaErrorInvalidValue;

@@ -27,6 +27,7 @@ bool dispatch_dtype(DType t, Fn&& fn) {
     HEARTH_DT(DType::Q4_K)
     HEARTH_DT(DType::Q5_K)
     HEARTH_DT(DType::Q6_K)
+    HEARTH_DT(DType::MXFP4)
 #undef HEARTH_DT
     default:
       return false;

@@ -10,6 +10,7 @@
 #include "kernels/cuda/gemm-fp8.h"
 #include "kernels/cuda/gemv-store.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/moe-ops.h"
 #include "kernels/cuda/weight-load.cuh"
 
 namespace hearth::cuda {
@@ -310,6 +311,8 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
         return e;
       return launch_gemv_int8(w, xa, y, s);
     }
+    const bool plain = w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16;
+    if (!plain) return launch_gemv_dq8(w, x, n_tokens, y, s);  // no int8 kernel: MXFP4
     const GemvJob job{w, y, nullptr};
     return launch_gemv_float_multi(&job, 1, x, n_tokens, s);
   }

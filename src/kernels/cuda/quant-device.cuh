@@ -199,4 +199,30 @@ __device__ __forceinline__ void dq8<DType::Q6_K>(const DeviceWeight& w, int64_t 
   }
 }
 
+// MXFP4 (quant-blocks.h BlockMxfp4): Q4_0's nibble order; code c is the E2M1 value times two
+// (kMxfp4Values: magnitudes 0, 1, 2, 3, 4, 6, 8, 12, bit 3 the sign) and the block scale is
+// 2^(e - 128) (e in aux16), built from its bits as the reference's mxfp4_scale: every product is
+// exact, so the dequantized values match the reference bit for bit.
+__device__ __forceinline__ float mxfp4_scale_bits(uint32_t e) {
+  return __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+}
+// In integers, so the negative zero code (0b1000) is +0 as in the reference's table.
+__device__ __forceinline__ float mxfp4_code(uint32_t c) {
+  const uint32_t m = c & 7;
+  const int mag = int(m < 4 ? m : (4u + 2u * (m & 1)) << ((m - 4) >> 1));
+  return float(c & 8 ? -mag : mag);
+}
+
+template <>
+__device__ __forceinline__ void dq8<DType::MXFP4>(const DeviceWeight& w, int64_t row, int64_t g,
+                                                  float (&o)[8]) {
+  const int64_t bi = row * w.blocks_per_row + (g >> 2);
+  const int s = int(g & 3);
+  const uint2 q = __ldg(reinterpret_cast<const uint2*>(w.body + bi * 16) + (s & 1));
+  const float d = mxfp4_scale_bits(__ldg(w.aux16 + bi));
+  const int shift = (s >> 1) * 4;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) o[i] = mxfp4_code((byte_of(q, i) >> shift) & 0xF) * d;
+}
+
 }  // namespace hearth::cuda

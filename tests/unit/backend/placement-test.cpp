@@ -40,8 +40,18 @@ GpuLayerCosts h200_7b() {
   return c;
 }
 
+TEST(CpuMoe, NoneFirstNOrEveryLayer) {
+  for (int64_t l : {0, 1, 47}) EXPECT_FALSE(experts_on_cpu(0, l)) << l;  // default: none
+  EXPECT_TRUE(experts_on_cpu(kCpuMoeAll, 0));                            // --cpu-moe
+  EXPECT_TRUE(experts_on_cpu(kCpuMoeAll, 47));
+  EXPECT_TRUE(experts_on_cpu(10, 0));  // --n-cpu-moe 10: layers 0..9
+  EXPECT_TRUE(experts_on_cpu(10, 9));
+  EXPECT_FALSE(experts_on_cpu(10, 10));
+  EXPECT_FALSE(experts_on_cpu(10, 47));
+}
+
 TEST(PlaceLayers, MixtureOfExpertsStaysOnTheCpuWithAOneLineReason) {
-  // The CUDA backend has no MoE FFN yet: every layer on the CPU, and the reason names it.
+  // A GPU backend without the MoE FFN: every layer on the CPU, and the reason names it.
   const GpuCandidate gpu{"cuda", Backend::kQkNorm | Backend::kScaleOps};
   const LayerPlacement p = place_layers(kGpuLayersAll, 4, Backend::kMoe, &gpu, "", nullptr);
   EXPECT_EQ(p.gpu_layers, 0);

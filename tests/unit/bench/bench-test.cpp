@@ -79,11 +79,19 @@ TEST(Synthetic, FamilyShapesLoadAsTheirFamily) {
   ASSERT_TRUE(g.is_ok()) << g.message();
   EXPECT_EQ(g->shape.head_dim, 256);
   EXPECT_EQ(g->shape.n_layer, 42);
+  auto moe = parse_synthetic("qwen3-30b-a3b:q4_k");
+  ASSERT_TRUE(moe.is_ok()) << moe.message();
+  EXPECT_EQ(moe->shape.arch, "qwen3moe");
+  EXPECT_EQ(moe->shape.n_layer, 48);
+  EXPECT_EQ(moe->shape.n_expert, 128);
+  EXPECT_EQ(moe->shape.n_expert_used, 8);
+  EXPECT_EQ(moe->shape.n_ff_exp, 768);
   const std::string dir = test::temp_dir();
-  for (SyntheticShape small : {q->shape, g->shape}) {
+  for (SyntheticShape small : {q->shape, g->shape, moe->shape}) {
     small.n_embd = 256, small.n_ff = 512, small.n_layer = 2, small.n_head = 4, small.n_head_kv = 2;
     small.n_vocab = 300, small.n_ctx = 128, small.head_dim = 96;
     if (small.sliding_window) small.sliding_window = 4;
+    if (small.n_expert) small.n_expert = 8, small.n_expert_used = 2, small.n_ff_exp = 64;
     const SyntheticSpec spec{small, DType::Q8_0};
     const std::string path = dir + "/small-" + small.arch + ".gguf";
     ASSERT_TRUE(write_synthetic_gguf(spec, path).is_ok()) << small.arch;
@@ -96,6 +104,8 @@ TEST(Synthetic, FamilyShapesLoadAsTheirFamily) {
     EXPECT_EQ(hp.head_dim, 96) << small.arch;
     EXPECT_EQ(hp.final_softcap, small.final_softcap) << small.arch;
     EXPECT_EQ(hp.tied_embeddings, small.tied_output) << small.arch;
+    EXPECT_EQ(hp.n_expert, small.n_expert) << small.arch;
+    if (small.n_expert) EXPECT_TRUE(hp.moe_norm_topk);
     auto kv = (*m)->new_kv_cache(16);
     ASSERT_TRUE(kv.is_ok());
     ForwardScratch scratch;

@@ -336,6 +336,36 @@ TEST(MoeGguf, StackedExpertsGiveTheSameLogitsAsTheHfDirectory) {
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4) << i;
 }
 
+// Placement's accounting: a sparse layer placed with its experts costs its router and every
+// expert (--gpu-layers auto), without them its attention alone (--cpu-moe); the bytes a decoded
+// token streams count only n_expert_used of n_expert experts.
+TEST(MoeWeights, LayerBytesCountEveryExpertAndTokenBytesTheActiveShare) {
+  TinyMoe t;
+  const std::string dir = t.write(true);
+  LoadOptions opt;
+  opt.n_threads = 1;
+  opt.cpu_moe = kCpuMoeAll;  // no GPU: the experts stay with their (CPU) layer
+  auto model = load_model(dir, opt);
+  ASSERT_TRUE(model.is_ok()) << model.message();
+  const Model& m = **model;
+  const auto nbytes = [](const TensorView& v) { return v.nbytes; };
+  uint64_t with = 0, without = 0;
+  for (int64_t l = 0; l < m.hparams().n_layer; ++l) {
+    const uint64_t a = m.layer_weight_bytes(l, true, nbytes),
+                   b = m.layer_weight_bytes(l, false, nbytes);
+    if (m.hparams().is_moe_layer(l))
+      EXPECT_GT(a, b) << l;
+    else
+      EXPECT_EQ(a, b) << l;  // the dense layer
+    EXPECT_EQ(m.expert_backend(l), m.layer_backends()[size_t(l)]) << l;
+    with += a, without += b;
+  }
+  const uint64_t out_max = uint64_t(m.hparams().n_vocab * m.hparams().n_embd) * 4;
+  EXPECT_GT(m.weight_bytes(), without);
+  EXPECT_LT(m.weight_bytes() - without, with - without + out_max);
+  EXPECT_LT(m.weight_bytes(), with);  // 2 of 4 experts per token, the head far smaller
+}
+
 std::string gguf_error(const std::string& path) {
   LoadOptions opt;
   opt.n_threads = 1;

@@ -1,0 +1,74 @@
+// The mixture-of-experts launchers (moe-route.cu, moe-gemv.cu): Backend::moe_ffn's pieces on the
+// device. Routing runs on the device, so a decode step's expert ids never reach the host and the
+// step stays one captured graph. Decode: two gather-GEMVs that read only the selected experts'
+// rows. Prefill: the slots (token, j) grouped by expert (counts, offsets, a permutation), one
+// GEMM per expert over its rows (the backend's matmul), a weighted scatter back.
+// A slot is s = t * k + j: token t's j-th expert.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/cuda-ops.h"
+
+namespace hearth::cuda {
+
+// The router's rule, ops.h route_top_k: logits [T, n_expert] -> ids [T, k] int32 and weights
+// [T, k] (softmax, k largest with the lower index first among equal probabilities, renormalised
+// when `renorm`). 1 <= k <= n_expert <= kMoeMaxExperts; one warp per token.
+constexpr int64_t kMoeMaxExperts = 512;
+cudaError_t launch_moe_route(const float* logits, int64_t n_tokens, int64_t n_expert, int64_t k,
+                             bool renorm, int32_t* ids, float* weights, cudaStream_t s);
+
+// The S slots grouped by expert, stable (ascending slot within an expert): offsets [n_expert + 1]
+// (expert e's slots at sorted positions offsets[e] .. offsets[e + 1]), order [S] (the slot at
+// each sorted position) and pos_of [S] (its inverse). One block.
+cudaError_t launch_moe_group(const int32_t* ids, int64_t n_slots, int64_t n_expert,
+                             int32_t* offsets, int32_t* order, int32_t* pos_of, cudaStream_t s);
+// rows [S, n]: row i = x [T, n] row order[i] / k (each slot's token).
+cudaError_t launch_moe_gather(const float* x, const int32_t* order, int64_t n_slots, int64_t k,
+                              int64_t n, float* rows, cudaStream_t s);
+// out [T, n] (+)= sum over j of weights[t*k + j] * rows[pos_of[t*k + j]] (j ascending: the sum's
+// order is fixed, so the result is deterministic).
+cudaError_t launch_moe_scatter(const float* rows, const int32_t* pos_of, const float* weights,
+                               int64_t n_tokens, int64_t k, int64_t n, float* out, bool accumulate,
+                               cudaStream_t s);
+// out [n] = act(gate, up): SwiGLU (limit <= 0) or gpt-oss's clamped SwiGLU (ops.h
+// swiglu_clamped with alpha, limit; also the backend's swiglu_clamped op). out may alias gate or
+// up.
+cudaError_t launch_moe_act(const float* gate, const float* up, float* out, int64_t n, float alpha,
+                           float limit, cudaStream_t s);
+
+// One MoE layer's experts on the device: arrays [n_expert] (device memory) of each projection's
+// DeviceWeight (gate and up {n_ff, n_embd}, down {n_embd, n_ff}) and bias pointers (null arrays:
+// no biases). Every expert has the same dtype.
+struct MoeExperts {
+  const DeviceWeight* gate = nullptr;
+  const DeviceWeight* up = nullptr;
+  const DeviceWeight* down = nullptr;
+  const float* const* gate_bias = nullptr;
+  const float* const* up_bias = nullptr;
+  const float* const* down_bias = nullptr;
+  DType dtype = DType::F32;
+  int64_t n_embd = 0, n_ff = 0;
+};
+// Whether the gather-GEMVs run experts of dtype t {rows, cols}: a supports_dtype() type whose
+// rows are whole groups of 8 (every quant block is).
+bool moe_gemv_supports(DType t, int64_t cols);
+// h [S, n_ff]: slot s = t*k + j of expert e = ids[s] gets act(gate_e . x_t + bg_e,
+// up_e . x_t + bu_e) (launch_moe_act's act). x [T, n_embd]. Reads only the selected experts.
+cudaError_t launch_moe_gate_up(const MoeExperts& ex, const float* x, const int32_t* ids,
+                               int64_t n_tokens, int64_t k, float alpha, float limit, float* h,
+                               cudaStream_t s);
+// out [T, n_embd] (+)= sum over j of weights[s] * (down_e . h[s] + bd_e), s = t*k + j,
+// e = ids[s], j ascending.
+cudaError_t launch_moe_down(const MoeExperts& ex, const float* h, const int32_t* ids,
+                            const float* weights, int64_t n_tokens, int64_t k, float* out,
+                            bool accumulate, cudaStream_t s);
+// y [T, rows] = x [T, cols] @ W^T through dq8 (f32 x): the decode GEMV of the dtypes with no
+// int8 kernel (MXFP4). moe_gemv_supports(w), 1 <= T <= kGemvMaxTokens.
+cudaError_t launch_gemv_dq8(const DeviceWeight& w, const float* x, int64_t n_tokens, float* y,
+                            cudaStream_t s);
+
+}  // namespace hearth::cuda
