@@ -5,7 +5,7 @@
 // covers the longest and chunks past a segment's end exit at once.
 // Cache rows hold any of the cache element types (kv-rows.cuh): f32 ones take their k and v in
 // the RoPE launch, the others from a warp-collective store launch (q8_0 quantizes a 32-element
-// block per warp); attention reads them in place through kv_load_lane.
+// block per warp); attention reads them in place (KvRaw).
 #include <algorithm>
 #include <cmath>
 
@@ -30,12 +30,13 @@ __device__ __forceinline__ void load_row(const float* row, int lane, float (&v)[
   for (int i = 0; i < EPT; ++i) v[i] = __ldg(row + lane + 32 * i);
 }
 
-// EPT elements lane, lane + 32, ... of the cache row starting at element e0 (e0 % 32 == 0).
+// EPT elements lane, lane + 32, ... of the cache row starting at element e0 (e0 % 32 == 0),
+// raw (KvRaw: widened where used, so a round's loads are all in flight first).
 template <KvForm F, int EPT>
 __device__ __forceinline__ void load_cache_row(const uint8_t* rows, int64_t e0, int lane,
-                                               float (&v)[EPT]) {
+                                               KvRaw<F> (&v)[EPT]) {
 #pragma unroll
-  for (int i = 0; i < EPT; ++i) v[i] = kv_load_lane<F>(rows, e0, i, lane);
+  for (int i = 0; i < EPT; ++i) v[i].load(rows, e0, i, lane, DType::F32);
 }
 
 // One thread per rotated pair (q heads then k heads, every segment) and, for f32 caches
@@ -121,7 +122,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   // in flight before the first dot (one key at a time waits a full load latency per key).
   const int wb = begin + warp * (kChunk / kWarps), we = min(wb + kChunk / kWarps, end);
   for (int p0 = wb; p0 < we; p0 += kKeys) {
-    float kr[kKeys][EPT], vr[kKeys][EPT];
+    KvRaw<F> kr[kKeys][EPT], vr[kKeys][EPT];
 #pragma unroll
     for (int j = 0; j < kKeys; ++j) {
       const int64_t p = min(p0 + j, we - 1);  // (past the end: a duplicate, masked below)
@@ -133,7 +134,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int j = 0; j < kKeys; ++j) {
       float d = 0.f;
 #pragma unroll
-      for (int i = 0; i < EPT; ++i) d += qv[i] * kr[j][i];
+      for (int i = 0; i < EPT; ++i) d += qv[i] * kr[j][i].value();
       const float dot = warp_sum(d);  // (every lane: p0 and we are the warp's)
       sc[j] = p0 + j < we ? dot * scale : -INFINITY;
       mx = fmaxf(mx, sc[j]);
@@ -148,7 +149,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const float w = sc[j] == -INFINITY ? 0.f : __expf(sc[j] - mx);
       l += w;
 #pragma unroll
-      for (int i = 0; i < EPT; ++i) acc[i] += w * vr[j][i];
+      for (int i = 0; i < EPT; ++i) acc[i] += w * vr[j][i].value();
     }
     m = mx;
   }

@@ -84,7 +84,9 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
                       float* __restrict__ out, QuantOut qo, int64_t pos0_host,
                       const int32_t* pos0_dev, int n_heads, int n_kv_heads, int hd, float scale,
                       AttnKv kv) {
-  constexpr int kKpw = EPT <= 4 ? 8 : 4;  // keys per warp per round (registers: 2 x kKpw x EPT)
+  // Keys per warp per round (registers: 2 x kKpw x EPT raw elements; a q8_0 element is two, its
+  // quant and its block's scale, so it takes half the keys for the same loads in flight).
+  constexpr int kKpw = (EPT <= 4 ? 8 : 4) / (F == KvForm::kQ8_0 ? 2 : 1);
   constexpr int kRound = kSplitWarps * kKpw;
   pdl_trigger();
   pdl_wait();
@@ -125,17 +127,21 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
   int64_t end = (chunk + 1) * kChunk < n_ctx ? (chunk + 1) * kChunk : n_ctx;
   int64_t base = chunk * kChunk + warp * kKpw;
   bool have = base < end;
-  float kr[kKpw][EPT], vr[kKpw][EPT];
-  auto load_round = [&]() {  // rows past end read as zeros (they score -inf, weigh 0)
+  KvRaw<F> kr[kKpw][EPT], vr[kKpw][EPT];  // widened where used (KvRaw: loads stay in flight)
+  auto load_round = [&]() {               // rows past end read as zeros (they score -inf, weigh 0)
     const int64_t n_rows = end - base;
 #pragma unroll
     for (int j = 0; j < kKpw; ++j) {
       const int64_t e0 = (base + j) * kv_stride + head_e;
 #pragma unroll
       for (int i = 0; i < EPT; ++i) {
-        const bool ok = j < n_rows && lane + 32 * i < hd;
-        kr[j][i] = ok ? kv_load_lane<F>(kc, e0, i, lane, kv.k) : 0.f;
-        vr[j][i] = ok ? kv_load_lane<F>(vc, e0, i, lane, kv.v) : 0.f;
+        if (j < n_rows && lane + 32 * i < hd) {
+          kr[j][i].load(kc, e0, i, lane, kv.k);
+          vr[j][i].load(vc, e0, i, lane, kv.v);
+        } else {
+          kr[j][i].zero();
+          vr[j][i].zero();
+        }
       }
     }
   };
@@ -182,7 +188,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
       cur[j] = rope.k && base + j == pcur;  // that cache row is not written yet: use kcur / vcur
       float part = 0.f;
 #pragma unroll
-      for (int i = 0; i < EPT; ++i) part = fmaf(qv[i], cur[j] ? kcur[i] : kr[j][i], part);
+      for (int i = 0; i < EPT; ++i) part = fmaf(qv[i], cur[j] ? kcur[i] : kr[j][i].value(), part);
       s[j] = part;
     }
 #pragma unroll
@@ -205,7 +211,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
       const float e = base + j < end ? __expf(s[j] - mx) : 0.f;
       l += e;
 #pragma unroll
-      for (int i = 0; i < EPT; ++i) acc[i] = fmaf(e, cur[j] ? vcur[i] : vr[j][i], acc[i]);
+      for (int i = 0; i < EPT; ++i) acc[i] = fmaf(e, cur[j] ? vcur[i] : vr[j][i].value(), acc[i]);
     }
     m = mx;
     base += kRound;

@@ -105,6 +105,50 @@ __device__ __forceinline__ float kv_load_lane(const uint8_t* base, int64_t e0, i
   }
 }
 
+// A cache element as loaded, widened to f32 only when used (value()): a latency-bound loop
+// issues a round of raw loads and converts after they land, where converting inside the round
+// makes each conversion wait for its load before the next load issues (the split-K decode at
+// depth ran at a quarter of the bandwidth that way). f32 and the mixed form load f32 directly.
+template <KvForm F>
+struct KvRaw {
+  float v;
+  __device__ __forceinline__ void load(const uint8_t* base, int64_t e0, int i, int lane, DType rt) {
+    v = kv_load_lane<F>(base, e0, i, lane, rt);
+  }
+  __device__ __forceinline__ void zero() { v = 0.f; }
+  __device__ __forceinline__ float value() const { return v; }
+};
+template <>
+struct KvRaw<KvForm::kF16> {
+  __half v;
+  __device__ __forceinline__ void load(const uint8_t* base, int64_t e0, int i, int lane, DType) {
+    v = reinterpret_cast<const __half*>(base)[e0 + 32 * i + lane];
+  }
+  __device__ __forceinline__ void zero() { v = __float2half(0.f); }
+  __device__ __forceinline__ float value() const { return __half2float(v); }
+};
+template <>
+struct KvRaw<KvForm::kBF16> {
+  __nv_bfloat16 v;
+  __device__ __forceinline__ void load(const uint8_t* base, int64_t e0, int i, int lane, DType) {
+    v = reinterpret_cast<const __nv_bfloat16*>(base)[e0 + 32 * i + lane];
+  }
+  __device__ __forceinline__ void zero() { v = __float2bfloat16(0.f); }
+  __device__ __forceinline__ float value() const { return __bfloat162float(v); }
+};
+template <>
+struct KvRaw<KvForm::kQ8_0> {  // element e0 + 32 i + lane: lane's quant of a block and its scale
+  __half d;
+  int8_t q;
+  __device__ __forceinline__ void load(const uint8_t* base, int64_t e0, int i, int lane, DType) {
+    const uint8_t* b = base + ((e0 >> 5) + i) * kQ8Bytes;
+    d = *reinterpret_cast<const __half*>(b);
+    q = reinterpret_cast<const int8_t*>(b)[2 + lane];
+  }
+  __device__ __forceinline__ void zero() { d = __float2half(0.f), q = 0; }
+  __device__ __forceinline__ float value() const { return __half2float(d) * float(q); }
+};
+
 // Elements e .. e + 3 (e % 4 == 0, base 16-byte aligned): one 16-byte load for f32, one 8-byte
 // load for the 16-bit types, one 4-byte-aligned pair of 2-byte loads plus the scale for q8_0.
 template <KvForm F>
