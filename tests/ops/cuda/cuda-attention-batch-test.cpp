@@ -14,15 +14,6 @@
 namespace hearth::test {
 namespace {
 
-// Rows [rows, n] of type t back to f32.
-std::vector<float> widen(DType t, const std::vector<float>& bytes, int64_t rows, int64_t n) {
-  std::vector<float> out(size_t(rows * n));
-  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
-  for (int64_t r = 0; r < rows; ++r)
-    kernels::load_kv_row(t, p + r * kernels::kv_row_bytes(t, n), out.data() + r * n, n);
-  return out;
-}
-
 TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
   auto cpu = make_cpu_backend(1);
   const std::vector<int64_t> positions = {0, 1, 63, 64, 200, 17};
@@ -82,8 +73,8 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
         // stored element by one step of the type (and a q8_0 block's scale with it).
         const double row_tol = t == DType::F32 ? 1e-6 : t == DType::F16 ? 1e-3 : 1e-2;
         for (int64_t i = 0; i < B; ++i) {
-          EXPECT_LT(rel_error(widen(t, get(gkc[size_t(i)], row_floats), cap, kvd),
-                              widen(t, kc[size_t(i)], cap, kvd)),
+          EXPECT_LT(rel_error(widen_kv_rows(t, get(gkc[size_t(i)], row_floats), cap, kvd),
+                              widen_kv_rows(t, kc[size_t(i)], cap, kvd)),
                     row_tol)
               << what << " k " << i;
           // v is stored as given: the same bytes (compared as bytes: typed rows read as floats

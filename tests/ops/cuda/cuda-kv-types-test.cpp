@@ -47,15 +47,6 @@ struct Rows {
   KvRows d() const { return {dev, type}; }
 };
 
-// Rows [rows, n] back to f32 (the CPU's load_kv_row).
-std::vector<float> widen(DType t, const std::vector<float>& bytes, int64_t rows, int64_t n) {
-  std::vector<float> out(size_t(rows * n));
-  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
-  for (int64_t r = 0; r < rows; ++r)
-    kernels::load_kv_row(t, p + r * kernels::kv_row_bytes(t, n), out.data() + r * n, n);
-  return out;
-}
-
 class CudaKvTypesTest : public CudaTest {
  protected:
   void SetUp() override {
@@ -267,12 +258,12 @@ TEST_F(CudaKvTypesTest, RopeAppendAttendOverTypedCachesMatchesCpu) {
           pos += T;
         }
       }
-      EXPECT_LT(rel_error(widen(p.k, get(gk.dev, int64_t(ck.size())), cap, kvd),
-                          widen(p.k, ck, cap, kvd)),
+      EXPECT_LT(rel_error(widen_kv_rows(p.k, get(gk.dev, int64_t(ck.size())), cap, kvd),
+                          widen_kv_rows(p.k, ck, cap, kvd)),
                 1e-3)
           << pair_name(p) << " K cache, hd " << hd;
-      EXPECT_LT(rel_error(widen(p.v, get(gv.dev, int64_t(cv.size())), cap, kvd),
-                          widen(p.v, cv, cap, kvd)),
+      EXPECT_LT(rel_error(widen_kv_rows(p.v, get(gv.dev, int64_t(cv.size())), cap, kvd),
+                          widen_kv_rows(p.v, cv, cap, kvd)),
                 1e-6)
           << pair_name(p) << " V cache (no rope: stored alike), hd " << hd;
       backend_->reset_decode_steps();

@@ -68,6 +68,17 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.f
   return v;
 }
 
+// KV cache rows [rows, n] of type t (held in floats, as Backend moves them) back to f32 (the
+// CPU's load_kv_row).
+inline std::vector<float> widen_kv_rows(DType t, const std::vector<float>& bytes, int64_t rows,
+                                        int64_t n) {
+  std::vector<float> out(size_t(rows * n));
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  for (int64_t r = 0; r < rows; ++r)
+    kernels::load_kv_row(t, p + r * kernels::kv_row_bytes(t, n), out.data() + r * n, n);
+  return out;
+}
+
 // ||got - want|| / ||want||; infinite when any element of got is not finite.
 inline double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
   double num = 0, den = 0;
