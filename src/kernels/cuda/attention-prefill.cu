@@ -142,33 +142,54 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     static_assert(kIters % kLoads == 0, "load batches must tile the K/V tile");
 #pragma unroll 1
     for (int it0 = 0; it0 < kIters; it0 += kLoads) {
-      float4 kv[kLoads], vv[kLoads];
+      if constexpr (kExactKv) {
+        // f16 rows are already the hi halves: 8-byte raw copies, nothing to convert or split.
+        uint2 kh[kLoads], vh[kLoads];
 #pragma unroll
-      for (int u = 0; u < kLoads; ++u) {
-        const int idx = (it0 + u) * kWarps * 32 + threadIdx.x;
-        const int64_t p = kt0 + idx / kD4;
-        const int d = (idx % kD4) * 4;
-        kv[u] = vv[u] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (p < kv_end) {
-          kv[u] = kv_load4<F>(kc, p * kv_stride + kvh * HD + d, kvt.k);
-          vv[u] = kv_load4<F>(vc, p * kv_stride + kvh * HD + d, kvt.v);
+        for (int u = 0; u < kLoads; ++u) {
+          const int idx = (it0 + u) * kWarps * 32 + threadIdx.x;
+          const int64_t p = kt0 + idx / kD4;
+          const int64_t e = p * kv_stride + kvh * HD + (idx % kD4) * 4;
+          kh[u] = vh[u] = make_uint2(0u, 0u);
+          if (p < kv_end) {
+            kh[u] = reinterpret_cast<const uint2*>(kc)[e >> 2];
+            vh[u] = reinterpret_cast<const uint2*>(vc)[e >> 2];
+          }
         }
-      }
 #pragma unroll
-      for (int u = 0; u < kLoads; ++u) {
-        const int idx = (it0 + u) * kWarps * 32 + threadIdx.x;
-        const int key = idx / kD4, d = (idx % kD4) * 4;
-        uint2 khi, klo, vhi, vlo;
-        split_half2(kv[u].x, kv[u].y, khi.x, klo.x);
-        split_half2(kv[u].z, kv[u].w, khi.y, klo.y);
-        split_half2(vv[u].x, vv[u].y, vhi.x, vlo.x);
-        split_half2(vv[u].z, vv[u].w, vhi.y, vlo.y);
-        if constexpr (!kExactKv) {
+        for (int u = 0; u < kLoads; ++u) {
+          const int idx = (it0 + u) * kWarps * 32 + threadIdx.x;
+          const int key = idx / kD4, d = (idx % kD4) * 4;
+          *reinterpret_cast<uint2*>(ks + key * kKS + d) = kh[u];
+          *reinterpret_cast<uint2*>(vs + key * kKS + d) = vh[u];
+        }
+      } else {
+        float4 kv[kLoads], vv[kLoads];
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) {
+          const int idx = (it0 + u) * kWarps * 32 + threadIdx.x;
+          const int64_t p = kt0 + idx / kD4;
+          const int d = (idx % kD4) * 4;
+          kv[u] = vv[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (p < kv_end) {
+            kv[u] = kv_load4<F>(kc, p * kv_stride + kvh * HD + d, kvt.k);
+            vv[u] = kv_load4<F>(vc, p * kv_stride + kvh * HD + d, kvt.v);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) {
+          const int idx = (it0 + u) * kWarps * 32 + threadIdx.x;
+          const int key = idx / kD4, d = (idx % kD4) * 4;
+          uint2 khi, klo, vhi, vlo;
+          split_half2(kv[u].x, kv[u].y, khi.x, klo.x);
+          split_half2(kv[u].z, kv[u].w, khi.y, klo.y);
+          split_half2(vv[u].x, vv[u].y, vhi.x, vlo.x);
+          split_half2(vv[u].z, vv[u].w, vhi.y, vlo.y);
           *reinterpret_cast<uint2*>(ks + kBK * kKS + key * kKS + d) = klo;
           *reinterpret_cast<uint2*>(vs + kBK * kKS + key * kKS + d) = vlo;
+          *reinterpret_cast<uint2*>(ks + key * kKS + d) = khi;
+          *reinterpret_cast<uint2*>(vs + key * kKS + d) = vhi;
         }
-        *reinterpret_cast<uint2*>(ks + key * kKS + d) = khi;
-        *reinterpret_cast<uint2*>(vs + key * kKS + d) = vhi;
       }
     }
     __syncthreads();
