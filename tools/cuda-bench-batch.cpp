@@ -28,7 +28,7 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
       const int64_t rows = sh[0], cols = sh[1];
       WeightReplicas rep;
       float *x = nullptr, *y = nullptr;
-      void *xq = nullptr, *ws = nullptr, *gemm_ws = nullptr;
+      void *xq = nullptr, *xh = nullptr, *ws = nullptr, *gemm_ws = nullptr;
       const cuda::DeviceWeight shape_w = cuda::make_device_weight(t, rows, cols, nullptr);
       const cuda::GemvJob shape_job{shape_w, nullptr, nullptr};
       size_t ws_bytes = 256, gemm_bytes = 256;
@@ -41,6 +41,7 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
           ok(cudaMalloc(reinterpret_cast<void**>(&x), size_t(kMaxB * cols) * 4), "x") &&
           ok(cudaMalloc(reinterpret_cast<void**>(&y), size_t(kMaxB * rows) * 4), "y") &&
           ok(cudaMalloc(&xq, cuda::quantized_acts_bytes(kMaxB, cols)), "xq") &&
+          ok(cudaMalloc(&xh, cuda::batch_x_half_bytes(kMaxB, cols)), "xh") &&
           ok(cudaMalloc(&ws, ws_bytes), "ws") && ok(cudaMalloc(&gemm_ws, gemm_bytes), "gemm");
       if (!good) return false;
       cuda::launch_fill(x, 0.5f, kMaxB * cols, s);
@@ -49,13 +50,19 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
       const uint64_t raw = rep.raw;
       const int launches = std::max(replicas, 32);
       for (int64_t B : batches) {
+        // The backend's choice per B: the GEMV, the int8 batched matmul, or its fp16 form (x
+        // converted once here; the backend converts it once per matmul).
         cuda::QuantizedActs xa;
         cudaError_t err = cuda::launch_quantize_acts(x, B, cols, xq, &xa, s);
+        const bool half = B >= cuda::kMatmulBatchHalfMinTokens;
+        if (half && err == cudaSuccess) err = cuda::launch_batch_x_half(x, B, cols, xh, s);
         const double dec_s = time_graph(s, launches, [&] {
           for (int i = 0; i < launches; ++i) {
             const cuda::GemvJob job{w[size_t(i % replicas)], y, nullptr};
             if (B <= cuda::kGemvMaxTokens)
               cuda::launch_gemv_int8_multi(&job, 1, xa, s);
+            else if (half)
+              cuda::launch_matmul_batch_half(&job, 1, xh, B, cols, ws, ws_bytes, s);
             else
               cuda::launch_matmul_batch(&job, 1, xa, ws, ws_bytes, s);
           }
@@ -75,7 +82,8 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
           return false;
         }
       }
-      for (void* p : {static_cast<void*>(x), static_cast<void*>(y), xq, ws, gemm_ws}) cudaFree(p);
+      for (void* p : {static_cast<void*>(x), static_cast<void*>(y), xq, xh, ws, gemm_ws})
+        cudaFree(p);
     }
   }
   return true;

@@ -131,11 +131,14 @@ int main(int argc, char** argv) {
                           DType::Q4_K, DType::Q5_K, DType::Q6_K};
   const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
   const char* only = nullptr;  // --dtypes F16,BF16: only those dtypes
+  bool batch_only = false;     // --batch-only: only the batched decode matmul table
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--dtypes") == 0 && i + 1 < argc) {
       only = argv[++i];
+    } else if (std::strcmp(argv[i], "--batch-only") == 0) {
+      batch_only = true;
     } else {
-      std::fprintf(stderr, "usage: hearth-cuda-bench [--dtypes F16,Q4_0,...]\n");
+      std::fprintf(stderr, "usage: hearth-cuda-bench [--dtypes F16,Q4_0,...] [--batch-only]\n");
       return 2;
     }
   }
@@ -172,7 +175,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> table;
   char buf[256];
   for (DType t : dtypes) {
-    if (only && !std::strstr(only, dtype_name(t))) continue;
+    if (batch_only || (only && !std::strstr(only, dtype_name(t)))) continue;
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1];
       cuda_bench::WeightReplicas rep;
@@ -226,6 +229,11 @@ int main(int argc, char** argv) {
   std::printf("\n== GEMV (T=1) weight-read bandwidth vs copy %.0f GB/s (r+w) ==\n", copy_gbs);
   for (const auto& l : table) std::printf("%s\n", l.c_str());
   if (!cuda_bench::batch_matmul_table(s, blas, only, copy_gbs)) return 1;
+  if (batch_only) {
+    cublasDestroy(blas);
+    cudaStreamDestroy(s);
+    return 0;
+  }
 
   // Prefill attention, llama2-7b layer (32 heads x 128, 512 causal queries at pos0 0): the
   // the backend's dispatch (the tensor-core kernel, q/k/p/v as fp16 hi + lo).

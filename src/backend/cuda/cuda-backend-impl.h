@@ -64,6 +64,7 @@ class CudaBackend final : public Backend {
     cudaFree(partials_);
     cudaFree(xq_buf_);
     cudaFree(batch_ws_);
+    cudaFree(batch_xh_);
     cudaFree(batch_partials_);
     cudaFree(ring_dev_);
     cudaFreeHost(ring_host_);
@@ -258,9 +259,11 @@ class CudaBackend final : public Backend {
   // matmul (matmul-batch.cu) where it has the dtype; gemv_able says whether either applies.
   bool gemv_able(const cuda::DeviceWeight& dw, int64_t n_tokens) const;
   void launch_gemvs(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs, int n_jobs);
-  // The most rows a decode kernel (GEMV, or batched matmul in a kDecodeBatch pass) takes.
+  void launch_batch_half(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs, int n_jobs);
+  // The most rows a decode kernel that reads int8 x takes (the GEMV, or in a kDecodeBatch pass
+  // the int8 batched matmul: from kMatmulBatchHalfMinTokens rows it takes fp16 x instead).
   int64_t decode_rows_max() const {
-    return batch_pass_ ? cuda::kMatmulBatchMaxTokens : cuda::kGemvMaxTokens;
+    return batch_pass_ ? cuda::kMatmulBatchHalfMinTokens - 1 : cuda::kGemvMaxTokens;
   }
   // A prefill GEMM (cuBLAS over fp16 forms of x and W): y = x . W^T, or y += with accumulate.
   void launch_gemm(const Weight& w, const PreparedWeight& pw, const float* x, int64_t n_tokens,
@@ -364,9 +367,11 @@ class CudaBackend final : public Backend {
   // The int8 activations hand-off: xq_buf_ holds x = xq_src_ quantized, made at xq_at_.
   void* xq_buf_ = nullptr;
   size_t xq_bytes_ = 0;
-  // The batched decode matmul's partial sums (rows split over several blocks).
+  // The batched decode matmul's partial sums (rows split over several blocks), and its fp16 x.
   void* batch_ws_ = nullptr;
   size_t batch_ws_bytes_ = 0;
+  void* batch_xh_ = nullptr;
+  size_t batch_xh_bytes_ = 0;
   // The batched decode attention's split partials (attention-batch.cu).
   void* batch_partials_ = nullptr;
   size_t batch_partials_bytes_ = 0;

@@ -28,7 +28,9 @@ void CudaBackend::embed(const Weight& table, const int32_t* ids, int64_t n_token
     dev_ids = static_cast<const int32_t*>(stage_small(ids, size_t(n_tokens) * 4));
     if (!dev_ids) return;
   }
-  if (profiler_ && !decode_pass_) profiler_->begin_prefill(stream_, long(n_tokens));
+  // A pass of several sequences' tokens (kDecodeBatch) is profiled like a prefill pass: whole.
+  if (profiler_ && (!decode_pass_ || batch_pass_))
+    profiler_->begin_prefill(stream_, long(n_tokens));
   const int m = prof("embed");
   check(cuda::launch_embed(pw->dw, dev_ids, n_tokens, out, stream_), "embed");
   unprof(m);
@@ -37,7 +39,7 @@ void CudaBackend::embed(const Weight& table, const int32_t* ids, int64_t n_token
 bool CudaBackend::gemv_able(const cuda::DeviceWeight& dw, int64_t n_tokens) const {
   if (n_tokens > cuda::kGemvMaxTokens)
     return batch_pass_ && n_tokens <= cuda::kMatmulBatchMaxTokens &&
-           cuda::matmul_batch_supports(dw.dtype) && dw.cols % 32 == 0;
+           cuda::matmul_batch_supports(dw);
   const bool plain = dw.dtype == DType::F32 || dw.dtype == DType::F16 || dw.dtype == DType::BF16;
   return cuda::uses_int8_gemv(dw.dtype) || (plain && dw.cols % 8 == 0);
 }
@@ -45,6 +47,8 @@ bool CudaBackend::gemv_able(const cuda::DeviceWeight& dw, int64_t n_tokens) cons
 void CudaBackend::launch_gemvs(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs,
                                int n_jobs) {
   const cuda::DeviceWeight& dw = jobs[0].w;
+  if (n_tokens >= cuda::kMatmulBatchHalfMinTokens)
+    return launch_batch_half(x, n_tokens, jobs, n_jobs);
   const bool int8 = cuda::uses_int8_gemv(dw.dtype);
   cuda::QuantizedActs xa;
   if (int8) {
@@ -86,6 +90,28 @@ void CudaBackend::launch_gemvs(const float* x, int64_t n_tokens, const cuda::Gem
                (jobs[j].add_to &&
                 overlaps(jobs[j].add_to, n_tokens * jobs[j].w.rows, x, n_tokens * dw.cols));
   if (ok && int8 && !in_place && xq_src_ == x) xq_at_ = stream_ops_;
+}
+
+// A decode step of many sequences on the fp16 form of the batched matmul: x converted once for
+// the jobs (Q/K/V or gate/up share it).
+void CudaBackend::launch_batch_half(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs,
+                                    int n_jobs) {
+  const int64_t cols = jobs[0].w.cols;
+  if (!ensure(&batch_ws_, batch_ws_bytes_,
+              cuda::matmul_batch_workspace_bytes(jobs, n_jobs, n_tokens), "batch workspace") ||
+      !ensure(&batch_xh_, batch_xh_bytes_, cuda::batch_x_half_bytes(n_tokens, cols),
+              "batch fp16 activations"))
+    return;
+  int m = prof("quantize x");
+  const bool ok = check(cuda::launch_batch_x_half(x, n_tokens, cols, batch_xh_, stream_),
+                        "batch fp16 activations");
+  unprof(m);
+  if (!ok) return;
+  m = prof("matmul (decode batch)");
+  check(cuda::launch_matmul_batch_half(jobs, n_jobs, batch_xh_, n_tokens, cols, batch_ws_,
+                                       batch_ws_bytes_, stream_),
+        "decode batch matmul");
+  unprof(m);
 }
 
 void CudaBackend::matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) {

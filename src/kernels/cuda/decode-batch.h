@@ -13,10 +13,24 @@ namespace hearth::cuda {
 // GEMV's QuantizedActs. Long rows split over several blocks: `workspace` then holds their
 // partial sums (matmul_batch_workspace_bytes(); 0 when not split).
 constexpr int64_t kMatmulBatchMaxTokens = 256;
-bool matmul_batch_supports(DType t);
+bool matmul_batch_supports(DType t);  // the dtypes it has
+// This weight: a dtype it has, cols % 128 == 0 and its arrays aligned for 16-byte copies.
+bool matmul_batch_supports(const DeviceWeight& w);
 size_t matmul_batch_workspace_bytes(const GemvJob* jobs, int n_jobs, int64_t n_tokens);
 cudaError_t launch_matmul_batch(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
                                 void* workspace, size_t workspace_bytes, cudaStream_t s);
+// The same product on fp16 tensor cores, from kMatmulBatchHalfMinTokens tokens on (where the
+// int8 form's per-block scale arithmetic costs more than dequantizing W to fp16 once for all
+// tokens; H200, 7B shapes: 24-26 us against 28-32 at 32 tokens, 35 against 45 at 64, slower
+// at 16): x as launch_batch_x_half wrote it (batch_x_half_bytes()), f32 accumulation; the
+// workspace is the int8 form's.
+constexpr int64_t kMatmulBatchHalfMinTokens = 17;
+size_t batch_x_half_bytes(int64_t n_tokens, int64_t cols);
+cudaError_t launch_batch_x_half(const float* x, int64_t n_tokens, int64_t cols, void* out,
+                                cudaStream_t s);
+cudaError_t launch_matmul_batch_half(const GemvJob* jobs, int n_jobs, const void* xh,
+                                     int64_t n_tokens, int64_t cols, void* workspace,
+                                     size_t workspace_bytes, cudaStream_t s);
 
 // A decode step of many sequences, one query each (attention-batch.cu). Segment i's rows of q,
 // k, v and out are row i of [n_segs, heads * head_dim]; its descriptor (device memory) names its

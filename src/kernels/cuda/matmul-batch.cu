@@ -3,9 +3,20 @@
 // tokens (the one-token GEMV re-reads W per token; cuBLAS needs W dequantized to fp16 per call).
 // X arrives quantized as the GEMV's (act-quant.cuh: int8 blocks of 32 with their scales), and
 // every 32-element block is one mma.sync m16n8k32 (s8 x s8 -> s32): a block's integer dot is
-// exact, the block's weight and x scales are applied to it in f32. New dtype: one BT<>
-// specialization (raw load, unpack to two s8 words per row and lane, scale and min).
+// exact, the block's weight and x scales are applied to it in f32.
+// A block's weight rows and the tokens' x for the next steps stream into shared memory with
+// 16-byte cp.async copies (a ring of stages), and fragments are read from there: direct 4-byte
+// loads of 8 rows at a time kept the L1 pipeline, not DRAM, saturated (~500 GB/s at B = 8-32).
+// From kMatmulBatchHalfMinTokens tokens the same kernel runs fp16 MMAs instead (m16n8k16, f32
+// accumulators): each lane dequantizes its weight fragment to fp16 once for all the tokens, x
+// comes as fp16 (launch_batch_x_half), and no per-block scale epilogue is left, which at 16+
+// tokens is what bounded the int8 form (3 FP32 instructions per row, token and block).
+// New dtype: one BT<> specialization (what a row's step of 4 blocks is in memory, and how a
+// lane's int8 fragment, scale and min, or its fp16 fragment, come out of its staged bytes).
+#include <cuda_fp16.h>
+
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/cuda/decode-batch.h"
 #include "kernels/cuda/dequantize.cuh"
@@ -15,13 +26,56 @@ namespace hearth::cuda {
 
 namespace {
 
-constexpr int kWarps = 4;   // warps per block, each on its own rows
+constexpr int kWarps = 4;  // warps per block, each on its own rows
+constexpr int kThreads = kWarps * 32;
 constexpr int kMTiles = 2;  // 16-row MMA tiles per warp: each x fragment feeds 32 rows
 constexpr int kBlockRows = kWarps * kMTiles * 16;
-constexpr int kStep = 4;       // 32-element blocks per step: every weight load of a step in flight
+constexpr int kStep = 4;       // 32-element blocks per stage (cols % 128 == 0)
 constexpr int kMaxNTiles = 8;  // 8-token MMA tiles per warp (64 tokens: 64 f32 accumulators)
 constexpr int kMaxSplits = 8;  // K splits (blocks over one row tile), summed by reduce_kernel
+// A token's staged x: 128 quant bytes (+16: its 8 rows' lanes hit distinct banks), and its four
+// blocks' float4 scales (+16 for the same reason); in fp16, 256 bytes (+32: a half-warp's 8-byte
+// reads of 4 tokens then land in distinct banks).
+constexpr int kXqStride = 144;
+constexpr int kXsStride = 80;
+constexpr int kXhStride = 288;
 
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
+}
+__device__ __forceinline__ void cp_async8(void* dst, const void* src) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ __half2 h2_bits(uint32_t u) {
+  __half2 h;
+  memcpy(&h, &u, 4);
+  return h;
+}
+__device__ __forceinline__ uint32_t bits_h2(__half2 h) {
+  uint32_t u;
+  memcpy(&u, &h, 4);
+  return u;
+}
+// Two nibbles (bits 0..3 and 16..19 of v) as the halves 1024 + n: exact small integers.
+__device__ __forceinline__ __half2 nibbles_h2(uint32_t v) {
+  return h2_bits((v & 0x000F000Fu) | 0x64006400u);
+}
+
+// The fp16 fragment of one row's block for the two m16n8k16 MMAs over its 32 elements: lane
+// (g, t) holds h[0] = elements (4t, 4t+2), h[1] = (4t+1, 4t+3), h[2], h[3] the same 16 further
+// on. MMA 1 takes h[0] in k slots 2t, 2t+1 and h[1] in 2t+8, 2t+9; MMA 2 h[2] and h[3]. x's
+// halves are stored in that order (launch_batch_x_half swaps the middle two of every four), so a
+// lane's B fragments are one 8-byte read each.
 // One 32-element block of one row as an MMA A fragment: lane (g, t) holds the s8 values of k
 // positions 4t..4t+3 (lo) and 16+4t..16+4t+3 (hi) of row g (or g + 8), which are the block's
 // elements 4t.. and 16+4t.. in ggml order; x's B fragment reads the same positions.
@@ -33,21 +87,37 @@ struct AFrag {
 template <DType T>
 struct BT;
 
-// Q4_0: 16 body bytes per block, element j in the low nibble of byte j, element j+16 in the high.
+// A row's stage (4 blocks from block b0, b0 % 4 == 0) in shared memory: kBody bytes of quants,
+// then its scales (kStride - kBody >= what they need). kStride / 4 words is 4 mod 8, so the 8
+// rows a fragment read touches start in different banks.
+// Q4_0: 16 body bytes per block, element j in the low nibble of byte j, element j+16 in the high;
+// four f16 scales.
 template <>
 struct BT<DType::Q4_0> {
   static constexpr bool kTwoLevel = false;
-  struct Raw {
-    uint32_t q;
-    uint16_t d;
-  };
-  static __device__ Raw load(const DeviceWeight& w, int row_blk, int b, int t) {
-    const int bi = row_blk + b;
-    return {__ldg(reinterpret_cast<const uint32_t*>(w.body) + bi * 4 + t), __ldg(w.aux16 + bi)};
+  static constexpr bool kMin = false;  // value = d * q - m
+  static constexpr int kBody = 64, kStride = 80;
+  static __device__ const uint8_t* body(const DeviceWeight& w, int64_t row, int b0) {
+    return w.body + (size_t(row) * w.blocks_per_row + b0) * 16;
   }
-  static __device__ AFrag unpack(const Raw& r, int) {
-    return {__vsub4(r.q & 0x0F0F0F0Fu, 0x08080808u), __vsub4((r.q >> 4) & 0x0F0F0F0Fu, 0x08080808u),
-            half_bits(r.d), 0.f};
+  static __device__ void stage_aux(uint8_t* dst, const DeviceWeight& w, int64_t row, int b0) {
+    cp_async8(dst, w.aux16 + size_t(row) * w.blocks_per_row + b0);
+  }
+  static __device__ AFrag frag(const uint8_t* s, int u, int t, int) {
+    const uint32_t q = *reinterpret_cast<const uint32_t*>(s + u * 16 + 4 * t);
+    const uint16_t d = *reinterpret_cast<const uint16_t*>(s + kBody + 2 * u);
+    return {__vsub4(q & 0x0F0F0F0Fu, 0x08080808u), __vsub4((q >> 4) & 0x0F0F0F0Fu, 0x08080808u),
+            half_bits(d), 0.f};
+  }
+  static __device__ void frag_h(const uint8_t* s, int u, int t, int, __half2 (&h)[4]) {
+    const uint32_t q = *reinterpret_cast<const uint32_t*>(s + u * 16 + 4 * t);
+    const uint16_t d = *reinterpret_cast<const uint16_t*>(s + kBody + 2 * u);
+    const __half2 dd = h2_bits(uint32_t(d) * 0x10001u), k = __float2half2_rn(1032.f);
+    // (1024 + n - 1032) is n - 8 exactly; one rounding, in the multiply.
+    h[0] = __hmul2(__hsub2(nibbles_h2(q), k), dd);
+    h[1] = __hmul2(__hsub2(nibbles_h2(q >> 8), k), dd);
+    h[2] = __hmul2(__hsub2(nibbles_h2(q >> 4), k), dd);
+    h[3] = __hmul2(__hsub2(nibbles_h2(q >> 12), k), dd);
   }
 };
 
@@ -55,50 +125,104 @@ struct BT<DType::Q4_0> {
 template <>
 struct BT<DType::Q8_0> {
   static constexpr bool kTwoLevel = true;
-  struct Raw {
-    uint32_t q0, q1;
-    uint16_t d;
-  };
-  static __device__ Raw load(const DeviceWeight& w, int row_blk, int b, int t) {
-    const int bi = row_blk + b;
-    const uint32_t* p = reinterpret_cast<const uint32_t*>(w.body) + size_t(bi) * 8;
-    return {__ldg(p + t), __ldg(p + 4 + t), __ldg(w.aux16 + bi)};
+  static constexpr bool kMin = false;  // value = d * q - m
+  static constexpr int kBody = 128, kStride = 144;
+  static __device__ const uint8_t* body(const DeviceWeight& w, int64_t row, int b0) {
+    return w.body + (size_t(row) * w.blocks_per_row + b0) * 32;
   }
-  static __device__ AFrag unpack(const Raw& r, int) { return {r.q0, r.q1, half_bits(r.d), 0.f}; }
+  static __device__ void stage_aux(uint8_t* dst, const DeviceWeight& w, int64_t row, int b0) {
+    cp_async8(dst, w.aux16 + size_t(row) * w.blocks_per_row + b0);
+  }
+  static __device__ AFrag frag(const uint8_t* s, int u, int t, int) {
+    const uint8_t* p = s + u * 32 + 4 * t;
+    const uint16_t d = *reinterpret_cast<const uint16_t*>(s + kBody + 2 * u);
+    return {*reinterpret_cast<const uint32_t*>(p), *reinterpret_cast<const uint32_t*>(p + 16),
+            half_bits(d), 0.f};
+  }
+  static __device__ void frag_h(const uint8_t* s, int u, int t, int, __half2 (&h)[4]) {
+    const uint8_t* p = s + u * 32 + 4 * t;
+    const uint16_t d = *reinterpret_cast<const uint16_t*>(s + kBody + 2 * u);
+    const __half2 dd = h2_bits(uint32_t(d) * 0x10001u), k = __float2half2_rn(1152.f);
+    // Bytes b + 128 (the sign bit flipped) under 0x64: the halves 1152 + b, b exactly after the
+    // subtraction.
+    const uint32_t lo = *reinterpret_cast<const uint32_t*>(p) ^ 0x80808080u;
+    const uint32_t hi = *reinterpret_cast<const uint32_t*>(p + 16) ^ 0x80808080u;
+    h[0] = __hmul2(__hsub2(h2_bits(__byte_perm(lo, 0x64u, 0x4240)), k), dd);
+    h[1] = __hmul2(__hsub2(h2_bits(__byte_perm(lo, 0x64u, 0x4341)), k), dd);
+    h[2] = __hmul2(__hsub2(h2_bits(__byte_perm(hi, 0x64u, 0x4240)), k), dd);
+    h[3] = __hmul2(__hsub2(h2_bits(__byte_perm(hi, 0x64u, 0x4341)), k), dd);
+  }
 };
 
 // Q4_K (packed: 128 quant bytes per super-block, heads apart): block b is sub-block j = b % 8,
-// in chunk j / 2 of 32 bytes, low nibbles for even j, high for odd; scale and min from the head.
+// in chunk j / 2 of 32 bytes, low nibbles for even j, high for odd; a stage's 4 blocks are one
+// half of a super-block (64 bytes), then its 16-byte head (scales and mins).
 template <>
 struct BT<DType::Q4_K> {
   static constexpr bool kTwoLevel = false;
-  struct Raw {
-    uint32_t q0, q1;
-    uint4 h;
-  };
-  static __device__ Raw load(const DeviceWeight& w, int row_blk, int b, int t) {
-    const int bi = row_blk + (b >> 3);
-    const uint32_t* p =
-        reinterpret_cast<const uint32_t*>(w.body + size_t(bi) * 128 + ((b & 7) >> 1) * 32);
-    return {__ldg(p + t), __ldg(p + 4 + t), __ldg(w.aux_head + bi)};
+  static constexpr bool kMin = true;  // value = d * q - m
+  static constexpr int kBody = 64, kStride = 80;
+  static __device__ const uint8_t* body(const DeviceWeight& w, int64_t row, int b0) {
+    return w.body + (size_t(row) * w.blocks_per_row + (b0 >> 3)) * 128 + (b0 & 7) * 16;
   }
-  static __device__ AFrag unpack(const Raw& r, int b) {
-    const int j = b & 7, sh = 4 * (j & 1);
+  static __device__ void stage_aux(uint8_t* dst, const DeviceWeight& w, int64_t row, int b0) {
+    cp_async16(dst, w.aux_head + size_t(row) * w.blocks_per_row + (b0 >> 3));
+  }
+  static __device__ AFrag frag(const uint8_t* s, int u, int t, int b0) {
+    const int j = (b0 & 7) + u, sh = 4 * (u & 1);
+    const uint8_t* p = s + (u >> 1) * 32 + 4 * t;
+    const uint4 h = *reinterpret_cast<const uint4*>(s + kBody);
     float sc, mn;
-    k_scale_min(r.h, j, sc, mn);
-    return {(r.q0 >> sh) & 0x0F0F0F0Fu, (r.q1 >> sh) & 0x0F0F0F0Fu, half_bits(r.h.x) * sc,
-            half_bits(r.h.x >> 16) * mn};
+    k_scale_min(h, j, sc, mn);
+    return {(*reinterpret_cast<const uint32_t*>(p) >> sh) & 0x0F0F0F0Fu,
+            (*reinterpret_cast<const uint32_t*>(p + 16) >> sh) & 0x0F0F0F0Fu, half_bits(h.x) * sc,
+            half_bits(h.x >> 16) * mn};
+  }
+  static __device__ void frag_h(const uint8_t* s, int u, int t, int b0, __half2 (&h)[4]) {
+    const int j = (b0 & 7) + u, sh = 4 * (u & 1);
+    const uint8_t* p = s + (u >> 1) * 32 + 4 * t;
+    const uint4 hd = *reinterpret_cast<const uint4*>(s + kBody);
+    float sc, mn;
+    k_scale_min(hd, j, sc, mn);
+    const __half2 sd = __float2half2_rn(half_bits(hd.x) * sc);
+    const __half2 om = __float2half2_rn(-half_bits(hd.x >> 16) * mn);
+    const __half2 k = __float2half2_rn(1024.f);
+    const uint32_t lo = *reinterpret_cast<const uint32_t*>(p) >> sh;
+    const uint32_t hi = *reinterpret_cast<const uint32_t*>(p + 16) >> sh;
+    h[0] = __hfma2(__hsub2(nibbles_h2(lo), k), sd, om);
+    h[1] = __hfma2(__hsub2(nibbles_h2(lo >> 8), k), sd, om);
+    h[2] = __hfma2(__hsub2(nibbles_h2(hi), k), sd, om);
+    h[3] = __hfma2(__hsub2(nibbles_h2(hi >> 8), k), sd, om);
   }
 };
 
+// The accumulator starts at 0x4B400000 (1.5 * 2^23 as a float's bits): the s32 result then reads
+// as the float 1.5 * 2^23 + dot exactly (|dot| <= 32 * 128 * 127 < 2^22), and one full-rate add
+// recovers dot, where an int-to-float conversion runs at a quarter of the FP32 rate.
+constexpr int kMagicBits = 0x4B400000;
+constexpr float kMagic = 12582912.0f;
+
 __device__ __forceinline__ void mma_s8(const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
-                                       int (&c)[4]) {
+                                       float (&c)[4]) {
+  int r[4];
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
       "{%8, %9}, {%10, %11, %12, %13};"
-      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0),
-        "r"(0));
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(kMagicBits),
+        "r"(kMagicBits), "r"(kMagicBits), "r"(kMagicBits));
+#pragma unroll
+  for (int i = 0; i < 4; ++i) c[i] = __int_as_float(r[i]) - kMagic;
+}
+
+// c += a . b on fp16 tensor cores, f32 accumulators (m16n8k16: the same c layout as above).
+__device__ __forceinline__ void mma_f16(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                        uint32_t b0, uint32_t b1, float (&c)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // Up to three matrices of one x (Q/K/V, gate/up) in one launch: row tiles of kBlockRows.
@@ -112,14 +236,31 @@ struct BatchPlan {
   float* partials = nullptr;  // [splits][T][sum of rows] when splits > 1
 };
 
-// grid (row tiles, token groups of 8*NT, splits), block kWarps warps. Warp w of a tile takes rows
-// w*32 .. w*32+31 (two MMA tiles) for the group's tokens over the split's blocks.
-template <DType T, int NT>
-__global__ void __launch_bounds__(kWarps * 32)
-    matmul_batch_kernel(BatchPlan plan, QuantizedActs xa) {
+// Stages in flight per block, and the shared memory one stage takes.
+template <DType T, int NT, bool kHalf>
+struct StageShape {
+  static constexpr int kStages = NT >= 8 ? 2 : 3;
+  static constexpr int kTokens = NT * 8;
+  static constexpr int kWBytes = kBlockRows * BT<T>::kStride;
+  static constexpr int kXqBytes = kTokens * kXqStride;  // per level
+  static constexpr int kXBytes =
+      kHalf ? kTokens * kXhStride : kXqBytes * (BT<T>::kTwoLevel ? 2 : 1) + kTokens * kXsStride;
+  static constexpr int kBytes = kWBytes + kXBytes;
+  static constexpr int kSmem = kStages * kBytes;
+};
+
+// grid (row tiles, token groups of 8*NT, splits), block kWarps warps. The block stages its 128
+// rows and the group's tokens for each step of 4 blocks; warp w then takes rows w*32 .. w*32+31
+// (two MMA tiles) for every token of the group. kHalf: x is xh (fp16, launch_batch_x_half's
+// order; xa gives only its shape) and the MMAs are fp16 ones.
+template <DType T, int NT, bool kHalf>
+__global__ void __launch_bounds__(kThreads)
+    matmul_batch_kernel(BatchPlan plan, QuantizedActs xa, const __half* xh) {
   using B = BT<T>;
+  using S = StageShape<T, NT, kHalf>;
+  extern __shared__ __align__(16) uint8_t smem[];
   pdl_trigger();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
   // (selects, not plan.jobs[j]: a run-time index into the parameters would copy them to local)
   const int j = blockIdx.x < plan.tile_end[0] ? 0 : blockIdx.x < plan.tile_end[1] ? 1 : 2;
   const DeviceWeight w = j == 0 ? plan.jobs[0].w : j == 1 ? plan.jobs[1].w : plan.jobs[2].w;
@@ -127,28 +268,52 @@ __global__ void __launch_bounds__(kWarps * 32)
   float* add = j == 0 ? plan.jobs[0].add_to : j == 1 ? plan.jobs[1].add_to : plan.jobs[2].add_to;
   const int64_t row_off = j == 0 ? plan.row_off[0] : j == 1 ? plan.row_off[1] : plan.row_off[2];
   const int64_t d = w.rows, tile = blockIdx.x - (j == 0 ? 0u : plan.tile_end[j - 1]);
-  const int64_t row_base = tile * kBlockRows + warp * (kMTiles * 16);
-  if (row_base >= d) return;
-  // Int32 offsets below: launch_matmul_batch checks that every index of W and x fits.
-  // This lane's rows: [mt][0] = g, [mt][1] = g + 8 of tile mt (clamped: duplicates never stored),
-  // as the index of their first block (Q4_K: super-block).
-  int row_blk[kMTiles][2];
-#pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      row_blk[mt][h] = int(min(row_base + mt * 16 + h * 8 + g, d - 1) * w.blocks_per_row);
+  const int64_t tile_row0 = tile * kBlockRows, row_base = tile_row0 + warp * (kMTiles * 16);
   const int n_tok = int(xa.n_tokens), cols = int(xa.cols), nb = cols >> 5;
-  const int tok0 = int(blockIdx.y) * (NT * 8);
-  // This lane's B-fragment token (g) and accumulator tokens (2t, 2t+1) of each N tile, clamped,
-  // as offsets into x's quants and scales.
-  int xoff[NT], soff[NT][2];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    xoff[nt] = min(tok0 + nt * 8 + g, n_tok - 1) * cols + 4 * t4;
-    soff[nt][0] = min(tok0 + nt * 8 + 2 * t4, n_tok - 1) * nb;
-    soff[nt][1] = min(tok0 + nt * 8 + 2 * t4 + 1, n_tok - 1) * nb;
-  }
+  const int tok0 = int(blockIdx.y) * S::kTokens;
+  const int kb = int(blockIdx.z) * plan.split_blocks;
+  const int n_steps = (min(nb, kb + plan.split_blocks) - kb) / kStep;
+
+  // Rows past d and tokens past n_tok stage their last valid one (never stored).
+  auto stage_w = [&](int step) {
+    uint8_t* sw = smem + (step % S::kStages) * S::kBytes;
+    const int b0 = kb + step * kStep;
+    constexpr int kChunks = B::kBody / 16;
+    for (int c = tid; c < kBlockRows * kChunks; c += kThreads) {
+      const int r = c / kChunks, part = c % kChunks;
+      cp_async16(sw + r * B::kStride + part * 16,
+                 B::body(w, min(tile_row0 + r, d - 1), b0) + part * 16);
+    }
+    for (int r = tid; r < kBlockRows; r += kThreads)
+      B::stage_aux(sw + r * B::kStride + B::kBody, w, min(tile_row0 + r, d - 1), b0);
+  };
+  auto stage_x = [&](int step) {
+    uint8_t* sx = smem + (step % S::kStages) * S::kBytes + S::kWBytes;
+    const int b0 = kb + step * kStep;
+    if constexpr (kHalf) {
+      for (int c = tid; c < S::kTokens * 16; c += kThreads) {
+        const int tl = c >> 4, part = c & 15;
+        const __half* src = xh + size_t(min(tok0 + tl, n_tok - 1)) * cols + size_t(b0) * 32;
+        cp_async16(sx + tl * kXhStride + part * 16,
+                   reinterpret_cast<const uint8_t*>(src) + part * 16);
+      }
+    } else {
+      for (int c = tid; c < S::kTokens * 8; c += kThreads) {
+        const int tl = c >> 3, part = c & 7;
+        const size_t off = size_t(min(tok0 + tl, n_tok - 1)) * cols + size_t(b0) * 32 + part * 16;
+        cp_async16(sx + tl * kXqStride + part * 16, xa.q1 + off);
+        if constexpr (B::kTwoLevel)
+          cp_async16(sx + S::kXqBytes + tl * kXqStride + part * 16, xa.q2 + off);
+      }
+      uint8_t* ss = sx + S::kXqBytes * (B::kTwoLevel ? 2 : 1);
+      for (int c = tid; c < S::kTokens * kStep; c += kThreads) {
+        const int tl = c >> 2, part = c & 3;
+        cp_async16(ss + tl * kXsStride + part * 16,
+                   xa.scales + (size_t(min(tok0 + tl, n_tok - 1)) * nb + b0 + part) * 4);
+      }
+    }
+  };
+
   float acc[kMTiles][NT][4];
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
@@ -157,64 +322,103 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
 
-  const int kb = int(blockIdx.z) * plan.split_blocks;
-  const int ke = min(nb, kb + plan.split_blocks);
-  const float4* xs = reinterpret_cast<const float4*>(xa.scales);
+  // The weights are constant: their first stages load before the previous kernel (x's producer)
+  // has finished.
+  for (int s = 0; s < S::kStages - 1; ++s)
+    if (s < n_steps) stage_w(s);
   pdl_wait();
-  for (int b0 = kb; b0 < ke; b0 += kStep) {
-    typename B::Raw raw[kStep][kMTiles][2];
-#pragma unroll
-    for (int u = 0; u < kStep; ++u) {
-      const int b = min(b0 + u, ke - 1);
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) raw[u][mt][h] = B::load(w, row_blk[mt][h], b, t4);
+  for (int s = 0; s < S::kStages - 1; ++s) {
+    if (s < n_steps) stage_x(s);
+    cp_async_commit();
+  }
+  for (int step = 0; step < n_steps; ++step) {
+    cp_async_wait<S::kStages - 2>();
+    __syncthreads();  // step's stage is visible; every warp is done with the one refilled next
+    if (step + S::kStages - 1 < n_steps) {
+      stage_w(step + S::kStages - 1);
+      stage_x(step + S::kStages - 1);
     }
+    cp_async_commit();
+    if (row_base >= d) continue;  // (still at every barrier)
+    const uint8_t* sw = smem + (step % S::kStages) * S::kBytes;
+    const uint8_t* sx = sw + S::kWBytes;
+    const uint8_t* ss = sx + S::kXqBytes * (B::kTwoLevel ? 2 : 1);
+    const int b0 = kb + step * kStep;
+    if constexpr (kHalf) {
 #pragma unroll
-    for (int u = 0; u < kStep; ++u) {
-      const int b = b0 + u;
-      if (b >= ke) break;
-      AFrag f[kMTiles][2];
-      uint32_t a[kMTiles][4];
+      for (int u = 0; u < kStep; ++u) {
+        __half2 hf[kMTiles][2][4];
 #pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
-        f[mt][0] = B::unpack(raw[u][mt][0], b);
-        f[mt][1] = B::unpack(raw[u][mt][1], b);
-        a[mt][0] = f[mt][0].lo, a[mt][1] = f[mt][1].lo, a[mt][2] = f[mt][0].hi,
-        a[mt][3] = f[mt][1].hi;
-      }
+        for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const int8_t* xq = xa.q1 + xoff[nt] + b * 32;
-        const uint32_t b0w = __ldg(reinterpret_cast<const uint32_t*>(xq));
-        const uint32_t b1w = __ldg(reinterpret_cast<const uint32_t*>(xq + 16));
-        const float4 s0 = __ldg(xs + soff[nt][0] + b), s1 = __ldg(xs + soff[nt][1] + b);
-        int c2[kMTiles][4];
-        if constexpr (B::kTwoLevel) {
-          const int8_t* xq2 = xa.q2 + xoff[nt] + b * 32;
-          const uint32_t b0v = __ldg(reinterpret_cast<const uint32_t*>(xq2));
-          const uint32_t b1v = __ldg(reinterpret_cast<const uint32_t*>(xq2 + 16));
+          for (int h = 0; h < 2; ++h)
+            B::frag_h(sw + (warp * 32 + mt * 16 + h * 8 + g) * B::kStride, u, t4, b0, hf[mt][h]);
 #pragma unroll
-          for (int mt = 0; mt < kMTiles; ++mt) mma_s8(a[mt], b0v, b1v, c2[mt]);
+        for (int nt = 0; nt < NT; ++nt) {
+          const uint8_t* xp = sx + (nt * 8 + g) * kXhStride + u * 64 + 8 * t4;
+          const uint2 x1 = *reinterpret_cast<const uint2*>(xp);       // elements 4t..
+          const uint2 x2 = *reinterpret_cast<const uint2*>(xp + 32);  // 16 + 4t..
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            mma_f16(bits_h2(hf[mt][0][0]), bits_h2(hf[mt][1][0]), bits_h2(hf[mt][0][1]),
+                    bits_h2(hf[mt][1][1]), x1.x, x1.y, acc[mt][nt]);
+            mma_f16(bits_h2(hf[mt][0][2]), bits_h2(hf[mt][1][2]), bits_h2(hf[mt][0][3]),
+                    bits_h2(hf[mt][1][3]), x2.x, x2.y, acc[mt][nt]);
+          }
         }
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < kStep; ++u) {
+        AFrag f[kMTiles][2];
+        uint32_t a[kMTiles][4];
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
-          int c[4];
-          mma_s8(a[mt], b0w, b1w, c);
-          // c[0], c[1]: row g, tokens 2t, 2t+1; c[2], c[3]: row g + 8.
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const AFrag& fr = f[mt][i >> 1];
-            const float4& sx = (i & 1) ? s1 : s0;
-            float v = sx.x * float(c[i]);
-            if constexpr (B::kTwoLevel) v += sx.y * float(c2[mt][i]);
-            acc[mt][nt][i] += fr.d * v - fr.m * sx.w;
+          for (int h = 0; h < 2; ++h)
+            f[mt][h] = B::frag(sw + (warp * 32 + mt * 16 + h * 8 + g) * B::kStride, u, t4, b0);
+          a[mt][0] = f[mt][0].lo, a[mt][1] = f[mt][1].lo, a[mt][2] = f[mt][0].hi,
+          a[mt][3] = f[mt][1].hi;
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const uint8_t* xq = sx + (nt * 8 + g) * kXqStride + u * 32 + 4 * t4;
+          const uint32_t b0w = *reinterpret_cast<const uint32_t*>(xq);
+          const uint32_t b1w = *reinterpret_cast<const uint32_t*>(xq + 16);
+          const float4 s0 =
+              *reinterpret_cast<const float4*>(ss + (nt * 8 + 2 * t4) * kXsStride + u * 16);
+          const float4 s1 =
+              *reinterpret_cast<const float4*>(ss + (nt * 8 + 2 * t4 + 1) * kXsStride + u * 16);
+          float c2[kMTiles][4];
+          if constexpr (B::kTwoLevel) {
+            const uint8_t* xq2 = xq + S::kXqBytes;
+            const uint32_t b0v = *reinterpret_cast<const uint32_t*>(xq2);
+            const uint32_t b1v = *reinterpret_cast<const uint32_t*>(xq2 + 16);
+#pragma unroll
+            for (int mt = 0; mt < kMTiles; ++mt) mma_s8(a[mt], b0v, b1v, c2[mt]);
+          }
+#pragma unroll
+          for (int mt = 0; mt < kMTiles; ++mt) {
+            float c[4];
+            mma_s8(a[mt], b0w, b1w, c);
+            // c[0], c[1]: row g, tokens 2t, 2t+1; c[2], c[3]: row g + 8. Per element: the scale
+            // product and one FMA (two for a second x level or a min): the epilogue, not the
+            // MMA, is what the FP32 pipe spends most on at 32 tokens and more.
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const AFrag& fr = f[mt][i >> 1];
+              const float4& sx4 = (i & 1) ? s1 : s0;
+              float a_acc = fmaf(fr.d * sx4.x, c[i], acc[mt][nt][i]);
+              if constexpr (B::kTwoLevel) a_acc = fmaf(fr.d * sx4.y, c2[mt][i], a_acc);
+              if constexpr (B::kMin) a_acc = fmaf(-fr.m, sx4.w, a_acc);
+              acc[mt][nt][i] = a_acc;
+            }
           }
         }
       }
     }
   }
+  if (row_base >= d) return;
   // Stores: straight to y (and the residual) with one split, else this split's partial sums.
   const bool direct = plan.splits == 1;
   float* out =
@@ -293,49 +497,73 @@ BatchPlan make_plan(const GemvJob* jobs, int n_jobs, int64_t n_tokens) {
   return p;
 }
 
-template <DType T, int NT>
-cudaError_t launch_typed(const BatchPlan& p, const QuantizedActs& xa, cudaStream_t s) {
+template <DType T, int NT, bool kHalf>
+cudaError_t launch_typed(const BatchPlan& p, const QuantizedActs& xa, const __half* xh,
+                         cudaStream_t s) {
   const dim3 grid(p.tile_end[p.n_jobs - 1], unsigned((xa.n_tokens + NT * 8 - 1) / (NT * 8)),
                   unsigned(p.splits));
-  return launch_pdl(matmul_batch_kernel<T, NT>, grid, dim3(kWarps * 32), 0, s, p, xa);
+  constexpr int smem = StageShape<T, NT, kHalf>::kSmem;
+  // Above 48 KiB a kernel must opt in, once (a function-local static: thread-safe).
+  static const cudaError_t opted = cudaFuncSetAttribute(
+      matmul_batch_kernel<T, NT, kHalf>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (opted != cudaSuccess) return opted;
+  return launch_pdl(matmul_batch_kernel<T, NT, kHalf>, grid, dim3(kThreads), size_t(smem), s, p, xa,
+                    xh);
 }
 
-template <DType T>
-cudaError_t launch_by_tokens(const BatchPlan& p, const QuantizedActs& xa, cudaStream_t s) {
+template <DType T, bool kHalf>
+cudaError_t launch_by_tokens(const BatchPlan& p, const QuantizedActs& xa, const __half* xh,
+                             cudaStream_t s) {
   switch (ntiles_for(xa.n_tokens)) {
     case 1:
-      return launch_typed<T, 1>(p, xa, s);
+      if constexpr (kHalf)
+        return cudaErrorInvalidValue;  // (from 16 tokens: 2 tiles or more)
+      else
+        return launch_typed<T, 1, false>(p, xa, xh, s);
     case 2:
-      return launch_typed<T, 2>(p, xa, s);
+      return launch_typed<T, 2, kHalf>(p, xa, xh, s);
     case 4:
-      return launch_typed<T, 4>(p, xa, s);
+      return launch_typed<T, 4, kHalf>(p, xa, xh, s);
     default:
-      return launch_typed<T, kMaxNTiles>(p, xa, s);
+      return launch_typed<T, kMaxNTiles, kHalf>(p, xa, xh, s);
   }
 }
 
-}  // namespace
-
-bool matmul_batch_supports(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K;
+template <bool kHalf>
+cudaError_t launch_dtype(DType t, const BatchPlan& p, const QuantizedActs& xa, const __half* xh,
+                         cudaStream_t s) {
+  switch (t) {
+    case DType::Q4_0:
+      return launch_by_tokens<DType::Q4_0, kHalf>(p, xa, xh, s);
+    case DType::Q8_0:
+      return launch_by_tokens<DType::Q8_0, kHalf>(p, xa, xh, s);
+    case DType::Q4_K:
+      return launch_by_tokens<DType::Q4_K, kHalf>(p, xa, xh, s);
+    default:
+      return cudaErrorInvalidValue;
+  }
 }
 
-size_t matmul_batch_workspace_bytes(const GemvJob* jobs, int n_jobs, int64_t n_tokens) {
-  const BatchPlan p = make_plan(jobs, n_jobs, n_tokens);
-  if (p.splits == 1) return 0;
-  int64_t rows = 0;
-  for (int i = 0; i < n_jobs; ++i) rows += jobs[i].w.rows;
-  return size_t(p.splits) * size_t(n_tokens) * size_t(rows) * sizeof(float);
+// x's halves in the fp16 fragments' order: of every 4, the middle two swapped.
+__global__ void batch_x_half_kernel(const float4* __restrict__ x, int64_t n4,
+                                    __half2* __restrict__ out) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const float4 v = x[i];
+    out[2 * i] = __floats2half2_rn(v.x, v.z);
+    out[2 * i + 1] = __floats2half2_rn(v.y, v.w);
+  }
 }
 
-cudaError_t launch_matmul_batch(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
-                                void* workspace, size_t workspace_bytes, cudaStream_t s) {
+// The checks and plan shared by both forms; xh set: the fp16 one.
+cudaError_t launch_batch(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa, const __half* xh,
+                         void* workspace, size_t workspace_bytes, cudaStream_t s) {
   if (n_jobs < 1 || n_jobs > 3 || xa.n_tokens < 1 || xa.n_tokens > kMatmulBatchMaxTokens ||
-      !matmul_batch_supports(jobs[0].w.dtype))
+      (xh && xa.n_tokens < kMatmulBatchHalfMinTokens))
     return cudaErrorInvalidValue;
   for (int i = 0; i < n_jobs; ++i)
     if (jobs[i].w.cols != xa.cols || jobs[i].w.dtype != jobs[0].w.dtype || jobs[i].w.rows <= 0 ||
-        !jobs[i].y)
+        !jobs[i].y || !matmul_batch_supports(jobs[i].w))
       return cudaErrorInvalidValue;
   // The kernel indexes blocks of W and elements of x in int32.
   constexpr int64_t kIntMax = 0x7fffffff;
@@ -348,25 +576,66 @@ cudaError_t launch_matmul_batch(const GemvJob* jobs, int n_jobs, const Quantized
       return cudaErrorInvalidValue;
     p.partials = static_cast<float*>(workspace);
   }
-  cudaError_t e = cudaErrorInvalidValue;
-  switch (jobs[0].w.dtype) {
-    case DType::Q4_0:
-      e = launch_by_tokens<DType::Q4_0>(p, xa, s);
-      break;
-    case DType::Q8_0:
-      e = launch_by_tokens<DType::Q8_0>(p, xa, s);
-      break;
-    case DType::Q4_K:
-      e = launch_by_tokens<DType::Q4_K>(p, xa, s);
-      break;
-    default:
-      break;
-  }
+  const cudaError_t e = xh ? launch_dtype<true>(jobs[0].w.dtype, p, xa, xh, s)
+                           : launch_dtype<false>(jobs[0].w.dtype, p, xa, nullptr, s);
   if (e != cudaSuccess || p.splits == 1) return e;
   int64_t total = 0;
   for (int i = 0; i < n_jobs; ++i) total += xa.n_tokens * jobs[i].w.rows;
   return launch_pdl(reduce_kernel, dim3(unsigned((total + 255) / 256)), dim3(256), 0, s, p,
                     xa.n_tokens);
+}
+
+}  // namespace
+
+bool matmul_batch_supports(DType t) {
+  return t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K;
+}
+
+bool matmul_batch_supports(const DeviceWeight& w) {
+  // Whole stages of 4 blocks per row, and the 16-byte (scales: 8-byte) copies aligned.
+  const auto aligned = [](const void* p, uintptr_t a) {
+    return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0;
+  };
+  if (!matmul_batch_supports(w.dtype) || w.cols % 128 != 0 || !aligned(w.body, 16)) return false;
+  return w.dtype == DType::Q4_K ? aligned(w.aux_head, 16) : aligned(w.aux16, 8);
+}
+
+size_t matmul_batch_workspace_bytes(const GemvJob* jobs, int n_jobs, int64_t n_tokens) {
+  const BatchPlan p = make_plan(jobs, n_jobs, n_tokens);
+  if (p.splits == 1) return 0;
+  int64_t rows = 0;
+  for (int i = 0; i < n_jobs; ++i) rows += jobs[i].w.rows;
+  return size_t(p.splits) * size_t(n_tokens) * size_t(rows) * sizeof(float);
+}
+
+cudaError_t launch_matmul_batch(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
+                                void* workspace, size_t workspace_bytes, cudaStream_t s) {
+  if (!xa.q1) return cudaErrorInvalidValue;
+  return launch_batch(jobs, n_jobs, xa, nullptr, workspace, workspace_bytes, s);
+}
+
+size_t batch_x_half_bytes(int64_t n_tokens, int64_t cols) {
+  return size_t(n_tokens) * size_t(cols) * sizeof(__half);
+}
+
+cudaError_t launch_batch_x_half(const float* x, int64_t n_tokens, int64_t cols, void* out,
+                                cudaStream_t s) {
+  if (n_tokens < 1 || cols % 4 != 0) return cudaErrorInvalidValue;
+  const int64_t n4 = n_tokens * cols / 4;
+  const unsigned blocks = unsigned(std::min<int64_t>((n4 + 255) / 256, 2048));
+  batch_x_half_kernel<<<blocks, 256, 0, s>>>(reinterpret_cast<const float4*>(x), n4,
+                                             static_cast<__half2*>(out));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_matmul_batch_half(const GemvJob* jobs, int n_jobs, const void* xh,
+                                     int64_t n_tokens, int64_t cols, void* workspace,
+                                     size_t workspace_bytes, cudaStream_t s) {
+  if (!xh) return cudaErrorInvalidValue;
+  QuantizedActs shape;
+  shape.n_tokens = n_tokens, shape.cols = cols;
+  return launch_batch(jobs, n_jobs, shape, static_cast<const __half*>(xh), workspace,
+                      workspace_bytes, s);
 }
 
 }  // namespace hearth::cuda

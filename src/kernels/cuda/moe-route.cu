@@ -53,12 +53,16 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, int64_t n_tok
   float mine_p = 0;
   int mine_e = 0;
   for (int j = 0; j < k; ++j) {
-    float best_p = -1.0f;  // below every probability: something is always picked
+    // Keys below every probability: the lane's lowest untaken expert is always a candidate, and
+    // a NaN probability (an overflowed logit upstream) ranks lowest instead of never, so the ids
+    // stay in range whatever the logits hold (the host rule also always picks an expert).
+    float best_p = -2.0f;
     int best_e = 0x7fffffff;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
       const int e = lane + 32 * i;
-      if (e < n_expert && !((taken >> i) & 1u) && p[i] > best_p) best_p = p[i], best_e = e;
+      const float key = std::isnan(p[i]) ? -1.0f : p[i];
+      if (e < n_expert && !((taken >> i) & 1u) && key > best_p) best_p = key, best_e = e;
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
@@ -67,8 +71,9 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, int64_t n_tok
       if (op > best_p || (op == best_p && oe < best_e)) best_p = op, best_e = oe;
     }
     if ((best_e & 31) == lane) taken |= 1u << (best_e >> 5);
-    picked += best_p;
-    if (lane == j) mine_p = best_p, mine_e = best_e;
+    const float prob = best_p < 0.0f ? NAN : best_p;  // a NaN key's own probability
+    picked += prob;
+    if (lane == j) mine_p = prob, mine_e = best_e;
   }
   if (lane < k) {
     ids[t * k + lane] = mine_e;

@@ -38,6 +38,10 @@ TEST_F(CudaTest, MoeRouteMatchesHostRuleWithTiesRenormAndNan) {
         for (size_t i = 0; i < logits.size(); ++i) logits[i] = float((i * 7919 + NE) % 5);
         logits[3] = std::nanf("");  // a NaN ranks below every number
         for (int64_t e = 0; e < NE; ++e) logits[size_t(2 * NE + e)] = 1.0f;  // all equal
+        // Overflowed router logits (an upstream inf or NaN): every probability NaN, and the ids
+        // must still be experts (the host picks the lowest untaken ones), never out of range.
+        for (int64_t e = 0; e < NE; ++e) logits[size_t(4 * NE + e)] = std::nanf("");
+        logits[size_t(5 * NE + 1)] = logits[size_t(5 * NE + NE - 1)] = INFINITY;
         std::vector<int32_t> want_ids(static_cast<size_t>(T * K));
         std::vector<float> want_w(static_cast<size_t>(T * K));
         kernels::route_top_k(logits.data(), T, NE, K, renorm, want_ids.data(), want_w.data());
@@ -52,8 +56,13 @@ TEST_F(CudaTest, MoeRouteMatchesHostRuleWithTiesRenormAndNan) {
                            reinterpret_cast<const float*>(ids), T * K);
         EXPECT_EQ(got_ids, want_ids) << NE << " experts, top-" << K << " renorm " << renorm;
         const auto got_w = get(w, T * K);
-        for (size_t i = 0; i < got_w.size(); ++i)
+        for (size_t i = 0; i < got_w.size(); ++i) {
+          if (std::isnan(want_w[i])) {
+            EXPECT_TRUE(std::isnan(got_w[i])) << i;
+            continue;
+          }
           EXPECT_NEAR(got_w[i], want_w[i], 1e-6f) << i;  // expf and exp may differ by an ulp
+        }
       }
 }
 
