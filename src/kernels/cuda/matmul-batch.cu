@@ -29,6 +29,7 @@ namespace {
 constexpr int kWarps = 4;  // warps per block, each on its own rows
 constexpr int kThreads = kWarps * 32;
 constexpr int kMTiles = 2;  // 16-row MMA tiles per warp: each x fragment feeds 32 rows
+// (4: 256-row blocks, slower at every B on the H200)
 constexpr int kBlockRows = kWarps * kMTiles * 16;
 constexpr int kStep = 4;       // 32-element blocks per stage (cols % 128 == 0)
 constexpr int kMaxNTiles = 8;  // 8-token MMA tiles per warp (64 tokens: 64 f32 accumulators)
@@ -352,7 +353,8 @@ __global__ void __launch_bounds__(kThreads)
         for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
           for (int h = 0; h < 2; ++h)
-            B::frag_h(sw + (warp * 32 + mt * 16 + h * 8 + g) * B::kStride, u, t4, b0, hf[mt][h]);
+            B::frag_h(sw + (warp * kMTiles * 16 + mt * 16 + h * 8 + g) * B::kStride, u, t4, b0,
+                      hf[mt][h]);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const uint8_t* xp = sx + (nt * 8 + g) * kXhStride + u * 64 + 8 * t4;
@@ -376,7 +378,8 @@ __global__ void __launch_bounds__(kThreads)
         for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
           for (int h = 0; h < 2; ++h)
-            f[mt][h] = B::frag(sw + (warp * 32 + mt * 16 + h * 8 + g) * B::kStride, u, t4, b0);
+            f[mt][h] =
+                B::frag(sw + (warp * kMTiles * 16 + mt * 16 + h * 8 + g) * B::kStride, u, t4, b0);
           a[mt][0] = f[mt][0].lo, a[mt][1] = f[mt][1].lo, a[mt][2] = f[mt][0].hi,
           a[mt][3] = f[mt][1].hi;
         }
