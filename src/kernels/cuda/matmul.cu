@@ -210,11 +210,10 @@ bool use_fp8(const DeviceWeight& w) {
 //   x16 [nx] fp16 | x16_lo [nx] fp16 (split-x dtypes) | lo8 [nx] fp8, scale (FP8-able)
 //   | w16 [rows * cols] fp16 | lt workspace (FP8-able)
 struct PrefillWorkspace {
-  __half* x16 = nullptr;
-  __half* x16_lo = nullptr;
+  __half *x16 = nullptr, *x16_lo = nullptr;  // x's forms
   uint8_t* lo8 = nullptr;
   float* xscale = nullptr;
-  __half* w16 = nullptr;
+  __half* w16 = nullptr;  // W's
   void* lt_ws = nullptr;
   size_t bytes = 0;
 };
