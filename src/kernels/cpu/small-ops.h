@@ -140,36 +140,26 @@ constexpr SmallOps portable_with_rows(const char* name, KvRowOps f16, KvRowOps b
   return ops;
 }
 
-// An ISA's typed-row loops as a table entry: Loops::scores and ::accumulate take the head sizes
-// that are whole multiples of Loops::kWidth; the others go to the portable loops of the same row
-// type (Loops::kRows).
-template <class Loops>
+// An ISA's typed-row loops over rows read by Load as a table entry: kScores and kAccumulate take
+// the head sizes that are whole multiples of kWidth; the others go to the portable loops of the
+// same row type (Load::kRows).
+template <class Load, KvRowFn kScores, KvAccFn kAccumulate, int kWidth>
 struct KvRowsOrPortable {
-  static constexpr KvRowOps kPortable = Loops::kRows == DType::F16    ? kPortableSmallOps.f16
-                                        : Loops::kRows == DType::BF16 ? kPortableSmallOps.bf16
-                                                                      : kPortableSmallOps.q8_0;
+  static constexpr KvRowOps kPortable = Load::kRows == DType::F16    ? kPortableSmallOps.f16
+                                        : Load::kRows == DType::BF16 ? kPortableSmallOps.bf16
+                                                                     : kPortableSmallOps.q8_0;
   static void scores(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
                      float scale, float* s) {
-    if (hd % Loops::kWidth != 0) return kPortable.scores(q, k, k_stride, nk, hd, scale, s);
-    Loops::scores(q, k, k_stride, nk, hd, scale, s);
+    if (hd % kWidth != 0) return kPortable.scores(q, k, k_stride, nk, hd, scale, s);
+    kScores(q, k, k_stride, nk, hd, scale, s);
   }
   static void accumulate(float* acc, float c, const float* p, const void* v, int64_t v_stride,
                          int64_t nk, int64_t hd) {
-    if (hd % Loops::kWidth != 0) return kPortable.accumulate(acc, c, p, v, v_stride, nk, hd);
-    Loops::accumulate(acc, c, p, v, v_stride, nk, hd);
+    if (hd % kWidth != 0) return kPortable.accumulate(acc, c, p, v, v_stride, nk, hd);
+    kAccumulate(acc, c, p, v, v_stride, nk, hd);
   }
+  static constexpr KvRowOps ops{scores, accumulate};
 };
-
-// portable_with_rows for an ISA whose typed-row loops are Loops<Load> over its row loaders of
-// F16, BF16 and Q8_0 rows (each with kRows, its row type).
-template <template <class> class Loops, class F16, class BF16, class Q8>
-constexpr SmallOps portable_with_rows(const char* name) {
-  using A = KvRowsOrPortable<Loops<F16>>;
-  using B = KvRowsOrPortable<Loops<BF16>>;
-  using C = KvRowsOrPortable<Loops<Q8>>;
-  return portable_with_rows(name, {A::scores, A::accumulate}, {B::scores, B::accumulate},
-                            {C::scores, C::accumulate});
-}
 
 }  // namespace hearth::kernels
 

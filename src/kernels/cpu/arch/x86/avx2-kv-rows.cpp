@@ -107,20 +107,16 @@ void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_
   }
 }
 
-// The table's loops over rows read by Load (head sizes in whole groups of 8:
-// KvRowsOrPortable, small-ops.h, sends the others to the portable loops).
+// A row type's table entry (head sizes in whole groups of 8; the others: the portable loops).
 template <class Load>
-struct Rows {
-  static constexpr DType kRows = Load::kRows;
-  static constexpr int kWidth = 8;
-  static constexpr KvRowFn scores = scores_typed<Load>;
-  static constexpr KvAccFn accumulate = accumulate_typed<Load>;
-};
+constexpr KvRowOps kRowOps =
+    KvRowsOrPortable<Load, scores_typed<Load>, accumulate_typed<Load>, 8>::ops;
 
 }  // namespace
 
 // constinit: built by the compiler, so no code compiled with this file's flags runs at startup
 // (where the CPU may lack them).
-constinit const SmallOps small_ops = portable_with_rows<Rows, LoadF16, LoadBF16, LoadQ8_0>("avx2");
+constinit const SmallOps small_ops =
+    portable_with_rows("avx2", kRowOps<LoadF16>, kRowOps<LoadBF16>, kRowOps<LoadQ8_0>);
 
 }  // namespace hearth::kernels::avx2
