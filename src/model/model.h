@@ -112,19 +112,13 @@ struct LayerWeights {
   // Router bias [n_expert] and per-expert bias vectors (ArchSpec::moe_biases).
   Weight router_bias_src;
   std::vector<Weight> exp_gate_bias_src, exp_up_bias_src, exp_down_bias_src;  // [n_expert]
-  // Backend copies of the small vectors in f32 (Gemma's (1 + w) already added).
-  float* attn_norm = nullptr;
-  float* ffn_norm = nullptr;
-  float* post_attn_norm = nullptr;
-  float* post_ffn_norm = nullptr;
-  float* q_norm = nullptr;
-  float* k_norm = nullptr;
-  float* q_bias = nullptr;
-  float* k_bias = nullptr;
-  float* v_bias = nullptr;
-  float* o_bias = nullptr;
-  float* sinks = nullptr;
-  float* router_bias = nullptr;
+  // Backend copies of the small vectors in f32 (Gemma's (1 + w) already added); null where the
+  // source above is absent.
+  float *attn_norm = nullptr, *ffn_norm = nullptr;
+  float *post_attn_norm = nullptr, *post_ffn_norm = nullptr;
+  float *q_norm = nullptr, *k_norm = nullptr;
+  float *q_bias = nullptr, *k_bias = nullptr, *v_bias = nullptr, *o_bias = nullptr;
+  float *sinks = nullptr, *router_bias = nullptr;
   std::vector<float*> exp_gate_bias, exp_up_bias, exp_down_bias;  // [n_expert] when biased
 };
 

@@ -75,29 +75,28 @@ void CudaBackend::launch_attention_op(const float* q, const kernels::KvRows& k,
       step && n_tokens == 1 && pos0 == step_host_->pos ? &step_dev_->pos : nullptr;
   const int64_t need =
       cuda::attention_partials_floats(n_tokens, n_heads, head_dim, max_ctx) * int64_t(4);
-  const size_t cap_before = partials_bytes_;
-  if (!ensure(reinterpret_cast<void**>(&partials_), partials_bytes_, size_t(need), "partials"))
-    return;
+  const size_t cap_before = partials_.bytes;
+  if (!ensure(partials_, size_t(need), "partials")) return;
   // The split kernel's per-row counters (at the front of partials) start at zero and are left
   // at zero by every launch; a new buffer or a new row count needs them zeroed once.
   const int64_t rows = n_tokens * n_heads;
-  if (need > 0 && (partials_bytes_ != cap_before || rows != partials_rows_)) {
+  if (need > 0 && (partials_.bytes != cap_before || rows != partials_rows_)) {
     const size_t slots = size_t(cuda::attention_counter_slots(n_tokens, n_heads)) * 4;
-    if (!check(cudaMemsetAsync(partials_, 0, std::min(slots, partials_bytes_), stream_),
+    if (!check(cudaMemsetAsync(partials_.ptr, 0, std::min(slots, partials_.bytes), stream_),
                "partials"))
       return;
     partials_rows_ = rows;
   }
   // The output feeds the O projection: its combine pass also quantizes it.
   const int64_t width = n_heads * head_dim;
-  const bool quant = quantize_output(n_tokens, width) && head_dim % 32 == 0 &&
-                     ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(n_tokens, width),
-                            "quantized activations");
+  const bool quant =
+      quantize_output(n_tokens, width) && head_dim % 32 == 0 &&
+      ensure(xq_buf_, cuda::quantized_acts_bytes(n_tokens, width), "quantized activations");
   const int m = prof("attention");
   const cuda::AttnKv kv{k.type, v.type, sinks};
   if (check(cuda::launch_attention(q, k.data, v.data, out, n_tokens, pos0, pos0_dev, max_ctx,
-                                   n_heads, n_kv_heads, head_dim, scale, partials_, stream_,
-                                   quant ? xq_buf_ : nullptr, fused_rope, kv),
+                                   n_heads, n_kv_heads, head_dim, scale, partials_.as<float>(),
+                                   stream_, quant ? xq_buf_.ptr : nullptr, fused_rope, kv),
             "attention") &&
       quant)
     hand_off_xq(out, n_tokens, width);
@@ -150,19 +149,17 @@ void CudaBackend::launch_rope_rows_kv(const AttentionBlock& a, const KvSegment& 
       freqs_version_ != angles_version_) {
     angles_pos_.clear();
     const auto* dev_pos = static_cast<const int32_t*>(stage_small(a.host_pos, size_t(T) * 4));
-    if (!dev_pos ||
-        !ensure(reinterpret_cast<void**>(&angles_), angles_bytes_,
-                cuda::rope_angles_bytes(T, a.head_dim), "rope angles") ||
-        !check(cuda::launch_rope_angles(angles_, T, a.head_dim, dev_pos, freq, stream_),
+    if (!dev_pos || !ensure(angles_, cuda::rope_angles_bytes(T, a.head_dim), "rope angles") ||
+        !check(cuda::launch_rope_angles(angles_.as<float>(), T, a.head_dim, dev_pos, freq, stream_),
                "rope angles"))
       return unprof(m);
     angles_pos_.assign(a.host_pos, a.host_pos + T);
     angles_freq_ = freq, angles_hd_ = a.head_dim;
     angles_version_ = freqs_version_;
   }
-  check(cuda::launch_rope_rows_kv(a.q, a.n_heads, a.k, a.n_kv_heads, a.head_dim, T, angles_, style,
-                                  s.k_cache, s.v_cache, a.v, s.pos0, stream_,
-                                  cuda::AttnKv{s.k_type, s.v_type}),
+  check(cuda::launch_rope_rows_kv(a.q, a.n_heads, a.k, a.n_kv_heads, a.head_dim, T,
+                                  angles_.as<float>(), style, s.k_cache, s.v_cache, a.v, s.pos0,
+                                  stream_, cuda::AttnKv{s.k_type, s.v_type}),
         "rope+kv");
   unprof(m);
 }

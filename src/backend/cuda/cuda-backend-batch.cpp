@@ -29,9 +29,7 @@ void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
       stage_small(segs.data(), segs.size() * sizeof(cuda::AttnSegment)));
   const size_t need =
       size_t(cuda::attention_batch_partials_floats(n, a.n_heads, a.head_dim, max_ctx)) * 4;
-  if (!freq || !dev_segs ||
-      !ensure(&batch_partials_, batch_partials_bytes_, need, "batch attention partials"))
-    return;
+  if (!freq || !dev_segs || !ensure(batch_partials_, need, "batch attention partials")) return;
   const int style = a.rope.style == kernels::RopeStyle::kInterleaved ? 0 : 1;
   int m = prof("rope+kv store");
   const bool ok =
@@ -41,10 +39,10 @@ void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
   unprof(m);
   if (!ok) return;
   m = prof("attention");
-  check(cuda::launch_attention_batch(a.q, a.out, dev_segs, n, max_ctx, a.n_heads, a.n_kv_heads,
-                                     a.head_dim, type, a.scale,
-                                     static_cast<float*>(batch_partials_), stream_),
-        "attention (decode batch)");
+  check(
+      cuda::launch_attention_batch(a.q, a.out, dev_segs, n, max_ctx, a.n_heads, a.n_kv_heads,
+                                   a.head_dim, type, a.scale, batch_partials_.as<float>(), stream_),
+      "attention (decode batch)");
   unprof(m);
 }
 

@@ -44,6 +44,16 @@ struct FreqEntry {
   float* dev = nullptr;
 };
 
+// A device buffer that ensure() grows on demand (freed with the backend).
+struct DeviceScratch {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr);
+  }
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, const CudaOptions& options) : device_(device), opt_(options) {}
@@ -56,16 +66,16 @@ class CudaBackend final : public Backend {
     if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
     for (float* p : vectors_) cudaFree(p);
     for (auto& [k, f] : freqs_) cudaFreeHost(f.pinned), cudaFree(f.dev);
-    cudaFree(workspace_);
-    cudaFree(moe_step_buf_);
-    cudaFree(moe_pass_buf_);
+    cudaFree(workspace_.ptr);
+    cudaFree(moe_step_buf_.ptr);
+    cudaFree(moe_pass_buf_.ptr);
     moe_tables_.clear();
-    cudaFree(angles_);
-    cudaFree(partials_);
-    cudaFree(xq_buf_);
-    cudaFree(batch_ws_);
-    cudaFree(batch_xh_);
-    cudaFree(batch_partials_);
+    cudaFree(angles_.ptr);
+    cudaFree(partials_.ptr);
+    cudaFree(xq_buf_.ptr);
+    cudaFree(batch_ws_.ptr);
+    cudaFree(batch_xh_.ptr);
+    cudaFree(batch_partials_.ptr);
     cudaFree(ring_dev_);
     cudaFreeHost(ring_host_);
     cudaFree(step_dev_);
@@ -289,7 +299,7 @@ class CudaBackend final : public Backend {
     return xq_at_ == stream_ops_ && xq_src_ == x && xq_.n_tokens * xq_.cols == rows * cols;
   }
   void hand_off_xq(const float* src, int64_t rows, int64_t cols) {
-    xq_ = cuda::quantized_acts_view(xq_buf_, rows, cols);
+    xq_ = cuda::quantized_acts_view(xq_buf_.ptr, rows, cols);
     xq_src_ = src;
     xq_at_ = stream_ops_;
   }
@@ -336,7 +346,7 @@ class CudaBackend final : public Backend {
 
   // Grows a device scratch buffer outside capture (a captured step only reuses sizes that its
   // eager warm-up step already allocated).
-  bool ensure(void** buf, size_t& cap, size_t need, const char* what);
+  bool ensure(DeviceScratch& buf, size_t need, const char* what);
 
   // Copies small host data to device through the pinned ring; returns the device address.
   const void* stage_small(const void* src, size_t bytes);
@@ -355,26 +365,20 @@ class CudaBackend final : public Backend {
   uint8_t* ring_host_ = nullptr;
   uint8_t* ring_dev_ = nullptr;
   size_t ring_offset_ = 0;
-  void* workspace_ = nullptr;
-  size_t workspace_bytes_ = 0;
-  float* partials_ = nullptr;
-  size_t partials_bytes_ = 0;
+  DeviceScratch workspace_;
+  DeviceScratch partials_;      // f32
   int64_t partials_rows_ = -1;  // T * n_heads the counters at the front of partials_ are for
   bool decode_pass_ = true;     // begin_pass's phase: kDecode or kDecodeBatch
   bool batch_pass_ = false;     // kDecodeBatch
   int64_t pass_tokens_ = 1;
   uint64_t stream_ops_ = 0;  // launches and copies so far (hand-offs)
   // The int8 activations hand-off: xq_buf_ holds x = xq_src_ quantized, made at xq_at_.
-  void* xq_buf_ = nullptr;
-  size_t xq_bytes_ = 0;
+  DeviceScratch xq_buf_;
   // The batched decode matmul's partial sums (rows split over several blocks), and its fp16 x.
-  void* batch_ws_ = nullptr;
-  size_t batch_ws_bytes_ = 0;
-  void* batch_xh_ = nullptr;
-  size_t batch_xh_bytes_ = 0;
+  DeviceScratch batch_ws_;
+  DeviceScratch batch_xh_;
   // The batched decode attention's split partials (attention-batch.cu).
-  void* batch_partials_ = nullptr;
-  size_t batch_partials_bytes_ = 0;
+  DeviceScratch batch_partials_;
   cuda::QuantizedActs xq_;
   const float* xq_src_ = nullptr;
   uint64_t xq_at_ = ~uint64_t(0);
@@ -388,8 +392,7 @@ class CudaBackend final : public Backend {
   // The rope angle table of the last prefill rope_append_attend (cuda::launch_rope_angles):
   // every layer of a pass rotates by the same positions.
   std::vector<int32_t> angles_pos_;
-  float* angles_ = nullptr;
-  size_t angles_bytes_ = 0;
+  DeviceScratch angles_;  // f32
   const float* angles_freq_ = nullptr;
   int64_t angles_hd_ = 0;
   uint64_t freqs_version_ = 0, angles_version_ = 0;
@@ -406,10 +409,8 @@ class CudaBackend final : public Backend {
     std::vector<const float*> biases;
   };
   std::unordered_map<const void*, MoeTable> moe_tables_;
-  void* moe_step_buf_ = nullptr;
-  size_t moe_step_bytes_ = 0;
-  void* moe_pass_buf_ = nullptr;
-  size_t moe_pass_bytes_ = 0;
+  DeviceScratch moe_step_buf_;
+  DeviceScratch moe_pass_buf_;
 
   StepValues* step_host_ = nullptr;
   StepValues* step_dev_ = nullptr;

@@ -138,8 +138,8 @@ void CudaBackend::moe_ffn(const MoeBlock& m) {
   // growing it never moves what a recorded step points at.
   Carve step{nullptr};
   step.take<int32_t>(S), step.take<float>(S), step.take<float>(gather ? S * F : 0);
-  if (!ensure(&moe_step_buf_, moe_step_bytes_, step.off, "moe scratch")) return;
-  step = Carve{static_cast<uint8_t*>(moe_step_buf_)};
+  if (!ensure(moe_step_buf_, step.off, "moe scratch")) return;
+  step = Carve{static_cast<uint8_t*>(moe_step_buf_.ptr)};
   int32_t* ids = step.take<int32_t>(S);
   float* weights = step.take<float>(S);
   const float alpha = m.swiglu_alpha, limit = act_limit(m);
@@ -174,8 +174,8 @@ void CudaBackend::moe_grouped(const MoeBlock& m, const int32_t* ids, const float
   pass.take<int32_t>(NE + 1), pass.take<int32_t>(S), pass.take<int32_t>(S);
   pass.take<float>(S * E), pass.take<float>(S * F), pass.take<float>(S * F),
       pass.take<float>(S * E);
-  if (!ensure(&moe_pass_buf_, moe_pass_bytes_, pass.off, "moe scratch")) return;
-  pass = Carve{static_cast<uint8_t*>(moe_pass_buf_)};
+  if (!ensure(moe_pass_buf_, pass.off, "moe scratch")) return;
+  pass = Carve{static_cast<uint8_t*>(moe_pass_buf_.ptr)};
   int32_t* offsets = pass.take<int32_t>(NE + 1);
   int32_t* order = pass.take<int32_t>(S);
   int32_t* pos_of = pass.take<int32_t>(S);

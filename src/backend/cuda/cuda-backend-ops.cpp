@@ -54,26 +54,25 @@ void CudaBackend::launch_gemvs(const float* x, int64_t n_tokens, const cuda::Gem
   if (int8) {
     // Q, K and V (gate and up) read one x: quantized once, here or in its producer's epilogue.
     if (!xq_ready(x, n_tokens, dw.cols)) {
-      if (!ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(n_tokens, dw.cols),
-                  "quantized activations"))
+      if (!ensure(xq_buf_, cuda::quantized_acts_bytes(n_tokens, dw.cols), "quantized activations"))
         return;
       const int m = prof("quantize x");
       const bool ok =
-          check(cuda::launch_quantize_acts(x, n_tokens, dw.cols, xq_buf_, &xq_, stream_),
+          check(cuda::launch_quantize_acts(x, n_tokens, dw.cols, xq_buf_.ptr, &xq_, stream_),
                 "quantize activations");
       unprof(m);
       if (!ok) return;
       hand_off_xq(x, n_tokens, dw.cols);
     }
-    xa = cuda::quantized_acts_view(xq_buf_, n_tokens, dw.cols);
+    xa = cuda::quantized_acts_view(xq_buf_.ptr, n_tokens, dw.cols);
   }
   bool ok = false;
   if (n_tokens > cuda::kGemvMaxTokens) {  // (gemv_able: a kDecodeBatch pass, int8 dtypes)
-    if (!ensure(&batch_ws_, batch_ws_bytes_,
-                cuda::matmul_batch_workspace_bytes(jobs, n_jobs, n_tokens), "batch workspace"))
+    if (!ensure(batch_ws_, cuda::matmul_batch_workspace_bytes(jobs, n_jobs, n_tokens),
+                "batch workspace"))
       return;
     const int m = prof("matmul (decode batch)");
-    ok = check(cuda::launch_matmul_batch(jobs, n_jobs, xa, batch_ws_, batch_ws_bytes_, stream_),
+    ok = check(cuda::launch_matmul_batch(jobs, n_jobs, xa, batch_ws_.ptr, batch_ws_.bytes, stream_),
                "decode batch matmul");
     unprof(m);
   } else {
@@ -97,19 +96,18 @@ void CudaBackend::launch_gemvs(const float* x, int64_t n_tokens, const cuda::Gem
 void CudaBackend::launch_batch_half(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs,
                                     int n_jobs) {
   const int64_t cols = jobs[0].w.cols;
-  if (!ensure(&batch_ws_, batch_ws_bytes_,
-              cuda::matmul_batch_workspace_bytes(jobs, n_jobs, n_tokens), "batch workspace") ||
-      !ensure(&batch_xh_, batch_xh_bytes_, cuda::batch_x_half_bytes(n_tokens, cols),
-              "batch fp16 activations"))
+  if (!ensure(batch_ws_, cuda::matmul_batch_workspace_bytes(jobs, n_jobs, n_tokens),
+              "batch workspace") ||
+      !ensure(batch_xh_, cuda::batch_x_half_bytes(n_tokens, cols), "batch fp16 activations"))
     return;
   int m = prof("quantize x");
-  const bool ok = check(cuda::launch_batch_x_half(x, n_tokens, cols, batch_xh_, stream_),
+  const bool ok = check(cuda::launch_batch_x_half(x, n_tokens, cols, batch_xh_.ptr, stream_),
                         "batch fp16 activations");
   unprof(m);
   if (!ok) return;
   m = prof("matmul (decode batch)");
-  check(cuda::launch_matmul_batch_half(jobs, n_jobs, batch_xh_, n_tokens, cols, batch_ws_,
-                                       batch_ws_bytes_, stream_),
+  check(cuda::launch_matmul_batch_half(jobs, n_jobs, batch_xh_.ptr, n_tokens, cols, batch_ws_.ptr,
+                                       batch_ws_.bytes, stream_),
         "decode batch matmul");
   unprof(m);
 }
@@ -167,12 +165,12 @@ void CudaBackend::launch_gemm(const Weight& w, const PreparedWeight& pw, const f
     if (!st.is_ok()) return fail(st.message());
   }
   const size_t need = cuda::matmul_workspace_bytes(pw.dw, n_tokens);
-  if (need > workspace_bytes_) prefill_x_ = {};  // the converted x goes with the old buffer
-  if (!ensure(reinterpret_cast<void**>(&workspace_), workspace_bytes_, need, "workspace")) return;
+  if (need > workspace_.bytes) prefill_x_ = {};  // the converted x goes with the old buffer
+  if (!ensure(workspace_, need, "workspace")) return;
   const int m = prof("gemm");
   const bool ok =
-      check(cuda::launch_matmul(pw.dw, x, n_tokens, y, workspace_, workspace_bytes_, blas_, stream_,
-                                opt_.prefill_x_cache ? &prefill_x_ : nullptr, accumulate),
+      check(cuda::launch_matmul(pw.dw, x, n_tokens, y, workspace_.ptr, workspace_.bytes, blas_,
+                                stream_, opt_.prefill_x_cache ? &prefill_x_ : nullptr, accumulate),
             "matmul " + w.host.name);
   unprof(m);
   last_gemm_kind_ = prefill_x_.kind;
@@ -188,10 +186,8 @@ const cuda::XSplitOut* CudaBackend::producer_split(int64_t n) {
       last_gemm_kind_ != cuda::PrefillX::kHiLo8 || stepping() || capturing() ||
       !cuda::prefill_x_producible())
     return nullptr;
-  if (!ensure(reinterpret_cast<void**>(&workspace_), workspace_bytes_,
-              cuda::prefill_x_slots(n, nullptr).bytes, "workspace"))
-    return nullptr;
-  split_slots_ = cuda::prefill_x_slots(n, workspace_);
+  if (!ensure(workspace_, cuda::prefill_x_slots(n, nullptr).bytes, "workspace")) return nullptr;
+  split_slots_ = cuda::prefill_x_slots(n, workspace_.ptr);
   return &split_slots_;
 }
 
@@ -199,8 +195,8 @@ void CudaBackend::rmsnorm(const float* x, const float* w, float* y, int64_t rows
                           float eps) {
   const int m = prof("rmsnorm");
   if (quantize_output(rows, n)) {
-    if (ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(rows, n), "quantized activations") &&
-        check(cuda::launch_rmsnorm_quant(x, w, y, rows, n, eps, xq_buf_, stream_), "rmsnorm"))
+    if (ensure(xq_buf_, cuda::quantized_acts_bytes(rows, n), "quantized activations") &&
+        check(cuda::launch_rmsnorm_quant(x, w, y, rows, n, eps, xq_buf_.ptr, stream_), "rmsnorm"))
       hand_off_xq(y, rows, n);
   } else {
     // (a GEMV of at most kGemvMaxTokens rows takes no split forms; producer_split also refuses
@@ -217,8 +213,8 @@ void CudaBackend::swiglu(const float* gate, const float* up, float* out, int64_t
   // The output feeds the down projection's GEMV: quantize it in the same pass, as one row of n
   // (the GEMV reads the same bytes as [T, n/T]: blocks of 32 never straddle a row).
   if (quantize_output(pass_tokens_, n)) {
-    if (ensure(&xq_buf_, xq_bytes_, cuda::quantized_acts_bytes(1, n), "quantized activations") &&
-        check(cuda::launch_swiglu_quant(gate, up, out, 1, n, xq_buf_, stream_), "swiglu"))
+    if (ensure(xq_buf_, cuda::quantized_acts_bytes(1, n), "quantized activations") &&
+        check(cuda::launch_swiglu_quant(gate, up, out, 1, n, xq_buf_.ptr, stream_), "swiglu"))
       hand_off_xq(out, 1, n);
   } else {
     const cuda::XSplitOut* split = producer_split(n);

@@ -44,19 +44,18 @@ void CudaBackend::download(float* dst, const float* src, int64_t n) {
   if (profiler_) profiler_->end_prefill(stream_);  // the logits download ends a prefill pass
 }
 
-bool CudaBackend::ensure(void** buf, size_t& cap, size_t need, const char* what) {
-  if (need <= cap) return true;
+bool CudaBackend::ensure(DeviceScratch& buf, size_t need, const char* what) {
+  if (need <= buf.bytes) return true;
   if (capturing()) {
     fail(std::string(what) + " must grow inside a captured decode step");
     return false;
   }
   check(cudaStreamSynchronize(stream_), what);
   drop_graph(true);  // a recorded step may use the old buffer
-  cudaFree(*buf);
-  *buf = nullptr;
-  cap = 0;
-  if (!check(cudaMalloc(buf, need), what)) return false;
-  cap = need;
+  cudaFree(buf.ptr);
+  buf = {};
+  if (!check(cudaMalloc(&buf.ptr, need), what)) return false;
+  buf.bytes = need;
   return true;
 }
 

@@ -140,6 +140,27 @@ constexpr SmallOps portable_with_rows(const char* name, KvRowOps f16, KvRowOps b
   return ops;
 }
 
+// An ISA's typed-row loops over rows read by Load as a table entry: kScores and kAccumulate take
+// the head sizes that are whole multiples of kWidth; the others go to the portable loops of the
+// same row type (Load::kRows).
+template <class Load, KvRowFn kScores, KvAccFn kAccumulate, int kWidth>
+struct KvRowsOrPortable {
+  static constexpr KvRowOps kPortable = Load::kRows == DType::F16    ? kPortableSmallOps.f16
+                                        : Load::kRows == DType::BF16 ? kPortableSmallOps.bf16
+                                                                     : kPortableSmallOps.q8_0;
+  static void scores(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                     float scale, float* s) {
+    if (hd % kWidth != 0) return kPortable.scores(q, k, k_stride, nk, hd, scale, s);
+    kScores(q, k, k_stride, nk, hd, scale, s);
+  }
+  static void accumulate(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                         int64_t nk, int64_t hd) {
+    if (hd % kWidth != 0) return kPortable.accumulate(acc, c, p, v, v_stride, nk, hd);
+    kAccumulate(acc, c, p, v, v_stride, nk, hd);
+  }
+  static constexpr KvRowOps ops{scores, accumulate};
+};
+
 }  // namespace hearth::kernels
 
 // Per-ISA tables, each defined in its own file: cpu/arch/x86/avx512-ops.cpp,

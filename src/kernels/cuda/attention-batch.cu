@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/attention-softmax.cuh"
 #include "kernels/cuda/decode-batch.h"
 #include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -154,27 +155,21 @@ __global__ void __launch_bounds__(kWarps * 32)
     m = mx;
   }
   // Merge the warps: each scales its state to the block's max.
-  __shared__ float sm_m[kWarps], sm_l[kWarps], sm_acc[kWarps][hd];
-  if (lane == 0) sm_m[warp] = m, sm_l[warp] = l;
-#pragma unroll
-  for (int i = 0; i < EPT; ++i) sm_acc[warp][lane + 32 * i] = acc[i];
-  __syncthreads();
-  float bm = -INFINITY;
-#pragma unroll
-  for (int w = 0; w < kWarps; ++w) bm = fmaxf(bm, sm_m[w]);
+  __shared__ WarpStates<kWarps, EPT> sm;
+  const float bm = share_warp_states(sm, m, l, acc, warp, lane);
   float* out = partials + ((int64_t(s) * n_heads + h) * chunks + c) * (hd + 2);
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float a = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w)
-      if (sm_m[w] != -INFINITY) a += sm_acc[w][d] * __expf(sm_m[w] - bm);
+      if (sm.m[w] != -INFINITY) a += sm.acc[w][d] * __expf(sm.m[w] - bm);
     out[d] = a;
   }
   if (threadIdx.x == 0) {
     float bl = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w)
-      if (sm_m[w] != -INFINITY) bl += sm_l[w] * __expf(sm_m[w] - bm);
+      if (sm.m[w] != -INFINITY) bl += sm.l[w] * __expf(sm.m[w] - bm);
     out[hd] = bm;
     out[hd + 1] = bl;
   }

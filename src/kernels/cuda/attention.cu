@@ -223,25 +223,18 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
     }
     if (have) load_round();
   }
-  __shared__ float sm_m[kSplitWarps], sm_l[kSplitWarps];
-  __shared__ float sm_acc[kSplitWarps][EPT * 32];
-  if (lane == 0) sm_m[warp] = m, sm_l[warp] = l;
-#pragma unroll
-  for (int i = 0; i < EPT; ++i) sm_acc[warp][lane + 32 * i] = acc[i];
-  __syncthreads();
-  float big = -INFINITY;
-#pragma unroll
-  for (int w = 0; w < kSplitWarps; ++w) big = fmaxf(big, sm_m[w]);
+  __shared__ WarpStates<kSplitWarps, EPT> sm;
+  const float big = share_warp_states(sm, m, l, acc, warp, lane);
   auto merged = [&](int d) {  // this block's warps' acc for dim d, relative to big
     float a = 0.f;
-    for (int w = 0; w < kSplitWarps; ++w) a += sm_acc[w][d] * exp_diff(sm_m[w], big);
+    for (int w = 0; w < kSplitWarps; ++w) a += sm.acc[w][d] * exp_diff(sm.m[w], big);
     return a;
   };
   if (n_live == 1) {
     // The whole context (<= kChunk positions) was this block's: normalise and write out here,
     // skipping the partials, the fence and the counter (a dependent round trip each).
     float lt = 0.f;
-    for (int w = 0; w < kSplitWarps; ++w) lt += sm_l[w] * exp_diff(sm_m[w], big);
+    for (int w = 0; w < kSplitWarps; ++w) lt += sm.l[w] * exp_diff(sm.m[w], big);
     const float inv = softmax_out_factor(big, lt, kv.sinks, h);
     if (qo.q1) {
       for (int d0 = warp * 32; d0 < hd; d0 += blockDim.x) {  // warp-uniform: whole 32-dim blocks
@@ -259,7 +252,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
   float* mine = row_parts + split * stride;
   if (threadIdx.x == 0) {
     float lt = 0.f;
-    for (int w = 0; w < kSplitWarps; ++w) lt += sm_l[w] * exp_diff(sm_m[w], big);
+    for (int w = 0; w < kSplitWarps; ++w) lt += sm.l[w] * exp_diff(sm.m[w], big);
     mine[0] = big;
     mine[1] = lt;
   }

@@ -89,18 +89,8 @@ __global__ void rope_kv_kernel(float* q, int64_t nq, float* k, int64_t nk, int64
     const int64_t e = is_k ? idx - nqp : idx;
     const int64_t i = e % half, h = e / half;
     const float2 cs = rope_cos_sin(p, inv_freq[i]);
-    const float c = cs.x, s = cs.y;
-    float* base = (is_k ? k : q) + h * head_dim;
-    const int64_t a = style == 0 ? 2 * i : i;
-    const int64_t b = style == 0 ? 2 * i + 1 : i + half;
-    const float x0 = base[a], x1 = base[b];
-    const float r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
-    base[a] = r0;
-    base[b] = r1;
-    if (is_k) {
-      krow[h * head_dim + a] = r0;
-      krow[h * head_dim + b] = r1;
-    }
+    rope_rotate_pair((is_k ? k : q) + h * head_dim, i, half, style, cs.x, cs.y,
+                     is_k ? krow + h * head_dim : nullptr);
   }
 }
 

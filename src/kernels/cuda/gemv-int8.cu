@@ -1,6 +1,8 @@
 // Decode GEMV for the quantized dtypes on integer dot products: x is quantized once per matmul to
 // int8 blocks of 32 (plus a residual level), weights stay packed and meet x in dp4a. New dtype:
 // one QT<> specialization (unit size, raw load, dot) and a case in launch_gemv_int8().
+#include <type_traits>
+
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/dequantize.cuh"
 #include "kernels/cuda/gemv-store.cuh"
@@ -65,74 +67,30 @@ __device__ __forceinline__ XTwo x_two(const QuantizedActs& xa, int t, int64_t bl
 template <DType T>
 struct QT;
 
-// 32-element units: one packed block (16 or 32 body bytes) per unit.
-template <>
-struct QT<DType::Q4_0> {
-  static constexpr int kUnit = 32, kUnroll = 4;
-  struct Raw {
-    uint4 q;
-    float d;
-  };
-  using X = XOne;
-  template <bool kStream = false>
-  static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
-    const int64_t bi = row * w.blocks_per_row + u;
-    return {load_weight16<kStream>(reinterpret_cast<const uint4*>(w.body) + bi),
-            half_bits(__ldg(w.aux16 + bi))};
-  }
-  static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) { return x_one(xa, t, u); }
-  static __device__ float dot(const Raw& r, const X& x, int64_t) {
-    const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
-    int s = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      s = dp4a(int(q[i] & 0x0F0F0F0Fu), x.v[i], s);
-      s = dp4a(int((q[i] >> 4) & 0x0F0F0F0Fu), x.v[i + 4], s);
-    }
-    return r.d * (x.d * float(s) - 8.f * x.s);
-  }
-};
-
-template <>
-struct QT<DType::Q4_1> {
-  static constexpr int kUnit = 32, kUnroll = 4;
-  struct Raw {
-    uint4 q;
-    uint32_t dm;
-  };
-  using X = XOne;
-  template <bool kStream = false>
-  static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
-    const int64_t bi = row * w.blocks_per_row + u;
-    return {__ldg(reinterpret_cast<const uint4*>(w.body) + bi), __ldg(w.aux0 + bi)};
-  }
-  static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) { return x_one(xa, t, u); }
-  static __device__ float dot(const Raw& r, const X& x, int64_t) {
-    const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
-    int s = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      s = dp4a(int(q[i] & 0x0F0F0F0Fu), x.v[i], s);
-      s = dp4a(int((q[i] >> 4) & 0x0F0F0F0Fu), x.v[i + 4], s);
-    }
-    return half_bits(r.dm) * x.d * float(s) + half_bits(r.dm >> 16) * x.s;
-  }
-};
-
-template <>
-struct QT<DType::Q5_0> {
+// 32-element units: one packed block (16 body bytes) per unit, low nibbles elements 0..15 and
+// high nibbles 16..31. Q5's fifth bits come in qh (bit j for element j; 0 for Q4, which the
+// compiler folds away). The _0 types carry a scale d and an offset (8, 16) taken off through x's
+// sum; the _1 types a (d, min) half pair.
+template <DType T>
+struct QLegacy {
+  static constexpr bool kFive = T == DType::Q5_0 || T == DType::Q5_1;
+  static constexpr bool kMin = T == DType::Q4_1 || T == DType::Q5_1;
   static constexpr int kUnit = 32, kUnroll = 4;
   struct Raw {
     uint4 q;
     uint32_t qh;
-    float d;
+    std::conditional_t<kMin, uint32_t, float> s;  // dm, or d
   };
   using X = XOne;
   template <bool kStream = false>
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
     const int64_t bi = row * w.blocks_per_row + u;
-    return {__ldg(reinterpret_cast<const uint4*>(w.body) + bi), __ldg(w.aux0 + bi),
-            half_bits(__ldg(w.aux16 + bi))};
+    const uint4 q = load_weight16<kStream>(reinterpret_cast<const uint4*>(w.body) + bi);
+    const uint32_t qh = kFive ? __ldg(w.aux0 + bi) : 0u;
+    if constexpr (kMin)
+      return {q, qh, __ldg((kFive ? w.aux1 : w.aux0) + bi)};
+    else
+      return {q, qh, half_bits(__ldg(w.aux16 + bi))};
   }
   static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) { return x_one(xa, t, u); }
   static __device__ float dot(const Raw& r, const X& x, int64_t) {
@@ -143,36 +101,20 @@ struct QT<DType::Q5_0> {
       s = dp4a(int(q[i] & 0x0F0F0F0Fu) | spread4(r.qh >> (4 * i)), x.v[i], s);
       s = dp4a(int((q[i] >> 4) & 0x0F0F0F0Fu) | spread4(r.qh >> (16 + 4 * i)), x.v[i + 4], s);
     }
-    return r.d * (x.d * float(s) - 16.f * x.s);
+    if constexpr (kMin)
+      return half_bits(r.s) * x.d * float(s) + half_bits(r.s >> 16) * x.s;
+    else
+      return r.s * (x.d * float(s) - (kFive ? 16.f : 8.f) * x.s);
   }
 };
-
 template <>
-struct QT<DType::Q5_1> {
-  static constexpr int kUnit = 32, kUnroll = 4;
-  struct Raw {
-    uint4 q;
-    uint32_t qh, dm;
-  };
-  using X = XOne;
-  template <bool kStream = false>
-  static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
-    const int64_t bi = row * w.blocks_per_row + u;
-    return {__ldg(reinterpret_cast<const uint4*>(w.body) + bi), __ldg(w.aux0 + bi),
-            __ldg(w.aux1 + bi)};
-  }
-  static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) { return x_one(xa, t, u); }
-  static __device__ float dot(const Raw& r, const X& x, int64_t) {
-    const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
-    int s = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      s = dp4a(int(q[i] & 0x0F0F0F0Fu) | spread4(r.qh >> (4 * i)), x.v[i], s);
-      s = dp4a(int((q[i] >> 4) & 0x0F0F0F0Fu) | spread4(r.qh >> (16 + 4 * i)), x.v[i + 4], s);
-    }
-    return half_bits(r.dm) * x.d * float(s) + half_bits(r.dm >> 16) * x.s;
-  }
-};
+struct QT<DType::Q4_0> : QLegacy<DType::Q4_0> {};
+template <>
+struct QT<DType::Q4_1> : QLegacy<DType::Q4_1> {};
+template <>
+struct QT<DType::Q5_0> : QLegacy<DType::Q5_0> {};
+template <>
+struct QT<DType::Q5_1> : QLegacy<DType::Q5_1> {};
 
 // Q8_0 takes the two-level x: one int8 level doubles the model's KLD for 8-bit weights.
 template <>
@@ -205,75 +147,51 @@ struct QT<DType::Q8_0> {
 };
 
 // 64-element units of 256-element super-blocks. Q4_K/Q5_K unit c (0..3) is sub-blocks 2c
-// (low nibbles) and 2c+1 (high nibbles) of the same 32 quant bytes.
+// (low nibbles) and 2c+1 (high nibbles) of the same 32 quant bytes; Q5_K's fifth bits are bits
+// 2c and 2c+1 of its 32 qh bytes (zero for Q4_K, which the compiler folds away).
 struct XPair {
   XOne lo, hi;
 };
 
-template <>
-struct QT<DType::Q4_K> {
+template <DType T>
+struct QK45 {
+  static constexpr bool kFive = T == DType::Q5_K;
   static constexpr int kUnit = 64, kUnroll = 2;
   struct Raw {
-    uint4 h, q0, q1;
+    uint4 h, q0, q1, qh0, qh1;
   };
   using X = XPair;
   template <bool kStream = false>
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
-    // Packed layout (dequantize.cu): quants contiguous in the body, heads in their own array.
-    const int64_t bi = row * w.blocks_per_row + (u >> 2);
-    const uint4* q = reinterpret_cast<const uint4*>(w.body + bi * 128 + (u & 3) * 32);
-    return {__ldg(w.aux_head + bi), load_weight16<kStream>(q), load_weight16<kStream>(q + 1)};
-  }
-  static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) {
-    return {x_one(xa, t, 2 * u), x_one(xa, t, 2 * u + 1)};
-  }
-  static __device__ float dot(const Raw& r, const X& x, int64_t u) {
-    const uint32_t q[8] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w, r.q1.x, r.q1.y, r.q1.z, r.q1.w};
-    int lo = 0, hi = 0;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      lo = dp4a(int(q[i] & 0x0F0F0F0Fu), x.lo.v[i], lo);
-      hi = dp4a(int((q[i] >> 4) & 0x0F0F0F0Fu), x.hi.v[i], hi);
+    if constexpr (kFive) {
+      const uint8_t* blk = w.body + (row * w.blocks_per_row + (u >> 2)) * 176;
+      const uint4* q = reinterpret_cast<const uint4*>(blk + 48 + (u & 3) * 32);
+      const uint4* qh = reinterpret_cast<const uint4*>(blk + 16);
+      return {__ldg(reinterpret_cast<const uint4*>(blk)), __ldg(q), __ldg(q + 1), __ldg(qh),
+              __ldg(qh + 1)};
+    } else {
+      // Packed layout (dequantize.cu): quants contiguous in the body, heads in their own array.
+      const int64_t bi = row * w.blocks_per_row + (u >> 2);
+      const uint4* q = reinterpret_cast<const uint4*>(w.body + bi * 128 + (u & 3) * 32);
+      const uint4 none = make_uint4(0, 0, 0, 0);
+      return {__ldg(w.aux_head + bi), load_weight16<kStream>(q), load_weight16<kStream>(q + 1),
+              none, none};
     }
-    const int c = int(u & 3);
-    float sc0, m0, sc1, m1;
-    k_scale_min(r.h, 2 * c, sc0, m0);
-    k_scale_min(r.h, 2 * c + 1, sc1, m1);
-    return half_bits(r.h.x) * (sc0 * x.lo.d * float(lo) + sc1 * x.hi.d * float(hi)) -
-           half_bits(r.h.x >> 16) * (m0 * x.lo.s + m1 * x.hi.s);
-  }
-};
-
-template <>
-struct QT<DType::Q5_K> {
-  static constexpr int kUnit = 64, kUnroll = 2;
-  struct Raw {
-    uint4 h, q0, q1, h0, h1;
-  };
-  using X = XPair;
-  template <bool kStream = false>
-  static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
-    const uint8_t* blk = w.body + (row * w.blocks_per_row + (u >> 2)) * 176;
-    const uint4* q = reinterpret_cast<const uint4*>(blk + 48 + (u & 3) * 32);
-    const uint4* qh = reinterpret_cast<const uint4*>(blk + 16);
-    return {__ldg(reinterpret_cast<const uint4*>(blk)), __ldg(q), __ldg(q + 1), __ldg(qh),
-            __ldg(qh + 1)};
   }
   static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) {
     return {x_one(xa, t, 2 * u), x_one(xa, t, 2 * u + 1)};
   }
   static __device__ float dot(const Raw& r, const X& x, int64_t u) {
     const uint32_t q[8] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w, r.q1.x, r.q1.y, r.q1.z, r.q1.w};
-    const uint32_t h[8] = {r.h0.x, r.h0.y, r.h0.z, r.h0.w, r.h1.x, r.h1.y, r.h1.z, r.h1.w};
+    const uint32_t h[8] = {r.qh0.x, r.qh0.y, r.qh0.z, r.qh0.w, r.qh1.x, r.qh1.y, r.qh1.z, r.qh1.w};
     const int c = int(u & 3);
     int lo = 0, hi = 0;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const int wl = int((q[i] & 0x0F0F0F0Fu) | (((h[i] >> (2 * c)) & 0x01010101u) << 4));
-      const int wh =
-          int(((q[i] >> 4) & 0x0F0F0F0Fu) | (((h[i] >> (2 * c + 1)) & 0x01010101u) << 4));
-      lo = dp4a(wl, x.lo.v[i], lo);
-      hi = dp4a(wh, x.hi.v[i], hi);
+      lo =
+          dp4a(int((q[i] & 0x0F0F0F0Fu) | (((h[i] >> (2 * c)) & 0x01010101u) << 4)), x.lo.v[i], lo);
+      hi = dp4a(int(((q[i] >> 4) & 0x0F0F0F0Fu) | (((h[i] >> (2 * c + 1)) & 0x01010101u) << 4)),
+                x.hi.v[i], hi);
     }
     float sc0, m0, sc1, m1;
     k_scale_min(r.h, 2 * c, sc0, m0);
@@ -282,6 +200,10 @@ struct QT<DType::Q5_K> {
            half_bits(r.h.x >> 16) * (m0 * x.lo.s + m1 * x.hi.s);
   }
 };
+template <>
+struct QT<DType::Q4_K> : QK45<DType::Q4_K> {};
+template <>
+struct QT<DType::Q5_K> : QK45<DType::Q5_K> {};
 
 // Q6_K unit (half h, k in {0,1}): 32 ql bytes give elements 32k+l (low nibbles) and 64+32k+l
 // (high nibbles) of the half, qh bits 2k and 2k+4; 16-element sub-blocks each with an int8 scale.
@@ -360,20 +282,15 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   using Q = QT<T>;
   pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  // Several matrices that read the same x (Q/K/V, gate/up) share one launch: block ranges.
-  const int j = blockIdx.x < batch.block_end[0] ? 0 : blockIdx.x < batch.block_end[1] ? 1 : 2;
-  const DeviceWeight w = j == 0 ? batch.jobs[0].w : j == 1 ? batch.jobs[1].w : batch.jobs[2].w;
-  float* __restrict__ y = j == 0 ? batch.jobs[0].y : j == 1 ? batch.jobs[1].y : batch.jobs[2].y;
-  float* add = j == 0 ? batch.jobs[0].add_to : j == 1 ? batch.jobs[1].add_to : batch.jobs[2].add_to;
-  const unsigned block = blockIdx.x - (j == 0 ? 0u : batch.block_end[j - 1]);
+  DeviceWeight w;
+  float *y, *add;
+  const int64_t row0 = gemv_warp_job<kWarps, kRows, kSplit>(batch, warp, w, y, add);
   const int64_t d = w.rows;
-  const int group = warp / kSplit, part = warp % kSplit;
-  const int64_t row0 = (int64_t(block) * (kWarps / kSplit) + group) * kRows;
+  const int part = warp % kSplit;
   // Split groups stay to the end: store_gemv_rows_split reduces across their warps.
   if (kSplit == 1 && row0 >= d) return;
   int64_t rows[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) rows[r] = row0 + r < d ? row0 + r : d - 1;  // dup, never stored
+  gemv_read_rows(row0, d, rows);
   const int64_t nu = w.cols / Q::kUnit;
   float acc[kRows][NT];
 #pragma unroll

@@ -71,20 +71,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   using Group = PlainGroup<T, kStream>;
   pdl_trigger();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  // Block ranges of up to three matrices sharing x (Q/K/V, gate/up): one launch for all.
-  const int j = blockIdx.x < batch.block_end[0] ? 0 : blockIdx.x < batch.block_end[1] ? 1 : 2;
-  const DeviceWeight w = j == 0 ? batch.jobs[0].w : j == 1 ? batch.jobs[1].w : batch.jobs[2].w;
-  float* __restrict__ y = j == 0 ? batch.jobs[0].y : j == 1 ? batch.jobs[1].y : batch.jobs[2].y;
-  float* add = j == 0 ? batch.jobs[0].add_to : j == 1 ? batch.jobs[1].add_to : batch.jobs[2].add_to;
-  const unsigned block = blockIdx.x - (j == 0 ? 0u : batch.block_end[j - 1]);
+  DeviceWeight w;
+  float *y, *add;
+  const int64_t row0 = gemv_warp_job<kWarps, kRows, kSplit>(batch, warp, w, y, add);
   const int64_t d = w.rows, n = w.cols;
-  const int group = warp / kSplit, part = warp % kSplit;
-  const int64_t row0 = (int64_t(block) * (kWarps / kSplit) + group) * kRows;
+  const int part = warp % kSplit;
   // Split groups stay to the end: store_gemv_rows_split reduces across their warps.
   if (kSplit == 1 && row0 >= d) return;
   int64_t rows[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) rows[r] = row0 + r < d ? row0 + r : d - 1;  // dup, never stored
+  gemv_read_rows(row0, d, rows);
   const int64_t ng = n >> 3;
   float acc[kRows][NT];
 #pragma unroll
@@ -215,11 +210,10 @@ bool use_fp8(const DeviceWeight& w) {
 //   x16 [nx] fp16 | x16_lo [nx] fp16 (split-x dtypes) | lo8 [nx] fp8, scale (FP8-able)
 //   | w16 [rows * cols] fp16 | lt workspace (FP8-able)
 struct PrefillWorkspace {
-  __half* x16 = nullptr;
-  __half* x16_lo = nullptr;
+  __half *x16 = nullptr, *x16_lo = nullptr;  // x's forms
   uint8_t* lo8 = nullptr;
   float* xscale = nullptr;
-  __half* w16 = nullptr;
+  __half* w16 = nullptr;  // W's
   void* lt_ws = nullptr;
   size_t bytes = 0;
 };

@@ -1,7 +1,6 @@
 // The angles and the rotation the CUDA rope kernels (rope.cu per element, rope-prefill.cu per
 // token or from a table, fused.cu and attention.cu in decode) apply to one pair of a head's
-// elements, so they cannot drift apart (fused.cu also stores the pair to the K cache, so it keeps
-// its own indices). A new rope style: its pair indexing here.
+// elements, so they cannot drift apart. A new rope style: its pair indexing here.
 #pragma once
 
 #include <cstdint>

@@ -13,6 +13,7 @@ namespace {
 
 // Elements [i, i + 8) of a row as f32 (i % 8 == 0), in two registers.
 struct LoadF16 {
+  static constexpr DType kRows = DType::F16;
   float32x4x2_t operator()(const uint8_t* row, int64_t i) const {
     const float16x8_t h =
         vreinterpretq_f16_u16(vld1q_u16(reinterpret_cast<const uint16_t*>(row) + i));
@@ -20,6 +21,7 @@ struct LoadF16 {
   }
 };
 struct LoadBF16 {
+  static constexpr DType kRows = DType::BF16;
   float32x4x2_t operator()(const uint8_t* row, int64_t i) const {
     const uint16x8_t h = vld1q_u16(reinterpret_cast<const uint16_t*>(row) + i);
     return {vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(h), 16)),
@@ -27,6 +29,7 @@ struct LoadBF16 {
   }
 };
 struct LoadQ8_0 {
+  static constexpr DType kRows = DType::Q8_0;
   float32x4x2_t operator()(const uint8_t* row, int64_t i) const {
     const auto* b = reinterpret_cast<const BlockQ8_0*>(row) + i / kQK32;
     const float d = vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(b->d))), 0);
@@ -36,10 +39,9 @@ struct LoadQ8_0 {
   }
 };
 
-template <class Load, KvRowFn Fallback>
+template <class Load>
 void scores_typed(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
                   float scale, float* s) {
-  if (hd % 8 != 0) return Fallback(q, k, k_stride, nk, hd, scale, s);
   const auto* kb = static_cast<const uint8_t*>(k);
   const Load load;
   for (int64_t j = 0; j < nk; ++j) {
@@ -54,10 +56,9 @@ void scores_typed(const float* q, const void* k, int64_t k_stride, int64_t nk, i
   }
 }
 
-template <class Load, KvAccFn Fallback>
+template <class Load>
 void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_t v_stride,
                       int64_t nk, int64_t hd) {
-  if (hd % 8 != 0) return Fallback(acc, c, p, v, v_stride, nk, hd);
   const auto* vb = static_cast<const uint8_t*>(v);
   const Load load;
   int64_t i = 0;
@@ -87,17 +88,16 @@ void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_
   }
 }
 
+// A row type's table entry (head sizes in whole groups of 8; the others: the portable loops).
+template <class Load>
+constexpr KvRowOps kRowOps =
+    KvRowsOrPortable<Load, scores_typed<Load>, accumulate_typed<Load>, 8>::ops;
+
 }  // namespace
 
 // constinit: built by the compiler, so no code compiled with this file's flags runs at startup
 // (where the CPU may lack them).
 constinit const SmallOps small_ops =
-    portable_with_rows("neon",
-                       {scores_typed<LoadF16, portable::scores_f16>,
-                        accumulate_typed<LoadF16, portable::accumulate_f16>},
-                       {scores_typed<LoadBF16, portable::scores_bf16>,
-                        accumulate_typed<LoadBF16, portable::accumulate_bf16>},
-                       {scores_typed<LoadQ8_0, portable::scores_q8_0>,
-                        accumulate_typed<LoadQ8_0, portable::accumulate_q8_0>});
+    portable_with_rows("neon", kRowOps<LoadF16>, kRowOps<LoadBF16>, kRowOps<LoadQ8_0>);
 
 }  // namespace hearth::kernels::neon

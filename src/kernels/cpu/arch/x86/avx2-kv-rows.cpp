@@ -17,17 +17,20 @@ namespace {
 
 // Elements [i, i + 8) of a row as f32 (i % 8 == 0).
 struct LoadF16 {
+  static constexpr DType kRows = DType::F16;
   __m256 operator()(const uint8_t* row, int64_t i) const {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
   }
 };
 struct LoadBF16 {
+  static constexpr DType kRows = DType::BF16;
   __m256 operator()(const uint8_t* row, int64_t i) const {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
 };
 struct LoadQ8_0 {
+  static constexpr DType kRows = DType::Q8_0;
   __m256 operator()(const uint8_t* row, int64_t i) const {
     const auto* b = reinterpret_cast<const BlockQ8_0*>(row) + i / kQK32;
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + i % kQK32));
@@ -43,10 +46,9 @@ inline __m256 widen_q8(const int8_t* qs) {
 
 using x86::hsum;
 
-template <class Load, KvRowFn Fallback>
+template <class Load>
 void scores_typed(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
                   float scale, float* s) {
-  if (hd % 8 != 0) return Fallback(q, k, k_stride, nk, hd, scale, s);
   const auto* kb = static_cast<const uint8_t*>(k);
   const Load load;
   for (int64_t j = 0; j < nk; ++j) {
@@ -74,10 +76,9 @@ void scores_typed(const float* q, const void* k, int64_t k_stride, int64_t nk, i
   }
 }
 
-template <class Load, KvAccFn Fallback>
+template <class Load>
 void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_t v_stride,
                       int64_t nk, int64_t hd) {
-  if (hd % 8 != 0) return Fallback(acc, c, p, v, v_stride, nk, hd);
   const auto* vb = static_cast<const uint8_t*>(v);
   const __m256 cv = _mm256_set1_ps(c);
   const Load load;
@@ -106,17 +107,16 @@ void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_
   }
 }
 
+// A row type's table entry (head sizes in whole groups of 8; the others: the portable loops).
+template <class Load>
+constexpr KvRowOps kRowOps =
+    KvRowsOrPortable<Load, scores_typed<Load>, accumulate_typed<Load>, 8>::ops;
+
 }  // namespace
 
 // constinit: built by the compiler, so no code compiled with this file's flags runs at startup
 // (where the CPU may lack them).
 constinit const SmallOps small_ops =
-    portable_with_rows("avx2",
-                       {scores_typed<LoadF16, portable::scores_f16>,
-                        accumulate_typed<LoadF16, portable::accumulate_f16>},
-                       {scores_typed<LoadBF16, portable::scores_bf16>,
-                        accumulate_typed<LoadBF16, portable::accumulate_bf16>},
-                       {scores_typed<LoadQ8_0, portable::scores_q8_0>,
-                        accumulate_typed<LoadQ8_0, portable::accumulate_q8_0>});
+    portable_with_rows("avx2", kRowOps<LoadF16>, kRowOps<LoadBF16>, kRowOps<LoadQ8_0>);
 
 }  // namespace hearth::kernels::avx2
