@@ -512,8 +512,23 @@ std::string Server::Impl::metrics() const {
          double(s.kv_used));
   metric("hearth_kv_positions_capacity", "gauge", "KV cache positions in all slots.",
          double(s.kv_capacity));
-  metric("hearth_kv_bytes", "gauge", "Bytes of KV cache allocated for the slots.",
+  metric("hearth_kv_bytes", "gauge",
+         "Bytes of KV cache memory committed now (the pool's blocks in use, sliding rings).",
          double(s.kv_bytes));
+  metric("hearth_kv_pool_tokens", "gauge", "Positions of the KV pool the slots share.",
+         double(s.kv_pool_tokens));
+  metric("hearth_kv_block_tokens", "gauge", "Positions per KV pool block.",
+         double(s.kv_block_tokens));
+  o << "# HELP hearth_kv_blocks KV pool blocks: held by sequences and cached prefixes (used) or "
+       "free.\n# TYPE hearth_kv_blocks gauge\n"
+    << "hearth_kv_blocks{state=\"used\"} " << s.kv_blocks_used << '\n'
+    << "hearth_kv_blocks{state=\"free\"} " << s.kv_blocks_total - s.kv_blocks_used << '\n';
+  metric("hearth_kv_blocks_total", "gauge", "KV pool blocks.", double(s.kv_blocks_total));
+  metric("hearth_prefix_cache_evictions_total", "counter",
+         "Cached prefixes dropped to make room in the KV pool.", double(s.prefix_evictions));
+  metric("hearth_preemptions_total", "counter",
+         "Running sequences preempted by a full KV pool (requeued, recomputed later).",
+         double(s.preemptions));
   metric("hearth_forward_steps_total", "counter", "Batched forward passes run.", double(s.steps));
   metric("hearth_forward_seconds_total", "counter", "Seconds spent in batched forward passes.",
          s.forward_seconds);
@@ -533,6 +548,10 @@ Server::~Server() {
 
 int Server::port() const {
   return impl_->http ? impl_->http->port() : -1;
+}
+
+SchedulerStats Server::scheduler_stats() const {
+  return impl_->sched.stats();
 }
 
 Status Server::start() {
