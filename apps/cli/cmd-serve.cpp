@@ -79,15 +79,15 @@ void serve(ServeArgs& a) {
   const HParams& hp = engine->model().hparams();
   // K and V at their element types, every layer, every position of the pool: the most the
   // pool commits (sliding layers' rings, bounded by their window, come on top).
-  const SchedulerStats st = srv.scheduler_stats();
+  const SchedulerStats pool = srv.scheduler_stats();
   const double kv_mib = double(KvCache::bytes_per_position(hp.kv_dim(), s.kv_types)) *
-                        double(hp.n_layer) * double(st.kv_pool_tokens) / (1024.0 * 1024.0);
+                        double(hp.n_layer) * double(pool.kv_pool_tokens) / (1024.0 * 1024.0);
   std::fprintf(stderr,
                "hearth serve: %d slots of up to %lld tokens sharing a KV pool of %lld tokens "
                "(%lld blocks of %lld; KV cache %s/%s, at most %.1f MiB, committed as used), "
                "queue %d\n",
-               s.parallel, (long long)s.ctx_size, (long long)st.kv_pool_tokens,
-               (long long)st.kv_blocks_total, (long long)st.kv_block_tokens,
+               s.parallel, (long long)s.ctx_size, (long long)pool.kv_pool_tokens,
+               (long long)pool.kv_blocks_total, (long long)pool.kv_block_tokens,
                kv_type_name(s.kv_types.k), kv_type_name(s.kv_types.v), kv_mib, s.max_queue);
   std::printf("hearth serve: listening on http://%s:%d (model %s)\n",
               a.opt.host.find(':') != std::string::npos ? ("[" + a.opt.host + "]").c_str()

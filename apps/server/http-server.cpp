@@ -479,16 +479,20 @@ std::string Server::Impl::metrics() const {
   metric("hearth_prompt_tokens_evaluated_total", "counter",
          "Prompt tokens computed (the rest reused a cached prefix).", double(s.prompt_evaluated));
   o << "# HELP hearth_prefix_cache_hits_total Requests whose prompt started with a cached prefix: "
-       "the slot's own (same_slot) or copied from another slot (copied).\n"
+       "the slot's own (same_slot), copied from another slot (copied) or a finished request's "
+       "cache "
+       "kept beyond the slots (cached).\n"
     << "# TYPE hearth_prefix_cache_hits_total counter\n"
     << "hearth_prefix_cache_hits_total{source=\"same_slot\"} " << s.prefix_hits_same_slot << '\n'
-    << "hearth_prefix_cache_hits_total{source=\"copied\"} " << s.prefix_hits_copied << '\n';
+    << "hearth_prefix_cache_hits_total{source=\"copied\"} " << s.prefix_hits_copied << '\n'
+    << "hearth_prefix_cache_hits_total{source=\"cached\"} " << s.prefix_hits_cached << '\n';
   o << "# HELP hearth_prefix_cache_tokens_total Prompt tokens by where their KV came from: reused "
-       "in the slot, copied from another slot, or computed.\n"
+       "in the slot, copied from another slot, adopted from a kept cache, or computed.\n"
     << "# TYPE hearth_prefix_cache_tokens_total counter\n"
     << "hearth_prefix_cache_tokens_total{source=\"same_slot\"} " << s.prefix_tokens_same_slot
     << '\n'
     << "hearth_prefix_cache_tokens_total{source=\"copied\"} " << s.prefix_tokens_copied << '\n'
+    << "hearth_prefix_cache_tokens_total{source=\"cached\"} " << s.prefix_tokens_cached << '\n'
     << "hearth_prefix_cache_tokens_total{source=\"computed\"} " << s.prompt_evaluated << '\n';
   metric("hearth_generated_tokens_total", "counter", "Tokens generated.",
          double(s.generated_tokens));

@@ -15,6 +15,8 @@ namespace {
 // Positions past the prompt an admitted request should find room for, so a request is not
 // admitted only to be preempted at its first token.
 constexpr int64_t kDecodeReserveTokens = 16;
+// Histories shorter than this are not kept as entries (cheaper to recompute than to hold).
+constexpr size_t kMinCachedPrefix = 16;
 
 }  // namespace
 
@@ -37,6 +39,7 @@ bool Scheduler::fits_locked(const Group& group) const {
   int64_t available = pool_->free_blocks();
   for (const auto& s : slots_)
     if (!s->job) available += s->kv.held_blocks();  // cached prefixes: evictable
+  for (const auto& c : cached_) available += c->kv.held_blocks();
   return std::min(blocks_to_admit(group), pool_->total_blocks()) <= available;
 }
 
@@ -58,11 +61,68 @@ bool Scheduler::evict_lru_prefix(const Slot* keep_a, const Slot* keep_b) {
     if (s->job || s.get() == keep_a || s.get() == keep_b || s->kv.held_blocks() == 0) continue;
     if (!lru || s->last_used < lru->last_used) lru = s.get();
   }
-  if (!lru) return false;
-  forget_cache(*lru);
+  auto entry = std::min_element(cached_.begin(), cached_.end(), [](const auto& a, const auto& b) {
+    return a->last_used < b->last_used;
+  });
+  if (entry != cached_.end() && (!lru || (*entry)->last_used < lru->last_used)) {
+    cached_.erase(entry);  // its cache gives its blocks back
+  } else if (lru) {
+    forget_cache(*lru);
+  } else {
+    return false;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   totals_.prefix_evictions++;
   return true;
+}
+
+void Scheduler::stash(Slot& slot) {
+  if (slot.history.size() < kMinCachedPrefix || slot.kv.held_blocks() == 0) return;
+  auto fresh = engine_->model().new_kv_cache(options_.ctx_size, options_.kv_types, pool_);
+  if (!fresh.is_ok()) return;  // the history is overwritten instead
+  auto entry = std::make_unique<CachedPrefix>();
+  entry->kv = std::move(slot.kv);
+  entry->tokens = std::move(slot.history);
+  entry->last_used = slot.last_used;
+  slot.kv = std::move(fresh).value();
+  slot.history.clear();
+  cached_.push_back(std::move(entry));
+  // Entries are bounded in number too (each holds a reservation, and a model's sliding rings).
+  if (int(cached_.size()) > options_.parallel) {
+    auto lru = std::min_element(cached_.begin(), cached_.end(), [](const auto& a, const auto& b) {
+      return a->last_used < b->last_used;
+    });
+    cached_.erase(lru);
+    std::lock_guard<std::mutex> lock(mu_);
+    totals_.prefix_evictions++;
+  }
+}
+
+Scheduler::CachedPrefix* Scheduler::best_cached_prefix(const std::vector<int32_t>& feed,
+                                                       size_t limit, size_t* len) {
+  CachedPrefix* best = nullptr;
+  *len = 0;
+  for (auto& c : cached_) {
+    size_t n = 0;
+    while (n < c->tokens.size() && n < feed.size() && c->tokens[n] == feed[n]) ++n;
+    n = size_t(c->kv.reusable_prefix(int64_t(std::min(n, limit))));
+    if (n > *len) {
+      best = c.get();
+      *len = n;
+    }
+  }
+  return best;
+}
+
+void Scheduler::adopt(Slot& slot, CachedPrefix* entry) {
+  // Taken out first: stashing the slot's own history may evict the oldest entry.
+  auto it =
+      std::find_if(cached_.begin(), cached_.end(), [&](const auto& c) { return c.get() == entry; });
+  std::unique_ptr<CachedPrefix> taken = std::move(*it);
+  cached_.erase(it);
+  stash(slot);
+  slot.kv = std::move(taken->kv);
+  slot.history = std::move(taken->tokens);
 }
 
 Scheduler::Room Scheduler::make_room(Slot& slot, int64_t positions,

@@ -28,6 +28,14 @@ struct Scheduler::Slot {
   Slot* leader = nullptr;
 };
 
+// A finished request's cache kept beyond the slots (a prefix cache entry), with the tokens
+// whose rows it holds; last_used orders eviction with the idle slots'.
+struct Scheduler::CachedPrefix {
+  KvCache kv;
+  std::vector<int32_t> tokens;
+  uint64_t last_used = 0;
+};
+
 // What a preempted job's next slot recomputes and continues with (Job::resume_).
 struct Job::Resume {
   std::vector<int32_t> feed;

@@ -138,6 +138,7 @@ void Scheduler::stop() {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   slots_.clear();  // every cache gives its blocks back to the pool
+  cached_.clear();
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& group : queue_)
     for (auto& job : group) job->finish("cancelled", "the server is shutting down");
@@ -287,8 +288,21 @@ Scheduler::Slot& Scheduler::place_first(const std::shared_ptr<Job>& job) {
       source_len = len;
     }
   }
+  size_t cached_len = 0;
+  CachedPrefix* cached = best_cached_prefix(feed, limit, &cached_len);
   Slot& slot = *best;
-  if (source && source_len >= best_len + kMinCopiedPrefix) {
+  if (cached && cached_len > best_len && cached_len >= source_len) {
+    adopt(slot, cached);
+    if (!resumed) count_prefix_reuse(0, 0, int64_t(cached_len));
+    init_slot(slot, job, cached_len);
+    return slot;
+  }
+  const bool copy = source && source_len >= best_len + kMinCopiedPrefix;
+  if (copy || best_len < kMinCopiedPrefix) {
+    stash(slot);  // its history is not what this request reuses: keep it as an entry
+    best_len = 0;
+  }
+  if (copy) {
     slot.kv.set_used(0);
     slot.kv.release_unused();
     Status st = slot.kv.copy_prefix_from(source->kv, int64_t(source_len));
@@ -323,8 +337,10 @@ void Scheduler::place(const Group& group) {
   }
 }
 
-void Scheduler::count_prefix_reuse(int64_t same_slot, int64_t copied) {
+void Scheduler::count_prefix_reuse(int64_t same_slot, int64_t copied, int64_t cached) {
   std::lock_guard<std::mutex> lock(mu_);
+  totals_.prefix_hits_cached += cached > 0 ? 1 : 0;
+  totals_.prefix_tokens_cached += cached;
   totals_.prefix_hits_same_slot += same_slot > 0 ? 1 : 0;
   totals_.prefix_tokens_same_slot += same_slot;
   totals_.prefix_hits_copied += copied > 0 ? 1 : 0;
@@ -639,6 +655,10 @@ void Scheduler::loop() {
       busy += s->job ? 1 : 0;
       used += int64_t(s->history.size());  // idle slots keep their cache for prefix reuse
       committed += s->kv.committed_bytes();
+    }
+    for (auto& c : cached_) {
+      used += int64_t(c->tokens.size());
+      committed += c->kv.committed_bytes();
     }
     std::lock_guard<std::mutex> lock(mu_);
     totals_.slots_busy = busy;

@@ -133,6 +133,9 @@ struct SchedulerStats {
   // copied from another slot's cache, and the prompt tokens each way saved.
   int64_t prefix_hits_same_slot = 0;
   int64_t prefix_hits_copied = 0;
+  // ... and those that adopted a finished request's cache kept beyond the slots (cached).
+  int64_t prefix_hits_cached = 0;
+  int64_t prefix_tokens_cached = 0;
   int64_t prefix_tokens_same_slot = 0;
   int64_t prefix_tokens_copied = 0;
   int64_t generated_tokens = 0;
@@ -190,6 +193,7 @@ class Scheduler {
  private:
   struct Slot;
   struct EmbedState;
+  struct CachedPrefix;
   using Group = std::vector<std::shared_ptr<Job>>;  // one request's jobs (choices)
   void loop();
   std::vector<Group> take_admissible_locked(std::vector<Group>* too_large);
@@ -203,7 +207,7 @@ class Scheduler {
   void finish_slot(Slot& slot, const std::string& reason, const std::string& error = "");
   void finish_job(Job& job, const std::string& reason, const std::string& error);
   void sample_and_emit(Slot& slot, const float* logits);
-  void count_prefix_reuse(int64_t same_slot, int64_t copied);
+  void count_prefix_reuse(int64_t same_slot, int64_t copied, int64_t cached = 0);
   // The KV pool (scheduler-kv.cpp). Blocks an admitted group needs for its prompts, and whether
   // they can be had now (free, or held by idle slots' cached prefixes).
   int64_t blocks_to_admit(const Group& group) const;
@@ -220,11 +224,19 @@ class Scheduler {
   bool evict_lru_prefix(const Slot* keep_a, const Slot* keep_b = nullptr);
   void preempt(Slot& slot);
   void forget_cache(Slot& slot);
+  // Cached prefixes beyond the slots: a slot about to be overwritten keeps its history as an
+  // entry (its cache moves there, the slot gets a fresh one); a request adopts the entry with
+  // the longest usable prefix of its feed (its cache moves back into the slot, no copy; the
+  // slot's own history is stashed in turn).
+  void stash(Slot& slot);
+  CachedPrefix* best_cached_prefix(const std::vector<int32_t>& feed, size_t limit, size_t* len);
+  void adopt(Slot& slot, CachedPrefix* entry);
 
   std::shared_ptr<const Engine> engine_;
   SchedulerOptions options_;
   std::shared_ptr<KvPool> pool_;  // the slots' caches' blocks
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<std::unique_ptr<CachedPrefix>> cached_;  // at most `parallel` entries
   std::unique_ptr<EmbedState> embed_;
   ForwardScratch scratch_;  // the batched pass's activations (scheduler thread only)
   std::thread thread_;

@@ -411,6 +411,36 @@ TEST_F(SchedulerTest, CachedPrefixHitsGiveTheMissOutputAndAreEvictedWhenThePoolI
   EXPECT_EQ(small.stats().requests_failed, 0);
 }
 
+// One slot, three requests: A (shared prefix), B (unrelated: A's cache is kept as an entry
+// beyond the slot instead of being overwritten), C (shared prefix: adopts A's cache whole).
+TEST_F(SchedulerTest, AFinishedRequestsCacheOutlivesItsSlotAndIsAdopted) {
+  SchedulerOptions o;
+  o.parallel = 1;
+  o.ctx_size = 512;
+  Scheduler sched(engine_, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  const auto base = encode(kShared);
+  auto a_prompt = base, c_prompt = base;
+  a_prompt.insert(a_prompt.end(), {500, 501, 502});
+  c_prompt.insert(c_prompt.end(), {600, 601});
+  const auto b_prompt = numbered_prompt(40, 7);
+  const int max_tokens = 12;
+  for (const auto& p : {a_prompt, b_prompt, c_prompt}) {
+    auto j = job(p, max_tokens);
+    ASSERT_EQ(sched.submit(j), Scheduler::Submit::kOk);
+    finish(*j);
+    EXPECT_EQ(j->output_tokens(), cold_greedy(p, max_tokens, o.ctx_size));
+    if (p == c_prompt) {
+      EXPECT_GE(j->cached_tokens(), int64_t(base.size()) - 1);
+    }
+  }
+  const SchedulerStats s = sched.stats();
+  EXPECT_EQ(s.prefix_hits_cached, 1);
+  EXPECT_GE(s.prefix_tokens_cached, int64_t(base.size()) - 1);
+  sched.stop();
+  EXPECT_EQ(sched.stats().kv_blocks_used, 0);
+}
+
 TEST_F(SchedulerTest, APromptLargerThanThePoolIsAnErrorNotAWait) {
   SchedulerOptions o;
   o.parallel = 1;
