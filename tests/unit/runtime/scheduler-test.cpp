@@ -71,6 +71,23 @@ class SchedulerTest : public testing::Test {
     return r ? r->tokens : std::vector<int32_t>{};
   }
 
+  // Submits a greedy request, waits for it, and checks its answer is the cold run's.
+  static std::shared_ptr<Job> serve_greedy(Scheduler& sched, const std::vector<int32_t>& prompt,
+                                           int max_tokens) {
+    auto j = job(prompt, max_tokens);
+    EXPECT_EQ(sched.submit(j), Scheduler::Submit::kOk);
+    finish(*j);
+    EXPECT_EQ(j->output_tokens(), cold_greedy(prompt, max_tokens, sched.options().ctx_size));
+    return j;
+  }
+
+  // Pool tokens of `blocks` whole blocks for a scheduler of these options.
+  static int64_t pool_of_blocks(const SchedulerOptions& o, int blocks) {
+    Scheduler probe(engine_, o);
+    EXPECT_TRUE(probe.start().is_ok());
+    return blocks * probe.stats().kv_block_tokens;
+  }
+
   static std::shared_ptr<Engine> engine_;
 };
 std::shared_ptr<Engine> SchedulerTest::engine_;
@@ -295,6 +312,11 @@ TEST(ChoiceSeed, FirstChoiceKeepsTheSeedOthersDifferAndRandomStaysRandom) {
 
 // --- The KV pool (--kv-pool-tokens): admission by blocks, preemption, cached prefixes.
 
+std::vector<int32_t> with_tail(std::vector<int32_t> base, std::initializer_list<int32_t> tail) {
+  base.insert(base.end(), tail);
+  return base;
+}
+
 // A prompt of n tokens that differs from others by `salt`.
 std::vector<int32_t> numbered_prompt(int n, int salt) {
   std::vector<int32_t> p;
@@ -306,12 +328,7 @@ TEST_F(SchedulerTest, ATinyPoolQueuesAndPreemptsYetEveryAnswerEqualsTheColdRun) 
   SchedulerOptions o;
   o.parallel = 4;
   o.ctx_size = 256;
-  o.kv_pool_tokens = 1;  // set below in whole blocks, once the block size is known
-  {
-    Scheduler probe(engine_, o);
-    ASSERT_TRUE(probe.start().is_ok());
-    o.kv_pool_tokens = 8 * probe.stats().kv_block_tokens;
-  }
+  o.kv_pool_tokens = pool_of_blocks(o, 8);
   Scheduler sched(engine_, o);
   ASSERT_TRUE(sched.start().is_ok());
   const int64_t block = sched.stats().kv_block_tokens;
@@ -345,12 +362,7 @@ TEST_F(SchedulerTest, PreemptedSequenceRecomputesAndContinuesWithTheSameTokens) 
   SchedulerOptions o;
   o.parallel = 2;
   o.ctx_size = 512;
-  o.kv_pool_tokens = 1;
-  {
-    Scheduler probe(engine_, o);
-    ASSERT_TRUE(probe.start().is_ok());
-    o.kv_pool_tokens = 6 * probe.stats().kv_block_tokens;
-  }
+  o.kv_pool_tokens = pool_of_blocks(o, 6);
   Scheduler sched(engine_, o);
   ASSERT_TRUE(sched.start().is_ok());
   const int64_t block = sched.stats().kv_block_tokens;
@@ -380,18 +392,11 @@ TEST_F(SchedulerTest, CachedPrefixHitsGiveTheMissOutputAndAreEvictedWhenThePoolI
   Scheduler sched(engine_, o);
   ASSERT_TRUE(sched.start().is_ok());
   const auto base = encode(kShared);
-  auto first_prompt = base, second_prompt = base;
-  first_prompt.insert(first_prompt.end(), {500, 501, 502});
-  second_prompt.insert(second_prompt.end(), {600, 601});
+  const auto first_prompt = with_tail(base, {500, 501, 502});
   const int max_tokens = 20;
-  auto first = job(first_prompt, max_tokens);
-  ASSERT_EQ(sched.submit(first), Scheduler::Submit::kOk);
-  finish(*first);
-  auto second = job(second_prompt, max_tokens);
-  ASSERT_EQ(sched.submit(second), Scheduler::Submit::kOk);
-  finish(*second);
+  serve_greedy(sched, first_prompt, max_tokens);
+  auto second = serve_greedy(sched, with_tail(base, {600, 601}), max_tokens);
   EXPECT_GE(second->cached_tokens(), int64_t(base.size()) - 1) << "the finished prefix was kept";
-  EXPECT_EQ(second->output_tokens(), cold_greedy(second_prompt, max_tokens, o.ctx_size));
   sched.stop();
 
   // A pool that holds one long sequence: the cached prefixes of finished requests make way.
@@ -400,13 +405,8 @@ TEST_F(SchedulerTest, CachedPrefixHitsGiveTheMissOutputAndAreEvictedWhenThePoolI
   o.kv_pool_tokens = ((need + block - 1) / block + 1) * block;
   Scheduler small(engine_, o);
   ASSERT_TRUE(small.start().is_ok());
-  for (int i = 0; i < 3; ++i) {
-    auto p = numbered_prompt(int(first_prompt.size()), 10 + i);
-    auto j = job(p, max_tokens);
-    ASSERT_EQ(small.submit(j), Scheduler::Submit::kOk);
-    finish(*j);
-    EXPECT_EQ(j->output_tokens(), cold_greedy(p, max_tokens, o.ctx_size));
-  }
+  for (int i = 0; i < 3; ++i)
+    serve_greedy(small, numbered_prompt(int(first_prompt.size()), 10 + i), max_tokens);
   EXPECT_GE(small.stats().prefix_evictions, 1);
   EXPECT_EQ(small.stats().requests_failed, 0);
 }
@@ -420,20 +420,11 @@ TEST_F(SchedulerTest, AFinishedRequestsCacheOutlivesItsSlotAndIsAdopted) {
   Scheduler sched(engine_, o);
   ASSERT_TRUE(sched.start().is_ok());
   const auto base = encode(kShared);
-  auto a_prompt = base, c_prompt = base;
-  a_prompt.insert(a_prompt.end(), {500, 501, 502});
-  c_prompt.insert(c_prompt.end(), {600, 601});
-  const auto b_prompt = numbered_prompt(40, 7);
   const int max_tokens = 12;
-  for (const auto& p : {a_prompt, b_prompt, c_prompt}) {
-    auto j = job(p, max_tokens);
-    ASSERT_EQ(sched.submit(j), Scheduler::Submit::kOk);
-    finish(*j);
-    EXPECT_EQ(j->output_tokens(), cold_greedy(p, max_tokens, o.ctx_size));
-    if (p == c_prompt) {
-      EXPECT_GE(j->cached_tokens(), int64_t(base.size()) - 1);
-    }
-  }
+  serve_greedy(sched, with_tail(base, {500, 501, 502}), max_tokens);
+  serve_greedy(sched, numbered_prompt(40, 7), max_tokens);
+  auto c = serve_greedy(sched, with_tail(base, {600, 601}), max_tokens);
+  EXPECT_GE(c->cached_tokens(), int64_t(base.size()) - 1);
   const SchedulerStats s = sched.stats();
   EXPECT_EQ(s.prefix_hits_cached, 1);
   EXPECT_GE(s.prefix_tokens_cached, int64_t(base.size()) - 1);
