@@ -77,14 +77,17 @@ void serve(ServeArgs& a) {
   check(srv.start());
   const auto& s = a.opt.scheduler;
   const HParams& hp = engine->model().hparams();
-  // K and V at their element types, every layer, every position of every slot.
+  // K and V at their element types, every layer, every position of the pool: the most the
+  // pool commits (sliding layers' rings, bounded by their window, come on top).
+  const SchedulerStats pool = srv.scheduler_stats();
   const double kv_mib = double(KvCache::bytes_per_position(hp.kv_dim(), s.kv_types)) *
-                        double(hp.n_layer) * double(s.ctx_size) * double(s.parallel) /
-                        (1024.0 * 1024.0);
+                        double(hp.n_layer) * double(pool.kv_pool_tokens) / (1024.0 * 1024.0);
   std::fprintf(stderr,
-               "hearth serve: %d slots x %lld tokens = %lld tokens of context (KV cache %s/%s, "
-               "%.1f MiB), queue %d\n",
-               s.parallel, (long long)s.ctx_size, (long long)(s.ctx_size * s.parallel),
+               "hearth serve: %d slots of up to %lld tokens sharing a KV pool of %lld tokens "
+               "(%lld blocks of %lld; KV cache %s/%s, at most %.1f MiB, committed as used), "
+               "queue %d\n",
+               s.parallel, (long long)s.ctx_size, (long long)pool.kv_pool_tokens,
+               (long long)pool.kv_blocks_total, (long long)pool.kv_block_tokens,
                kv_type_name(s.kv_types.k), kv_type_name(s.kv_types.v), kv_mib, s.max_queue);
   std::printf("hearth serve: listening on http://%s:%d (model %s)\n",
               a.opt.host.find(':') != std::string::npos ? ("[" + a.opt.host + "]").c_str()
@@ -123,6 +126,10 @@ void setup(CLI::App& root) {
   cmd->add_option("--parallel,--np", a->opt.scheduler.parallel,
                   "requests decoded together, each with its own --ctx-size context (default 4)")
       ->check(CLI::Range(1, 256));
+  cmd->add_option("--kv-pool-tokens", a->opt.scheduler.kv_pool_tokens,
+                  "KV cache positions all slots share, committed as they are used (default "
+                  "--parallel x --ctx-size); -c stays each sequence's limit")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   cmd->add_option("--max-queue", a->opt.scheduler.max_queue,
                   "requests waiting for a slot before answering 503 (default 64)")
       ->check(CLI::Range(0, 100000));

@@ -479,16 +479,20 @@ std::string Server::Impl::metrics() const {
   metric("hearth_prompt_tokens_evaluated_total", "counter",
          "Prompt tokens computed (the rest reused a cached prefix).", double(s.prompt_evaluated));
   o << "# HELP hearth_prefix_cache_hits_total Requests whose prompt started with a cached prefix: "
-       "the slot's own (same_slot) or copied from another slot (copied).\n"
+       "the slot's own (same_slot), copied from another slot (copied) or a finished request's "
+       "cache "
+       "kept beyond the slots (cached).\n"
     << "# TYPE hearth_prefix_cache_hits_total counter\n"
     << "hearth_prefix_cache_hits_total{source=\"same_slot\"} " << s.prefix_hits_same_slot << '\n'
-    << "hearth_prefix_cache_hits_total{source=\"copied\"} " << s.prefix_hits_copied << '\n';
+    << "hearth_prefix_cache_hits_total{source=\"copied\"} " << s.prefix_hits_copied << '\n'
+    << "hearth_prefix_cache_hits_total{source=\"cached\"} " << s.prefix_hits_cached << '\n';
   o << "# HELP hearth_prefix_cache_tokens_total Prompt tokens by where their KV came from: reused "
-       "in the slot, copied from another slot, or computed.\n"
+       "in the slot, copied from another slot, adopted from a kept cache, or computed.\n"
     << "# TYPE hearth_prefix_cache_tokens_total counter\n"
     << "hearth_prefix_cache_tokens_total{source=\"same_slot\"} " << s.prefix_tokens_same_slot
     << '\n'
     << "hearth_prefix_cache_tokens_total{source=\"copied\"} " << s.prefix_tokens_copied << '\n'
+    << "hearth_prefix_cache_tokens_total{source=\"cached\"} " << s.prefix_tokens_cached << '\n'
     << "hearth_prefix_cache_tokens_total{source=\"computed\"} " << s.prompt_evaluated << '\n';
   metric("hearth_generated_tokens_total", "counter", "Tokens generated.",
          double(s.generated_tokens));
@@ -512,8 +516,23 @@ std::string Server::Impl::metrics() const {
          double(s.kv_used));
   metric("hearth_kv_positions_capacity", "gauge", "KV cache positions in all slots.",
          double(s.kv_capacity));
-  metric("hearth_kv_bytes", "gauge", "Bytes of KV cache allocated for the slots.",
+  metric("hearth_kv_bytes", "gauge",
+         "Bytes of KV cache memory committed now (the pool's blocks in use, sliding rings).",
          double(s.kv_bytes));
+  metric("hearth_kv_pool_tokens", "gauge", "Positions of the KV pool the slots share.",
+         double(s.kv_pool_tokens));
+  metric("hearth_kv_block_tokens", "gauge", "Positions per KV pool block.",
+         double(s.kv_block_tokens));
+  o << "# HELP hearth_kv_blocks KV pool blocks: held by sequences and cached prefixes (used) or "
+       "free.\n# TYPE hearth_kv_blocks gauge\n"
+    << "hearth_kv_blocks{state=\"used\"} " << s.kv_blocks_used << '\n'
+    << "hearth_kv_blocks{state=\"free\"} " << s.kv_blocks_total - s.kv_blocks_used << '\n';
+  metric("hearth_kv_blocks_total", "gauge", "KV pool blocks.", double(s.kv_blocks_total));
+  metric("hearth_prefix_cache_evictions_total", "counter",
+         "Cached prefixes dropped to make room in the KV pool.", double(s.prefix_evictions));
+  metric("hearth_preemptions_total", "counter",
+         "Running sequences preempted by a full KV pool (requeued, recomputed later).",
+         double(s.preemptions));
   metric("hearth_forward_steps_total", "counter", "Batched forward passes run.", double(s.steps));
   metric("hearth_forward_seconds_total", "counter", "Seconds spent in batched forward passes.",
          s.forward_seconds);
@@ -533,6 +552,10 @@ Server::~Server() {
 
 int Server::port() const {
   return impl_->http ? impl_->http->port() : -1;
+}
+
+SchedulerStats Server::scheduler_stats() const {
+  return impl_->sched.stats();
 }
 
 Status Server::start() {

@@ -45,6 +45,8 @@ class Server {
   // Checks the options, starts the scheduler and binds the socket (not yet accepting).
   Status start();
   int port() const;
+  // The scheduler's counters (the KV pool's size once started), as /metrics reports them.
+  SchedulerStats scheduler_stats() const;
   // Accepts and answers requests until shutdown() is called (from another thread).
   Status serve();
   // Graceful drain: refuse new work (503), let running and queued requests finish for at most

@@ -44,6 +44,23 @@ class Backend {
   virtual void copy(float* dst, const float* src, int64_t n) = 0;  // within this backend
   virtual void synchronize() {}
 
+  // Virtual memory for KV caches (kv/kv-cache.h, kv/kv-pool.h): a cache reserves address space
+  // for its whole capacity once, so every kernel keeps addressing position p at base + p * row,
+  // and physical memory is committed in granules only as the sequence grows. Offsets and sizes
+  // of commit/decommit are multiples of commit_granularity(). The defaults, for a backend that
+  // pages nothing (granularity 0), allocate the whole range at reserve time and commit nothing
+  // more: every cache then still works, it only holds its full size.
+  virtual uint64_t commit_granularity() const { return 0; }
+  // Throws std::bad_alloc when the range cannot be had (as alloc).
+  virtual void* reserve_kv(uint64_t bytes) { return alloc(int64_t((bytes + 3) / 4)); }
+  // Makes [offset, offset + bytes) of a reserved range readable and writable; false when the
+  // memory is not there (nothing of the range is committed then). Never called while a decode
+  // step is being recorded (the forward pass commits before its first op).
+  virtual bool commit(void* base, uint64_t offset, uint64_t bytes) { return true; }
+  // Gives [offset, offset + bytes) back; its contents are lost. Waits for queued work first.
+  virtual void decommit(void* base, uint64_t offset, uint64_t bytes) {}
+  virtual void unreserve(void* base, uint64_t bytes) { free(static_cast<float*>(base)); }
+
   // Makes `w` usable by matmul/embed on this backend (upload, repack). Idempotent.
   virtual Status prepare_weight(Weight& w) = 0;
   // For placing layers by free memory (--gpu-layers auto): the bytes of device memory free now

@@ -15,6 +15,7 @@
 #include "backend/weight-cache.h"
 #include "base/half.h"
 #include "base/log.h"
+#include "base/reserved-memory.h"
 #include "kernels/cpu/small-ops.h"
 
 namespace hearth {
@@ -59,6 +60,27 @@ class CpuBackend final : public Backend {
   }
   void copy(float* dst, const float* src, int64_t n) override {
     std::memmove(dst, src, size_t(n) * 4);
+  }
+
+  // KV caches reserve address space and commit pages as they grow (base/reserved-memory.h).
+  uint64_t commit_granularity() const override { return host_page_size(); }
+  void* reserve_kv(uint64_t bytes) override {
+    void* p = reserve_host_range(bytes);
+    if (!p) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    // As alloc_streamed: the kernel may back whole committed 2 MiB extents with huge pages.
+    if (bytes >= (2u << 20)) madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return p;
+  }
+  bool commit(void* base, uint64_t offset, uint64_t bytes) override {
+    return commit_host_range(base, offset, bytes);
+  }
+  void decommit(void* base, uint64_t offset, uint64_t bytes) override {
+    decommit_host_range(base, offset, bytes);
+  }
+  void unreserve(void* base, uint64_t bytes) override {
+    release_host_range(base, bytes);
   }
 
   // Matrices whose kernels want another layout are packed once: from the on-disk cache when it
@@ -143,7 +165,9 @@ class CpuBackend final : public Backend {
     kernels::attention(q, k, v, out, T, pos0, n_heads, n_kv, hd, scale, kernels::AttentionMask{},
                        pool_);
   }
-  bool supports_kv_type(DType t) const override { return kernels::is_kv_type(t); }
+  bool supports_kv_type(DType t) const override {
+    return kernels::is_kv_type(t);
+  }
   // The rows are converted as they are stored (f32 -> f16 / bf16 / q8_0); a ring wraps once.
   void store_kv(void* cache, DType type, const float* src, int64_t pos, int64_t row_floats,
                 int64_t n_tokens, int64_t ring_rows) override {
@@ -183,8 +207,12 @@ class CpuBackend final : public Backend {
                       float limit) override {
     kernels::swiglu_clamped(gate, up, out, n, alpha, limit, pool_);
   }
-  void softcap(float* x, int64_t n, float cap) override { kernels::softcap(x, n, cap); }
-  void scale(float* x, int64_t n, float s) override { kernels::scale(x, n, s); }
+  void softcap(float* x, int64_t n, float cap) override {
+    kernels::softcap(x, n, cap);
+  }
+  void scale(float* x, int64_t n, float s) override {
+    kernels::scale(x, n, s);
+  }
   void add_inplace(float* y, const float* x, int64_t n) override {
     kernels::add_inplace(y, x, n, pool_);
   }

@@ -30,7 +30,8 @@ Result<GreedyRun> DecodeLoop::chain(const DecodeStepKey& key, const Backend::Pic
                                     int64_t capacity, int64_t max_steps, const float* logits,
                                     int64_t n_vocab,
                                     const std::function<void(int32_t, int64_t)>& ops,
-                                    const std::function<bool(int32_t, int64_t)>& on_token) {
+                                    const std::function<bool(int32_t, int64_t)>& on_token,
+                                    const std::function<Status(int64_t)>& make_room) {
   const int depth = chain_depth();
   if (depth <= 0) return Status::error(be_.name() + ": chained decoding is not supported");
   if (!be_.can_pick(rule, int64_t(history.size())))
@@ -53,6 +54,12 @@ Result<GreedyRun> DecodeLoop::chain(const DecodeStepKey& key, const Backend::Pic
     while (!stop && failed.is_ok() && queued < max_steps && pos0 + queued < capacity &&
            queued - done < depth) {
       const int64_t pos = pos0 + queued;
+      if (make_room) {
+        if (Status s = make_room(pos + 1); !s.is_ok()) {
+          failed = s;
+          break;
+        }
+      }
       if (queued > done) {
         if (!be_.begin_chained_step(pos, capacity)) break;  // needs the host token: drain first
       } else if (!be_.begin_decode_step(token, pos, capacity)) {

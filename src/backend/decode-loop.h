@@ -54,11 +54,14 @@ class DecodeLoop {
   // step's backend calls whose logits row is `logits` [n_vocab] (replays need not call it).
   // on_token(token, pos) gets each picked token with the position whose step produced it,
   // oldest first; returning false stops (steps already queued finish, their tokens unused).
+  // make_room(n), when given, runs before the step at position n - 1 is queued (a pooled KV
+  // cache commits its memory there); its error ends the chain with that error.
   Result<GreedyRun> chain(const DecodeStepKey& key, const Backend::PickRule& rule,
                           std::span<const int32_t> history, int32_t token, int64_t pos0,
                           int64_t capacity, int64_t max_steps, const float* logits, int64_t n_vocab,
                           const std::function<void(int32_t token, int64_t pos)>& ops,
-                          const std::function<bool(int32_t token, int64_t pos)>& on_token);
+                          const std::function<bool(int32_t token, int64_t pos)>& on_token,
+                          const std::function<Status(int64_t positions)>& make_room = nullptr);
 
  private:
   void match_key(const DecodeStepKey& key);  // caller holds mu_

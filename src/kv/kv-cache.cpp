@@ -49,7 +49,8 @@ uint64_t KvCache::bytes_per_position(int64_t kv_dim, const KvCacheTypes& types) 
 
 Result<KvCache> KvCache::create(const std::vector<Backend*>& layer_backends, int64_t capacity,
                                 int64_t kv_dim, const std::vector<int64_t>& windows,
-                                int64_t max_pass_tokens, const KvCacheTypes& types) {
+                                int64_t max_pass_tokens, const KvCacheTypes& types,
+                                std::shared_ptr<KvPool> pool) {
   if (capacity <= 0 || kv_dim <= 0) return Status::error("KV cache: invalid size");
   if (!windows.empty() && windows.size() != layer_backends.size())
     return Status::error("KV cache: one window per layer expected");
@@ -86,34 +87,54 @@ Result<KvCache> KvCache::create(const std::vector<Backend*>& layer_backends, int
       l.k_row_bytes = kernels::kv_row_bytes(l.k_type, kv_dim);
       l.v_row_bytes = kernels::kv_row_bytes(l.v_type, kv_dim);
       const int64_t rows = c.rows_allocated(l);
-      l.k = l.backend->alloc(floats_for(rows * l.k_row_bytes));
-      try {
-        l.v = l.backend->alloc(floats_for(rows * l.v_row_bytes));
-      } catch (...) {
-        l.backend->free(l.k);
-        throw;
+      if (pool) {
+        // Whole floats plus a row of slack: Backend::copy and the kernels may touch up to a few
+        // bytes past the last row (see copy_prefix_from), which must lie inside the range.
+        l.reserved = true;
+        l.k_reserved = uint64_t(floats_for((rows + 1) * l.k_row_bytes)) * 4;
+        l.v_reserved = uint64_t(floats_for((rows + 1) * l.v_row_bytes)) * 4;
+        l.k = static_cast<float*>(l.backend->reserve_kv(l.k_reserved));
+        try {
+          l.v = static_cast<float*>(l.backend->reserve_kv(l.v_reserved));
+        } catch (...) {
+          l.backend->unreserve(l.k, l.k_reserved);
+          throw;
+        }
+      } else {
+        l.k = l.backend->alloc(floats_for(rows * l.k_row_bytes));
+        try {
+          l.v = l.backend->alloc(floats_for(rows * l.v_row_bytes));
+        } catch (...) {
+          l.backend->free(l.k);
+          throw;
+        }
       }
       c.layers_.push_back(l);
+      // A ring is bounded by its window: committed whole now, outside the pool's blocks.
+      if (l.ring_rows > 0 && l.reserved && !c.commit_to(c.layers_.back(), -1))
+        throw std::bad_alloc();
     }
   } catch (const std::bad_alloc&) {
     return Status::error("KV cache: out of memory for " + std::to_string(capacity) + " positions");
   }
+  c.pool_ = std::move(pool);
   return c;
 }
 
 KvCache& KvCache::operator=(KvCache&& o) noexcept {
   if (this != &o) {
-    for (auto& l : layers_) {
-      l.backend->free(l.k);
-      l.backend->free(l.v);
-    }
+    release_all();
     layers_ = std::move(o.layers_);
+    pool_ = std::move(o.pool_);
+    blocks_ = o.blocks_;
     types_ = o.types_;
     capacity_ = o.capacity_;
     kv_dim_ = o.kv_dim_;
     used_ = o.used_;
     written_ = o.written_;
     o.layers_.clear();
+    o.pool_.reset();
+    o.blocks_ = 0;
     o.used_ = 0;
     o.written_ = 0;
   }
@@ -121,10 +142,7 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
 }
 
 KvCache::~KvCache() {
-  for (auto& l : layers_) {
-    l.backend->free(l.k);
-    l.backend->free(l.v);
-  }
+  release_all();
 }
 
 uint64_t KvCache::bytes() const {
@@ -160,6 +178,7 @@ Status KvCache::copy_prefix_from(const KvCache& src, int64_t n) {
   if (src.reusable_prefix(n) != n)
     return Status::error("KV cache: a sliding-window layer no longer holds the keys of position " +
                          std::to_string(n));
+  HEARTH_TRY(ensure(n));
   // Backend::copy moves whole floats: a typed row run may round up by up to 3 bytes, which lie
   // inside the allocation (floats_for) in rows at or beyond n, holding no valid position.
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -213,6 +232,7 @@ Status KvCache::save(int64_t n, std::vector<uint8_t>* out) {
 Status KvCache::restore(const std::vector<uint8_t>& data, int64_t n) {
   if (n < 0 || n > capacity_ || data.size() != saved_bytes(n))
     return Status::error("KV cache: saved state does not match this cache's shape");
+  HEARTH_TRY(ensure(n));
   const uint8_t* src = data.data();
   std::vector<float> staging;
   auto put = [&](Backend* be, float* dst, int64_t bytes) {

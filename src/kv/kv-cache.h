@@ -3,10 +3,14 @@
 // that runs that layer. A session owns one; the model is shared.
 // A sliding-window layer keeps only what its window can still see: a ring of window + one
 // pass's tokens rows (position p in row p % rows), so its memory does not grow with the context.
+// A cache made from a KvPool (kv/kv-pool.h) reserves its layers' address ranges and commits
+// memory block by block as positions are used (ensure), giving blocks back on truncation
+// (release_unused) and destruction; one made without a pool allocates everything up front.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +18,7 @@
 #include "backend/backend.h"
 #include "base/status.h"
 #include "kernels/ops.h"
+#include "kv/kv-pool.h"
 
 namespace hearth {
 
@@ -38,9 +43,11 @@ class KvCache {
   // forward pass appends at most max_pass_tokens positions per call. A layer whose backend
   // does not store a requested type (Backend::supports_kv_type) keeps f32 rows: layer_types()
   // says what each layer holds. Q8_0 needs kv_dim % 32 == 0 (the model checks head_dim).
+  // pool: positions are committed lazily in its blocks (ensure); null: allocated up front.
   static Result<KvCache> create(const std::vector<Backend*>& layer_backends, int64_t capacity,
                                 int64_t kv_dim, const std::vector<int64_t>& windows = {},
-                                int64_t max_pass_tokens = 0, const KvCacheTypes& types = {});
+                                int64_t max_pass_tokens = 0, const KvCacheTypes& types = {},
+                                std::shared_ptr<KvPool> pool = nullptr);
   KvCache() = default;
   KvCache(KvCache&& o) noexcept { *this = std::move(o); }
   KvCache& operator=(KvCache&& o) noexcept;
@@ -66,7 +73,24 @@ class KvCache {
   int64_t capacity() const { return capacity_; }  // positions a sequence may reach
   int64_t kv_dim() const { return kv_dim_; }
   int64_t n_layers() const { return int64_t(layers_.size()); }
-  uint64_t bytes() const;  // K and V of every layer, as allocated (follows the element types)
+  // K and V of every layer at full capacity (follows the element types): what an eager cache
+  // allocates and a pooled one reserves.
+  uint64_t bytes() const;
+  // Memory held now: bytes() for an eager cache; a pooled one's committed granules.
+  uint64_t committed_bytes() const;
+  // Of committed_bytes(), the sliding-window rings (committed whole, outside the pool's blocks).
+  uint64_t ring_bytes() const;
+
+  // Pooled caches. ensure(n) takes the blocks covering positions [0, n) from the pool and
+  // commits their memory; a forward pass calls it before writing positions below n (never
+  // while a decode step is being recorded). An error when n exceeds capacity(), the pool has
+  // too few free blocks (nothing taken then) or the backend is out of memory. release_unused()
+  // gives back the blocks and memory past used() (after a truncation or reset). Eager caches:
+  // ensure only checks capacity; release_unused does nothing.
+  Status ensure(int64_t n);
+  void release_unused();
+  const std::shared_ptr<KvPool>& pool() const { return pool_; }
+  int64_t held_blocks() const { return blocks_; }
   // Bytes per position of one layer's K plus V, at the requested types (memory estimates).
   static uint64_t bytes_per_position(int64_t kv_dim, const KvCacheTypes& types);
 
@@ -104,13 +128,26 @@ class KvCache {
     int64_t k_row_bytes = 0, v_row_bytes = 0;
     int64_t window = 0;     // > 0: sliding layer
     int64_t ring_rows = 0;  // > 0: a ring of this many rows
+    // Pooled caches: k and v are reserved ranges (Backend::reserve_kv) of *_reserved bytes with
+    // [0, *_committed) committed; a ring layer is committed whole.
+    bool reserved = false;
+    uint64_t k_reserved = 0, v_reserved = 0, k_committed = 0, v_committed = 0;
   };
   // Rows of layer l that hold positions [0, n) (a ring: the ones still there).
   int64_t rows_for(const Layer& l, int64_t n) const {
     return l.ring_rows > 0 ? std::min(n, l.ring_rows) : n;
   }
   int64_t rows_allocated(const Layer& l) const { return l.ring_rows > 0 ? l.ring_rows : capacity_; }
+  // Bytes of a buffer of row_bytes rows to commit for `blocks` blocks (whole granules, capped
+  // at the reservation).
+  uint64_t commit_target(const Layer& l, uint64_t row_bytes, uint64_t reserved,
+                         int64_t blocks) const;
+  bool commit_to(Layer& l, int64_t blocks);
+  void decommit_to(Layer& l, int64_t blocks);
+  void release_all();  // frees every layer and gives the blocks back
   std::vector<Layer> layers_;
+  std::shared_ptr<KvPool> pool_;
+  int64_t blocks_ = 0;  // pool blocks held (pooled caches)
   KvCacheTypes types_;
   int64_t capacity_ = 0;
   int64_t kv_dim_ = 0;

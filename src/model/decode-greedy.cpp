@@ -65,9 +65,11 @@ Result<GreedyRun> Model::decode_chained(KvCache& kv, int32_t token, int64_t max_
     kv.set_used(pos + 1);
     return on_token(t);
   };
+  // A pooled cache commits each step's block before the step is queued (outside any capture).
+  const auto make_room = [&](int64_t positions) { return kv.ensure(positions); };
   return groups_[0].decode_loop->chain(step_key(0, scratch, kv), rule, history, token, kv.used(),
                                        kv.capacity(), max_steps, scratch.per_backend[0].logits,
-                                       hp_.n_vocab, ops, taken);
+                                       hp_.n_vocab, ops, taken, make_room);
 }
 
 }  // namespace hearth

@@ -114,6 +114,8 @@ Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSeg
     if (id < 0 || id >= hp_.n_vocab)
       return Status::error("token id " + std::to_string(id) + " is out of range (vocabulary has " +
                            std::to_string(hp_.n_vocab) + " tokens)");
+  // Pooled caches commit the blocks this pass writes now, before any op is queued or recorded.
+  for (const auto& s : segs) HEARTH_TRY(s.kv->ensure(s.pos0 + s.n_tokens));
   HEARTH_TRY(prepare_scratch(scratch, T));
 
   Pass pass{tokens, segs, {}, T, 0, hidden};

@@ -385,7 +385,18 @@ std::vector<Backend*> Model::layer_backends() const {
   return out;
 }
 
-Result<KvCache> Model::new_kv_cache(int64_t n_ctx, const KvCacheTypes& types) const {
+std::shared_ptr<KvPool> Model::kv_pool(int64_t total_tokens, const KvCacheTypes& types) const {
+  std::vector<KvPool::Buffer> buffers;
+  for (Backend* b : layer_backends())
+    for (DType t : {b->supports_kv_type(types.k) ? types.k : DType::F32,
+                    b->supports_kv_type(types.v) ? types.v : DType::F32})
+      buffers.push_back(
+          {b->commit_granularity(), uint64_t(kernels::kv_row_bytes(t, hp_.kv_dim()))});
+  return KvPool::create(total_tokens, KvPool::block_tokens_for(buffers));
+}
+
+Result<KvCache> Model::new_kv_cache(int64_t n_ctx, const KvCacheTypes& types,
+                                    std::shared_ptr<KvPool> pool) const {
   for (const auto& [what, t] : {std::pair{"K", types.k}, std::pair{"V", types.v}})
     if (t == DType::Q8_0 && hp_.head_dim % 32 != 0)
       return Status::error(std::string("KV cache: ") + what +
@@ -394,7 +405,8 @@ Result<KvCache> Model::new_kv_cache(int64_t n_ctx, const KvCacheTypes& types) co
                            std::to_string(hp_.head_dim));
   std::vector<int64_t> windows;
   for (const auto& l : hp_.layers) windows.push_back(l.window);
-  return KvCache::create(layer_backends(), n_ctx, hp_.kv_dim(), windows, kMaxTokensPerPass, types);
+  return KvCache::create(layer_backends(), n_ctx, hp_.kv_dim(), windows, kMaxTokensPerPass, types,
+                         std::move(pool));
 }
 
 uint32_t Model::needed_features() const {

@@ -249,8 +249,13 @@ class Model {
                                    const std::function<bool(int32_t)>& on_token) const;
 
   // A cache of n_ctx positions with K/V rows of `types`; Q8_0 needs head_dim % 32 == 0 (a
-  // one-line error naming the type otherwise).
-  Result<KvCache> new_kv_cache(int64_t n_ctx, const KvCacheTypes& types = {}) const;
+  // one-line error naming the type otherwise). With a pool (kv_pool()) its positions are
+  // committed as they are used; without, allocated now.
+  Result<KvCache> new_kv_cache(int64_t n_ctx, const KvCacheTypes& types = {},
+                               std::shared_ptr<KvPool> pool = nullptr) const;
+  // A pool of total_tokens positions (KvPool::kUnbounded: no limit) in blocks sized by
+  // KvPool::block_tokens_for over this model's layer buffers of `types`.
+  std::shared_ptr<KvPool> kv_pool(int64_t total_tokens, const KvCacheTypes& types = {}) const;
 
   // Debug taps: when set, called with ("blk.3.attn_out", data, n) after each named stage
   // (host copies; slow — for locating divergences, not for production).

@@ -22,6 +22,7 @@ Result<std::shared_ptr<Engine>> Engine::load(const std::string& path, const Load
   auto engine = std::make_shared<Engine>();
   engine->path_ = path;
   HEARTH_ASSIGN_OR_RETURN(engine->model_, load_model(path, options));
+  engine->kv_pool_ = engine->model_->kv_pool(KvPool::kUnbounded);
   const Model& m = *engine->model_;
   engine->name_ = base_name(path);
   if (const GgufFile* g = m.gguf()) {

@@ -32,9 +32,14 @@ class Engine {
   // The vocabulary as constrained decoding needs it (each token's bytes in a trie), built on
   // first use and shared by every session; thread-safe.
   std::shared_ptr<const TokenVocabulary> token_vocabulary() const;
+  // The pool every Session of this engine draws its KV cache from (kv/kv-pool.h): unbounded,
+  // so a session's only limit is its context size, and its memory grows with its history
+  // instead of being taken for the whole context up front. Thread-safe (the pool is).
+  const std::shared_ptr<KvPool>& kv_pool() const { return kv_pool_; }
 
  private:
   std::shared_ptr<Model> model_;
+  std::shared_ptr<KvPool> kv_pool_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string path_, chat_template_, name_;
   double load_ms_ = 0;

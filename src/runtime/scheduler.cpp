@@ -11,6 +11,7 @@
 #include "base/process-memory.h"
 #include "base/timer.h"
 #include "runtime/generation-step.h"
+#include "runtime/scheduler-slot.h"
 #include "runtime/stop-strings.h"
 #include "tokenizer/tokenizer.h"
 
@@ -63,21 +64,6 @@ void Job::finish(const std::string& reason, const std::string& error) {
   if (listener) listener();
 }
 
-// A sequence slot: its cache, the tokens whose entries the cache holds, and the job it runs.
-struct Scheduler::Slot {
-  KvCache kv;
-  std::vector<int32_t> history;  // tokens at positions [0, history.size()) of kv
-  std::shared_ptr<Job> job;
-  size_t prompt_done = 0;  // prompt tokens in the cache (reused prefix included)
-  int32_t pending = -1;    // sampled token not yet run through the model
-  int32_t generated = 0;
-  uint64_t last_used = 0;
-  std::unique_ptr<GenerationStep> step;  // sampling, stops, streaming: the job's own
-  // A later choice of a request waiting for the slot that prefills the shared prompt; its
-  // cache receives that prompt by copy when the prefill completes (then null again).
-  Slot* leader = nullptr;
-};
-
 // Copying a prefix from another slot costs a copy per layer and replaces the destination's own
 // history; shorter matches (a BOS token, a template's first line) are cheaper to recompute.
 constexpr size_t kMinCopiedPrefix = 16;
@@ -113,18 +99,32 @@ Status Scheduler::start() {
   if (options_.parallel < 1) return Status::error("--parallel must be at least 1");
   if (options_.ctx_size < 2) return Status::error("--ctx-size must be at least 2");
   const Model& model = engine_->model();
+  const int64_t pool_tokens = options_.kv_pool_tokens > 0
+                                  ? options_.kv_pool_tokens
+                                  : int64_t(options_.parallel) * options_.ctx_size;
+  pool_ = model.kv_pool(pool_tokens, options_.kv_types);
+  uint64_t committed = 0;
   for (int i = 0; i < options_.parallel; ++i) {
     auto slot = std::make_unique<Slot>();
-    HEARTH_ASSIGN_OR_RETURN(slot->kv, model.new_kv_cache(options_.ctx_size, options_.kv_types));
+    HEARTH_ASSIGN_OR_RETURN(slot->kv,
+                            model.new_kv_cache(options_.ctx_size, options_.kv_types, pool_));
+    committed += slot->kv.committed_bytes();
     slots_.push_back(std::move(slot));
   }
+  // Embeddings run in their own cache, outside the slots' pool (they cannot be preempted), and
+  // commit only what their inputs use.
   embed_ = std::make_unique<EmbedState>();
-  HEARTH_ASSIGN_OR_RETURN(embed_->kv, model.new_kv_cache(options_.ctx_size, options_.kv_types));
+  HEARTH_ASSIGN_OR_RETURN(embed_->kv,
+                          model.new_kv_cache(options_.ctx_size, options_.kv_types,
+                                             model.kv_pool(KvPool::kUnbounded, options_.kv_types)));
   {
     std::lock_guard<std::mutex> lock(mu_);
     totals_.slots_total = options_.parallel;
     totals_.kv_capacity = int64_t(options_.parallel) * options_.ctx_size;
-    totals_.kv_bytes = slots_[0]->kv.bytes() * uint64_t(options_.parallel);
+    totals_.kv_bytes = committed;
+    totals_.kv_pool_tokens = pool_tokens;
+    totals_.kv_block_tokens = pool_->block_tokens();
+    totals_.kv_blocks_total = pool_->total_blocks();
   }
   thread_ = std::thread([this] { loop(); });
   return Status::ok();
@@ -137,6 +137,8 @@ void Scheduler::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  slots_.clear();  // every cache gives its blocks back to the pool
+  cached_.clear();
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& group : queue_)
     for (auto& job : group) job->finish("cancelled", "the server is shutting down");
@@ -182,6 +184,7 @@ SchedulerStats Scheduler::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   SchedulerStats s = totals_;
   s.queue_depth = int(queue_.size());
+  s.kv_blocks_used = pool_ ? pool_->used_blocks() : 0;
   int64_t recent = 0;
   for (const auto& r : recent_) recent += r.second;
   s.gen_tok_s_10s = double(recent) / 10.0;
@@ -198,7 +201,7 @@ static size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int
 // its own pipeline. A request of n choices waits until n slots are free, and so does everything
 // queued behind it. Slots are only assigned by place(), outside the lock: a prefix copy may take
 // a while and submit() and stats() must not wait for it.
-std::vector<Scheduler::Group> Scheduler::take_admissible_locked() {
+std::vector<Scheduler::Group> Scheduler::take_admissible_locked(std::vector<Group>* too_large) {
   std::vector<Group> out;
   int free_slots = 0;
   for (auto& s : slots_) free_slots += s->job ? 0 : 1;
@@ -211,6 +214,13 @@ std::vector<Scheduler::Group> Scheduler::take_admissible_locked() {
       continue;
     }
     if (int(group.size()) > free_slots) break;
+    if (never_fits(group)) {  // not even in an empty pool: answered with an error
+      running_ += int(group.size());
+      too_large->push_back(std::move(group));
+      queue_.pop_front();
+      continue;
+    }
+    if (!fits_locked(group)) break;
     free_slots -= int(group.size());
     running_ += int(group.size());
     out.push_back(std::move(group));
@@ -222,11 +232,20 @@ std::vector<Scheduler::Group> Scheduler::take_admissible_locked() {
 void Scheduler::init_slot(Slot& slot, const std::shared_ptr<Job>& job, size_t keep) {
   slot.history.resize(keep);
   slot.kv.set_used(int64_t(keep));
+  slot.kv.release_unused();  // blocks past the reused prefix go back to the pool
   slot.job = job;
   slot.prompt_done = keep;
   slot.pending = -1;
-  slot.generated = 0;
   slot.leader = nullptr;
+  if (auto resume = std::move(job->resume_)) {  // a preempted job continues where it was
+    slot.feed = std::move(resume->feed);
+    slot.step = std::move(resume->step);
+    slot.generated = resume->generated;
+    slot.last_used = resume->admitted;
+    return;
+  }
+  slot.feed = job->prompt;
+  slot.generated = 0;
   slot.last_used = ++clock_;
   slot.step = std::make_unique<GenerationStep>(engine_->tokenizer(), job->generate);
   job->prompt_tokens_ = int64_t(job->prompt.size());
@@ -242,9 +261,11 @@ void Scheduler::init_slot(Slot& slot, const std::shared_ptr<Job>& job, size_t ke
 Scheduler::Slot& Scheduler::place_first(const std::shared_ptr<Job>& job) {
   // Always recompute at least the last prompt token: its logits pick the first new token.
   // (a sliding-window layer's ring may no longer hold what a longer rewind would need)
-  const size_t limit = job->prompt.size() - 1;
+  const std::vector<int32_t>& feed = job->resume_ ? job->resume_->feed : job->prompt;
+  const bool resumed = job->resume_ != nullptr;
+  const size_t limit = feed.size() - 1;
   auto usable = [&](const Slot& s) {
-    const size_t len = std::min(common_prefix(s.history, job->prompt), limit);
+    const size_t len = std::min(common_prefix(s.history, feed), limit);
     return size_t(s.kv.reusable_prefix(int64_t(len)));
   };
   Slot* best = nullptr;
@@ -267,20 +288,38 @@ Scheduler::Slot& Scheduler::place_first(const std::shared_ptr<Job>& job) {
       source_len = len;
     }
   }
+  size_t cached_len = 0;
+  CachedPrefix* cached = best_cached_prefix(feed, limit, &cached_len);
   Slot& slot = *best;
-  if (source && source_len >= best_len + kMinCopiedPrefix) {
-    const Status st = slot.kv.copy_prefix_from(source->kv, int64_t(source_len));
+  if (cached && cached_len > best_len && cached_len >= source_len) {
+    adopt(slot, cached);
+    if (!resumed) count_prefix_reuse(0, 0, int64_t(cached_len));
+    init_slot(slot, job, cached_len);
+    return slot;
+  }
+  const bool copy = source && source_len >= best_len + kMinCopiedPrefix;
+  if (copy || best_len < kMinCopiedPrefix) {
+    stash(slot);  // its history is not what this request reuses: keep it as an entry
+    best_len = 0;
+  }
+  if (copy) {
+    slot.kv.set_used(0);
+    slot.kv.release_unused();
+    Status st = slot.kv.copy_prefix_from(source->kv, int64_t(source_len));
+    // A full pool: older cached prefixes make room for this one.
+    while (!st.is_ok() && evict_lru_prefix(&slot, source))
+      st = slot.kv.copy_prefix_from(source->kv, int64_t(source_len));
     if (st.is_ok()) {
-      slot.history.assign(job->prompt.begin(), job->prompt.begin() + long(source_len));
+      slot.history.assign(feed.begin(), feed.begin() + long(source_len));
+      if (!resumed) count_prefix_reuse(0, int64_t(source_len));
       init_slot(slot, job, source_len);
-      count_prefix_reuse(0, int64_t(source_len));
       return slot;
     }
     // Not expected (the caches share one shape); the prompt is then computed as if cold.
     best_len = 0;
   }
+  if (!resumed) count_prefix_reuse(int64_t(best_len), 0);
   init_slot(slot, job, best_len);
-  count_prefix_reuse(int64_t(best_len), 0);
   return slot;
 }
 
@@ -298,8 +337,10 @@ void Scheduler::place(const Group& group) {
   }
 }
 
-void Scheduler::count_prefix_reuse(int64_t same_slot, int64_t copied) {
+void Scheduler::count_prefix_reuse(int64_t same_slot, int64_t copied, int64_t cached) {
   std::lock_guard<std::mutex> lock(mu_);
+  totals_.prefix_hits_cached += cached > 0 ? 1 : 0;
+  totals_.prefix_tokens_cached += cached;
   totals_.prefix_hits_same_slot += same_slot > 0 ? 1 : 0;
   totals_.prefix_tokens_same_slot += same_slot;
   totals_.prefix_hits_copied += copied > 0 ? 1 : 0;
@@ -313,6 +354,11 @@ void Scheduler::start_followers(Slot& leader, const float* logits) {
     if (f->leader != &leader) continue;
     f->leader = nullptr;
     if (!f->job) continue;
+    // A pool too full for the copy: the choice recomputes its prompt later instead.
+    if (make_room(*f, int64_t(leader.history.size()), {&leader}) != Room::kOk) {
+      if (f->job) preempt(*f);
+      continue;
+    }
     const Status st = f->kv.copy_prefix_from(leader.kv, int64_t(leader.history.size()));
     if (!st.is_ok()) {
       finish_slot(*f, "error", st.message());
@@ -330,6 +376,7 @@ void Scheduler::finish_slot(Slot& slot, const std::string& reason, const std::st
   slot.job.reset();
   slot.pending = -1;
   slot.leader = nullptr;
+  slot.kv.release_unused();  // the history stays cached; blocks past it go back
   // Whatever the decoder or stop filter held back is part of the answer (not after a stop).
   if (slot.step && reason != "error" && reason != "cancelled") job->push_text(slot.step->flush());
   job->completion_tokens_ = slot.generated;
@@ -415,28 +462,51 @@ void Scheduler::step() {
   std::vector<Slot*> seg_slot;
   std::vector<bool> seg_samples;  // does this segment's logits row pick a token?
   int64_t budget = options_.batch_tokens;
-  // Decode tokens first: they keep running answers flowing while long prompts are chunked.
+  // Slots in admission order, oldest first, so the oldest sequences take pool blocks first and
+  // may preempt newer ones (make_room): the oldest always progress. Decode tokens keep their
+  // place in the budget (a prompt chunk leaves one token for each decoding slot still to come),
+  // so running answers keep flowing while long prompts are chunked.
+  std::vector<Slot*> order;
+  int64_t decoders = 0;
   for (auto& s : slots_) {
-    if (!s->job || s->pending < 0 || budget == 0) continue;
-    tokens.push_back(s->pending);
-    segs.push_back({&s->kv, int64_t(s->history.size()), 1, false});
-    seg_slot.push_back(s.get());
-    seg_samples.push_back(true);
-    --budget;
+    order.push_back(s.get());
+    decoders += s->job && s->pending >= 0 ? 1 : 0;
   }
+  std::sort(order.begin(), order.end(),
+            [](const Slot* a, const Slot* b) { return a->last_used < b->last_used; });
   int64_t prompt_evaluated = 0;
-  for (auto& s : slots_) {
-    if (!s->job || s->pending >= 0 || s->leader || budget == 0) continue;
-    const auto& prompt = s->job->prompt;
-    const int64_t n = std::min<int64_t>(budget, int64_t(prompt.size() - s->prompt_done));
+  for (Slot* s : order) {
+    if (!s->job || s->leader || budget == 0) continue;
+    const bool decode = s->pending >= 0;
+    if (decode) --decoders;
+    const int64_t pos0 = int64_t(s->history.size());
+    int64_t n =
+        decode ? 1 : std::min<int64_t>(budget - decoders, int64_t(s->feed.size() - s->prompt_done));
     if (n <= 0) continue;
-    tokens.insert(tokens.end(), prompt.begin() + long(s->prompt_done),
-                  prompt.begin() + long(s->prompt_done) + n);
-    segs.push_back({&s->kv, int64_t(s->history.size()), n, false});
-    seg_slot.push_back(s.get());
-    seg_samples.push_back(s->prompt_done + size_t(n) == prompt.size());
+    const Room room = make_room(*s, pos0 + n, seg_slot);
+    if (room == Room::kWait && !decode) {  // prefill what its blocks hold; the rest waits
+      n = std::min(n, s->kv.held_blocks() * pool_->block_tokens() - pos0);
+      if (n <= 0) continue;
+    } else if (room == Room::kWait) {
+      // Nothing newer to take a block from: this sequence steps back, or alone in the pool
+      // and still out of room, it has reached what the pool can hold.
+      if (running_slots() > 1)
+        preempt(*s);
+      else
+        finish_slot(*s, "length");
+      continue;
+    }
+    if (decode) {
+      tokens.push_back(s->pending);
+    } else {
+      tokens.insert(tokens.end(), s->feed.begin() + long(s->prompt_done),
+                    s->feed.begin() + long(s->prompt_done) + n);
+      prompt_evaluated += n;
+    }
+    segs.push_back({&s->kv, pos0, n, false});
+    seg_slot.push_back(s);
+    seg_samples.push_back(decode || s->prompt_done + size_t(n) == s->feed.size());
     budget -= n;
-    prompt_evaluated += n;
   }
   if (segs.empty()) return;
 
@@ -447,8 +517,7 @@ void Scheduler::step() {
   if (!st.is_ok()) {
     // The caches of this batch are in an unknown state: forget them and fail their jobs.
     for (Slot* s : seg_slot) {
-      s->history.clear();
-      s->kv.set_used(0);
+      forget_cache(*s);
       if (s->job) finish_slot(*s, "error", st.message());
     }
     return;
@@ -502,6 +571,8 @@ void Scheduler::embed_step() {
     e.input = 0;
     e.offset = 0;
     e.sum.clear();
+    e.kv.set_used(0);
+    e.kv.release_unused();  // its memory goes back between jobs
     finish_job(*job, reason, error);
   };
   if (job->cancelled()) return done_job("cancelled", "");
@@ -544,11 +615,11 @@ void Scheduler::embed_step() {
 void Scheduler::loop() {
   bool worked_since_trim = false;
   while (true) {
-    std::vector<Group> admitted;
+    std::vector<Group> admitted, too_large;
     bool stop_now = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      admitted = take_admissible_locked();
+      admitted = take_admissible_locked(&too_large);
       const bool busy = running_ > 0;
       stop_now = stopping_;
       if (stop_now) {
@@ -565,6 +636,12 @@ void Scheduler::loop() {
         continue;
       }
     }
+    for (const Group& group : too_large)
+      for (const auto& job : group)
+        finish_job(*job, "error",
+                   "the KV pool holds " +
+                       std::to_string(pool_->total_blocks() * pool_->block_tokens()) +
+                       " tokens, fewer than this request's prompt needs (--kv-pool-tokens)");
     for (const Group& group : admitted) place(group);
     if (stop_now) break;
     worked_since_trim = true;
@@ -573,13 +650,20 @@ void Scheduler::loop() {
     embed_step();
     int busy = 0;
     int64_t used = 0;
+    uint64_t committed = 0;
     for (auto& s : slots_) {
       busy += s->job ? 1 : 0;
       used += int64_t(s->history.size());  // idle slots keep their cache for prefix reuse
+      committed += s->kv.committed_bytes();
+    }
+    for (auto& c : cached_) {
+      used += int64_t(c->tokens.size());
+      committed += c->kv.committed_bytes();
     }
     std::lock_guard<std::mutex> lock(mu_);
     totals_.slots_busy = busy;
     totals_.kv_used = used;
+    totals_.kv_bytes = committed;
   }
   for (auto& s : slots_)
     if (s->job) finish_slot(*s, "cancelled", "the server is shutting down");

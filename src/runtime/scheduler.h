@@ -4,6 +4,11 @@
 // bounded queue; HTTP threads read their streamed text from the Job. A prompt prefix another
 // slot already computed is copied (KvCache::copy_prefix_from), not recomputed; a request with
 // several choices prefills its prompt once and copies it into its sibling slots.
+// The slots' caches draw from one KvPool (kv/kv-pool.h) of --kv-pool-tokens positions: a request
+// is admitted when its prompt's blocks fit; a sequence that needs a block of a full pool first
+// evicts idle slots' cached prefixes (least recently used first), then preempts the most
+// recently admitted running sequence, which goes back to the queue's front and later recomputes
+// its prompt and the tokens it had generated, then continues (scheduler-kv.cpp).
 // New kinds of work = a new Job::Kind handled in step().
 #pragma once
 
@@ -102,12 +107,19 @@ class Job {
   std::vector<TokenLogprob> logprobs_;  // guarded by mu_ until done
   size_t logprobs_taken_ = 0;
   Timing timing_;
+  // Set while the job waits in the queue after a preemption (scheduler thread only): what its
+  // slot must recompute and the generation state it continues with.
+  struct Resume;
+  std::shared_ptr<Resume> resume_;
 };
 
 struct SchedulerOptions {
-  int parallel = 4;            // slots (sequences decoded together)
-  int64_t ctx_size = 2048;     // positions per slot
-  KvCacheTypes kv_types;       // each slot's KV cache element types (--cache-type-k/-v)
+  int parallel = 4;         // slots (sequences decoded together)
+  int64_t ctx_size = 2048;  // positions per slot (a sequence's limit)
+  KvCacheTypes kv_types;    // each slot's KV cache element types (--cache-type-k/-v)
+  // Positions of the KV pool all slots share (--kv-pool-tokens); 0: parallel * ctx_size, the
+  // memory every slot's full context took before, now committed only as it is used.
+  int64_t kv_pool_tokens = 0;
   int max_queue = 64;          // jobs waiting for a slot before submit() says kQueueFull
   int64_t batch_tokens = 512;  // tokens per forward pass (decode tokens first, then prompt chunks)
 };
@@ -121,6 +133,9 @@ struct SchedulerStats {
   // copied from another slot's cache, and the prompt tokens each way saved.
   int64_t prefix_hits_same_slot = 0;
   int64_t prefix_hits_copied = 0;
+  // ... and those that adopted a finished request's cache kept beyond the slots (cached).
+  int64_t prefix_hits_cached = 0;
+  int64_t prefix_tokens_cached = 0;
   int64_t prefix_tokens_same_slot = 0;
   int64_t prefix_tokens_copied = 0;
   int64_t generated_tokens = 0;
@@ -136,7 +151,16 @@ struct SchedulerStats {
   int slots_total = 0;
   int64_t kv_used = 0;      // positions holding valid entries, all slots
   int64_t kv_capacity = 0;  // slots * ctx_size
-  uint64_t kv_bytes = 0;
+  uint64_t kv_bytes = 0;    // KV memory committed now (the pool's blocks and sliding rings)
+  // The KV pool: its blocks (of kv_block_tokens positions), those held by sequences and cached
+  // prefixes, cached prefixes dropped to make room and running sequences preempted to
+  // recompute later.
+  int64_t kv_pool_tokens = 0;
+  int64_t kv_block_tokens = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_used = 0;
+  int64_t prefix_evictions = 0;
+  int64_t preemptions = 0;
 };
 
 class Scheduler {
@@ -169,9 +193,10 @@ class Scheduler {
  private:
   struct Slot;
   struct EmbedState;
+  struct CachedPrefix;
   using Group = std::vector<std::shared_ptr<Job>>;  // one request's jobs (choices)
   void loop();
-  std::vector<Group> take_admissible_locked();
+  std::vector<Group> take_admissible_locked(std::vector<Group>* too_large);
   void place(const Group& group);
   Slot& place_first(const std::shared_ptr<Job>& job);
   void init_slot(Slot& slot, const std::shared_ptr<Job>& job, size_t keep);
@@ -182,11 +207,36 @@ class Scheduler {
   void finish_slot(Slot& slot, const std::string& reason, const std::string& error = "");
   void finish_job(Job& job, const std::string& reason, const std::string& error);
   void sample_and_emit(Slot& slot, const float* logits);
-  void count_prefix_reuse(int64_t same_slot, int64_t copied);
+  void count_prefix_reuse(int64_t same_slot, int64_t copied, int64_t cached = 0);
+  // The KV pool (scheduler-kv.cpp). Blocks an admitted group needs for its prompts, and whether
+  // they can be had now (free, or held by idle slots' cached prefixes).
+  int64_t blocks_to_admit(const Group& group) const;
+  bool fits_locked(const Group& group) const;
+  bool never_fits(const Group& group) const;  // more than the whole pool
+  int running_slots() const;
+  // Makes `slot`'s cache hold `positions` positions: evicts cached prefixes, then preempts
+  // running sequences admitted after it that are not in `in_step`. kWait: nothing more can be
+  // freed for it now.
+  enum class Room { kOk, kWait };
+  Room make_room(Slot& slot, int64_t positions, const std::vector<Slot*>& in_step);
+  // Drops the least recently used idle slot's cached prefix (not keep_a's or keep_b's); false
+  // when there is none holding blocks.
+  bool evict_lru_prefix(const Slot* keep_a, const Slot* keep_b = nullptr);
+  void preempt(Slot& slot);
+  void forget_cache(Slot& slot);
+  // Cached prefixes beyond the slots: a slot about to be overwritten keeps its history as an
+  // entry (its cache moves there, the slot gets a fresh one); a request adopts the entry with
+  // the longest usable prefix of its feed (its cache moves back into the slot, no copy; the
+  // slot's own history is stashed in turn).
+  void stash(Slot& slot);
+  CachedPrefix* best_cached_prefix(const std::vector<int32_t>& feed, size_t limit, size_t* len);
+  void adopt(Slot& slot, CachedPrefix* entry);
 
   std::shared_ptr<const Engine> engine_;
   SchedulerOptions options_;
+  std::shared_ptr<KvPool> pool_;  // the slots' caches' blocks
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<std::unique_ptr<CachedPrefix>> cached_;  // at most `parallel` entries
   std::unique_ptr<EmbedState> embed_;
   ForwardScratch scratch_;  // the batched pass's activations (scheduler thread only)
   std::thread thread_;

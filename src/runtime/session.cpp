@@ -14,13 +14,15 @@ Session::Session(std::shared_ptr<const Engine> engine, int64_t n_ctx, const KvCa
 
 Status Session::init() {
   if (n_ctx_ <= 0) n_ctx_ = engine_->model().hparams().n_ctx_train;
-  HEARTH_ASSIGN_OR_RETURN(kv_, engine_->model().new_kv_cache(n_ctx_, kv_types_));
+  HEARTH_ASSIGN_OR_RETURN(kv_,
+                          engine_->model().new_kv_cache(n_ctx_, kv_types_, engine_->kv_pool()));
   return Status::ok();
 }
 
 void Session::reset() {
   history_.clear();
   kv_.set_used(0);
+  kv_.release_unused();  // the memory goes back now, not when the session ends
 }
 
 Status Session::evaluate(const std::vector<int32_t>& prompt, std::vector<float>* logits,

@@ -20,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda-options.h"
+#include "backend/cuda/cuda-kv-memory.h"
 #include "backend/cuda/cuda-picks.h"
 #include "backend/cuda/cuda-profiler.h"
 #include "backend/cuda/cuda-weights.h"
@@ -100,6 +101,37 @@ class CudaBackend final : public Backend {
     // prompt under the same ForwardScratch): replaying it would touch freed memory.
     drop_graph();
     check(cudaFree(p), "cudaFree");
+  }
+
+  // Paged KV caches through the driver's virtual memory API (cuda-kv-memory.h); where it is
+  // missing, the Backend defaults (whole allocations).
+  uint64_t commit_granularity() const override {
+    return kv_memory_ && kv_memory_->available() ? kv_memory_->granularity() : 0;
+  }
+  void* reserve_kv(uint64_t bytes) override {
+    if (!commit_granularity()) return Backend::reserve_kv(bytes);
+    void* p = kv_memory_->reserve(bytes);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  bool commit(void* base, uint64_t offset, uint64_t bytes) override {
+    if (!commit_granularity()) return true;
+    if (capturing()) {
+      fail("KV memory committed inside a captured decode step");
+      return false;
+    }
+    return kv_memory_->commit(base, offset, bytes);
+  }
+  void decommit(void* base, uint64_t offset, uint64_t bytes) override {
+    if (!commit_granularity()) return;
+    synchronize();  // queued steps may still read or write these rows
+    kv_memory_->decommit(base, offset, bytes);
+  }
+  void unreserve(void* base, uint64_t bytes) override {
+    if (!commit_granularity()) return Backend::unreserve(base, bytes);
+    drop_graph();  // as free(): a recorded step may point into the range
+    synchronize();
+    kv_memory_->unreserve(base);
   }
 
   void upload(float* dst, const float* src, int64_t n) override;
@@ -399,6 +431,7 @@ class CudaBackend final : public Backend {
   std::vector<float*> vectors_;
   bool int8_model_ = false;  // some weight uses the int8 GEMV: producers quantize their outputs
   std::unique_ptr<CudaProfiler> profiler_;
+  std::unique_ptr<CudaKvMemory> kv_memory_;
   std::unordered_map<const float*, FreqEntry> freqs_;
   // MoE: each layer's expert tables (keyed by its first gate Weight), the decode scratch (ids,
   // weights, h) and the grouped path's.

@@ -21,6 +21,7 @@ Status CudaBackend::init() {
   check(cudaMalloc(reinterpret_cast<void**>(&step_dev_), sizeof(StepValues)), "step");
   check(cudaEventCreateWithFlags(&step_copied_, cudaEventDisableTiming), "event");
   if (opt_.profile) profiler_ = std::make_unique<CudaProfiler>(opt_.graphs);
+  kv_memory_ = std::make_unique<CudaKvMemory>(device_);
   return error_;
 }
 

@@ -213,6 +213,13 @@ test("health and metrics", async () => {
                       "hearth_queue_depth", "hearth_kv_positions_used", "hearth_kv_positions_capacity"])
     assert.match(text, new RegExp(`^${name} \\d`, "m"), name);
   assert.match(text, /^hearth_kv_positions_capacity 1024$/m);
+  // The KV pool: parallel x ctx-size positions by default, in blocks, used + free = total.
+  assert.match(text, /^hearth_kv_pool_tokens 1024$/m);
+  const total = Number(text.match(/^hearth_kv_blocks_total (\d+)/m)[1]);
+  const used = Number(text.match(/^hearth_kv_blocks\{state="used"\} (\d+)/m)[1]);
+  const free = Number(text.match(/^hearth_kv_blocks\{state="free"\} (\d+)/m)[1]);
+  assert.ok(total > 0 && used + free === total, `blocks ${used} + ${free} != ${total}`);
+  assert.match(text, /^hearth_preemptions_total \d/m);
   assert.ok(Number(text.match(/^hearth_generated_tokens_total (\d+)/m)[1]) > 0);
 });
 

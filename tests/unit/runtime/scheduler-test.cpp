@@ -71,6 +71,23 @@ class SchedulerTest : public testing::Test {
     return r ? r->tokens : std::vector<int32_t>{};
   }
 
+  // Submits a greedy request, waits for it, and checks its answer is the cold run's.
+  static std::shared_ptr<Job> serve_greedy(Scheduler& sched, const std::vector<int32_t>& prompt,
+                                           int max_tokens) {
+    auto j = job(prompt, max_tokens);
+    EXPECT_EQ(sched.submit(j), Scheduler::Submit::kOk);
+    finish(*j);
+    EXPECT_EQ(j->output_tokens(), cold_greedy(prompt, max_tokens, sched.options().ctx_size));
+    return j;
+  }
+
+  // Pool tokens of `blocks` whole blocks for a scheduler of these options.
+  static int64_t pool_of_blocks(const SchedulerOptions& o, int blocks) {
+    Scheduler probe(engine_, o);
+    EXPECT_TRUE(probe.start().is_ok());
+    return blocks * probe.stats().kv_block_tokens;
+  }
+
   static std::shared_ptr<Engine> engine_;
 };
 std::shared_ptr<Engine> SchedulerTest::engine_;
@@ -291,6 +308,146 @@ TEST(ChoiceSeed, FirstChoiceKeepsTheSeedOthersDifferAndRandomStaysRandom) {
   EXPECT_EQ(choice_seed(42, 3), choice_seed(42, 3));
   EXPECT_NE(choice_seed(42, 1), choice_seed(43, 1));
   for (int i = 0; i < 8; ++i) EXPECT_EQ(choice_seed(0xFFFFFFFF, i), 0xFFFFFFFFu);
+}
+
+// --- The KV pool (--kv-pool-tokens): admission by blocks, preemption, cached prefixes.
+
+std::vector<int32_t> with_tail(std::vector<int32_t> base, std::initializer_list<int32_t> tail) {
+  base.insert(base.end(), tail);
+  return base;
+}
+
+// A prompt of n tokens that differs from others by `salt`.
+std::vector<int32_t> numbered_prompt(int n, int salt) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back(int32_t(200 + (i * 31 + salt * 97) % 700));
+  return p;
+}
+
+TEST_F(SchedulerTest, ATinyPoolQueuesAndPreemptsYetEveryAnswerEqualsTheColdRun) {
+  SchedulerOptions o;
+  o.parallel = 4;
+  o.ctx_size = 256;
+  o.kv_pool_tokens = pool_of_blocks(o, 8);
+  Scheduler sched(engine_, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  const int64_t block = sched.stats().kv_block_tokens;
+  EXPECT_EQ(sched.stats().kv_blocks_total, 8);
+  // Six requests of ~4 blocks each: at most two fit at once, so the rest queue, and a
+  // sequence that grows into a full pool is preempted and recomputed.
+  const int max_tokens = int(3 * block);
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (int i = 0; i < 6; ++i) {
+    jobs.push_back(job(numbered_prompt(int(block) / 2 + i, i), max_tokens));
+    ASSERT_EQ(sched.submit(jobs.back()), Scheduler::Submit::kOk);
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    finish(*jobs[i]);
+    EXPECT_EQ(jobs[i]->finish_reason(), "length") << jobs[i]->error();
+    EXPECT_EQ(jobs[i]->output_tokens(), cold_greedy(jobs[i]->prompt, max_tokens, o.ctx_size))
+        << "request " << i;
+    EXPECT_EQ(jobs[i]->completion_tokens(), max_tokens);
+  }
+  SchedulerStats s = sched.stats();
+  EXPECT_EQ(s.requests_finished, 6);
+  EXPECT_EQ(s.requests_failed, 0);
+  EXPECT_GE(s.preemptions + s.prefix_evictions, 1) << "the pool never ran short";
+  EXPECT_EQ(s.generated_tokens, 6 * max_tokens);
+  EXPECT_LE(s.kv_blocks_used, s.kv_blocks_total);  // what is left is cached prefixes
+  sched.stop();
+  EXPECT_EQ(sched.stats().kv_blocks_used, 0) << "every block back in the pool";
+}
+
+TEST_F(SchedulerTest, PreemptedSequenceRecomputesAndContinuesWithTheSameTokens) {
+  SchedulerOptions o;
+  o.parallel = 2;
+  o.ctx_size = 512;
+  o.kv_pool_tokens = pool_of_blocks(o, 6);
+  Scheduler sched(engine_, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  const int64_t block = sched.stats().kv_block_tokens;
+  // Both fit at admission (a prompt under a block plus the decode reserve each) and then grow
+  // to four blocks each: the newer one is preempted, waits, and recomputes.
+  const int max_tokens = int(3 * block + block / 2);
+  auto older = job(numbered_prompt(int(block) / 2, 1), max_tokens);
+  auto newer = job(numbered_prompt(int(block) / 2, 2), max_tokens);
+  ASSERT_EQ(sched.submit(older), Scheduler::Submit::kOk);
+  ASSERT_EQ(sched.submit(newer), Scheduler::Submit::kOk);
+  finish(*older);
+  finish(*newer);
+  EXPECT_GE(sched.stats().preemptions, 1);
+  for (const auto& j : {older, newer}) {
+    EXPECT_EQ(j->finish_reason(), "length");
+    EXPECT_EQ(j->output_tokens(), cold_greedy(j->prompt, max_tokens, o.ctx_size));
+    EXPECT_EQ(j->prompt_tokens(), int64_t(j->prompt.size()));
+  }
+  sched.stop();
+  EXPECT_EQ(sched.stats().kv_blocks_used, 0);
+}
+
+TEST_F(SchedulerTest, CachedPrefixHitsGiveTheMissOutputAndAreEvictedWhenThePoolIsShort) {
+  SchedulerOptions o;
+  o.parallel = 2;
+  o.ctx_size = 512;
+  Scheduler sched(engine_, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  const auto base = encode(kShared);
+  const auto first_prompt = with_tail(base, {500, 501, 502});
+  const int max_tokens = 20;
+  serve_greedy(sched, first_prompt, max_tokens);
+  auto second = serve_greedy(sched, with_tail(base, {600, 601}), max_tokens);
+  EXPECT_GE(second->cached_tokens(), int64_t(base.size()) - 1) << "the finished prefix was kept";
+  sched.stop();
+
+  // A pool that holds one long sequence: the cached prefixes of finished requests make way.
+  const int64_t block = sched.stats().kv_block_tokens;
+  const int64_t need = int64_t(first_prompt.size()) + max_tokens;
+  o.kv_pool_tokens = ((need + block - 1) / block + 1) * block;
+  Scheduler small(engine_, o);
+  ASSERT_TRUE(small.start().is_ok());
+  for (int i = 0; i < 3; ++i)
+    serve_greedy(small, numbered_prompt(int(first_prompt.size()), 10 + i), max_tokens);
+  EXPECT_GE(small.stats().prefix_evictions, 1);
+  EXPECT_EQ(small.stats().requests_failed, 0);
+}
+
+// One slot, three requests: A (shared prefix), B (unrelated: A's cache is kept as an entry
+// beyond the slot instead of being overwritten), C (shared prefix: adopts A's cache whole).
+TEST_F(SchedulerTest, AFinishedRequestsCacheOutlivesItsSlotAndIsAdopted) {
+  SchedulerOptions o;
+  o.parallel = 1;
+  o.ctx_size = 512;
+  Scheduler sched(engine_, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  const auto base = encode(kShared);
+  const int max_tokens = 12;
+  serve_greedy(sched, with_tail(base, {500, 501, 502}), max_tokens);
+  serve_greedy(sched, numbered_prompt(40, 7), max_tokens);
+  auto c = serve_greedy(sched, with_tail(base, {600, 601}), max_tokens);
+  EXPECT_GE(c->cached_tokens(), int64_t(base.size()) - 1);
+  const SchedulerStats s = sched.stats();
+  EXPECT_EQ(s.prefix_hits_cached, 1);
+  EXPECT_GE(s.prefix_tokens_cached, int64_t(base.size()) - 1);
+  sched.stop();
+  EXPECT_EQ(sched.stats().kv_blocks_used, 0);
+}
+
+TEST_F(SchedulerTest, APromptLargerThanThePoolIsAnErrorNotAWait) {
+  SchedulerOptions o;
+  o.parallel = 1;
+  o.ctx_size = 512;
+  o.kv_pool_tokens = 32;
+  Scheduler sched(engine_, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  auto big = job(numbered_prompt(200, 3), 4);
+  ASSERT_EQ(sched.submit(big), Scheduler::Submit::kOk);
+  finish(*big);
+  EXPECT_EQ(big->finish_reason(), "error");
+  EXPECT_NE(big->error().find("KV pool"), std::string::npos) << big->error();
+  auto small = job(numbered_prompt(8, 4), 4);  // the scheduler still serves what fits
+  ASSERT_EQ(sched.submit(small), Scheduler::Submit::kOk);
+  finish(*small);
+  EXPECT_EQ(small->finish_reason(), "length");
 }
 
 }  // namespace

@@ -1,0 +1,143 @@
+// CudaKvMemory: the driver entry points, granule mapping and the free list of physical handles.
+#include "backend/cuda/cuda-kv-memory.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+
+namespace hearth::cuda_impl {
+
+struct CudaKvMemory::Api {
+  PFN_cuMemAddressReserve_v10020 address_reserve = nullptr;
+  PFN_cuMemAddressFree_v10020 address_free = nullptr;
+  PFN_cuMemCreate_v10020 create = nullptr;
+  PFN_cuMemRelease_v10020 release = nullptr;
+  PFN_cuMemMap_v10020 map = nullptr;
+  PFN_cuMemUnmap_v10020 unmap = nullptr;
+  PFN_cuMemSetAccess_v10020 set_access = nullptr;
+  PFN_cuMemGetAllocationGranularity_v10020 granularity = nullptr;
+  CUmemAllocationProp prop{};
+};
+
+namespace {
+
+template <typename Fn>
+bool entry_point(const char* symbol, Fn* fn) {
+  cudaDriverEntryPointQueryResult found{};
+  void* p = nullptr;
+  // 12000: the ABI of these calls has not changed since CUDA 10.2 (the _v10020 typedefs).
+  if (cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || !p)
+    return false;
+  *fn = reinterpret_cast<Fn>(p);
+  return true;
+}
+
+}  // namespace
+
+CudaKvMemory::CudaKvMemory(int device) : device_(device), api_(std::make_unique<Api>()) {
+  Api& a = *api_;
+  const bool found =
+      entry_point("cuMemAddressReserve", &a.address_reserve) &&
+      entry_point("cuMemAddressFree", &a.address_free) && entry_point("cuMemCreate", &a.create) &&
+      entry_point("cuMemRelease", &a.release) && entry_point("cuMemMap", &a.map) &&
+      entry_point("cuMemUnmap", &a.unmap) && entry_point("cuMemSetAccess", &a.set_access) &&
+      entry_point("cuMemGetAllocationGranularity", &a.granularity);
+  if (!found) return;
+  a.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  a.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  a.prop.location.id = device;
+  size_t g = 0;
+  if (a.granularity(&g, &a.prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS)
+    granularity_ = g;
+}
+
+CudaKvMemory::~CudaKvMemory() {
+  if (!available()) return;
+  cudaSetDevice(device_);
+  cudaDeviceSynchronize();
+  while (!ranges_.empty()) unreserve(reinterpret_cast<void*>(ranges_.begin()->first));
+  for (unsigned long long h : free_) api_->release(CUmemGenericAllocationHandle(h));
+}
+
+void* CudaKvMemory::reserve(uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t size = (bytes + granularity_ - 1) / granularity_ * granularity_;
+  CUdeviceptr p = 0;
+  if (api_->address_reserve(&p, size, granularity_, 0, 0) != CUDA_SUCCESS) return nullptr;
+  Range& r = ranges_[uintptr_t(p)];
+  r.bytes = size;
+  r.handles.assign(size_t(size / granularity_), 0);
+  return reinterpret_cast<void*>(p);
+}
+
+bool CudaKvMemory::commit(void* base, uint64_t offset, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ranges_.find(uintptr_t(base));
+  if (it == ranges_.end() || offset + bytes > it->second.bytes) return false;
+  Range& r = it->second;
+  cudaSetDevice(device_);
+  const uint64_t first = offset / granularity_, count = bytes / granularity_;
+  for (uint64_t i = first; i < first + count; ++i) {
+    if (r.handles[i]) continue;
+    CUmemGenericAllocationHandle h = 0;
+    if (!free_.empty()) {
+      h = CUmemGenericAllocationHandle(free_.back());
+      free_.pop_back();
+    } else if (api_->create(&h, granularity_, &api_->prop, 0) != CUDA_SUCCESS) {
+      unmap(r, uintptr_t(base), first, i - first);
+      return false;
+    }
+    if (api_->map(CUdeviceptr(uintptr_t(base) + i * granularity_), granularity_, 0, h, 0) !=
+        CUDA_SUCCESS) {
+      api_->release(h);
+      unmap(r, uintptr_t(base), first, i - first);
+      return false;
+    }
+    r.handles[i] = h;
+    ++mapped_;
+  }
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (api_->set_access(CUdeviceptr(uintptr_t(base) + offset), bytes, &access, 1) != CUDA_SUCCESS) {
+    unmap(r, uintptr_t(base), first, count);
+    return false;
+  }
+  return true;
+}
+
+void CudaKvMemory::unmap(Range& r, uintptr_t base, uint64_t first, uint64_t count) {
+  for (uint64_t i = first; i < first + count && i < r.handles.size(); ++i) {
+    if (!r.handles[i]) continue;
+    api_->unmap(CUdeviceptr(base + i * granularity_), granularity_);
+    if (free_.size() * granularity_ < kFreeListBytes)
+      free_.push_back(r.handles[i]);
+    else
+      api_->release(CUmemGenericAllocationHandle(r.handles[i]));
+    r.handles[i] = 0;
+    --mapped_;
+  }
+}
+
+void CudaKvMemory::decommit(void* base, uint64_t offset, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ranges_.find(uintptr_t(base));
+  if (it == ranges_.end()) return;
+  cudaSetDevice(device_);
+  unmap(it->second, uintptr_t(base), offset / granularity_, bytes / granularity_);
+}
+
+void CudaKvMemory::unreserve(void* base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ranges_.find(uintptr_t(base));
+  if (it == ranges_.end()) return;
+  cudaSetDevice(device_);
+  unmap(it->second, uintptr_t(base), 0, it->second.handles.size());
+  api_->address_free(CUdeviceptr(uintptr_t(base)), it->second.bytes);
+  ranges_.erase(it);
+}
+
+}  // namespace hearth::cuda_impl

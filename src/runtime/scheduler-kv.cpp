@@ -1,0 +1,177 @@
+// The scheduler's side of the KV pool: admission by blocks, making room for a growing sequence
+// (cached prefixes evicted least recently used first, then the newest running sequences
+// preempted), and preemption itself: the job goes back to the queue's front with its
+// generation state and, once admitted again, recomputes its prompt and generated tokens as one
+// prefill, then continues as if nothing happened (its client sees the same stream).
+#include <algorithm>
+
+#include "runtime/scheduler-slot.h"
+#include "runtime/scheduler.h"
+
+namespace hearth {
+
+namespace {
+
+// Positions past the prompt an admitted request should find room for, so a request is not
+// admitted only to be preempted at its first token.
+constexpr int64_t kDecodeReserveTokens = 16;
+// Histories shorter than this are not kept as entries (cheaper to recompute than to hold).
+constexpr size_t kMinCachedPrefix = 16;
+
+}  // namespace
+
+int64_t Scheduler::blocks_to_admit(const Group& group) const {
+  const Job& first = *group[0];
+  const size_t feed = first.resume_ ? first.resume_->feed.size() : first.prompt.size();
+  const int64_t positions =
+      std::min<int64_t>(int64_t(feed) + kDecodeReserveTokens, options_.ctx_size);
+  return pool_->blocks_for(positions) * int64_t(group.size());
+}
+
+bool Scheduler::never_fits(const Group& group) const {
+  const Job& first = *group[0];
+  const size_t feed = first.resume_ ? first.resume_->feed.size() : first.prompt.size();
+  return pool_->blocks_for(int64_t(feed)) * int64_t(group.size()) > pool_->total_blocks();
+}
+
+// Called on the scheduler thread (take_admissible_locked), so the slots may be read.
+bool Scheduler::fits_locked(const Group& group) const {
+  int64_t available = pool_->free_blocks();
+  for (const auto& s : slots_)
+    if (!s->job) available += s->kv.held_blocks();  // cached prefixes: evictable
+  for (const auto& c : cached_) available += c->kv.held_blocks();
+  return std::min(blocks_to_admit(group), pool_->total_blocks()) <= available;
+}
+
+int Scheduler::running_slots() const {
+  int n = 0;
+  for (const auto& s : slots_) n += s->job ? 1 : 0;
+  return n;
+}
+
+void Scheduler::forget_cache(Slot& slot) {
+  slot.history.clear();
+  slot.kv.set_used(0);
+  slot.kv.release_unused();
+}
+
+bool Scheduler::evict_lru_prefix(const Slot* keep_a, const Slot* keep_b) {
+  Slot* lru = nullptr;
+  for (auto& s : slots_) {
+    if (s->job || s.get() == keep_a || s.get() == keep_b || s->kv.held_blocks() == 0) continue;
+    if (!lru || s->last_used < lru->last_used) lru = s.get();
+  }
+  auto entry = std::min_element(cached_.begin(), cached_.end(), [](const auto& a, const auto& b) {
+    return a->last_used < b->last_used;
+  });
+  if (entry != cached_.end() && (!lru || (*entry)->last_used < lru->last_used)) {
+    cached_.erase(entry);  // its cache gives its blocks back
+  } else if (lru) {
+    forget_cache(*lru);
+  } else {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  totals_.prefix_evictions++;
+  return true;
+}
+
+void Scheduler::stash(Slot& slot) {
+  if (slot.history.size() < kMinCachedPrefix || slot.kv.held_blocks() == 0) return;
+  auto fresh = engine_->model().new_kv_cache(options_.ctx_size, options_.kv_types, pool_);
+  if (!fresh.is_ok()) return;  // the history is overwritten instead
+  auto entry = std::make_unique<CachedPrefix>();
+  entry->kv = std::move(slot.kv);
+  entry->tokens = std::move(slot.history);
+  entry->last_used = slot.last_used;
+  slot.kv = std::move(fresh).value();
+  slot.history.clear();
+  cached_.push_back(std::move(entry));
+  // Entries are bounded in number too (each holds a reservation, and a model's sliding rings).
+  if (int(cached_.size()) > options_.parallel) {
+    auto lru = std::min_element(cached_.begin(), cached_.end(), [](const auto& a, const auto& b) {
+      return a->last_used < b->last_used;
+    });
+    cached_.erase(lru);
+    std::lock_guard<std::mutex> lock(mu_);
+    totals_.prefix_evictions++;
+  }
+}
+
+Scheduler::CachedPrefix* Scheduler::best_cached_prefix(const std::vector<int32_t>& feed,
+                                                       size_t limit, size_t* len) {
+  CachedPrefix* best = nullptr;
+  *len = 0;
+  for (auto& c : cached_) {
+    size_t n = 0;
+    while (n < c->tokens.size() && n < feed.size() && c->tokens[n] == feed[n]) ++n;
+    n = size_t(c->kv.reusable_prefix(int64_t(std::min(n, limit))));
+    if (n > *len) {
+      best = c.get();
+      *len = n;
+    }
+  }
+  return best;
+}
+
+void Scheduler::adopt(Slot& slot, CachedPrefix* entry) {
+  // Taken out first: stashing the slot's own history may evict the oldest entry.
+  auto it =
+      std::find_if(cached_.begin(), cached_.end(), [&](const auto& c) { return c.get() == entry; });
+  std::unique_ptr<CachedPrefix> taken = std::move(*it);
+  cached_.erase(it);
+  stash(slot);
+  slot.kv = std::move(taken->kv);
+  slot.history = std::move(taken->tokens);
+}
+
+Scheduler::Room Scheduler::make_room(Slot& slot, int64_t positions,
+                                     const std::vector<Slot*>& in_step) {
+  while (!slot.kv.ensure(positions).is_ok()) {
+    if (positions > slot.kv.capacity()) return Room::kWait;
+    if (evict_lru_prefix(&slot)) continue;
+    // The newest running sequence admitted after this one and not in this step's batch; a
+    // request's choices waiting on (or for) a shared prompt stay together.
+    Slot* victim = nullptr;
+    for (auto& s : slots_) {
+      Slot* c = s.get();
+      if (c == &slot || !c->job || c->leader || c->last_used <= slot.last_used) continue;
+      if (std::find(in_step.begin(), in_step.end(), c) != in_step.end()) continue;
+      const bool leads = std::any_of(slots_.begin(), slots_.end(),
+                                     [&](const auto& f) { return f->leader == c && f->job; });
+      if (leads) continue;
+      if (!victim || c->last_used > victim->last_used) victim = c;
+    }
+    if (!victim) return Room::kWait;
+    preempt(*victim);
+  }
+  return Room::kOk;
+}
+
+void Scheduler::preempt(Slot& slot) {
+  auto job = std::move(slot.job);
+  auto resume = std::make_shared<Job::Resume>();
+  if (slot.pending >= 0) {  // decoding: everything it holds, then the token not yet fed
+    resume->feed = slot.history;
+    resume->feed.push_back(slot.pending);
+  } else {  // still prefilling: the same tokens from the start
+    resume->feed = std::move(slot.feed);
+  }
+  resume->step = std::move(slot.step);
+  resume->generated = slot.generated;
+  resume->admitted = slot.last_used;
+  job->resume_ = std::move(resume);
+  slot.job.reset();
+  slot.pending = -1;
+  slot.leader = nullptr;
+  slot.feed.clear();
+  forget_cache(slot);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --running_;
+    queue_.push_front({job});
+    totals_.preemptions++;
+  }
+}
+
+}  // namespace hearth

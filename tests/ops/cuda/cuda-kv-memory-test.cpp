@@ -1,0 +1,134 @@
+// Paged KV memory on the CUDA backend (backend/cuda/cuda-kv-memory.h, Backend::reserve_kv):
+// granules committed into a reserved range hold what is written, a decommitted granule can be
+// committed again and written anew while the rest keeps its rows, a reservation costs no device
+// memory until committed; and a pooled KvCache on the GPU (its blocks committed between chained
+// decode steps, the recorded step replayed over the same addresses) gives the eager cache's
+// greedy tokens.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <numeric>
+
+#include "cuda-test-util.h"
+#include "kv/kv-cache.h"
+#include "kv/kv-pool.h"
+#include "model/model.h"
+#include "support/greedy-reference.h"
+#include "support/test-data.h"
+#include "synthetic-model.h"
+
+namespace hearth::test {
+namespace {
+
+class CudaKvMemoryTest : public CudaTest {};
+
+std::vector<float> pattern(int64_t n, float base) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = base + float(i % 1000);
+  return v;
+}
+
+TEST_F(CudaKvMemoryTest, CommitWriteReadDecommitRecommit) {
+  const uint64_t g = backend_->commit_granularity();
+  ASSERT_GT(g, 0u) << "the driver's virtual memory API was not found";
+  const int64_t per_granule = int64_t(g / 4);  // floats
+  void* base = backend_->reserve_kv(4 * g);
+  ASSERT_NE(base, nullptr);
+  float* f = static_cast<float*>(base);
+  ASSERT_TRUE(backend_->commit(base, 0, 2 * g));
+  const std::vector<float> a = pattern(2 * per_granule, 1.0f);
+  backend_->upload(f, a.data(), 2 * per_granule);
+  EXPECT_EQ(get(f, 2 * per_granule), a);
+  // Give the second granule back, commit it (and a third) again, write them anew.
+  backend_->decommit(base, g, g);
+  ASSERT_TRUE(backend_->commit(base, g, 2 * g));
+  const std::vector<float> b = pattern(2 * per_granule, 5000.0f);
+  backend_->upload(f + per_granule, b.data(), 2 * per_granule);
+  EXPECT_EQ(get(f + per_granule, 2 * per_granule), b);
+  const std::vector<float> first(a.begin(), a.begin() + per_granule);
+  EXPECT_EQ(get(f, per_granule), first);  // the kept granule still holds its rows
+  backend_->decommit(base, 0, 3 * g);
+  backend_->unreserve(base, 4 * g);
+  EXPECT_TRUE(backend_->status().is_ok()) << backend_->status().message();
+}
+
+TEST_F(CudaKvMemoryTest, AReservationCostsNoDeviceMemoryUntilCommitted) {
+  const uint64_t g = backend_->commit_granularity();
+  ASSERT_GT(g, 0u);
+  const uint64_t big = uint64_t(8) << 30, committed = uint64_t(1) << 30;
+  const auto before = backend_->device_memory_free();
+  ASSERT_TRUE(before.has_value());
+  void* base = backend_->reserve_kv(big);
+  const auto reserved = backend_->device_memory_free();
+  EXPECT_LT(*before - *reserved, uint64_t(64) << 20);
+  ASSERT_TRUE(backend_->commit(base, 0, committed));
+  const auto after = backend_->device_memory_free();
+  EXPECT_GE(*reserved - *after, committed - (uint64_t(64) << 20));
+  backend_->decommit(base, 0, committed);
+  backend_->unreserve(base, big);
+}
+
+TEST_F(CudaKvMemoryTest, PooledCacheRowsSurviveGrowthAndTruncation) {
+  // f32 rows of 16 KiB: a 2 MiB granule holds 128 positions, so 600 positions span 5.
+  const int64_t dim = 4096, cap = 1024;
+  auto pool = KvPool::create(cap, 16);
+  auto kv = KvCache::create({backend_.get()}, cap, dim, {}, 0, {DType::F32, DType::F32}, pool);
+  ASSERT_TRUE(kv.is_ok()) << kv.message();
+  ASSERT_TRUE(kv->ensure(300).is_ok());
+  const std::vector<float> rows = pattern(300 * dim, 2.0f);
+  backend_->store_kv(static_cast<float*>(kv->k_data(0)), dev(rows), 0, dim, 300);
+  kv->set_used(300);
+  kv->set_used(100);
+  kv->release_unused();
+  EXPECT_EQ(pool->used_blocks(), pool->blocks_for(100));
+  ASSERT_TRUE(kv->ensure(600).is_ok());
+  const std::vector<float> more = pattern(500 * dim, 9000.0f);
+  backend_->store_kv(static_cast<float*>(kv->k_data(0)), dev(more), 100, dim, 500);
+  const std::vector<float> kept(rows.begin(), rows.begin() + 100 * dim);
+  EXPECT_EQ(get(static_cast<float*>(kv->k_data(0)), 100 * dim), kept);
+  EXPECT_EQ(get(static_cast<float*>(kv->k_data(0)) + 100 * dim, 500 * dim), more);
+  kv = Status::error("dropped");
+  EXPECT_EQ(pool->used_blocks(), 0);
+}
+
+// A random llama-shaped model (2 layers) on the GPU, decoded greedily with chained steps.
+TEST_F(CudaKvMemoryTest, PooledCacheGivesTheEagerGreedyTokens) {
+  const std::string path = temp_dir() + "/pooled-kv.gguf";
+  bench::SyntheticSpec spec{};
+  spec.shape = bench::SyntheticShape{"pooled-kv", 256, 512, 2, 4, 2, 1000, 256, 10000.0};
+  spec.type = DType::Q4_0;
+  ASSERT_TRUE(bench::write_synthetic_gguf(spec, path, 5).is_ok());
+  LoadOptions opt;
+  opt.n_threads = 2;
+  opt.gpu_layers = -1;
+  opt.use_weight_cache = false;
+  auto m = load_model(path, opt);
+  ASSERT_TRUE(m.is_ok()) << m.message();
+  const Model& model = **m;
+  const std::vector<int32_t> prompt = {1, 17, 300, 42};
+  constexpr int kSteps = 100;  // across several 16-token blocks of the pool
+  KvCache eager;
+  ForwardScratch s1, s2;
+  const int32_t first = prefill_and_pick(model, prompt, 256, eager, s1);
+  const std::vector<int32_t> want = greedy_reference(model, eager, s1, first, kSteps);
+  auto pool = KvPool::create(256, 16);
+  auto pooled = model.new_kv_cache(256, {}, pool);
+  ASSERT_TRUE(pooled.is_ok());
+  std::vector<float> logits;
+  ASSERT_TRUE(model.prefill(*pooled, prompt, s2, &logits).is_ok());
+  ASSERT_EQ(greedy_argmax(logits.data(), model.hparams().n_vocab), first);
+  std::vector<int32_t> got;
+  auto run = model.decode_greedy(*pooled, first, kSteps, s2, [&](int32_t t) {
+    got.push_back(t);
+    return true;
+  });
+  ASSERT_TRUE(run.is_ok()) << run.message();
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(pooled->held_blocks(), pool->blocks_for(pooled->used()));
+  pooled = Status::error("dropped");
+  EXPECT_EQ(pool->used_blocks(), 0);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace hearth::test
