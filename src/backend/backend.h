@@ -248,7 +248,7 @@ class Backend {
   // The default routes on the host and runs one matmul per expert over the rows routed to it
   // (gathered); a backend that routes on the device (CUDA: a decode step stays one captured
   // graph) overrides it. The forward pass calls it once per MoE layer.
-  enum class GatedAct { kSilu, kGeluTanh, kSwigluClamped };
+  using GatedAct = kernels::GatedAct;
   struct MoeBlock {
     const float* x = nullptr;  // [T, n_embd]: the normed input
     float* out = nullptr;      // [T, n_embd]
