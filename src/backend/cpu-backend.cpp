@@ -163,7 +163,14 @@ class CpuBackend final : public Backend {
   // their packed layouts (kernels/ops.h moe_experts), not expert by expert.
   void moe_ffn(const MoeBlock& m) override {
     const int64_t T = m.n_tokens;
-    matmul(*m.router, m.x, T, m.logits);
+    // A decode token's router (n_expert rows, ~70 KB at Q4_K) runs on the caller alone: a
+    // hand-off to the pool costs as much as the rows, and far more when the host is busy.
+    const auto* router = static_cast<const Packed*>(m.router->backend_data.get());
+    if (T == 1 && router)
+      kernels::matmul_packed(m.router->host.dtype, router->data, m.router->host.rows(),
+                             m.router->host.cols(), m.x, T, m.logits, solo_, opt_.cpu.amx);
+    else
+      matmul(*m.router, m.x, T, m.logits);
     if (m.router_bias) add_bias(m.logits, m.router_bias, T, m.n_expert);
     thread_local std::vector<int32_t> ids;  // reused: a decode step must not allocate
     thread_local std::vector<float> weights;
@@ -266,6 +273,7 @@ class CpuBackend final : public Backend {
   bool cache_tried_ = false;
   std::shared_ptr<WeightCache> cache_;
   ThreadPool pool_;
+  ThreadPool solo_{1};  // runs on the caller: no workers, no hand-off
   std::vector<float*> vectors_;
 };
 
