@@ -173,8 +173,8 @@ void expect_matches(const std::vector<float>& got, const std::vector<float>& wan
     ASSERT_NEAR(got[i], want[i], 1e-6f * (std::fabs(want[i]) + 1.f)) << what << " at " << i;
 }
 
-// Decode (one token), a few tokens and a prompt; 2 and 3 threads; into a fresh output and added to a
-// residual; the file layout through every table, then the active table's packed layouts.
+// Decode (one token), a few tokens and a prompt; 2 and 3 threads; into a fresh output and added to
+// a residual; the file layout through every table, then the active table's packed layouts.
 TEST(MoeExperts, GroupedMatchesPerExpertReferenceOnEveryIsa) {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.f, 1.f);

@@ -4,7 +4,8 @@
 // each expert's input quantized once, a decode token's once for all eight), the activation over
 // all rows in one call, every down in a second grouped matmul, then the weighted sum per token.
 // Expert by expert instead, a decode step paid three fork-joins per expert over matrices of a few
-// hundred rows, and re-quantized its one input for each (docs/performance.md, MoE on the CPU).
+// hundred rows, and re-quantized its one input for each (docs/performance.md, "Mixture of
+// experts").
 #include <algorithm>
 #include <cstring>
 #include <initializer_list>
