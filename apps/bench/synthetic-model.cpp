@@ -37,6 +37,24 @@ SyntheticShape qwen3_30b_a3b() {
   return s;
 }
 
+// A CPU-sized Qwen3-MoE (128 experts, top-8, head_dim 128, q/k norms; expert width 512 = hidden
+// / 2, the nearest to 30B-A3B's 0.375 that K-quant blocks allow) and its dense twin: the same
+// attention and a dense FFN of 8 x 512, so both read the same bytes per token (the MoE adds only
+// its 128-row router). A 32000-token vocabulary keeps the shared LM head at ~10% of those bytes,
+// as in 30B-A3B (Qwen's 151936 would make it a third at this width and hide the FFN).
+SyntheticShape qwen3_moe_mini() {
+  SyntheticShape s{"qwen3-moe-mini", 1024, 4096, 16, 16, 4, 32000, 40960, 1000000.0};
+  s.arch = "qwen3moe", s.head_dim = 128, s.qk_norm = true, s.rms_eps = 1e-6;
+  s.n_expert = 128, s.n_expert_used = 8, s.n_ff_exp = 512;
+  return s;
+}
+SyntheticShape qwen3_moe_mini_dense() {
+  SyntheticShape s = qwen3_moe_mini();
+  s.name = "qwen3-moe-mini-dense", s.arch = "qwen3";
+  s.n_expert = 0, s.n_expert_used = 0, s.n_ff_exp = 0;
+  return s;
+}
+
 // Shapes as in mkgguf.py (llama3-8b with its real 128256-token vocabulary), and two 2025
 // families with their real vocabularies.
 const SyntheticShape kShapes[] = {
@@ -46,6 +64,8 @@ const SyntheticShape kShapes[] = {
     qwen3_8b(),
     gemma2_9b(),
     qwen3_30b_a3b(),
+    qwen3_moe_mini(),
+    qwen3_moe_mini_dense(),
 };
 
 const DType kTypes[] = {DType::F16,  DType::BF16, DType::Q8_0,

@@ -8,6 +8,7 @@
 #include "command.h"
 #include "common.h"
 #include "serve-load.h"
+#include "synthetic-model.h"
 
 namespace hearth::cli {
 namespace {
@@ -95,10 +96,12 @@ void setup(CLI::App& root) {
   auto* a = &args;
   auto* cmd = root.add_subcommand("bench", "measure speed, load time and memory against rooflines");
   add_runtime_options(cmd, &a->rt);
-  cmd->add_option(
-      "--synthetic", a->synthetic,
-      "bench random weights of a real shape: tinyllama-1b|llama2-7b|llama3-8b|qwen3-8b|gemma2-9b : "
-      "f16|bf16|q8_0|q4_0|q4_k|q6_k (e.g. llama2-7b:q4_0)");
+  std::string shapes;
+  for (const std::string& s : bench::synthetic_shape_names())
+    shapes += (shapes.empty() ? "" : "|") + s;
+  cmd->add_option("--synthetic", a->synthetic,
+                  "bench random weights of a real shape: " + shapes +
+                      " : f16|bf16|q8_0|q4_0|q4_k|q6_k (e.g. llama2-7b:q4_0)");
   cmd->add_option("-p,--n-prompt", a->prompts,
                   "prompt sizes to process, comma-separated (default 128; 0 skips)");
   cmd->add_option("-n,--n-gen", a->n_gen, "tokens to generate (default 128; 0 skips)");

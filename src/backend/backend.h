@@ -264,8 +264,9 @@ class Backend {
   //   out[t] (+)= sum_e w_e * (down_e . act(gate_e . x_t + bg_e, up_e . x_t + bu_e) + bd_e).
   // The default routes on the host and runs one matmul per expert over the rows routed to it
   // (gathered); a backend that routes on the device (CUDA: a decode step stays one captured
-  // graph) overrides it. The forward pass calls it once per MoE layer.
-  enum class GatedAct { kSilu, kGeluTanh, kSwigluClamped };
+  // graph) overrides it, and the CPU backend runs all experts as two grouped matmuls
+  // (kernels/ops.h moe_experts). The forward pass calls it once per MoE layer.
+  using GatedAct = kernels::GatedAct;
   struct MoeBlock {
     const float* x = nullptr;  // [T, n_embd]: the normed input
     float* out = nullptr;      // [T, n_embd]

@@ -183,6 +183,45 @@ class CpuBackend final : public Backend {
     kernels::swiglu(gate, up, out, n, pool_);
   }
 
+  // Routed on the host (this is the host); the selected experts run as two grouped matmuls on
+  // their packed layouts (kernels/ops.h moe_experts), not expert by expert.
+  void moe_ffn(const MoeBlock& m) override {
+    const int64_t T = m.n_tokens;
+    // A decode token's router (n_expert rows, ~70 KB at Q4_K) runs on the caller alone: a
+    // hand-off to the pool costs as much as the rows, and far more when the host is busy.
+    const auto* router = static_cast<const Packed*>(m.router->backend_data.get());
+    if (T == 1 && router)
+      kernels::matmul_packed(m.router->host.dtype, router->data, m.router->host.rows(),
+                             m.router->host.cols(), m.x, T, m.logits, solo_, opt_.cpu.amx);
+    else
+      matmul(*m.router, m.x, T, m.logits);
+    if (m.router_bias) add_bias(m.logits, m.router_bias, T, m.n_expert);
+    thread_local std::vector<int32_t> ids;  // reused: a decode step must not allocate
+    thread_local std::vector<float> weights;
+    ids.resize(size_t(T * m.n_used)), weights.resize(size_t(T * m.n_used));
+    kernels::route_top_k(m.logits, T, m.n_expert, m.n_used, m.renormalise, ids.data(),
+                         weights.data());
+    kernels::MoeExperts ex;
+    ex.n_embd = m.n_embd, ex.n_ff = m.n_ff, ex.n_expert = m.n_expert, ex.n_used = m.n_used;
+    ex.ctx = &m;
+    ex.matrix = [](const void* ctx, kernels::ExpertProj p, int64_t e) {
+      const Weight& w = expert_list(*static_cast<const MoeBlock*>(ctx), p, e);
+      const auto* packed = static_cast<const Packed*>(w.backend_data.get());
+      return kernels::ExpertMatrix{&w.host, packed ? packed->data : nullptr};
+    };
+    if (!m.gate_bias.empty())
+      ex.bias = [](const void* ctx, kernels::ExpertProj p, int64_t e) -> const float* {
+        const MoeBlock& b = *static_cast<const MoeBlock*>(ctx);
+        const auto& list = p == kernels::ExpertProj::kGate ? b.gate_bias
+                           : p == kernels::ExpertProj::kUp ? b.up_bias
+                                                           : b.down_bias;
+        return list.empty() ? nullptr : list[size_t(e)];
+      };
+    ex.act = m.act, ex.swiglu_alpha = m.swiglu_alpha, ex.swiglu_limit = m.swiglu_limit;
+    kernels::moe_experts(ex, m.x, T, ids.data(), weights.data(), m.out, m.accumulate, pool_,
+                         opt_.cpu.amx);
+  }
+
   uint32_t features() const override {
     return kQkNorm | kGeluGated | kMaskedAttention | kPartialRope | kScaleOps | kMoe |
            kAttentionSinks | kClampedSwiglu;
@@ -227,6 +266,13 @@ class CpuBackend final : public Backend {
     std::shared_ptr<WeightCache> cache;  // set when the cache file maps them
   };
 
+  static const Weight& expert_list(const MoeBlock& m, kernels::ExpertProj p, int64_t e) {
+    const std::span<const Weight> list = p == kernels::ExpertProj::kGate ? m.gate
+                                         : p == kernels::ExpertProj::kUp ? m.up
+                                                                         : m.down;
+    return list[size_t(e)];
+  }
+
   // The cache for this model's source, opened at the first packable weight; null when off.
   WeightCache* open_cache() {
     if (!cache_tried_) {
@@ -255,6 +301,7 @@ class CpuBackend final : public Backend {
   bool cache_tried_ = false;
   std::shared_ptr<WeightCache> cache_;
   ThreadPool pool_;
+  ThreadPool solo_{1};  // runs on the caller: no workers, no hand-off
   std::vector<float*> vectors_;
 };
 

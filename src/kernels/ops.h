@@ -29,6 +29,17 @@ struct MatrixEngineOptions {
 };
 void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
             const MatrixEngineOptions& engine = {});
+// Several matrices, each with its own input x [n_tokens, w.cols()] and output y [n_tokens,
+// w.rows()] (an MoE layer's experts over the tokens routed to each): one hand-out of all their
+// rows to the pool, each distinct input quantized once. Same results as one matmul each.
+struct MatmulIn {
+  const TensorView* w;
+  const float* x;
+  int64_t n_tokens;
+  float* y;
+};
+void matmul_grouped(std::span<const MatmulIn> mats, ThreadPool& pool,
+                    const MatrixEngineOptions& engine = {});
 
 // Packed weights (cpu/packed.cpp): the active ISA may prefer its own layout for a dtype
 // (rows interleaved, 64-byte aligned). packed_size is nullopt when it has none for this shape.
@@ -55,6 +66,17 @@ struct PackedMatmul {
 void matmul_packed_shared(std::span<const PackedMatmul> mats, int64_t n, const float* x,
                           int64_t n_tokens, ThreadPool& pool,
                           const MatrixEngineOptions& engine = {});
+// Packed matrices each with its own input x [n_tokens, n] (an MoE layer's experts, each over the
+// tokens routed to it): one fork-join for all of them, each distinct input quantized once per
+// quantizer (matrices with the same x and n_tokens share it). Same results as one matmul_packed
+// each.
+struct PackedMatmulIn {
+  PackedMatmul m;
+  const float* x;
+  int64_t n_tokens;
+};
+void matmul_packed_grouped(std::span<const PackedMatmulIn> mats, int64_t n, ThreadPool& pool,
+                           const MatrixEngineOptions& engine = {});
 
 // One row of n elements of dtype t (n a multiple of its block size) -> f32.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
@@ -160,5 +182,34 @@ void softmax(float* x, int64_t n);
 // Every backend's router (CUDA's on the device) follows this rule.
 void route_top_k(const float* logits, int64_t T, int64_t n_expert, int64_t k, bool renormalise,
                  int32_t* experts, float* weights);
+
+// The gated activation of an FFN's experts (Backend::MoeBlock names it by this type too).
+enum class GatedAct { kSilu, kGeluTanh, kSwigluClamped };
+
+// A routed MoE layer's experts on the CPU (cpu/moe-experts.cpp). Experts are looked up through
+// `matrix` (and `bias`, when set; it may return nullptr) only for those selected, so the caller
+// builds no per-call tables. A matrix comes in the file's layout and, when pack_weight packed it
+// (the active table's layout), with those bytes too.
+enum class ExpertProj { kGate, kUp, kDown };
+struct ExpertMatrix {
+  const TensorView* w;    // {n_ff, n_embd} for gate and up, {n_embd, n_ff} for down
+  const uint8_t* packed;  // pack_weight's bytes of w, or nullptr
+};
+struct MoeExperts {
+  int64_t n_embd = 0, n_ff = 0, n_expert = 0, n_used = 0;
+  const void* ctx = nullptr;
+  ExpertMatrix (*matrix)(const void* ctx, ExpertProj p, int64_t expert) = nullptr;
+  const float* (*bias)(const void* ctx, ExpertProj p, int64_t expert) = nullptr;  // [rows]
+  GatedAct act = GatedAct::kSilu;
+  float swiglu_alpha = 0, swiglu_limit = 0;  // kSwigluClamped's
+};
+// x [T, n_embd], routed by route_top_k's ids / weights [T, n_used]:
+//   out[t] (+)= sum_j weights[t, j] * down_e . act(gate_e . x_t + bg_e, up_e . x_t + bu_e) + bd_e
+// with e = ids[t, j], the experts added in ascending id order (Backend::moe_ffn's default order,
+// so the same rounding). Tokens are grouped by expert; all selected experts' gate/up run as one
+// grouped matmul, then all downs as another. out must not alias x.
+void moe_experts(const MoeExperts& m, const float* x, int64_t T, const int32_t* ids,
+                 const float* weights, float* out, bool accumulate, ThreadPool& pool,
+                 const MatrixEngineOptions& engine = {});
 
 }  // namespace hearth::kernels

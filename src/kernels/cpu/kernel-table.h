@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "base/cpu-features.h"
@@ -110,6 +111,13 @@ const KernelTable& active_kernel_table();
 // W {d, n} @ X [T, n] f32 -> Y [T, d] f32.
 void matmul_with_table(const KernelTable& table, const TensorView& w, const float* x,
                        int64_t n_tokens, float* y, ThreadPool& pool);
+// ops.h's matmul_grouped over an explicit table, without the prefill GEMM.
+void matmul_grouped_with_table(const KernelTable& table, std::span<const MatmulIn> mats,
+                               ThreadPool& pool);
+// ops.h's moe_experts with every matrix in the file's layout through an explicit table.
+void moe_experts_with_table(const KernelTable& table, const MoeExperts& m, const float* x,
+                            int64_t T, const int32_t* ids, const float* weights, float* out,
+                            bool accumulate, ThreadPool& pool);
 
 // Prefill GEMM on a matrix engine (x86 AMX, cpu/arch/x86/amx-gemm.cpp): worth it from a few
 // dozen tokens, where the weight rows can be expanded once into an L2-resident operand panel and

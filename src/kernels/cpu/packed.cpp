@@ -139,18 +139,17 @@ void hand_out_ranges(std::span<const Job> jobs, int64_t total, int64_t n, Thread
   });
 }
 
+// The quantized activations of one call, every distinct input's rows one after another: reused
+// across calls on the caller's thread (a decode step must not allocate).
 struct ActScratch {
   std::vector<int8_t> q;
   std::vector<float> d;
   std::vector<int32_t> s;
 };
 
-// One scratch per quantizer a shared call can meet (Q/K/V of one file rarely mix more).
-constexpr size_t kMaxQuantizers = 4;
-
-ActScratch& act_scratch(size_t slot) {
-  thread_local ActScratch s[kMaxQuantizers];
-  return s[slot];
+ActScratch& act_scratch() {
+  thread_local ActScratch s;
+  return s;
 }
 
 struct UnpackRows {
@@ -225,56 +224,122 @@ void matmul_packed(DType t, const uint8_t* packed, int64_t d, int64_t n, const f
 
 void matmul_packed_shared(std::span<const PackedMatmul> mats, int64_t n, const float* x,
                           int64_t n_tokens, ThreadPool& pool, const MatrixEngineOptions& engine) {
-  if (n_tokens <= 0 || mats.empty()) return;
-  // Reused (a decode step must not allocate). Workers see the caller's list through this
-  // reference: naming a thread_local inside the lambda would give each worker its own.
+  thread_local std::vector<PackedMatmulIn> caller_list;  // reused: no allocation per decode op
+  std::vector<PackedMatmulIn>& list = caller_list;
+  list.clear();
+  for (const PackedMatmul& m : mats) list.push_back({m, x, n_tokens});
+  matmul_packed_grouped(list, n, pool, engine);
+}
+
+namespace {
+
+// A distinct (quantizer, input) pair of a grouped call and where its rows go in ActScratch.
+struct QuantizedInput {
+  decltype(PackedLayout::quantize) quantize;
+  const float* x;
+  int64_t n_tokens, first_row;
+};
+
+// Below this many activation elements a call quantizes on the caller: one decode token's rows
+// (a few microseconds) cost less than a hand-off to the pool.
+constexpr int64_t kParallelQuantizeElements = 16384;
+
+}  // namespace
+
+void matmul_packed_grouped(std::span<const PackedMatmulIn> mats, int64_t n, ThreadPool& pool,
+                           const MatrixEngineOptions& engine) {
+  if (mats.empty()) return;
+  // Reused (a decode step must not allocate). Workers see the caller's lists through these
+  // references: naming a thread_local inside the lambda would give each worker its own.
   thread_local std::vector<Job> caller_jobs;
+  thread_local std::vector<QuantizedInput> caller_inputs;
+  thread_local std::vector<int64_t> caller_input_of;  // per matrix: its QuantizedInput, or -1
   std::vector<Job>& jobs = caller_jobs;
-  jobs.clear();
-  decltype(PackedLayout::quantize) quantizers[kMaxQuantizers] = {};
-  PackedActivations acts[kMaxQuantizers];
-  int64_t total = 0;
-  for (const PackedMatmul& m : mats) {  // validate first: nothing runs on a bad list
-    const PackedLayout* l = layout_for(m.dtype);
-    if (!l || !l->can_pack(m.d, n)) throw std::invalid_argument("matmul_packed: no packed layout");
+  std::vector<QuantizedInput>& inputs = caller_inputs;
+  std::vector<int64_t>& input_of = caller_input_of;
+  jobs.clear(), inputs.clear(), input_of.clear();
+  for (const PackedMatmulIn& m : mats) {  // validate first: nothing runs on a bad list
+    const PackedLayout* l = layout_for(m.m.dtype);
+    if (!l || !l->can_pack(m.m.d, n))
+      throw std::invalid_argument("matmul_packed: no packed layout");
   }
-  for (const PackedMatmul& m : mats) {
-    const PackedLayout* l = layout_for(m.dtype);
-    if (run_prefill_gemm(l, m, n, x, n_tokens, pool, engine)) continue;
-    PackedActivations act{nullptr, nullptr, nullptr, n_tokens, x};
-    if (l->quantize) {
-      size_t slot = 0;
-      while (slot < kMaxQuantizers && quantizers[slot] && quantizers[slot] != l->quantize) ++slot;
-      if (slot == kMaxQuantizers) throw std::invalid_argument("matmul_packed: too many quantizers");
-      if (!quantizers[slot]) {  // first matrix with this quantizer: x quantized once for all
-        quantizers[slot] = l->quantize;
-        const int64_t nb = n / kQK32;
-        ActScratch& a = act_scratch(slot);
-        a.q.resize(size_t(n_tokens * n));
-        a.d.resize(size_t(n_tokens * nb));
-        a.s.resize(size_t(n_tokens * nb));
-        auto quantize = [&](int64_t t0, int64_t t1) {
-          for (int64_t t = t0; t < t1; ++t)
-            l->quantize(x + t * n, n, &a.q[size_t(t * n)], &a.d[size_t(t * nb)],
-                        &a.s[size_t(t * nb)]);
-        };
-        // One token is a few microseconds: only prefill is worth a fork-join.
-        if (n_tokens >= 4)
-          pool.parallel_for(n_tokens, 2, quantize);
-        else
-          quantize(0, n_tokens);
-        acts[slot] = PackedActivations{a.q.data(), a.d.data(), a.s.data(), n_tokens, x};
-      }
-      act = acts[slot];
+  // Each matrix the prefill GEMM does not take: its input, quantized once per quantizer
+  // however many matrices read it (the same x for Q/K/V; one expert's tokens for its gate/up).
+  int64_t rows = 0;
+  for (const PackedMatmulIn& m : mats) {
+    const PackedLayout* l = layout_for(m.m.dtype);
+    if (m.n_tokens <= 0 || run_prefill_gemm(l, m.m, n, m.x, m.n_tokens, pool, engine)) {
+      input_of.push_back(-2);  // nothing left to run
+      continue;
     }
-    const int64_t groups = m.d / l->group_rows;
+    if (!l->quantize) {
+      input_of.push_back(-1);
+      continue;
+    }
+    int64_t i = int64_t(inputs.size()) - 1;  // the latest first: gate/up pairs are adjacent
+    while (i >= 0 && !(inputs[size_t(i)].quantize == l->quantize && inputs[size_t(i)].x == m.x &&
+                       inputs[size_t(i)].n_tokens == m.n_tokens))
+      --i;
+    if (i < 0) {
+      i = int64_t(inputs.size());
+      inputs.push_back({l->quantize, m.x, m.n_tokens, rows});
+      rows += m.n_tokens;
+    }
+    input_of.push_back(i);
+  }
+  const int64_t nb = n / kQK32;
+  ActScratch& a = act_scratch();
+  if (rows > 0) {
+    a.q.resize(size_t(rows * n));
+    a.d.resize(size_t(rows * nb));
+    a.s.resize(size_t(rows * nb));
+    auto quantize = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const QuantizedInput& in = inputs[size_t(i)];
+        for (int64_t t = 0; t < in.n_tokens; ++t) {
+          const int64_t r = in.first_row + t;
+          in.quantize(in.x + t * n, n, &a.q[size_t(r * n)], &a.d[size_t(r * nb)],
+                      &a.s[size_t(r * nb)]);
+        }
+      }
+    };
+    // One input of many tokens splits by token; many inputs (experts) split by input.
+    if (rows * n < kParallelQuantizeElements) {
+      quantize(0, int64_t(inputs.size()));
+    } else if (inputs.size() == 1) {
+      const QuantizedInput& in = inputs[0];
+      pool.parallel_for(in.n_tokens, 2, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t)
+          in.quantize(in.x + t * n, n, &a.q[size_t(t * n)], &a.d[size_t(t * nb)],
+                      &a.s[size_t(t * nb)]);
+      });
+    } else {
+      pool.parallel_for(int64_t(inputs.size()), 1, quantize);
+    }
+  }
+  int64_t total = 0;
+  bool one_token = true;
+  for (size_t k = 0; k < mats.size(); ++k) {
+    const int64_t i = input_of[k];
+    if (i == -2) continue;
+    const PackedMatmulIn& m = mats[k];
+    const PackedLayout* l = layout_for(m.m.dtype);
+    PackedActivations act{nullptr, nullptr, nullptr, m.n_tokens, m.x};
+    if (i >= 0) {
+      const int64_t r = inputs[size_t(i)].first_row;
+      act = PackedActivations{&a.q[size_t(r * n)], &a.d[size_t(r * nb)], &a.s[size_t(r * nb)],
+                              m.n_tokens, m.x};
+    }
+    const int64_t groups = m.m.d / l->group_rows;
     const uint64_t group_bytes = l->bytes(l->group_rows, n);
     const int64_t max_chunk =
         std::max<int64_t>(1, int64_t(kChunkBytes / std::max<uint64_t>(group_bytes, 1)));
-    jobs.push_back({l, &m, total, groups, max_chunk, act});
+    jobs.push_back({l, &m.m, total, groups, max_chunk, act});
     total += groups;
+    one_token = one_token && m.n_tokens == 1;
   }
-  if (n_tokens == 1 && total <= int64_t(UINT32_MAX))  // a range word holds 32-bit group indices
+  if (total == 0) return;
+  if (one_token && total <= int64_t(UINT32_MAX))  // a range word holds 32-bit group indices
     hand_out_ranges(jobs, total, n, pool);
   else
     hand_out_chunks(jobs, total, n, pool);

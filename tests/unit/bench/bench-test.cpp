@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "base/mapped-file.h"
 #include "bench-report.h"
@@ -115,6 +116,23 @@ TEST(Synthetic, FamilyShapesLoadAsTheirFamily) {
     ASSERT_EQ(logits.size(), 300u);
     for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << small.arch;
   }
+}
+
+// The CPU MoE comparison pair (docs/performance.md): the dense twin has the MoE's attention and,
+// as its FFN, the top-k experts side by side, so both read the same bytes per token.
+TEST(Synthetic, MoeMiniAndItsDenseTwinReadTheSameBytes) {
+  auto moe = parse_synthetic("qwen3-moe-mini:q4_k");
+  auto dense = parse_synthetic("qwen3-moe-mini-dense:q4_0");
+  ASSERT_TRUE(moe.is_ok() && dense.is_ok());
+  const SyntheticShape &a = moe->shape, &b = dense->shape;
+  EXPECT_EQ(a.arch, "qwen3moe");
+  EXPECT_EQ(b.arch, "qwen3");
+  EXPECT_EQ(a.n_expert, 128);
+  EXPECT_EQ(a.n_expert_used, 8);
+  EXPECT_EQ(b.n_expert, 0);
+  EXPECT_EQ(b.n_ff, a.n_expert_used * a.n_ff_exp);
+  EXPECT_EQ(std::tie(a.n_embd, a.n_layer, a.n_head, a.n_head_kv, a.head_dim, a.n_vocab, a.qk_norm),
+            std::tie(b.n_embd, b.n_layer, b.n_head, b.n_head_kv, b.head_dim, b.n_vocab, b.qk_norm));
 }
 
 // A small Q8_0 synthetic model written to `path`, benched quickly: two repetitions, one thread.
