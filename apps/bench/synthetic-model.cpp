@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -15,6 +16,41 @@
 namespace hearth::bench {
 
 namespace {
+
+// A SentencePiece-style vocabulary of exactly n_vocab tokens (<unk>, <s>, </s>, the 256 byte
+// tokens, then placeholder pieces), so the file carries the tokenizer every GGUF reader expects
+// and other engines (llama.cpp's llama-bench) load the same file the bench measures. Its pieces
+// tokenize nothing in particular: the benches feed token ids.
+void write_placeholder_vocab(GgufWriter& w, int64_t n_vocab) {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;  // llama.cpp's token types: 1 normal, 2 unknown, 3 control, 6 byte
+  tokens.reserve(size_t(n_vocab));
+  const auto add = [&](std::string piece, float score, int32_t type) {
+    tokens.push_back(std::move(piece));
+    scores.push_back(score);
+    types.push_back(type);
+  };
+  add("<unk>", 0.f, 2);
+  add("<s>", 0.f, 3);
+  add("</s>", 0.f, 3);
+  char buf[16];
+  for (int b = 0; b < 256 && int64_t(tokens.size()) < n_vocab; ++b) {
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    add(buf, 0.f, 6);
+  }
+  while (int64_t(tokens.size()) < n_vocab) {
+    const int64_t i = int64_t(tokens.size());
+    add("\u2581t" + std::to_string(i), -float(i), 1);
+  }
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_string_array("tokenizer.ggml.tokens", tokens);
+  w.set_f32_array("tokenizer.ggml.scores", scores);
+  w.set_i32_array("tokenizer.ggml.token_type", types);
+  w.set_u32("tokenizer.ggml.unknown_token_id", 0);
+  w.set_u32("tokenizer.ggml.bos_token_id", 1);
+  w.set_u32("tokenizer.ggml.eos_token_id", 2);
+}
 
 SyntheticShape qwen3_8b() {  // Qwen3-8B's config.json
   SyntheticShape s{"qwen3-8b", 4096, 12288, 36, 32, 8, 151936, 40960, 1000000.0};
@@ -181,6 +217,7 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
     w.set_u32(a + "expert_feed_forward_length", uint32_t(FE));
     w.set_bool(a + "expert_weights_norm", true);
   }
+  write_placeholder_vocab(w, V);
 
   struct T {
     std::string name;

@@ -13,10 +13,12 @@
 #include "base/mapped-file.h"
 #include "bench-report.h"
 #include "bench-runner.h"
+#include "formats/gguf.h"
 #include "machine-probe.h"
 #include "model/model.h"
 #include "support/test-data.h"
 #include "synthetic-model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hearth::bench {
 namespace {
@@ -115,6 +117,24 @@ TEST(Synthetic, FamilyShapesLoadAsTheirFamily) {
     ASSERT_TRUE((*m)->decode(*kv, 7, scratch, &logits).is_ok()) << small.arch;
     ASSERT_EQ(logits.size(), 300u);
     for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << small.arch;
+  }
+}
+
+// A synthetic file carries a tokenizer of exactly its vocabulary (llama.cpp's loader requires
+// one: the bench's peer figures load the same file), which the engine's own loader reads.
+TEST(Synthetic, CarriesAVocabularyOfItsSize) {
+  const std::string dir = test::temp_dir();
+  for (int64_t n_vocab : {int64_t(100), int64_t(300)}) {
+    SyntheticSpec spec{{"test-vocab", 256, 512, 1, 4, 2, n_vocab, 128, 10000.0}, DType::Q8_0};
+    const std::string path = dir + "/vocab-" + std::to_string(n_vocab) + ".gguf";
+    ASSERT_TRUE(write_synthetic_gguf(spec, path).is_ok());
+    auto gguf = GgufFile::open(path);
+    ASSERT_TRUE(gguf.is_ok()) << gguf.message();
+    auto tok = Tokenizer::from_gguf(*gguf);
+    ASSERT_TRUE(tok.is_ok()) << tok.message();
+    EXPECT_EQ((*tok)->n_vocab(), n_vocab);
+    EXPECT_EQ((*tok)->token_bytes(3 + 'A'), "A");  // the byte tokens follow the 3 specials
+    EXPECT_EQ((*tok)->token_text(int32_t(n_vocab - 1)), "\u2581t" + std::to_string(n_vocab - 1));
   }
 }
 
