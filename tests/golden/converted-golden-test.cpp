@@ -1,12 +1,15 @@
 // The 2025-26 families through `hearth convert` and `hearth quantize`, against the same HF
 // goldens as their safetensors directories (goldens/README.md): bf16 GGUF logits within 1e-4 at
 // every position (past the sliding window too) and greedy gen_ids identical; q8_0 (converted,
-// and requantized from the bf16 file) within mean KL 0.01. Each file also carries llama.cpp's
-// names and keys for its architecture (gguf-py constants.py), Gemma's norms as 1 + w.
+// and requantized from the bf16 file) within mean KL 0.01 (gemma2-tiny: see its row) and at
+// the file's ideal. Each file also carries llama.cpp's names and keys for its architecture
+// (gguf-py constants.py), Gemma's norms as 1 + w.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
@@ -41,10 +44,17 @@ const auto kFamilies = testing::Values(
            {"blk.0.attn_q_norm.weight", "blk.1.attn_k_norm.weight", "blk.0.attn_q.weight"},
            {{"qwen3.attention.key_length", 48}, {"qwen3.rope.dimension_count", 48}},
            {}},
-    // Gemma 2 q8_0 measures 0.016 (the bf16 file is exact, the case above): above the issue's
-    // 0.01 and not yet explained; this bound only guards against it getting worse.
+    // Gemma 2 q8_0 measures 0.0161, and so does the file's ideal (kIdealSlack below):
+    // neither the converter nor the kernels add to it, and llama.cpp's converter writes the same
+    // tensor types and Q8_0 bytes (golden-quant-test.cpp). The cause is the fixture's scale: its
+    // norm weights are drawn around 1 like every family's (mean 1.0, std 0.29), but Gemma
+    // multiplies by 1 + w, so every norm doubles its input: logits' std 2.2 against 1.1-1.2
+    // elsewhere, q and k x2 each (scores x4; q8_0 of attn_q or attn_k alone costs 0.0028, 100x
+    // qwen3-tiny's). The same model with its norms at the other families' scale measures 0.0003
+    // (ConvertedGoldenGemma below). No q8_0 file of this fixture reaches the 0.01; the
+    // bound holds the measured figure with ~12% margin.
     Family{"gemma2-tiny",
-           0.02,
+           0.018,
            {"blk.0.post_attention_norm.weight", "blk.3.post_ffw_norm.weight",
             "blk.0.ffn_norm.weight", "blk.0.ffn_gate.weight"},
            {{"gemma2.attn_logit_softcapping", 50},
@@ -88,6 +98,11 @@ const auto kFamilies = testing::Values(
          {"gpt-oss.rope.scaling.original_context_length", 4096},
          {"gpt-oss.rope.freq_base", 150000}},
         {"blk.0.ffn_norm.weight", "blk.0.ffn_gate.weight", "blk.0.ffn_up.weight"}});
+
+// A quantized file's ideal (goldens/README.md): its weights dequantized exactly, f32 math;
+// quantize_gguf to f32 writes that file. The CPU Q8_0 kernels take f32 activations, so the
+// engine lands on it; the README's "good engine" is within ~10%.
+constexpr double kIdealSlack = 1.10;
 
 class ConvertedGolden : public testing::TestWithParam<Family> {
  protected:
@@ -135,12 +150,18 @@ TEST_P(ConvertedGolden, Q8_0ConvertedAndRequantizedStayWithinKl) {
   const Status q = quantize_gguf(bf16, requantized, "q8_0", nullptr, 2);
   ASSERT_TRUE(q.is_ok()) << q.message();
   for (const std::string& path : {direct, requantized}) {
+    const std::string ideal_path = path.substr(0, path.size() - 5) + "-ideal-f32.gguf";
+    ASSERT_TRUE(quantize_gguf(path, ideal_path, "f32", nullptr, 2).is_ok()) << path;
     auto logits = logits_of(path, g);
-    ASSERT_TRUE(logits.is_ok()) << logits.message();
+    auto ideal = logits_of(ideal_path, g);
+    ASSERT_TRUE(logits.is_ok() && ideal.is_ok()) << path;
     const double kld = test::mean_kl_divergence(*logits, g.logits, g.n_vocab);
-    std::printf("[ kld ] %s mean KL %.6f, top-1 %.2f\n", path.c_str(), kld,
+    const double ideal_kld = test::mean_kl_divergence(*ideal, g.logits, g.n_vocab);
+    std::printf("[ kld ] %s mean KL %.6f (ideal %.6f, bound %.3f), top-1 %.2f\n", path.c_str(), kld,
+                ideal_kld, GetParam().q8_kld_bound,
                 test::top1_agreement(*logits, g.logits, g.n_vocab));
     EXPECT_LE(kld, GetParam().q8_kld_bound) << path;
+    EXPECT_LE(kld, ideal_kld * kIdealSlack + 1e-6) << path;
   }
 }
 
@@ -200,6 +221,62 @@ TEST(ConvertedGoldenGptOss, Mxfp4ExpertsStayWithinKl) {
                 kGptOssMxfp4KlBound, test::top1_agreement(*logits, g.logits, g.n_vocab));
     EXPECT_LE(kld, kGptOssMxfp4KlBound) << path;
   }
+}
+
+// Gemma 2's quantized path at the other fixtures' scale: gemma2-tiny with every stored norm
+// weight lowered by 1, so that 1 + w is the 1.0 +- 0.29 the other families' norms multiply by
+// (their q8_0 files: 2.8e-5 to 4.9e-4 above). No transformers golden exists for that model, so
+// the reference is the engine's f32 logits of the same file (the f32 path matches transformers
+// to 1e-4 on the fixture: Bf16GgufMatchesLogitsAndGreedyIds). Measured 2026-12-02: 0.00027,
+// against 0.0161 for the fixture as it is; the bound is the 0.01 tightened to the other
+// families' level.
+constexpr double kGemmaUsualScaleKlBound = 1e-3;
+TEST(ConvertedGoldenGemma, Q8_0AtTheOtherFamiliesNormScaleStaysClose) {
+  const std::string dir = test::shared_path("goldens/gemma2-tiny");
+  const test::Golden g = test::load_golden(dir);
+  const std::string f32 = test::temp_dir() + "/gemma2-for-rescale-f32.gguf";
+  ASSERT_TRUE(convert_hf_to_gguf(dir, f32, "f32", nullptr, 2).is_ok());
+  auto src = GgufFile::open(f32);
+  ASSERT_TRUE(src.is_ok()) << src.message();
+  GgufWriter w;
+  for (const auto& [key, value] : src->metadata()) w.set_value(key, value);
+  int norms = 0;
+  for (const TensorView& t : src->tensors()) {
+    const bool norm =
+        t.name.size() > 12 && t.name.compare(t.name.size() - 12, 12, "_norm.weight") == 0;
+    if (!norm) {
+      w.add_tensor_ref(t.name, t.dtype, t.shape, t.data, t.nbytes);
+      continue;
+    }
+    ASSERT_EQ(t.dtype, DType::F32) << t.name;
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    std::memcpy(v.data(), t.data, t.nbytes);
+    for (float& x : v) x -= 1.0f;
+    std::vector<uint8_t> bytes(t.nbytes);
+    std::memcpy(bytes.data(), v.data(), t.nbytes);
+    w.add_tensor(t.name, DType::F32, t.shape, std::move(bytes));
+    ++norms;
+  }
+  EXPECT_EQ(norms, 4 * 4 + 1);  // four norms in each of four layers, and the final one
+  const std::string rescaled = test::temp_dir() + "/gemma2-rescaled-f32.gguf";
+  ASSERT_TRUE(w.write(rescaled).is_ok());
+  const std::string q8 = test::temp_dir() + "/gemma2-rescaled-q8_0.gguf";
+  ASSERT_TRUE(quantize_gguf(rescaled, q8, "q8_0", nullptr, 2).is_ok());
+  std::vector<float> logits[2];
+  for (int i = 0; i < 2; ++i) {
+    LoadOptions opt;
+    opt.n_threads = 2;
+    auto engine = Engine::load(i == 0 ? rescaled : q8, opt);
+    ASSERT_TRUE(engine.is_ok()) << engine.message();
+    Session s(engine.value(), 64, test::kF32Cache);
+    ASSERT_TRUE(s.init().is_ok());
+    auto l = s.all_logits(g.input_ids);
+    ASSERT_TRUE(l.is_ok()) << l.message();
+    logits[i] = std::move(*l);
+  }
+  const double kld = test::mean_kl_divergence(logits[1], logits[0], g.n_vocab);
+  std::printf("[ kld ] gemma2-tiny, norms at the other families' scale: q8_0 mean KL %.6f\n", kld);
+  EXPECT_LE(kld, kGemmaUsualScaleKlBound);
 }
 
 // llama.cpp's converter stores Gemma's norm weights with the 1 already added; so does Hearth's.
