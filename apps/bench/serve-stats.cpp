@@ -39,6 +39,7 @@ ServeSummary summarize(const std::vector<ServeRequestTrace>& traces) {
     first = any ? std::min(first, t.start_s) : t.start_s;
     last = any ? std::max(last, t.end_s) : t.end_s;
     any = true;
+    s.ttft_each_ms.push_back(t.ok ? t.ttft_ms : -1.0);
     if (!t.ok) {
       s.failures++;
       if (s.errors.size() < 5) s.errors.push_back(t.error);
@@ -110,6 +111,7 @@ std::string render_serve_json(const ServeLoadOptions& o, const ServeSummary& s) 
                       {"ttft_ms", latency_json(s.ttft)},
                       {"itl_ms", latency_json(s.itl)},
                       {"e2e_ms", latency_json(s.e2e)},
+                      {"ttft_each_ms", s.ttft_each_ms},
                       {"errors", s.errors}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

@@ -56,6 +56,7 @@ TEST(ServeStats, SummaryCountsOnlySuccessfulRequestsTokens) {
   const auto j = nlohmann::json::parse(render_serve_json(ServeLoadOptions{}, s));
   EXPECT_EQ(j["failures"], 1);
   EXPECT_DOUBLE_EQ(j["ttft_ms"]["p50"].get<double>(), 200.0);
+  EXPECT_EQ(j["ttft_each_ms"], nlohmann::json::parse("[100.0, 300.0, -1.0]"));  // request order
   const std::string md = render_serve_markdown(ServeLoadOptions{}, s);
   EXPECT_NE(md.find("2.5 tok/s"), std::string::npos) << md;
   EXPECT_NE(md.find("failed: HTTP 503"), std::string::npos) << md;
