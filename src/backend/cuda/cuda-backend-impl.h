@@ -124,7 +124,8 @@ class CudaBackend final : public Backend {
   }
   void decommit(void* base, uint64_t offset, uint64_t bytes) override {
     if (!commit_granularity()) return;
-    synchronize();  // queued steps may still read or write these rows
+    // No synchronize: decommitted granules stay mapped (parked) until CudaKvMemory needs them,
+    // and it synchronizes before it unmaps one that queued steps might still use.
     kv_memory_->decommit(base, offset, bytes);
   }
   void unreserve(void* base, uint64_t bytes) override {

@@ -5,6 +5,8 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include <set>
+
 namespace hearth::cuda_impl {
 
 struct CudaKvMemory::Api {
@@ -36,7 +38,8 @@ bool entry_point(const char* symbol, Fn* fn) {
 
 }  // namespace
 
-CudaKvMemory::CudaKvMemory(int device) : device_(device), api_(std::make_unique<Api>()) {
+CudaKvMemory::CudaKvMemory(int device, uint64_t parked_limit)
+    : device_(device), api_(std::make_unique<Api>()), parked_limit_(parked_limit) {
   Api& a = *api_;
   const bool found =
       entry_point("cuMemAddressReserve", &a.address_reserve) &&
@@ -51,6 +54,11 @@ CudaKvMemory::CudaKvMemory(int device) : device_(device), api_(std::make_unique<
   size_t g = 0;
   if (a.granularity(&g, &a.prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS)
     granularity_ = g;
+  if (parked_limit_ == 0) {
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaSetDevice(device_);
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) parked_limit_ = total_bytes / 16;
+  }
 }
 
 CudaKvMemory::~CudaKvMemory() {
@@ -69,6 +77,7 @@ void* CudaKvMemory::reserve(uint64_t bytes) {
   Range& r = ranges_[uintptr_t(p)];
   r.bytes = size;
   r.handles.assign(size_t(size / granularity_), 0);
+  r.parked.assign(size_t(size / granularity_), 0);
   return reinterpret_cast<void*>(p);
 }
 
@@ -78,40 +87,77 @@ bool CudaKvMemory::commit(void* base, uint64_t offset, uint64_t bytes) {
   if (it == ranges_.end() || offset + bytes > it->second.bytes) return false;
   Range& r = it->second;
   cudaSetDevice(device_);
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   const uint64_t first = offset / granularity_, count = bytes / granularity_;
+  // Granules still mapped (parked) come back as they are; the others are mapped, and access is
+  // set once per run of newly mapped granules (the slowest call).
+  uint64_t run_begin = 0, run_length = 0;
+  auto grant_run = [&] {
+    if (run_length == 0) return true;
+    const CUdeviceptr p = CUdeviceptr(uintptr_t(base) + run_begin * granularity_);
+    const bool ok = api_->set_access(p, run_length * granularity_, &access, 1) == CUDA_SUCCESS;
+    run_length = 0;
+    return ok;
+  };
   for (uint64_t i = first; i < first + count; ++i) {
-    if (r.handles[i]) continue;
-    CUmemGenericAllocationHandle h = 0;
-    if (!free_.empty()) {
-      h = CUmemGenericAllocationHandle(free_.back());
-      free_.pop_back();
-    } else if (api_->create(&h, granularity_, &api_->prop, 0) != CUDA_SUCCESS) {
-      unmap(r, uintptr_t(base), first, i - first);
-      return false;
+    if (r.handles[i]) {
+      if (r.parked[i]) r.parked[i] = 0, --parked_count_;
+      if (!grant_run()) return unmap(r, uintptr_t(base), first, count), false;
+      continue;
     }
-    if (api_->map(CUdeviceptr(uintptr_t(base) + i * granularity_), granularity_, 0, h, 0) !=
-        CUDA_SUCCESS) {
-      api_->release(h);
+    const unsigned long long h = take_handle();
+    if (!h || api_->map(CUdeviceptr(uintptr_t(base) + i * granularity_), granularity_, 0,
+                        CUmemGenericAllocationHandle(h), 0) != CUDA_SUCCESS) {
+      if (h) free_.push_back(h);
       unmap(r, uintptr_t(base), first, i - first);
       return false;
     }
     r.handles[i] = h;
     ++mapped_;
+    if (run_length == 0) run_begin = i;
+    ++run_length;
   }
-  CUmemAccessDesc access{};
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = device_;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  if (api_->set_access(CUdeviceptr(uintptr_t(base) + offset), bytes, &access, 1) != CUDA_SUCCESS) {
-    unmap(r, uintptr_t(base), first, count);
-    return false;
-  }
+  if (!grant_run()) return unmap(r, uintptr_t(base), first, count), false;
   return true;
+}
+
+unsigned long long CudaKvMemory::take_handle() {
+  if (free_.empty()) {
+    CUmemGenericAllocationHandle h = 0;
+    if (api_->create(&h, granularity_, &api_->prop, 0) == CUDA_SUCCESS) return h;
+    // Out of device memory: what parked granules hold is the reserve.
+    if (!unmap_oldest_parked()) return 0;
+  }
+  const unsigned long long h = free_.back();
+  free_.pop_back();
+  return h;
+}
+
+bool CudaKvMemory::unmap_oldest_parked() {
+  while (!parked_order_.empty()) {
+    const auto [base, i] = parked_order_.front();
+    parked_order_.pop_front();
+    auto it = ranges_.find(base);
+    if (it == ranges_.end() || i >= it->second.parked.size() || !it->second.parked[i]) continue;
+    cudaDeviceSynchronize();  // work queued before the decommit may still use the rows
+    unmap(it->second, base, i, 1);
+    return true;
+  }
+  return false;
+}
+
+void CudaKvMemory::trim_parked() {
+  while (parked_count_ * granularity_ > parked_limit_ && unmap_oldest_parked()) {
+  }
 }
 
 void CudaKvMemory::unmap(Range& r, uintptr_t base, uint64_t first, uint64_t count) {
   for (uint64_t i = first; i < first + count && i < r.handles.size(); ++i) {
     if (!r.handles[i]) continue;
+    if (r.parked[i]) r.parked[i] = 0, --parked_count_;
     api_->unmap(CUdeviceptr(base + i * granularity_), granularity_);
     if (free_.size() * granularity_ < kFreeListBytes)
       free_.push_back(r.handles[i]);
@@ -126,8 +172,28 @@ void CudaKvMemory::decommit(void* base, uint64_t offset, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = ranges_.find(uintptr_t(base));
   if (it == ranges_.end()) return;
+  Range& r = it->second;
   cudaSetDevice(device_);
-  unmap(it->second, uintptr_t(base), offset / granularity_, bytes / granularity_);
+  const uint64_t first = offset / granularity_;
+  for (uint64_t i = first; i < first + bytes / granularity_ && i < r.handles.size(); ++i) {
+    if (!r.handles[i] || r.parked[i]) continue;
+    r.parked[i] = 1;
+    ++parked_count_;
+    parked_order_.emplace_back(uintptr_t(base), i);
+  }
+  trim_parked();
+  // Granules committed again leave their entries behind: drop those (and older duplicates of a
+  // granule parked twice) before the list outgrows what is parked.
+  if (parked_order_.size() > 2 * parked_count_ + 4096) {
+    std::set<std::pair<uintptr_t, uint64_t>> seen;
+    std::deque<std::pair<uintptr_t, uint64_t>> kept;
+    for (auto e = parked_order_.rbegin(); e != parked_order_.rend(); ++e) {
+      auto r = ranges_.find(e->first);
+      if (r != ranges_.end() && r->second.parked[e->second] && seen.insert(*e).second)
+        kept.push_front(*e);
+    }
+    parked_order_.swap(kept);
+  }
 }
 
 void CudaKvMemory::unreserve(void* base) {

@@ -3,12 +3,18 @@
 // entry points come from cudaGetDriverEntryPointByVersion so the backend does not link libcuda.
 // A KV cache reserves its whole range once (its kernels keep addressing base + p * row; a
 // recorded decode step stays valid, the addresses never move) and granules of physical memory
-// are mapped into it as the sequence grows. Unmapped granules go to a free list (cuMemCreate
-// is slow) up to kFreeListBytes; beyond that they are released to the device.
+// are mapped into it as the sequence grows.
+// Decommitted granules stay mapped, parked, up to a byte limit (oldest unmapped first): the
+// driver calls are slow (a request's 7B cache of 64 granules cost tens of milliseconds to map
+// and unmap, most of a short request's time to first token), and a server slot or session
+// that grows into the same rows again gets them back with no driver call. Parked granules are
+// the first taken when a commit elsewhere needs memory. Unmapped granules go to a free list
+// (cuMemCreate is slow too) up to kFreeListBytes; beyond that they are released to the device.
 // Internal to src/backend/cuda; the CudaBackend owns one. Thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,19 +28,22 @@ class CudaKvMemory {
 
   // Finds the entry points and the device's granularity; available() is false when the driver
   // or device lacks the API (the backend then allocates caches whole).
-  explicit CudaKvMemory(int device);
+  // parked_limit: bytes of decommitted granules kept mapped (0: device memory / 16).
+  explicit CudaKvMemory(int device, uint64_t parked_limit = 0);
   ~CudaKvMemory();
   CudaKvMemory(const CudaKvMemory&) = delete;
 
   bool available() const { return granularity_ > 0; }
   uint64_t granularity() const { return granularity_; }
   void* reserve(uint64_t bytes);  // nullptr when the address space cannot be had
-  // Offsets and sizes in whole granules; the caller has synchronized before decommit/unreserve.
+  // Offsets and sizes in whole granules; the caller has synchronized before unreserve (commit
+  // and decommit synchronize the device themselves before they unmap a granule).
   bool commit(void* base, uint64_t offset, uint64_t bytes);
   void decommit(void* base, uint64_t offset, uint64_t bytes);
   void unreserve(void* base);
-  // Granules mapped now, and kept on the free list (tests, metrics).
+  // Granules mapped now (parked ones included), parked, and kept on the free list (tests).
   uint64_t mapped_granules() const { return mapped_; }
+  uint64_t parked_granules() const { return parked_count_; }
   uint64_t free_granules() const { return free_.size(); }
 
  private:
@@ -42,8 +51,14 @@ class CudaKvMemory {
   struct Range {
     uint64_t bytes = 0;
     std::vector<unsigned long long> handles;  // per granule; 0: not mapped
+    std::vector<uint8_t> parked;              // per granule: mapped but decommitted
   };
   void unmap(Range& r, uintptr_t base, uint64_t first, uint64_t count);
+  // A handle for a granule about to be mapped: the free list, else a new one, else the oldest
+  // parked granule's (unmapped). 0 when the device has no memory left.
+  unsigned long long take_handle();
+  bool unmap_oldest_parked();  // false when nothing is parked
+  void trim_parked();          // unmaps the oldest parked granules beyond the limit
   int device_;
   uint64_t granularity_ = 0;
   std::mutex mu_;  // sessions on several threads may share the backend
@@ -51,6 +66,11 @@ class CudaKvMemory {
   std::map<uintptr_t, Range> ranges_;
   std::vector<unsigned long long> free_;
   uint64_t mapped_ = 0;
+  uint64_t parked_limit_ = 0;
+  uint64_t parked_count_ = 0;
+  // Parked granules oldest first as (range base, granule index); an entry whose granule has
+  // since been committed again (or unmapped) is stale and skipped.
+  std::deque<std::pair<uintptr_t, uint64_t>> parked_order_;
 };
 
 }  // namespace hearth::cuda_impl

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include "backend/cuda/cuda-kv-memory.h"
 #include "cuda-test-util.h"
 #include "kv/kv-cache.h"
 #include "kv/kv-pool.h"
@@ -50,6 +51,50 @@ TEST_F(CudaKvMemoryTest, CommitWriteReadDecommitRecommit) {
   backend_->decommit(base, 0, 3 * g);
   backend_->unreserve(base, 4 * g);
   EXPECT_TRUE(backend_->status().is_ok()) << backend_->status().message();
+}
+
+// A decommitted granule stays mapped (parked) and comes back with no new mapping; beyond the
+// parked limit the oldest are unmapped, and a commit elsewhere reuses their handles.
+TEST_F(CudaKvMemoryTest, DecommittedGranulesParkUpToTheLimit) {
+  const uint64_t g = backend_->commit_granularity();
+  ASSERT_GT(g, 0u);
+  cuda_impl::CudaKvMemory mem(0, 3 * g);
+  void* a = mem.reserve(8 * g);
+  void* b = mem.reserve(8 * g);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(mem.commit(a, 0, 4 * g));
+  EXPECT_EQ(mem.mapped_granules(), 4u);
+  mem.decommit(a, 2 * g, 2 * g);
+  EXPECT_EQ(mem.parked_granules(), 2u);
+  EXPECT_EQ(mem.mapped_granules(), 4u);  // parked, still mapped
+  ASSERT_TRUE(mem.commit(a, 0, 4 * g));  // the same rows again: nothing new mapped
+  EXPECT_EQ(mem.parked_granules(), 0u);
+  EXPECT_EQ(mem.mapped_granules(), 4u);
+  EXPECT_EQ(mem.free_granules(), 0u);
+  // The rows are usable after coming back.
+  float* f = static_cast<float*>(a);
+  const int64_t n = int64_t(4 * g / 4);
+  const std::vector<float> rows = pattern(n, 3.0f);
+  backend_->upload(f, rows.data(), n);
+  EXPECT_EQ(get(f, n), rows);
+  // Four parked against a limit of three: the oldest is unmapped onto the free list, and b's
+  // commit takes it from there.
+  mem.decommit(a, 0, 4 * g);
+  EXPECT_EQ(mem.parked_granules(), 3u);
+  EXPECT_EQ(mem.mapped_granules(), 3u);
+  EXPECT_EQ(mem.free_granules(), 1u);
+  ASSERT_TRUE(mem.commit(b, 0, g));
+  EXPECT_EQ(mem.free_granules(), 0u);
+  EXPECT_EQ(mem.mapped_granules(), 4u);
+  // Parking the same granule twice (decommit, commit, decommit) counts it once.
+  ASSERT_TRUE(mem.commit(a, g, g));
+  mem.decommit(a, g, g);
+  EXPECT_EQ(mem.parked_granules(), 3u);
+  mem.unreserve(a);
+  EXPECT_EQ(mem.parked_granules(), 0u);
+  EXPECT_EQ(mem.mapped_granules(), 1u);
+  mem.unreserve(b);
+  EXPECT_EQ(mem.mapped_granules(), 0u);
 }
 
 TEST_F(CudaKvMemoryTest, AReservationCostsNoDeviceMemoryUntilCommitted) {
