@@ -65,7 +65,7 @@ bool Scheduler::evict_lru_prefix(const Slot* keep_a, const Slot* keep_b) {
     return a->last_used < b->last_used;
   });
   if (entry != cached_.end() && (!lru || (*entry)->last_used < lru->last_used)) {
-    cached_.erase(entry);  // its cache gives its blocks back
+    drop_entry(entry);  // its cache gives its blocks back
   } else if (lru) {
     forget_cache(*lru);
   } else {
@@ -78,7 +78,7 @@ bool Scheduler::evict_lru_prefix(const Slot* keep_a, const Slot* keep_b) {
 
 void Scheduler::stash(Slot& slot) {
   if (slot.history.size() < kMinCachedPrefix || slot.kv.held_blocks() == 0) return;
-  auto fresh = engine_->model().new_kv_cache(options_.ctx_size, options_.kv_types, pool_);
+  auto fresh = spare_cache();
   if (!fresh.is_ok()) return;  // the history is overwritten instead
   auto entry = std::make_unique<CachedPrefix>();
   entry->kv = std::move(slot.kv);
@@ -92,10 +92,26 @@ void Scheduler::stash(Slot& slot) {
     auto lru = std::min_element(cached_.begin(), cached_.end(), [](const auto& a, const auto& b) {
       return a->last_used < b->last_used;
     });
-    cached_.erase(lru);
+    drop_entry(lru);
     std::lock_guard<std::mutex> lock(mu_);
     totals_.prefix_evictions++;
   }
+}
+
+void Scheduler::drop_entry(std::vector<std::unique_ptr<CachedPrefix>>::iterator entry) {
+  KvCache kv = std::move((*entry)->kv);
+  cached_.erase(entry);
+  kv.set_used(0);
+  kv.release_unused();  // its blocks go back to the pool now
+  if (int(spare_kv_.size()) < options_.parallel) spare_kv_.push_back(std::move(kv));
+}
+
+Result<KvCache> Scheduler::spare_cache() {
+  if (spare_kv_.empty())
+    return engine_->model().new_kv_cache(options_.ctx_size, options_.kv_types, pool_);
+  KvCache kv = std::move(spare_kv_.back());
+  spare_kv_.pop_back();
+  return kv;
 }
 
 Scheduler::CachedPrefix* Scheduler::best_cached_prefix(const std::vector<int32_t>& feed,

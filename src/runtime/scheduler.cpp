@@ -139,6 +139,7 @@ void Scheduler::stop() {
   if (thread_.joinable()) thread_.join();
   slots_.clear();  // every cache gives its blocks back to the pool
   cached_.clear();
+  spare_kv_.clear();
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& group : queue_)
     for (auto& job : group) job->finish("cancelled", "the server is shutting down");

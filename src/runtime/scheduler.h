@@ -231,12 +231,18 @@ class Scheduler {
   void stash(Slot& slot);
   CachedPrefix* best_cached_prefix(const std::vector<int32_t>& feed, size_t limit, size_t* len);
   void adopt(Slot& slot, CachedPrefix* entry);
+  // Dropped entries' caches, emptied, are what stash hands out next: a cache's address
+  // reservations (and on CUDA the granules parked in them) outlive its sequences, because
+  // making and freeing them cost driver calls and a device sync per layer, per request.
+  void drop_entry(std::vector<std::unique_ptr<CachedPrefix>>::iterator entry);
+  Result<KvCache> spare_cache();
 
   std::shared_ptr<const Engine> engine_;
   SchedulerOptions options_;
   std::shared_ptr<KvPool> pool_;  // the slots' caches' blocks
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::unique_ptr<CachedPrefix>> cached_;  // at most `parallel` entries
+  std::vector<KvCache> spare_kv_;                      // at most `parallel`, holding no blocks
   std::unique_ptr<EmbedState> embed_;
   ForwardScratch scratch_;  // the batched pass's activations (scheduler thread only)
   std::thread thread_;
