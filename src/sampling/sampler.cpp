@@ -121,6 +121,12 @@ Sampler::Band Sampler::band_from(const float* logit, const int32_t* id, const fl
 SamplingCandidates Sampler::candidates(const float* logits, int32_t n_vocab,
                                        std::span<const int32_t> history) {
   if (n_vocab <= 0) return {};
+  // Plain greedy reads the row in place: no cleaned copy, no penalties. A NaN never compares
+  // greater, so max_value skips it as the copy's -inf would; the pick follows the rule below.
+  if (is_plain_greedy(params_)) {
+    const float m = sampling::max_value(logits, n_vocab);
+    return picked_without_draw(m == sampling::kNegInf ? 0 : first_index_of(logits, n_vocab, m));
+  }
   const size_t V = size_t(n_vocab);
   if (logits_.size() < V) {  // the only allocation: the first call at a vocabulary size
     logits_.resize(V);
