@@ -1,7 +1,8 @@
 // The continuous-batching Scheduler (runtime/scheduler.h) on kjv-13m: a prompt prefix copied from
 // another slot's cache gives the cold run's output, several choices per request share one
-// prefill and follow their own seeds, a request waits for enough free slots, and the counters
-// say where each prompt token came from.
+// prefill and follow their own seeds, a request waits for enough free slots, the counters
+// say where each prompt token came from, and a long prompt is computed in chunks between a
+// running request's tokens (the per-step prompt budget).
 #include <gtest/gtest.h>
 
 #include <chrono>
