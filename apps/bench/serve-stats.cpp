@@ -24,6 +24,7 @@ Latency Latency::of(const std::vector<double>& v) {
   if (v.empty()) return l;
   l.p50 = percentile(v, 50);
   l.p99 = percentile(v, 99);
+  l.max = *std::max_element(v.begin(), v.end());
   for (double x : v) l.mean += x;
   l.mean /= double(v.size());
   return l;
@@ -65,11 +66,12 @@ namespace {
 
 std::string latency_row(const char* name, const Latency& l) {
   return std::string("| ") + name + " | " + format_number("%.1f", l.p50) + " | " +
-         format_number("%.1f", l.p99) + " | " + format_number("%.1f", l.mean) + " |\n";
+         format_number("%.1f", l.p99) + " | " + format_number("%.1f", l.mean) + " | " +
+         format_number("%.1f", l.max) + " |\n";
 }
 
 nlohmann::json latency_json(const Latency& l) {
-  return {{"p50", l.p50}, {"p99", l.p99}, {"mean", l.mean}};
+  return {{"p50", l.p50}, {"p99", l.p99}, {"mean", l.mean}, {"max", l.max}};
 }
 
 }  // namespace
@@ -87,7 +89,7 @@ std::string render_serve_markdown(const ServeLoadOptions& o, const ServeSummary&
          " |\n";
   out += "| tokens generated | " + std::to_string(s.completion_tokens) + " in " +
          format_number("%.2f s", s.wall_s) + " |\n\n";
-  out += "| latency (ms) | p50 | p99 | mean |\n|---|---|---|---|\n";
+  out += "| latency (ms) | p50 | p99 | mean | max |\n|---|---|---|---|---|\n";
   out += latency_row("time to first token", s.ttft);
   out += latency_row("inter-token", s.itl);
   out += latency_row("request", s.e2e);

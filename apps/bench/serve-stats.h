@@ -37,7 +37,7 @@ struct ServeRequestTrace {
 double percentile(std::vector<double> values, double p);
 
 struct Latency {
-  double p50 = 0, p99 = 0, mean = 0;
+  double p50 = 0, p99 = 0, mean = 0, max = 0;  // max: one stall shows even among many gaps
   static Latency of(const std::vector<double>& values_ms);
 };
 

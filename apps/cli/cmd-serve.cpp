@@ -136,6 +136,11 @@ void setup(CLI::App& root) {
   cmd->add_option("--batch-tokens", a->opt.scheduler.batch_tokens,
                   "tokens per batched forward pass (default 512)")
       ->check(CLI::Range(1, 512));
+  cmd->add_option("--step-prompt-tokens", a->opt.scheduler.step_prompt_tokens,
+                  "prompt tokens one forward pass computes while other requests are decoding: "
+                  "long prompts are prefilled in chunks of this size, so running streams pause "
+                  "for a chunk, not the whole prompt (default 128; 0 = --batch-tokens)")
+      ->check(CLI::Range(0, 512));
   cmd->add_option("--api-key", a->opt.api_key,
                   "require 'Authorization: Bearer KEY' (needed when --host is not loopback)");
   cmd->add_option("--alias", a->alias, "model id reported by the API (default: the model's name)");

@@ -4,6 +4,8 @@
 // a client that only half-closed (sent its request, then FIN) still gets its answer.
 #include "http-connection.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -157,6 +159,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void fail_request(int status, const std::string& message);
   void queue(std::string bytes);
   void do_write();
+  void ack_now();
   void finish_exchange();
   void watch();
   void tick();
@@ -281,6 +284,7 @@ void Session::process_input() {
   }
   if (!had_head && reader_.head_done() && reader_.state() == RequestReader::State::kNeedMore) {
     arm_deadline(owner_->limits.body_timeout);
+    ack_now();
     if (reader_.expects_continue()) queue("HTTP/1.1 100 Continue\r\n\r\n");
   }
   switch (reader_.state()) {
@@ -294,6 +298,17 @@ void Session::process_input() {
     case RequestReader::State::kNeedMore:
       return read_more();
   }
+}
+
+// A client that writes its head and body separately with Nagle's algorithm on (cpp-httplib's
+// default, among others) holds the body until the head is acknowledged, and Linux delays that
+// ACK by up to 40 ms: measured, most of a prefix-cache hit's time to first token. Once a head is
+// complete and its body is still to come, the ACK goes out at once.
+void Session::ack_now() {
+#ifdef TCP_QUICKACK
+  const int on = 1;
+  (void)::setsockopt(socket_.native_handle(), IPPROTO_TCP, TCP_QUICKACK, &on, sizeof on);
+#endif
 }
 
 void Session::dispatch(HttpRequest req) {

@@ -85,10 +85,11 @@ class CpuBackend final : public Backend {
 
   // Matrices whose kernels want another layout are packed once: from the on-disk cache when it
   // holds them (mmapped, so RSS is not doubled), else packed now and appended to the cache.
-  // Embedding tables are only gathered by row, so they keep the file's layout.
+  // Embedding tables are only gathered by row, so they keep the file's layout (a tied LM head
+  // comes under its own name, model/loader.cpp, and is packed).
   Status prepare_weight(Weight& w) override {
     if (w.backend_data || !w.host.data || w.host.shape.size() != 2) return Status::ok();
-    if (w.host.name.find("token_embd") != std::string::npos) return Status::ok();
+    if (w.host.name.rfind("token_embd", 0) == 0) return Status::ok();
     const int64_t d = w.host.rows(), n = w.host.cols();
     const auto bytes = kernels::packed_size(w.host.dtype, d, n);
     if (!bytes) return Status::ok();

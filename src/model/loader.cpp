@@ -86,7 +86,12 @@ class ModelBuilder {
     HEARTH_ASSIGN_OR_RETURN(m.output_norm_src_, W(TensorRole::kOutputNorm, -1, {E}));
     HEARTH_ASSIGN_OR_RETURN(m.output_, W(TensorRole::kOutput, -1, {V, E}, false));
     if (!m.output_) {
+      // The LM head reads the embedding table as a matrix: under its own name the CPU backend
+      // packs it for its GEMM/GEMV kernels (and caches that copy apart) while the embedding keeps
+      // the file's layout for row gathers. Left as the table, every token's largest matmul ran
+      // the unpacked dequantize-and-dot path (half a kjv-13m decode step).
       m.output_ = m.tok_embd_;
+      m.output_.host.name = "tied-lm-head:" + m.tok_embd_.host.name;
       hp.tied_embeddings = true;
     }
     const bool sandwich = hp.norms == NormPlacement::kSandwich;

@@ -466,13 +466,17 @@ void Scheduler::step() {
   // Slots in admission order, oldest first, so the oldest sequences take pool blocks first and
   // may preempt newer ones (make_room): the oldest always progress. Decode tokens keep their
   // place in the budget (a prompt chunk leaves one token for each decoding slot still to come),
-  // so running answers keep flowing while long prompts are chunked.
+  // so running answers keep flowing while long prompts are chunked; while any sequence decodes,
+  // prompt chunks together take at most step_prompt_tokens, which bounds its inter-token gap.
   std::vector<Slot*> order;
   int64_t decoders = 0;
   for (auto& s : slots_) {
     order.push_back(s.get());
     decoders += s->job && s->pending >= 0 ? 1 : 0;
   }
+  int64_t prompt_budget = decoders > 0 && options_.step_prompt_tokens > 0
+                              ? options_.step_prompt_tokens
+                              : options_.batch_tokens;
   std::sort(order.begin(), order.end(),
             [](const Slot* a, const Slot* b) { return a->last_used < b->last_used; });
   int64_t prompt_evaluated = 0;
@@ -481,8 +485,9 @@ void Scheduler::step() {
     const bool decode = s->pending >= 0;
     if (decode) --decoders;
     const int64_t pos0 = int64_t(s->history.size());
-    int64_t n =
-        decode ? 1 : std::min<int64_t>(budget - decoders, int64_t(s->feed.size() - s->prompt_done));
+    int64_t n = decode ? 1
+                       : std::min({budget - decoders, prompt_budget,
+                                   int64_t(s->feed.size() - s->prompt_done)});
     if (n <= 0) continue;
     const Room room = make_room(*s, pos0 + n, seg_slot);
     if (room == Room::kWait && !decode) {  // prefill what its blocks hold; the rest waits
@@ -503,6 +508,7 @@ void Scheduler::step() {
       tokens.insert(tokens.end(), s->feed.begin() + long(s->prompt_done),
                     s->feed.begin() + long(s->prompt_done) + n);
       prompt_evaluated += n;
+      prompt_budget -= n;
     }
     segs.push_back({&s->kv, pos0, n, false});
     seg_slot.push_back(s);
@@ -511,7 +517,8 @@ void Scheduler::step() {
   }
   if (segs.empty()) return;
 
-  std::vector<float> logits;
+  std::vector<float>& logits = logits_;
+  logits.clear();
   Timer timer;
   const Status st = model.forward(tokens, segs, scratch_, &logits);
   const double seconds = timer.elapsed_ms() / 1000.0;
@@ -582,7 +589,14 @@ void Scheduler::embed_step() {
     e.kv.set_used(0);
     e.sum.assign(size_t(E), 0.0);
   }
-  const size_t n = std::min(input.size() - e.offset, size_t(options_.batch_tokens));
+  // A chunk shares the core with running streams' steps: while any decodes, it is held to the
+  // per-step prompt budget too.
+  bool decoding = false;
+  for (auto& s : slots_) decoding = decoding || (s->job && s->pending >= 0);
+  const int64_t cap = decoding && options_.step_prompt_tokens > 0
+                          ? std::min(options_.step_prompt_tokens, options_.batch_tokens)
+                          : options_.batch_tokens;
+  const size_t n = std::min(input.size() - e.offset, size_t(cap));
   std::vector<int32_t> chunk(input.begin() + long(e.offset), input.begin() + long(e.offset + n));
   std::vector<float> hidden;
   BatchSegment seg{&e.kv, int64_t(e.offset), int64_t(n), /*all_logits=*/true};

@@ -122,6 +122,11 @@ struct SchedulerOptions {
   int64_t kv_pool_tokens = 0;
   int max_queue = 64;          // jobs waiting for a slot before submit() says kQueueFull
   int64_t batch_tokens = 512;  // tokens per forward pass (decode tokens first, then prompt chunks)
+  // Prompt tokens one step computes while other sequences decode (--step-prompt-tokens): a long
+  // prompt is prefilled in chunks of this size, each sharing a forward pass with every running
+  // sequence's next token, so those streams pause for a chunk's compute, not the whole prompt's.
+  // A step with no decoding sequence takes up to batch_tokens. 0: batch_tokens always.
+  int64_t step_prompt_tokens = 128;
 };
 
 // Counters for /metrics and /health. Totals are since start. A request's prompt counts once
@@ -245,6 +250,9 @@ class Scheduler {
   std::vector<KvCache> spare_kv_;                      // at most `parallel`, holding no blocks
   std::unique_ptr<EmbedState> embed_;
   ForwardScratch scratch_;  // the batched pass's activations (scheduler thread only)
+  // The step's logits, kept across steps: a fresh vector of B x n_vocab floats cost a page
+  // fault per 4 KiB every step (scheduler thread only).
+  std::vector<float> logits_;
   std::thread thread_;
 
   mutable std::mutex mu_;  // guards the fields below

@@ -15,16 +15,6 @@ namespace {
 
 using sampling::Cutoff;
 
-// greedy_argmax's rule (backend.h): the largest, the lowest index among equals, 0 when all are
-// -inf (NaN is already -inf here).
-int32_t argmax_lowest(const float* x, int64_t n) {
-  int32_t best = 0;
-  float best_v = sampling::kNegInf;
-  for (int64_t i = 0; i < n; ++i)
-    if (x[i] > best_v) best_v = x[i], best = int32_t(i);
-  return best;
-}
-
 SamplingCandidates picked_without_draw(int64_t id) {
   SamplingCandidates c;
   c.picked = int32_t(id);
@@ -131,6 +121,12 @@ Sampler::Band Sampler::band_from(const float* logit, const int32_t* id, const fl
 SamplingCandidates Sampler::candidates(const float* logits, int32_t n_vocab,
                                        std::span<const int32_t> history) {
   if (n_vocab <= 0) return {};
+  // Plain greedy reads the row in place: no cleaned copy, no penalties. A NaN never compares
+  // greater, so max_value skips it as the copy's -inf would; the pick follows the rule below.
+  if (is_plain_greedy(params_)) {
+    const float m = sampling::max_value(logits, n_vocab);
+    return picked_without_draw(m == sampling::kNegInf ? 0 : first_index_of(logits, n_vocab, m));
+  }
   const size_t V = size_t(n_vocab);
   if (logits_.size() < V) {  // the only allocation: the first call at a vocabulary size
     logits_.resize(V);
@@ -143,7 +139,10 @@ SamplingCandidates Sampler::candidates(const float* logits, int32_t n_vocab,
   float* L = logits_.data();
   float m = sampling::copy_clean_max(logits, L, n_vocab);
   if (apply_penalties(n_vocab, history)) m = sampling::max_value(L, n_vocab);
-  if (params_.temperature <= 0.0f) return picked_without_draw(argmax_lowest(L, n_vocab));
+  // Greedy is greedy_argmax's rule (backend.h): the largest, the lowest index among equals, 0
+  // when all are -inf (NaN is already -inf here). m is that largest value, so it is m's first
+  // index: one compare a logit, no branchy running maximum.
+  if (params_.temperature <= 0.0f) return picked_without_draw(first_index_of(L, n_vocab, m));
   if (!std::isfinite(m))
     return picked_without_draw(first_index_of(L, n_vocab, m));  // nothing to weigh
 

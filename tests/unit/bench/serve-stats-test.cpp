@@ -33,6 +33,7 @@ TEST(ServeStats, PercentilesInterpolateBetweenRanks) {
   const Latency l = Latency::of(v);
   EXPECT_DOUBLE_EQ(l.mean, 2.5);
   EXPECT_DOUBLE_EQ(l.p50, 2.5);
+  EXPECT_DOUBLE_EQ(l.max, 4.0);
 }
 
 TEST(ServeStats, SummaryCountsOnlySuccessfulRequestsTokens) {
@@ -50,6 +51,7 @@ TEST(ServeStats, SummaryCountsOnlySuccessfulRequestsTokens) {
   EXPECT_DOUBLE_EQ(s.ttft.p50, 200.0);
   EXPECT_DOUBLE_EQ(s.itl.p50, 20.0);  // the gaps of every request pooled
   EXPECT_DOUBLE_EQ(s.itl.mean, 20.0);
+  EXPECT_DOUBLE_EQ(s.itl.max, 30.0);  // one long gap among the pooled ones
   EXPECT_DOUBLE_EQ(s.e2e.p50, 1250.0);
   ASSERT_EQ(s.errors.size(), 1u);
   EXPECT_EQ(s.errors[0], "HTTP 503: busy");
@@ -57,6 +59,7 @@ TEST(ServeStats, SummaryCountsOnlySuccessfulRequestsTokens) {
   EXPECT_EQ(j["failures"], 1);
   EXPECT_DOUBLE_EQ(j["ttft_ms"]["p50"].get<double>(), 200.0);
   EXPECT_EQ(j["ttft_each_ms"], nlohmann::json::parse("[100.0, 300.0, -1.0]"));  // request order
+  EXPECT_DOUBLE_EQ(j["itl_ms"]["max"].get<double>(), 30.0);
   const std::string md = render_serve_markdown(ServeLoadOptions{}, s);
   EXPECT_NE(md.find("2.5 tok/s"), std::string::npos) << md;
   EXPECT_NE(md.find("failed: HTTP 503"), std::string::npos) << md;

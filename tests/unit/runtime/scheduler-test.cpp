@@ -1,7 +1,8 @@
 // The continuous-batching Scheduler (runtime/scheduler.h) on kjv-13m: a prompt prefix copied from
 // another slot's cache gives the cold run's output, several choices per request share one
-// prefill and follow their own seeds, a request waits for enough free slots, and the counters
-// say where each prompt token came from.
+// prefill and follow their own seeds, a request waits for enough free slots, the counters
+// say where each prompt token came from, and a long prompt is computed in chunks between a
+// running request's tokens (the per-step prompt budget).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,7 +19,8 @@ namespace {
 using namespace std::chrono_literals;
 
 class SchedulerTest : public testing::Test {
- protected:
+ public:  // the helpers are shared with this file's free functions
+
   static void SetUpTestSuite() {
     LoadOptions opt;
     opt.n_threads = 1;  // a 13M model: a second thread costs more in hand-offs than it saves
@@ -430,6 +432,70 @@ TEST_F(SchedulerTest, AFinishedRequestsCacheOutlivesItsSlotAndIsAdopted) {
   EXPECT_GE(s.prefix_tokens_cached, int64_t(base.size()) - 1);
   sched.stop();
   EXPECT_EQ(sched.stats().kv_blocks_used, 0);
+}
+
+// A long prompt arrives while another request decodes. Returns how many of the running
+// request's tokens came out while the long prompt was being computed (from the step that
+// computed its first chunk to the one that computed its last), and checks both answers equal
+// cold runs and that no step computed more prompt tokens per decode token than the budget.
+static int64_t decode_tokens_during_long_prefill(int64_t step_prompt_tokens,
+                                                 int64_t long_prompt) {
+  SchedulerOptions o;
+  o.parallel = 2;
+  o.ctx_size = 1024;
+  o.batch_tokens = 512;
+  o.step_prompt_tokens = step_prompt_tokens;
+  Scheduler sched(SchedulerTest::engine_, o);
+  EXPECT_TRUE(sched.start().is_ok());
+  const auto running_prompt = numbered_prompt(12, 21);
+  auto running = SchedulerTest::job(running_prompt, 96);
+  // The listener runs on the scheduler thread after each of the running request's tokens:
+  // its token count then, and the prompt tokens computed by then (this step's included).
+  struct Mark {
+    int64_t tokens, prompt_evaluated;
+  };
+  std::vector<Mark> marks;
+  Job* r = running.get();
+  running->set_listener([&marks, &sched, r] {
+    marks.push_back({int64_t(r->output_tokens().size()), sched.stats().prompt_evaluated});
+  });
+  EXPECT_EQ(sched.submit(running), Scheduler::Submit::kOk);
+  std::string text;
+  while (text.empty() && !running->wait_text(50ms, &text)) {
+  }
+  const auto long_ids = numbered_prompt(int(long_prompt), 22);
+  auto arriving = SchedulerTest::job(long_ids, 4);
+  EXPECT_EQ(sched.submit(arriving), Scheduler::Submit::kOk);
+  SchedulerTest::finish(*arriving);
+  SchedulerTest::finish(*running);
+  sched.stop();
+  EXPECT_EQ(running->output_tokens(), SchedulerTest::cold_greedy(running_prompt, 96, o.ctx_size));
+  EXPECT_EQ(arriving->output_tokens(), SchedulerTest::cold_greedy(long_ids, 4, o.ctx_size));
+
+  const int64_t before = int64_t(running_prompt.size());  // the running request's own prompt
+  int64_t first = -1, last = -1;
+  for (size_t i = 1; i < marks.size(); ++i) {
+    const int64_t computed = marks[i].prompt_evaluated - marks[i - 1].prompt_evaluated;
+    const int64_t steps = marks[i].tokens - marks[i - 1].tokens;
+    if (step_prompt_tokens > 0) {
+      EXPECT_LE(computed, step_prompt_tokens * steps) << "mark " << i;
+    }
+    if (first < 0 && marks[i].prompt_evaluated > before) first = marks[i - 1].tokens;
+    if (last < 0 && marks[i].prompt_evaluated >= before + long_prompt) last = marks[i].tokens;
+  }
+  EXPECT_GE(first, 0) << "the long prompt was not computed while the other request decoded";
+  EXPECT_GE(last, first);
+  return last - first;
+}
+
+// The per-step prompt budget: a 256-token prompt arriving while another request decodes is
+// computed 32 tokens a step, each step also carrying the running request's next token, so that
+// request's stream pauses for a 32-token chunk at a time. Without the budget (0: a whole
+// --batch-tokens pass) the prompt takes one step, during which the running stream waits for
+// all 256 tokens.
+TEST_F(SchedulerTest, ALongPromptIsChunkedBetweenARunningRequestsTokens) {
+  EXPECT_GE(decode_tokens_during_long_prefill(32, 256), 256 / 32);
+  EXPECT_EQ(decode_tokens_during_long_prefill(0, 256), 1);
 }
 
 TEST_F(SchedulerTest, APromptLargerThanThePoolIsAnErrorNotAWait) {
