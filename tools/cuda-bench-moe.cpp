@@ -75,7 +75,8 @@ bool moe_decode_table(cudaStream_t s, const char* only) {
   const DType dtypes[] = {DType::Q4_K, DType::Q4_0, DType::Q8_0};
   const MoeShape shapes[] = {{"qwen3-30b-a3b", 128, 8, 2048, 768},
                              {"mixtral-8x7b", 8, 2, 4096, 14336}};
-  std::printf("\n== MoE decode, one layer, T=1: gather-GEMV time and GB/s of the routed bytes ==\n");
+  std::printf(
+      "\n== MoE decode, one layer, T=1: gather-GEMV time and GB/s of the routed bytes ==\n");
   std::printf("%-14s %-5s | %-29s | %-29s\n", "shape", "type", "gate+up: f32 path  int8 path",
               "down: f32 path  int8 path");
   for (const MoeShape& sh : shapes)
@@ -118,13 +119,13 @@ bool moe_decode_table(cudaStream_t s, const char* only) {
       if (int8) {
         i8_gu = time_graph(s, launches, [&] {
           for (int i = 0; i < launches; ++i)
-            cuda::launch_moe_gate_up_int8(layer.ex, xa, d_ids + i * K, 1, K, 0.f, 0.f, hq,
-                                          nullptr, s);
+            cuda::launch_moe_gate_up_int8(layer.ex, xa, d_ids + i * K, 1, K, 0.f, 0.f, hq, nullptr,
+                                          s);
         });
         i8_dn = time_graph(s, launches, [&] {
           for (int i = 0; i < launches; ++i)
-            cuda::launch_moe_down_int8(layer.ex, hq, d_ids + i * K, d_wts + i * K, 1, K, out,
-                                       true, s);
+            cuda::launch_moe_down_int8(layer.ex, hq, d_ids + i * K, d_wts + i * K, 1, K, out, true,
+                                       s);
         });
       }
       const cudaError_t err = cudaStreamSynchronize(s);

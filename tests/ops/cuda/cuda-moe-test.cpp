@@ -183,8 +183,8 @@ TEST_F(CudaMoeTest, MoeGatherGemvMatchesDensePerExpertMatmuls) {
   for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q8_0, DType::F16, DType::BF16, DType::MXFP4})
     for (int64_t T : {1, 3}) {
       const double bound = !cuda::moe_gemv_int8_supports(t, 256, 256) ? 2e-5
-                           : t == DType::Q8_0                          ? 4e-4
-                                                                       : 3e-2;
+                           : t == DType::Q8_0                         ? 4e-4
+                                                                      : 3e-2;
       check_moe({t}, T, bound);
     }
   check_moe({DType::MXFP4, true}, 1, 2e-5);
