@@ -24,11 +24,18 @@ constexpr int kBlockRows = kWarps * kWarpRows;  // = 32: one int8 block of h per
 static_assert(kBlockRows == 32, "gate_up quantizes one 32-element block of h per CUDA block");
 
 // Units in flight per lane and row: gate+up streams two matrices, so half the dense kernel's
-// unroll keeps the same number of loads (and registers) in flight; down streams one row.
+// unroll keeps the same number of loads (and registers) in flight.
 template <class Q>
 constexpr int kGateUpUnroll = Q::kUnroll > 1 ? Q::kUnroll / 2 : 1;
-template <class Q>
-constexpr int kDownUnroll = 2 * Q::kUnroll;
+// down: output rows a warp, each h unit it loads serving that many weight rows (as in the dense
+// GEMV), and units in flight per lane and row. Measured on the H200 (hearth-cuda-bench
+// --moe-only, one row against two): Mixtral-8x7B's down Q4_K 44.5 -> 24.7 us, Q4_0 38.7 -> 26.9,
+// Q8_0 38.4 -> 41.5; qwen3-30b-a3b's Q4_K 7.8 -> 7.5, Q4_0 7.1 -> 7.7, Q8_0 8.9 -> 9.3. Q8_0
+// keeps one row.
+template <DType T>
+constexpr int kDownRows = T == DType::Q8_0 ? 1 : 2;
+template <DType T>
+constexpr int kDownUnroll = 2 * QT<T>::kUnroll / kDownRows<T>;
 
 // grid (n_ff / 32, S), kWarps warps. Block (bx, s): h rows 32*bx .. 32*bx + 32 of slot s (token
 // s / k, expert ids[s]); warp w rows 32*bx + 4w .. + 4, in two passes of two rows, gate and up of
@@ -99,17 +106,17 @@ __global__ void __launch_bounds__(kWarps * 32)
   quant_block32(v, lane, s * blocks_per_slot + blockIdx.x, hq1, hq2, hscales);
 }
 
-// grid (ceil(n_embd / kWarps), T), kWarps warps. Warp w of block (bx, t): output row
-// kWarps*bx + w of token t. Its lanes take items i = j * nu + u (expert slot j, unit u) in turn,
-// each dot scaled by slot j's routing weight; the lane order and the warp sum are fixed, so the
-// result is the same on every run.
+// grid (n_embd / (kWarps * R), T), kWarps warps, R = kDownRows<T>. Warp w of block (bx, t):
+// output rows R*(kWarps*bx + w) .. + R of token t. Its lanes take items i = j * nu + u (expert
+// slot j, unit u) in turn, each dot scaled by slot j's routing weight; the lane order and the
+// warp sums are fixed, so the result is the same on every run.
 template <DType T>
 __global__ void __launch_bounds__(kWarps * 32)
     moe_down_int8_kernel(MoeExperts ex, QuantizedActs hq, const int32_t* __restrict__ ids,
                          const float* __restrict__ weights, int k, float* out, bool accumulate) {
   using Q = QT<T>;
   using Raw = typename Q::Raw;
-  constexpr int U = kDownUnroll<Q>;
+  constexpr int U = kDownUnroll<T>, R = kDownRows<T>;
   __shared__ DeviceWeight dws[32];
   __shared__ float wts[32];
   __shared__ int es[32];
@@ -124,17 +131,19 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   __syncthreads();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * kWarps + warp;
-  if (row >= ex.n_embd) return;
+  const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * R;
   const int nu = int(ex.n_ff / Q::kUnit), items = nu * k;
-  float acc = 0.f;
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.f;
   for (int i0 = lane; i0 < items; i0 += 32 * U) {
-    Raw raw[U];
+    Raw raw[U][R];
 #pragma unroll
     for (int c = 0; c < U; ++c) {
       const int i = i0 + 32 * c < items ? i0 + 32 * c : items - 1;
       const int j = i / nu;
-      raw[c] = Q::load(dws[j], row, i - j * nu);
+#pragma unroll
+      for (int r = 0; r < R; ++r) raw[c][r] = Q::load(dws[j], row0 + r, i - j * nu);
     }
 #pragma unroll
     for (int c = 0; c < U; ++c) {
@@ -142,14 +151,20 @@ __global__ void __launch_bounds__(kWarps * 32)
       if (i >= items) break;
       const int j = i / nu;
       const int uu = i - j * nu;
-      acc += wts[j] * Q::dot(raw[c], Q::load_x(hq, int(t) * k + j, uu), uu);
+      const typename Q::X x = Q::load_x(hq, int(t) * k + j, uu);
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r] += wts[j] * Q::dot(raw[c][r], x, uu);
     }
   }
-  acc = warp_sum(acc);
-  if (lane != 0) return;
-  if (ex.down_bias)
-    for (int j = 0; j < k; ++j) acc += wts[j] * ex.down_bias[es[j]][row];
-  out[t * ex.n_embd + row] = accumulate ? out[t * ex.n_embd + row] + acc : acc;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float v = warp_sum(acc[r]);
+    if (lane != 0) continue;
+    const int64_t row = row0 + r;
+    if (ex.down_bias)
+      for (int j = 0; j < k; ++j) v += wts[j] * ex.down_bias[es[j]][row];
+    out[t * ex.n_embd + row] = accumulate ? out[t * ex.n_embd + row] + v : v;
+  }
 }
 
 // The int8 dtypes, as launch_gemv_int8_multi takes them.
@@ -211,11 +226,12 @@ cudaError_t launch_moe_down_int8(const MoeExperts& ex, const void* hq_buf, const
   if (!moe_gemv_int8_supports(ex.dtype, ex.n_embd, ex.n_ff) || k < 1 || k > 32 || !hq_buf)
     return cudaErrorInvalidValue;
   const QuantizedActs hq = quantized_acts_view(const_cast<void*>(hq_buf), n_tokens * k, ex.n_ff);
-  const dim3 grid(unsigned((ex.n_embd + kWarps - 1) / kWarps), unsigned(n_tokens)),
-      block(kWarps * 32);
   cudaError_t err = cudaSuccess;
   if (!dispatch_int8(ex.dtype, [&](auto tag) {
-        err = launch_pdl(moe_down_int8_kernel<decltype(tag)::value>, grid, block, 0, s, ex, hq, ids,
+        constexpr DType T = decltype(tag)::value;
+        // n_embd % 32 == 0: whole blocks of kWarps * kDownRows rows (8 or 16).
+        const dim3 grid(unsigned(ex.n_embd / (kWarps * kDownRows<T>)), unsigned(n_tokens));
+        err = launch_pdl(moe_down_int8_kernel<T>, grid, dim3(kWarps * 32), 0, s, ex, hq, ids,
                          weights, int(k), out, accumulate);
       }))
     return cudaErrorInvalidValue;
