@@ -3,8 +3,8 @@
 // the block, as for a dense FFN) and each routed expert's rows meet it through the dense GEMV's
 // own per-dtype units and dp4a dots (gemv-int8-dot.cuh), with the weight base picked by the
 // expert id. gate+up writes h already quantized (the down projection's x), so the layer needs no
-// separate quantize launch; down gives each warp one output row of one token and lets its lanes
-// split the k experts' units, so the routing-weighted sum has a fixed order (deterministic).
+// separate quantize launch; down gives each warp one or two output rows of one token and lets its
+// lanes split the k experts' units, so the routing-weighted sum has a fixed order (deterministic).
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/gemv-int8-dot.cuh"
 #include "kernels/cuda/launch.cuh"
