@@ -1,10 +1,10 @@
 // hearth-cuda-bench: GEMV bandwidth per weight dtype on llama2-7b-sized matrices against a
 // device-to-device copy measured in the same run, the batched decode matmul for B = 1..256
-// (cuda-bench-batch.cpp), plus prefill GEMM (T=512) throughput and the prefill attention of
-// one 7B layer.
+// (cuda-bench-batch.cpp), the MoE decode gather-GEMVs (cuda-bench-moe.cpp), plus prefill GEMM
+// (T=512) throughput and the prefill attention of one 7B layer.
 // Weights rotate over replicas larger than L2 so the numbers are HBM, not cache. Add a dtype or
 // shape in the tables at the top of main(). `hearth-cuda-bench --dtypes F16,Q4_0` limits the GEMV
-// table to those dtypes ("none": no GEMV table).
+// table to those dtypes ("none": no GEMV table); `--moe-only` runs only the MoE decode table.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -18,6 +18,7 @@
 
 #include "../tests/ops/cuda/random-weights.h"
 #include "cuda-bench-batch.h"
+#include "cuda-bench-moe.h"
 #include "cuda-bench-util.h"
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/gemm-fp8.h"
@@ -132,13 +133,18 @@ int main(int argc, char** argv) {
   const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
   const char* only = nullptr;  // --dtypes F16,BF16: only those dtypes
   bool batch_only = false;     // --batch-only: only the batched decode matmul table
+  bool moe_only = false;       // --moe-only: only the MoE decode table
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--dtypes") == 0 && i + 1 < argc) {
       only = argv[++i];
     } else if (std::strcmp(argv[i], "--batch-only") == 0) {
       batch_only = true;
+    } else if (std::strcmp(argv[i], "--moe-only") == 0) {
+      moe_only = true;
     } else {
-      std::fprintf(stderr, "usage: hearth-cuda-bench [--dtypes F16,Q4_0,...] [--batch-only]\n");
+      std::fprintf(stderr,
+                   "usage: hearth-cuda-bench [--dtypes F16,Q4_0,...] [--batch-only] "
+                   "[--moe-only]\n");
       return 2;
     }
   }
@@ -172,6 +178,12 @@ int main(int argc, char** argv) {
               prop.l2CacheSize >> 20);
   std::printf("copy bandwidth (read+write): %.0f GB/s\n", copy_gbs);
 
+  if (moe_only) {
+    const bool good = cuda_bench::moe_decode_table(s, only);
+    cublasDestroy(blas);
+    cudaStreamDestroy(s);
+    return good ? 0 : 1;
+  }
   std::vector<std::string> table;
   char buf[256];
   for (DType t : dtypes) {
@@ -229,6 +241,7 @@ int main(int argc, char** argv) {
   std::printf("\n== GEMV (T=1) weight-read bandwidth vs copy %.0f GB/s (r+w) ==\n", copy_gbs);
   for (const auto& l : table) std::printf("%s\n", l.c_str());
   if (!cuda_bench::batch_matmul_table(s, blas, only, copy_gbs)) return 1;
+  if (!batch_only && !cuda_bench::moe_decode_table(s, only)) return 1;
   if (batch_only) {
     cublasDestroy(blas);
     cudaStreamDestroy(s);

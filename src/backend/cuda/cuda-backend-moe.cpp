@@ -2,9 +2,11 @@
 // runs on the device (kernels/cuda/moe-ops.h), so expert ids never reach the host in a decode
 // step and the step stays one captured graph: up to kGemvMaxTokens tokens go through the
 // gather-GEMVs (gate+up with the activation in one launch, down with the routing-weighted sum
-// into the residual in the next), which read only the selected experts' rows. Larger batches
-// group their slots by expert on the device and run one matmul per expert over its rows (one
-// host read of the group offsets per layer), then scatter back weighted.
+// into the residual in the next), which read only the selected experts' rows: on int8
+// activations for the dtypes the dense int8 GEMV reads (x quantized once, h quantized by the
+// gate+up kernel), on f32 ones for the rest. Larger batches group their slots by expert on the
+// device and run one matmul per expert over its rows (one host read of the group offsets per
+// layer), then scatter back weighted.
 #include <cstring>
 
 #include "backend/cuda/cuda-backend-impl.h"
@@ -130,14 +132,32 @@ void CudaBackend::moe_ffn(const MoeBlock& m) {
     if (capturing()) return fail("moe_ffn: this layer's experts need host routing");
     return Backend::moe_ffn(m);
   }
+  const int64_t E = m.n_embd, S = T * K;
+  const bool gather = T <= cuda::kGemvMaxTokens;
+  const cuda::MoeExperts* ex = gather ? moe_experts(m) : nullptr;
+  if (gather && !ex) return;
+  const bool int8 = gather && cuda::moe_gemv_int8_supports(ex->dtype, E, F);
+  // The int8 gather-GEMVs read x quantized, as a dense FFN's GEMV does: usually the rmsnorm
+  // before left that form (hand_off_xq). Taken before the router's matmul, which (an F32 router)
+  // leaves xq_buf_ alone but does not keep the hand-off's mark.
+  if (int8 && !xq_ready(m.x, T, E)) {
+    if (!ensure(xq_buf_, cuda::quantized_acts_bytes(T, E), "quantized activations")) return;
+    const int qm = prof("quantize x");
+    cuda::QuantizedActs xa;
+    const bool ok = check(cuda::launch_quantize_acts(m.x, T, E, xq_buf_.ptr, &xa, stream_),
+                          "quantize activations");
+    unprof(qm);
+    if (!ok) return;
+    hand_off_xq(m.x, T, E);
+  }
   matmul(*m.router, m.x, T, m.logits);
   if (m.router_bias) add_bias(m.logits, m.router_bias, T, NE);
-  const int64_t S = T * K;
-  const bool gather = T <= cuda::kGemvMaxTokens;
-  // Decode scratch (ids, weights, h) and, for the grouped path, its own buffer: a prefill
-  // growing it never moves what a recorded step points at.
+  // Decode scratch (ids, weights, h as f32 or int8) and, for the grouped path, its own buffer:
+  // a prefill growing it never moves what a recorded step points at.
+  const size_t hq_bytes = int8 ? cuda::quantized_acts_bytes(S, F) : 0;
   Carve step{nullptr};
-  step.take<int32_t>(S), step.take<float>(S), step.take<float>(gather ? S * F : 0);
+  step.take<int32_t>(S), step.take<float>(S), step.take<float>(gather && !int8 ? S * F : 0);
+  step.take<uint8_t>(int64_t(hq_bytes));
   if (!ensure(moe_step_buf_, step.off, "moe scratch")) return;
   step = Carve{static_cast<uint8_t*>(moe_step_buf_.ptr)};
   int32_t* ids = step.take<int32_t>(S);
@@ -148,10 +168,21 @@ void CudaBackend::moe_ffn(const MoeBlock& m) {
              "moe route"))
     return;
   unprof(mark);
+  if (int8) {
+    void* hq = step.take<uint8_t>(int64_t(hq_bytes));
+    const cuda::QuantizedActs xa = cuda::quantized_acts_view(xq_buf_.ptr, T, E);
+    mark = prof("moe gate+up");
+    check(cuda::launch_moe_gate_up_int8(*ex, xa, ids, T, K, alpha, limit, hq, nullptr, stream_),
+          "moe gate_up");
+    unprof(mark);
+    mark = prof("moe down");
+    check(cuda::launch_moe_down_int8(*ex, hq, ids, weights, T, K, m.out, m.accumulate, stream_),
+          "moe down");
+    unprof(mark);
+    return;
+  }
   if (gather) {
     float* h = step.take<float>(S * F);
-    const cuda::MoeExperts* ex = moe_experts(m);
-    if (!ex) return;
     mark = prof("moe gate+up");
     check(cuda::launch_moe_gate_up(*ex, m.x, ids, T, K, alpha, limit, h, stream_), "moe gate_up");
     unprof(mark);

@@ -1,8 +1,9 @@
-// The mixture-of-experts launchers (moe-route.cu, moe-gemv.cu): Backend::moe_ffn's pieces on the
-// device. Routing runs on the device, so a decode step's expert ids never reach the host and the
-// step stays one captured graph. Decode: two gather-GEMVs that read only the selected experts'
-// rows. Prefill: the slots (token, j) grouped by expert (counts, offsets, a permutation), one
-// GEMM per expert over its rows (the backend's matmul), a weighted scatter back.
+// The mixture-of-experts launchers (moe-route.cu, moe-gemv.cu, moe-gemv-int8.cu):
+// Backend::moe_ffn's pieces on the device. Routing runs on the device, so a decode step's expert
+// ids never reach the host and the step stays one captured graph. Decode: two gather-GEMVs that
+// read only the selected experts' rows (int8 activations for the dtypes the dense int8 GEMV
+// reads, f32 for the rest). Prefill: the slots (token, j) grouped by expert (counts, offsets, a
+// permutation), one GEMM per expert over its rows (the backend's matmul), a weighted scatter back.
 // A slot is s = t * k + j: token t's j-th expert.
 #pragma once
 
@@ -66,6 +67,23 @@ cudaError_t launch_moe_gate_up(const MoeExperts& ex, const float* x, const int32
 cudaError_t launch_moe_down(const MoeExperts& ex, const float* h, const int32_t* ids,
                             const float* weights, int64_t n_tokens, int64_t k, float* out,
                             bool accumulate, cudaStream_t s);
+// The same two gather-GEMVs on int8 activations (moe-gemv-int8.cu), for the dtypes the dense
+// int8 GEMV reads (uses_int8_gemv) with n_embd and n_ff multiples of 32; the f32 pair above stays
+// for the others (MXFP4, F16, BF16, F32).
+bool moe_gemv_int8_supports(DType t, int64_t n_embd, int64_t n_ff);
+// hq_buf (quantized_acts_bytes(T * k, n_ff)) gets h [S, n_ff] as int8 activations
+// (quantized_acts_view(hq_buf, S, n_ff)): slot s = t*k + j of expert e = ids[s] gets
+// act(gate_e . x_t + bg_e, up_e . x_t + bu_e) as launch_moe_gate_up, x_t read from xa [T, n_embd]
+// (T = xa.n_tokens = n_tokens). h, when not null, also gets the f32 values [S, n_ff].
+cudaError_t launch_moe_gate_up_int8(const MoeExperts& ex, const QuantizedActs& xa,
+                                    const int32_t* ids, int64_t n_tokens, int64_t k, float alpha,
+                                    float limit, void* hq_buf, float* h, cudaStream_t s);
+// out [T, n_embd] (+)= sum over j of weights[s] * (down_e . h[s] + bd_e), s = t*k + j,
+// e = ids[s], h read from hq_buf as launch_moe_gate_up_int8 left it. Each output element is
+// summed in a fixed order by one warp (no atomics): the same bits on every run.
+cudaError_t launch_moe_down_int8(const MoeExperts& ex, const void* hq_buf, const int32_t* ids,
+                                 const float* weights, int64_t n_tokens, int64_t k, float* out,
+                                 bool accumulate, cudaStream_t s);
 // y [T, rows] = x [T, cols] @ W^T through dq8 (f32 x): the decode GEMV of the dtypes with no
 // int8 kernel (MXFP4). moe_gemv_supports(w), 1 <= T <= kGemvMaxTokens.
 cudaError_t launch_gemv_dq8(const DeviceWeight& w, const float* x, int64_t n_tokens, float* y,

@@ -3,6 +3,7 @@
 // here is timed against the matmuls: each is a few microseconds per layer.
 #include <cmath>
 
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/moe-act.cuh"
 #include "kernels/cuda/moe-ops.h"
 #include "kernels/cuda/warp-reduce.cuh"
@@ -26,6 +27,8 @@ __device__ __forceinline__ double warp_sum_double(double v) {
 __global__ void moe_route_kernel(const float* __restrict__ logits, int64_t n_tokens, int n_expert,
                                  int k, bool renorm, int32_t* __restrict__ ids,
                                  float* __restrict__ weights) {
+  pdl_trigger();
+  pdl_wait();  // the logits come from the router's GEMV
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t t = int64_t(blockIdx.x) * kRouteWarps + warp;
   if (t >= n_tokens) return;
@@ -146,9 +149,10 @@ cudaError_t launch_moe_route(const float* logits, int64_t n_tokens, int64_t n_ex
   if (n_expert < 1 || n_expert > kMoeMaxExperts || k < 1 || k > n_expert || k > 32)
     return cudaErrorInvalidValue;
   const unsigned grid = unsigned((n_tokens + kRouteWarps - 1) / kRouteWarps);
-  moe_route_kernel<<<grid, kRouteWarps * 32, 0, s>>>(logits, n_tokens, int(n_expert), int(k),
-                                                     renorm, ids, weights);
-  return cudaGetLastError();
+  // Launched as a dependent (launch.cuh): its start overlaps the router GEMV's tail, and the
+  // gather-GEMVs after it do the same.
+  return launch_pdl(moe_route_kernel, dim3(grid), dim3(kRouteWarps * 32), 0, s, logits, n_tokens,
+                    int(n_expert), int(k), renorm, ids, weights);
 }
 
 cudaError_t launch_moe_group(const int32_t* ids, int64_t n_slots, int64_t n_expert,

@@ -177,9 +177,16 @@ void CudaMoeTest::check_moe(const MoeCase& c, int64_t T, double bound) {
   EXPECT_LT(err, bound) << dtype_name(c.type) << (c.gpt_oss ? " gpt-oss" : "") << " T=" << T;
 }
 
+// Q4_0, Q4_K and Q8_0 take the int8 gather-GEMVs: x and h each rounded to int8 blocks (the
+// dense int8 GEMV test's bounds, twice); the f32 path (F16, BF16, MXFP4) only sums in f32.
 TEST_F(CudaMoeTest, MoeGatherGemvMatchesDensePerExpertMatmuls) {
   for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q8_0, DType::F16, DType::BF16, DType::MXFP4})
-    for (int64_t T : {1, 3}) check_moe({t}, T, 2e-5);
+    for (int64_t T : {1, 3}) {
+      const double bound = !cuda::moe_gemv_int8_supports(t, 256, 256) ? 2e-5
+                           : t == DType::Q8_0                         ? 4e-4
+                                                                      : 3e-2;
+      check_moe({t}, T, bound);
+    }
   check_moe({DType::MXFP4, true}, 1, 2e-5);
   check_moe({DType::BF16, true}, 2, 2e-5);
 }
