@@ -47,7 +47,7 @@ struct ServeSummary {
   double wall_s = 0;              // first request sent -> last one finished
   double gen_tok_s = 0;           // completion_tokens / wall_s
   double requests_per_s = 0;
-  Latency ttft, itl, e2e;           // e2e: request sent -> its last byte
+  Latency ttft, itl, e2e;  // e2e: request sent -> its last byte
   // Each request's time to first token in request order (-1 for a failed one): with one client,
   // request 0 is a prefix-cache miss and the later ones hits, which percentiles would blend.
   std::vector<double> ttft_each_ms;

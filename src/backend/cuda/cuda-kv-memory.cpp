@@ -125,15 +125,18 @@ bool CudaKvMemory::commit(void* base, uint64_t offset, uint64_t bytes) {
 }
 
 unsigned long long CudaKvMemory::take_handle() {
-  if (free_.empty()) {
+  while (true) {
+    if (!free_.empty()) {
+      const unsigned long long h = free_.back();
+      free_.pop_back();
+      return h;
+    }
     CUmemGenericAllocationHandle h = 0;
     if (api_->create(&h, granularity_, &api_->prop, 0) == CUDA_SUCCESS) return h;
-    // Out of device memory: what parked granules hold is the reserve.
+    // Out of device memory: what parked granules hold is the reserve (an unmapped one's
+    // handle goes to the free list, or back to the device, and then create is tried again).
     if (!unmap_oldest_parked()) return 0;
   }
-  const unsigned long long h = free_.back();
-  free_.pop_back();
-  return h;
 }
 
 bool CudaKvMemory::unmap_oldest_parked() {

@@ -117,18 +117,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   using Q = QT<T>;
   using Raw = typename Q::Raw;
   constexpr int U = kDownUnroll<T>, R = kDownRows<T>;
-  __shared__ DeviceWeight dws[32];
-  __shared__ float wts[32];
-  __shared__ int es[32];
+  __shared__ MoeDownRoute route;
   pdl_trigger();
   pdl_wait();  // ids, weights, h and the residual come from the kernels before
   const int64_t t = blockIdx.y;
-  if (threadIdx.x < k) {
-    const int e = ids[t * k + threadIdx.x];
-    es[threadIdx.x] = e;
-    dws[threadIdx.x] = ex.down[e];
-    wts[threadIdx.x] = weights[t * k + threadIdx.x];
-  }
+  stage_down_route(route, ex, ids, weights, k, t);
   __syncthreads();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row0 = (int64_t(blockIdx.x) * kWarps + warp) * R;
@@ -143,7 +136,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int i = i0 + 32 * c < items ? i0 + 32 * c : items - 1;
       const int j = i / nu;
 #pragma unroll
-      for (int r = 0; r < R; ++r) raw[c][r] = Q::load(dws[j], row0 + r, i - j * nu);
+      for (int r = 0; r < R; ++r) raw[c][r] = Q::load(route.w[j], row0 + r, i - j * nu);
     }
 #pragma unroll
     for (int c = 0; c < U; ++c) {
@@ -153,7 +146,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int uu = i - j * nu;
       const typename Q::X x = Q::load_x(hq, int(t) * k + j, uu);
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] += wts[j] * Q::dot(raw[c][r], x, uu);
+      for (int r = 0; r < R; ++r) acc[r] += route.weight[j] * Q::dot(raw[c][r], x, uu);
     }
   }
 #pragma unroll
@@ -162,7 +155,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (lane != 0) continue;
     const int64_t row = row0 + r;
     if (ex.down_bias)
-      for (int j = 0; j < k; ++j) v += wts[j] * ex.down_bias[es[j]][row];
+      for (int j = 0; j < k; ++j) v += route.weight[j] * ex.down_bias[route.id[j]][row];
     out[t * ex.n_embd + row] = accumulate ? out[t * ex.n_embd + row] + v : v;
   }
 }

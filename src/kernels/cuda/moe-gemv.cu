@@ -58,16 +58,9 @@ template <DType T>
 __global__ void __launch_bounds__(kWarps * 32)
     moe_down_kernel(MoeExperts ex, const float* __restrict__ h, const int32_t* __restrict__ ids,
                     const float* __restrict__ weights, int k, float* out, bool accumulate) {
-  __shared__ DeviceWeight dws[32];
-  __shared__ float wts[32];
-  __shared__ int es[32];
+  __shared__ MoeDownRoute route;
   const int64_t t = blockIdx.y;
-  if (threadIdx.x < k) {
-    const int e = ids[t * k + threadIdx.x];
-    es[threadIdx.x] = e;
-    dws[threadIdx.x] = ex.down[e];
-    wts[threadIdx.x] = weights[t * k + threadIdx.x];
-  }
+  stage_down_route(route, ex, ids, weights, k, t);
   __syncthreads();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarps + warp;
@@ -78,12 +71,12 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int64_t i = lane; i < items; i += 32) {
     const int j = int(i / ng);
     const int64_t g = i - j * ng;
-    acc += wts[j] * dot8<T>(dws[j], row, g, h + (t * k + j) * ex.n_ff);
+    acc += route.weight[j] * dot8<T>(route.w[j], row, g, h + (t * k + j) * ex.n_ff);
   }
   acc = warp_sum(acc);
   if (lane != 0) return;
   if (ex.down_bias)
-    for (int j = 0; j < k; ++j) acc += wts[j] * ex.down_bias[es[j]][row];
+    for (int j = 0; j < k; ++j) acc += route.weight[j] * ex.down_bias[route.id[j]][row];
   out[t * ex.n_embd + row] = accumulate ? out[t * ex.n_embd + row] + acc : acc;
 }
 

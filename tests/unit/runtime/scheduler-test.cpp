@@ -20,7 +20,6 @@ using namespace std::chrono_literals;
 
 class SchedulerTest : public testing::Test {
  public:  // the helpers are shared with this file's free functions
-
   static void SetUpTestSuite() {
     LoadOptions opt;
     opt.n_threads = 1;  // a 13M model: a second thread costs more in hand-offs than it saves
@@ -438,8 +437,7 @@ TEST_F(SchedulerTest, AFinishedRequestsCacheOutlivesItsSlotAndIsAdopted) {
 // request's tokens came out while the long prompt was being computed (from the step that
 // computed its first chunk to the one that computed its last), and checks both answers equal
 // cold runs and that no step computed more prompt tokens per decode token than the budget.
-static int64_t decode_tokens_during_long_prefill(int64_t step_prompt_tokens,
-                                                 int64_t long_prompt) {
+static int64_t decode_tokens_during_long_prefill(int64_t step_prompt_tokens, int64_t long_prompt) {
   SchedulerOptions o;
   o.parallel = 2;
   o.ctx_size = 1024;
