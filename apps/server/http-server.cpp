@@ -536,6 +536,11 @@ std::string Server::Impl::metrics() const {
   metric("hearth_forward_steps_total", "counter", "Batched forward passes run.", double(s.steps));
   metric("hearth_forward_seconds_total", "counter", "Seconds spent in batched forward passes.",
          s.forward_seconds);
+  metric("hearth_step_seconds_total", "counter",
+         "Seconds spent in scheduler steps (forward passes, sampling, streaming, KV commits).",
+         s.step_seconds);
+  metric("hearth_place_seconds_total", "counter",
+         "Seconds spent placing admitted requests (slot choice, prefix copies).", s.place_seconds);
   metric("hearth_requests_in_flight", "gauge", "HTTP requests being answered.", in_flight.load());
   metric("hearth_http_connections", "gauge", "Open HTTP connections.",
          http ? double(http->open_connections()) : 0.0);

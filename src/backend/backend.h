@@ -293,10 +293,12 @@ class Backend {
   // the ops). Between begin and end the ops must be the same sequence with the same buffers
   // every step; embed's ids, rope's (and rope_partial's) pos, attention's (and
   // attention_masked's) pos0 and store_kv's pos (and its ring row) are taken from the step. Call
-  // reset_decode_steps() when buffers or the layer split change. Defaults: eager.
+  // reset_decode_steps() when buffers or the layer split change; buffers_kept: only the KV cache
+  // is another (same activations, same capacity), so no step needs to size anything again.
+  // Defaults: eager.
   virtual bool begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) { return false; }
   virtual void end_decode_step() {}
-  virtual void reset_decode_steps() {}
+  virtual void reset_decode_steps(bool buffers_kept = false) {}
 
   // Chained decoding. A backend that picks the next token itself lets decoding queue step n+1
   // before step n's token reaches the host, so the host's per-token work (sync, logits

@@ -10,7 +10,10 @@ namespace hearth {
 
 void DecodeLoop::match_key(const DecodeStepKey& key) {
   if (key_ == key) return;
-  be_.reset_decode_steps();
+  // A step for another cache with the same activations (a server slot's new request) re-records
+  // without a sizing step first.
+  be_.reset_decode_steps(key_.activations && key.activations == key_.activations &&
+                         key.capacity_tokens == key_.capacity_tokens);
   key_ = key;
 }
 

@@ -22,9 +22,11 @@ uint64_t KvCache::commit_target(const Layer& l, uint64_t row_bytes, uint64_t res
   const uint64_t whole = round_up(reserved, granule);
   if (blocks < 0) return whole;
   if (blocks == 0) return 0;
-  // One row of slack past the last block's rows (reserved with the range, kv-cache.cpp create).
+  // The blocks' rows in whole floats (Backend::copy moves floats: up to 3 bytes past a typed
+  // row run). Not a row of slack as the reservation has: blocks are sized to whole granules
+  // (KvPool::block_tokens_for), and one row more would commit a second granule per buffer.
   const uint64_t rows = uint64_t(blocks * pool_->block_tokens());
-  return std::min(round_up((rows + 1) * row_bytes, granule), whole);
+  return std::min(round_up((rows * row_bytes + 3) / 4 * 4, granule), whole);
 }
 
 bool KvCache::commit_to(Layer& l, int64_t blocks) {

@@ -78,16 +78,18 @@ bool Scheduler::evict_lru_prefix(const Slot* keep_a, const Slot* keep_b) {
 
 void Scheduler::stash(Slot& slot) {
   if (slot.history.size() < kMinCachedPrefix || slot.kv.held_blocks() == 0) return;
-  auto fresh = spare_cache();
-  if (!fresh.is_ok()) return;  // the history is overwritten instead
+  // The entry goes in first and the oldest one out (entries are bounded in number too: each
+  // holds a reservation, and a model's sliding rings), so the cache the slot takes next is
+  // usually the one just dropped: on CUDA its granules are still mapped (parked), and the new
+  // request's commits take them back with no driver call instead of mapping fresh ones while
+  // other caches' parked granules pile up past the limit and get unmapped.
   auto entry = std::make_unique<CachedPrefix>();
   entry->kv = std::move(slot.kv);
   entry->tokens = std::move(slot.history);
   entry->last_used = slot.last_used;
-  slot.kv = std::move(fresh).value();
   slot.history.clear();
+  const CachedPrefix* stashed = entry.get();
   cached_.push_back(std::move(entry));
-  // Entries are bounded in number too (each holds a reservation, and a model's sliding rings).
   if (int(cached_.size()) > options_.parallel) {
     auto lru = std::min_element(cached_.begin(), cached_.end(), [](const auto& a, const auto& b) {
       return a->last_used < b->last_used;
@@ -96,6 +98,18 @@ void Scheduler::stash(Slot& slot) {
     std::lock_guard<std::mutex> lock(mu_);
     totals_.prefix_evictions++;
   }
+  auto fresh = spare_cache();
+  if (fresh.is_ok()) {
+    slot.kv = std::move(fresh).value();
+    return;
+  }
+  // No cache to be had (so the entry was not the one dropped: its cache would be the spare):
+  // the history goes back to the slot, to be overwritten.
+  auto back = std::find_if(cached_.begin(), cached_.end(),
+                           [&](const auto& c) { return c.get() == stashed; });
+  slot.kv = std::move((*back)->kv);
+  slot.history = std::move((*back)->tokens);
+  cached_.erase(back);
 }
 
 void Scheduler::drop_entry(std::vector<std::unique_ptr<CachedPrefix>>::iterator entry) {

@@ -657,11 +657,15 @@ void Scheduler::loop() {
                    "the KV pool holds " +
                        std::to_string(pool_->total_blocks() * pool_->block_tokens()) +
                        " tokens, fewer than this request's prompt needs (--kv-pool-tokens)");
+    Timer place_timer;
     for (const Group& group : admitted) place(group);
+    const double placed = admitted.empty() ? 0.0 : place_timer.elapsed_ms() / 1000.0;
     if (stop_now) break;
     worked_since_trim = true;
     drop_cancelled();
+    Timer step_timer;
     step();
+    const double stepped = step_timer.elapsed_ms() / 1000.0;
     embed_step();
     int busy = 0;
     int64_t used = 0;
@@ -676,6 +680,8 @@ void Scheduler::loop() {
       committed += c->kv.committed_bytes();
     }
     std::lock_guard<std::mutex> lock(mu_);
+    totals_.place_seconds += placed;
+    totals_.step_seconds += stepped;
     totals_.slots_busy = busy;
     totals_.kv_used = used;
     totals_.kv_bytes = committed;

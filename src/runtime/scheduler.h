@@ -150,6 +150,11 @@ struct SchedulerStats {
   int64_t requests_failed = 0;
   int64_t steps = 0;
   double forward_seconds = 0;
+  // The scheduler thread's time: steps whole (forward, sampling, streaming, block commits) and
+  // placing admitted requests (slot choice, prefix copies); the rest of a busy server's wall
+  // time is the thread waiting or admitting.
+  double step_seconds = 0;
+  double place_seconds = 0;
   double gen_tok_s_10s = 0;  // generated tokens per second over the last 10 s
   int queue_depth = 0;
   int slots_busy = 0;

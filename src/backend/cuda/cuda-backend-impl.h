@@ -65,6 +65,7 @@ class CudaBackend final : public Backend {
     cudaSetDevice(device_);
     if (stream_) cudaStreamSynchronize(stream_);
     if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    if (stale_exec_) cudaGraphExecDestroy(stale_exec_);
     for (float* p : vectors_) cudaFree(p);
     for (auto& [k, f] : freqs_) cudaFreeHost(f.pinned), cudaFree(f.dev);
     cudaFree(workspace_.ptr);
@@ -230,7 +231,7 @@ class CudaBackend final : public Backend {
 
   bool begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capacity) override;
   void end_decode_step() override;
-  void reset_decode_steps() override { drop_graph(); }
+  void reset_decode_steps(bool buffers_kept) override { drop_graph(buffers_kept); }
 
   // Chained decoding (backend.h; the picks and their ring are cuda-picks.cpp's). Chained steps
   // are graph replays only, so it needs graphs; the profiler's eager steps would break the chain.
@@ -268,10 +269,17 @@ class CudaBackend final : public Backend {
   enum class State { kIdle, kEager, kCapturing, kReplayed };
 
   bool capturing() const { return state_ == State::kCapturing; }
-  // keep_warm: the buffers are being sized by the current warm-up step, which stays valid.
+  // keep_warm: the buffers are sized already (being sized by the current warm-up step, or only
+  // the KV cache changed), so the next step may be recorded without an eager one first.
+  // The dropped recording is never replayed again, but it is kept as stale_exec_: the next
+  // recording updates it in place (cudaGraphExecUpdate: the same kernels with new pointers),
+  // several times cheaper than instantiating a new one (a server's new request on a new cache).
   void drop_graph(bool keep_warm = false) {
     if (capturing()) return;
-    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    if (graph_exec_) {
+      if (stale_exec_) cudaGraphExecDestroy(stale_exec_);
+      stale_exec_ = graph_exec_;
+    }
     graph_exec_ = nullptr;
     if (!keep_warm) warmed_capacity_ = -1;
   }
@@ -297,9 +305,10 @@ class CudaBackend final : public Backend {
   void store_kv_typed(void* cache, DType type, const float* src, int64_t pos, int64_t row_floats,
                       int64_t n_tokens, int64_t ring_rows);
 
-  // Matmul kernels. A decode GEMV batch: jobs of one x (same dtype and cols, 1..3). In a
-  // kDecodeBatch pass of more rows than the GEMV takes, the same jobs go to the batched int8
-  // matmul (matmul-batch.cu) where it has the dtype; gemv_able says whether either applies.
+  // Matmul kernels. A decode GEMV batch: jobs of one x (same dtype and cols, 1..3). With more
+  // rows than the GEMV takes (a kDecodeBatch pass, or a prefill pass of at most
+  // kMatmulBatchPrefillMaxTokens), the same jobs go to the batched matmul (matmul-batch.cu)
+  // where it has the dtype; gemv_able says whether either applies.
   bool gemv_able(const cuda::DeviceWeight& dw, int64_t n_tokens) const;
   void launch_gemvs(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs, int n_jobs);
   void launch_batch_half(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs, int n_jobs);
@@ -454,6 +463,7 @@ class CudaBackend final : public Backend {
   int64_t warmed_capacity_ = -1;
   int64_t graph_capacity_ = -1;
   cudaGraphExec_t graph_exec_ = nullptr;
+  cudaGraphExec_t stale_exec_ = nullptr;  // drop_graph's: updated by the next recording
   CudaPicks picks_;
 };
 

@@ -38,7 +38,8 @@ void CudaBackend::embed(const Weight& table, const int32_t* ids, int64_t n_token
 
 bool CudaBackend::gemv_able(const cuda::DeviceWeight& dw, int64_t n_tokens) const {
   if (n_tokens > cuda::kGemvMaxTokens)
-    return batch_pass_ && n_tokens <= cuda::kMatmulBatchMaxTokens &&
+    return n_tokens <=
+               (batch_pass_ ? cuda::kMatmulBatchMaxTokens : cuda::kMatmulBatchPrefillMaxTokens) &&
            cuda::matmul_batch_supports(dw);
   const bool plain = dw.dtype == DType::F32 || dw.dtype == DType::F16 || dw.dtype == DType::BF16;
   return cuda::uses_int8_gemv(dw.dtype) || (plain && dw.cols % 8 == 0);
@@ -67,7 +68,7 @@ void CudaBackend::launch_gemvs(const float* x, int64_t n_tokens, const cuda::Gem
     xa = cuda::quantized_acts_view(xq_buf_.ptr, n_tokens, dw.cols);
   }
   bool ok = false;
-  if (n_tokens > cuda::kGemvMaxTokens) {  // (gemv_able: a kDecodeBatch pass, int8 dtypes)
+  if (n_tokens > cuda::kGemvMaxTokens) {  // (gemv_able: the batched matmul's dtypes)
     if (!ensure(batch_ws_, cuda::matmul_batch_workspace_bytes(jobs, n_jobs, n_tokens),
                 "batch workspace"))
       return;

@@ -205,7 +205,7 @@ bool CudaBackend::begin_decode_step(int32_t token, int64_t pos, int64_t ctx_capa
     state_ = State::kEager;
     return false;
   }
-  if (graph_exec_) cudaGraphExecDestroy(graph_exec_), graph_exec_ = nullptr;
+  drop_graph(true);  // (kept as stale_exec_: the capture below updates it)
   if (!check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "capture")) {
     state_ = State::kEager;
     return false;
@@ -222,7 +222,17 @@ void CudaBackend::end_decode_step() {
     cudaGraph_t graph = nullptr;
     state_ = State::kIdle;
     if (check(cudaStreamEndCapture(stream_, &graph), "end capture") && error_.is_ok()) {
-      if (check(cudaGraphInstantiate(&graph_exec_, graph, 0), "graph instantiate")) {
+      if (stale_exec_) {
+        cudaGraphExecUpdateResultInfo info{};
+        if (cudaGraphExecUpdate(stale_exec_, graph, &info) == cudaSuccess) {
+          graph_exec_ = stale_exec_;
+        } else {
+          cudaGetLastError();  // not an error of the backend's: instantiated below instead
+          cudaGraphExecDestroy(stale_exec_);
+        }
+        stale_exec_ = nullptr;
+      }
+      if (graph_exec_ || check(cudaGraphInstantiate(&graph_exec_, graph, 0), "graph instantiate")) {
         graph_capacity_ = step_capacity_;
         check(cudaGraphLaunch(graph_exec_, stream_), "graph launch");
       }

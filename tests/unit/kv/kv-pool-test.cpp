@@ -148,6 +148,25 @@ TEST_F(PooledKvCacheTest, CommittedPagesAreResidentAndDecommittedOnesAreNot) {
   EXPECT_EQ(k[40 * dim], 4.5f);
 }
 
+TEST_F(PooledKvCacheTest, ABlockCommitsItsOwnGranulesOnly) {
+  // Rows of a quarter page, blocks of 16 rows: a block is 4 pages a buffer, and committing it
+  // must not take a fifth page for a row of slack (on CUDA that is a second 2 MiB granule per
+  // buffer: a one-block request's cache doubled).
+  const uint64_t page = host_page_size();
+  const int64_t dim = int64_t(page / 16);  // f32 rows of page / 4 bytes
+  const int64_t block = int64_t(
+      KvPool::block_tokens_for(std::vector<KvPool::Buffer>{{page, page / 4}, {page, page / 4}}));
+  ASSERT_EQ(block, 16);
+  auto pool = KvPool::unbounded(block);
+  auto kv = KvCache::create(layers(1), 4 * block, dim, {}, 0, kF32, pool);
+  ASSERT_TRUE(kv.is_ok()) << kv.message();
+  ASSERT_TRUE(kv->ensure(block).is_ok());
+  EXPECT_EQ(kv->held_blocks(), 1);
+  EXPECT_EQ(kv->committed_bytes(), 2 * 4 * page);  // K and V: four pages each
+  ASSERT_TRUE(kv->ensure(block + 1).is_ok());
+  EXPECT_EQ(kv->committed_bytes(), 2 * 8 * page);
+}
+
 TEST_F(PooledKvCacheTest, PooledRowsCopySaveAndRestoreAsEagerOnes) {
   const int64_t dim = 8, n = 40;
   auto pool = KvPool::create(128, 16);
