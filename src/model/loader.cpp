@@ -398,7 +398,8 @@ class ModelBuilder {
     // disk may run ahead of the upload. (CPU layers read the weight cache, not the file, when
     // it holds them.) Declared after m: it stops before the file it reads can go.
     std::optional<FileReadahead> readahead;
-    if (g.mapped() && opt.cpu_moe == 0 && opt.gpu_layers != kGpuLayersAuto &&
+    if (g.mapped() && gpu_backend_compiled() && opt.cpu_moe == 0 &&
+        opt.gpu_layers != kGpuLayersAuto &&
         requested_gpu_layers(opt.gpu_layers, m->hp_.n_layer) >= m->hp_.n_layer)
       readahead.emplace(*g.mapped());
     HEARTH_TRY(take_weights(*m, src).with_context(path));
