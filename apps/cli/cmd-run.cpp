@@ -6,6 +6,7 @@
 #include "command.h"
 #include "common.h"
 #include "output-format-args.h"
+#include "process-clock.h"
 #include "runtime/chat-format.h"
 #include "runtime/session.h"
 
@@ -28,6 +29,7 @@ void run(const RunArgs& a) {
   // Compiled before the model loads, so a bad grammar fails fast.
   const std::shared_ptr<const Grammar> grammar = output_grammar_or_exit(a.format);
   auto engine = load_engine_or_exit(a.rt, a.json);
+  const double loaded_at = ms_since_start();
   const Tokenizer& tok = engine->tokenizer();
   std::vector<int32_t> prompt;
   std::string prompt_text = a.prompt;
@@ -49,6 +51,8 @@ void run(const RunArgs& a) {
   }
   Session session(engine, context_size(a.rt, *engine), kv_cache_types(a.rt));
   check(session.init());
+  const double session_at = ms_since_start();
+  double first_token_at = -1;
 
   GenerateOptions opt;
   opt.max_tokens = a.n_predict;
@@ -62,6 +66,7 @@ void run(const RunArgs& a) {
     std::fflush(stdout);
   }
   auto result = check(session.generate(prompt, opt, [&](int32_t, const std::string& piece) {
+    if (first_token_at < 0) first_token_at = ms_since_start();
     if (!a.json && !piece.empty()) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
@@ -81,6 +86,11 @@ void run(const RunArgs& a) {
                     {"ttft_ms", st.ttft_ms},
                     {"gen_ms", st.gen_ms},
                     {"gen_tok_s", st.gen_tok_s()}};
+    // Milliseconds since the binary's static initialisation (exec_ms: exec -> that point).
+    j["startup"] = {{"exec_ms", exec_to_start_ms()},
+                    {"loaded_ms", loaded_at},
+                    {"session_ms", session_at},
+                    {"first_token_ms", first_token_at}};
     std::puts(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
     std::puts("");
@@ -92,6 +102,11 @@ void run(const RunArgs& a) {
                engine->load_ms(), (long long)st.prompt_tokens, st.prompt_tok_s(),
                (long long)st.generated_tokens, st.gen_tok_s(),
                st.gen_tok_s() > 0 ? 1000.0 / st.gen_tok_s() : 0.0, st.ttft_ms);
+  if (a.rt.verbose)
+    std::fprintf(stderr,
+                 "hearth: start-up: exec -> main %.0f ms (10 ms resolution), then engine loaded "
+                 "at %.1f ms, session ready at %.1f ms, first token at %.1f ms\n",
+                 exec_to_start_ms(), loaded_at, session_at, first_token_at);
 }
 
 void setup(CLI::App& root) {

@@ -86,6 +86,22 @@ void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
   cmd->add_flag("--cuda-profile", a->cuda.profile,
                 "GPU: print where decode steps' and prefill passes' time goes, per op family, "
                 "to stderr (slower)");
+  cmd->add_option("--cuda-upload-threads", a->cuda.upload_threads,
+                  "GPU: host threads copying weights into pinned memory at load; 0 = min(8, "
+                  "hardware threads) (default 0)")
+      ->check(CLI::Range(0, CudaOptions::kMaxUploadThreads));
+  cmd->add_flag("--verbose", a->verbose,
+                "print where the load's time went (file, GPU start, weights, tokenizer)");
+}
+
+void print_load_phases(const Engine& engine) {
+  const LoadPhases& p = engine.load_phases();
+  std::fprintf(stderr,
+               "hearth: load phases: open %.1f ms | gpu init %.1f ms (beside open; waited %.1f "
+               "ms) | weights %.1f ms (%.2f GB, %.1f GB/s) | tokenizer %.1f ms\n",
+               p.open_ms, p.gpu_init_ms, p.gpu_wait_ms, p.weights_ms, double(p.weights_bytes) / 1e9,
+               p.weights_ms > 0 ? double(p.weights_bytes) / 1e6 / p.weights_ms : 0.0,
+               p.tokenizer_ms);
 }
 
 void add_sampling_options(CLI::App* cmd, SamplingParams* p) {
@@ -141,6 +157,7 @@ std::shared_ptr<Engine> load_engine_or_exit(const RuntimeArgs& args, bool quiet,
     std::fprintf(stderr, "hearth: loaded %s (%s, %lld layers) in %.1f ms\n", path.c_str(),
                  engine->model().arch().gguf_name.c_str(),
                  (long long)engine->model().hparams().n_layer, engine->load_ms());
+  if (args.verbose) print_load_phases(*engine);
   return engine;
 }
 

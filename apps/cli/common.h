@@ -23,6 +23,7 @@ struct RuntimeArgs {
   CudaOptions cuda;              // --no-cuda-graphs, --cuda-chain-depth, --cuda-profile
   // --cache-type-k/-ctk, --cache-type-v/-ctv: one type each (bench: comma-separated lists).
   std::vector<DType> cache_types_k{DType::F16}, cache_types_v{DType::F16};
+  bool verbose = false;  // --verbose: where the load's (and, for run, start-up's) time went
 };
 
 // The K/V cache types the flags name; exits with a one-line error when a flag lists several
@@ -30,6 +31,8 @@ struct RuntimeArgs {
 KvCacheTypes kv_cache_types(const RuntimeArgs& args);
 
 void add_runtime_options(CLI::App* cmd, RuntimeArgs* args);
+// One stderr line: the engine's load phases (--verbose).
+void print_load_phases(const Engine& engine);
 void add_sampling_options(CLI::App* cmd, SamplingParams* params);
 
 // Loads the model named by args (resolving repo ids), printing one error line and exiting on

@@ -63,6 +63,13 @@ class Backend {
 
   // Makes `w` usable by matmul/embed on this backend (upload, repack). Idempotent.
   virtual Status prepare_weight(Weight& w) = 0;
+  // A load's many prepare_weight calls as one batch: in between, prepare_weight may return
+  // before the weight's bytes have arrived (the CUDA backend then reads the next weights from
+  // the file while earlier ones cross the bus). finish_loading_weights waits for them all and
+  // returns the first error; it must run, also after a failed load, before any weight is used
+  // or freed. The defaults (a synchronous prepare_weight) do nothing.
+  virtual void begin_loading_weights() {}
+  virtual Status finish_loading_weights() { return Status::ok(); }
   // For placing layers by free memory (--gpu-layers auto): the bytes of device memory free now
   // (nullopt: host memory, not budgeted here), and what prepare_weight plus later per-weight
   // copies will take for `w` on this backend.

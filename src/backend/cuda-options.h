@@ -21,6 +21,10 @@ struct CudaOptions {
   // Per-op timing of decode steps and prefill passes, printed to stderr (slower: profiled steps
   // run eagerly).
   bool profile = false;
+  // Host threads copying weights from the mapped file into pinned memory at load
+  // (cuda-weight-upload.h); 0: min(8, hardware threads), which keeps a PCIe 5 link busy.
+  int upload_threads = 0;
+  static constexpr int kMaxUploadThreads = 64;
 
   // A/B switches, each off = the plain form of one fusion:
   bool fuse = true;             // decode launches fused (false: every op its own launch)
@@ -36,6 +40,9 @@ inline std::string cuda_options_error(const CudaOptions& o) {
   if (o.greedy_chain_depth < 0 || o.greedy_chain_depth > CudaOptions::kMaxGreedyChainDepth)
     return "greedy chain depth " + std::to_string(o.greedy_chain_depth) + " is outside 0.." +
            std::to_string(CudaOptions::kMaxGreedyChainDepth);
+  if (o.upload_threads < 0 || o.upload_threads > CudaOptions::kMaxUploadThreads)
+    return "upload threads " + std::to_string(o.upload_threads) + " is outside 0.." +
+           std::to_string(CudaOptions::kMaxUploadThreads);
   return "";
 }
 

@@ -1,12 +1,16 @@
 // load_model: reads hyper-parameters and weights from a GGUF file or a Hugging Face directory,
 // checks every tensor's presence, shape and type, and places layer groups on backends.
 #include <algorithm>
+#include <future>
 #include <map>
+#include <optional>
 
 #include "backend/cpu-backend.h"
 #include "backend/gpu-backend.h"
+#include "base/file-readahead.h"
 #include "base/mapped-file.h"
 #include "base/thread-pool.h"
+#include "base/timer.h"
 #include "formats/gguf.h"
 #include "formats/hf-config.h"
 #include "formats/safetensors.h"
@@ -148,25 +152,59 @@ class ModelBuilder {
     return be.prepare_vector(t);
   }
 
+  // The GPU backend, made on a thread of its own: a CUDA context, cuBLAS and the pinned
+  // staging take a few hundred milliseconds of a fresh process, which the caller spends
+  // mapping and checking the file (and, cold, the disk reading ahead) meanwhile.
+  struct GpuStart {
+    std::unique_ptr<Backend> backend;
+    std::string error;
+    double ms = 0;
+  };
+  static std::future<GpuStart> start_gpu(const CudaOptions& cuda) {
+    return std::async(std::launch::async, [cuda] {
+      Timer t;
+      GpuStart g;
+      auto made = make_gpu_backend(0, cuda);
+      if (made.is_ok())
+        g.backend = std::move(made).value();
+      else
+        g.error = made.message();
+      g.ms = t.elapsed_ms();
+      return g;
+    });
+  }
+  // How the GPU backend must work for this model: a GPU layer with CPU experts crosses to the
+  // host mid-step, so its steps run eagerly. Before the metadata is read, only a load without
+  // --cpu-moe knows this (early_gpu).
+  static CudaOptions gpu_options(const LoadOptions& opt, int64_t n_expert) {
+    CudaOptions cuda = opt.cuda;
+    if (opt.cpu_moe != 0 && n_expert > 0) cuda.graphs = false;
+    return cuda;
+  }
+  // A GPU backend started before the file is opened (the usual case), or none yet.
+  static std::future<GpuStart> early_gpu(const LoadOptions& opt) {
+    if (opt.gpu_layers == 0 || opt.cpu_moe != 0) return {};
+    return start_gpu(gpu_options(opt, 0));
+  }
+
   // Places layers on the plan of backend/placement.h: the first gpu_layers on the GPU backend
   // (when asked, made and able to run the model's blocks), the rest on the CPU. The LM head
-  // goes with the last layer's group; the embedding with the first.
-  static Status place(Model& m, const LoadOptions& opt) {
+  // goes with the last layer's group; the embedding with the first. gpu_start: the GPU
+  // backend early_gpu started, if it did.
+  static Status place(Model& m, const LoadOptions& opt, std::future<GpuStart> gpu_start) {
     if (const std::string bad = cpu_options_error(opt.cpu); !bad.empty())
       return Status::error("CPU options: " + bad);
     const int threads = opt.n_threads > 0 ? opt.n_threads : available_cpu_count();
     std::unique_ptr<Backend> gpu;
     std::string gpu_error;
-    // A GPU layer with CPU experts crosses to the host mid-step: its steps run eagerly.
-    const bool split_moe = opt.cpu_moe != 0 && m.hp_.n_expert > 0;
-    CudaOptions cuda_opt = opt.cuda;
-    if (split_moe) cuda_opt.graphs = false;
     if (requested_gpu_layers(opt.gpu_layers, m.hp_.n_layer) > 0) {
-      auto made = make_gpu_backend(0, cuda_opt);
-      if (made.is_ok())
-        gpu = std::move(made).value();
-      else
-        gpu_error = made.message();
+      if (!gpu_start.valid()) gpu_start = start_gpu(gpu_options(opt, m.hp_.n_expert));
+      Timer wait;
+      GpuStart g = gpu_start.get();
+      m.phases_.gpu_wait_ms = wait.elapsed_ms();
+      m.phases_.gpu_init_ms = g.ms;
+      gpu = std::move(g.backend);
+      gpu_error = std::move(g.error);
     }
     GpuCandidate candidate;
     if (gpu) candidate = {gpu->name(), gpu->features()};
@@ -213,6 +251,23 @@ class ModelBuilder {
                 ? cpu
                 : g.backend;
 
+    // Every backend's batch ends before this returns, also after an error: weights still on
+    // their way must land before the model (and their memory) can go.
+    Timer weights;
+    for (const auto& be : m.backends_) be->begin_loading_weights();
+    Status loaded = prepare_weights(m, opt);
+    for (const auto& be : m.backends_) {
+      const Status st = be->finish_loading_weights();
+      if (loaded.is_ok()) loaded = st;
+    }
+    HEARTH_TRY(loaded);
+    m.phases_.weights_ms = weights.elapsed_ms();
+    if (opt.progress && !opt.progress(1.0f)) return Status::error("load cancelled");
+    return Status::ok();
+  }
+
+  // Every weight and vector onto its group's backend (progress after each layer is queued).
+  static Status prepare_weights(Model& m, const LoadOptions& opt) {
     const size_t total = m.layers_.size() + 2;
     size_t done = 0;
     auto progress = [&]() -> Status {
@@ -221,21 +276,25 @@ class ModelBuilder {
         return Status::error("load cancelled");
       return Status::ok();
     };
+    auto prepare = [&m](Backend& be, Weight& w) {
+      m.phases_.weights_bytes += w.host.nbytes;
+      return be.prepare_weight(w);
+    };
     Backend* first = m.groups_.front().backend;
     Backend* last = m.groups_.back().backend;
-    HEARTH_TRY(first->prepare_weight(m.tok_embd_));
-    HEARTH_TRY(last->prepare_weight(m.output_));
+    HEARTH_TRY(prepare(*first, m.tok_embd_));
+    HEARTH_TRY(prepare(*last, m.output_));
     HEARTH_ASSIGN_OR_RETURN(m.output_norm_, prepare_norm(m, *last, m.output_norm_src_));
     HEARTH_TRY(progress());
     for (const auto& g : m.groups_) {
       for (int64_t l = g.first; l < g.last; ++l) {
         LayerWeights& lw = m.layers_[size_t(l)];
         for (Weight* w : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
-          if (*w) HEARTH_TRY(g.backend->prepare_weight(*w));
+          if (*w) HEARTH_TRY(prepare(*g.backend, *w));
         Backend& xb = *m.expert_backends_[size_t(l)];
-        if (lw.router) HEARTH_TRY(xb.prepare_weight(lw.router));
+        if (lw.router) HEARTH_TRY(prepare(xb, lw.router));
         for (auto* experts : {&lw.exp_gate, &lw.exp_up, &lw.exp_down})
-          for (Weight& w : *experts) HEARTH_TRY(xb.prepare_weight(w));
+          for (Weight& w : *experts) HEARTH_TRY(prepare(xb, w));
         Backend& be = *g.backend;
         HEARTH_ASSIGN_OR_RETURN(lw.attn_norm, prepare_norm(m, be, lw.attn_norm_src));
         HEARTH_ASSIGN_OR_RETURN(lw.ffn_norm, prepare_norm(m, be, lw.ffn_norm_src));
@@ -252,7 +311,6 @@ class ModelBuilder {
         HEARTH_TRY(progress());
       }
     }
-    HEARTH_TRY(progress());
     return Status::ok();
   }
 
@@ -320,6 +378,8 @@ class ModelBuilder {
   }
 
   static Result<std::shared_ptr<Model>> load_gguf(const std::string& path, const LoadOptions& opt) {
+    Timer open;
+    std::future<GpuStart> gpu = early_gpu(opt);
     HEARTH_ASSIGN_OR_RETURN(GgufFile f, GgufFile::open(path));
     std::shared_ptr<Model> m(new Model());
     m->path_ = path;
@@ -334,12 +394,23 @@ class ModelBuilder {
     const ArchSpec& arch = *m->arch_;
     Source src{[&g](const std::string& n) { return g.find_tensor(n); },
                [&arch](TensorRole r, int64_t l) { return gguf_tensor_name(arch, r, l); }, nullptr};
+    // With every layer on the GPU each weight is read from the file once, in file order: the
+    // disk may run ahead of the upload. (CPU layers read the weight cache, not the file, when
+    // it holds them.) Declared after m: it stops before the file it reads can go.
+    std::optional<FileReadahead> readahead;
+    if (g.mapped() && gpu_backend_compiled() && opt.cpu_moe == 0 &&
+        opt.gpu_layers != kGpuLayersAuto &&
+        requested_gpu_layers(opt.gpu_layers, m->hp_.n_layer) >= m->hp_.n_layer)
+      readahead.emplace(*g.mapped());
     HEARTH_TRY(take_weights(*m, src).with_context(path));
-    HEARTH_TRY(place(*m, opt).with_context(path));
+    m->phases_.open_ms = open.elapsed_ms();
+    HEARTH_TRY(place(*m, opt, std::move(gpu)).with_context(path));
     return m;
   }
 
   static Result<std::shared_ptr<Model>> load_hf(const std::string& dir, const LoadOptions& opt) {
+    Timer open;
+    std::future<GpuStart> gpu = early_gpu(opt);
     const std::string config_path = dir + "/config.json";
     HEARTH_ASSIGN_OR_RETURN(std::string text, read_text_file(config_path));
     HEARTH_ASSIGN_OR_RETURN(HfConfig config, parse_hf_config(text, config_path));
@@ -366,7 +437,8 @@ class ModelBuilder {
         },
         [&arch](TensorRole r, int64_t l, int64_t e) { return hf_moe_tensor_name(arch, r, l, e); }};
     HEARTH_TRY(take_weights(*m, src).with_context(dir));
-    HEARTH_TRY(place(*m, opt).with_context(dir));
+    m->phases_.open_ms = open.elapsed_ms();
+    HEARTH_TRY(place(*m, opt, std::move(gpu)).with_context(dir));
     return m;
   }
 };

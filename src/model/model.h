@@ -153,6 +153,18 @@ struct LoadOptions {
   std::function<bool(float)> progress;
 };
 
+// Where a load's time went, for the start-up report (hearth run --verbose, bench --json).
+struct LoadPhases {
+  double open_ms = 0;  // map the file, read its metadata, check every tensor
+  // Making the GPU backend (CUDA context, cuBLAS, pinned staging) runs on a thread of its own
+  // beside open_ms: gpu_init_ms is its whole time, gpu_wait_ms what the load still waited.
+  double gpu_init_ms = 0;
+  double gpu_wait_ms = 0;
+  double weights_ms = 0;       // every weight prepared (read, uploaded, repacked) and the norms
+  uint64_t weights_bytes = 0;  // the bytes of the weight tensors prepared
+  double tokenizer_ms = 0;     // (filled by Engine::load)
+};
+
 // One segment of a batch: n_tokens consecutive tokens of one sequence starting at pos0.
 struct BatchSegment {
   KvCache* kv = nullptr;
@@ -206,6 +218,7 @@ class Model {
   // Where layer l's router and experts run: its group's backend, or the CPU's (--cpu-moe).
   Backend* expert_backend(int64_t l) const { return expert_backends_[size_t(l)]; }
   std::vector<std::pair<std::string, int>> weight_type_counts() const;
+  const LoadPhases& load_phases() const { return phases_; }
 
   // Runs the batch: tokens are the segments' tokens concatenated. Appends to each segment's KV
   // cache. Writes logits for each segment (all rows or the last row) into `logits`, in order.
@@ -307,6 +320,7 @@ class Model {
   HParams hp_;
   const ArchSpec* arch_ = nullptr;
   std::string path_, format_;
+  LoadPhases phases_;
   std::shared_ptr<GgufFile> gguf_;
   std::shared_ptr<SafetensorsCheckpoint> st_;
   std::vector<std::vector<uint8_t>> owned_;  // buffers made at load (rare: converted vectors)

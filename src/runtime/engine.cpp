@@ -25,6 +25,8 @@ Result<std::shared_ptr<Engine>> Engine::load(const std::string& path, const Load
   engine->kv_pool_ = engine->model_->kv_pool(KvPool::kUnbounded);
   const Model& m = *engine->model_;
   engine->name_ = base_name(path);
+  engine->phases_ = m.load_phases();
+  Timer tokenizer;
   if (const GgufFile* g = m.gguf()) {
     auto tok = Tokenizer::from_gguf(*g);
     if (!tok.is_ok()) return tok.status().with_context(path);
@@ -44,6 +46,7 @@ Result<std::shared_ptr<Engine>> Engine::load(const std::string& path, const Load
       engine->chat_template_ = tc.chat_template;
     }
   }
+  engine->phases_.tokenizer_ms = tokenizer.elapsed_ms();
   if (engine->tokenizer_->n_vocab() > m.hparams().n_vocab)
     return Status::error(path + ": tokenizer has " + std::to_string(engine->tokenizer_->n_vocab()) +
                          " tokens but the embedding has only " +

@@ -23,6 +23,8 @@ class Engine {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const std::string& path() const { return path_; }
   double load_ms() const { return load_ms_; }
+  // Where load_ms went: the model's phases (model.h) and the tokenizer's.
+  const LoadPhases& load_phases() const { return phases_; }
   // The model's own Jinja chat template ("" when it carries none).
   const std::string& chat_template() const { return chat_template_; }
   std::string bos_text() const;
@@ -43,6 +45,7 @@ class Engine {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string path_, chat_template_, name_;
   double load_ms_ = 0;
+  LoadPhases phases_;
   mutable std::once_flag vocabulary_once_;
   mutable std::shared_ptr<const TokenVocabulary> vocabulary_;
 };

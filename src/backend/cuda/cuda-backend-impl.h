@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda-kv-memory.h"
 #include "backend/cuda/cuda-picks.h"
 #include "backend/cuda/cuda-profiler.h"
+#include "backend/cuda/cuda-weight-upload.h"
 #include "backend/cuda/cuda-weights.h"
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/decode-batch.h"
@@ -147,6 +148,8 @@ class CudaBackend final : public Backend {
   }
 
   Status prepare_weight(Weight& w) override;
+  void begin_loading_weights() override;
+  Status finish_loading_weights() override;
   std::optional<uint64_t> device_memory_free() override {
     size_t free = 0, total = 0;
     if (cudaSetDevice(device_) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess)

@@ -4,7 +4,9 @@
 // New op: add its launcher to kernels/cuda/cuda-ops.h and forward to it here.
 #include "backend/cuda/cuda-backend.h"
 
+#include <algorithm>
 #include <new>
+#include <thread>
 
 #include "backend/cuda/cuda-backend-impl.h"
 
@@ -14,7 +16,9 @@ Status CudaBackend::init() {
   if (!check(cudaSetDevice(device_), "cudaSetDevice")) return error_;
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
   if (cublasCreate(&blas_) != CUBLAS_STATUS_SUCCESS) fail("cublasCreate failed");
-  if (const Status st = uploader_.init(); !st.is_ok()) fail(st.message());
+  const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int upload_threads = opt_.upload_threads > 0 ? opt_.upload_threads : std::min(8, hw);
+  if (const Status st = uploader_.init(device_, upload_threads); !st.is_ok()) fail(st.message());
   check(cudaMallocHost(reinterpret_cast<void**>(&ring_host_), kRingBytes), "pinned ring");
   check(cudaMalloc(reinterpret_cast<void**>(&ring_dev_), kRingBytes), "device ring");
   check(cudaMallocHost(reinterpret_cast<void**>(&step_host_), sizeof(StepValues)), "step");
@@ -114,11 +118,19 @@ Status CudaBackend::prepare_weight(Weight& w) {
     return Status::ok();
   if (capturing()) return Status::error(w.host.name + ": prepare_weight inside a decode step");
   HEARTH_TRY(error_);
-  HEARTH_ASSIGN_OR_RETURN(std::shared_ptr<PreparedWeight> pw,
-                          uploader_.upload(w.host, device_, stream_));
+  HEARTH_ASSIGN_OR_RETURN(std::shared_ptr<PreparedWeight> pw, uploader_.upload(w.host, device_));
   if (cuda::uses_int8_gemv(w.host.dtype)) int8_model_ = true;
   w.backend_data = std::move(pw);
   return Status::ok();
+}
+
+void CudaBackend::begin_loading_weights() {
+  uploader_.begin_batch();
+}
+
+Status CudaBackend::finish_loading_weights() {
+  // The upload stream was synchronized: the weights are there for every stream.
+  return uploader_.end_batch();
 }
 
 // 1 GiB (or half the free memory, if less) read 6 times, best pass after a warm-up one.

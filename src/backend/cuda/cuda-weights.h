@@ -1,5 +1,5 @@
-// Weights on the CUDA device: the prepared form a Weight's backend_data holds, the pinned
-// double-buffered upload that makes it, the lazy e4m3 copy F16/BF16 prefill GEMMs use, and the
+// Weights on the CUDA device: the prepared form a Weight's backend_data holds (made by the upload
+// pipeline, cuda-weight-upload.h), the lazy e4m3 copy F16/BF16 prefill GEMMs use, and the
 // device bytes a weight will take (for --gpu-layers auto). New per-weight copy: a field in
 // PreparedWeight, freed by its holder, and counted in device_weight_bytes.
 #pragma once
@@ -7,7 +7,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <memory>
 #include <string>
 
 #include "base/status.h"
@@ -39,22 +38,5 @@ uint64_t cuda_weight_device_bytes(const TensorView& h, bool fp8_prefill);
 // of 16, other dtypes) those GEMMs run two fp16 passes. Queued on `s`.
 Status make_e4m3_copy(PreparedWeight& pw, const std::string& name, bool fp8_prefill,
                       cudaStream_t s);
-
-// Uploads weights from host memory (usually the mapped file) through two pinned buffers: the
-// memcpy into one overlaps the DMA out of the other.
-class WeightUploader {
- public:
-  WeightUploader() = default;
-  WeightUploader(const WeightUploader&) = delete;
-  WeightUploader& operator=(const WeightUploader&) = delete;
-  ~WeightUploader();
-  Status init();
-  // h -> device (repacked where the kernels want it); the result owns its device memory.
-  Result<std::shared_ptr<PreparedWeight>> upload(const TensorView& h, int device, cudaStream_t s);
-
- private:
-  uint8_t* stage_[2] = {nullptr, nullptr};
-  cudaEvent_t done_[2] = {nullptr, nullptr};
-};
 
 }  // namespace hearth
