@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -41,6 +42,49 @@ TypedRows make_rows(DType t, const std::vector<float>& x, int64_t n, int64_t dim
 
 const KvRowOps& row_ops(const SmallOps& ops, DType t) {
   return t == DType::F16 ? ops.f16 : t == DType::BF16 ? ops.bf16 : ops.q8_0;
+}
+
+// Every table's row store (where it has one) writes the reference quantizer's bits, over the
+// values where a conversion instruction could differ: ties between two f16 values, subnormals,
+// overflow to inf, inf, NaNs of both signs and payloads, and a tail shorter than a vector.
+TEST(KvRows, TableStoresWriteTheReferenceBits) {
+  std::vector<float> x = random_vec(301, 5, -70000, 70000);
+  const float special[] = {1.0f + 1.0f / 2048,  // a tie: halfway between two f16 values
+                           1.0f + 3.0f / 2048,  // a tie that rounds up (odd)
+                           65519.f,             // largest that rounds to 65504
+                           65520.f,             // overflows to inf
+                           -1e-7f,              // subnormal f16
+                           3e-8f,               // rounds to zero or the smallest subnormal
+                           5.9604645e-8f,       // smallest f16 subnormal exactly
+                           INFINITY,
+                           -INFINITY,
+                           NAN,
+                           -NAN,
+                           std::bit_cast<float>(0x7f800001u),  // signalling NaN, payload 1
+                           std::bit_cast<float>(0xffbfffffu),
+                           0.0f,
+                           -0.0f};
+  for (size_t i = 0; i < std::size(special); ++i) x[i * 19] = special[i];
+  int count = 0;
+  const SmallOps* const* tables = supported_small_ops(&count);
+  for (int k = 0; k < count; ++k) {
+    const SmallOps& ops = *tables[k];
+    for (DType t : kTypedKinds) {
+      const KvRowOps& rows = row_ops(ops, t);
+      if (!rows.store) continue;
+      for (int64_t n : {int64_t(301), int64_t(16), int64_t(7)}) {
+        const int64_t bytes = kv_row_bytes(t, n);
+        if (t == DType::Q8_0 && n % 32 != 0) continue;
+        std::vector<uint8_t> got(size_t(bytes) + 16, 0xA5);
+        std::vector<uint8_t> want(static_cast<size_t>(bytes));
+        rows.store(x.data(), got.data(), n);
+        ASSERT_TRUE(quantize_row(t, x.data(), want.data(), n).is_ok());
+        EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin()))
+            << ops.name << " " << dtype_name(t) << " n=" << n;
+        for (int g = 0; g < 16; ++g) ASSERT_EQ(got[size_t(bytes + g)], 0xA5) << "store overran";
+      }
+    }
+  }
 }
 
 TEST(KvRows, StoreRoundsAsTheQuantizers) {

@@ -37,7 +37,15 @@ std::vector<double> packed_reference(const kernels::PackedLayout& l, const Tenso
                                      const std::vector<float>& x, int64_t T) {
   const int64_t d = w.rows(), n = w.cols();
   std::vector<float> xs = x;
-  if (l.quantize) {
+  if (l.quantize && l.act_type == DType::I16) {
+    std::vector<int16_t> q(static_cast<size_t>(n));
+    std::vector<float> d(static_cast<size_t>(n / 32));
+    for (int64_t t = 0; t < T; ++t) {
+      kernels::ref::quantize_i16_blocks(x.data() + t * n, q.data(), d.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        xs[size_t(t * n + i)] = float(q[size_t(i)]) * d[size_t(i / 32)];
+    }
+  } else if (l.quantize) {
     const DType act = l.act_type;
     std::vector<uint8_t> qb(*row_bytes(act, uint64_t(n)));
     for (int64_t t = 0; t < T; ++t) {
@@ -279,8 +287,27 @@ void expect_q8_k_bits(const kernels::PackedLayout& l, const std::vector<float>& 
   }
 }
 
+// I16: codes and scales exactly as ref::quantize_i16_blocks (2n bytes of codes a token).
+void expect_i16_bits(const kernels::PackedLayout& l, const std::vector<float>& x) {
+  const int64_t n = int64_t(x.size()), nb = n / 32;
+  std::vector<int16_t> want_q(static_cast<size_t>(n));
+  std::vector<float> want_d(static_cast<size_t>(nb));
+  kernels::ref::quantize_i16_blocks(x.data(), want_q.data(), want_d.data(), n);
+  std::vector<int16_t> q(static_cast<size_t>(n), 0x5A5A);
+  std::vector<float> d(static_cast<size_t>(nb));
+  std::vector<int32_t> s(static_cast<size_t>(nb));
+  l.quantize(x.data(), n, reinterpret_cast<int8_t*>(q.data()), d.data(), s.data());
+  for (int64_t b = 0; b < nb; ++b) {
+    EXPECT_EQ(d[size_t(b)], want_d[size_t(b)]) << "block " << b;
+    for (int j = 0; j < 32; ++j)
+      ASSERT_EQ(q[size_t(b * 32 + j)], want_q[size_t(b * 32 + j)]) << "block " << b << " " << j;
+  }
+}
+
 void expect_quantizer_bits(const kernels::PackedLayout& l, const std::vector<float>& x) {
-  if (l.act_type == DType::Q8_K)
+  if (l.act_type == DType::I16)
+    expect_i16_bits(l, x);
+  else if (l.act_type == DType::Q8_K)
     expect_q8_k_bits(l, x);
   else
     expect_q8_0_bits(l, x);
@@ -302,6 +329,9 @@ TEST(Packed, ActivationQuantizerMatchesReferenceBits) {
     for (int j = 0; j < 32; ++j) x[size_t(j)] = float(j % 2 ? j : -j) + 0.5f;
     x[31] = 127.f;
     for (int j = 32; j < 64; ++j) x[size_t(j)] = 0.f;  // an all-zero 32-block
+    // I16: amax 32767 -> d = 1, so these land exactly on k + 0.5 (ties go to the even code).
+    for (int j = 64; j < 96; ++j) x[size_t(j)] = float(j % 2 ? j : -j) * 100.f + 0.5f;
+    x[95] = 32767.f;
     // Q8_K: a negative largest element, and a tie in magnitude (the first one sets the sign).
     x[300] = -9.f;
     x[600] = 7.f;

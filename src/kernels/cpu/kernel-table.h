@@ -40,14 +40,22 @@ using RowDequantize = void(const void* src, float* dst, int64_t n);
 // 256-block (d's first n / 256 entries), and per 256-block eight words of s: words 0-1 hold the
 // eight 32-element sums' high parts (sum >> 7, a signed byte each), words 2-3 their low 7 bits,
 // words 4-7 zero; the split lets unsigned 6-bit mins meet the sums in byte dot products.
+// I16: per token n int16 values (q holds 2n bytes a token: kMaxActCodeBytes), one f32 scale per
+// 32-block, s unused (ref::quantize_i16_blocks).
 // Layouts with f32 activations (no quantize function) read x [T, n] as given.
+inline constexpr int64_t kMaxActCodeBytes = 2;  // bytes per element of q's rows, whatever type
 struct PackedActivations {
-  const int8_t* q;   // [T, n]
+  const int8_t* q;   // [T, kMaxActCodeBytes * n] bytes, a token's codes at its row's start
   const float* d;    // [T, n / 32]
   const int32_t* s;  // [T, n / 32]
   int64_t n_tokens;
   const float* x = nullptr;  // [T, n] f32 activations
 };
+
+// Token t's codes (row t of q): int8 rows use the first n bytes, int16 rows all 2n.
+inline const int8_t* act_codes(const PackedActivations& x, int64_t t, int64_t n) {
+  return x.q + t * kMaxActCodeBytes * n;
+}
 
 // A weight layout the kernels prefer over the file's (cpu/packed.cpp drives it): rows
 // interleaved in groups of group_rows, 64-byte aligned, packed once at load (and cached on disk
@@ -63,7 +71,7 @@ struct PackedLayout {
   // One token's activations x [n] -> q [n], d and s [n / 32] in act_type's rounding (see
   // PackedActivations); nullptr when the layout computes with f32 activations.
   void (*quantize)(const float* x, int64_t n, int8_t* q, float* d, int32_t* s);
-  DType act_type;  // Q8_0 or Q8_K with a quantizer (ref::quantize_* bits), else F32
+  DType act_type;  // Q8_0, Q8_K or I16 with a quantizer (ref::quantize_* bits), else F32
   // Rows [g * group_rows, (g + 1) * group_rows) back to f32, row-major into out
   // [group_rows, n]: exactly the dequantized source rows. Prefill GEMMs that want another
   // operand format (e.g. AMX tiles) build their panels from this, so the source file's pages

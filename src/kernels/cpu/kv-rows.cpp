@@ -35,6 +35,7 @@ int64_t kv_row_bytes(DType t, int64_t n) {
 void store_kv_rows(DType t, const float* src, void* dst, int64_t n_tokens, int64_t n) {
   auto* out = static_cast<uint8_t*>(dst);
   const int64_t bytes = kv_row_bytes(t, n);
+  const auto store_f16 = small_ops().f16.store;
   for (int64_t r = 0; r < n_tokens; ++r) {
     const float* x = src + r * n;
     uint8_t* y = out + r * bytes;
@@ -43,7 +44,10 @@ void store_kv_rows(DType t, const float* src, void* dst, int64_t n_tokens, int64
         std::memcpy(y, x, size_t(bytes));
         break;
       case DType::F16:
-        ref::quantize_f16(x, y, n);
+        if (store_f16)
+          store_f16(x, y, n);
+        else
+          ref::quantize_f16(x, y, n);
         break;
       case DType::BF16:
         ref::quantize_bf16(x, y, n);

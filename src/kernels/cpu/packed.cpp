@@ -1,7 +1,7 @@
 // The packed-weight driver: asks the active table for a dtype's PackedLayout, packs matrices at
 // load, and runs them: activations are quantized once per call by the layout's quantizer (Q8_0
-// or Q8_K rounding, split into int8 / scales / sums), then row groups go out to the pool's threads:
-// in contiguous ranges for one token, in L2 chunks for more.
+// or Q8_K rounding, split into int8 / scales / sums; or int16 codes and scales), then row groups go
+// out to the pool's threads: in contiguous ranges for one token, in L2 chunks for more.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -288,9 +288,10 @@ void matmul_packed_grouped(std::span<const PackedMatmulIn> mats, int64_t n, Thre
     input_of.push_back(i);
   }
   const int64_t nb = n / kQK32;
+  const int64_t qn = kMaxActCodeBytes * n;  // bytes of a row of codes (int8 or int16)
   ActScratch& a = act_scratch();
   if (rows > 0) {
-    a.q.resize(size_t(rows * n));
+    a.q.resize(size_t(rows * qn));
     a.d.resize(size_t(rows * nb));
     a.s.resize(size_t(rows * nb));
     auto quantize = [&](int64_t i0, int64_t i1) {
@@ -298,7 +299,7 @@ void matmul_packed_grouped(std::span<const PackedMatmulIn> mats, int64_t n, Thre
         const QuantizedInput& in = inputs[size_t(i)];
         for (int64_t t = 0; t < in.n_tokens; ++t) {
           const int64_t r = in.first_row + t;
-          in.quantize(in.x + t * n, n, &a.q[size_t(r * n)], &a.d[size_t(r * nb)],
+          in.quantize(in.x + t * n, n, &a.q[size_t(r * qn)], &a.d[size_t(r * nb)],
                       &a.s[size_t(r * nb)]);
         }
       }
@@ -310,7 +311,7 @@ void matmul_packed_grouped(std::span<const PackedMatmulIn> mats, int64_t n, Thre
       const QuantizedInput& in = inputs[0];
       pool.parallel_for(in.n_tokens, 2, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t)
-          in.quantize(in.x + t * n, n, &a.q[size_t(t * n)], &a.d[size_t(t * nb)],
+          in.quantize(in.x + t * n, n, &a.q[size_t(t * qn)], &a.d[size_t(t * nb)],
                       &a.s[size_t(t * nb)]);
       });
     } else {
@@ -327,7 +328,7 @@ void matmul_packed_grouped(std::span<const PackedMatmulIn> mats, int64_t n, Thre
     PackedActivations act{nullptr, nullptr, nullptr, m.n_tokens, m.x};
     if (i >= 0) {
       const int64_t r = inputs[size_t(i)].first_row;
-      act = PackedActivations{&a.q[size_t(r * n)], &a.d[size_t(r * nb)], &a.s[size_t(r * nb)],
+      act = PackedActivations{&a.q[size_t(r * qn)], &a.d[size_t(r * nb)], &a.s[size_t(r * nb)],
                               m.n_tokens, m.x};
     }
     const int64_t groups = m.m.d / l->group_rows;

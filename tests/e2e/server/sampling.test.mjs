@@ -24,6 +24,12 @@ after(async () => {
   }
 });
 
+// How far a served logprob may sit from `hearth logits` (a prompt pass) for the same prefix. Q8_0
+// matmuls round their activations to int16 per 32-block on AVX-512 (docs/performance.md), and
+// the two paths round slightly different activations: up to 2.1e-4 apart on kjv-13m (f32
+// activations: 5.7e-5). The mean KL against the goldens did not move (0.000120).
+const kVsLogits = 5e-4;
+
 // `hearth logits` for `ids`: one Float64Array of log-softmax per position.
 async function referenceLogSoftmax(ids) {
   const dir = mkdtempSync(join(tmpdir(), "hearth-logits-"));
@@ -64,7 +70,7 @@ function topValues(row, n) {
   return Array.from(row).sort((a, b) => b - a).slice(0, n);
 }
 
-test("completions logprobs equal log-softmax of `hearth logits` for the same prefix (1e-4)", async () => {
+test("completions logprobs equal log-softmax of `hearth logits` for the same prefix (5e-4)", async () => {
   const prompt = "And the king said";
   const n = 8;
   const cli = await run(HEARTH, ["run", "-m", MODEL, "-p", prompt, "--temp", "0", "-n", String(n),
@@ -82,14 +88,14 @@ test("completions logprobs equal log-softmax of `hearth logits` for the same pre
   let offset = 0;
   for (let i = 0; i < n; i++) {
     const row = lsm[ref.prompt_tokens.length - 1 + i];
-    assert.ok(Math.abs(lp.token_logprobs[i] - row[ref.tokens[i]]) < 1e-4,
+    assert.ok(Math.abs(lp.token_logprobs[i] - row[ref.tokens[i]]) < kVsLogits,
               `token ${i}: ${lp.token_logprobs[i]} vs ${row[ref.tokens[i]]}`);
     const got = Object.values(lp.top_logprobs[i]).sort((a, b) => b - a);
     const want = topValues(row, 5);
     // Two alternatives with the same text share one key of the legacy object.
     assert.ok(got.length >= 1 && got.length <= 5);
-    for (const v of got) assert.ok(want.some((w) => Math.abs(w - v) < 1e-4), `${v} not in ${want}`);
-    assert.ok(Math.abs(got[0] - want[0]) < 1e-4);
+    for (const v of got) assert.ok(want.some((w) => Math.abs(w - v) < kVsLogits), `${v} not in ${want}`);
+    assert.ok(Math.abs(got[0] - want[0]) < kVsLogits);
     assert.equal(lp.text_offset[i], offset);
     offset += Buffer.byteLength(lp.tokens[i]);
   }
@@ -149,7 +155,7 @@ test("chat logprobs: top_logprobs are log-softmax of the logits, streamed and no
   assert.equal(none.choices[0].logprobs, null);
 });
 
-test("chat top_logprobs match `hearth logits` for the rendered prompt (1e-4)", async () => {
+test("chat top_logprobs match `hearth logits` for the rendered prompt (5e-4)", async () => {
   // The rendered chat prompt's ids come from /api/generate's `context` (a non-raw generate is the
   // same single user turn through the same template), plus the greedy tokens that followed.
   const messages = [{ role: "user", content: "Who was Saul?" }];
@@ -168,9 +174,9 @@ test("chat top_logprobs match `hearth logits` for the rendered prompt (1e-4)", a
     const row = lsm[nPrompt - 1 + i];
     const want = topValues(row, 5);
     for (let k = 0; k < 5; k++)
-      assert.ok(Math.abs(content[i].top_logprobs[k].logprob - want[k]) < 1e-4,
+      assert.ok(Math.abs(content[i].top_logprobs[k].logprob - want[k]) < kVsLogits,
                 `token ${i} alt ${k}: ${content[i].top_logprobs[k].logprob} vs ${want[k]}`);
-    assert.ok(Math.abs(content[i].logprob - row[ids[nPrompt + i]]) < 1e-4);
+    assert.ok(Math.abs(content[i].logprob - row[ids[nPrompt + i]]) < kVsLogits);
   }
 });
 

@@ -10,6 +10,7 @@
 #include "kernels/cpu/arch/x86/x86-simd-helpers.h"
 #include "kernels/cpu/small-ops.h"
 #include "kernels/quant-blocks.h"
+#include "kernels/ref/quant-ref.h"
 
 namespace hearth::kernels::avx2 {
 
@@ -112,11 +113,33 @@ template <class Load>
 constexpr KvRowOps kRowOps =
     KvRowsOrPortable<Load, scores_typed<Load>, accumulate_typed<Load>, 8>::ops;
 
+// f32 -> f16 rows by F16C, rounding to nearest even like ref::quantize_f16; a group of 8 with a
+// NaN (whose payload the instruction keeps) and the tail take the reference.
+void store_f16(const float* x, void* row, int64_t n) {
+  auto* y = static_cast<uint16_t*>(row);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0) {
+      ref::quantize_f16(x + i, y + i, 8);
+      continue;
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  if (i < n) ref::quantize_f16(x + i, y + i, n - i);
+}
+
+constexpr KvRowOps with_store(KvRowOps ops, void (*store)(const float*, void*, int64_t)) {
+  ops.store = store;
+  return ops;
+}
+
 }  // namespace
 
 // constinit: built by the compiler, so no code compiled with this file's flags runs at startup
 // (where the CPU may lack them).
-constinit const SmallOps small_ops =
-    portable_with_rows("avx2", kRowOps<LoadF16>, kRowOps<LoadBF16>, kRowOps<LoadQ8_0>);
+constinit const SmallOps small_ops = portable_with_rows(
+    "avx2", with_store(kRowOps<LoadF16>, store_f16), kRowOps<LoadBF16>, kRowOps<LoadQ8_0>);
 
 }  // namespace hearth::kernels::avx2

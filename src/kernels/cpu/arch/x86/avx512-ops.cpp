@@ -311,6 +311,23 @@ void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_
   }
 }
 
+// f32 -> f16 rows, rounding to nearest even like ref::quantize_f16; a NaN becomes the
+// reference's quiet NaN (the instruction would keep its payload). Masked tail.
+void store_f16(const float* x, void* row, int64_t n) {
+  auto* y = static_cast<uint16_t*>(row);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    if (nan) {
+      const __m256i sign = _mm256_and_si256(h, _mm256_set1_epi16(int16_t(0x8000)));
+      h = _mm256_mask_mov_epi16(h, nan, _mm256_or_si256(sign, _mm256_set1_epi16(0x7e00)));
+    }
+    _mm256_mask_storeu_epi16(y + i, m, h);
+  }
+}
+
 }  // namespace
 
 const SmallOps small_ops{"avx512",
@@ -322,7 +339,7 @@ const SmallOps small_ops{"avx512",
                          scale_mul,
                          add,
                          {scores_typed<LoadF16, portable::scores_f16>,
-                          accumulate_typed<LoadF16, portable::accumulate_f16>},
+                          accumulate_typed<LoadF16, portable::accumulate_f16>, store_f16},
                          {scores_typed<LoadBF16, portable::scores_bf16>,
                           accumulate_typed<LoadBF16, portable::accumulate_bf16>},
                          {scores_typed<LoadQ8_0, portable::scores_q8_0>,

@@ -188,7 +188,7 @@ void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
             q[k] = _mm512_and_si512(_mm512_load_si512(qp + 64 * k), h ? high : low);
           for (int t = 0; t < NT; ++t) {
             const auto* xq =
-                reinterpret_cast<const int32_t*>(x.q + (t0 + t) * n + sb * kQKK + j * 32);
+                reinterpret_cast<const int32_t*>(act_codes(x, t0 + t, n) + sb * kQKK + j * 32);
             __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
             for (int k = 0; k < 8; k += 2) {
               s0 = dpbusd_bcast(s0, q[k], xq + k);
