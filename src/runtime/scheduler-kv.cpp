@@ -128,6 +128,19 @@ Result<KvCache> Scheduler::spare_cache() {
   return kv;
 }
 
+bool Scheduler::make_spare_while_idle() {
+  // Every stash takes a spare until the entries reach their bound; then drops give them back.
+  if (spare_failed_ || spare_kv_.size() + cached_.size() >= size_t(options_.parallel)) return false;
+  auto kv = engine_->model().new_kv_cache(options_.ctx_size, options_.kv_types, pool_);
+  // (A sliding-window model's cache commits its rings whole: not made ahead of need.)
+  if (!kv.is_ok() || kv->ring_bytes() > 0) {
+    spare_failed_ = true;
+    return false;
+  }
+  spare_kv_.push_back(std::move(kv).value());
+  return true;
+}
+
 Scheduler::CachedPrefix* Scheduler::best_cached_prefix(const std::vector<int32_t>& feed,
                                                        size_t limit, size_t* len) {
   CachedPrefix* best = nullptr;

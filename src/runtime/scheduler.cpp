@@ -647,6 +647,11 @@ void Scheduler::loop() {
         worked_since_trim = false;
         continue;
       } else if (!busy) {
+        if (queue_.empty()) {
+          lock.unlock();
+          if (make_spare_while_idle()) continue;  // (then checks the queue again)
+          lock.lock();
+        }
         cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
         continue;
       }

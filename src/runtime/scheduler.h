@@ -246,6 +246,11 @@ class Scheduler {
   // making and freeing them cost driver calls and a device sync per layer, per request.
   void drop_entry(std::vector<std::unique_ptr<CachedPrefix>>::iterator entry);
   Result<KvCache> spare_cache();
+  // While idle: makes one more spare cache if stashing could still need one (false when none
+  // is wanted, making it failed, or its model's caches hold sliding rings). A new cache reserves
+  // its address ranges (on CUDA 64 driver calls for a 7B, ~10 ms): made while idle, not when a
+  // request is placed.
+  bool make_spare_while_idle();
 
   std::shared_ptr<const Engine> engine_;
   SchedulerOptions options_;
@@ -253,6 +258,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::unique_ptr<CachedPrefix>> cached_;  // at most `parallel` entries
   std::vector<KvCache> spare_kv_;                      // at most `parallel`, holding no blocks
+  bool spare_failed_ = false;                          // a spare could not be made: stop trying
   std::unique_ptr<EmbedState> embed_;
   ForwardScratch scratch_;  // the batched pass's activations (scheduler thread only)
   // The step's logits, kept across steps: a fresh vector of B x n_vocab floats cost a page
