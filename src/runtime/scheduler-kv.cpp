@@ -128,7 +128,7 @@ Result<KvCache> Scheduler::spare_cache() {
   return kv;
 }
 
-bool Scheduler::make_spare_while_idle() {
+bool Scheduler::make_spare() {
   // Every stash takes a spare until the entries reach their bound; then drops give them back.
   if (spare_failed_ || spare_kv_.size() + cached_.size() >= size_t(options_.parallel)) return false;
   auto kv = engine_->model().new_kv_cache(options_.ctx_size, options_.kv_types, pool_);

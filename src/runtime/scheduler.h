@@ -246,11 +246,9 @@ class Scheduler {
   // making and freeing them cost driver calls and a device sync per layer, per request.
   void drop_entry(std::vector<std::unique_ptr<CachedPrefix>>::iterator entry);
   Result<KvCache> spare_cache();
-  // While idle: makes one more spare cache if stashing could still need one (false when none
-  // is wanted, making it failed, or its model's caches hold sliding rings). A new cache reserves
-  // its address ranges (on CUDA 64 driver calls for a 7B, ~10 ms): made while idle, not when a
-  // request is placed.
-  bool make_spare_while_idle();
+  // Makes one more spare cache if stashing could still need one (false when none is wanted,
+  // making it failed, or its model's caches hold sliding rings: those commit memory).
+  bool make_spare();
 
   std::shared_ptr<const Engine> engine_;
   SchedulerOptions options_;
