@@ -22,7 +22,20 @@ struct ServeArgs {
   std::string alias, template_file, template_name;
   int drain_seconds = 30;
   size_t max_body_kib = 8192;
+  int64_t step_prompt_tokens = -1;  // -1: by where the layers run (serve_step_prompt_tokens)
 };
+
+// --step-prompt-tokens' default. On the CPU a prompt chunk's compute is what running streams
+// wait for: 128 keeps their inter-token gap short. On a GPU a 512-token chunk costs a few
+// decode steps and a burst of requests is admitted 4x sooner (H200, 7B Q4_0, 32 clients of
+// 100-token prompts: 3,174 against 2,714 tok/s, time to first token p50 95 against 206 ms;
+// inter-token p99 49 against 35 ms).
+int64_t serve_step_prompt_tokens(const ServeArgs& a, const Engine& engine) {
+  if (a.step_prompt_tokens >= 0) return a.step_prompt_tokens;
+  const auto backends = engine.model().layer_backends();
+  const bool gpu = !backends.empty() && backends.back()->name() != "cpu";
+  return gpu ? 512 : 128;
+}
 
 // The chat template: --chat-template-file, --template-name, the model's own, or a built-in
 // guessed from the model's name (said on stderr, since a wrong guess garbles answers).
@@ -68,6 +81,7 @@ void serve(ServeArgs& a) {
   auto engine = load_engine_or_exit(a.rt, false, a.opt.scheduler.parallel);
   a.opt.scheduler.ctx_size = context_size(a.rt, *engine);
   a.opt.scheduler.kv_types = kv_cache_types(a.rt);
+  a.opt.scheduler.step_prompt_tokens = serve_step_prompt_tokens(a, *engine);
   a.opt.api.model_id = a.alias.empty() ? engine->name() : a.alias;
   a.opt.api.defaults = a.sampling;
   a.opt.max_body_bytes = a.max_body_kib * 1024;
@@ -136,10 +150,11 @@ void setup(CLI::App& root) {
   cmd->add_option("--batch-tokens", a->opt.scheduler.batch_tokens,
                   "tokens per batched forward pass (default 512)")
       ->check(CLI::Range(1, 512));
-  cmd->add_option("--step-prompt-tokens", a->opt.scheduler.step_prompt_tokens,
+  cmd->add_option("--step-prompt-tokens", a->step_prompt_tokens,
                   "prompt tokens one forward pass computes while other requests are decoding: "
                   "long prompts are prefilled in chunks of this size, so running streams pause "
-                  "for a chunk, not the whole prompt (default 128; 0 = --batch-tokens)")
+                  "for a chunk, not the whole prompt (default 128 with the layers on the CPU, "
+                  "512 on a GPU; 0 = --batch-tokens)")
       ->check(CLI::Range(0, 512));
   cmd->add_option("--api-key", a->opt.api_key,
                   "require 'Authorization: Bearer KEY' (needed when --host is not loopback)");
