@@ -111,10 +111,7 @@ Status Scheduler::start() {
     committed += slot->kv.committed_bytes();
     slots_.push_back(std::move(slot));
   }
-  // Each stashed history hands its slot a spare cache until the entries reach their bound;
-  // made now, not when a request is placed (a 7B's cache on CUDA reserves 64 address ranges,
-  // ~10 ms) nor while idle (a request arriving then waited for one: measured, 15 -> 35 ms to
-  // the first token).
+  // Spares for stashing, made now: not as requests are placed, nor while idle (see make_spare).
   while (make_spare()) {
   }
   // Embeddings run in their own cache, outside the slots' pool (they cannot be preempted), and
