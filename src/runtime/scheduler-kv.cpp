@@ -130,13 +130,10 @@ Result<KvCache> Scheduler::spare_cache() {
 
 bool Scheduler::make_spare() {
   // Every stash takes a spare until the entries reach their bound; then drops give them back.
-  if (spare_failed_ || spare_kv_.size() + cached_.size() >= size_t(options_.parallel)) return false;
+  if (spare_kv_.size() + cached_.size() >= size_t(options_.parallel)) return false;
   auto kv = engine_->model().new_kv_cache(options_.ctx_size, options_.kv_types, pool_);
   // (A sliding-window model's cache commits its rings whole: not made ahead of need.)
-  if (!kv.is_ok() || kv->ring_bytes() > 0) {
-    spare_failed_ = true;
-    return false;
-  }
+  if (!kv.is_ok() || kv->ring_bytes() > 0) return false;
   spare_kv_.push_back(std::move(kv).value());
   return true;
 }

@@ -259,7 +259,6 @@ class Scheduler {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<std::unique_ptr<CachedPrefix>> cached_;  // at most `parallel` entries
   std::vector<KvCache> spare_kv_;                      // at most `parallel`, holding no blocks
-  bool spare_failed_ = false;                          // a spare could not be made: stop trying
   std::unique_ptr<EmbedState> embed_;
   ForwardScratch scratch_;  // the batched pass's activations (scheduler thread only)
   // The step's logits, kept across steps: a fresh vector of B x n_vocab floats cost a page
