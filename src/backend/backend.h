@@ -31,6 +31,16 @@ struct Weight {
   explicit operator bool() const { return host.data != nullptr; }
 };
 
+// The greedy rule every path shares (host loop, sampler at temperature 0, device pick): the
+// largest logit, NaN counting as -inf, the lowest index among equals (0 when all are -inf/NaN).
+inline int32_t greedy_argmax(const float* logits, int64_t n) {
+  int32_t best = 0;
+  float best_v = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i)
+    if (logits[i] > best_v) best_v = logits[i], best = int32_t(i);  // NaN > x is false
+  return best;
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -358,6 +368,17 @@ class Backend {
     return Status::error(name() + ": chained decoding is not supported");
   }
 
+  // Greedy picks of the rows of logits [rows, n_vocab] (this backend's memory): ids[r] (host) =
+  // greedy_argmax of row r. A GPU backend picks on the device, so only the ids cross the bus (a
+  // served decode step's greedy rows); this default reads each row back.
+  virtual void argmax_rows(const float* logits, int64_t rows, int64_t n_vocab, int32_t* ids) {
+    std::vector<float> row(static_cast<size_t>(n_vocab));
+    for (int64_t r = 0; r < rows; ++r) {
+      download(row.data(), logits + r * n_vocab, n_vocab);
+      ids[r] = greedy_argmax(row.data(), n_vocab);
+    }
+  }
+
   // First error an asynchronous backend hit since creation (ops return void); ok for the CPU.
   virtual Status status() const { return Status::ok(); }
 
@@ -389,16 +410,6 @@ inline std::string backend_feature_names(uint32_t mask) {
   for (uint32_t i = 0; i < std::size(kNames); ++i)
     if (mask & (1u << i)) out += (out.empty() ? "" : ", ") + std::string(kNames[i]);
   return out;
-}
-
-// The greedy rule every path shares (host loop, sampler at temperature 0, device pick): the
-// largest logit, NaN counting as -inf, the lowest index among equals (0 when all are -inf/NaN).
-inline int32_t greedy_argmax(const float* logits, int64_t n) {
-  int32_t best = 0;
-  float best_v = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i)
-    if (logits[i] > best_v) best_v = logits[i], best = int32_t(i);  // NaN > x is false
-  return best;
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int n_threads);

@@ -61,6 +61,9 @@ class CpuBackend final : public Backend {
   void copy(float* dst, const float* src, int64_t n) override {
     std::memmove(dst, src, size_t(n) * 4);
   }
+  void argmax_rows(const float* logits, int64_t rows, int64_t n_vocab, int32_t* ids) override {
+    for (int64_t r = 0; r < rows; ++r) ids[r] = greedy_argmax(logits + r * n_vocab, n_vocab);
+  }
 
   // KV caches reserve address space and commit pages as they grow (base/reserved-memory.h).
   uint64_t commit_granularity() const override { return host_page_size(); }

@@ -91,6 +91,15 @@ Status Model::forward(const std::vector<int32_t>& tokens, const std::vector<Batc
   return run(tokens, segs, scratch, logits, false);
 }
 
+Status Model::forward_picks(const std::vector<int32_t>& tokens,
+                            const std::vector<BatchSegment>& segs, ForwardScratch& scratch,
+                            std::span<const uint8_t> want_logits, std::vector<float>* logits,
+                            std::vector<int32_t>* ids) const {
+  if (!logits || !ids) return Status::error("forward_picks: no output");
+  const RowPicks picks{want_logits, ids};
+  return run(tokens, segs, scratch, logits, false, &picks);
+}
+
 Status Model::forward_hidden(const std::vector<int32_t>& tokens,
                              const std::vector<BatchSegment>& segs, ForwardScratch& scratch,
                              std::vector<float>* hidden) const {
@@ -98,7 +107,8 @@ Status Model::forward_hidden(const std::vector<int32_t>& tokens,
 }
 
 Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segs,
-                  ForwardScratch& scratch, std::vector<float>* out, bool hidden) const {
+                  ForwardScratch& scratch, std::vector<float>* out, bool hidden,
+                  const RowPicks* picks) const {
   int64_t T = 0;
   for (const auto& s : segs) {
     if (!s.kv || s.n_tokens <= 0) return Status::error("forward: empty batch segment");
@@ -126,6 +136,9 @@ Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSeg
       for (int64_t i = 0; i < s.n_tokens; ++i) pass.pos[t++] = int32_t(s.pos0 + i);
   }
   for (const auto& s : segs) pass.n_out += s.all_logits ? s.n_tokens : 1;
+  if (picks && int64_t(picks->want_logits.size()) != pass.n_out)
+    return Status::error("forward: " + std::to_string(picks->want_logits.size()) +
+                         " logits flags for " + std::to_string(pass.n_out) + " output rows");
 
   // A lone decode step may be captured and replayed by the backend (CUDA graphs): same buffers,
   // new token and position. Debug taps read back mid-step, so they force eager execution.
@@ -149,6 +162,25 @@ Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSeg
     HEARTH_TRY(be->status());
   }
   for (const auto& s : segs) s.kv->set_used(std::max(s.kv->used(), s.pos0 + s.n_tokens));
+  if (picks) {
+    Backend* last = groups_.back().backend;
+    const float* rows = scratch.per_backend.back().logits;
+    const int64_t V = hp_.n_vocab;
+    picks->ids->resize(size_t(pass.n_out));
+    last->argmax_rows(rows, pass.n_out, V, picks->ids->data());
+    out->resize(size_t(pass.n_out * V));    // (rows not wanted keep what they held)
+    for (int64_t r = 0; r < pass.n_out;) {  // runs of wanted rows, one download each
+      if (!picks->want_logits[size_t(r)]) {
+        ++r;
+        continue;
+      }
+      int64_t end = r + 1;
+      while (end < pass.n_out && picks->want_logits[size_t(end)]) ++end;
+      last->download(out->data() + r * V, rows + r * V, (end - r) * V);
+      r = end;
+    }
+    return last->status();
+  }
   if (out) {
     Backend* last = groups_.back().backend;
     auto& b = scratch.per_backend.back();

@@ -225,6 +225,15 @@ class Model {
   Status forward(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segments,
                  ForwardScratch& scratch, std::vector<float>* logits) const;
 
+  // forward() for a step whose rows mostly want only their greedy pick (a served decode step):
+  // ids[r] = greedy_argmax of output row r for every row (Backend::argmax_rows: on a GPU only
+  // the ids cross the bus), and logits holds rows x n_vocab floats of which only the rows with
+  // want_logits[r] set are written (want_logits: one entry per output row).
+  Status forward_picks(const std::vector<int32_t>& tokens,
+                       const std::vector<BatchSegment>& segments, ForwardScratch& scratch,
+                       std::span<const uint8_t> want_logits, std::vector<float>* logits,
+                       std::vector<int32_t>* ids) const;
+
   // Like forward, but outputs the final RMS-normed hidden states [rows, n_embd] instead of
   // logits (for embeddings: the caller pools them).
   Status forward_hidden(const std::vector<int32_t>& tokens,
@@ -279,8 +288,15 @@ class Model {
   friend class ModelBuilder;
   Model() = default;
   Status prepare_scratch(ForwardScratch& scratch, int64_t n_tokens) const;
+  // What a pass hands back: logits or hidden rows (all of them), or with `picks`, the greedy
+  // picks and the wanted logits rows (forward_picks).
+  struct RowPicks {
+    std::span<const uint8_t> want_logits;
+    std::vector<int32_t>* ids;
+  };
   Status run(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segments,
-             ForwardScratch& scratch, std::vector<float>* out, bool hidden) const;
+             ForwardScratch& scratch, std::vector<float>* out, bool hidden,
+             const RowPicks* picks = nullptr) const;
   // One forward pass in flight: what run_group needs besides the weights.
   struct Pass {
     const std::vector<int32_t>& tokens;

@@ -139,6 +139,7 @@ class CudaBackend final : public Backend {
 
   void upload(float* dst, const float* src, int64_t n) override;
   void download(float* dst, const float* src, int64_t n) override;
+  void argmax_rows(const float* logits, int64_t rows, int64_t n_vocab, int32_t* ids) override;
   void copy(float* dst, const float* src, int64_t n) override {
     check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
           "copy");
@@ -424,6 +425,7 @@ class CudaBackend final : public Backend {
   DeviceScratch batch_xh_;
   // The batched decode attention's split partials (attention-batch.cu).
   DeviceScratch batch_partials_;
+  DeviceScratch argmax_ids_;  // argmax_rows' picks (int32)
   cuda::QuantizedActs xq_;
   const float* xq_src_ = nullptr;
   uint64_t xq_at_ = ~uint64_t(0);

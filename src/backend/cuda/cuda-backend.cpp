@@ -49,6 +49,19 @@ void CudaBackend::download(float* dst, const float* src, int64_t n) {
   if (profiler_) profiler_->end_prefill(stream_);  // the logits download ends a prefill pass
 }
 
+void CudaBackend::argmax_rows(const float* logits, int64_t rows, int64_t n_vocab, int32_t* ids) {
+  if (capturing()) return fail("argmax_rows inside a captured decode step");
+  if (rows <= 0 || !ensure(argmax_ids_, size_t(rows) * sizeof(int32_t), "argmax ids")) return;
+  auto* dev_ids = static_cast<int32_t*>(argmax_ids_.ptr);
+  if (!check(cuda::launch_argmax_rows(logits, rows, n_vocab, dev_ids, stream_), "argmax rows"))
+    return;
+  check(cudaMemcpyAsync(ids, dev_ids, size_t(rows) * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                        stream_),
+        "argmax rows");
+  check(cudaStreamSynchronize(stream_), "argmax rows");
+  if (profiler_) profiler_->end_prefill(stream_);  // as download(): the pass ends here
+}
+
 bool CudaBackend::ensure(DeviceScratch& buf, size_t need, const char* what) {
   if (need <= buf.bytes) return true;
   if (capturing()) {

@@ -17,6 +17,10 @@ namespace hearth::cuda {
 cudaError_t launch_greedy_pick(const float* logits, int64_t n, int32_t* token, int32_t* pos,
                                int32_t next_pos, int32_t* host_token, cudaStream_t stream);
 
+// Greedy picks of `rows` rows of n logits each (device, contiguous) by launch_greedy_pick's rule:
+// ids[r] (device) for row r. One block a row.
+cudaError_t launch_argmax_rows(const float* logits, int64_t rows, int64_t n, int32_t* ids,
+                               cudaStream_t stream);
 // The sampled pick (sample-pick.cu): sampling/sampler.h's chain on the device. Penalties look at
 // the last repeat_last_n tokens of a device history ring (history [history_cap], its length in
 // *history_len), to which the pick appends its token.

@@ -1,9 +1,11 @@
 // Chained decoding on CUDA: the device's greedy pick against greedy_argmax (ties, NaN, +-inf,
-// large and odd vocabularies, several picks outstanding), and Model::decode_greedy's (and
-// decode_chained's sampled) chained steps against decode + a host pick on a small random model
-// with every layer on the GPU. The sampled pick's distribution: cuda-sample-test.cpp.
+// large and odd vocabularies, several picks outstanding; a batch of rows at once), and
+// Model::decode_greedy's (and decode_chained's sampled) chained steps against decode + a host pick
+// on a small random model with every layer on the GPU. The sampled pick's distribution:
+// cuda-sample-test.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -71,6 +73,31 @@ TEST_F(CudaTest, GreedyPickMatchesHostArgmax) {
     const int64_t n = int64_t(c.v.size());
     EXPECT_EQ(device_pick(*backend_, d, n, pos++), greedy_argmax(c.v.data(), n))
         << c.what << ", n = " << n;
+  }
+}
+
+// A served step's picks (Backend::argmax_rows): rows of one width side by side, so rows of an
+// odd width start off the 16-byte boundary that the vector loads need.
+TEST_F(CudaTest, ArgmaxRowsMatchHostArgmax) {
+  for (int64_t n : {1, 5, 1027, 32000, 32003, 151936}) {
+    std::vector<std::vector<float>> rows;
+    for (uint32_t r = 0; r < 5; ++r)
+      rows.push_back(random_floats(size_t(n), 100 * uint32_t(n) + r));
+    rows.push_back(std::vector<float>(size_t(n), kNan));
+    rows.push_back(std::vector<float>(size_t(n), -kInf));
+    {
+      std::vector<float> v = random_floats(size_t(n), 3, -1.f, 1.f);  // ties: the lowest wins
+      for (int64_t i = n - 1; i >= 0; i -= std::max<int64_t>(1, n / 7)) v[size_t(i)] = 4.f;
+      v[0] = kNan;
+      rows.push_back(v);
+    }
+    std::vector<float> all;
+    for (const auto& v : rows) all.insert(all.end(), v.begin(), v.end());
+    std::vector<int32_t> ids(rows.size(), -1);
+    backend_->argmax_rows(dev(all), int64_t(rows.size()), n, ids.data());
+    ASSERT_TRUE(backend_->status().is_ok()) << backend_->status().message();
+    for (size_t r = 0; r < rows.size(); ++r)
+      EXPECT_EQ(ids[r], greedy_argmax(rows[r].data(), n)) << "row " << r << ", n = " << n;
   }
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "model/model.h"
@@ -105,6 +106,55 @@ TEST_F(GreedyDecodeTest, MatchesDecodeArgmaxLoop) {
   EXPECT_EQ(got, want);
   EXPECT_EQ(kv.used(), kv_ref.used());
   EXPECT_EQ(kv.used(), int64_t(kPrompt.size()) + kSteps);
+}
+
+// A served step's outputs (Model::forward_picks) against forward(): every row's pick is the
+// argmax of forward's row, the rows asked for are forward's rows bit for bit, and the caches
+// advance alike. Segments: a prompt (its last row), a decode step, a prompt with all its rows.
+TEST_F(GreedyDecodeTest, ForwardPicksMatchForwardLogits) {
+  const int64_t V = model_->hparams().n_vocab;
+  struct Caches {
+    KvCache prompt, decode, all_rows;
+  };
+  auto make = [&](Caches& c, ForwardScratch& s) {
+    auto a = model_->new_kv_cache(64), b = model_->new_kv_cache(64);
+    ASSERT_TRUE(a.is_ok() && b.is_ok());
+    c.prompt = std::move(a).value();
+    c.all_rows = std::move(b).value();
+    start(c.decode, s, 64);
+  };
+  Caches ref, got;
+  ForwardScratch s_ref, s;
+  make(ref, s_ref);
+  make(got, s);
+  const std::vector<int32_t> tokens = {1, 450, 3186, 310, 278, 5120, 42, 1, 450, 3186};
+  auto segments = [&](Caches& c) {
+    return std::vector<BatchSegment>{{&c.prompt, 0, 6, false},
+                                     {&c.decode, int64_t(kPrompt.size()), 1, false},
+                                     {&c.all_rows, 0, 3, true}};
+  };
+  std::vector<float> want;
+  ASSERT_TRUE(model_->forward(tokens, segments(ref), s_ref, &want).is_ok());
+  ASSERT_EQ(want.size(), size_t(5 * V));
+  const std::vector<uint8_t> want_logits = {1, 0, 1, 0, 1};
+  std::vector<float> logits;
+  std::vector<int32_t> ids;
+  ASSERT_TRUE(model_->forward_picks(tokens, segments(got), s, want_logits, &logits, &ids).is_ok());
+  ASSERT_EQ(ids.size(), 5u);
+  ASSERT_EQ(logits.size(), want.size());
+  for (int64_t r = 0; r < 5; ++r) {
+    const float* row = want.data() + r * V;
+    EXPECT_EQ(ids[size_t(r)], greedy_argmax(row, V)) << "row " << r;
+    if (want_logits[size_t(r)])
+      EXPECT_EQ(std::memcmp(logits.data() + r * V, row, size_t(V) * 4), 0) << "row " << r;
+  }
+  EXPECT_EQ(got.prompt.used(), 6);
+  EXPECT_EQ(got.decode.used(), int64_t(kPrompt.size()) + 1);
+  EXPECT_EQ(got.all_rows.used(), 3);
+  // One flag per output row, or an error.
+  EXPECT_FALSE(
+      model_->forward_picks({7}, {{&got.decode, got.decode.used(), 1, false}}, s, {}, &logits, &ids)
+          .is_ok());
 }
 
 TEST_F(GreedyDecodeTest, EarlyStopLeavesCacheAsTheLoopAndResumes) {

@@ -1,0 +1,201 @@
+// The scheduler's batched step: which slots take part and with how many tokens (decode tokens
+// first in the budget, prompt chunks bounded while anyone decodes), one forward over all of
+// them, then each slot's next token: the device's argmax for plain greedy slots (only ids cross
+// the bus), the sampler on the logits row for the rest.
+#include <algorithm>
+
+#include "base/timer.h"
+#include "runtime/generation-step.h"
+#include "runtime/scheduler-slot.h"
+#include "runtime/scheduler.h"
+#include "runtime/token-logprobs.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hearth {
+
+using Clock = std::chrono::steady_clock;
+
+// The first choice's prompt is complete in `leader`'s cache: every choice waiting on it gets a
+// copy of those rows and samples its first token from the same logits (with its own sampler).
+void Scheduler::start_followers(Slot& leader, const float* logits) {
+  for (auto& f : slots_) {
+    if (f->leader != &leader) continue;
+    f->leader = nullptr;
+    if (!f->job) continue;
+    // A pool too full for the copy: the choice recomputes its prompt later instead.
+    if (make_room(*f, int64_t(leader.history.size()), {&leader}) != Room::kOk) {
+      if (f->job) preempt(*f);
+      continue;
+    }
+    const Status st = f->kv.copy_prefix_from(leader.kv, int64_t(leader.history.size()));
+    if (!st.is_ok()) {
+      finish_slot(*f, "error", st.message());
+      continue;
+    }
+    f->history = leader.history;
+    f->prompt_done = f->history.size();
+    f->job->cached_tokens_ = leader.job->cached_tokens_;
+    sample_and_emit(*f, logits);
+  }
+}
+
+// Whether a slot's next token is the plain argmax of its logits row and nothing else reads the
+// row (no logprobs, no bias or constraint, no choices waiting to sample from the same row).
+bool Scheduler::argmax_only(const Slot& slot) const {
+  if (!slot.job || !slot.step || slot.job->logprobs_top >= 0) return false;
+  const std::optional<Backend::PickRule> rule = slot.step->device_rule();
+  if (!rule || !rule->greedy()) return false;
+  return std::none_of(slots_.begin(), slots_.end(),
+                      [&](const auto& f) { return f->leader == &slot; });
+}
+
+// Samples the next token of a slot from its logits row and hands its text to the job.
+// Without a row (argmax_only slots), `argmax` is the row's greedy pick.
+void Scheduler::sample_and_emit(Slot& slot, const float* logits, int32_t argmax) {
+  const Tokenizer& tok = engine_->tokenizer();
+  Job& job = *slot.job;
+  const int32_t n_vocab = int32_t(engine_->model().hparams().n_vocab);
+  // The step biases and masks a copy: logprobs stay the model's own.
+  const int64_t ctx_left = options_.ctx_size - int64_t(slot.history.size());
+  const int32_t id = logits ? slot.step->pick(logits, n_vocab, slot.history, ctx_left) : argmax;
+  if (slot.generated == 0) job.timing_.first_token = Clock::now();
+  std::string text;
+  const bool more = slot.step->take(id, &text);
+  if (slot.step->emitted()) {
+    slot.generated++;
+    job.output_tokens_.push_back(id);
+    if (job.logprobs_top >= 0)
+      job.push_logprob(token_logprob(logits, n_vocab, id, job.logprobs_top, tok));
+    job.push_text(text);
+  }
+  if (!more) {
+    const std::string& reason = slot.step->finish_reason();
+    return finish_slot(slot, reason, reason == "error" ? slot.step->error().message() : "");
+  }
+  if (int64_t(slot.history.size()) >= options_.ctx_size) return finish_slot(slot, "length");
+  slot.pending = id;
+}
+
+void Scheduler::step() {
+  const Model& model = engine_->model();
+  std::vector<int32_t> tokens;
+  std::vector<BatchSegment> segs;
+  std::vector<Slot*> seg_slot;
+  std::vector<bool> seg_samples;  // does this segment's logits row pick a token?
+  int64_t budget = options_.batch_tokens;
+  // Slots in admission order, oldest first, so the oldest sequences take pool blocks first and
+  // may preempt newer ones (make_room): the oldest always progress. Decode tokens keep their
+  // place in the budget (a prompt chunk leaves one token for each decoding slot still to come),
+  // so running answers keep flowing while long prompts are chunked; while any sequence decodes,
+  // prompt chunks together take at most step_prompt_tokens, which bounds its inter-token gap.
+  std::vector<Slot*> order;
+  int64_t decoders = 0;
+  for (auto& s : slots_) {
+    order.push_back(s.get());
+    decoders += s->job && s->pending >= 0 ? 1 : 0;
+  }
+  int64_t prompt_budget = decoders > 0 && options_.step_prompt_tokens > 0
+                              ? options_.step_prompt_tokens
+                              : options_.batch_tokens;
+  std::sort(order.begin(), order.end(),
+            [](const Slot* a, const Slot* b) { return a->last_used < b->last_used; });
+  int64_t prompt_evaluated = 0;
+  for (Slot* s : order) {
+    if (!s->job || s->leader || budget == 0) continue;
+    const bool decode = s->pending >= 0;
+    if (decode) --decoders;
+    const int64_t pos0 = int64_t(s->history.size());
+    int64_t n = decode ? 1
+                       : std::min({budget - decoders, prompt_budget,
+                                   int64_t(s->feed.size() - s->prompt_done)});
+    if (n <= 0) continue;
+    const Room room = make_room(*s, pos0 + n, seg_slot);
+    if (room == Room::kWait && !decode) {  // prefill what its blocks hold; the rest waits
+      n = std::min(n, s->kv.held_blocks() * pool_->block_tokens() - pos0);
+      if (n <= 0) continue;
+    } else if (room == Room::kWait) {
+      // Nothing newer to take a block from: this sequence steps back, or alone in the pool
+      // and still out of room, it has reached what the pool can hold.
+      if (running_slots() > 1)
+        preempt(*s);
+      else
+        finish_slot(*s, "length");
+      continue;
+    }
+    if (decode) {
+      tokens.push_back(s->pending);
+    } else {
+      tokens.insert(tokens.end(), s->feed.begin() + long(s->prompt_done),
+                    s->feed.begin() + long(s->prompt_done) + n);
+      prompt_evaluated += n;
+      prompt_budget -= n;
+    }
+    segs.push_back({&s->kv, pos0, n, false});
+    seg_slot.push_back(s);
+    seg_samples.push_back(decode || s->prompt_done + size_t(n) == s->feed.size());
+    budget -= n;
+  }
+  if (segs.empty()) return;
+
+  // Rows that only pick greedily are picked where the logits are; only the others are read back
+  // (with 32 sequences on a GPU that was 4 MB of logits and 32 host argmaxes a step).
+  std::vector<uint8_t> want_logits(segs.size());
+  for (size_t i = 0; i < segs.size(); ++i)
+    want_logits[i] = seg_samples[i] && !argmax_only(*seg_slot[i]);
+  std::vector<float>& logits = logits_;
+  std::vector<int32_t>& argmax = argmax_;
+  Timer timer;
+  const Status st = model.forward_picks(tokens, segs, scratch_, want_logits, &logits, &argmax);
+  const double seconds = timer.elapsed_ms() / 1000.0;
+  if (!st.is_ok()) {
+    // The caches of this batch are in an unknown state: forget them and fail their jobs.
+    for (Slot* s : seg_slot) {
+      forget_cache(*s);
+      if (s->job) finish_slot(*s, "error", st.message());
+    }
+    return;
+  }
+  // Every sampled token counts as generated once (the first comes from the prompt's logits; a
+  // request's later choices sample theirs from the first's). Counted before sampling, which may
+  // finish a job: a client that reads the counters after its answer finds its tokens there.
+  int64_t sampled = 0;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    if (!seg_samples[i]) continue;
+    ++sampled;
+    for (auto& f : slots_) sampled += f->leader == seg_slot[i] && f->job ? 1 : 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    totals_.steps++;
+    totals_.forward_seconds += seconds;
+    totals_.prompt_evaluated += prompt_evaluated;
+    totals_.generated_tokens += sampled;
+    const auto now = Clock::now();
+    recent_.emplace_back(now, sampled);
+    while (!recent_.empty() && now - recent_.front().first > std::chrono::seconds(10))
+      recent_.pop_front();
+  }
+  const int64_t n_vocab = model.hparams().n_vocab;
+  size_t t = 0;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    Slot& s = *seg_slot[i];
+    s.history.insert(s.history.end(), tokens.begin() + long(t),
+                     tokens.begin() + long(t + size_t(segs[i].n_tokens)));
+    t += size_t(segs[i].n_tokens);
+    if (s.pending >= 0) {
+      s.pending = -1;
+    } else {
+      s.prompt_done += size_t(segs[i].n_tokens);
+    }
+    if (!seg_samples[i]) continue;
+    if (!want_logits[i]) {
+      sample_and_emit(s, nullptr, argmax[i]);
+      continue;
+    }
+    const float* row = logits.data() + i * size_t(n_vocab);
+    start_followers(s, row);
+    sample_and_emit(s, row);
+  }
+}
+
+}  // namespace hearth
