@@ -32,6 +32,13 @@ std::string request_body(const ServeLoadOptions& o, int index) {
                       {"temperature", 0},
                       {"stream", true},
                       {"stream_options", {{"include_usage", true}}}};
+  if (o.sampled) {
+    j["temperature"] = o.temperature;
+    j["top_p"] = o.top_p;
+    j["top_k"] = o.top_k;  // llama-server's and hearth's extensions
+    j["min_p"] = o.min_p;
+    j["seed"] = uint64_t(index) + 1;  // reproducible runs, a different draw per request
+  }
   return j.dump();
 }
 

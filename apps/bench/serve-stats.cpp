@@ -104,6 +104,7 @@ std::string render_serve_json(const ServeLoadOptions& o, const ServeSummary& s) 
                       {"prompt_tokens", o.prompt_tokens},
                       {"gen_tokens", o.gen_tokens},
                       {"shared_prefix", o.shared_prefix},
+                      {"temperature", o.sampled ? o.temperature : 0.0f},
                       {"requests", s.requests},
                       {"failures", s.failures},
                       {"completion_tokens", s.completion_tokens},

@@ -20,6 +20,10 @@ struct ServeLoadOptions {
   int requests = 0;        // in all; 0: four per client
   uint64_t seed = 1;       // of the prompts' token ids
   double timeout_s = 600;  // per request
+  // Greedy requests (temperature 0) unless `sampled`: then these sampler fields are sent.
+  bool sampled = false;
+  float temperature = 0.8f, top_p = 0.95f, min_p = 0.05f;
+  int top_k = 40;
 };
 
 // One request as its client saw it. Times are seconds since the run began, latencies ms.

@@ -39,9 +39,17 @@ std::vector<int> parse_sizes(const std::string& text, const char* flag) {
 }
 
 // Exits 1 after printing when any request failed, so a script notices.
-void run_serve(const BenchArgs& a) {
-  if (!a.synthetic.empty() || !a.rt.model.model.empty())
+void run_serve(const BenchArgs& args) {
+  if (!args.synthetic.empty() || !args.rt.model.model.empty())
     fail("bench: --serve measures a running server; give no -m or --synthetic with it");
+  BenchArgs a = args;
+  if (a.sampled) {  // the sampling flags: sampled requests instead of greedy ones
+    a.serve.sampled = true;
+    a.serve.temperature = a.sampling.temperature;
+    a.serve.top_p = a.sampling.top_p;
+    a.serve.top_k = a.sampling.top_k;
+    a.serve.min_p = a.sampling.min_p;
+  }
   check(bench::check_serve_options(a.serve));
   const auto traces = check(bench::run_serve_load(a.serve, [](const std::string& s) {
     std::fprintf(stderr, "hearth bench: %s\n", s.c_str());
@@ -112,10 +120,12 @@ void setup(CLI::App& root) {
   cmd->add_option("-d,--depth", a->depth,
                   "tokens already in the cache before each pp and tg test (default 0)");
   // Any of these adds a "tg sampled" row (same settings as `hearth run`'s defaults otherwise),
-  // measured in alternation with the greedy tg row.
+  // measured in alternation with the greedy tg row; with --serve, the requests sample so.
   const char* sampling_flags[] = {"--temp", "--top-k", "--top-p", "--min-p"};
-  cmd->add_option(sampling_flags[0], a->sampling.temperature,
-                  "tg sampled: temperature (default 0.8; 0 = greedy through the sampler)");
+  cmd->add_option(
+      sampling_flags[0], a->sampling.temperature,
+      "tg sampled (and --serve's requests): temperature (default 0.8; 0 = greedy through the "
+      "sampler)");
   cmd->add_option(sampling_flags[1], a->sampling.top_k, "tg sampled: top-k, 0 = off (default 40)");
   cmd->add_option(sampling_flags[2], a->sampling.top_p,
                   "tg sampled: top-p, 1 = off (default 0.95)");

@@ -368,15 +368,29 @@ class Backend {
     return Status::error(name() + ": chained decoding is not supported");
   }
 
-  // Greedy picks of the rows of logits [rows, n_vocab] (this backend's memory): ids[r] (host) =
-  // greedy_argmax of row r. A GPU backend picks on the device, so only the ids cross the bus (a
-  // served decode step's greedy rows); this default reads each row back.
-  virtual void argmax_rows(const float* logits, int64_t rows, int64_t n_vocab, int32_t* ids) {
+  // A row of a served step drawn by `rule` instead of its argmax, as pick() draws after the
+  // step at `pos` (the position of the row's token; with the seed, the draw's randomness): the
+  // same seed draws the same tokens as a chained decode on this backend.
+  struct RowDraw {
+    int64_t row = 0;
+    PickRule rule;
+    int64_t pos = 0;
+  };
+  // Whether pick_rows can draw by `rule` (on a GPU: any rule without penalties, which would
+  // need each row's history on the device).
+  virtual bool can_draw_rows(const PickRule& rule) const { return false; }
+  // The picks of the rows of logits [rows, n_vocab] (this backend's memory), one id per row into
+  // ids (host): greedy_argmax of the row, or for the rows in `draws`, a draw by their rule. A GPU
+  // backend picks on the device, so only the ids cross the bus (a served step's picks); this
+  // default reads each row back and takes its argmax (it draws nothing: can_draw_rows).
+  virtual void pick_rows(const float* logits, int64_t rows, int64_t n_vocab,
+                         std::span<const RowDraw> draws, int32_t* ids) {
     std::vector<float> row(static_cast<size_t>(n_vocab));
     for (int64_t r = 0; r < rows; ++r) {
       download(row.data(), logits + r * n_vocab, n_vocab);
       ids[r] = greedy_argmax(row.data(), n_vocab);
     }
+    if (!draws.empty()) missing_feature("row draws");
   }
 
   // First error an asynchronous backend hit since creation (ops return void); ok for the CPU.

@@ -61,8 +61,11 @@ class CpuBackend final : public Backend {
   void copy(float* dst, const float* src, int64_t n) override {
     std::memmove(dst, src, size_t(n) * 4);
   }
-  void argmax_rows(const float* logits, int64_t rows, int64_t n_vocab, int32_t* ids) override {
+  // The logits are host memory: the host sampler draws from the rows themselves (no draws).
+  void pick_rows(const float* logits, int64_t rows, int64_t n_vocab, std::span<const RowDraw> draws,
+                 int32_t* ids) override {
     for (int64_t r = 0; r < rows; ++r) ids[r] = greedy_argmax(logits + r * n_vocab, n_vocab);
+    if (!draws.empty()) Backend::pick_rows(logits, rows, n_vocab, draws, ids);  // (refuses them)
   }
 
   // KV caches reserve address space and commit pages as they grow (base/reserved-memory.h).

@@ -93,10 +93,15 @@ Status Model::forward(const std::vector<int32_t>& tokens, const std::vector<Batc
 
 Status Model::forward_picks(const std::vector<int32_t>& tokens,
                             const std::vector<BatchSegment>& segs, ForwardScratch& scratch,
-                            std::span<const uint8_t> want_logits, std::vector<float>* logits,
+                            std::span<const uint8_t> want_logits,
+                            std::span<const Backend::RowDraw> draws, std::vector<float>* logits,
                             std::vector<int32_t>* ids) const {
   if (!logits || !ids) return Status::error("forward_picks: no output");
-  const RowPicks picks{want_logits, ids};
+  for (const Backend::RowDraw& d : draws)
+    if (!head_backend()->can_draw_rows(d.rule))
+      return Status::error("forward_picks: the " + head_backend()->name() +
+                           " backend cannot draw by this rule");
+  const RowPicks picks{want_logits, draws, ids};
   return run(tokens, segs, scratch, logits, false, &picks);
 }
 
@@ -167,7 +172,11 @@ Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSeg
     const float* rows = scratch.per_backend.back().logits;
     const int64_t V = hp_.n_vocab;
     picks->ids->resize(size_t(pass.n_out));
-    last->argmax_rows(rows, pass.n_out, V, picks->ids->data());
+    for (const Backend::RowDraw& d : picks->draws)
+      if (d.row < 0 || d.row >= pass.n_out)
+        return Status::error("forward: a draw for row " + std::to_string(d.row) + " of " +
+                             std::to_string(pass.n_out));
+    last->pick_rows(rows, pass.n_out, V, picks->draws, picks->ids->data());
     out->resize(size_t(pass.n_out * V));    // (rows not wanted keep what they held)
     for (int64_t r = 0; r < pass.n_out;) {  // runs of wanted rows, one download each
       if (!picks->want_logits[size_t(r)]) {

@@ -225,14 +225,17 @@ class Model {
   Status forward(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segments,
                  ForwardScratch& scratch, std::vector<float>* logits) const;
 
-  // forward() for a step whose rows mostly want only their greedy pick (a served decode step):
-  // ids[r] = greedy_argmax of output row r for every row (Backend::argmax_rows: on a GPU only
-  // the ids cross the bus), and logits holds rows x n_vocab floats of which only the rows with
-  // want_logits[r] set are written (want_logits: one entry per output row).
+  // forward() for a step whose rows mostly want only their pick (a served step): ids[r] is
+  // output row r's greedy_argmax, or its draw for the rows in `draws` (Backend::pick_rows: on a
+  // GPU only the ids cross the bus), and logits holds rows x n_vocab floats of which only the
+  // rows with want_logits[r] set are written (want_logits: one entry per output row).
   Status forward_picks(const std::vector<int32_t>& tokens,
                        const std::vector<BatchSegment>& segments, ForwardScratch& scratch,
-                       std::span<const uint8_t> want_logits, std::vector<float>* logits,
+                       std::span<const uint8_t> want_logits,
+                       std::span<const Backend::RowDraw> draws, std::vector<float>* logits,
                        std::vector<int32_t>* ids) const;
+  // The backend that holds the logits (where forward_picks' draws run).
+  Backend* head_backend() const { return groups_.back().backend; }
 
   // Like forward, but outputs the final RMS-normed hidden states [rows, n_embd] instead of
   // logits (for embeddings: the caller pools them).
@@ -292,6 +295,7 @@ class Model {
   // picks and the wanted logits rows (forward_picks).
   struct RowPicks {
     std::span<const uint8_t> want_logits;
+    std::span<const Backend::RowDraw> draws;
     std::vector<int32_t>* ids;
   };
   Status run(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segments,

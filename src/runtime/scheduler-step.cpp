@@ -1,7 +1,8 @@
 // The scheduler's batched step: which slots take part and with how many tokens (decode tokens
 // first in the budget, prompt chunks bounded while anyone decodes), one forward over all of
-// them, then each slot's next token: the device's argmax for plain greedy slots (only ids cross
-// the bus), the sampler on the logits row for the rest.
+// them, then each slot's next token: picked where the logits are for plain greedy slots (and, on
+// a GPU, sampled ones without penalties: only ids cross the bus), by the host sampler from the
+// logits row for the rest.
 #include <algorithm>
 
 #include "base/timer.h"
@@ -39,25 +40,30 @@ void Scheduler::start_followers(Slot& leader, const float* logits) {
   }
 }
 
-// Whether a slot's next token is the plain argmax of its logits row and nothing else reads the
-// row (no logprobs, no bias or constraint, no choices waiting to sample from the same row).
-bool Scheduler::argmax_only(const Slot& slot) const {
-  if (!slot.job || !slot.step || slot.job->logprobs_top >= 0) return false;
+// Where a slot's next token is picked: on the backend that holds the logits (the argmax, or a
+// draw by the slot's rule where that backend draws: a GPU, for rules without penalties), or by
+// the host's GenerationStep::pick from the row (logprobs, a bias or a constraint, penalties, or
+// choices waiting to sample their first token from the same row).
+Scheduler::DevicePick Scheduler::device_pick(const Slot& slot) const {
+  if (!slot.job || !slot.step || slot.job->logprobs_top >= 0) return DevicePick::kNone;
   const std::optional<Backend::PickRule> rule = slot.step->device_rule();
-  if (!rule || !rule->greedy()) return false;
-  return std::none_of(slots_.begin(), slots_.end(),
-                      [&](const auto& f) { return f->leader == &slot; });
+  if (!rule) return DevicePick::kNone;
+  if (std::any_of(slots_.begin(), slots_.end(), [&](const auto& f) { return f->leader == &slot; }))
+    return DevicePick::kNone;
+  if (rule->greedy()) return DevicePick::kArgmax;
+  return engine_->model().head_backend()->can_draw_rows(*rule) ? DevicePick::kDraw
+                                                               : DevicePick::kNone;
 }
 
 // Samples the next token of a slot from its logits row and hands its text to the job.
-// Without a row (argmax_only slots), `argmax` is the row's greedy pick.
-void Scheduler::sample_and_emit(Slot& slot, const float* logits, int32_t argmax) {
+// Without a row (device_pick slots), `picked` is the token the backend picked.
+void Scheduler::sample_and_emit(Slot& slot, const float* logits, int32_t picked) {
   const Tokenizer& tok = engine_->tokenizer();
   Job& job = *slot.job;
   const int32_t n_vocab = int32_t(engine_->model().hparams().n_vocab);
   // The step biases and masks a copy: logprobs stay the model's own.
   const int64_t ctx_left = options_.ctx_size - int64_t(slot.history.size());
-  const int32_t id = logits ? slot.step->pick(logits, n_vocab, slot.history, ctx_left) : argmax;
+  const int32_t id = logits ? slot.step->pick(logits, n_vocab, slot.history, ctx_left) : picked;
   if (slot.generated == 0) job.timing_.first_token = Clock::now();
   std::string text;
   const bool more = slot.step->take(id, &text);
@@ -138,14 +144,28 @@ void Scheduler::step() {
   if (segs.empty()) return;
 
   // Rows that only pick greedily are picked where the logits are; only the others are read back
-  // (with 32 sequences on a GPU that was 4 MB of logits and 32 host argmaxes a step).
+  // (with 32 sequences on a GPU that was 4 MB of logits and 32 host picks a step).
   std::vector<uint8_t> want_logits(segs.size());
-  for (size_t i = 0; i < segs.size(); ++i)
-    want_logits[i] = seg_samples[i] && !argmax_only(*seg_slot[i]);
+  std::vector<Backend::RowDraw> draws;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    if (!seg_samples[i]) continue;
+    switch (device_pick(*seg_slot[i])) {
+      case DevicePick::kArgmax:
+        break;
+      case DevicePick::kDraw:
+        draws.push_back(
+            {int64_t(i), *seg_slot[i]->step->device_rule(), segs[i].pos0 + segs[i].n_tokens - 1});
+        break;
+      case DevicePick::kNone:
+        want_logits[i] = 1;
+        break;
+    }
+  }
   std::vector<float>& logits = logits_;
-  std::vector<int32_t>& argmax = argmax_;
+  std::vector<int32_t>& picked = picked_;
   Timer timer;
-  const Status st = model.forward_picks(tokens, segs, scratch_, want_logits, &logits, &argmax);
+  const Status st =
+      model.forward_picks(tokens, segs, scratch_, want_logits, draws, &logits, &picked);
   const double seconds = timer.elapsed_ms() / 1000.0;
   if (!st.is_ok()) {
     // The caches of this batch are in an unknown state: forget them and fail their jobs.
@@ -189,7 +209,7 @@ void Scheduler::step() {
     }
     if (!seg_samples[i]) continue;
     if (!want_logits[i]) {
-      sample_and_emit(s, nullptr, argmax[i]);
+      sample_and_emit(s, nullptr, picked[i]);
       continue;
     }
     const float* row = logits.data() + i * size_t(n_vocab);

@@ -216,8 +216,9 @@ class Scheduler {
   void embed_step();
   void finish_slot(Slot& slot, const std::string& reason, const std::string& error = "");
   void finish_job(Job& job, const std::string& reason, const std::string& error);
-  bool argmax_only(const Slot& slot) const;
-  void sample_and_emit(Slot& slot, const float* logits, int32_t argmax = -1);
+  enum class DevicePick { kNone, kArgmax, kDraw };
+  DevicePick device_pick(const Slot& slot) const;
+  void sample_and_emit(Slot& slot, const float* logits, int32_t picked = -1);
   void count_prefix_reuse(int64_t same_slot, int64_t copied, int64_t cached = 0);
   // The KV pool (scheduler-kv.cpp). Blocks an admitted group needs for its prompts, and whether
   // they can be had now (free, or held by idle slots' cached prefixes).
@@ -265,7 +266,7 @@ class Scheduler {
   // The step's logits, kept across steps: a fresh vector of B x n_vocab floats cost a page
   // fault per 4 KiB every step (scheduler thread only).
   std::vector<float> logits_;
-  std::vector<int32_t> argmax_;  // the step's greedy picks, one per output row
+  std::vector<int32_t> picked_;  // the step's picks on the backend, one per output row
   std::thread thread_;
 
   mutable std::mutex mu_;  // guards the fields below

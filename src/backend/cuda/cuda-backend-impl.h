@@ -139,7 +139,9 @@ class CudaBackend final : public Backend {
 
   void upload(float* dst, const float* src, int64_t n) override;
   void download(float* dst, const float* src, int64_t n) override;
-  void argmax_rows(const float* logits, int64_t rows, int64_t n_vocab, int32_t* ids) override;
+  bool can_draw_rows(const PickRule& rule) const override { return !rule.penalizes(); }
+  void pick_rows(const float* logits, int64_t rows, int64_t n_vocab, std::span<const RowDraw> draws,
+                 int32_t* ids) override;
   void copy(float* dst, const float* src, int64_t n) override {
     check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
           "copy");
@@ -425,7 +427,10 @@ class CudaBackend final : public Backend {
   DeviceScratch batch_xh_;
   // The batched decode attention's split partials (attention-batch.cu).
   DeviceScratch batch_partials_;
-  DeviceScratch argmax_ids_;  // argmax_rows' picks (int32)
+  // pick_rows' scratch: the ids, then per drawn row a one-token history and its length and a
+  // position the pick writes (int32); the draws' penalised logits (f32, one row at a time).
+  DeviceScratch row_picks_;
+  DeviceScratch row_draw_work_;
   cuda::QuantizedActs xq_;
   const float* xq_src_ = nullptr;
   uint64_t xq_at_ = ~uint64_t(0);

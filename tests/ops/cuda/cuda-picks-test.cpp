@@ -76,8 +76,8 @@ TEST_F(CudaTest, GreedyPickMatchesHostArgmax) {
   }
 }
 
-// A served step's picks (Backend::argmax_rows): rows of one width side by side, so rows of an
-// odd width start off the 16-byte boundary that the vector loads need.
+// A served step's picks (Backend::pick_rows, no draws): rows of one width side by side, so rows of
+// an odd width start off the 16-byte boundary that the vector loads need.
 TEST_F(CudaTest, ArgmaxRowsMatchHostArgmax) {
   for (int64_t n : {1, 5, 1027, 32000, 32003, 151936}) {
     std::vector<std::vector<float>> rows;
@@ -94,11 +94,50 @@ TEST_F(CudaTest, ArgmaxRowsMatchHostArgmax) {
     std::vector<float> all;
     for (const auto& v : rows) all.insert(all.end(), v.begin(), v.end());
     std::vector<int32_t> ids(rows.size(), -1);
-    backend_->argmax_rows(dev(all), int64_t(rows.size()), n, ids.data());
+    backend_->pick_rows(dev(all), int64_t(rows.size()), n, {}, ids.data());
     ASSERT_TRUE(backend_->status().is_ok()) << backend_->status().message();
     for (size_t r = 0; r < rows.size(); ++r)
       EXPECT_EQ(ids[r], greedy_argmax(rows[r].data(), n)) << "row " << r << ", n = " << n;
   }
+}
+
+// A served step's draws (pick_rows with RowDraws) are the chained decode's draws: same rule,
+// seed and position, same token; rows not drawn keep their argmax; a rule with penalties is
+// not the rows' to draw.
+TEST_F(CudaTest, RowDrawsMatchTheChainedPick) {
+  constexpr int64_t n = 32000;
+  constexpr int64_t kRows = 6;
+  std::vector<float> all;
+  for (uint32_t r = 0; r < kRows; ++r) {
+    const std::vector<float> v = random_floats(size_t(n), 77 + r, -6.f, 6.f);
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  float* d = dev(all);
+  Backend::PickRule rule;
+  rule.temperature = 0.8f;
+  rule.top_k = 40;
+  rule.top_p = 0.95f;
+  rule.min_p = 0.05f;
+  rule.seed = 1234;
+  ASSERT_TRUE(backend_->can_draw_rows(rule));
+  std::vector<Backend::RowDraw> draws;
+  for (int64_t r : {1, 2, 4}) draws.push_back({r, rule, 100 + 7 * r});
+  draws[1].rule.top_k = 0;  // top-p and min-p only
+  draws[2].rule.seed = 99;
+  std::vector<int32_t> ids(kRows, -1);
+  backend_->pick_rows(d, kRows, n, draws, ids.data());
+  ASSERT_TRUE(backend_->status().is_ok()) << backend_->status().message();
+  for (const Backend::RowDraw& dr : draws) {
+    ASSERT_TRUE(backend_->begin_picks(dr.rule, {}).is_ok());
+    EXPECT_EQ(ids[size_t(dr.row)], device_pick(*backend_, d + dr.row * n, n, dr.pos))
+        << "row " << dr.row;
+  }
+  for (int64_t r : {0, 3, 5})
+    EXPECT_EQ(ids[size_t(r)], greedy_argmax(all.data() + r * n, n)) << "row " << r;
+  Backend::PickRule penalized = rule;
+  penalized.repeat_penalty = 1.1f;
+  penalized.repeat_last_n = 64;
+  EXPECT_FALSE(backend_->can_draw_rows(penalized));
 }
 
 TEST_F(CudaTest, GreedyPicksOutstandingComeBackInOrder) {

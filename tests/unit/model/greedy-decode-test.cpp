@@ -139,7 +139,8 @@ TEST_F(GreedyDecodeTest, ForwardPicksMatchForwardLogits) {
   const std::vector<uint8_t> want_logits = {1, 0, 1, 0, 1};
   std::vector<float> logits;
   std::vector<int32_t> ids;
-  ASSERT_TRUE(model_->forward_picks(tokens, segments(got), s, want_logits, &logits, &ids).is_ok());
+  ASSERT_TRUE(
+      model_->forward_picks(tokens, segments(got), s, want_logits, {}, &logits, &ids).is_ok());
   ASSERT_EQ(ids.size(), 5u);
   ASSERT_EQ(logits.size(), want.size());
   for (int64_t r = 0; r < 5; ++r) {
@@ -152,9 +153,18 @@ TEST_F(GreedyDecodeTest, ForwardPicksMatchForwardLogits) {
   EXPECT_EQ(got.decode.used(), int64_t(kPrompt.size()) + 1);
   EXPECT_EQ(got.all_rows.used(), 3);
   // One flag per output row, or an error.
-  EXPECT_FALSE(
-      model_->forward_picks({7}, {{&got.decode, got.decode.used(), 1, false}}, s, {}, &logits, &ids)
-          .is_ok());
+  EXPECT_FALSE(model_
+                   ->forward_picks({7}, {{&got.decode, got.decode.used(), 1, false}}, s, {}, {},
+                                   &logits, &ids)
+                   .is_ok());
+  // The CPU draws nothing itself (its host sampler reads the rows): a draw is refused.
+  Backend::RowDraw draw;
+  draw.rule.temperature = 0.8f;
+  const std::vector<uint8_t> one = {0};
+  EXPECT_FALSE(model_
+                   ->forward_picks({7}, {{&got.decode, got.decode.used(), 1, false}}, s, one,
+                                   {&draw, 1}, &logits, &ids)
+                   .is_ok());
 }
 
 TEST_F(GreedyDecodeTest, EarlyStopLeavesCacheAsTheLoopAndResumes) {
