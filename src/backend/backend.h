@@ -60,6 +60,10 @@ class Backend {
   // Gives [offset, offset + bytes) back; its contents are lost. Waits for queued work first.
   virtual void decommit(void* base, uint64_t offset, uint64_t bytes) {}
   virtual void unreserve(void* base, uint64_t bytes) { free(static_cast<float*>(base)); }
+  // A backend may keep decommitted memory for the next commit (CPU: parked pages, up to a
+  // limit; CUDA: mapped granules, cuda-kv-memory.h). This gives the CPU's back to the kernel;
+  // a server calls it when it goes idle. The default keeps nothing.
+  virtual void release_parked_kv() {}
 
   // Makes `w` usable by matmul/embed on this backend (upload, repack). Idempotent.
   virtual Status prepare_weight(Weight& w) = 0;

@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu-backend.h"
+#include "backend/cpu-kv-memory.h"
 #include "backend/weight-cache.h"
 #include "base/half.h"
 #include "base/log.h"
@@ -38,7 +39,10 @@ void* alloc_streamed(size_t bytes) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const CpuBackendOptions& opt) : opt_(opt), pool_(opt.n_threads) {}
+  explicit CpuBackend(const CpuBackendOptions& opt)
+      : opt_(opt),
+        pool_(opt.n_threads),
+        kv_memory_(opt.kv_parked_limit.value_or(CpuKvMemory::default_parked_limit())) {}
   ~CpuBackend() override {
     for (float* p : vectors_) std::free(p);
   }
@@ -62,10 +66,11 @@ class CpuBackend final : public Backend {
     std::memmove(dst, src, size_t(n) * 4);
   }
 
-  // KV caches reserve address space and commit pages as they grow (base/reserved-memory.h).
+  // KV caches reserve address space and commit pages as they grow (base/reserved-memory.h);
+  // a decommit's pages stay parked for the next commit (backend/cpu-kv-memory.h).
   uint64_t commit_granularity() const override { return host_page_size(); }
   void* reserve_kv(uint64_t bytes) override {
-    void* p = reserve_host_range(bytes);
+    void* p = kv_memory_.reserve(bytes);
     if (!p) throw std::bad_alloc();
 #ifdef MADV_HUGEPAGE
     // As alloc_streamed: the kernel may back whole committed 2 MiB extents with huge pages.
@@ -74,13 +79,16 @@ class CpuBackend final : public Backend {
     return p;
   }
   bool commit(void* base, uint64_t offset, uint64_t bytes) override {
-    return commit_host_range(base, offset, bytes);
+    return kv_memory_.commit(base, offset, bytes);
   }
   void decommit(void* base, uint64_t offset, uint64_t bytes) override {
-    decommit_host_range(base, offset, bytes);
+    kv_memory_.decommit(base, offset, bytes);
   }
   void unreserve(void* base, uint64_t bytes) override {
-    release_host_range(base, bytes);
+    kv_memory_.unreserve(base, bytes);
+  }
+  void release_parked_kv() override {
+    kv_memory_.release_parked();
   }
 
   // Matrices whose kernels want another layout are packed once: from the on-disk cache when it
@@ -304,6 +312,7 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   ThreadPool solo_{1};  // runs on the caller: no workers, no hand-off
   std::vector<float*> vectors_;
+  CpuKvMemory kv_memory_;
 };
 
 }  // namespace
