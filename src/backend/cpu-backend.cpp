@@ -249,8 +249,7 @@ class CpuBackend final : public Backend {
     rope_rows(a, a.k, a.n_kv_heads);
     int64_t row = 0;
     for (const KvSegment& s : a.segments) {
-      store_kv(s.k_cache, s.k_type, a.k + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
-      store_kv(s.v_cache, s.v_type, a.v + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
+      store_segment(a, s, row);
       row += s.n_tokens;
     }
     row = 0;
