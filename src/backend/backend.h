@@ -70,6 +70,10 @@ class Backend {
   // Gives [offset, offset + bytes) back; its contents are lost. Waits for queued work first.
   virtual void decommit(void* base, uint64_t offset, uint64_t bytes) {}
   virtual void unreserve(void* base, uint64_t bytes) { free(static_cast<float*>(base)); }
+  // A backend may keep decommitted memory for the next commit (CPU: parked pages, up to a
+  // limit; CUDA: mapped granules, cuda-kv-memory.h). This gives the CPU's back to the kernel;
+  // a server calls it when it goes idle. The default keeps nothing.
+  virtual void release_parked_kv() {}
 
   // Makes `w` usable by matmul/embed on this backend (upload, repack). Idempotent.
   virtual Status prepare_weight(Weight& w) = 0;
@@ -252,13 +256,12 @@ class Backend {
     std::span<const KvSegment> segments;  // their n_tokens sum to n_tokens
   };
   virtual void rope_append_attend(const AttentionBlock& a) {
-    const int64_t kvd = a.n_kv_heads * a.head_dim, qd = a.n_heads * a.head_dim;
+    const int64_t qd = a.n_heads * a.head_dim;
     rope_rows(a, a.q, a.n_heads);
     rope_rows(a, a.k, a.n_kv_heads);
     int64_t row = 0;
     for (const KvSegment& s : a.segments) {
-      store_kv(s.k_cache, s.k_type, a.k + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
-      store_kv(s.v_cache, s.v_type, a.v + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
+      store_segment(a, s, row);
       const kernels::KvRows k_rows{s.k_cache, s.k_type}, v_rows{s.v_cache, s.v_type};
       const kernels::AttentionMask mask{a.window, a.softcap, s.ring_rows, a.sinks};
       if (mask.plain())
@@ -397,6 +400,12 @@ class Backend {
   virtual Status status() const { return Status::ok(); }
 
  protected:
+  // rope_append_attend's K/V append of segment s, whose rows start at row `row` of a.k and a.v.
+  void store_segment(const AttentionBlock& a, const KvSegment& s, int64_t row) {
+    const int64_t kvd = a.n_kv_heads * a.head_dim;
+    store_kv(s.k_cache, s.k_type, a.k + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
+    store_kv(s.v_cache, s.v_type, a.v + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
+  }
   // rope_append_attend's rotation of x (q or k: n_heads heads per row), plain or partial.
   void rope_rows(const AttentionBlock& a, float* x, int64_t n_heads) {
     if (!a.rope.partial)

@@ -3,7 +3,9 @@
 // make_cpu_backend(n) in backend.h is the same with defaults.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backend/backend.h"
@@ -20,6 +22,9 @@ struct CpuBackendOptions {
   std::string source_label;     // file name, for the cache file's name
   std::string cache_dir;        // "" = weight_cache_dir()
   CpuOptions cpu;               // AMX prefill and cache verification (valid: cpu_options_error)
+  // Bytes of KV pages a decommit leaves parked for the next commit (backend/cpu-kv-memory.h);
+  // nullopt: CpuKvMemory::default_parked_limit(), 0: none.
+  std::optional<uint64_t> kv_parked_limit;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options);

@@ -140,6 +140,20 @@ void attention(const float* q, const float* k_cache, const float* v_cache, float
 void attention(const float* q, const KvRows& k_cache, const KvRows& v_cache, float* out,
                int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool);
+// Cache bytes a later call will read (the next sequence of a decode step): a one-thread call
+// reads a share of them per key block, so they arrive from memory while it computes (the L2
+// streamer does not run ahead of attention's strided reads). A hint only: results do not change.
+// k, v: the first bytes of each buffer to read, k_bytes / v_bytes long.
+struct KvRowsAhead {
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int64_t k_bytes = 0, v_bytes = 0;
+};
+// As above, reading `ahead` on the way (decode steps of several sequences).
+void attention(const float* q, const KvRows& k_cache, const KvRows& v_cache, float* out,
+               int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+               int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool,
+               const KvRowsAhead& ahead);
 
 // RoPE on the first n_rot dims of each head only (partial rotary: Phi-4-mini, GPT-NeoX); dims
 // [n_rot, head_dim) pass through. The rotated dims are multiplied by mscale (YaRN's and

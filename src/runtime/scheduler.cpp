@@ -481,9 +481,11 @@ void Scheduler::loop() {
         // fall through: what was taken gets its slots, then every slot's job is cancelled
       } else if (!busy && worked_since_trim) {
         // Going idle after a burst: what the burst freed goes back to the kernel, so RSS
-        // between bursts is what the server holds, not what it once needed.
+        // between bursts is what the server holds, not what it once needed (the heap, and the
+        // KV pages the backends kept parked for the next request).
         lock.unlock();
         release_free_heap_memory();
+        for (const LayerGroup& g : engine_->model().groups()) g.backend->release_parked_kv();
         worked_since_trim = false;
         continue;
       } else if (!busy) {

@@ -2,7 +2,8 @@
 // this machine runs: the inner loops (scores, accumulate) against float64 over odd key counts
 // and head sizes, and whole attention calls (decode, prefill, GQA, key splits, sliding window,
 // soft-cap, ring rows, K and V of different types) against the float64 reference over the rows
-// the kernels read, dequantized. Rows no query may see hold poison; outputs are guarded.
+// the kernels read, dequantized, and unchanged by a read-ahead of other rows. Rows no query may see
+// hold poison; outputs are guarded.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -214,6 +215,15 @@ TEST(KvRows, AttentionOverTypedRowsMatchesReference) {
           for (size_t i = 0; i < want.size(); ++i)
             ASSERT_NEAR(out[i], want[i], 2e-5 * (1 + std::fabs(want[i])))
                 << name << " " << ops->name << " at " << i;
+          // Reading another cache ahead (a decode step's next sequence) changes no bit.
+          const KvRowsAhead ahead{vr.bytes.data(), kr.bytes.data(), int64_t(vr.bytes.size()),
+                                  int64_t(kr.bytes.size())};
+          auto again = poisoned(want.size());
+          attention_with(*ops, q.data(), kc, vc, again.data(), c.T, c.pos0, c.H, c.Hkv, c.hd, scale,
+                         c.mask, *pool, ahead);
+          expect_guard(again, want.size(), name);
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_EQ(again[i], out[i]) << name << " " << ops->name << " read-ahead at " << i;
         }
       auto out = poisoned(want.size());
       attention(q.data(), kc, vc, out.data(), c.T, c.pos0, c.H, c.Hkv, c.hd, scale, c.mask, pool3);

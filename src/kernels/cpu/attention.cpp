@@ -32,6 +32,7 @@ struct Shape {
   int64_t k_head, v_head;  // bytes per head within a row
   float scale;
   AttentionMask mask;
+  KvRowsAhead ahead;  // read a share per key block when the call is one job (ops.h)
   // The keys query token t sees: positions [first_key(t), pos0 + t + 1).
   int64_t first_key(int64_t t) const {
     return mask.window > 0 ? std::max<int64_t>(0, pos0 + t + 1 - mask.window) : 0;
@@ -108,6 +109,18 @@ float output_factor(float m, float l, const float* sinks, int64_t h) {
   return c / (l * c + std::exp(sink - top));
 }
 
+// Reads bytes [from, to) of p, a load per cache line, so a later call finds them in the caches.
+// Plain loads, not prefetch instructions: those wait for one of the core's few L1 miss buffers
+// each (a burst of them stalled attention as long as a demand miss), while loads that miss
+// train the L2 streamer, which then fetches the rest of the range ahead of them.
+void read_ahead(const void* p, int64_t from, int64_t to) {
+  const auto* b = static_cast<const volatile uint8_t*>(p);
+  uint8_t any = 0;
+  for (int64_t o = from & ~int64_t(63); o < to; o += 64) any |= b[o];
+  thread_local volatile uint8_t sink;
+  sink = any;
+}
+
 // Runs one job. Each query row (kv head, token t, head h of the group) keeps a running max m,
 // sum l and unnormalised output acc; every key block rescales them once. With `partial` set the
 // (m, l, acc) triple is written for the merge; else the normalised row goes to out.
@@ -120,12 +133,19 @@ void run_job(const SmallOps& ops, const Shape& sh, const Job& job, Scratch& sc, 
   sc.s.resize(size_t(kKeyBlock));
   const int64_t last_ctx = std::min(job.k1, sh.pos0 + job.t1);   // keys the last token sees
   const int64_t first = std::max(job.k0, sh.first_key(job.t0));  // ... and the first token
+  // Read-ahead: the next sequence's rows, a share per key block (rows in this call's order).
+  const int64_t span = std::max<int64_t>(1, last_ctx - first);
   for (int64_t block = first; block < last_ctx;) {
     // A block of consecutive positions whose rows are consecutive too (a ring wraps between
     // blocks, never inside one).
     int64_t block_end = std::min(last_ctx, block + kKeyBlock);
     if (sh.mask.ring_rows > 0)
       block_end = std::min(block_end, block + sh.mask.ring_rows - sh.row(block));
+    if (sh.ahead.k) {
+      const auto share = [&](int64_t bytes, int64_t at) { return bytes * (at - first) / span; };
+      read_ahead(sh.ahead.k, share(sh.ahead.k_bytes, block), share(sh.ahead.k_bytes, block_end));
+      read_ahead(sh.ahead.v, share(sh.ahead.v_bytes, block), share(sh.ahead.v_bytes, block_end));
+    }
     for (int64_t kvh = job.kvh0; kvh < job.kvh1; ++kvh) {
       for (int64_t t = job.t0; t < job.t1; ++t) {
         const int64_t kb = std::max(block, sh.first_key(t));
@@ -186,26 +206,26 @@ void attention_with(const SmallOps& ops, const float* q, const float* k_cache, c
 void attention_with(const SmallOps& ops, const float* q, const KvRows& k_cache,
                     const KvRows& v_cache, float* out, int64_t n_tokens, int64_t pos0,
                     int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
-                    const AttentionMask& mask, ThreadPool& pool) {
+                    const AttentionMask& mask, ThreadPool& pool, const KvRowsAhead& ahead) {
   if (n_tokens <= 0 || n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0) return;
   const int64_t kv_dim = n_kv_heads * head_dim;
-  const Shape sh{q,
-                 static_cast<const uint8_t*>(k_cache.data),
-                 static_cast<const uint8_t*>(v_cache.data),
-                 out,
-                 n_tokens,
-                 pos0,
-                 n_heads,
-                 n_heads / n_kv_heads,
-                 head_dim,
-                 k_cache.type,
-                 v_cache.type,
-                 kv_row_bytes(k_cache.type, kv_dim),
-                 kv_row_bytes(v_cache.type, kv_dim),
-                 kv_row_bytes(k_cache.type, head_dim),
-                 kv_row_bytes(v_cache.type, head_dim),
-                 scale,
-                 mask};
+  Shape sh{q,
+           static_cast<const uint8_t*>(k_cache.data),
+           static_cast<const uint8_t*>(v_cache.data),
+           out,
+           n_tokens,
+           pos0,
+           n_heads,
+           n_heads / n_kv_heads,
+           head_dim,
+           k_cache.type,
+           v_cache.type,
+           kv_row_bytes(k_cache.type, kv_dim),
+           kv_row_bytes(v_cache.type, kv_dim),
+           kv_row_bytes(k_cache.type, head_dim),
+           kv_row_bytes(v_cache.type, head_dim),
+           scale,
+           mask};
   // Query blocks: enough rows (tokens x group heads) that a key block loaded once serves many.
   const int64_t qb = std::clamp<int64_t>(32 / sh.group, 1, 16);
   const int64_t n_qblocks = (n_tokens + qb - 1) / qb;
@@ -228,7 +248,7 @@ void attention_with(const SmallOps& ops, const float* q, const KvRows& k_cache,
   // 16-key scores together: 0.64-0.65 -> 0.52-0.56 ms a step at 64 positions, 1.42-1.60 ->
   // 1.47-1.58 at 250, 5.66-5.69 -> 4.83-4.90 at 1000.
   const bool key_ranges = n_qblocks == 1 && pool.size() > 1;
-  int64_t heads_per_job = 1;
+  int64_t heads_per_job = pool.size() == 1 && n_qblocks == 1 ? n_kv_heads : 1;
   if (key_ranges) {
     splits = std::clamp<int64_t>(n_keys / kMinKeysPerDecodeSplit, 1, int64_t(pool.size()));
     // Too few keys to give every thread a range (a short context): cut the kv heads too, so
@@ -254,6 +274,9 @@ void attention_with(const SmallOps& ops, const float* q, const KvRows& k_cache,
         jobs.push_back({kvh, std::min(n_kv_heads, kvh + heads_per_job), t0, t1, k0, k1, s});
     }
   }
+  // Only a call that is one job reads the ahead rows (several jobs would each read them all):
+  // a single thread's decode runs every kv head in one job for it.
+  if (jobs.size() == 1) sh.ahead = ahead;
   if (splits > 1) partial.resize(size_t(splits * n_tokens * n_heads * (head_dim + 2)));
   float* part = splits > 1 ? partial.data() : nullptr;
 
@@ -311,6 +334,14 @@ void attention(const float* q, const KvRows& k_cache, const KvRows& v_cache, flo
                int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool) {
   attention_with(small_ops(), q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads,
                  head_dim, scale, mask, pool);
+}
+
+void attention(const float* q, const KvRows& k_cache, const KvRows& v_cache, float* out,
+               int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+               int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool,
+               const KvRowsAhead& ahead) {
+  attention_with(small_ops(), q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads,
+                 head_dim, scale, mask, pool, ahead);
 }
 
 }  // namespace hearth::kernels

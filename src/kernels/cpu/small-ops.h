@@ -68,7 +68,7 @@ void attention_with(const SmallOps& ops, const float* q, const float* k_cache, c
 void attention_with(const SmallOps& ops, const float* q, const KvRows& k_cache,
                     const KvRows& v_cache, float* out, int64_t n_tokens, int64_t pos0,
                     int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
-                    const AttentionMask& mask, ThreadPool& pool);
+                    const AttentionMask& mask, ThreadPool& pool, const KvRowsAhead& ahead = {});
 
 // Pooled versions of ops.h's element-wise ops: same results, split across the pool when the
 // work is large enough to pay a hand-off (prefill); small calls (decode) stay on the caller.

@@ -1,6 +1,7 @@
 // KvPool (kv/kv-pool.h) and pooled KvCaches on the CPU backend: block accounting, the block size
 // rule, ensure/release_unused taking and returning blocks, a full pool refusing (all or nothing),
-// pages really committed and given back (mincore), and pooled rows that read back as written.
+// pages really committed, parked and given back (mincore), and pooled rows that read back as
+// written.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu-backend.h"
 #include "base/reserved-memory.h"
 #include "kv/kv-cache.h"
 #include "kv/kv-pool.h"
@@ -140,12 +142,50 @@ TEST_F(PooledKvCacheTest, CommittedPagesAreResidentAndDecommittedOnesAreNot) {
   EXPECT_LE(touched, 64 + 1);
   kv->set_used(16);
   kv->release_unused();
+  // The given-back pages stay parked (resident) for the next commit until the backend
+  // releases them (a server going idle).
+  EXPECT_GE(resident_pages(k, reserved), 64);
+  cpu->release_parked_kv();
   EXPECT_LE(resident_pages(k, reserved), 16 + 1);  // the pages went back to the kernel
   EXPECT_EQ(k[15 * dim], 15.0f);                   // the kept prefix is intact
   // Recommitted pages read back what is written again.
   ASSERT_TRUE(kv->ensure(64).is_ok());
   k[40 * dim] = 4.5f;
   EXPECT_EQ(k[40 * dim], 4.5f);
+}
+
+TEST_F(PooledKvCacheTest, ParkedPagesServeTheNextCommitAndStayUnderTheLimit) {
+  const uint64_t page = host_page_size();
+  const int64_t dim = int64_t(page / 4);  // one f32 row per page
+  CpuBackendOptions opt;
+  opt.kv_parked_limit = 40 * page;  // one buffer's 48 given-back pages do not fit
+  auto small = make_cpu_backend(opt);
+  auto pool = KvPool::unbounded(16);
+  auto kv = KvCache::create({small.get()}, 1024, dim, {}, 0, kF32, pool);
+  ASSERT_TRUE(kv.is_ok()) << kv.message();
+  float* k = rows(kv->k_data(0));
+  float* v = rows(kv->v_data(0));
+  const uint64_t reserved = kv->bytes() / 2;
+  // Grow, give back 32 pages a buffer (64 parked, over the limit: the older buffer's go back),
+  // grow again over the same rows.
+  ASSERT_TRUE(kv->ensure(64).is_ok());
+  for (int64_t p = 0; p < 64; ++p) k[p * dim] = v[p * dim] = float(p);
+  kv->set_used(32);
+  kv->release_unused();
+  EXPECT_LE(resident_pages(k, reserved) + resident_pages(v, reserved), 64 + 32 + 2);
+  EXPECT_EQ(kv->committed_bytes(), 2 * 32 * page);
+  ASSERT_TRUE(kv->ensure(64).is_ok());
+  for (int64_t p = 32; p < 64; ++p) k[p * dim] = v[p * dim] = -float(p);
+  for (int64_t p = 0; p < 64; ++p) {
+    ASSERT_EQ(k[p * dim], p < 32 ? float(p) : -float(p));
+    ASSERT_EQ(v[p * dim], p < 32 ? float(p) : -float(p));
+  }
+  // Given back while parked pages lie past it, then destroyed: nothing stays behind.
+  kv->set_used(0);
+  kv->release_unused();
+  EXPECT_EQ(kv->committed_bytes(), 0u);
+  kv = Status::error("dropped");
+  small->release_parked_kv();
 }
 
 TEST_F(PooledKvCacheTest, ABlockCommitsItsOwnGranulesOnly) {
