@@ -107,6 +107,7 @@ void run(const RunArgs& a) {
                  "hearth: start-up: exec -> main %.0f ms (10 ms resolution), then engine loaded "
                  "at %.1f ms, session ready at %.1f ms, first token at %.1f ms\n",
                  exec_to_start_ms(), loaded_at, session_at, first_token_at);
+  exit_without_teardown(0);
 }
 
 void setup(CLI::App& root) {

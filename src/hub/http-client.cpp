@@ -3,22 +3,17 @@
 // (keep the small error body in memory), so the temp file only ever holds a valid prefix.
 #include "hub/http-client.h"
 
-#include <curl/curl.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
+
+#include "hub/curl-api.h"
 
 namespace hearth::hub {
 
 namespace {
-
-void global_init() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 struct TransferState {
   const HttpRequest* req;
@@ -73,7 +68,7 @@ size_t on_body(char* data, size_t size, size_t n, void* user) {
   if (!st->decided) {
     st->decided = true;
     long code = 0;
-    curl_easy_getinfo(st->curl, CURLINFO_RESPONSE_CODE, &code);
+    curl_api()->curl_easy_getinfo(st->curl, CURLINFO_RESPONSE_CODE, &code);
     st->to_file = st->req->body_fd >= 0 && code >= 200 && code < 300;
     if (st->to_file && st->req->range_start > 0) {
       if (code == 200) {
@@ -118,9 +113,13 @@ std::string HttpResponse::header(const std::string& lower_name) const {
 }
 
 HttpResponse http_perform(const HttpRequest& req) {
-  global_init();
   HttpResponse resp;
-  CURL* curl = curl_easy_init();
+  const CurlApi* lib = curl_api();
+  if (!lib) {
+    resp.transport_error = "libcurl (libcurl.so.4) could not be loaded";
+    return resp;
+  }
+  CURL* curl = lib->curl_easy_init();
   if (!curl) {
     resp.transport_error = "libcurl initialisation failed";
     return resp;
@@ -128,41 +127,41 @@ HttpResponse http_perform(const HttpRequest& req) {
   TransferState st{&req, &resp, curl};
   char errbuf[CURL_ERROR_SIZE] = {0};
   curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Accept-Encoding: identity");
+  headers = lib->curl_slist_append(headers, "Accept-Encoding: identity");
   std::string auth;
   if (!req.token.empty()) {
     auth = "Authorization: Bearer " + req.token;
-    headers = curl_slist_append(headers, auth.c_str());
+    headers = lib->curl_slist_append(headers, auth.c_str());
   }
-  curl_easy_setopt(curl, CURLOPT_URL, req.url.c_str());
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_USERAGENT, "hearth/0.1.0; hf_hub-compatible");
-  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, req.connect_timeout_s);
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, req.stall_timeout_s);
-  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &st);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &st);
-  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, req.follow_redirects ? 1L : 0L);
-  curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);
-  curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  if (req.head) curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  lib->curl_easy_setopt(curl, CURLOPT_URL, req.url.c_str());
+  lib->curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  lib->curl_easy_setopt(curl, CURLOPT_USERAGENT, "hearth/0.1.0; hf_hub-compatible");
+  lib->curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+  lib->curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  lib->curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, req.connect_timeout_s);
+  lib->curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  lib->curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, req.stall_timeout_s);
+  lib->curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+  lib->curl_easy_setopt(curl, CURLOPT_HEADERDATA, &st);
+  lib->curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+  lib->curl_easy_setopt(curl, CURLOPT_WRITEDATA, &st);
+  lib->curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, req.follow_redirects ? 1L : 0L);
+  lib->curl_easy_setopt(curl, CURLOPT_MAXREDIRS, 10L);
+  lib->curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+  lib->curl_easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  if (req.head) lib->curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
   std::string range;
   if (req.range_start > 0) {
     range = std::to_string(req.range_start) + "-";
-    curl_easy_setopt(curl, CURLOPT_RANGE, range.c_str());
+    lib->curl_easy_setopt(curl, CURLOPT_RANGE, range.c_str());
   }
 
-  CURLcode rc = curl_easy_perform(curl);
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &resp.status);
+  CURLcode rc = lib->curl_easy_perform(curl);
+  lib->curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &resp.status);
   char* eff = nullptr;
-  if (curl_easy_getinfo(curl, CURLINFO_EFFECTIVE_URL, &eff) == CURLE_OK && eff)
+  if (lib->curl_easy_getinfo(curl, CURLINFO_EFFECTIVE_URL, &eff) == CURLE_OK && eff)
     resp.effective_url = eff;
-  resp.transport_error = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+  resp.transport_error = errbuf[0] ? errbuf : lib->curl_easy_strerror(rc);
   switch (rc) {
     case CURLE_OK:
       resp.transport = Transport::kOk;
@@ -193,41 +192,45 @@ HttpResponse http_perform(const HttpRequest& req) {
     default:
       resp.transport = Transport::kOther;
   }
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
+  lib->curl_slist_free_all(headers);
+  lib->curl_easy_cleanup(curl);
   return resp;
 }
 
 std::string resolve_url(const std::string& base, const std::string& location) {
-  CURLU* u = curl_url();
+  const CurlApi* lib = curl_api();
+  if (!lib) return location;
+  CURLU* u = lib->curl_url();
   std::string out = location;
-  if (u && curl_url_set(u, CURLUPART_URL, base.c_str(), 0) == CURLUE_OK &&
-      curl_url_set(u, CURLUPART_URL, location.c_str(), 0) == CURLUE_OK) {
+  if (u && lib->curl_url_set(u, CURLUPART_URL, base.c_str(), 0) == CURLUE_OK &&
+      lib->curl_url_set(u, CURLUPART_URL, location.c_str(), 0) == CURLUE_OK) {
     char* full = nullptr;
-    if (curl_url_get(u, CURLUPART_URL, &full, 0) == CURLUE_OK && full) {
+    if (lib->curl_url_get(u, CURLUPART_URL, &full, 0) == CURLUE_OK && full) {
       out = full;
-      curl_free(full);
+      lib->curl_free(full);
     }
   }
-  if (u) curl_url_cleanup(u);
+  if (u) lib->curl_url_cleanup(u);
   return out;
 }
 
 bool same_origin(const std::string& a, const std::string& b) {
-  auto origin = [](const std::string& url) {
+  const CurlApi* lib = curl_api();
+  if (!lib) return false;
+  auto origin = [lib](const std::string& url) {
     std::string out;
-    CURLU* u = curl_url();
+    CURLU* u = lib->curl_url();
     if (!u) return out;
-    if (curl_url_set(u, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
+    if (lib->curl_url_set(u, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
       for (CURLUPart part : {CURLUPART_SCHEME, CURLUPART_HOST, CURLUPART_PORT}) {
         char* v = nullptr;
-        if (curl_url_get(u, part, &v, CURLU_DEFAULT_PORT) == CURLUE_OK && v) {
+        if (lib->curl_url_get(u, part, &v, CURLU_DEFAULT_PORT) == CURLUE_OK && v) {
           out += std::string(v) + "|";
-          curl_free(v);
+          lib->curl_free(v);
         }
       }
     }
-    curl_url_cleanup(u);
+    lib->curl_url_cleanup(u);
     return out;
   };
   const std::string oa = origin(a);

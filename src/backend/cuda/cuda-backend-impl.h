@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cublas_v2.h>
+
 #include <cuda_runtime_api.h>
+#include <thread>
 
 #include <algorithm>
 #include <cstdlib>
@@ -63,6 +65,7 @@ class CudaBackend final : public Backend {
   Status init();
 
   ~CudaBackend() override {
+    if (blas_preload_.joinable()) blas_preload_.join();
     cudaSetDevice(device_);
     if (stream_) cudaStreamSynchronize(stream_);
     if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
@@ -323,6 +326,9 @@ class CudaBackend final : public Backend {
   int64_t decode_rows_max() const {
     return batch_pass_ ? cuda::kMatmulBatchHalfMinTokens - 1 : cuda::kGemvMaxTokens;
   }
+  // The cuBLAS handle, made at first use (cuBLAS itself is opened then: cublas-loader.h); null
+  // after a failure, which it reports.
+  cublasHandle_t blas();
   // A prefill GEMM (cuBLAS over fp16 forms of x and W): y = x . W^T, or y += with accumulate.
   void launch_gemm(const Weight& w, const PreparedWeight& pw, const float* x, int64_t n_tokens,
                    float* y, bool accumulate);
@@ -407,7 +413,9 @@ class CudaBackend final : public Backend {
   int device_;
   const CudaOptions opt_;
   cudaStream_t stream_ = nullptr;
-  cublasHandle_t blas_ = nullptr;
+  cublasHandle_t blas_ = nullptr;  // made at the first prefill GEMM (blas())
+  // Opens cuBLAS once the weights are up, off the load's path and before most first GEMMs.
+  std::thread blas_preload_;
   Status error_;
   WeightUploader uploader_;
   uint8_t* ring_host_ = nullptr;

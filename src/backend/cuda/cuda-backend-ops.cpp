@@ -165,12 +165,14 @@ void CudaBackend::launch_gemm(const Weight& w, const PreparedWeight& pw, const f
         make_e4m3_copy(const_cast<PreparedWeight&>(pw), w.host.name, opt_.fp8_prefill, stream_);
     if (!st.is_ok()) return fail(st.message());
   }
+  cublasHandle_t blas = this->blas();
+  if (!blas) return;
   const size_t need = cuda::matmul_workspace_bytes(pw.dw, n_tokens);
   if (need > workspace_.bytes) prefill_x_ = {};  // the converted x goes with the old buffer
   if (!ensure(workspace_, need, "workspace")) return;
   const int m = prof("gemm");
   const bool ok =
-      check(cuda::launch_matmul(pw.dw, x, n_tokens, y, workspace_.ptr, workspace_.bytes, blas_,
+      check(cuda::launch_matmul(pw.dw, x, n_tokens, y, workspace_.ptr, workspace_.bytes, blas,
                                 stream_, opt_.prefill_x_cache ? &prefill_x_ : nullptr, accumulate),
             "matmul " + w.host.name);
   unprof(m);

@@ -9,13 +9,13 @@
 #include <thread>
 
 #include "backend/cuda/cuda-backend-impl.h"
+#include "kernels/cuda/cublas-loader.h"
 
 namespace hearth::cuda_impl {
 
 Status CudaBackend::init() {
   if (!check(cudaSetDevice(device_), "cudaSetDevice")) return error_;
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
-  if (cublasCreate(&blas_) != CUBLAS_STATUS_SUCCESS) fail("cublasCreate failed");
   const int hw = int(std::max(1u, std::thread::hardware_concurrency()));
   const int upload_threads = opt_.upload_threads > 0 ? opt_.upload_threads : std::min(8, hw);
   if (const Status st = uploader_.init(device_, upload_threads); !st.is_ok()) fail(st.message());
@@ -172,8 +172,24 @@ void CudaBackend::begin_loading_weights() {
 }
 
 Status CudaBackend::finish_loading_weights() {
+  // Opening cuBLAS (tens of ms of relocations) runs beside the rest of the start-up: a short
+  // prompt never waits for it, a long one's first GEMM waits only for what is left of it.
+  if (!blas_preload_.joinable()) blas_preload_ = std::thread([] { cuda::cublas_load(); });
   // The upload stream was synchronized: the weights are there for every stream.
   return uploader_.end_batch();
+}
+
+cublasHandle_t CudaBackend::blas() {
+  if (blas_) return blas_;
+  if (const std::string& why = cuda::cublas_load(); !why.empty()) {
+    fail(why);
+    return nullptr;
+  }
+  if (cublasCreate(&blas_) != CUBLAS_STATUS_SUCCESS) {
+    blas_ = nullptr;
+    fail("cublasCreate failed");
+  }
+  return blas_;
 }
 
 // 1 GiB (or half the free memory, if less) read 6 times, best pass after a warm-up one.

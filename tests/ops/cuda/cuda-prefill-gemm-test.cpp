@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda-test-util.h"
+#include "kernels/cuda/cublas-loader.h"
 #include "kernels/cuda/gemm-fp8.h"
 #include "random-weights.h"
 
@@ -22,6 +23,12 @@ class CudaPrefillGemm : public CudaTest,
     return o;
   }
 };
+
+// cuBLAS is opened at its first use (cublas-loader.h), not at exec: the libraries built against
+// and every function Hearth forwards to must be found (no GPU needed).
+TEST(CublasLoader, FindsTheLibrariesAndEveryFunction) {
+  EXPECT_EQ(cuda::cublas_load(), "");
+}
 
 TEST_P(CudaPrefillGemm, Fp8CorrectionKeepsTwoPassAccuracy) {
   const auto [t, fp8] = GetParam();
