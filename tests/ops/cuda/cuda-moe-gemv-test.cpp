@@ -259,6 +259,8 @@ TEST_F(CudaMoeGemvTest, GateUpRoutingItselfMatchesTheRoutingLaunch) {
           Run r{upload(std::vector<int32_t>(size_t(S), -1)),
                 upload(std::vector<float>(size_t(S), NAN)),
                 upload(std::vector<float>(size_t(S * F), NAN)), raw_alloc(hq_bytes)};
+          // (hq's padding between its parts is compared too: zeroed in both)
+          EXPECT_EQ(cudaMemset(r.hq, 0, hq_bytes), cudaSuccess);
           const cuda::MoeRouter router{d_logits, int(NE), renorm, r.w};
           if (!fused) {
             EXPECT_EQ(cuda::launch_moe_route(d_logits, T, NE, K, renorm, r.ids, r.w, nullptr),
