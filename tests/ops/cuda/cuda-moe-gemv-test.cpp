@@ -39,10 +39,13 @@ class CudaMoeGemvTest : public CudaTest {
               cudaSuccess);
     return p;
   }
-  // W {rows, cols} of dtype t in the device's packed layout.
+  // W {rows, cols} of dtype t in the device's packed layout (plain dtypes as stored).
   cuda::DeviceWeight upload_weight(DType t, int64_t rows, int64_t cols,
                                    const std::vector<uint8_t>& bytes) {
     auto* raw = upload(bytes);
+    // Plain dtypes (F16, BF16, F32) have no packed layout: the device reads them as stored.
+    if (cuda::packed_layout(t, rows, cols).total_bytes == 0)
+      return cuda::make_device_weight(t, rows, cols, raw);
     auto* packed = static_cast<uint8_t*>(raw_alloc(cuda::packed_layout(t, rows, cols).total_bytes));
     EXPECT_EQ(cuda::launch_repack(t, raw, packed, rows, cols, nullptr), cudaSuccess);
     return cuda::make_device_weight(t, rows, cols, packed);
