@@ -254,9 +254,16 @@ class Backend {
     float softcap = 0;
     const float* sinks = nullptr;  // AttentionMask's sinks [n_heads] (gpt-oss), backend memory
     std::span<const KvSegment> segments;  // their n_tokens sum to n_tokens
+    // Per-head RMSNorm of q and k before the rotation (Qwen3, Gemma 3): rmsnorm_heads of every
+    // head row with q_norm / k_norm [head_dim] (backend memory) and norm_eps, or none (null).
+    // Part of the named op, so a backend may norm inside its attention kernel (CUDA decode).
+    const float* q_norm = nullptr;
+    const float* k_norm = nullptr;
+    float norm_eps = 0;
   };
   virtual void rope_append_attend(const AttentionBlock& a) {
     const int64_t qd = a.n_heads * a.head_dim;
+    norm_heads(a);
     rope_rows(a, a.q, a.n_heads);
     rope_rows(a, a.k, a.n_kv_heads);
     int64_t row = 0;
@@ -405,6 +412,11 @@ class Backend {
     const int64_t kvd = a.n_kv_heads * a.head_dim;
     store_kv(s.k_cache, s.k_type, a.k + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
     store_kv(s.v_cache, s.v_type, a.v + row * kvd, s.pos0, kvd, s.n_tokens, s.ring_rows);
+  }
+  // rope_append_attend's per-head norms of q and k (AttentionBlock::q_norm, k_norm), in place.
+  void norm_heads(const AttentionBlock& a) {
+    if (a.q_norm) rmsnorm_heads(a.q, a.q_norm, a.n_tokens * a.n_heads, a.head_dim, a.norm_eps);
+    if (a.k_norm) rmsnorm_heads(a.k, a.k_norm, a.n_tokens * a.n_kv_heads, a.head_dim, a.norm_eps);
   }
   // rope_append_attend's rotation of x (q or k: n_heads heads per row), plain or partial.
   void rope_rows(const AttentionBlock& a, float* x, int64_t n_heads) {

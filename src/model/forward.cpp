@@ -270,10 +270,6 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
   if (w.q_bias) be->add_bias(b.q, w.q_bias, T, QD);
   if (w.k_bias) be->add_bias(b.k, w.k_bias, T, KVD);
   if (w.v_bias) be->add_bias(b.v, w.v_bias, T, KVD);
-  if (w.q_norm) {  // per-head RMSNorm before RoPE (Qwen3, Gemma 3)
-    be->rmsnorm_heads(b.q, w.q_norm, T * hp_.n_head, HD, hp_.rms_eps);
-    be->rmsnorm_heads(b.k, w.k_norm, T * hp_.n_head_kv, HD, hp_.rms_eps);
-  }
   const RopeTable& rope = rope_[size_t(kind.rope)];
   Backend::AttentionBlock a;
   a.q = b.q, a.k = b.k, a.v = b.v, a.out = b.attn;
@@ -282,7 +278,9 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
   a.rope = {rope.inv_freq.data(), rope_style_, hp_.n_rot, rope.mscale, rope_partial_};
   a.window = kind.window;
   a.softcap = hp_.attn_softcap;
-  a.sinks = w.sinks;  // gpt-oss: per-head logits in the softmax denominator
+  a.sinks = w.sinks;                         // gpt-oss: per-head logits in the softmax denominator
+  a.q_norm = w.q_norm, a.k_norm = w.k_norm;  // per-head RMSNorm before RoPE (Qwen3, Gemma 3)
+  a.norm_eps = hp_.rms_eps;
   std::vector<Backend::KvSegment> segs;
   segs.reserve(p.segs.size());
   for (const auto& s : p.segs)

@@ -114,13 +114,15 @@ void CudaBackend::rope_append_attend(const AttentionBlock& a) {
   if (!freq) return;
   const int style = style_code(a.rope.style);
   if (stepping() && a.n_tokens == 1 && s.pos0 == step_host_->pos) {
-    if (cuda::attention_rope_fusable(1, a.head_dim, style)) {
-      // One launch: q and this token's k rotated, k and v appended, inside the attention kernel.
-      const cuda::AttnRope fused{a.k, a.v, freq, style};
+    if (cuda::attention_rope_fusable(1, a.head_dim, style) && !a.q_norm == !a.k_norm) {
+      // One launch: q and this token's k normed (per head), rotated, k and v appended, inside
+      // the attention kernel.
+      const cuda::AttnRope fused{a.k, a.v, freq, style, a.q_norm, a.k_norm, a.norm_eps};
       return launch_attention_op(a.q, k_rows, v_rows, a.out, 1, s.pos0, a.n_heads, a.n_kv_heads,
                                  a.head_dim, a.scale, &fused, a.sinks);
     }
     if (!f32) return Backend::rope_append_attend(a);  // rope, typed store_kv, attention
+    norm_heads(a);
     float* const k_cache = static_cast<float*>(s.k_cache);
     float* const v_cache = static_cast<float*>(s.v_cache);
     const int m = prof("rope+kv store");
@@ -130,6 +132,7 @@ void CudaBackend::rope_append_attend(const AttentionBlock& a) {
     unprof(m);
   } else if (opt_.rope_rows_kv && !stepping() && !capturing() &&
              a.n_tokens > cuda::kGemvMaxTokens) {
+    norm_heads(a);
     launch_rope_rows_kv(a, s, freq, style);
   } else {
     return Backend::rope_append_attend(a);

@@ -31,6 +31,7 @@ void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
       size_t(cuda::attention_batch_partials_floats(n, a.n_heads, a.head_dim, max_ctx)) * 4;
   if (!freq || !dev_segs || !ensure(batch_partials_, need, "batch attention partials")) return;
   const int style = a.rope.style == kernels::RopeStyle::kInterleaved ? 0 : 1;
+  norm_heads(a);
   int m = prof("rope+kv store");
   const bool ok =
       check(cuda::launch_rope_kv_batch(a.q, a.n_heads, a.k, a.n_kv_heads, a.v, a.head_dim, dev_segs,

@@ -163,16 +163,24 @@ void CudaBackend::moe_ffn(const MoeBlock& m) {
   int32_t* ids = step.take<int32_t>(S);
   float* weights = step.take<float>(S);
   const float alpha = m.swiglu_alpha, limit = act_limit(m);
-  int mark = prof("moe route");
-  if (!check(cuda::launch_moe_route(m.logits, T, NE, K, m.renormalise, ids, weights, stream_),
-             "moe route"))
-    return;
-  unprof(mark);
+  // The gather-GEMVs' gate+up routes each token itself (one launch fewer a layer; with
+  // --no-fuse, the separate routing launch).
+  const cuda::MoeRouter router{m.logits, int(NE), m.renormalise, weights};
+  const cuda::MoeRouter* fused_route = gather && opt_.fuse ? &router : nullptr;
+  int mark = -1;
+  if (!fused_route) {
+    mark = prof("moe route");
+    if (!check(cuda::launch_moe_route(m.logits, T, NE, K, m.renormalise, ids, weights, stream_),
+               "moe route"))
+      return;
+    unprof(mark);
+  }
   if (int8) {
     void* hq = step.take<uint8_t>(int64_t(hq_bytes));
     const cuda::QuantizedActs xa = cuda::quantized_acts_view(xq_buf_.ptr, T, E);
-    mark = prof("moe gate+up");
-    check(cuda::launch_moe_gate_up_int8(*ex, xa, ids, T, K, alpha, limit, hq, nullptr, stream_),
+    mark = prof(fused_route ? "moe route+gate+up" : "moe gate+up");
+    check(cuda::launch_moe_gate_up_int8(*ex, xa, ids, T, K, alpha, limit, hq, nullptr, stream_,
+                                        fused_route),
           "moe gate_up");
     unprof(mark);
     mark = prof("moe down");
@@ -183,8 +191,9 @@ void CudaBackend::moe_ffn(const MoeBlock& m) {
   }
   if (gather) {
     float* h = step.take<float>(S * F);
-    mark = prof("moe gate+up");
-    check(cuda::launch_moe_gate_up(*ex, m.x, ids, T, K, alpha, limit, h, stream_), "moe gate_up");
+    mark = prof(fused_route ? "moe route+gate+up" : "moe gate+up");
+    check(cuda::launch_moe_gate_up(*ex, m.x, ids, T, K, alpha, limit, h, stream_, fused_route),
+          "moe gate_up");
     unprof(mark);
     mark = prof("moe down");
     check(cuda::launch_moe_down(*ex, h, ids, weights, T, K, m.out, m.accumulate, stream_),

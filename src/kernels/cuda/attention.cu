@@ -11,6 +11,7 @@
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/rms-scale.cuh"
 #include "kernels/cuda/rope-pair.cuh"
 #include "kernels/cuda/warp-reduce.cuh"
 
@@ -153,6 +154,16 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
   if (rope.k) {
     for (int j = threadIdx.x; j < hd / 2; j += blockDim.x)
       sm_cs[j] = rope_cos_sin(pcur, rope.inv_freq[j]);
+    if (rope.q_norm) {  // per-head norms first (rmsnorm_heads' bits; q and k are in L2)
+      const float qs = warp_rms_scale(q + th * hd, hd, rope.norm_eps, lane);
+      const float ks = warp_rms_scale(rope.k + int64_t(kvh) * hd, hd, rope.norm_eps, lane);
+#pragma unroll
+      for (int i = 0; i < EPT; ++i) {
+        const int d = lane + 32 * i;  // < hd: hd == 32 * EPT (attention_rope_fusable)
+        qv[i] = qv[i] * qs * __ldg(rope.q_norm + d);
+        kcur[i] = kcur[i] * ks * __ldg(rope.k_norm + d);
+      }
+    }
     __syncthreads();
     rope_rows_tab<EPT>(qv, sm_cs, rope.style, lane);
     rope_rows_tab<EPT>(kcur, sm_cs, rope.style, lane);
@@ -491,7 +502,7 @@ cudaError_t launch_attention(const float* q, const void* k_cache, const void* v_
   AttnRope fused;
   if (rope) {
     if (!attention_rope_fusable(n_tokens, head_dim, rope->style) || !rope->k || !rope->v ||
-        !rope->inv_freq)
+        !rope->inv_freq || !rope->q_norm != !rope->k_norm)
       return cudaErrorInvalidValue;
     fused = *rope;
   }

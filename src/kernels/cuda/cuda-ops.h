@@ -215,6 +215,11 @@ struct AttnRope {
   const float* v = nullptr;         // [n_kv_heads, head_dim]
   const float* inv_freq = nullptr;  // device [head_dim / 2]
   int style = 0;                    // 0 interleaved, 1 halves
+  // Per-head RMSNorm before the rotation (rmsnorm_heads of q's heads and k's, launch_rmsnorm's
+  // arithmetic, so the same bits as the separate launches), or null.
+  const float* q_norm = nullptr;  // device [head_dim]
+  const float* k_norm = nullptr;
+  float norm_eps = 0;
 };
 bool attention_rope_fusable(int64_t n_tokens, int64_t head_dim, int style);
 // k_cache / v_cache: rows of kv's types (AttnKv), read in place; kv.sinks join each row's

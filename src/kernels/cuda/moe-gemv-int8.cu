@@ -10,6 +10,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/moe-act.cuh"
 #include "kernels/cuda/moe-ops.h"
+#include "kernels/cuda/moe-route.cuh"
 #include "kernels/cuda/warp-reduce.cuh"
 
 namespace hearth::cuda {
@@ -46,8 +47,8 @@ constexpr int kDownUnroll = 2 * QT<T>::kUnroll / kDownRows<T>;
 // of registers) 10.6 us, both with x loaded ahead of the expert id.
 template <DType T>
 __global__ void __launch_bounds__(kWarps * 32)
-    moe_gate_up_int8_kernel(MoeExperts ex, QuantizedActs xa, const int32_t* __restrict__ ids, int k,
-                            float alpha, float limit, int8_t* __restrict__ hq1,
+    moe_gate_up_int8_kernel(MoeExperts ex, QuantizedActs xa, int32_t* __restrict__ ids, int k,
+                            MoeRouter route, float alpha, float limit, int8_t* __restrict__ hq1,
                             int8_t* __restrict__ hq2, float4* __restrict__ hscales,
                             float* __restrict__ h) {
   using Q = QT<T>;
@@ -55,10 +56,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   constexpr int U = kGateUpUnroll<Q>;
   __shared__ float hs[kBlockRows];
   pdl_trigger();
-  pdl_wait();  // ids and x come from the kernels before
+  pdl_wait();  // ids (or the router's logits) and x come from the kernels before
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t s = blockIdx.y;
-  const int e = ids[s];
+  const int e = gate_up_expert(route, ids, k, s);
   const int t = int(s / k);
   const DeviceWeight gw = ex.gate[e], uw = ex.up[e];
   const int64_t nu = ex.n_embd / Q::kUnit;
@@ -191,13 +192,15 @@ bool moe_gemv_int8_supports(DType t, int64_t n_embd, int64_t n_ff) {
   return uses_int8_gemv(t) && n_embd % 32 == 0 && n_ff % 32 == 0 && n_embd > 0 && n_ff > 0;
 }
 
-cudaError_t launch_moe_gate_up_int8(const MoeExperts& ex, const QuantizedActs& xa,
-                                    const int32_t* ids, int64_t n_tokens, int64_t k, float alpha,
-                                    float limit, void* hq_buf, float* h, cudaStream_t s) {
+cudaError_t launch_moe_gate_up_int8(const MoeExperts& ex, const QuantizedActs& xa, int32_t* ids,
+                                    int64_t n_tokens, int64_t k, float alpha, float limit,
+                                    void* hq_buf, float* h, cudaStream_t s,
+                                    const MoeRouter* route) {
   if (n_tokens <= 0) return cudaSuccess;
   if (!moe_gemv_int8_supports(ex.dtype, ex.n_embd, ex.n_ff) || k < 1 || k > 32 || !hq_buf ||
-      xa.cols != ex.n_embd || xa.n_tokens != n_tokens)
+      xa.cols != ex.n_embd || xa.n_tokens != n_tokens || !moe_router_ok(route, k))
     return cudaErrorInvalidValue;
+  const MoeRouter r = route ? *route : MoeRouter{};
   const QuantizedActs hq = quantized_acts_view(hq_buf, n_tokens * k, ex.n_ff);
   auto* q1 = const_cast<int8_t*>(hq.q1);
   auto* q2 = const_cast<int8_t*>(hq.q2);
@@ -206,7 +209,7 @@ cudaError_t launch_moe_gate_up_int8(const MoeExperts& ex, const QuantizedActs& x
   cudaError_t err = cudaSuccess;
   if (!dispatch_int8(ex.dtype, [&](auto tag) {
         err = launch_pdl(moe_gate_up_int8_kernel<decltype(tag)::value>, grid, block, 0, s, ex, xa,
-                         ids, int(k), alpha, limit, q1, q2, sc, h);
+                         ids, int(k), r, alpha, limit, q1, q2, sc, h);
       }))
     return cudaErrorInvalidValue;
   return err;

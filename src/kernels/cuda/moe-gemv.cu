@@ -5,6 +5,7 @@
 #include "kernels/cuda/dequantize.cuh"
 #include "kernels/cuda/moe-act.cuh"
 #include "kernels/cuda/moe-ops.h"
+#include "kernels/cuda/moe-route.cuh"
 #include "kernels/cuda/warp-reduce.cuh"
 
 namespace hearth::cuda {
@@ -29,12 +30,12 @@ __device__ __forceinline__ float dot8(const DeviceWeight& w, int64_t row, int64_
 // streams' loads are in flight together.
 template <DType T>
 __global__ void __launch_bounds__(kWarps * 32)
-    moe_gate_up_kernel(MoeExperts ex, const float* __restrict__ x, const int32_t* __restrict__ ids,
-                       int k, float alpha, float limit, float* __restrict__ h) {
+    moe_gate_up_kernel(MoeExperts ex, const float* __restrict__ x, int32_t* __restrict__ ids, int k,
+                       MoeRouter route, float alpha, float limit, float* __restrict__ h) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t row = int64_t(blockIdx.x) * kWarps + warp, s = blockIdx.y;
+  const int e = gate_up_expert(route, ids, k, s);
   if (row >= ex.n_ff) return;
-  const int e = ids[s];
   const DeviceWeight gw = ex.gate[e], uw = ex.up[e];
   const float* xt = x + (s / k) * ex.n_embd;
   const int64_t ng = ex.n_embd / 8;
@@ -117,15 +118,17 @@ bool moe_gemv_supports(DType t, int64_t cols) {
   return supports_dtype(t) && cols % 8 == 0;
 }
 
-cudaError_t launch_moe_gate_up(const MoeExperts& ex, const float* x, const int32_t* ids,
-                               int64_t n_tokens, int64_t k, float alpha, float limit, float* h,
-                               cudaStream_t s) {
+cudaError_t launch_moe_gate_up(const MoeExperts& ex, const float* x, int32_t* ids, int64_t n_tokens,
+                               int64_t k, float alpha, float limit, float* h, cudaStream_t s,
+                               const MoeRouter* route) {
   if (n_tokens <= 0) return cudaSuccess;
-  if (!moe_gemv_supports(ex.dtype, ex.n_embd) || k < 1 || k > 32) return cudaErrorInvalidValue;
+  if (!moe_gemv_supports(ex.dtype, ex.n_embd) || k < 1 || k > 32 || !moe_router_ok(route, k))
+    return cudaErrorInvalidValue;
+  const MoeRouter r = route ? *route : MoeRouter{};
   const dim3 grid(row_blocks(ex.n_ff), unsigned(n_tokens * k));
   if (!dispatch_dtype(ex.dtype, [&](auto tag) {
         moe_gate_up_kernel<decltype(tag)::value>
-            <<<grid, kWarps * 32, 0, s>>>(ex, x, ids, int(k), alpha, limit, h);
+            <<<grid, kWarps * 32, 0, s>>>(ex, x, ids, int(k), r, alpha, limit, h);
       }))
     return cudaErrorInvalidValue;
   return cudaGetLastError();

@@ -41,6 +41,18 @@ cudaError_t launch_moe_scatter(const float* rows, const int32_t* pos_of, const f
 cudaError_t launch_moe_act(const float* gate, const float* up, float* out, int64_t n, float alpha,
                            float limit, cudaStream_t s);
 
+// A decode step's routing done by the gate+up launch itself (launch_moe_gate_up(_int8) given
+// one): each block routes its own token from the logits by launch_moe_route's rule, so the layer
+// has no routing launch between the router's GEMV and the experts. The launch then writes ids
+// [T, k] and weights [T, k] (launch_moe_route's outputs, for the down launch) instead of reading
+// ids.
+struct MoeRouter {
+  const float* logits = nullptr;  // [T, n_expert]
+  int n_expert = 0;               // <= kMoeMaxExperts, >= k
+  bool renorm = true;
+  float* weights = nullptr;  // [T, k]
+};
+
 // One MoE layer's experts on the device: arrays [n_expert] (device memory) of each projection's
 // DeviceWeight (gate and up {n_ff, n_embd}, down {n_embd, n_ff}) and bias pointers (null arrays:
 // no biases). Every expert has the same dtype.
@@ -59,9 +71,10 @@ struct MoeExperts {
 bool moe_gemv_supports(DType t, int64_t cols);
 // h [S, n_ff]: slot s = t*k + j of expert e = ids[s] gets act(gate_e . x_t + bg_e,
 // up_e . x_t + bu_e) (launch_moe_act's act). x [T, n_embd]. Reads only the selected experts.
-cudaError_t launch_moe_gate_up(const MoeExperts& ex, const float* x, const int32_t* ids,
-                               int64_t n_tokens, int64_t k, float alpha, float limit, float* h,
-                               cudaStream_t s);
+// route: see MoeRouter (ids then written, not read).
+cudaError_t launch_moe_gate_up(const MoeExperts& ex, const float* x, int32_t* ids, int64_t n_tokens,
+                               int64_t k, float alpha, float limit, float* h, cudaStream_t s,
+                               const MoeRouter* route = nullptr);
 // out [T, n_embd] (+)= sum over j of weights[s] * (down_e . h[s] + bd_e), s = t*k + j,
 // e = ids[s], j ascending.
 cudaError_t launch_moe_down(const MoeExperts& ex, const float* h, const int32_t* ids,
@@ -74,10 +87,12 @@ bool moe_gemv_int8_supports(DType t, int64_t n_embd, int64_t n_ff);
 // hq_buf (quantized_acts_bytes(T * k, n_ff)) gets h [S, n_ff] as int8 activations
 // (quantized_acts_view(hq_buf, S, n_ff)): slot s = t*k + j of expert e = ids[s] gets
 // act(gate_e . x_t + bg_e, up_e . x_t + bu_e) as launch_moe_gate_up, x_t read from xa [T, n_embd]
-// (T = xa.n_tokens = n_tokens). h, when not null, also gets the f32 values [S, n_ff].
-cudaError_t launch_moe_gate_up_int8(const MoeExperts& ex, const QuantizedActs& xa,
-                                    const int32_t* ids, int64_t n_tokens, int64_t k, float alpha,
-                                    float limit, void* hq_buf, float* h, cudaStream_t s);
+// (T = xa.n_tokens = n_tokens). h, when not null, also gets the f32 values [S, n_ff]. route:
+// see MoeRouter (ids then written, not read).
+cudaError_t launch_moe_gate_up_int8(const MoeExperts& ex, const QuantizedActs& xa, int32_t* ids,
+                                    int64_t n_tokens, int64_t k, float alpha, float limit,
+                                    void* hq_buf, float* h, cudaStream_t s,
+                                    const MoeRouter* route = nullptr);
 // out [T, n_embd] (+)= sum over j of weights[s] * (down_e . h[s] + bd_e), s = t*k + j,
 // e = ids[s], h read from hq_buf as launch_moe_gate_up_int8 left it. Each output element is
 // summed in a fixed order by one warp (no atomics): the same bits on every run.

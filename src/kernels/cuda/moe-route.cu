@@ -6,24 +6,16 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/moe-act.cuh"
 #include "kernels/cuda/moe-ops.h"
+#include "kernels/cuda/moe-route.cuh"
 #include "kernels/cuda/warp-reduce.cuh"
 
 namespace hearth::cuda {
 
 namespace {
 
-constexpr int kPerLane = int(kMoeMaxExperts / 32);
 constexpr int kRouteWarps = 4;
 
-__device__ __forceinline__ double warp_sum_double(double v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// One warp per token; lane l holds experts l, l + 32, ... The arithmetic follows the host rule
-// (kernels/cpu/moe-route.cpp): float exp, a double sum, probabilities rounded to float before
-// they are compared, so equal logits give equal probabilities and the lower index wins.
+// One warp per token (route_warp).
 __global__ void moe_route_kernel(const float* __restrict__ logits, int64_t n_tokens, int n_expert,
                                  int k, bool renorm, int32_t* __restrict__ ids,
                                  float* __restrict__ weights) {
@@ -32,56 +24,10 @@ __global__ void moe_route_kernel(const float* __restrict__ logits, int64_t n_tok
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t t = int64_t(blockIdx.x) * kRouteWarps + warp;
   if (t >= n_tokens) return;
-  const float* z = logits + t * n_expert;
-  float p[kPerLane];
-  float mx = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int e = lane + 32 * i;
-    p[i] = e < n_expert ? z[e] : NAN;
-    if (p[i] > mx) mx = p[i];  // NaN never raises the max
-  }
-  mx = warp_max(mx);
-  double sum = 0;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    p[i] = std::isnan(p[i]) ? 0.0f : expf(p[i] - mx);
-    sum += p[i];
-  }
-  sum = warp_sum_double(sum);
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) p[i] = float(double(p[i]) / sum);
-  unsigned taken = 0;  // bit i: expert lane + 32 i already picked
-  double picked = 0;
-  float mine_p = 0;
-  int mine_e = 0;
-  for (int j = 0; j < k; ++j) {
-    // Keys below every probability: the lane's lowest untaken expert is always a candidate, and
-    // a NaN probability (an overflowed logit upstream) ranks lowest instead of never, so the ids
-    // stay in range whatever the logits hold (the host rule also always picks an expert).
-    float best_p = -2.0f;
-    int best_e = 0x7fffffff;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int e = lane + 32 * i;
-      const float key = std::isnan(p[i]) ? -1.0f : p[i];
-      if (e < n_expert && !((taken >> i) & 1u) && key > best_p) best_p = key, best_e = e;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float op = __shfl_xor_sync(0xffffffffu, best_p, o);
-      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
-      if (op > best_p || (op == best_p && oe < best_e)) best_p = op, best_e = oe;
-    }
-    if ((best_e & 31) == lane) taken |= 1u << (best_e >> 5);
-    const float prob = best_p < 0.0f ? NAN : best_p;  // a NaN key's own probability
-    picked += prob;
-    if (lane == j) mine_p = prob, mine_e = best_e;
-  }
-  if (lane < k) {
-    ids[t * k + lane] = mine_e;
-    weights[t * k + lane] = renorm && picked > 0 ? float(double(mine_p) / picked) : mine_p;
-  }
+  int id = 0;
+  float weight = 0;
+  route_warp(logits + t * n_expert, n_expert, k, renorm, lane, id, weight);
+  if (lane < k) ids[t * k + lane] = id, weights[t * k + lane] = weight;
 }
 
 // One block: thread e counts expert e's slots, thread 0 makes the offsets, then thread e lists

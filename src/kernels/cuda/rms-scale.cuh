@@ -49,4 +49,28 @@ __device__ __forceinline__ float block_rms_scale(const float* __restrict__ xr, i
   return rsqrtf(total / float(n) + eps);
 }
 
+// block_rms_scale<kThreads>'s value for a row of n <= 4 * kThreads floats (n % 4 == 0, xr
+// 16-byte aligned) from one warp: the same fma chains over the same 16-byte words, the same
+// butterflies and the warps' partials added in the same order, so a per-head norm done inside
+// another kernel (the decode attention's) gives the separate launch's bits. Every lane gets it.
+__device__ __forceinline__ float warp_rms_scale(const float* __restrict__ xr, int n, float eps,
+                                                int lane) {
+  const float4* x4 = reinterpret_cast<const float4*>(xr);
+  const int n4 = n / 4;
+  float total = 0.f;
+  for (int w0 = 0; w0 < n4; w0 += 32) {  // the words block_rms_scale's warp w0 / 32 holds
+    float ss = 0.f;
+    if (w0 + lane < n4) {
+      const float4 v = x4[w0 + lane];
+      ss = fmaf(v.x, v.x, ss);
+      ss = fmaf(v.y, v.y, ss);
+      ss = fmaf(v.z, v.z, ss);
+      ss = fmaf(v.w, v.w, ss);
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    total += ss;
+  }
+  return rsqrtf(total / float(n) + eps);
+}
+
 }  // namespace hearth::cuda

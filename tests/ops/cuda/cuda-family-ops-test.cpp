@@ -229,5 +229,75 @@ TEST_F(CudaTest, CapturedFamilyStepsMatchEagerAcrossRingWrap) {
   }
 }
 
+// rope_append_attend with per-head q/k norms (Qwen3): a captured plain decode step (the norms
+// inside the attention kernel) against the same block run eagerly (rmsnorm_heads launches, rope,
+// store, attention) and the float64 reference, with the cache rows the step appended attended
+// to by the steps after it.
+TEST_F(CudaTest, CapturedStepNormsHeadsInsideAttention) {
+  const int64_t H = 4, Hkv = 2, hd = 128, cap = 32;
+  const int64_t qd = H * hd, kvd = Hkv * hd;
+  const float scale = 0.09f;
+  std::vector<float> inv(size_t(hd / 2));
+  for (int64_t i = 0; i < hd / 2; ++i)
+    inv[size_t(i)] = float(std::pow(10000.0, -2.0 * double(i) / double(hd)));
+  const auto qw = random_floats(size_t(hd), 5, 0.5f, 1.5f);
+  const auto kw = random_floats(size_t(hd), 6, 0.5f, 1.5f);
+  float *d_qw = dev(qw), *d_kw = dev(kw);
+  struct Bufs {
+    float *q, *k, *v, *kc, *vc, *out;
+  };
+  auto make = [&] {
+    return Bufs{poisoned(qd),        poisoned(kvd),       poisoned(kvd),
+                poisoned(cap * kvd), poisoned(cap * kvd), poisoned(qd)};
+  };
+  const Bufs a = make(), b = make();
+  std::vector<float> ref_kc(size_t(cap * kvd)), ref_vc(size_t(cap * kvd));
+  for (int32_t pos = 0; pos < 6; ++pos) {
+    const auto q = random_floats(size_t(qd), uint32_t(400 + pos), -2.f, 2.f);
+    const auto k = random_floats(size_t(kvd), uint32_t(500 + pos), -2.f, 2.f);
+    const auto v = random_floats(size_t(kvd), uint32_t(600 + pos));
+    auto run_ops = [&](const Bufs& s) {
+      const Backend::KvSegment seg{s.kc, DType::F32, s.vc, DType::F32, pos, 1, 0};
+      Backend::AttentionBlock blk;
+      blk.q = s.q, blk.k = s.k, blk.v = s.v, blk.out = s.out, blk.host_pos = &pos;
+      blk.n_tokens = 1, blk.n_heads = H, blk.n_kv_heads = Hkv, blk.head_dim = hd;
+      blk.scale = scale;
+      blk.rope = {inv.data(), RopeStyle::kHalves, hd, 1.f, false};
+      blk.q_norm = d_qw, blk.k_norm = d_kw, blk.norm_eps = 1e-6f;
+      blk.segments = {&seg, 1};
+      backend_->begin_pass(Backend::Phase::kDecode, 1);
+      backend_->rope_append_attend(blk);
+    };
+    for (const Bufs* s : {&a, &b}) {
+      backend_->upload(s->q, q.data(), qd);
+      backend_->upload(s->k, k.data(), kvd);
+      backend_->upload(s->v, v.data(), kvd);
+    }
+    const bool replayed = backend_->begin_decode_step(0, pos, cap);
+    if (!replayed) run_ops(a);
+    backend_->end_decode_step();
+    if (pos >= 2) {
+      EXPECT_TRUE(replayed) << "pos " << pos;
+    }
+    run_ops(b);
+    auto rq = kernels::ref::rmsnorm(q.data(), qw.data(), H, hd, 1e-6);
+    auto rk = kernels::ref::rmsnorm(k.data(), kw.data(), Hkv, hd, 1e-6);
+    rq = kernels::ref::rope_partial(rq.data(), 1, H, hd, hd, &pos, inv.data(), RopeStyle::kHalves,
+                                    1.f);
+    rk = kernels::ref::rope_partial(rk.data(), 1, Hkv, hd, hd, &pos, inv.data(), RopeStyle::kHalves,
+                                    1.f);
+    std::copy(rk.begin(), rk.end(), ref_kc.begin() + pos * kvd);
+    std::copy(v.begin(), v.end(), ref_vc.begin() + pos * kvd);
+    const auto want = kernels::ref::attention(rq.data(), ref_kc.data(), ref_vc.data(), 1, pos, H,
+                                              Hkv, hd, scale, AttentionMask{});
+    const auto got = get(a.out, qd);
+    EXPECT_LT(rel_error(got, get(b.out, qd)), 1e-6) << "pos " << pos;
+    EXPECT_LT(rel_error(got, want), 1e-5) << "pos " << pos;
+    const auto row = get(a.kc + pos * kvd, kvd);  // the appended row: normed and rotated
+    EXPECT_LT(rel_error(row, rk), 1e-5) << "pos " << pos;
+    ASSERT_TRUE(backend_->status().is_ok()) << backend_->status().message();
+  }
+}
+
 }  // namespace
 }  // namespace hearth::test

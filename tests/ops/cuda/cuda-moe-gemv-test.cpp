@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "cuda-test-util.h"
 #include "kernels/cuda/moe-ops.h"
@@ -38,10 +39,13 @@ class CudaMoeGemvTest : public CudaTest {
               cudaSuccess);
     return p;
   }
-  // W {rows, cols} of dtype t in the device's packed layout.
+  // W {rows, cols} of dtype t in the device's packed layout (plain dtypes as stored).
   cuda::DeviceWeight upload_weight(DType t, int64_t rows, int64_t cols,
                                    const std::vector<uint8_t>& bytes) {
     auto* raw = upload(bytes);
+    // Plain dtypes (F16, BF16, F32) have no packed layout: the device reads them as stored.
+    if (cuda::packed_layout(t, rows, cols).total_bytes == 0)
+      return cuda::make_device_weight(t, rows, cols, raw);
     auto* packed = static_cast<uint8_t*>(raw_alloc(cuda::packed_layout(t, rows, cols).total_bytes));
     EXPECT_EQ(cuda::launch_repack(t, raw, packed, rows, cols, nullptr), cudaSuccess);
     return cuda::make_device_weight(t, rows, cols, packed);
@@ -111,7 +115,7 @@ void CudaMoeGemvTest::check(DType t, int64_t E, int64_t F, int64_t T, int64_t K,
 
   // gate+up against float64 dense matmuls over x.
   float* d_x = upload(x);
-  const int32_t* d_ids = upload(ids);
+  int32_t* d_ids = upload(ids);
   const float* d_wts = upload(wts);
   void* xq = raw_alloc(cuda::quantized_acts_bytes(T, E));
   cuda::QuantizedActs xa;
@@ -205,6 +209,88 @@ TEST_F(CudaMoeGemvTest, Int8GatherGemvsRefuseWhatTheyDoNotRead) {
   EXPECT_FALSE(cuda::moe_gemv_int8_supports(DType::F16, 256, 256));
   EXPECT_FALSE(cuda::moe_gemv_int8_supports(DType::Q8_0, 256, 80));
   EXPECT_TRUE(cuda::moe_gemv_int8_supports(DType::Q8_0, 256, 96));
+}
+
+}  // namespace
+}  // namespace hearth::test
+
+namespace hearth::test {
+namespace {
+
+// The decode gate+up routing its tokens itself (MoeRouter) against the routing launch and the
+// ids-fed gate+up: the same ids, weights and h bit for bit, int8 (Q4_K) and f32 (F16) forms, with
+// ties, top-8 of 12 and top-2 of 5, renormalised or not.
+TEST_F(CudaMoeGemvTest, GateUpRoutingItselfMatchesTheRoutingLaunch) {
+  for (const DType t : {DType::Q4_K, DType::F16})
+    for (const auto& shape : {std::tuple<int64_t, int64_t, bool>{12, 8, true},
+                              std::tuple<int64_t, int64_t, bool>{5, 2, false}})
+      for (const int64_t T : {1, 3}) {
+        // (Plain copies: the lambda below captures them; clang 14 captures no structured bindings.)
+        const int64_t NE = std::get<0>(shape), K = std::get<1>(shape);
+        const bool renorm = std::get<2>(shape);
+        const int64_t E = 256, F = 64, S = T * K;
+        const std::string what = std::string(dtype_name(t)) + " NE=" + std::to_string(NE) +
+                                 " k=" + std::to_string(K) + " T=" + std::to_string(T);
+        std::vector<cuda::DeviceWeight> dws(size_t(3 * NE));
+        for (int p = 0; p < 3; ++p)
+          for (int64_t e = 0; e < NE; ++e) {
+            const int64_t rows = p == 2 ? E : F, cols = p == 2 ? F : E;
+            dws[size_t(p * NE + e)] = upload_weight(
+                t, rows, cols, random_weight_bytes(t, rows, cols, uint32_t(100 * p + e)));
+          }
+        const cuda::DeviceWeight* table = upload(dws);
+        cuda::MoeExperts ex;
+        ex.gate = table, ex.up = table + NE, ex.down = table + 2 * NE;
+        ex.dtype = t, ex.n_embd = E, ex.n_ff = F;
+        // Small integers: ties that must go to the lower expert, as in the routing launch.
+        std::vector<float> logits(size_t(T * NE));
+        for (size_t i = 0; i < logits.size(); ++i) logits[i] = float((i * 7 + NE) % 4);
+        const float* d_logits = upload(logits);
+        const auto x = random_floats(size_t(T * E), uint32_t(T + NE), -1.f, 1.f);
+        const float* d_x = upload(x);
+        const bool int8 = t != DType::F16;
+        void* xq = raw_alloc(cuda::quantized_acts_bytes(T, E));
+        cuda::QuantizedActs xa;
+        ASSERT_EQ(cuda::launch_quantize_acts(d_x, T, E, xq, &xa, nullptr), cudaSuccess);
+        const size_t hq_bytes = cuda::quantized_acts_bytes(S, F);
+        struct Run {
+          int32_t* ids;
+          float *w, *h;
+          void* hq;
+        };
+        auto run = [&](bool fused) {
+          Run r{upload(std::vector<int32_t>(size_t(S), -1)),
+                upload(std::vector<float>(size_t(S), NAN)),
+                upload(std::vector<float>(size_t(S * F), NAN)), raw_alloc(hq_bytes)};
+          // (hq's padding between its parts is compared too: zeroed in both)
+          EXPECT_EQ(cudaMemset(r.hq, 0, hq_bytes), cudaSuccess);
+          const cuda::MoeRouter router{d_logits, int(NE), renorm, r.w};
+          if (!fused) {
+            EXPECT_EQ(cuda::launch_moe_route(d_logits, T, NE, K, renorm, r.ids, r.w, nullptr),
+                      cudaSuccess);
+          }
+          const cuda::MoeRouter* route = fused ? &router : nullptr;
+          EXPECT_EQ(int8 ? cuda::launch_moe_gate_up_int8(ex, xa, r.ids, T, K, 1.702f, 0.f, r.hq,
+                                                         r.h, nullptr, route)
+                         : cuda::launch_moe_gate_up(ex, d_x, r.ids, T, K, 1.702f, 0.f, r.h, nullptr,
+                                                    route),
+                    cudaSuccess);
+          return r;
+        };
+        const Run a = run(false), b = run(true);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+        EXPECT_EQ(download(b.ids, size_t(S)), download(a.ids, size_t(S))) << what;
+        const auto wa = download(a.w, size_t(S)), wb = download(b.w, size_t(S));
+        EXPECT_EQ(std::memcmp(wa.data(), wb.data(), wa.size() * 4), 0) << what << " weights";
+        const auto ha = download(a.h, size_t(S * F)), hb = download(b.h, size_t(S * F));
+        EXPECT_EQ(std::memcmp(ha.data(), hb.data(), ha.size() * 4), 0) << what << " h";
+        EXPECT_FALSE(std::isnan(hb[0])) << what;
+        if (int8) {
+          EXPECT_EQ(download(static_cast<const uint8_t*>(b.hq), hq_bytes),
+                    download(static_cast<const uint8_t*>(a.hq), hq_bytes))
+              << what << " hq";
+        }
+      }
 }
 
 }  // namespace
