@@ -104,9 +104,13 @@ struct AttnCase {
 };
 // Decode over several split chunks (GQA, head sizes 128 and 64), a small batch on the split
 // path, prefill on the tensor cores (64 / 128, off the tile grid) and on the fp32 tiles (96).
-const AttnCase kAttnCases[] = {{1, 700, 4, 2, 128}, {1, 40, 8, 8, 64},  {3, 200, 4, 1, 64},
-                               {70, 30, 4, 2, 128}, {33, 0, 4, 4, 64},  {20, 10, 2, 1, 96},
-                               {1, 130, 2, 2, 32},  {9, 300, 8, 2, 128}};
+// Decode kernel (attention-decode.cu): one position; groups of 8 (hd 64), 4, 2 (hd 256) and 3
+// (one head a block) over many tiles per split, partial last tiles.
+const AttnCase kAttnCases[] = {{1, 700, 4, 2, 128}, {1, 40, 8, 8, 64},    {3, 200, 4, 1, 64},
+                               {70, 30, 4, 2, 128}, {33, 0, 4, 4, 64},    {20, 10, 2, 1, 96},
+                               {1, 130, 2, 2, 32},  {9, 300, 8, 2, 128},  {1, 0, 4, 4, 128},
+                               {1, 3000, 8, 1, 64}, {1, 1500, 4, 2, 256}, {1, 90, 6, 2, 128},
+                               {1, 17, 2, 1, 256}};
 
 // Attention over typed rows (and with sinks: attention_masked with only sinks set, which keeps
 // the split-K / tensor-core kernels) against the CPU's typed kernels over the same rows.
