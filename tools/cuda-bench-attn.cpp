@@ -1,11 +1,13 @@
 // hearth-cuda-bench's decode attention table: see cuda-bench-attn.h.
 #include "cuda-bench-attn.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "cuda-bench-util.h"
+#include "kernels/cuda/attention-decode.cuh"
 #include "kernels/cuda/cuda-ops.h"
 
 namespace hearth::cuda_bench {
@@ -21,9 +23,25 @@ int64_t kv_row_bytes(DType t, int64_t hd) {
   return t == DType::Q8_0 ? hd / 32 * 34 : hd * 2;
 }
 
-// Seconds per decode attention at `depth` for both kernels (split first), caches replicated past
-// L2 and rotated so each launch reads HBM. False on an error.
-bool time_both(cudaStream_t s, const Shape& sh, DType t, int64_t depth, double (&sec)[2]) {
+// The kernels timed: the split kernel, launch_attention's dispatch, then the decode kernel's
+// grid probes (splits per row, 0 its default; tiles in contiguous runs).
+struct Variant {
+  const char* name;
+  int kind;  // 0 split, 1 dispatch, 2 probe
+  int splits;
+  bool runs;
+};
+constexpr Variant kVariants[] = {{"split", 0, 0, false},   {"dispatch", 1, 0, false},
+                                 {"decode", 2, 0, false},  {"dec/12", 2, 12, false},
+                                 {"dec/16", 2, 16, false}, {"dec/32", 2, 32, false},
+                                 {"dec runs", 2, 0, true}, {"dec/12 runs", 2, 12, true}};
+constexpr int kNumVariants = int(sizeof(kVariants) / sizeof(kVariants[0]));
+
+// Seconds per decode attention at `depth` for each variant, caches replicated past L2 and
+// rotated so each launch reads HBM; err[i]: max |out - split's out| / max |split's out|. False on
+// an error.
+bool time_all(cudaStream_t s, const Shape& sh, DType t, int64_t depth, double (&sec)[kNumVariants],
+              double (&err)[kNumVariants]) {
   const int64_t ctx = depth + 256;  // the cache's capacity (max_ctx), as -c depth+256
   const uint64_t cache = uint64_t(ctx * sh.kv_heads * kv_row_bytes(t, sh.hd));
   const int n = int(std::max<uint64_t>(2, (uint64_t(256) << 20) / (2 * cache) + 1));
@@ -63,14 +81,36 @@ bool time_both(cudaStream_t s, const Shape& sh, DType t, int64_t depth, double (
     const cuda::AttnKv kv{t, t, nullptr};
     const float scale = 1.f / std::sqrt(float(sh.hd));
     const int launches = std::max(n, 32);
-    for (int which = 0; which < 2 && good; ++which) {
-      auto* fn = which == 0 ? cuda::launch_attention_split : cuda::launch_attention;
-      sec[which] = time_graph(s, launches, [&] {
-        for (int i = 0; i < launches; ++i)
-          fn(q, ks[size_t(i % n)], vs[size_t(i % n)], out, 1, depth, pos, ctx, sh.heads,
-             sh.kv_heads, sh.hd, scale, partials, s, qbuf, &rope, kv);
+    std::vector<float> ref(static_cast<size_t>(qn)), got(ref);
+    for (int w = 0; w < kNumVariants && good; ++w) {
+      const Variant& var = kVariants[w];
+      auto launch = [&](int i) {
+        void *kc = ks[size_t(i % n)], *vc = vs[size_t(i % n)];
+        if (var.kind == 0)
+          cuda::launch_attention_split(q, kc, vc, out, 1, depth, pos, ctx, sh.heads, sh.kv_heads,
+                                       sh.hd, scale, partials, s, qbuf, &rope, kv);
+        else if (var.kind == 1)
+          cuda::launch_attention(q, kc, vc, out, 1, depth, pos, ctx, sh.heads, sh.kv_heads, sh.hd,
+                                 scale, partials, s, qbuf, &rope, kv);
+        else
+          cuda::launch_attention_probe(q, kc, vc, out, depth, pos, ctx, sh.heads, sh.kv_heads,
+                                       sh.hd, scale, partials, s, qbuf, &rope, kv, var.splits,
+                                       var.runs);
+      };
+      sec[w] = time_graph(s, launches, [&] {
+        for (int i = 0; i < launches; ++i) launch(i);
       });
-      good = ok(cudaStreamSynchronize(s), "attention");
+      launch(0);
+      good = ok(cudaStreamSynchronize(s), "attention") &&
+             ok(cudaMemcpy(got.data(), out, size_t(qn) * 4, cudaMemcpyDeviceToHost), "download");
+      if (w == 0) ref = got;
+      double num = 0, den = 0;
+      for (int64_t i = 0; i < qn; ++i) {
+        num = std::max(num, double(std::fabs(got[size_t(i)] - ref[size_t(i)])));
+        den = std::max(den, double(std::fabs(ref[size_t(i)])));
+        if (!std::isfinite(got[size_t(i)])) num = INFINITY;
+      }
+      err[w] = num / (den > 0 ? den : 1);
     }
   }
   for (void* ptr : {static_cast<void*>(q), static_cast<void*>(out), static_cast<void*>(kr),
@@ -87,21 +127,21 @@ bool decode_attention_table(cudaStream_t s, double copy_gbs) {
   const Shape shapes[] = {{"llama2-7b 32x128", 32, 32, 128}, {"llama3-8b 32/8x128", 32, 8, 128}};
   const int64_t depths[] = {512, 4096, 8192, 32768};
   std::printf(
-      "\n== decode attention, one layer, rope + int8 out fused: split kernel vs dispatch "
-      "(GB/s of K+V read; copy %.0f GB/s r+w) ==\n",
+      "\n== decode attention, one layer, rope + int8 out fused: us a launch, GB/s of K+V "
+      "read (copy %.0f GB/s r+w), max diff vs split ==\n",
       copy_gbs);
   for (const Shape& sh : shapes)
     for (DType t : {DType::F16, DType::Q8_0})
       for (int64_t d : depths) {
-        double sec[2] = {0, 0};
-        if (!time_both(s, sh, t, d, sec)) return false;
+        double sec[kNumVariants] = {}, err[kNumVariants] = {};
+        if (!time_all(s, sh, t, d, sec, err)) return false;
         const double bytes = 2.0 * double(d + 1) * double(sh.kv_heads * kv_row_bytes(t, sh.hd));
-        std::printf(
-            "%-20s %-4s d=%-6lld %7.1f MB | split %8.2f us %6.0f GB/s | dispatch %8.2f us "
-            "%6.0f GB/s (%4.1f%% of copy) x%.2f\n",
-            sh.name, dtype_name(t), (long long)d, bytes / 1e6, sec[0] * 1e6, bytes / sec[0] / 1e9,
-            sec[1] * 1e6, bytes / sec[1] / 1e9, 100.0 * bytes / sec[1] / 1e9 / copy_gbs,
-            sec[0] / sec[1]);
+        std::printf("%-18s %-4s d=%-6lld %6.1f MB", sh.name, dtype_name(t), (long long)d,
+                    bytes / 1e6);
+        for (int w = 0; w < kNumVariants; ++w)
+          std::printf(" | %s %.2f us %.0f GB/s%s", kVariants[w].name, sec[w] * 1e6,
+                      bytes / sec[w] / 1e9, err[w] > 1e-3 ? " MISMATCH" : "");
+        std::printf("\n");
       }
   return true;
 }

@@ -3,10 +3,12 @@
 // shared memory through a cp.async pipeline of wide copies (16 bytes a lane where the row
 // allows) kStages tiles deep, and each warp scores whole rows out of shared memory. A block
 // serves G query heads of one KV head (GQA: K/V read once for the group, not once per head);
-// blocks split the context into kT-row tiles, split s taking tiles s, s + n_splits, ..., and the
+// blocks split the context into kT-row tiles, split s taking tiles s, s + n_splits, ... (or
+// contiguous runs: DecodeProbe), and the
 // last block of a row combines the splits' partials as attention.cu's split kernel does (whose
 // layout of partials and counters this shares). Short contexts issue all their tiles in the
 // prologue: one DRAM round trip, as before. n_ctx is read on the device (one graph per step).
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/act-quant.cuh"
@@ -139,8 +141,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     attn_decode_kernel(const float* __restrict__ q, uint8_t* kc, uint8_t* vc, AttnRope rope,
                        float* __restrict__ partials, unsigned* __restrict__ counters,
                        float* __restrict__ out, DecodeQuantOut qo, int64_t pos0_host,
-                       const int32_t* pos0_dev, int n_heads, int n_kv_heads, float scale,
-                       AttnKv kv) {
+                       const int32_t* pos0_dev, int n_heads, int n_kv_heads, float scale, AttnKv kv,
+                       bool runs) {
   using L = Lay<EPT>;
   constexpr int hd = EPT * 32;
   constexpr int kRow = row_bytes<F, EPT>();
@@ -169,7 +171,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const int64_t n_tiles = (n_ctx + kT - 1) / kT;
   const int n_live = n_tiles < n_splits ? int(n_tiles) : n_splits;
   if (split >= n_live) return;
-  const int n_mine = int((n_tiles - split + n_splits - 1) / n_splits);
+  // Tiles dealt round-robin (split s: s, s + n_splits, ...) or, with runs, in contiguous runs.
+  const int64_t run_len = n_tiles / n_live, run_extra = n_tiles % n_live;
+  const int64_t run0 = split * run_len + (split < run_extra ? split : run_extra);
+  const int n_mine =
+      runs ? int(run_len + (split < run_extra)) : int((n_tiles - split + n_splits - 1) / n_splits);
+  auto tile_pos = [&](int k) {  // first position of this split's tile k
+    return (runs ? run0 + k : int64_t(split) + int64_t(k) * n_splits) * kT;
+  };
   const int64_t kv_stride = int64_t(n_kv_heads) * kRow;  // bytes between positions
   const uint8_t* kbase = kc + int64_t(kvh) * kRow;
   const uint8_t* vbase = vc + int64_t(kvh) * kRow;
@@ -177,7 +186,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   // Tile k of this split (positions (split + k n_splits) kT ..) into stage k % kStages; rows
   // past n_ctx are not copied (their warps skip them).
   auto issue = [&](int k) {
-    const int64_t p0 = (int64_t(split) + int64_t(k) * n_splits) * kT;
+    const int64_t p0 = tile_pos(k);
     const int rows = n_ctx - p0 < kT ? int(n_ctx - p0) : kT;
     uint8_t* st = stage_mem + (k % kStages) * (2 * kT * kRow);
     for (int idx = threadIdx.x; idx < rows * kRowGran; idx += blockDim.x) {
@@ -221,7 +230,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     // that owns its tile, for the first head group of the KV head, and k, v as the cache holds
     // them (the store-then-attend result). Other blocks may copy that row meanwhile: they use
     // sm_kcur / sm_vcur for it instead.
-    const bool store = brow % per_kv == 0 && split == int((n_tiles - 1) % n_splits);
+    const bool store =
+        brow % per_kv == 0 && split == (runs ? n_live - 1 : int((n_tiles - 1) % n_splits));
     for (int d0 = warp * 32; d0 < hd; d0 += blockDim.x) {
       const int d = d0 + lane;
       const float kr = rope_elem(sm_kraw, sm_cs, rope.style, hd, d);
@@ -249,7 +259,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     __syncthreads();  // tile k landed for every thread; stage (k - 1) % kStages is free
     if (k + kStages - 1 < n_mine) issue(k + kStages - 1);
     cp_commit();
-    const int64_t p0 = (int64_t(split) + int64_t(k) * n_splits) * kT + warp * kRpw;
+    const int64_t p0 = tile_pos(k) + warp * kRpw;
     const uint8_t* st = stage_mem + (k % kStages) * (2 * kT * kRow) + warp * kRpw * kRow;
     float s[kRpw][G];
 #pragma unroll
@@ -434,10 +444,10 @@ int sm_count() {
 }
 
 // Query heads per block: the largest of 8, 4, 2, 1 that divides the group and keeps G x EPT
-// (the accumulators and q held per lane) within 32 registers each.
+// (the accumulators and q held per lane) within 16 registers each (8 x 4 spilled).
 int heads_per_block(int64_t group, int64_t ept) {
   for (int g : {8, 4, 2, 1})
-    if (group % g == 0 && g * ept <= 32) return g;
+    if (group % g == 0 && g * ept <= 16) return g;
   return 1;
 }
 
@@ -466,6 +476,10 @@ bool attention_decode_supported(int64_t head_dim, DType k, DType v, const void* 
          (reinterpret_cast<uintptr_t>(v_cache) & 15) == 0;
 }
 
+bool attention_decode_preferred(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim) {
+  return heads_per_block(n_heads / n_kv_heads, head_dim / 32) >= 2;
+}
+
 int64_t attention_decode_splits(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                                 int64_t max_ctx) {
   const int64_t g = heads_per_block(n_heads / n_kv_heads, head_dim / 32);
@@ -482,10 +496,12 @@ cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache
                                     int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                                     float scale, float* partials, unsigned* counters,
                                     cudaStream_t s, DecodeQuantOut qo, const AttnRope& rope,
-                                    const AttnKv& kv) {
+                                    const AttnKv& kv, DecodeProbe probe) {
   const int g = heads_per_block(n_heads / n_kv_heads, head_dim / 32);
-  const dim3 grid(unsigned(n_heads / g),
-                  unsigned(attention_decode_splits(n_heads, n_kv_heads, head_dim, max_ctx)));
+  const int64_t splits = probe.splits > 0
+                             ? std::min<int64_t>(probe.splits, kDecodeMaxSplits)
+                             : attention_decode_splits(n_heads, n_kv_heads, head_dim, max_ctx);
+  const dim3 grid(unsigned(n_heads / g), unsigned(splits));
   auto* kc = static_cast<uint8_t*>(k_cache);
   auto* vc = static_cast<uint8_t*>(v_cache);
   cudaError_t err = cudaSuccess;
@@ -502,8 +518,9 @@ cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache
       attr = err == cudaSuccess;
     }
     if (err == cudaSuccess)
-      err = launch_pdl(kernel, grid, dim3(kWarps * 32), smem, s, q, kc, vc, rope, partials,
-                       counters, out, qo, pos0, pos0_dev, int(n_heads), int(n_kv_heads), scale, kv);
+      err =
+          launch_pdl(kernel, grid, dim3(kWarps * 32), smem, s, q, kc, vc, rope, partials, counters,
+                     out, qo, pos0, pos0_dev, int(n_heads), int(n_kv_heads), scale, kv, probe.runs);
   };
   auto by_form = [&](auto ept, auto gc) {
     if (kv.k == DType::F16)
@@ -516,9 +533,9 @@ cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache
   dispatch_g(g, [&](auto gc) {
     constexpr int G = decltype(gc)::value;
     if (head_dim == 64) by_form(std::integral_constant<int, 2>{}, gc);
-    if constexpr (G * 4 <= 32)
+    if constexpr (G * 4 <= 16)
       if (head_dim == 128) by_form(std::integral_constant<int, 4>{}, gc);
-    if constexpr (G * 8 <= 32)
+    if constexpr (G * 8 <= 16)
       if (head_dim == 256) by_form(std::integral_constant<int, 8>{}, gc);
   });
   return err;

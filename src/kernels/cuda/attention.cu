@@ -462,7 +462,7 @@ cudaError_t attention_impl(const float* q, const void* k_cache, const void* v_ca
                            int64_t n_tokens, int64_t pos0, const int32_t* pos0_dev, int64_t max_ctx,
                            int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
                            float* partials, cudaStream_t s, void* qbuf, const AttnRope* rope,
-                           const AttnKv& kv, bool decode_kernel) {
+                           const AttnKv& kv, int decode, DecodeProbe probe = {}) {
   if (n_tokens <= 0) return cudaSuccess;
   if (head_dim > 256 || head_dim <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0 ||
       !is_cuda_kv_type(kv.k) || !is_cuda_kv_type(kv.v) ||
@@ -505,11 +505,14 @@ cudaError_t attention_impl(const float* q, const void* k_cache, const void* v_ca
   }
   auto* counters = reinterpret_cast<unsigned*>(partials);
   float* parts = partials + attention_counter_slots(n_tokens, n_heads);
-  if (decode_kernel && n_tokens == 1 &&
-      attention_decode_supported(head_dim, kv.k, kv.v, k_cache, v_cache))
+  // decode: 0 the decode kernel where it beat the split kernel on the H200 (GQA groups), 1
+  // wherever it applies (the bench's probes), -1 never.
+  if (decode >= 0 && n_tokens == 1 &&
+      attention_decode_supported(head_dim, kv.k, kv.v, k_cache, v_cache) &&
+      (decode > 0 || attention_decode_preferred(n_heads, n_kv_heads, head_dim)))
     return launch_attention_decode(q, const_cast<void*>(k_cache), const_cast<void*>(v_cache), out,
                                    pos0, pos0_dev, max_ctx, n_heads, n_kv_heads, head_dim, scale,
-                                   parts, counters, s, qo, fused, kv);
+                                   parts, counters, s, qo, fused, kv, probe);
   const int64_t rows = n_tokens * n_heads;
   const dim3 grid(unsigned(rows), unsigned(split_count(rows, max_ctx)));
   cudaError_t err = cudaSuccess;
@@ -533,7 +536,7 @@ cudaError_t launch_attention(const float* q, const void* k_cache, const void* v_
                              float scale, float* partials, cudaStream_t s, void* qbuf,
                              const AttnRope* rope, const AttnKv& kv) {
   return attention_impl(q, k_cache, v_cache, out, n_tokens, pos0, pos0_dev, max_ctx, n_heads,
-                        n_kv_heads, head_dim, scale, partials, s, qbuf, rope, kv, true);
+                        n_kv_heads, head_dim, scale, partials, s, qbuf, rope, kv, 0);
 }
 
 cudaError_t launch_attention_split(const float* q, const void* k_cache, const void* v_cache,
@@ -543,7 +546,18 @@ cudaError_t launch_attention_split(const float* q, const void* k_cache, const vo
                                    float* partials, cudaStream_t s, void* qbuf,
                                    const AttnRope* rope, const AttnKv& kv) {
   return attention_impl(q, k_cache, v_cache, out, n_tokens, pos0, pos0_dev, max_ctx, n_heads,
-                        n_kv_heads, head_dim, scale, partials, s, qbuf, rope, kv, false);
+                        n_kv_heads, head_dim, scale, partials, s, qbuf, rope, kv, -1);
+}
+
+cudaError_t launch_attention_probe(const float* q, const void* k_cache, const void* v_cache,
+                                   float* out, int64_t pos0, const int32_t* pos0_dev,
+                                   int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads,
+                                   int64_t head_dim, float scale, float* partials, cudaStream_t s,
+                                   void* qbuf, const AttnRope* rope, const AttnKv& kv,
+                                   int decode_splits, bool decode_runs) {
+  return attention_impl(q, k_cache, v_cache, out, 1, pos0, pos0_dev, max_ctx, n_heads, n_kv_heads,
+                        head_dim, scale, partials, s, qbuf, rope, kv, 1,
+                        {decode_splits, decode_runs});
 }
 
 }  // namespace hearth::cuda

@@ -9,8 +9,11 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "cuda-test-util.h"
+#include "kernels/cuda/attention-decode.cuh"
+#include "kernels/cuda/cuda-ops.h"
 
 namespace hearth::test {
 namespace {
@@ -145,6 +148,42 @@ TEST_F(CudaKvTypesTest, AttentionOverTypedRowsMatchesCpu) {
             << sinks;
         ASSERT_TRUE(backend_->status().is_ok()) << backend_->status().message();
       }
+}
+
+// The decode kernel (attention-decode.cu) wherever it applies, launched directly: one head a
+// block (launch_attention keeps those on the split kernel) and groups, its grid probed (splits
+// per row, tiles round-robin or in runs), against the CPU over the same typed rows.
+TEST_F(CudaKvTypesTest, DecodeKernelProbesMatchCpu) {
+  const AttnCase cases[] = {{1, 700, 4, 4, 128},
+                            {1, 0, 2, 2, 64},
+                            {1, 1000, 2, 2, 256},
+                            {1, 333, 8, 2, 64},
+                            {1, 95, 3, 3, 128}};
+  const std::pair<int, bool> probes[] = {{0, false}, {3, false}, {5, true}, {64, true}};
+  for (const AttnCase& c : cases)
+    for (DType t : {DType::F16, DType::BF16, DType::Q8_0}) {
+      const int64_t ctx = c.pos0 + 1, kvd = c.kv_heads * c.hd, qn = c.heads * c.hd;
+      const auto q = random_floats(size_t(qn), uint32_t(c.pos0 + c.hd), -2.f, 2.f);
+      const Rows k = make_rows(t, ctx, kvd, random_floats(size_t(ctx * kvd), 21, -2.f, 2.f));
+      const Rows v = make_rows(t, ctx, kvd, random_floats(size_t(ctx * kvd), 22));
+      const float scale = 1.f / std::sqrt(float(c.hd));
+      std::vector<float> want(static_cast<size_t>(qn));
+      cpu_->attention(q.data(), k.h(), v.h(), want.data(), 1, c.pos0, c.heads, c.kv_heads, c.hd,
+                      scale);
+      const int64_t parts = cuda::attention_partials_floats(1, c.heads, c.hd, ctx);
+      float* partials = dev(std::vector<float>(size_t(parts), 0.f));  // counters start at zero
+      for (const auto& [splits, runs] : probes) {
+        float* out = poisoned(qn);
+        ASSERT_EQ(cuda::launch_attention_probe(dev(q), k.dev, v.dev, out, c.pos0, nullptr, ctx,
+                                               c.heads, c.kv_heads, c.hd, scale, partials, nullptr,
+                                               nullptr, nullptr, {t, t, nullptr}, splits, runs),
+                  cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_LT(rel_error(get(out, qn), want), 5e-5)
+            << dtype_name(t) << " pos0 " << c.pos0 << " heads " << c.heads << "/" << c.kv_heads
+            << " hd " << c.hd << " splits " << splits << " runs " << runs;
+      }
+    }
 }
 
 // attention_masked's kernel (window, soft-cap, a ring that wrapped) over typed rows, with and
