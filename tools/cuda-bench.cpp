@@ -4,7 +4,8 @@
 // (T=512) throughput and the prefill attention of one 7B layer.
 // Weights rotate over replicas larger than L2 so the numbers are HBM, not cache. Add a dtype or
 // shape in the tables at the top of main(). `hearth-cuda-bench --dtypes F16,Q4_0` limits the GEMV
-// table to those dtypes ("none": no GEMV table); `--moe-only` runs only the MoE decode table.
+// table to those dtypes ("none": no GEMV table); `--moe-only` runs only the MoE decode table,
+// `--attention-only` only the decode attention table (cuda-bench-attn.cpp).
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "../tests/ops/cuda/random-weights.h"
+#include "cuda-bench-attn.h"
 #include "cuda-bench-batch.h"
 #include "cuda-bench-moe.h"
 #include "cuda-bench-util.h"
@@ -134,6 +136,7 @@ int main(int argc, char** argv) {
   const char* only = nullptr;  // --dtypes F16,BF16: only those dtypes
   bool batch_only = false;     // --batch-only: only the batched decode matmul table
   bool moe_only = false;       // --moe-only: only the MoE decode table
+  bool attn_only = false;      // --attention-only: only the decode attention table
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--dtypes") == 0 && i + 1 < argc) {
       only = argv[++i];
@@ -141,10 +144,12 @@ int main(int argc, char** argv) {
       batch_only = true;
     } else if (std::strcmp(argv[i], "--moe-only") == 0) {
       moe_only = true;
+    } else if (std::strcmp(argv[i], "--attention-only") == 0) {
+      attn_only = true;
     } else {
       std::fprintf(stderr,
                    "usage: hearth-cuda-bench [--dtypes F16,Q4_0,...] [--batch-only] "
-                   "[--moe-only]\n");
+                   "[--moe-only] [--attention-only]\n");
       return 2;
     }
   }
@@ -178,8 +183,9 @@ int main(int argc, char** argv) {
               prop.l2CacheSize >> 20);
   std::printf("copy bandwidth (read+write): %.0f GB/s\n", copy_gbs);
 
-  if (moe_only) {
-    const bool good = cuda_bench::moe_decode_table(s, only);
+  if (moe_only || attn_only) {
+    const bool good = moe_only ? cuda_bench::moe_decode_table(s, only)
+                               : cuda_bench::decode_attention_table(s, copy_gbs);
     cublasDestroy(blas);
     cudaStreamDestroy(s);
     return good ? 0 : 1;
@@ -242,6 +248,7 @@ int main(int argc, char** argv) {
   for (const auto& l : table) std::printf("%s\n", l.c_str());
   if (!cuda_bench::batch_matmul_table(s, blas, only, copy_gbs)) return 1;
   if (!batch_only && !cuda_bench::moe_decode_table(s, only)) return 1;
+  if (!batch_only && !cuda_bench::decode_attention_table(s, copy_gbs)) return 1;
   if (batch_only) {
     cublasDestroy(blas);
     cudaStreamDestroy(s);

@@ -1,12 +1,14 @@
 // Causal attention on CUDA over the KV cache [ctx, n_kv_heads, head_dim] (ops.h), its rows of any
 // cache type read in place (kv-rows.cuh), with gpt-oss's sinks in the final normalisation.
-// Decode / small batches: split-K over the context (blocks per (query, head) take 64-position
+// Decode of f16 / bf16 / q8_0 caches (head_dim 64, 128, 256): attention-decode.cu. Other
+// decode and small batches: split-K over the context (blocks per (query, head) take 64-position
 // chunks, each warp an online softmax; the last block of a row combines, or a lone block writes
 // out itself). Prefill: head_dim 64/128 go to the tensor-core kernel (attention-prefill.cu);
 // other widths to flash-style fp32 tiles of 16 queries x 32 keys here. head_dim <= 256.
 #include <cmath>
 
 #include "kernels/cuda/act-quant.cuh"
+#include "kernels/cuda/attention-decode.cuh"
 #include "kernels/cuda/attention-softmax.cuh"
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/kv-rows.cuh"
@@ -22,19 +24,15 @@ namespace {
 constexpr int kChunk = 64;      // context positions per split (short decode contexts still
                                 // spread over several blocks per head)
 constexpr int kSplitWarps = 8;  // warps per split block
-constexpr int kMaxSplits = 64;  // split blocks per (query, head) row (a multiple of 32)
-constexpr int kFlashQ = 16;     // queries per flash block (4 warps x kQW)
-constexpr int kQW = 4;          // queries per warp
-constexpr int kFlashK = 32;     // keys per shared-memory tile (one per lane)
+constexpr int kMaxSplits = kDecodeMaxSplits;  // split blocks per (query, head) row
+constexpr int kFlashQ = 16;                   // queries per flash block (4 warps x kQW)
+constexpr int kQW = 4;                        // queries per warp
+constexpr int kFlashK = 32;                   // keys per shared-memory tile (one per lane)
 constexpr int64_t kFlashMinTokens = 8;
 
-// qv (optional): q1, q2, scales of the int8 activations of `out` (quantized per 32 dims; a warp
-// owns each 32-dim block since hd % 32 == 0 whenever qv is given).
-struct QuantOut {
-  int8_t* q1 = nullptr;
-  int8_t* q2 = nullptr;
-  float4* scales = nullptr;
-};
+// qo (optional): q1, q2, scales of the int8 activations of `out` (quantized per 32 dims; a warp
+// owns each 32-dim block since hd % 32 == 0 whenever qo is given).
+using QuantOut = DecodeQuantOut;
 
 // Rotates a head's row held as v[i] = x[lane + 32 i] (hd == 32 * EPT), cos/sin of pair j in
 // cs[j] (angles in double as rope.cu, once per block). Interleaved pairs (2j, 2j+1) sit in
@@ -464,15 +462,18 @@ int64_t attention_partials_floats(int64_t n_tokens, int64_t n_heads, int64_t hea
                                   int64_t max_ctx) {
   if (use_flash(n_tokens, head_dim)) return 0;
   const int64_t rows = n_tokens * n_heads;
-  return attention_counter_slots(n_tokens, n_heads) +
-         rows * split_count(rows, max_ctx) * (head_dim + 2);
+  // One token: room for either kernel's splits (the decode kernel's depend on the KV heads).
+  const int64_t splits = n_tokens == 1 ? kDecodeMaxSplits : split_count(rows, max_ctx);
+  return attention_counter_slots(n_tokens, n_heads) + rows * splits * (head_dim + 2);
 }
 
-cudaError_t launch_attention(const float* q, const void* k_cache, const void* v_cache, float* out,
-                             int64_t n_tokens, int64_t pos0, const int32_t* pos0_dev,
-                             int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                             float scale, float* partials, cudaStream_t s, void* qbuf,
-                             const AttnRope* rope, const AttnKv& kv) {
+namespace {
+
+cudaError_t attention_impl(const float* q, const void* k_cache, const void* v_cache, float* out,
+                           int64_t n_tokens, int64_t pos0, const int32_t* pos0_dev, int64_t max_ctx,
+                           int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                           float* partials, cudaStream_t s, void* qbuf, const AttnRope* rope,
+                           const AttnKv& kv, int decode, DecodeProbe probe = {}) {
   if (n_tokens <= 0) return cudaSuccess;
   if (head_dim > 256 || head_dim <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0 ||
       !is_cuda_kv_type(kv.k) || !is_cuda_kv_type(kv.v) ||
@@ -513,10 +514,18 @@ cudaError_t launch_attention(const float* q, const void* k_cache, const void* v_
     qo = {const_cast<int8_t*>(v.q1), const_cast<int8_t*>(v.q2),
           reinterpret_cast<float4*>(const_cast<float*>(v.scales))};
   }
-  const int64_t rows = n_tokens * n_heads;
-  const dim3 grid(unsigned(rows), unsigned(split_count(rows, max_ctx)));
   auto* counters = reinterpret_cast<unsigned*>(partials);
   float* parts = partials + attention_counter_slots(n_tokens, n_heads);
+  // decode: 0 the decode kernel where it beat the split kernel on the H200 (GQA groups), 1
+  // wherever it applies (the bench's probes), -1 never.
+  if (decode >= 0 && n_tokens == 1 &&
+      attention_decode_supported(head_dim, kv.k, kv.v, k_cache, v_cache) &&
+      (decode > 0 || attention_decode_preferred(n_heads, n_kv_heads, head_dim)))
+    return launch_attention_decode(q, const_cast<void*>(k_cache), const_cast<void*>(v_cache), out,
+                                   pos0, pos0_dev, max_ctx, n_heads, n_kv_heads, head_dim, scale,
+                                   parts, counters, s, qo, fused, kv, probe);
+  const int64_t rows = n_tokens * n_heads;
+  const dim3 grid(unsigned(rows), unsigned(split_count(rows, max_ctx)));
   cudaError_t err = cudaSuccess;
   dispatch_ept(head_dim, [&](auto ept) {
     dispatch_kv_form(kv.k, kv.v, [&](auto form) {
@@ -528,6 +537,38 @@ cudaError_t launch_attention(const float* q, const void* k_cache, const void* v_
     });
   });
   return err;
+}
+
+}  // namespace
+
+cudaError_t launch_attention(const float* q, const void* k_cache, const void* v_cache, float* out,
+                             int64_t n_tokens, int64_t pos0, const int32_t* pos0_dev,
+                             int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                             float scale, float* partials, cudaStream_t s, void* qbuf,
+                             const AttnRope* rope, const AttnKv& kv) {
+  return attention_impl(q, k_cache, v_cache, out, n_tokens, pos0, pos0_dev, max_ctx, n_heads,
+                        n_kv_heads, head_dim, scale, partials, s, qbuf, rope, kv, 0);
+}
+
+cudaError_t launch_attention_split(const float* q, const void* k_cache, const void* v_cache,
+                                   float* out, int64_t n_tokens, int64_t pos0,
+                                   const int32_t* pos0_dev, int64_t max_ctx, int64_t n_heads,
+                                   int64_t n_kv_heads, int64_t head_dim, float scale,
+                                   float* partials, cudaStream_t s, void* qbuf,
+                                   const AttnRope* rope, const AttnKv& kv) {
+  return attention_impl(q, k_cache, v_cache, out, n_tokens, pos0, pos0_dev, max_ctx, n_heads,
+                        n_kv_heads, head_dim, scale, partials, s, qbuf, rope, kv, -1);
+}
+
+cudaError_t launch_attention_probe(const float* q, const void* k_cache, const void* v_cache,
+                                   float* out, int64_t pos0, const int32_t* pos0_dev,
+                                   int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads,
+                                   int64_t head_dim, float scale, float* partials, cudaStream_t s,
+                                   void* qbuf, const AttnRope* rope, const AttnKv& kv,
+                                   int decode_splits, bool decode_runs) {
+  return attention_impl(q, k_cache, v_cache, out, 1, pos0, pos0_dev, max_ctx, n_heads, n_kv_heads,
+                        head_dim, scale, partials, s, qbuf, rope, kv, 1,
+                        {decode_splits, decode_runs});
 }
 
 }  // namespace hearth::cuda

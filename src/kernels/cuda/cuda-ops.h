@@ -229,6 +229,14 @@ cudaError_t launch_attention(const float* q, const void* k_cache, const void* v_
                              int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                              float scale, float* partials, cudaStream_t s, void* qbuf = nullptr,
                              const AttnRope* rope = nullptr, const AttnKv& kv = {});
+// launch_attention without the single-token decode kernel (attention-decode.cu): its split
+// kernel for every decode, the baseline of hearth-cuda-bench --attention-only.
+cudaError_t launch_attention_split(const float* q, const void* k_cache, const void* v_cache,
+                                   float* out, int64_t n_tokens, int64_t pos0,
+                                   const int32_t* pos0_dev, int64_t max_ctx, int64_t n_heads,
+                                   int64_t n_kv_heads, int64_t head_dim, float scale,
+                                   float* partials, cudaStream_t s, void* qbuf = nullptr,
+                                   const AttnRope* rope = nullptr, const AttnKv& kv = {});
 
 // Prefill attention on the tensor cores (attention-prefill.cu): causal, GQA, head_dim 64 or
 // 128, n_tokens queries at positions pos0.. against k_cache / v_cache rows 0 .. pos0 + T - 1.

@@ -9,8 +9,11 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "cuda-test-util.h"
+#include "kernels/cuda/attention-decode.cuh"
+#include "kernels/cuda/cuda-ops.h"
 
 namespace hearth::test {
 namespace {
@@ -104,9 +107,13 @@ struct AttnCase {
 };
 // Decode over several split chunks (GQA, head sizes 128 and 64), a small batch on the split
 // path, prefill on the tensor cores (64 / 128, off the tile grid) and on the fp32 tiles (96).
-const AttnCase kAttnCases[] = {{1, 700, 4, 2, 128}, {1, 40, 8, 8, 64},  {3, 200, 4, 1, 64},
-                               {70, 30, 4, 2, 128}, {33, 0, 4, 4, 64},  {20, 10, 2, 1, 96},
-                               {1, 130, 2, 2, 32},  {9, 300, 8, 2, 128}};
+// Decode kernel (attention-decode.cu): one position; groups of 8 (hd 64), 4, 2 (hd 256) and 3
+// (one head a block) over many tiles per split, partial last tiles.
+const AttnCase kAttnCases[] = {{1, 700, 4, 2, 128}, {1, 40, 8, 8, 64},    {3, 200, 4, 1, 64},
+                               {70, 30, 4, 2, 128}, {33, 0, 4, 4, 64},    {20, 10, 2, 1, 96},
+                               {1, 130, 2, 2, 32},  {9, 300, 8, 2, 128},  {1, 0, 4, 4, 128},
+                               {1, 3000, 8, 1, 64}, {1, 1500, 4, 2, 256}, {1, 90, 6, 2, 128},
+                               {1, 17, 2, 1, 256}};
 
 // Attention over typed rows (and with sinks: attention_masked with only sinks set, which keeps
 // the split-K / tensor-core kernels) against the CPU's typed kernels over the same rows.
@@ -141,6 +148,42 @@ TEST_F(CudaKvTypesTest, AttentionOverTypedRowsMatchesCpu) {
             << sinks;
         ASSERT_TRUE(backend_->status().is_ok()) << backend_->status().message();
       }
+}
+
+// The decode kernel (attention-decode.cu) wherever it applies, launched directly: one head a
+// block (launch_attention keeps those on the split kernel) and groups, its grid probed (splits
+// per row, tiles round-robin or in runs), against the CPU over the same typed rows.
+TEST_F(CudaKvTypesTest, DecodeKernelProbesMatchCpu) {
+  const AttnCase cases[] = {{1, 700, 4, 4, 128},
+                            {1, 0, 2, 2, 64},
+                            {1, 1000, 2, 2, 256},
+                            {1, 333, 8, 2, 64},
+                            {1, 95, 3, 3, 128}};
+  const std::pair<int, bool> probes[] = {{0, false}, {3, false}, {5, true}, {64, true}};
+  for (const AttnCase& c : cases)
+    for (DType t : {DType::F16, DType::BF16, DType::Q8_0}) {
+      const int64_t ctx = c.pos0 + 1, kvd = c.kv_heads * c.hd, qn = c.heads * c.hd;
+      const auto q = random_floats(size_t(qn), uint32_t(c.pos0 + c.hd), -2.f, 2.f);
+      const Rows k = make_rows(t, ctx, kvd, random_floats(size_t(ctx * kvd), 21, -2.f, 2.f));
+      const Rows v = make_rows(t, ctx, kvd, random_floats(size_t(ctx * kvd), 22));
+      const float scale = 1.f / std::sqrt(float(c.hd));
+      std::vector<float> want(static_cast<size_t>(qn));
+      cpu_->attention(q.data(), k.h(), v.h(), want.data(), 1, c.pos0, c.heads, c.kv_heads, c.hd,
+                      scale);
+      const int64_t parts = cuda::attention_partials_floats(1, c.heads, c.hd, ctx);
+      float* partials = dev(std::vector<float>(size_t(parts), 0.f));  // counters start at zero
+      for (const auto& [splits, runs] : probes) {
+        float* out = poisoned(qn);
+        ASSERT_EQ(cuda::launch_attention_probe(dev(q), k.dev, v.dev, out, c.pos0, nullptr, ctx,
+                                               c.heads, c.kv_heads, c.hd, scale, partials, nullptr,
+                                               nullptr, nullptr, {t, t, nullptr}, splits, runs),
+                  cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_LT(rel_error(get(out, qn), want), 5e-5)
+            << dtype_name(t) << " pos0 " << c.pos0 << " heads " << c.heads << "/" << c.kv_heads
+            << " hd " << c.hd << " splits " << splits << " runs " << runs;
+      }
+    }
 }
 
 // attention_masked's kernel (window, soft-cap, a ring that wrapped) over typed rows, with and

@@ -1,0 +1,61 @@
+// The single-token decode attention kernel (attention-decode.cu) as launch_attention uses it,
+// and its probe for the bench and tests (host code may include this).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/cuda-ops.h"
+
+namespace hearth::cuda {
+
+constexpr int kDecodeMaxSplits = 64;  // split blocks per row (a multiple of 32)
+
+// Where the output's int8 activations go (launch_attention's qbuf), null q1: none.
+struct DecodeQuantOut {
+  int8_t* q1 = nullptr;
+  int8_t* q2 = nullptr;
+  float4* scales = nullptr;
+};
+
+// hearth-cuda-bench's probes of the grid (launch_attention_probe): splits per row (0:
+// attention_decode_splits) and tiles dealt in contiguous runs instead of round-robin.
+struct DecodeProbe {
+  int splits = 0;
+  bool runs = false;
+};
+
+// Whether the decode kernel takes this cache: head_dim 64 / 128 / 256, K and V both f16, bf16
+// or q8_0, 16-byte aligned bases.
+bool attention_decode_supported(int64_t head_dim, DType k, DType v, const void* k_cache,
+                                const void* v_cache);
+// Whether launch_attention takes it by default: for GQA groups (heads per block >= 2). One head
+// a block lost to the split kernel on the H200 (llama2-7b f16 at depth 8192: 60.5 against 55.2
+// us a layer), groups won (Llama 3 8B: 32.5 against 49.3).
+bool attention_decode_preferred(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim);
+// Its splits per row for contexts up to max_ctx (<= kDecodeMaxSplits).
+int64_t attention_decode_splits(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                int64_t max_ctx);
+// One query token at pos0 (pos0_dev overrides it on the device), launch_attention's contract;
+// rope.k null: no fused rope. counters: the per-row words at the front of partials, partials
+// the floats after them.
+cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache, float* out,
+                                    int64_t pos0, const int32_t* pos0_dev, int64_t max_ctx,
+                                    int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                    float scale, float* partials, unsigned* counters,
+                                    cudaStream_t s, DecodeQuantOut qo, const AttnRope& rope,
+                                    const AttnKv& kv, DecodeProbe probe = {});
+
+// One decode token through the decode kernel wherever it applies (f16 / bf16 / q8_0, head_dim
+// 64 / 128 / 256; else as launch_attention), its grid probed: decode_splits per row (0: its
+// default), tiles in contiguous runs per split instead of round-robin (hearth-cuda-bench, the
+// tests; attention.cu).
+cudaError_t launch_attention_probe(const float* q, const void* k_cache, const void* v_cache,
+                                   float* out, int64_t pos0, const int32_t* pos0_dev,
+                                   int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads,
+                                   int64_t head_dim, float scale, float* partials, cudaStream_t s,
+                                   void* qbuf, const AttnRope* rope, const AttnKv& kv,
+                                   int decode_splits, bool decode_runs);
+
+}  // namespace hearth::cuda

@@ -1,0 +1,149 @@
+// hearth-cuda-bench's decode attention table: see cuda-bench-attn.h.
+#include "cuda-bench-attn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "cuda-bench-util.h"
+#include "kernels/cuda/attention-decode.cuh"
+#include "kernels/cuda/cuda-ops.h"
+
+namespace hearth::cuda_bench {
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int64_t heads, kv_heads, hd;
+};
+
+int64_t kv_row_bytes(DType t, int64_t hd) {
+  return t == DType::Q8_0 ? hd / 32 * 34 : hd * 2;
+}
+
+// The kernels timed: the split kernel, launch_attention's dispatch, then the decode kernel's
+// grid probes (splits per row, 0 its default; tiles in contiguous runs).
+struct Variant {
+  const char* name;
+  int kind;  // 0 split, 1 dispatch, 2 probe
+  int splits;
+  bool runs;
+};
+constexpr Variant kVariants[] = {{"split", 0, 0, false},   {"dispatch", 1, 0, false},
+                                 {"decode", 2, 0, false},  {"dec/12", 2, 12, false},
+                                 {"dec/16", 2, 16, false}, {"dec/32", 2, 32, false},
+                                 {"dec runs", 2, 0, true}, {"dec/12 runs", 2, 12, true}};
+constexpr int kNumVariants = int(sizeof(kVariants) / sizeof(kVariants[0]));
+
+// Seconds per decode attention at `depth` for each variant, caches replicated past L2 and
+// rotated so each launch reads HBM; err[i]: max |out - split's out| / max |split's out|. False on
+// an error.
+bool time_all(cudaStream_t s, const Shape& sh, DType t, int64_t depth, double (&sec)[kNumVariants],
+              double (&err)[kNumVariants]) {
+  const int64_t ctx = depth + 256;  // the cache's capacity (max_ctx), as -c depth+256
+  const uint64_t cache = uint64_t(ctx * sh.kv_heads * kv_row_bytes(t, sh.hd));
+  const int n = int(std::max<uint64_t>(2, (uint64_t(256) << 20) / (2 * cache) + 1));
+  std::vector<void*> ks(static_cast<size_t>(n), nullptr), vs(ks);
+  bool good = true;
+  for (int i = 0; i < n; ++i) {
+    good = good && ok(cudaMalloc(&ks[size_t(i)], cache), "malloc k") &&
+           ok(cudaMalloc(&vs[size_t(i)], cache), "malloc v");
+    if (!good) break;
+    // 0x11 bytes: finite f16 (5e-4) and q8_0 blocks (scale 5e-4, quants 17).
+    cudaMemsetAsync(ks[size_t(i)], 0x11, cache, s);
+    cudaMemsetAsync(vs[size_t(i)], 0x11, cache, s);
+  }
+  const int64_t qn = sh.heads * sh.hd, kn = sh.kv_heads * sh.hd;
+  float *q = nullptr, *kr = nullptr, *vr = nullptr, *freq = nullptr, *out = nullptr;
+  float* partials = nullptr;
+  void* qbuf = nullptr;
+  int32_t* pos = nullptr;
+  const int64_t parts = cuda::attention_partials_floats(1, sh.heads, sh.hd, ctx);
+  good = good && ok(cudaMalloc(reinterpret_cast<void**>(&q), size_t(qn) * 4), "malloc q") &&
+         ok(cudaMalloc(reinterpret_cast<void**>(&out), size_t(qn) * 4), "malloc out") &&
+         ok(cudaMalloc(reinterpret_cast<void**>(&kr), size_t(kn) * 4), "malloc k row") &&
+         ok(cudaMalloc(reinterpret_cast<void**>(&vr), size_t(kn) * 4), "malloc v row") &&
+         ok(cudaMalloc(reinterpret_cast<void**>(&freq), size_t(sh.hd) * 2), "malloc freq") &&
+         ok(cudaMalloc(reinterpret_cast<void**>(&partials), size_t(parts) * 4), "malloc parts") &&
+         ok(cudaMalloc(&qbuf, cuda::quantized_acts_bytes(1, qn)), "malloc qbuf") &&
+         ok(cudaMalloc(reinterpret_cast<void**>(&pos), 4), "malloc pos");
+  if (good) {
+    cuda::launch_fill(q, 0.02f, qn, s);
+    cuda::launch_fill(kr, 0.01f, kn, s);
+    cuda::launch_fill(vr, 0.03f, kn, s);
+    cuda::launch_fill(freq, 0.001f, sh.hd / 2, s);
+    cudaMemsetAsync(partials, 0, size_t(parts) * 4, s);
+    const int32_t p = int32_t(depth);
+    cudaMemcpyAsync(pos, &p, 4, cudaMemcpyHostToDevice, s);
+    const cuda::AttnRope rope{kr, vr, freq, 1};
+    const cuda::AttnKv kv{t, t, nullptr};
+    const float scale = 1.f / std::sqrt(float(sh.hd));
+    const int launches = std::max(n, 32);
+    std::vector<float> ref(static_cast<size_t>(qn)), got(ref);
+    for (int w = 0; w < kNumVariants && good; ++w) {
+      const Variant& var = kVariants[w];
+      auto launch = [&](int i) {
+        void *kc = ks[size_t(i % n)], *vc = vs[size_t(i % n)];
+        if (var.kind == 0)
+          cuda::launch_attention_split(q, kc, vc, out, 1, depth, pos, ctx, sh.heads, sh.kv_heads,
+                                       sh.hd, scale, partials, s, qbuf, &rope, kv);
+        else if (var.kind == 1)
+          cuda::launch_attention(q, kc, vc, out, 1, depth, pos, ctx, sh.heads, sh.kv_heads, sh.hd,
+                                 scale, partials, s, qbuf, &rope, kv);
+        else
+          cuda::launch_attention_probe(q, kc, vc, out, depth, pos, ctx, sh.heads, sh.kv_heads,
+                                       sh.hd, scale, partials, s, qbuf, &rope, kv, var.splits,
+                                       var.runs);
+      };
+      sec[w] = time_graph(s, launches, [&] {
+        for (int i = 0; i < launches; ++i) launch(i);
+      });
+      launch(0);
+      good = ok(cudaStreamSynchronize(s), "attention") &&
+             ok(cudaMemcpy(got.data(), out, size_t(qn) * 4, cudaMemcpyDeviceToHost), "download");
+      if (w == 0) ref = got;
+      double num = 0, den = 0;
+      for (int64_t i = 0; i < qn; ++i) {
+        num = std::max(num, double(std::fabs(got[size_t(i)] - ref[size_t(i)])));
+        den = std::max(den, double(std::fabs(ref[size_t(i)])));
+        if (!std::isfinite(got[size_t(i)])) num = INFINITY;
+      }
+      err[w] = num / (den > 0 ? den : 1);
+    }
+  }
+  for (void* ptr : {static_cast<void*>(q), static_cast<void*>(out), static_cast<void*>(kr),
+                    static_cast<void*>(vr), static_cast<void*>(freq), static_cast<void*>(partials),
+                    qbuf, static_cast<void*>(pos)})
+    cudaFree(ptr);
+  for (int i = 0; i < n; ++i) cudaFree(ks[size_t(i)]), cudaFree(vs[size_t(i)]);
+  return good;
+}
+
+}  // namespace
+
+bool decode_attention_table(cudaStream_t s, double copy_gbs) {
+  const Shape shapes[] = {{"llama2-7b 32x128", 32, 32, 128}, {"llama3-8b 32/8x128", 32, 8, 128}};
+  const int64_t depths[] = {512, 4096, 8192, 32768};
+  std::printf(
+      "\n== decode attention, one layer, rope + int8 out fused: us a launch, GB/s of K+V "
+      "read (copy %.0f GB/s r+w), max diff vs split ==\n",
+      copy_gbs);
+  for (const Shape& sh : shapes)
+    for (DType t : {DType::F16, DType::Q8_0})
+      for (int64_t d : depths) {
+        double sec[kNumVariants] = {}, err[kNumVariants] = {};
+        if (!time_all(s, sh, t, d, sec, err)) return false;
+        const double bytes = 2.0 * double(d + 1) * double(sh.kv_heads * kv_row_bytes(t, sh.hd));
+        std::printf("%-18s %-4s d=%-6lld %6.1f MB", sh.name, dtype_name(t), (long long)d,
+                    bytes / 1e6);
+        for (int w = 0; w < kNumVariants; ++w)
+          std::printf(" | %s %.2f us %.0f GB/s%s", kVariants[w].name, sec[w] * 1e6,
+                      bytes / sec[w] / 1e9, err[w] > 1e-3 ? " MISMATCH" : "");
+        std::printf("\n");
+      }
+  return true;
+}
+
+}  // namespace hearth::cuda_bench

@@ -1,0 +1,14 @@
+// hearth-cuda-bench's decode attention table (cuda-bench-attn.cpp).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+namespace hearth::cuda_bench {
+
+// One decode token's attention for one layer of llama2-7b (32 heads x 128) and of Llama 3 8B
+// (32 q / 8 kv heads) at depths 512 .. 32768, f16 and q8_0 caches, rope and the int8 output
+// fused as in a decode step: the split kernel against launch_attention's dispatch (the decode
+// kernel), as time and GB/s of the K and V bytes read, against copy_gbs. False on an error.
+bool decode_attention_table(cudaStream_t s, double copy_gbs);
+
+}  // namespace hearth::cuda_bench
