@@ -21,12 +21,14 @@ int golden_gpu_layers();  // golden-test.cpp
 namespace {
 
 struct BatchCase {
-  std::string file;  // a GGUF under goldens/kjv-13m
+  std::string dir;   // a golden model directory under goldens/
+  std::string file;  // a GGUF in it, or empty: the directory itself (Hugging Face layout)
   int batch;
 };
 
 std::string batch_case_name(const testing::TestParamInfo<BatchCase>& info) {
-  std::string n = info.param.file + "_B" + std::to_string(info.param.batch);
+  std::string n = (info.param.file.empty() ? info.param.dir : info.param.file) + "_B" +
+                  std::to_string(info.param.batch);
   for (char& c : n)
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
   return n;
@@ -36,12 +38,12 @@ class BatchDecodeGoldenTest : public testing::TestWithParam<BatchCase> {};
 
 TEST_P(BatchDecodeGoldenTest, StepOfManySequencesMatchesEachAlone) {
   const BatchCase& c = GetParam();
-  const std::string dir = test::shared_path("goldens/kjv-13m");
+  const std::string dir = test::shared_path("goldens/" + c.dir);
   const test::Golden g = test::load_golden(dir);
   LoadOptions opt;
   opt.n_threads = 2;
   opt.gpu_layers = golden_gpu_layers();
-  auto loaded = Engine::load(dir + "/" + c.file, opt);
+  auto loaded = Engine::load(c.file.empty() ? dir : dir + "/" + c.file, opt);
   ASSERT_TRUE(loaded.is_ok()) << loaded.message();
   const Model& m = loaded.value()->model();
   const int64_t n_vocab = m.hparams().n_vocab;
@@ -83,8 +85,8 @@ TEST_P(BatchDecodeGoldenTest, StepOfManySequencesMatchesEachAlone) {
       want.insert(want.end(), one.begin(), one.end());
     }
     const double err = test::max_row_relative_error(got, want, n_vocab);
-    std::printf("[ err ] %s B=%d step %d: max row relative error %.3g\n", c.file.c_str(), B, step,
-                err);
+    std::printf("[ err ] %s/%s B=%d step %d: max row relative error %.3g\n", c.dir.c_str(),
+                c.file.c_str(), B, step, err);
     EXPECT_LE(err, bound) << "step " << step;
     for (int i = 0; i < B; ++i)
       next[size_t(i)] = greedy_argmax(want.data() + size_t(i) * size_t(n_vocab), n_vocab);
@@ -92,11 +94,12 @@ TEST_P(BatchDecodeGoldenTest, StepOfManySequencesMatchesEachAlone) {
 }
 
 // B = 3 stays on the GEMV (at most 4 rows), 9 and 17 take the batched matmul on CUDA (17: three
-// 8-token tiles, one partial).
+// 8-token tiles, one partial). Qwen3: the per-head q/k norms inside the batch's attention op.
 INSTANTIATE_TEST_SUITE_P(KjvQuantized, BatchDecodeGoldenTest,
-                         testing::Values(BatchCase{"kjv-13m-q8_0.gguf", 3},
-                                         BatchCase{"kjv-13m-q4_0.gguf", 9},
-                                         BatchCase{"kjv-13m-q4_k_m.gguf", 17}),
+                         testing::Values(BatchCase{"kjv-13m", "kjv-13m-q8_0.gguf", 3},
+                                         BatchCase{"kjv-13m", "kjv-13m-q4_0.gguf", 9},
+                                         BatchCase{"kjv-13m", "kjv-13m-q4_k_m.gguf", 17},
+                                         BatchCase{"qwen3-tiny", "", 5}),
                          batch_case_name);
 
 }  // namespace
