@@ -19,8 +19,8 @@ struct DecodeQuantOut {
   float4* scales = nullptr;
 };
 
-// hearth-cuda-bench's probes of the grid (launch_attention_probe): splits per row (0:
-// attention_decode_splits) and tiles dealt in contiguous runs instead of round-robin.
+// hearth-cuda-bench's probes of the grid (launch_attention_probe): splits per row (0: one
+// wave of the blocks the SMs hold) and tiles dealt in contiguous runs instead of round-robin.
 struct DecodeProbe {
   int splits = 0;
   bool runs = false;
@@ -30,13 +30,6 @@ struct DecodeProbe {
 // or q8_0, 16-byte aligned bases.
 bool attention_decode_supported(int64_t head_dim, DType k, DType v, const void* k_cache,
                                 const void* v_cache);
-// Whether launch_attention takes it by default: for GQA groups (heads per block >= 2). One head
-// a block lost to the split kernel on the H200 (llama2-7b f16 at depth 8192: 60.5 against 55.2
-// us a layer), groups won (Llama 3 8B: 32.5 against 49.3).
-bool attention_decode_preferred(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim);
-// Its splits per row for contexts up to max_ctx (<= kDecodeMaxSplits).
-int64_t attention_decode_splits(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                                int64_t max_ctx);
 // One query token at pos0 (pos0_dev overrides it on the device), launch_attention's contract;
 // rope.k null: no fused rope. counters: the per-row words at the front of partials, partials
 // the floats after them.

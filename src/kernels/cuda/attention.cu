@@ -516,11 +516,10 @@ cudaError_t attention_impl(const float* q, const void* k_cache, const void* v_ca
   }
   auto* counters = reinterpret_cast<unsigned*>(partials);
   float* parts = partials + attention_counter_slots(n_tokens, n_heads);
-  // decode: 0 the decode kernel where it beat the split kernel on the H200 (GQA groups), 1
-  // wherever it applies (the bench's probes), -1 never.
+  // decode >= 0: the decode kernel wherever it applies (with the probe's grid when set), -1:
+  // never (the bench's baseline).
   if (decode >= 0 && n_tokens == 1 &&
-      attention_decode_supported(head_dim, kv.k, kv.v, k_cache, v_cache) &&
-      (decode > 0 || attention_decode_preferred(n_heads, n_kv_heads, head_dim)))
+      attention_decode_supported(head_dim, kv.k, kv.v, k_cache, v_cache))
     return launch_attention_decode(q, const_cast<void*>(k_cache), const_cast<void*>(v_cache), out,
                                    pos0, pos0_dev, max_ctx, n_heads, n_kv_heads, head_dim, scale,
                                    parts, counters, s, qo, fused, kv, probe);

@@ -150,9 +150,9 @@ TEST_F(CudaKvTypesTest, AttentionOverTypedRowsMatchesCpu) {
       }
 }
 
-// The decode kernel (attention-decode.cu) wherever it applies, launched directly: one head a
-// block (launch_attention keeps those on the split kernel) and groups, its grid probed (splits
-// per row, tiles round-robin or in runs), against the CPU over the same typed rows.
+// The decode kernel (attention-decode.cu) launched directly: one head a block and groups, its
+// grid probed (splits per row, tiles round-robin or in runs), against the CPU over the same
+// typed rows.
 TEST_F(CudaKvTypesTest, DecodeKernelProbesMatchCpu) {
   const AttnCase cases[] = {{1, 700, 4, 4, 128},
                             {1, 0, 2, 2, 64},
@@ -174,9 +174,12 @@ TEST_F(CudaKvTypesTest, DecodeKernelProbesMatchCpu) {
       float* partials = dev(std::vector<float>(size_t(parts), 0.f));  // counters start at zero
       for (const auto& [splits, runs] : probes) {
         float* out = poisoned(qn);
-        ASSERT_EQ(cuda::launch_attention_probe(dev(q), k.dev, v.dev, out, c.pos0, nullptr, ctx,
-                                               c.heads, c.kv_heads, c.hd, scale, partials, nullptr,
-                                               nullptr, nullptr, {t, t, nullptr}, splits, runs),
+        const float* qd = dev(q);
+        // The uploads run on the backend's stream; the launch below on the default one.
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        ASSERT_EQ(cuda::launch_attention_probe(qd, k.dev, v.dev, out, c.pos0, nullptr, ctx, c.heads,
+                                               c.kv_heads, c.hd, scale, partials, nullptr, nullptr,
+                                               nullptr, {t, t, nullptr}, splits, runs),
                   cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         EXPECT_LT(rel_error(get(out, qn), want), 5e-5)
