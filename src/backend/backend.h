@@ -263,9 +263,7 @@ class Backend {
   };
   virtual void rope_append_attend(const AttentionBlock& a) {
     const int64_t qd = a.n_heads * a.head_dim;
-    norm_heads(a);
-    rope_rows(a, a.q, a.n_heads);
-    rope_rows(a, a.k, a.n_kv_heads);
+    norm_and_rope(a);
     int64_t row = 0;
     for (const KvSegment& s : a.segments) {
       store_segment(a, s, row);
@@ -417,6 +415,12 @@ class Backend {
   void norm_heads(const AttentionBlock& a) {
     if (a.q_norm) rmsnorm_heads(a.q, a.q_norm, a.n_tokens * a.n_heads, a.head_dim, a.norm_eps);
     if (a.k_norm) rmsnorm_heads(a.k, a.k_norm, a.n_tokens * a.n_kv_heads, a.head_dim, a.norm_eps);
+  }
+  // rope_append_attend's q and k before the append: normed per head, then rotated, in place.
+  void norm_and_rope(const AttentionBlock& a) {
+    norm_heads(a);
+    rope_rows(a, a.q, a.n_heads);
+    rope_rows(a, a.k, a.n_kv_heads);
   }
   // rope_append_attend's rotation of x (q or k: n_heads heads per row), plain or partial.
   void rope_rows(const AttentionBlock& a, float* x, int64_t n_heads) {

@@ -251,9 +251,7 @@ class CpuBackend final : public Backend {
   // flushed between layers: ~0.75 -> ~0.55-0.65 ms of attention a step.
   void rope_append_attend_batch(const AttentionBlock& a) override {
     const int64_t kvd = a.n_kv_heads * a.head_dim, qd = a.n_heads * a.head_dim;
-    norm_heads(a);
-    rope_rows(a, a.q, a.n_heads);
-    rope_rows(a, a.k, a.n_kv_heads);
+    norm_and_rope(a);
     int64_t row = 0;
     for (const KvSegment& s : a.segments) {
       store_segment(a, s, row);

@@ -14,6 +14,7 @@
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/attention-decode.cuh"
 #include "kernels/cuda/attention-softmax.cuh"
+#include "kernels/cuda/cp-async.cuh"
 #include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rope-pair.cuh"
@@ -26,23 +27,6 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kStages = 4;          // tiles in flight per block (the prologue issues kStages - 1)
 constexpr int kStageBytes = 16384;  // K + V bytes of one tile (hd <= 128: 32 rows of f16)
-
-__device__ __forceinline__ void cp_async(void* dst, const void* src, int bytes) {
-  const unsigned s = unsigned(__cvta_generic_to_shared(dst));
-  if (bytes == 16)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
-  else if (bytes == 8)
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src));
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src));
-}
-__device__ __forceinline__ void cp_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // Row bytes of a head of EPT * 32 elements in form F.
 template <KvForm F, int EPT>
@@ -199,7 +183,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
   for (int k = 0; k < kStages - 1; ++k) {
     if (k < n_mine) issue(k);
-    cp_commit();
+    cp_async_commit();
   }
 
   // q rotated (and this token's k with fused rope) while the first tiles land.
@@ -255,10 +239,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     for (int i = 0; i < EPT; ++i) acc[g][i] = 0.f;
   }
   for (int k = 0; k < n_mine; ++k) {
-    cp_wait<kStages - 2>();
+    cp_async_wait<kStages - 2>();
     __syncthreads();  // tile k landed for every thread; stage (k - 1) % kStages is free
     if (k + kStages - 1 < n_mine) issue(k + kStages - 1);
-    cp_commit();
+    cp_async_commit();
     const int64_t p0 = tile_pos(k) + warp * kRpw;
     const uint8_t* st = stage_mem + (k % kStages) * (2 * kT * kRow) + warp * kRpw * kRow;
     float s[kRpw][G];
@@ -326,7 +310,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         }
     }
   }
-  cp_wait<0>();
+  cp_async_wait<0>();
   __syncthreads();  // every stage consumed: reuse the stage memory for the warps' states
 
   // Merge the warps: per head g, dims in Lay order (the partials take natural order).

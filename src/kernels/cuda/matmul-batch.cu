@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cuda/cp-async.cuh"
 #include "kernels/cuda/decode-batch.h"
 #include "kernels/cuda/dequantize.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -40,22 +41,6 @@ constexpr int kMaxSplits = 8;  // K splits (blocks over one row tile), summed by
 constexpr int kXqStride = 144;
 constexpr int kXsStride = 80;
 constexpr int kXhStride = 288;
-
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
-}
-__device__ __forceinline__ void cp_async8(void* dst, const void* src) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 __device__ __forceinline__ __half2 h2_bits(uint32_t u) {
   __half2 h;

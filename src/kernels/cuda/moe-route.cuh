@@ -11,12 +11,6 @@
 
 namespace hearth::cuda {
 
-__device__ __forceinline__ double warp_sum_double(double v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // Logits z [n_expert] (n_expert <= kMoeMaxExperts, 1 <= k <= min(n_expert, 32)); every lane of
 // the warp calls it, and lane j < k gets pick j: its expert and routing weight. Lane l holds
 // experts l, l + 32, ... The arithmetic follows the host rule (kernels/cpu/moe-route.cpp):
