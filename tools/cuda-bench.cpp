@@ -5,7 +5,8 @@
 // Weights rotate over replicas larger than L2 so the numbers are HBM, not cache. Add a dtype or
 // shape in the tables at the top of main(). `hearth-cuda-bench --dtypes F16,Q4_0` limits the GEMV
 // table to those dtypes ("none": no GEMV table); `--moe-only` runs only the MoE decode table,
-// `--attention-only` only the decode attention table (cuda-bench-attn.cpp).
+// `--attention-only` only the decode attention table (cuda-bench-attn.cpp), `--sample-only` only
+// the sampled picks (cuda-bench-sample.cpp).
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -21,6 +22,7 @@
 #include "cuda-bench-attn.h"
 #include "cuda-bench-batch.h"
 #include "cuda-bench-moe.h"
+#include "cuda-bench-sample.h"
 #include "cuda-bench-util.h"
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/gemm-fp8.h"
@@ -137,6 +139,7 @@ int main(int argc, char** argv) {
   bool batch_only = false;     // --batch-only: only the batched decode matmul table
   bool moe_only = false;       // --moe-only: only the MoE decode table
   bool attn_only = false;      // --attention-only: only the decode attention table
+  bool sample_only = false;    // --sample-only: only the sampled-pick table
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--dtypes") == 0 && i + 1 < argc) {
       only = argv[++i];
@@ -146,10 +149,12 @@ int main(int argc, char** argv) {
       moe_only = true;
     } else if (std::strcmp(argv[i], "--attention-only") == 0) {
       attn_only = true;
+    } else if (std::strcmp(argv[i], "--sample-only") == 0) {
+      sample_only = true;
     } else {
       std::fprintf(stderr,
                    "usage: hearth-cuda-bench [--dtypes F16,Q4_0,...] [--batch-only] "
-                   "[--moe-only] [--attention-only]\n");
+                   "[--moe-only] [--attention-only] [--sample-only]\n");
       return 2;
     }
   }
@@ -183,9 +188,10 @@ int main(int argc, char** argv) {
               prop.l2CacheSize >> 20);
   std::printf("copy bandwidth (read+write): %.0f GB/s\n", copy_gbs);
 
-  if (moe_only || attn_only) {
-    const bool good = moe_only ? cuda_bench::moe_decode_table(s, only)
-                               : cuda_bench::decode_attention_table(s, copy_gbs);
+  if (moe_only || attn_only || sample_only) {
+    const bool good = moe_only    ? cuda_bench::moe_decode_table(s, only)
+                      : attn_only ? cuda_bench::decode_attention_table(s, copy_gbs)
+                                  : cuda_bench::sample_pick_table(s);
     cublasDestroy(blas);
     cudaStreamDestroy(s);
     return good ? 0 : 1;

@@ -438,7 +438,6 @@ class CudaBackend final : public Backend {
   // pick_rows' scratch: the ids, then per drawn row a one-token history and its length and a
   // position the pick writes (int32); the draws' penalised logits (f32, one row at a time).
   DeviceScratch row_picks_;
-  DeviceScratch row_draw_work_;
   cuda::QuantizedActs xq_;
   const float* xq_src_ = nullptr;
   uint64_t xq_at_ = ~uint64_t(0);

@@ -54,36 +54,34 @@ void CudaBackend::pick_rows(const float* logits, int64_t rows, int64_t n_vocab,
   if (capturing()) return fail("pick_rows inside a captured decode step");
   if (rows <= 0) return;
   const int64_t D = int64_t(draws.size());
-  if (!ensure(row_picks_, size_t(rows + 3 * D) * sizeof(int32_t), "row picks") ||
-      (D > 0 && !ensure(row_draw_work_, size_t(n_vocab) * sizeof(float), "row draws")))
-    return;
+  if (!ensure(row_picks_, size_t(rows) * sizeof(int32_t), "row picks")) return;
   auto* dev_ids = row_picks_.as<int32_t>();
   if (!check(cuda::launch_argmax_rows(logits, rows, n_vocab, dev_ids, stream_), "argmax rows"))
     return;
   if (D > 0) {
-    // Each draw's own empty one-token history (the rule has no penalties to read it; the pick
-    // appends its token there) and a slot for the position it also writes.
-    int32_t* history = dev_ids + rows;
-    if (!check(cudaMemsetAsync(history, 0, size_t(3 * D) * sizeof(int32_t), stream_), "row draws"))
-      return;
-    (void)cuda::sample_pick_cluster_blocks(n_vocab);  // (its one device query; not capturing)
+    // Every draw in one launch (a cluster a row): its rule, row and position go up in the ring.
+    std::vector<cuda::SampleRowPick> table(static_cast<size_t>(D));
     for (int64_t i = 0; i < D; ++i) {
       const RowDraw& d = draws[size_t(i)];
       if (d.row < 0 || d.row >= rows || d.rule.penalizes() || d.pos < 0 || d.pos >= INT32_MAX)
         return fail("pick_rows: a draw out of range or with penalties");
-      cuda::SamplePickParams p;
-      p.temperature = d.rule.temperature;
-      p.top_k = d.rule.top_k;
-      p.top_p = d.rule.top_p;
-      p.min_p = d.rule.min_p;
-      p.seed = d.rule.seed;
-      int32_t* id = dev_ids + d.row;
-      if (!check(cuda::launch_sample_pick(logits + d.row * n_vocab, row_draw_work_.as<float>(),
-                                          n_vocab, p, history + i, history + D + i, 1, id,
-                                          history + 2 * D + i, int32_t(d.pos + 1), id, stream_),
-                 "row draw"))
-        return;
+      cuda::SampleRowPick& t = table[size_t(i)];
+      t.p.temperature = d.rule.temperature;
+      t.p.top_k = d.rule.top_k;
+      t.p.top_p = d.rule.top_p;
+      t.p.min_p = d.rule.min_p;
+      t.p.seed = d.rule.seed;
+      t.row = int32_t(d.row);
+      t.next_pos = int32_t(d.pos + 1);
     }
+    const void* staged = stage_small(table.data(), table.size() * sizeof(table[0]));
+    if (!staged) return;
+    (void)cuda::sample_pick_cluster_blocks(n_vocab);  // (its one device query; not capturing)
+    if (!check(cuda::launch_sample_picks(logits, n_vocab,
+                                         static_cast<const cuda::SampleRowPick*>(staged), D,
+                                         dev_ids, stream_),
+               "row draws"))
+      return;
   }
   check(cudaMemcpyAsync(ids, dev_ids, size_t(rows) * sizeof(int32_t), cudaMemcpyDeviceToHost,
                         stream_),

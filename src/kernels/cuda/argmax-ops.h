@@ -48,4 +48,16 @@ cudaError_t launch_sample_pick(const float* logits, float* work, int64_t n,
                                int history_cap, int32_t* token, int32_t* pos, int32_t next_pos,
                                int32_t* host_token, cudaStream_t stream);
 
+// A served step's draws in one launch (one cluster a row): each entry draws from logits row
+// `row` ([rows, n], device) by its rule at its position, as launch_sample_pick would with an
+// empty history, and writes the id to ids[row] (device). Rules with penalties are not drawn
+// here (their penalties are ignored): the caller keeps them on the host. 0 <= count <= 65535.
+struct SampleRowPick {
+  SamplePickParams p;
+  int32_t row = 0;
+  int32_t next_pos = 0;  // the position after the row's token (the draw's stream, as the chain's)
+};
+cudaError_t launch_sample_picks(const float* logits, int64_t n, const SampleRowPick* rows,
+                                int64_t count, int32_t* ids, cudaStream_t stream);
+
 }  // namespace hearth::cuda

@@ -7,9 +7,10 @@
 // Gumbel-max over the kept set (each id's variate from the seed, the position and the id), so
 // the same seed draws the same tokens on every run; the distribution is the host sampler's, the
 // tokens are not the host's (its draw walks one uniform through the weights).
-// One thread-block cluster of 8 or 16 blocks runs it (one block was bound by one SM's
+// One thread-block cluster of 8 or 16 blocks runs a row (one block was bound by one SM's
 // instruction rate: ~0.16 ms a token at 32k ids, ~0.6 ms at 128k); the blocks combine their
-// partial maxima, sums and histograms through distributed shared memory at cluster barriers.
+// partial maxima, sums and histograms through distributed shared memory at cluster barriers
+// (sample-select.cuh). A served step's rows are one launch, a cluster a row.
 #include <cooperative_groups.h>
 
 #include <climits>
@@ -17,46 +18,28 @@
 #include <cstdint>
 
 #include "kernels/cuda/argmax-ops.h"
+#include "kernels/cuda/sample-select.cuh"
 
 namespace hearth::cuda {
 
 namespace {
 
-namespace cg = cooperative_groups;
+using namespace sample;
 
-constexpr int kThreads = 1024;
-constexpr int kWarps = kThreads / 32;
 // Blocks in the cluster: the portable 8, or 16 (non-portable, where the device allows it) for
 // large vocabularies, whose passes cost more than the cluster's barriers.
-constexpr int kPortableCluster = 8, kLargeCluster = 16;
-constexpr int64_t kLargeClusterFrom = 65536;  // ids
-// The radix select's digits over a 32-bit key, most significant first: 11, 11, 10 bits.
-constexpr int kPasses = 3;
-__device__ __forceinline__ int digit_shift(int pass) {
-  return pass == 0 ? 21 : pass == 1 ? 10 : 0;
-}
-__device__ __forceinline__ int digit_width(int pass) {
-  return pass == 2 ? 10 : 11;
-}
-constexpr int kBins = 2048;
-constexpr double kFixedOne = 1099511627776.0;  // 2^40: a weight of 1 in fixed point
+constexpr int kPortableCluster = 8, kLargeCluster = kMaxCluster;
+constexpr int64_t kLargeClusterFrom = 65536;   // ids
+constexpr float kFixedOne = 1099511627776.0f;  // 2^40: a weight of 1 in fixed point
 
 __device__ __forceinline__ float clean(float v) {
   return isnan(v) ? -INFINITY : v;
 }
 
-// Larger float -> larger key (-inf lowest of the finite order; NaN is cleaned before).
-__device__ __forceinline__ uint32_t order_key(float f) {
-  const uint32_t u = __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-__device__ __forceinline__ float from_order_key(uint32_t k) {
-  return __uint_as_float((k & 0x80000000u) ? (k & 0x7FFFFFFFu) : ~k);
-}
-
+// w in [0, 1]; scaling by 2^40 is exact in float, so this truncates the same value a double
+// product would, without the double conversions.
 __device__ __forceinline__ uint64_t fixed_weight(float w) {
-  return uint64_t(double(w) * kFixedOne);  // w in [0, 1]
+  return __float2ull_rz(w * kFixedOne);
 }
 
 // splitmix64: the draw's variates from (seed, position, id), the same on every run.
@@ -67,273 +50,121 @@ __device__ __forceinline__ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-struct Shared {
-  uint64_t warp_sums[kWarps];
-  uint64_t bins[kBins];
-  uint64_t value;         // this block's partial (max), read by the others
-  uint64_t block_total;   // ordered_find: this block's sum, read by the later blocks
-  uint64_t block_before;  // ordered_find: the earlier blocks' sums
-  int ivalue;             // this block's partial (min index); rank 0's: a found index
-};
+// A Gumbel variate -log(E), E = -log(u) an exponential one, from 53 random bits (u = (k + 0.5) /
+// 2^53), in float: E is taken as log1p(-(1 - u)) above u = 1/2, where 1 - u is exact and log(u)
+// would lose it (the largest variates, which decide most draws, come from there).
+__device__ __forceinline__ float gumbel(uint64_t bits) {
+  const uint64_t k = bits >> 11;
+  constexpr float kUlp = 1.0f / 9007199254740992.0f;  // 2^-53
+  const float e = k >= (uint64_t(1) << 52)
+                      ? -log1pf(-((float((uint64_t(1) << 53) - k) - 0.5f) * kUlp))
+                      : -__logf((float(k) + 0.5f) * kUlp);
+  return -__logf(e);
+}
 
-// The cluster's collectives. Each starts with the block's own reduction, publishes it in its
-// shared memory, and reads every block's at a cluster barrier; a second barrier keeps a block
-// from overwriting its partial while another still reads it.
-struct Cluster {
-  cg::cluster_group group;
-  Shared& sh;
-  uint64_t* tot;  // [kBins]: the cluster's summed histogram, this block's copy
-  int rank;       // this block's
-  int size;       // blocks
-  int all;        // threads
-  __device__ Shared& of(int r) { return *group.map_shared_rank(&sh, r); }
-
-  // The largest 64-bit key (the draw's packed score and index).
-  __device__ uint64_t max_key(uint64_t v) {
-    for (int off = 16; off > 0; off >>= 1) v = ::max(v, __shfl_xor_sync(0xffffffffu, v, off));
-    __syncthreads();
-    if (threadIdx.x % 32 == 0) sh.warp_sums[threadIdx.x / 32] = v;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      uint64_t b = 0;
-      for (int w = 0; w < kWarps; ++w) b = ::max(b, sh.warp_sums[w]);
-      sh.value = b;
-    }
-    group.sync();
-    uint64_t best = 0;
-    for (int r = 0; r < size; ++r) best = ::max(best, of(r).value);
-    group.sync();
-    return best;
-  }
-  // The largest value (through its order-preserving key).
-  __device__ float max(float v) { return from_order_key(uint32_t(max_key(order_key(v)))); }
-
-  // The smallest of the candidates (INT_MAX where a thread has none).
-  __device__ int min_index(int candidate) {
-    if (threadIdx.x == 0) sh.ivalue = INT_MAX;
-    __syncthreads();
-    if (candidate != INT_MAX) atomicMin(&sh.ivalue, candidate);
-    group.sync();
-    int m = INT_MAX;
-    for (int r = 0; r < size; ++r) m = min(m, of(r).ivalue);
-    group.sync();
-    return m;
-  }
-};
-
-// The first index in [0, n) whose value is m (INT_MAX when none), in every thread.
+// The chain's draw from one row (every thread of the cluster returns the same id).
 template <class Value>
-__device__ int first_index_of(Value value, int n, float m, Cluster& c) {
-  int first = INT_MAX;
-  for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += c.all)
-    if (value(i) == m) {
-      first = i;
-      break;
-    }
-  return c.min_index(first);
-}
-
-// Walking [0, n) in index order and adding amount(i) (0 for an index that does not count), the
-// first index at which the running sum exceeds `target`, in every thread; -1 when the whole sum
-// stays at or below it. Each warp of the cluster owns a contiguous run of indices and reads it 32
-// at a time (coalesced); the warp whose run holds the crossing finds it with a warp scan per 32.
-template <class Amount>
-__device__ int ordered_find(int n, uint64_t target, Amount amount, Cluster& c) {
-  Shared& sh = c.sh;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int run = (n + c.all - 1) / c.all * 32;
-  const int gw = c.rank * kWarps + warp;  // the warp's place in the cluster
-  const int w0 = min(n, gw * run), w1 = min(n, w0 + run);
-  uint64_t mine = 0;
-  for (int i = w0 + lane; i < w1; i += 32) mine += amount(i);
-  for (int off = 16; off > 0; off >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, off);
-  if (lane == 0) sh.warp_sums[warp] = mine;
-  if (c.rank == 0 && threadIdx.x == 0) sh.ivalue = -1;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    uint64_t total = 0;
-    for (int w = 0; w < kWarps; ++w) total += sh.warp_sums[w];
-    sh.block_total = total;
+__device__ int draw_from_row(Value value, int n, const SamplePickParams& p, int32_t next_pos,
+                             Cluster& c) {
+  float m = -INFINITY;
+  for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += c.all) m = fmaxf(m, value(i));
+  m = c.max(m);
+  // Greedy (or nothing to weigh): the first index of the max.
+  if (p.temperature <= 0.0f || !isfinite(m)) {
+    const int first = first_index_of(value, n, m, c);
+    return first == INT_MAX ? 0 : first;
   }
-  c.group.sync();
-  // Where this warp's run starts in the sum: the earlier blocks' totals (one remote read each,
-  // by one thread, where every thread reading every earlier warp's partial took up to 15 x 32
-  // dependent reads of distributed shared memory), then the earlier warps here.
-  if (threadIdx.x == 0) {
-    uint64_t before = 0;
-    for (int r = 0; r < c.rank; ++r) before += c.of(r).block_total;
-    sh.block_before = before;
-  }
-  __syncthreads();
-  uint64_t before = sh.block_before;
-  for (int w = 0; w < warp; ++w) before += sh.warp_sums[w];
-  if (before <= target && target < before + mine) {  // the same in the whole warp
-    uint64_t acc = before;
-    for (int base = w0; base < w1; base += 32) {
-      const int i = base + lane;
-      const uint64_t a = i < w1 ? amount(i) : 0;
-      uint64_t inc = a;
-      for (int off = 1; off < 32; off <<= 1) {
-        const uint64_t o = __shfl_up_sync(0xffffffffu, inc, off);
-        if (lane >= off) inc += o;
-      }
-      const unsigned hit = __ballot_sync(0xffffffffu, acc + inc > target);
-      if (hit) {
-        if (lane == __ffs(hit) - 1) c.of(0).ivalue = i;
-        break;
-      }
-      acc += __shfl_sync(0xffffffffu, inc, 31);
+  Stages st;
+  if (p.top_k > 0 && p.top_k < n)
+    st.top_k = find_cut(
+        value, n, st, uint64_t(p.top_k), [](float) { return uint64_t(1); }, c);
+  // min-p's cut is a threshold on the logit: the max alone fixes it.
+  if (p.min_p > 0.0f) {
+    const float threshold = m + logf(p.min_p);
+    st.min_p.keep_all = false;
+    if (threshold > m) {  // only the best: the max at its first index
+      st.min_p.key = order_key(m);
+      st.min_p.id = first_index_of(value, n, m, c);
+    } else {
+      st.min_p.key = order_key(threshold);
+      st.min_p.id = INT_MAX;
     }
   }
-  c.group.sync();
-  const int found = c.of(0).ivalue;
-  c.group.sync();
-  return found;
-}
-
-// The set every stage narrows: what the previous stages keep, as cuts in (logit descending, id
-// ascending) order (the last kept key and id; keep_all: no cut).
-struct Cut {
-  uint32_t key = 0;
-  int id = INT_MAX;
-  bool keep_all = true;
-  __device__ bool keeps(uint32_t k, int i) const {
-    return keep_all || k > key || (k == key && i <= id);
-  }
-};
-
-struct Stages {
-  Cut top_k, top_p, min_p;
-  __device__ bool keeps(uint32_t k, int i) const {
-    return top_k.keeps(k, i) && top_p.keeps(k, i) && min_p.keeps(k, i);
-  }
-};
-
-// bins[bin] += amount for the active lanes, one shared-memory atomic per distinct bin of the
-// warp: logits crowd into a few bins, and per-lane atomics on them would serialise the block.
-// Every lane of the warp calls it (inactive ones with active = false). amount < 2^40.
-__device__ __forceinline__ void add_to_bin(uint64_t* bins, uint32_t bin, uint64_t amount,
-                                           bool active) {
-  const uint32_t b = active ? bin : 0xFFFFFFFFu;
-  const unsigned group = __match_any_sync(0xffffffffu, b);
-  const uint64_t v = active ? amount : 0;
-  // 64-bit sums in two 32-bit halves (at most 32 lanes: no half overflows).
-  const uint32_t lo = __reduce_add_sync(group, uint32_t(v & 0xFFFFFu));
-  const uint32_t hi = __reduce_add_sync(group, uint32_t(v >> 20));
-  if (active && int(threadIdx.x % 32) == __ffs(group) - 1)
-    atomicAdd(reinterpret_cast<unsigned long long*>(&bins[b]),
-              (unsigned long long)((uint64_t(hi) << 20) + lo));
-}
-
-// Walking the kept set in (logit descending, id ascending) order and adding up each element's
-// amount (1 per token, or its fixed-point mass), the element at which the sum first reaches
-// `need` (>= 1): a radix select over the key digits (each block histograms its share, every
-// block walks the cluster's summed bins), then the ids of the equal keys in order. Returns
-// keep_all when the whole set's sum stays below need.
-// need_fraction > 0 (top-p) asks for need = max(1, need_fraction * the set's whole sum) instead:
-// the first pass's bins hold every kept element, so their sum is that total and no separate
-// pass (and cluster barrier pair) computes it.
-template <class Value, class Amount>
-__device__ Cut find_cut(Value value, int n, const Stages& st, uint64_t need, Amount amount,
-                        Cluster& c, float need_fraction = 0.0f) {
-  Shared& sh = c.sh;
-  uint32_t prefix = 0, mask = 0;
-  for (int pass = 0; pass < kPasses; ++pass) {
-    const int shift = digit_shift(pass), width = digit_width(pass);
-    for (int b = threadIdx.x; b < kBins; b += kThreads) sh.bins[b] = 0;
-    __syncthreads();
-    // (every lane of a warp runs the same iterations: add_to_bin needs the whole warp)
-    for (int base = c.rank * kThreads; base < n; base += c.all) {
-      const int i = base + int(threadIdx.x);
-      const float l = i < n ? value(i) : -INFINITY;
+  const bool top_p = p.top_p < 1.0f;
+  const auto mass = [m](float l) { return fixed_weight(__expf(l - m)); };
+  // The draw (Gumbel-max): the kept token with the largest (l - m) / T + g_i, g_i a Gumbel
+  // variate from (seed, position, id), is a draw from the kept set's softmax at temperature T.
+  // With top-p on, the same pass adds up the top-k set's mass and the part min-p keeps.
+  const float inv_t = 1.0f / p.temperature;
+  const uint64_t stream = mix(p.seed ^ mix(uint64_t(next_pos) - 1));
+  // d.a: the best packed (score, id); d.b: the top-k set's mass; d.c: the part kept.
+  const auto draw = [&](const Stages& kept, bool sums) {
+    Triple d;
+    for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += c.all) {
+      const float l = value(i);
       const uint32_t k = order_key(l);
-      const bool active = i < n && (k & mask) == prefix && st.keeps(k, i);
-      add_to_bin(sh.bins, (k >> shift) & ((1u << width) - 1), active ? amount(l) : 0, active);
+      if (!kept.top_k.keeps(k, i)) continue;
+      const uint64_t w = sums ? mass(l) : 0;
+      d.b += w;
+      if (!kept.top_p.keeps(k, i) || !kept.min_p.keeps(k, i)) continue;
+      d.c += w;
+      const float score = (l - m) * inv_t + gumbel(mix(stream + uint64_t(i)));
+      // Ties go to the lower id, as everywhere else in the chain.
+      d.a = ::max(d.a, (uint64_t(order_key(score)) << 32) | uint32_t(INT_MAX - i));
     }
-    c.group.sync();
-    // The cluster's bins, summed into this block's tot (each thread two bins, 8 remote reads
-    // each); then every block's bins may be zeroed for the next pass.
-    const int top = (1 << width) - 1, per_lane = (top + 1 + 31) / 32;
-    for (int b = threadIdx.x; b <= top; b += kThreads) {
-      uint64_t t = 0;
-      for (int r = 0; r < c.size; ++r) t += c.of(r).bins[b];
-      c.tot[b] = t;
+    return c.reduce(d);
+  };
+  // top-p keeps the shortest prefix of the top-k set (logit descending, id ascending) whose
+  // mass reaches need; min-p's set is a prefix of the same order. When min-p's part holds less
+  // than need, top-p's prefix is the longer one and cuts nothing min-p keeps: the draw above
+  // stands (the common case: min-p is the tighter cut). Otherwise find top-p's cut and draw again.
+  Triple d = draw(st, top_p);
+  if (top_p) {
+    const uint64_t need = ::max(uint64_t(1), uint64_t(double(p.top_p) * double(d.b)));
+    if (d.c >= need) {
+      Stages by_k;
+      by_k.top_k = st.top_k;
+      st.top_p = find_cut(value, n, by_k, 0, mass, c, p.top_p);
+      d = draw(st, false);
     }
-    c.group.sync();
-    // One warp walks the bins from the top: lane j holds the j-th run of them.
-    if (threadIdx.x < 32) {
-      const int lane = threadIdx.x;
-      uint64_t mine = 0;
-      for (int b = 0; b < per_lane; ++b)
-        if (top - per_lane * lane - b >= 0) mine += c.tot[top - per_lane * lane - b];
-      uint64_t inc = mine;
-      for (int off = 1; off < 32; off <<= 1) {
-        const uint64_t o = __shfl_up_sync(0xffffffffu, inc, off);
-        if (lane >= off) inc += o;
-      }
-      const uint64_t above = inc - mine;
-      if (pass == 0 && need_fraction > 0.0f) {
-        const uint64_t total = __shfl_sync(0xffffffffu, inc, 31);
-        need = ::max(uint64_t(1), uint64_t(double(need_fraction) * double(total)));
-      }
-      const unsigned hit = __ballot_sync(0xffffffffu, inc >= need);
-      if (hit == 0) {
-        if (lane == 0) sh.ivalue = -1;  // the set holds less than need: no cut
-      } else if (lane == __ffs(hit) - 1) {
-        uint64_t acc = above;
-        int bin = top - per_lane * lane;
-        for (int b = 0; b < per_lane && bin > 0; ++b, --bin) {
-          if (acc + c.tot[bin] >= need) break;
-          acc += c.tot[bin];
-        }
-        sh.ivalue = bin;
-        sh.value = need - acc;  // still needed inside that bin
-      }
-    }
-    __syncthreads();
-    const int bin = sh.ivalue;
-    const uint64_t still = sh.value;
-    __syncthreads();
-    if (bin < 0) return Cut{};
-    prefix |= uint32_t(bin) << shift;
-    mask |= ((1u << width) - 1) << shift;
-    need = still;
   }
-  // Equal keys: the ids in ascending order until the remaining need is met (sum >= need).
-  const int id = ordered_find(
-      n, need - 1,
-      [&](int i) {
-        const float l = value(i);
-        const uint32_t k = order_key(l);
-        return k == prefix && st.keeps(k, i) ? amount(l) : uint64_t(0);
-      },
-      c);
-  Cut cut;
-  cut.keep_all = false;
-  cut.key = prefix;
-  cut.id = id < 0 ? INT_MAX : id;
-  return cut;
+  if (d.a != 0) return INT_MAX - int(uint32_t(d.a));
+  // Nothing kept had a finite score: the best token (the same condition in every thread).
+  return first_index_of(value, n, m, c);
 }
 
+// One row per cluster: `rows` (device) gives each cluster its row, rule and position, and the id
+// goes to ids[row]; without rows, one cluster draws from `logits` by `p` with the penalties over
+// the history ring and writes the chained decode's token, position, history and host copy.
 __global__ void __launch_bounds__(kThreads)
     sample_pick_kernel(const float* __restrict__ logits, float* __restrict__ work, int n,
                        SamplePickParams p, int32_t* history, int32_t* history_len, int history_cap,
-                       int32_t* token, int32_t* pos, int32_t next_pos, int32_t* host_token) {
+                       int32_t* token, int32_t* pos, int32_t next_pos, int32_t* host_token,
+                       const SampleRowPick* __restrict__ rows, int32_t* __restrict__ ids) {
   __shared__ Shared sh;
-  // The penalties' window (rank 0, before any stage) and the summed histogram share memory.
+  // The penalties' window (rank 0, before any stage) and find_cut's partials share memory.
   __shared__ union {
     int32_t window[kSampleHistoryMax];
-    uint64_t tot[kBins];
+    uint64_t partials[kThreads];
   } scratch;
   int32_t* const window = scratch.window;
-  Cluster c{cg::this_cluster(), sh, scratch.tot, 0, 0, 0};
+  Cluster c{cg::this_cluster(), sh, scratch.partials, 0, 0, 0};
   c.rank = int(c.group.block_rank());
   c.size = int(c.group.num_blocks());
   c.all = c.size * kThreads;
+  int row = 0;
+  if (rows) {
+    const SampleRowPick& r = rows[blockIdx.x / unsigned(c.size)];
+    row = r.row;
+    p = r.p;
+    p.penalize = false;  // rows have no history (the launcher refuses such rules)
+    next_pos = r.next_pos;
+    logits += int64_t(row) * n;
+  }
   // Penalties over the window (the last repeat_last_n tokens of the history) go into a copy of
   // the logits; without them every stage reads the logits themselves.
   const bool rep = p.repeat_penalty != 1.0f;
-  const int len = *history_len;
+  const int len = rows ? 0 : *history_len;
   const int w = p.penalize ? min(min(len, p.repeat_last_n), history_cap) : 0;
   if (p.penalize) {
     for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += c.all)
@@ -362,58 +193,12 @@ __global__ void __launch_bounds__(kThreads)
     c.group.sync();
   }
   const float* src = p.penalize ? work : logits;
-  const auto value = [src](int i) { return clean(src[i]); };
-
-  float m = -INFINITY;
-  for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += c.all) m = fmaxf(m, value(i));
-  m = c.max(m);
-
-  int picked = -1;
-  if (p.temperature <= 0.0f || !isfinite(m)) {
-    // Greedy (or nothing to weigh): the first index of the max.
-    const int first = first_index_of(value, n, m, c);
-    picked = first == INT_MAX ? 0 : first;
-  } else {
-    Stages st;
-    if (p.top_k > 0 && p.top_k < n)
-      st.top_k = find_cut(
-          value, n, st, uint64_t(p.top_k), [](float) { return uint64_t(1); }, c);
-    if (p.top_p < 1.0f) {
-      const auto mass = [m](float l) { return fixed_weight(__expf(l - m)); };
-      st.top_p = find_cut(value, n, st, 0, mass, c, p.top_p);
-    }
-    if (p.min_p > 0.0f) {
-      const float threshold = m + logf(p.min_p);
-      st.min_p.keep_all = false;
-      if (threshold > m) {  // only the best: the max at its first index
-        st.min_p.key = order_key(m);
-        st.min_p.id = first_index_of(value, n, m, c);
-      } else {
-        st.min_p.key = order_key(threshold);
-        st.min_p.id = INT_MAX;
-      }
-    }
-    // The draw (Gumbel-max): the kept token with the largest (l - m) / T + g_i, g_i a Gumbel
-    // variate from (seed, position, id), is a draw from the kept set's softmax at temperature T.
-    // One pass and one reduction, where a uniform against the running sum of weights takes a
-    // sum, an ordered walk and their four cluster barriers.
-    const float inv_t = 1.0f / p.temperature;
-    const uint64_t stream = mix(p.seed ^ mix(uint64_t(next_pos) - 1));
-    uint64_t best = 0;
-    for (int i = c.rank * kThreads + int(threadIdx.x); i < n; i += c.all) {
-      const float l = value(i);
-      if (!st.keeps(order_key(l), i)) continue;
-      const double u = (double(mix(stream + uint64_t(i)) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-      const float score = float(double((l - m) * inv_t) - log(-log(u)));
-      // Ties go to the lower id, as everywhere else in the chain.
-      best = ::max(best, (uint64_t(order_key(score)) << 32) | uint32_t(INT_MAX - i));
-    }
-    best = c.max_key(best);
-    picked = best != 0 ? INT_MAX - int(uint32_t(best)) : -1;
-    // Nothing kept had a finite score: the best token (the same condition in every thread).
-    if (picked < 0) picked = first_index_of(value, n, m, c);
-  }
+  const int picked = draw_from_row([src](int i) { return clean(src[i]); }, n, p, next_pos, c);
   if (c.rank != 0 || threadIdx.x != 0) return;
+  if (rows) {
+    ids[row] = picked;
+    return;
+  }
   *token = picked;
   *pos = next_pos;
   history[len % history_cap] = picked;
@@ -422,12 +207,12 @@ __global__ void __launch_bounds__(kThreads)
   __threadfence_system();  // the host reads it after the event behind this kernel
 }
 
-// A launch of one cluster of `blocks` blocks (cfg points at attr: not copyable).
+// A launch of `clusters` clusters of `blocks` blocks (cfg points at attr: not copyable).
 struct ClusterLaunch {
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr = {};
-  ClusterLaunch(unsigned blocks, cudaStream_t stream) {
-    cfg.gridDim = dim3(blocks);
+  ClusterLaunch(unsigned blocks, unsigned clusters, cudaStream_t stream) {
+    cfg.gridDim = dim3(blocks * clusters);
     cfg.blockDim = dim3(kThreads);
     cfg.stream = stream;
     attr.id = cudaLaunchAttributeClusterDimension;
@@ -446,7 +231,7 @@ int sample_pick_cluster_blocks(int64_t n) {
     if (cudaFuncSetAttribute(sample_pick_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed,
                              1) != cudaSuccess)
       return (void)cudaGetLastError(), false;
-    const ClusterLaunch probe(kLargeCluster, nullptr);
+    const ClusterLaunch probe(kLargeCluster, 1, nullptr);
     int clusters = 0;
     if (cudaOccupancyMaxActiveClusters(&clusters, sample_pick_kernel, &probe.cfg) != cudaSuccess)
       return (void)cudaGetLastError(), false;
@@ -463,10 +248,27 @@ cudaError_t launch_sample_pick(const float* logits, float* work, int64_t n,
       (p.penalize && (p.repeat_last_n < 0 || p.repeat_last_n > history_cap)))
     return cudaErrorInvalidValue;
   const unsigned blocks = unsigned(sample_pick_cluster_blocks(n));
-  const ClusterLaunch launch(blocks, stream);
-  const cudaError_t e =
-      cudaLaunchKernelEx(&launch.cfg, sample_pick_kernel, logits, work, int(n), p, history,
-                         history_len, history_cap, token, pos, next_pos, host_token);
+  const ClusterLaunch launch(blocks, 1, stream);
+  const cudaError_t e = cudaLaunchKernelEx(&launch.cfg, sample_pick_kernel, logits, work, int(n), p,
+                                           history, history_len, history_cap, token, pos, next_pos,
+                                           host_token, static_cast<const SampleRowPick*>(nullptr),
+                                           static_cast<int32_t*>(nullptr));
+  if (e != cudaSuccess) return e;
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sample_picks(const float* logits, int64_t n, const SampleRowPick* rows,
+                                int64_t count, int32_t* ids, cudaStream_t stream) {
+  if (n <= 0 || n > INT_MAX || count < 0 || count > 65535 || !rows || !ids)
+    return cudaErrorInvalidValue;
+  if (count == 0) return cudaSuccess;
+  const unsigned blocks = unsigned(sample_pick_cluster_blocks(n));
+  const ClusterLaunch launch(blocks, unsigned(count), stream);
+  const cudaError_t e = cudaLaunchKernelEx(
+      &launch.cfg, sample_pick_kernel, logits, static_cast<float*>(nullptr), int(n),
+      SamplePickParams{}, static_cast<int32_t*>(nullptr), static_cast<int32_t*>(nullptr), 1,
+      static_cast<int32_t*>(nullptr), static_cast<int32_t*>(nullptr), int32_t(0),
+      static_cast<int32_t*>(nullptr), rows, ids);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }

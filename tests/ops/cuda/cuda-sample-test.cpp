@@ -59,6 +59,13 @@ std::vector<Case> cases() {
       {"temperature only, 1.5", params(1.5f, 0, 1.0f, 0.0f), 300, 20000},
       {"min-p above 1: the best only", params(0.8f, 0, 1.0f, 2.0f), 1000, 200},
       {"152k vocabulary, top-p 0.95", params(0.8f, 0, 0.95f, 0.0f), 151936, 4000},
+      // min-p keeps ~80% of the mass: top-p (0.99) cuts nothing it keeps, the kernel's one-pass
+      // case.
+      {"min-p 0.2 tighter than top-p 0.99", params(0.8f, 0, 0.99f, 0.2f), 1000, 20000},
+      {"128k vocabulary, min-p 0.05 tighter than top-p 0.99", params(0.8f, 0, 0.99f, 0.05f), 128256,
+       4000},
+      {"top-k 40 + top-p 0.95 + min-p 0.05 over 128k", params(0.8f, 40, 0.95f, 0.05f), 128256,
+       4000},
   };
   SamplingParams pen = params(0.9f, 0, 1.0f, 0.0f);
   pen.repeat_penalty = 1.3f, pen.frequency_penalty = 0.4f, pen.presence_penalty = 0.5f;
