@@ -530,6 +530,9 @@ std::string Server::Impl::metrics() const {
   metric("hearth_kv_blocks_total", "gauge", "KV pool blocks.", double(s.kv_blocks_total));
   metric("hearth_prefix_cache_evictions_total", "counter",
          "Cached prefixes dropped to make room in the KV pool.", double(s.prefix_evictions));
+  metric("hearth_kv_caches_made_total", "counter",
+         "KV caches made after start (stashing a history with no spare cache left).",
+         double(s.kv_caches_made));
   metric("hearth_preemptions_total", "counter",
          "Running sequences preempted by a full KV pool (requeued, recomputed later).",
          double(s.preemptions));

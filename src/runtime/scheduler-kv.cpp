@@ -115,14 +115,23 @@ void Scheduler::stash(Slot& slot) {
 void Scheduler::drop_entry(std::vector<std::unique_ptr<CachedPrefix>>::iterator entry) {
   KvCache kv = std::move((*entry)->kv);
   cached_.erase(entry);
+  keep_spare(std::move(kv));
+}
+
+void Scheduler::keep_spare(KvCache kv) {
   kv.set_used(0);
   kv.release_unused();  // its blocks go back to the pool now
   if (int(spare_kv_.size()) < options_.parallel) spare_kv_.push_back(std::move(kv));
 }
 
 Result<KvCache> Scheduler::spare_cache() {
-  if (spare_kv_.empty())
+  if (spare_kv_.empty()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      totals_.kv_caches_made++;
+    }
     return engine_->model().new_kv_cache(options_.ctx_size, options_.kv_types, pool_);
+  }
   KvCache kv = std::move(spare_kv_.back());
   spare_kv_.pop_back();
   return kv;
@@ -155,12 +164,24 @@ Scheduler::CachedPrefix* Scheduler::best_cached_prefix(const std::vector<int32_t
 }
 
 void Scheduler::adopt(Slot& slot, CachedPrefix* entry) {
-  // Taken out first: stashing the slot's own history may evict the oldest entry.
   auto it =
       std::find_if(cached_.begin(), cached_.end(), [&](const auto& c) { return c.get() == entry; });
   std::unique_ptr<CachedPrefix> taken = std::move(*it);
   cached_.erase(it);
-  stash(slot);
+  // The slot's own history takes the adopted entry's place (the entries' count is unchanged),
+  // or, too short to keep, its cache becomes a spare. Either way no cache is made or freed: the
+  // slot used to stash its history into a spare and drop that spare at once for the adopted
+  // cache, so once the spares ran out every adoption made a cache and freed one (on CUDA 64
+  // address reservations and their unmapping: ~30-40 ms a request on an H200).
+  if (slot.history.size() >= kMinCachedPrefix && slot.kv.held_blocks() > 0) {
+    auto mine = std::make_unique<CachedPrefix>();
+    mine->kv = std::move(slot.kv);
+    mine->tokens = std::move(slot.history);
+    mine->last_used = slot.last_used;
+    cached_.push_back(std::move(mine));
+  } else {
+    keep_spare(std::move(slot.kv));
+  }
   slot.kv = std::move(taken->kv);
   slot.history = std::move(taken->tokens);
 }

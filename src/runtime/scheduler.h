@@ -171,6 +171,8 @@ struct SchedulerStats {
   int64_t kv_blocks_used = 0;
   int64_t prefix_evictions = 0;
   int64_t preemptions = 0;
+  // KV caches made after start (a stash that found no spare); a steady server makes none.
+  int64_t kv_caches_made = 0;
 };
 
 class Scheduler {
@@ -239,7 +241,7 @@ class Scheduler {
   // Cached prefixes beyond the slots: a slot about to be overwritten keeps its history as an
   // entry (its cache moves there, the slot gets a fresh one); a request adopts the entry with
   // the longest usable prefix of its feed (its cache moves back into the slot, no copy; the
-  // slot's own history is stashed in turn).
+  // slot's own history takes the entry's place, or its cache becomes a spare).
   void stash(Slot& slot);
   CachedPrefix* best_cached_prefix(const std::vector<int32_t>& feed, size_t limit, size_t* len);
   void adopt(Slot& slot, CachedPrefix* entry);
@@ -247,6 +249,8 @@ class Scheduler {
   // reservations (and on CUDA the granules parked in them) outlive its sequences, because
   // making and freeing them cost driver calls and a device sync per layer, per request.
   void drop_entry(std::vector<std::unique_ptr<CachedPrefix>>::iterator entry);
+  // An unused cache, emptied, kept as a spare (while fewer than `parallel` are kept).
+  void keep_spare(KvCache kv);
   Result<KvCache> spare_cache();
   // Makes one more spare cache if stashing could still need one (false when none is wanted,
   // making it failed, or its model's caches hold sliding rings: those commit memory). Called

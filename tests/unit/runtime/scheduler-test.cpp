@@ -433,6 +433,28 @@ TEST_F(SchedulerTest, AFinishedRequestsCacheOutlivesItsSlotAndIsAdopted) {
   EXPECT_EQ(sched.stats().kv_blocks_used, 0);
 }
 
+// Prompts that come back (users returning to their conversations) adopt their cached prefixes
+// again and again: each adoption swaps the slot's history into the entries, so a steady server
+// makes no new KV cache (on CUDA one costs 64 address reservations) and frees none.
+TEST_F(SchedulerTest, ReturningPromptsAdoptTheirCachesWithoutMakingNewOnes) {
+  SchedulerOptions o;
+  o.parallel = 2;
+  o.ctx_size = 256;
+  Scheduler sched(engine_, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  const int max_tokens = 4;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int p = 0; p < 4; ++p) prompts.push_back(numbered_prompt(24, 100 + 37 * p));
+  for (int round = 0; round < 3; ++round)
+    for (const auto& prompt : prompts) serve_greedy(sched, prompt, max_tokens);
+  const SchedulerStats s = sched.stats();
+  EXPECT_GE(s.prefix_hits_cached, 4) << "the later rounds adopt the earlier rounds' caches";
+  EXPECT_EQ(s.kv_caches_made, 0);
+  EXPECT_EQ(s.requests_failed, 0);
+  sched.stop();
+  EXPECT_EQ(sched.stats().kv_blocks_used, 0);
+}
+
 // A long prompt arrives while another request decodes. Returns how many of the running
 // request's tokens came out while the long prompt was being computed (from the step that
 // computed its first chunk to the one that computed its last), and checks both answers equal
