@@ -76,20 +76,28 @@ bool Scheduler::evict_lru_prefix(const Slot* keep_a, const Slot* keep_b) {
   return true;
 }
 
-void Scheduler::stash(Slot& slot) {
-  if (slot.history.size() < kMinCachedPrefix || slot.kv.held_blocks() == 0) return;
-  // The entry goes in first and the oldest one out (entries are bounded in number too: each
-  // holds a reservation, and a model's sliding rings), so the cache the slot takes next is
-  // usually the one just dropped: on CUDA its granules are still mapped (parked), and the new
-  // request's commits take them back with no driver call instead of mapping fresh ones while
-  // other caches' parked granules pile up past the limit and get unmapped.
+bool Scheduler::history_worth_keeping(const Slot& slot) const {
+  return slot.history.size() >= kMinCachedPrefix && slot.kv.held_blocks() > 0;
+}
+
+const Scheduler::CachedPrefix* Scheduler::keep_history(Slot& slot) {
   auto entry = std::make_unique<CachedPrefix>();
   entry->kv = std::move(slot.kv);
   entry->tokens = std::move(slot.history);
   entry->last_used = slot.last_used;
   slot.history.clear();
-  const CachedPrefix* stashed = entry.get();
   cached_.push_back(std::move(entry));
+  return cached_.back().get();
+}
+
+void Scheduler::stash(Slot& slot) {
+  if (!history_worth_keeping(slot)) return;
+  // The entry goes in first and the oldest one out (entries are bounded in number too: each
+  // holds a reservation, and a model's sliding rings), so the cache the slot takes next is
+  // usually the one just dropped: on CUDA its granules are still mapped (parked), and the new
+  // request's commits take them back with no driver call instead of mapping fresh ones while
+  // other caches' parked granules pile up past the limit and get unmapped.
+  const CachedPrefix* stashed = keep_history(slot);
   if (int(cached_.size()) > options_.parallel) {
     auto lru = std::min_element(cached_.begin(), cached_.end(), [](const auto& a, const auto& b) {
       return a->last_used < b->last_used;
@@ -173,15 +181,10 @@ void Scheduler::adopt(Slot& slot, CachedPrefix* entry) {
   // slot used to stash its history into a spare and drop that spare at once for the adopted
   // cache, so once the spares ran out every adoption made a cache and freed one (on CUDA 64
   // address reservations and their unmapping: ~30-40 ms a request on an H200).
-  if (slot.history.size() >= kMinCachedPrefix && slot.kv.held_blocks() > 0) {
-    auto mine = std::make_unique<CachedPrefix>();
-    mine->kv = std::move(slot.kv);
-    mine->tokens = std::move(slot.history);
-    mine->last_used = slot.last_used;
-    cached_.push_back(std::move(mine));
-  } else {
+  if (history_worth_keeping(slot))
+    keep_history(slot);
+  else
     keep_spare(std::move(slot.kv));
-  }
   slot.kv = std::move(taken->kv);
   slot.history = std::move(taken->tokens);
 }

@@ -243,6 +243,10 @@ class Scheduler {
   // the longest usable prefix of its feed (its cache moves back into the slot, no copy; the
   // slot's own history takes the entry's place, or its cache becomes a spare).
   void stash(Slot& slot);
+  // Whether a slot's history is kept as an entry (long enough, and holding blocks), and keeping
+  // it: the slot's cache and history move into a new entry (the bound is the caller's).
+  bool history_worth_keeping(const Slot& slot) const;
+  const CachedPrefix* keep_history(Slot& slot);
   CachedPrefix* best_cached_prefix(const std::vector<int32_t>& feed, size_t limit, size_t* len);
   void adopt(Slot& slot, CachedPrefix* entry);
   // Dropped entries' caches, emptied, are what stash hands out next: a cache's address
