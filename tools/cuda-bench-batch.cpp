@@ -67,16 +67,22 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
               cuda::launch_matmul_batch(&job, 1, xa, ws, ws_bytes, s);
           }
         });
+        const double staged_s = !half ? 0.0 : time_graph(s, launches, [&] {
+          for (int i = 0; i < launches; ++i) {
+            const cuda::GemvJob job{w[size_t(i % replicas)], y, nullptr};
+            cuda::launch_matmul_batch_half_staged(&job, 1, xh, B, cols, ws, ws_bytes, s);
+          }
+        });
         const double gemm_s = time_graph(s, 8, [&] {
           for (int i = 0; i < 8; ++i)
             cuda::launch_matmul(w[size_t(i % replicas)], x, B, y, gemm_ws, gemm_bytes, blas, s);
         });
         if (err == cudaSuccess) err = cudaStreamSynchronize(s);
         const double ops = 2.0 * double(rows) * double(cols) * double(B);
-        std::printf("%-5s %5lldx%-5lld %4lld | %9.2f %8.0f %7.2f | %9.2f %7.2f%s\n", dtype_name(t),
-                    (long long)rows, (long long)cols, (long long)B, dec_s * 1e6,
+        std::printf("%-5s %5lldx%-5lld %4lld | %9.2f %8.0f %7.2f | %9.2f %7.2f | staged %7.2f%s\n",
+                    dtype_name(t), (long long)rows, (long long)cols, (long long)B, dec_s * 1e6,
                     double(raw) / dec_s / 1e9, ops / dec_s / 1e12, gemm_s * 1e6,
-                    ops / gemm_s / 1e12, err == cudaSuccess ? "" : " ERROR");
+                    ops / gemm_s / 1e12, staged_s * 1e6, err == cudaSuccess ? "" : " ERROR");
         if (err != cudaSuccess) {
           std::fprintf(stderr, "cuda-bench: %s\n", cudaGetErrorString(err));
           return false;

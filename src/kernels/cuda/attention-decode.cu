@@ -416,17 +416,6 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   }
 }
 
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0)
-      v = 132;
-    return v;
-  }();
-  return n;
-}
-
 // Query heads per block: the largest of 8, 4, 2, 1 that divides the group and keeps G x EPT
 // (the accumulators and q held per lane) within 16 registers each (8 x 4 spilled).
 int heads_per_block(int64_t group, int64_t ept) {
@@ -454,7 +443,7 @@ bool dispatch_g(int g, Fn&& fn) {
 // second wave. On the H200 this beat two blocks an SM where more fit (llama2-7b one layer at
 // d8192: f16 three an SM 48.1 us against two 63.0, q8_0 four 52.3 against 78.3).
 int64_t decode_splits(int64_t brows, int blocks_per_sm, int64_t max_ctx) {
-  int64_t want = int64_t(blocks_per_sm) * sm_count() / brows;
+  int64_t want = int64_t(blocks_per_sm) * device_sm_count() / brows;
   want = want < 1 ? 1 : want > kDecodeMaxSplits ? kDecodeMaxSplits : want;
   const int64_t tiles = (max_ctx + 15) / 16;
   return tiles < want ? (tiles > 0 ? tiles : 1) : want;

@@ -27,16 +27,24 @@ cudaError_t launch_matmul_batch(const GemvJob* jobs, int n_jobs, const Quantized
                                 void* workspace, size_t workspace_bytes, cudaStream_t s);
 // The same product on fp16 tensor cores, from kMatmulBatchHalfMinTokens tokens on (where the
 // int8 form's per-block scale arithmetic costs more than dequantizing W to fp16 once for all
-// tokens; H200, 7B shapes: 24-26 us against 28-32 at 32 tokens, 35 against 45 at 64, slower
-// at 16): x as launch_batch_x_half wrote it (batch_x_half_bytes()), f32 accumulation; the
-// workspace is the int8 form's.
+// tokens): x as launch_batch_x_half wrote it (batch_x_half_bytes()), f32 accumulation. Up to
+// kMatmulBatchStreamedMaxTokens tokens each lane streams its weight blocks straight into
+// registers and K splits add up through a cluster's shared memory (matmul-batch-half.cu; no
+// workspace); above, the int8 form's staged kernel runs on fp16 MMAs (_staged, its workspace).
+// H200, Q4_0, us for 4096x4096 / 11008x4096 / 4096x11008, streamed against staged: 32 tokens
+// 10.6 / 17.4 / 22.1 against 11.0 / 26.1 / 23.9; 64: 19.9 / 30.9 / 41.7 against 22.7 / 35.4 /
+// 51.0.
 constexpr int64_t kMatmulBatchHalfMinTokens = 17;
+constexpr int64_t kMatmulBatchStreamedMaxTokens = 64;
 size_t batch_x_half_bytes(int64_t n_tokens, int64_t cols);
 cudaError_t launch_batch_x_half(const float* x, int64_t n_tokens, int64_t cols, void* out,
                                 cudaStream_t s);
 cudaError_t launch_matmul_batch_half(const GemvJob* jobs, int n_jobs, const void* xh,
                                      int64_t n_tokens, int64_t cols, void* workspace,
                                      size_t workspace_bytes, cudaStream_t s);
+cudaError_t launch_matmul_batch_half_staged(const GemvJob* jobs, int n_jobs, const void* xh,
+                                            int64_t n_tokens, int64_t cols, void* workspace,
+                                            size_t workspace_bytes, cudaStream_t s);
 
 // A decode step of many sequences, one query each (attention-batch.cu). Segment i's rows of q,
 // k, v and out are row i of [n_segs, heads * head_dim]; its descriptor (device memory) names its

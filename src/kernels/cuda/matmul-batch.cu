@@ -7,7 +7,8 @@
 // A block's weight rows and the tokens' x for the next steps stream into shared memory with
 // 16-byte cp.async copies (a ring of stages), and fragments are read from there: direct 4-byte
 // loads of 8 rows at a time kept the L1 pipeline, not DRAM, saturated (~500 GB/s at B = 8-32).
-// From kMatmulBatchHalfMinTokens tokens the same kernel runs fp16 MMAs instead (m16n8k16, f32
+// Above kMatmulBatchStreamedMaxTokens tokens (below it, matmul-batch-half.cu's streamed form)
+// the same kernel runs fp16 MMAs instead (m16n8k16, f32
 // accumulators): each lane dequantizes its weight fragment to fp16 once for all the tokens, x
 // comes as fp16 (launch_batch_x_half), and no per-block scale epilogue is left, which at 16+
 // tokens is what bounded the int8 form (3 FP32 instructions per row, token and block).
@@ -16,11 +17,11 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/cuda/cp-async.cuh"
 #include "kernels/cuda/decode-batch.h"
 #include "kernels/cuda/dequantize.cuh"
+#include "kernels/cuda/half-mma.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace hearth::cuda {
@@ -41,21 +42,6 @@ constexpr int kMaxSplits = 8;  // K splits (blocks over one row tile), summed by
 constexpr int kXqStride = 144;
 constexpr int kXsStride = 80;
 constexpr int kXhStride = 288;
-
-__device__ __forceinline__ __half2 h2_bits(uint32_t u) {
-  __half2 h;
-  memcpy(&h, &u, 4);
-  return h;
-}
-__device__ __forceinline__ uint32_t bits_h2(__half2 h) {
-  uint32_t u;
-  memcpy(&u, &h, 4);
-  return u;
-}
-// Two nibbles (bits 0..3 and 16..19 of v) as the halves 1024 + n: exact small integers.
-__device__ __forceinline__ __half2 nibbles_h2(uint32_t v) {
-  return h2_bits((v & 0x000F000Fu) | 0x64006400u);
-}
 
 // The fp16 fragment of one row's block for the two m16n8k16 MMAs over its 32 elements: lane
 // (g, t) holds h[0] = elements (4t, 4t+2), h[1] = (4t+1, 4t+3), h[2], h[3] the same 16 further
@@ -199,16 +185,6 @@ __device__ __forceinline__ void mma_s8(const uint32_t (&a)[4], uint32_t b0, uint
         "r"(kMagicBits), "r"(kMagicBits), "r"(kMagicBits));
 #pragma unroll
   for (int i = 0; i < 4; ++i) c[i] = __int_as_float(r[i]) - kMagic;
-}
-
-// c += a . b on fp16 tensor cores, f32 accumulators (m16n8k16: the same c layout as above).
-__device__ __forceinline__ void mma_f16(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                        uint32_t b0, uint32_t b1, float (&c)[4]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // Up to three matrices of one x (Q/K/V, gate/up) in one launch: row tiles of kBlockRows.
@@ -451,14 +427,6 @@ int ntiles_for(int64_t n_tokens) {
   return tiles <= 1 ? 1 : tiles <= 2 ? 2 : tiles <= 4 ? 4 : kMaxNTiles;
 }
 
-int sm_count() {
-  int dev = 0, n = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-    return 132;
-  return n;
-}
-
 // Tiles, splits and partial offsets for these jobs (the launch and the workspace size agree).
 BatchPlan make_plan(const GemvJob* jobs, int n_jobs, int64_t n_tokens) {
   BatchPlan p;
@@ -477,7 +445,7 @@ BatchPlan make_plan(const GemvJob* jobs, int n_jobs, int64_t n_tokens) {
   const int64_t groups = (n_tokens + ntiles_for(n_tokens) * 8 - 1) / (ntiles_for(n_tokens) * 8);
   const int64_t blocks = int64_t(end) * groups, nb = jobs[0].w.cols / 32;
   // Enough blocks for four per SM (memory-bound: loads in flight), each split >= 2 steps.
-  int64_t splits = (4 * int64_t(sm_count()) + blocks - 1) / blocks;
+  int64_t splits = (4 * int64_t(device_sm_count()) + blocks - 1) / blocks;
   splits = std::max<int64_t>(1, std::min<int64_t>({splits, kMaxSplits, nb / (2 * kStep)}));
   const int64_t per = (nb + splits - 1) / splits;
   p.split_blocks = int((per + kStep - 1) / kStep * kStep);
@@ -589,6 +557,8 @@ bool matmul_batch_supports(const DeviceWeight& w) {
 }
 
 size_t matmul_batch_workspace_bytes(const GemvJob* jobs, int n_jobs, int64_t n_tokens) {
+  if (n_tokens >= kMatmulBatchHalfMinTokens && n_tokens <= kMatmulBatchStreamedMaxTokens)
+    return 0;  // (the streamed fp16 form adds its K splits up in shared memory)
   const BatchPlan p = make_plan(jobs, n_jobs, n_tokens);
   if (p.splits == 1) return 0;
   int64_t rows = 0;
@@ -603,7 +573,8 @@ cudaError_t launch_matmul_batch(const GemvJob* jobs, int n_jobs, const Quantized
 }
 
 size_t batch_x_half_bytes(int64_t n_tokens, int64_t cols) {
-  return size_t(n_tokens) * size_t(cols) * sizeof(__half);
+  // Whole groups of 64 tokens: the register-streamed form reads a group's rows unclamped.
+  return size_t((n_tokens + 63) / 64 * 64) * size_t(cols) * sizeof(__half);
 }
 
 cudaError_t launch_batch_x_half(const float* x, int64_t n_tokens, int64_t cols, void* out,
@@ -616,9 +587,9 @@ cudaError_t launch_batch_x_half(const float* x, int64_t n_tokens, int64_t cols, 
   return cudaGetLastError();
 }
 
-cudaError_t launch_matmul_batch_half(const GemvJob* jobs, int n_jobs, const void* xh,
-                                     int64_t n_tokens, int64_t cols, void* workspace,
-                                     size_t workspace_bytes, cudaStream_t s) {
+cudaError_t launch_matmul_batch_half_staged(const GemvJob* jobs, int n_jobs, const void* xh,
+                                            int64_t n_tokens, int64_t cols, void* workspace,
+                                            size_t workspace_bytes, cudaStream_t s) {
   if (!xh) return cudaErrorInvalidValue;
   QuantizedActs shape;
   shape.n_tokens = n_tokens, shape.cols = cols;

@@ -1,9 +1,11 @@
 // The batched decode matmul (matmul-batch.cu) through the backend in a Phase::kDecodeBatch pass:
 // every B of a decode step of many sequences against the CPU-dequantized product in float64,
-// outputs poisoned first. Row counts leave partial row tiles; column counts give one split of
-// one or two stages (128, 256) and several splits with a partial last split (2048, 2304); 96
-// columns (not whole stages of 4 blocks) must take the GEMM instead. Dtypes the batched matmul
-// lacks (Q6_K, F16) must still be right through the GEMM.
+// outputs poisoned first: the int8 form (B 5-16), the streamed fp16 form (17-64: 17 and 40 fill
+// part of a token group) and the staged fp16 form (256). Row counts leave partial row tiles;
+// column counts give one split of one or two stages (128, 256), several whole splits (2048,
+// 2304) and a partial last split (2176, 2560); 96 columns (not whole stages of 4 blocks) must
+// take the GEMM instead. Dtypes the batched matmul lacks (Q6_K, F16) must still be right
+// through the GEMM.
 #include <gtest/gtest.h>
 
 #include "cuda-test-util.h"
@@ -36,13 +38,13 @@ TEST_P(CudaBatchMatmul, EveryBatchSizeMatchesCpu) {
   const DType t = GetParam();
   const bool k_quant = dtype_info(t).block_size == 256;
   const int64_t rows = 300;
-  for (int64_t cols :
-       k_quant ? std::vector<int64_t>{256, 2304} : std::vector<int64_t>{96, 128, 2048}) {
+  for (int64_t cols : k_quant ? std::vector<int64_t>{256, 2304, 2560}
+                              : std::vector<int64_t>{96, 128, 2048, 2176}) {
     auto bytes = random_weight_bytes(t, rows, cols, uint32_t(cols));
     Weight w = make_weight(t, rows, cols, bytes);
     ASSERT_TRUE(backend_->prepare_weight(w).is_ok()) << backend_->status().message();
     const auto wf = cpu_dequant(w);
-    for (int64_t B : {2, 3, 5, 8, 17, 32, 64, 256}) {
+    for (int64_t B : {2, 3, 5, 8, 17, 32, 40, 64, 256}) {
       const auto x = random_floats(size_t(B * cols), uint32_t(B));
       const auto want = reference_matmul(wf, x, rows, cols, B);
       float* y = poisoned(B * rows);
@@ -55,8 +57,8 @@ TEST_P(CudaBatchMatmul, EveryBatchSizeMatchesCpu) {
 }
 
 // Q/K/V-like matrices of one x in one launch (row counts of 1, 2 and 3 tiles, one partial), and
-// the residual add of matmul_add, in the int8 form (B = 12) and the fp16 one at a batch of two
-// token groups (B = 100 > 64).
+// the residual add of matmul_add, in the int8 form (B = 12), the streamed fp16 one (B = 40:
+// its K splits meet in a cluster) and the staged one at a batch of two token groups (B = 100).
 TEST_P(CudaBatchMatmul, SharedXAndResidualAdd) {
   const DType t = GetParam();
   const int64_t cols = dtype_info(t).block_size == 256 ? 1024 : 1152;
@@ -70,7 +72,7 @@ TEST_P(CudaBatchMatmul, SharedXAndResidualAdd) {
     ws.push_back(make_weight(t, rows[i], cols, keep.back()));
     ASSERT_TRUE(backend_->prepare_weight(ws.back()).is_ok()) << backend_->status().message();
   }
-  for (int64_t B : {12, 100}) check_shared_x(ws, rows, cols, B);
+  for (int64_t B : {12, 40, 100}) check_shared_x(ws, rows, cols, B);
 }
 
 void CudaBatchMatmul::check_shared_x(const std::vector<Weight>& ws, const int64_t (&rows)[3],

@@ -1,0 +1,40 @@
+// fp16 tensor-core pieces shared by the batched matmul's two fp16 forms (matmul-batch.cu's
+// staged kernel, matmul-batch-half.cu's streamed one): half2 <-> register bits, 4-bit weights as
+// exact halves, and the m16n8k16 MMA with f32 accumulators.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace hearth::cuda {
+
+__device__ __forceinline__ __half2 h2_bits(uint32_t u) {
+  __half2 h;
+  memcpy(&h, &u, 4);
+  return h;
+}
+__device__ __forceinline__ uint32_t bits_h2(__half2 h) {
+  uint32_t u;
+  memcpy(&u, &h, 4);
+  return u;
+}
+// Two nibbles (bits 0..3 and 16..19 of v) as the halves 1024 + n: exact small integers.
+__device__ __forceinline__ __half2 nibbles_h2(uint32_t v) {
+  return h2_bits((v & 0x000F000Fu) | 0x64006400u);
+}
+
+// c += a . b on fp16 tensor cores, f32 accumulators (m16n8k16). Lane (g, t): a0 / a1 hold rows
+// g / g + 8 at k 2t, 2t+1, a2 / a3 the same at k 2t+8, 2t+9; b0 / b1 column g at those k; c[0],
+// c[1] row g at columns 2t, 2t+1, c[2], c[3] row g + 8.
+__device__ __forceinline__ void mma_f16(uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                        uint32_t b0, uint32_t b1, float (&c)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+}  // namespace hearth::cuda
