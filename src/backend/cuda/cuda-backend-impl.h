@@ -321,6 +321,8 @@ class CudaBackend final : public Backend {
   bool gemv_able(const cuda::DeviceWeight& dw, int64_t n_tokens) const;
   void launch_gemvs(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs, int n_jobs);
   void launch_batch_half(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs, int n_jobs);
+  // Whether a job's output (or its residual) overlaps x (x_elems floats, the jobs' cols a row).
+  bool writes_over(const cuda::GemvJob* jobs, int n_jobs, const float* x, int64_t x_elems) const;
   // The most rows a decode kernel that reads int8 x takes (the GEMV, or in a kDecodeBatch pass
   // the int8 batched matmul: from kMatmulBatchHalfMinTokens rows it takes fp16 x instead).
   int64_t decode_rows_max() const {
@@ -343,10 +345,11 @@ class CudaBackend final : public Backend {
                            int style);
 
   // Hand-offs. An op may leave its output in the form the next op's kernel reads: the int8
-  // activations of a decode GEMV's x (rmsnorm, swiglu, attention write them in their epilogue)
-  // and the fp16 split forms of a prefill GEMM's x (producer_split; and the GEMM's own
-  // conversion, kept for the next matrix of the same x). A hand-off is good only while nothing
-  // else reached the stream: every launch and copy passes through check(), which counts it
+  // activations of a decode GEMV's x (rmsnorm, swiglu, attention write them in their epilogue),
+  // the fp16 copy of the batched matmul's x (rmsnorm, swiglu; and its own conversion, kept for
+  // the next matrix of the same x) and the fp16 split forms of a prefill GEMM's x
+  // (producer_split; and the GEMM's own conversion, likewise). A hand-off is good only while
+  // nothing else reached the stream: every launch and copy passes through check(), which counts it
   // (stream_ops_), and a hand-off records the count it was made at. An op added later can
   // therefore cost a conversion, never feed a stale one.
   bool xq_ready(const float* x, int64_t rows, int64_t cols) const {
@@ -356,6 +359,22 @@ class CudaBackend final : public Backend {
     xq_ = cuda::quantized_acts_view(xq_buf_.ptr, rows, cols);
     xq_src_ = src;
     xq_at_ = stream_ops_;
+  }
+  // The fp16 copy of the batched matmul's fp16 form (batch_xh_), written by the op before it
+  // (rmsnorm, swiglu) when that op's rows take that form.
+  bool half_output(int64_t rows, int64_t n) const {
+    const int64_t most = batch_pass_ ? cuda::kMatmulBatchMaxTokens
+                                     : (decode_pass_ ? 0 : cuda::kMatmulBatchPrefillMaxTokens);
+    return opt_.fuse && int8_model_ && rows >= cuda::kMatmulBatchHalfMinTokens && rows <= most &&
+           n % 128 == 0;
+  }
+  bool xh_ready(const float* x, int64_t rows, int64_t cols) const {
+    return xh_at_ == stream_ops_ && xh_src_ == x && xh_elems_ == rows * cols;
+  }
+  void hand_off_xh(const float* src, int64_t rows, int64_t cols) {
+    xh_src_ = src;
+    xh_elems_ = rows * cols;
+    xh_at_ = stream_ops_;
   }
   // Whether this op's output feeds a decode GEMV: quantize it in the op's epilogue.
   bool quantize_output(int64_t rows, int64_t n) const {
@@ -441,6 +460,10 @@ class CudaBackend final : public Backend {
   cuda::QuantizedActs xq_;
   const float* xq_src_ = nullptr;
   uint64_t xq_at_ = ~uint64_t(0);
+  // The fp16 hand-off: batch_xh_ holds xh_src_ (xh_elems_ floats) as fp16, made at xh_at_.
+  const float* xh_src_ = nullptr;
+  int64_t xh_elems_ = 0;
+  uint64_t xh_at_ = ~uint64_t(0);
   // The prefill GEMM hand-off: x's fp16 (or hi + lo) forms in workspace_ (matmul.cu), made at
   // prefill_x_at_ (CudaOptions::prefill_x_cache off: every GEMM converts).
   cuda::PrefillX prefill_x_;

@@ -84,12 +84,20 @@ void CudaBackend::launch_gemvs(const float* x, int64_t n_tokens, const cuda::Gem
     unprof(m);
   }
   // A GEMV leaves its x alone unless it wrote over it: the int8 form stays good for the next op.
-  bool in_place = false;
-  for (int j = 0; j < n_jobs; ++j)
-    in_place = in_place || overlaps(jobs[j].y, n_tokens * jobs[j].w.rows, x, n_tokens * dw.cols) ||
-               (jobs[j].add_to &&
-                overlaps(jobs[j].add_to, n_tokens * jobs[j].w.rows, x, n_tokens * dw.cols));
-  if (ok && int8 && !in_place && xq_src_ == x) xq_at_ = stream_ops_;
+  if (ok && int8 && !writes_over(jobs, n_jobs, x, n_tokens * dw.cols) && xq_src_ == x)
+    xq_at_ = stream_ops_;
+}
+
+bool CudaBackend::writes_over(const cuda::GemvJob* jobs, int n_jobs, const float* x,
+                              int64_t x_elems) const {
+  const int64_t n_tokens = x_elems / jobs[0].w.cols;
+  for (int j = 0; j < n_jobs; ++j) {
+    const int64_t y_elems = n_tokens * jobs[j].w.rows;
+    if (overlaps(jobs[j].y, y_elems, x, x_elems) ||
+        (jobs[j].add_to && overlaps(jobs[j].add_to, y_elems, x, x_elems)))
+      return true;
+  }
+  return false;
 }
 
 // A decode step of many sequences on the fp16 form of the batched matmul: x converted once for
@@ -101,16 +109,22 @@ void CudaBackend::launch_batch_half(const float* x, int64_t n_tokens, const cuda
               "batch workspace") ||
       !ensure(batch_xh_, cuda::batch_x_half_bytes(n_tokens, cols), "batch fp16 activations"))
     return;
-  int m = prof("quantize x");
-  const bool ok = check(cuda::launch_batch_x_half(x, n_tokens, cols, batch_xh_.ptr, stream_),
-                        "batch fp16 activations");
+  // Q/K/V and gate/up share one conversion, made here or by x's producer (hand_off_xh).
+  if (!xh_ready(x, n_tokens, cols)) {
+    const int m = prof("quantize x");
+    const bool ok = check(cuda::launch_batch_x_half(x, n_tokens, cols, batch_xh_.ptr, stream_),
+                          "batch fp16 activations");
+    unprof(m);
+    if (!ok) return;
+    hand_off_xh(x, n_tokens, cols);
+  }
+  const int m = prof("matmul (decode batch)");
+  const bool ok = check(cuda::launch_matmul_batch_half(jobs, n_jobs, batch_xh_.ptr, n_tokens, cols,
+                                                       batch_ws_.ptr, batch_ws_.bytes, stream_),
+                        "decode batch matmul");
   unprof(m);
-  if (!ok) return;
-  m = prof("matmul (decode batch)");
-  check(cuda::launch_matmul_batch_half(jobs, n_jobs, batch_xh_.ptr, n_tokens, cols, batch_ws_.ptr,
-                                       batch_ws_.bytes, stream_),
-        "decode batch matmul");
-  unprof(m);
+  // The copy stays good for the next matrix of the same x unless this one wrote over x.
+  if (ok && !writes_over(jobs, n_jobs, x, n_tokens * cols)) xh_at_ = stream_ops_;
 }
 
 void CudaBackend::matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) {
@@ -201,6 +215,11 @@ void CudaBackend::rmsnorm(const float* x, const float* w, float* y, int64_t rows
     if (ensure(xq_buf_, cuda::quantized_acts_bytes(rows, n), "quantized activations") &&
         check(cuda::launch_rmsnorm_quant(x, w, y, rows, n, eps, xq_buf_.ptr, stream_), "rmsnorm"))
       hand_off_xq(y, rows, n);
+  } else if (half_output(rows, n) &&
+             ensure(batch_xh_, cuda::batch_x_half_bytes(rows, n), "batch fp16 activations")) {
+    if (check(cuda::launch_rmsnorm(x, w, y, rows, n, eps, stream_, nullptr, batch_xh_.ptr),
+              "rmsnorm"))
+      hand_off_xh(y, rows, n);
   } else {
     // (a GEMV of at most kGemvMaxTokens rows takes no split forms; producer_split also refuses
     // decode passes)
@@ -219,6 +238,12 @@ void CudaBackend::swiglu(const float* gate, const float* up, float* out, int64_t
     if (ensure(xq_buf_, cuda::quantized_acts_bytes(1, n), "quantized activations") &&
         check(cuda::launch_swiglu_quant(gate, up, out, 1, n, xq_buf_.ptr, stream_), "swiglu"))
       hand_off_xq(out, 1, n);
+  } else if (pass_tokens_ > 0 && n % pass_tokens_ == 0 &&
+             half_output(pass_tokens_, n / pass_tokens_) &&
+             ensure(batch_xh_, cuda::batch_x_half_bytes(pass_tokens_, n / pass_tokens_),
+                    "batch fp16 activations")) {
+    if (check(cuda::launch_swiglu(gate, up, out, n, stream_, nullptr, batch_xh_.ptr), "swiglu"))
+      hand_off_xh(out, pass_tokens_, n / pass_tokens_);
   } else {
     const cuda::XSplitOut* split = producer_split(n);
     if (split && !cuda::swiglu_split_able(gate, up, out, n, *split)) split = nullptr;

@@ -166,9 +166,12 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
                           void* workspace, size_t workspace_bytes, cublasHandle_t blas,
                           cudaStream_t s, PrefillX* xcache = nullptr, bool accumulate = false);
 
-// split: also write y's kHiLo8 forms (prefill rows only, rows > kGemvMaxTokens).
+// split: also write y's kHiLo8 forms (prefill rows only, rows > kGemvMaxTokens). xh (rows >
+// kGemvMaxTokens, n % 4 == 0; not with split): also y's fp16 copy in launch_batch_x_half's
+// layout, for the batched matmul's fp16 form.
 cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
-                           float eps, cudaStream_t s, const XSplitOut* split = nullptr);
+                           float eps, cudaStream_t s, const XSplitOut* split = nullptr,
+                           void* xh = nullptr);
 
 // pos: device int32 [T]; inv_freq: device f32 [head_dim/2]. style: 0 interleaved, 1 halves.
 cudaError_t launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
@@ -259,11 +262,12 @@ cudaError_t launch_attention_masked(const float* q, const void* k_cache, const v
                                     int64_t head_dim, float scale, int64_t window, float softcap,
                                     int64_t ring_rows, cudaStream_t s, const AttnKv& kv = {});
 
-// split: also write out's kHiLo8 forms (XSplitOut); needs swiglu_split_able.
+// split: also write out's kHiLo8 forms (XSplitOut); needs swiglu_split_able. xh (n % 4 == 0,
+// not with split): out's fp16 copy as launch_rmsnorm's.
 bool swiglu_split_able(const float* gate, const float* up, const float* out, int64_t n,
                        const XSplitOut& split);
 cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t s,
-                          const XSplitOut* split = nullptr);
+                          const XSplitOut* split = nullptr, void* xh = nullptr);
 cudaError_t launch_add_inplace(float* y, const float* x, int64_t n, cudaStream_t s);
 cudaError_t launch_add_bias(float* y, const float* bias, int64_t rows, int64_t n, cudaStream_t s);
 // cache[(*pos) * row_floats ...] = src [n_tokens * row_floats]; pos is device int32.

@@ -2,6 +2,7 @@
 // row store (f32 rows at the step position; typed and ring stores are kv-store.cu), fill.
 // Grid-stride loops; these are memory-bound and a small share of a token next to matmul.
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/half-mma.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/x-split.cuh"
 
@@ -18,12 +19,16 @@ unsigned grid_for(int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
-__global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+// xh: also out's fp16 copy for the batched matmul (launch_batch_x_half's order).
+__global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n,
+                              __half* xh) {
   pdl_trigger();
   pdl_wait();
   HEARTH_GRID_STRIDE(i, n) {
     const float g = gate[i];
-    out[i] = g / (1.0f + expf(-g)) * up[i];
+    const float v = g / (1.0f + expf(-g)) * up[i];
+    out[i] = v;
+    if (xh) xh[batch_half_index(i)] = __float2half_rn(v);
   }
 }
 
@@ -119,8 +124,9 @@ bool swiglu_split_able(const float* gate, const float* up, const float* out, int
 }
 
 cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_t n, cudaStream_t s,
-                          const XSplitOut* split) {
+                          const XSplitOut* split, void* xh) {
   if (n <= 0) return cudaSuccess;
+  if (xh && (split || n % 4 != 0)) return cudaErrorInvalidValue;
   if (split) {
     if (!swiglu_split_able(gate, up, out, n, *split)) return cudaErrorInvalidValue;
     return launch_pdl(swiglu_split_kernel, dim3(grid_for(n / 4)), dim3(256), 0, s,
@@ -128,7 +134,8 @@ cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_
                       reinterpret_cast<float4*>(out), n / 4, static_cast<uint2*>(split->hi),
                       reinterpret_cast<uint32_t*>(split->lo8), split->scale);
   }
-  return launch_pdl(swiglu_kernel, dim3(grid_for(n)), dim3(256), 0, s, gate, up, out, n);
+  return launch_pdl(swiglu_kernel, dim3(grid_for(n)), dim3(256), 0, s, gate, up, out, n,
+                    static_cast<__half*>(xh));
 }
 
 cudaError_t launch_add_inplace(float* y, const float* x, int64_t n, cudaStream_t s) {

@@ -25,6 +25,13 @@ __device__ __forceinline__ __half2 nibbles_h2(uint32_t v) {
   return h2_bits((v & 0x000F000Fu) | 0x64006400u);
 }
 
+// Where element i of a row goes in the batched matmul's fp16 x (launch_batch_x_half): of every
+// 4, the middle two swapped, so a block's group of 4 is one MMA B fragment (4i, 4i+2 | 4i+1,
+// 4i+3).
+__host__ __device__ __forceinline__ int64_t batch_half_index(int64_t i) {
+  return (i & ~int64_t(3)) | ((i & 1) << 1) | ((i >> 1) & 1);
+}
+
 // c += a . b on fp16 tensor cores, f32 accumulators (m16n8k16). Lane (g, t): a0 / a1 hold rows
 // g / g + 8 at k 2t, 2t+1, a2 / a3 the same at k 2t+8, 2t+9; b0 / b1 column g at those k; c[0],
 // c[1] row g at columns 2t, 2t+1, c[2], c[3] row g + 8.

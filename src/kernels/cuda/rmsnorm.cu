@@ -2,6 +2,7 @@
 // in float across the block, then y = x * rsqrt(mean + eps) * w. Rows of any length. Prefill rows
 // can also write y's split forms for the next GEMM (XSplitOut, cuda-ops.h).
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/half-mma.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rms-scale.cuh"
 #include "kernels/cuda/x-split.cuh"
@@ -31,11 +32,13 @@ __global__ void __launch_bounds__(kThreads)
 
 // Prefill: one block per row, the plain loops (the sliced kernel's form cost ~3 us more a
 // launch at 512 rows on the H200: 494 -> 696 us per pass).
-// With hi / lo8 set, y's split forms for the next prefill GEMM too (x-split.cuh).
+// With hi / lo8 set, y's split forms for the next prefill GEMM too (x-split.cuh); with xh, its
+// fp16 copy for the batched matmul (launch_batch_x_half's order).
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_rows_kernel(const float* __restrict__ x, const float* __restrict__ w,
                         float* __restrict__ y, int64_t n, float eps, __half* __restrict__ hi,
-                        __nv_fp8_storage_t* __restrict__ lo8, float* lo_scale) {
+                        __nv_fp8_storage_t* __restrict__ lo8, float* lo_scale,
+                        __half* __restrict__ xh) {
   pdl_trigger();
   pdl_wait();
   const int64_t row = int64_t(blockIdx.x) * n;
@@ -43,7 +46,11 @@ __global__ void __launch_bounds__(kThreads)
   float* yr = y + row;
   const float scale = block_rms_scale<kThreads, false>(xr, n, eps);
   if (!hi) {
-    for (int64_t i = threadIdx.x; i < n; i += kThreads) yr[i] = xr[i] * scale * w[i];
+    for (int64_t i = threadIdx.x; i < n; i += kThreads) {
+      const float v = xr[i] * scale * w[i];
+      yr[i] = v;
+      if (xh) xh[row + batch_half_index(i)] = __float2half_rn(v);
+    }
     return;
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) *lo_scale = kLoE5m2Scale;
@@ -57,19 +64,21 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
-                           float eps, cudaStream_t s, const XSplitOut* split) {
+                           float eps, cudaStream_t s, const XSplitOut* split, void* xh) {
   if (rows <= 0 || n <= 0) return cudaSuccess;
   if (split) {
-    if (rows <= kGemvMaxTokens || !split->hi || !split->lo8 || !split->scale)
+    if (rows <= kGemvMaxTokens || !split->hi || !split->lo8 || !split->scale || xh)
       return cudaErrorInvalidValue;
     return launch_pdl(rmsnorm_rows_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, s, x, w, y, n,
-                      eps, static_cast<__half*>(split->hi), split->lo8, split->scale);
+                      eps, static_cast<__half*>(split->hi), split->lo8, split->scale,
+                      static_cast<__half*>(nullptr));
   }
+  if (xh && (rows <= kGemvMaxTokens || n % 4 != 0)) return cudaErrorInvalidValue;
   // Prefill rows: one block per row.
   if (rows > kGemvMaxTokens)
     return launch_pdl(rmsnorm_rows_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, s, x, w, y, n,
                       eps, static_cast<__half*>(nullptr), static_cast<__nv_fp8_storage_t*>(nullptr),
-                      static_cast<float*>(nullptr));
+                      static_cast<float*>(nullptr), static_cast<__half*>(xh));
   // Decode-sized batches: each row in slices, so a few rows still spread over the SMs.
   // In place (a sandwich post-norm, a per-head norm), one slice: another slice's writes would
   // race with this one's reading the row for its sum.

@@ -101,6 +101,65 @@ void CudaBatchMatmul::check_shared_x(const std::vector<Weight>& ws, const int64_
       << dtype_name(t) << " add, B " << B;
 }
 
+// rmsnorm and swiglu of a batch's rows write the fp16 copy the batched matmul's fp16 form reads
+// (B 40: streamed, 100: staged): the matmul must take that copy, so the f32 output is written
+// over behind the backend's back (no stream op it counts) and the product must still be the
+// product of the producer's output (where the dtype has the batched matmul).
+TEST_P(CudaBatchMatmul, ProducersHandTheirFp16CopyToTheMatmul) {
+  const DType t = GetParam();
+  const int64_t rows = 300, cols = dtype_info(t).block_size == 256 ? 1024 : 1152;
+  auto bytes = random_weight_bytes(t, rows, cols, 77);
+  Weight w = make_weight(t, rows, cols, bytes);
+  ASSERT_TRUE(backend_->prepare_weight(w).is_ok()) << backend_->status().message();
+  const auto wf = cpu_dequant(w);
+  for (int64_t B : {40, 100}) {
+    const auto x = random_floats(size_t(B * cols), uint32_t(B), -2.f, 2.f);
+    const auto nw = random_floats(size_t(cols), 5, 0.5f, 1.5f);
+    const auto up = random_floats(size_t(B * cols), 6, -2.f, 2.f);
+    std::vector<float> normed(x.size()), act(x.size());
+    for (int64_t r = 0; r < B; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < cols; ++i)
+        ss += double(x[size_t(r * cols + i)]) * x[size_t(r * cols + i)];
+      const double scale = 1.0 / std::sqrt(ss / double(cols) + 1e-5);
+      for (int64_t i = 0; i < cols; ++i) {
+        const size_t k = size_t(r * cols + i);
+        normed[k] = float(x[k] * scale * nw[size_t(i)]);
+        const double g = x[k];
+        act[k] = float(g / (1.0 + std::exp(-g)) * up[k]);
+      }
+    }
+    const struct {
+      const char* op;
+      const std::vector<float>& want_x;
+    } cases[] = {{"rmsnorm", normed}, {"swiglu", act}};
+    // (dtypes without the batched matmul take the GEMM, which converts x itself: no overwrite)
+    const bool batched = cuda::matmul_batch_supports(t);
+    for (const auto& c : cases) {
+      float *dx = dev(x), *dnw = dev(nw), *dup = dev(up), *out = poisoned(B * cols),
+            *y = poisoned(B * rows);
+      // A first matmul sizes the backend's buffers: one grown between producer and matmul ends
+      // the hand-off (a conversion more, still right, but not what this pins).
+      backend_->begin_pass(Backend::Phase::kDecodeBatch, B);
+      backend_->matmul(w, dx, B, y);
+      backend_->begin_pass(Backend::Phase::kDecodeBatch, B);
+      if (std::string(c.op) == "rmsnorm")
+        backend_->rmsnorm(dx, dnw, out, B, cols, 1e-5f);
+      else
+        backend_->swiglu(dx, dup, out, B * cols);
+      if (batched) {
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        ASSERT_EQ(cudaMemset(out, 0x7f, size_t(B * cols) * sizeof(float)), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      }
+      backend_->matmul(w, out, B, y);
+      EXPECT_LT(rel_error(get(y, B * rows), reference_matmul(wf, c.want_x, rows, cols, B)),
+                tolerance(t, cols, B))
+          << dtype_name(t) << " " << c.op << " B=" << B;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, CudaBatchMatmul,
                          ::testing::Values(DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K,
                                            DType::F16),
