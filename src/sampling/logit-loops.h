@@ -1,7 +1,9 @@
 // The sampler's whole-vocabulary passes (clean copy, max, finite min, exp weights), written as
-// fixed-width blocks so the compiler vectorises them at the baseline ISA (GCC's -O2 cost model
-// only vectorises loops whose trip count is a multiple of the vector width). A new O(V) pass goes
-// here in the same shape: a kBlock-wide inner loop over a fixed-size accumulator, a scalar tail.
+// fixed-width blocks so the compiler vectorises them (GCC's -O2 cost model only vectorises loops
+// whose trip count is a multiple of the vector width), in logit-loops.cpp: there each is built
+// for AVX-512, AVX2 and the baseline and the loader picks one for the CPU it runs on. A new O(V)
+// pass goes there in the same shape: a kBlock-wide inner loop over a fixed-size accumulator, a
+// scalar tail.
 #pragma once
 
 #include <cstdint>
@@ -48,67 +50,14 @@ inline float exp_nonpositive(float x) {
 
 // out[i] = in[i], NaN replaced by -inf (a NaN logit is an impossible token, as in
 // greedy_argmax); returns the largest out[i] (-inf for n == 0).
-inline float copy_clean_max(const float* __restrict in, float* __restrict out, int64_t n) {
-  float acc[kBlock];
-  for (float& a : acc) a = kNegInf;
-  int64_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) {
-    for (int64_t j = 0; j < kBlock; ++j) out[i + j] = in[i + j] == in[i + j] ? in[i + j] : kNegInf;
-    for (int64_t j = 0; j < kBlock; ++j) acc[j] = out[i + j] > acc[j] ? out[i + j] : acc[j];
-  }
-  float m = kNegInf;
-  for (float a : acc) m = a > m ? a : m;
-  for (; i < n; ++i) {
-    out[i] = in[i] == in[i] ? in[i] : kNegInf;
-    m = out[i] > m ? out[i] : m;
-  }
-  return m;
-}
-
+float copy_clean_max(const float* __restrict in, float* __restrict out, int64_t n);
 // Largest value (no NaN in x); -inf for n == 0.
-inline float max_value(const float* x, int64_t n) {
-  float acc[kBlock];
-  for (float& a : acc) a = kNegInf;
-  int64_t i = 0;
-  for (; i + kBlock <= n; i += kBlock)
-    for (int64_t j = 0; j < kBlock; ++j) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
-  float m = kNegInf;
-  for (float a : acc) m = a > m ? a : m;
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
-}
-
+float max_value(const float* x, int64_t n);
 // Smallest value that is not -inf (no NaN in x); +inf when there is none.
-inline float min_finite_value(const float* x, int64_t n) {
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  float acc[kBlock];
-  for (float& a : acc) a = kInf;
-  int64_t i = 0;
-  for (; i + kBlock <= n; i += kBlock)
-    for (int64_t j = 0; j < kBlock; ++j)
-      acc[j] = x[i + j] < acc[j] && x[i + j] != kNegInf ? x[i + j] : acc[j];
-  float m = kInf;
-  for (float a : acc) m = a < m ? a : m;
-  for (; i < n; ++i) m = x[i] < m && x[i] != kNegInf ? x[i] : m;
-  return m;
-}
-
+float min_finite_value(const float* x, int64_t n);
 // w[i] = exp(x[i] / t - m / t) (the softmax numerators at temperature t, the max m scaled the
 // same way so the largest is exactly 1); returns their sum, in double so a
 // 150k-entry vocabulary loses nothing to the order of the additions.
-inline double exp_weights(const float* __restrict x, int64_t n, float m, float t,
-                          float* __restrict w) {
-  const float ms = m / t;
-  int64_t i = 0;
-  double acc[kBlock] = {};
-  for (; i + kBlock <= n; i += kBlock) {
-    for (int64_t j = 0; j < kBlock; ++j) w[i + j] = exp_nonpositive(x[i + j] / t - ms);
-    for (int64_t j = 0; j < kBlock; ++j) acc[j] += double(w[i + j]);
-  }
-  double sum = 0;
-  for (double a : acc) sum += a;
-  for (; i < n; ++i) sum += double(w[i] = exp_nonpositive(x[i] / t - ms));
-  return sum;
-}
+double exp_weights(const float* __restrict x, int64_t n, float m, float t, float* __restrict w);
 
 }  // namespace hearth::sampling
