@@ -1,6 +1,7 @@
 // fp16 tensor-core pieces shared by the batched matmul's two fp16 forms (matmul-batch.cu's
 // staged kernel, matmul-batch-half.cu's streamed one): half2 <-> register bits, 4-bit weights as
-// exact halves, and the m16n8k16 MMA with f32 accumulators.
+// exact halves, the m16n8k16 MMA with f32 accumulators, and the order of x's halves that the
+// producers writing that x (rmsnorm, swiglu) and launch_batch_x_half share.
 #pragma once
 
 #include <cuda_fp16.h>

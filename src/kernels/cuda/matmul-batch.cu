@@ -500,7 +500,8 @@ cudaError_t launch_dtype(DType t, const BatchPlan& p, const QuantizedActs& xa, c
   }
 }
 
-// x's halves in the fp16 fragments' order: of every 4, the middle two swapped.
+// x's halves in the fp16 fragments' order (batch_half_index(), four at a time: of every 4, the
+// middle two swapped).
 __global__ void batch_x_half_kernel(const float4* __restrict__ x, int64_t n4,
                                     __half2* __restrict__ out) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
