@@ -23,7 +23,25 @@ struct ServeArgs {
   int drain_seconds = 30;
   size_t max_body_kib = 8192;
   int64_t step_prompt_tokens = -1;  // -1: by where the layers run (serve_step_prompt_tokens)
+  std::string step_log;             // --step-log: a JSON line per batched step
 };
+
+// --step-log FILE: each batched step as a JSON line, written as it ends (line-buffered, so a
+// load's steps can be read while the server runs).
+void open_step_log(const std::string& path, SchedulerOptions* s) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) fail("--step-log: cannot write " + path);
+  std::setvbuf(f, nullptr, _IOLBF, 1 << 16);
+  s->on_step = [f](const StepRecord& r) {
+    std::fprintf(f,
+                 "{\"t\":%.6f,\"segments\":%d,\"tokens\":%lld,\"prompt_tokens\":%lld,"
+                 "\"sampled\":%lld,\"device_picks\":%lld,\"prepare_ms\":%.3f,\"forward_ms\":%.3f,"
+                 "\"step_ms\":%.3f}\n",
+                 r.start_seconds, r.segments, (long long)r.tokens, (long long)r.prompt_tokens,
+                 (long long)r.sampled, (long long)r.device_picks, r.prepare_ms, r.forward_ms,
+                 r.step_ms);
+  };
+}
 
 // --step-prompt-tokens' default. On the CPU a prompt chunk's compute is what running streams
 // wait for: 128 keeps their inter-token gap short. On a GPU a 512-token chunk costs a few
@@ -82,6 +100,7 @@ void serve(ServeArgs& a) {
   a.opt.scheduler.ctx_size = context_size(a.rt, *engine);
   a.opt.scheduler.kv_types = kv_cache_types(a.rt);
   a.opt.scheduler.step_prompt_tokens = serve_step_prompt_tokens(a, *engine);
+  if (!a.step_log.empty()) open_step_log(a.step_log, &a.opt.scheduler);
   a.opt.api.model_id = a.alias.empty() ? engine->name() : a.alias;
   a.opt.api.defaults = a.sampling;
   a.opt.max_body_bytes = a.max_body_kib * 1024;
@@ -156,6 +175,9 @@ void setup(CLI::App& root) {
                   "for a chunk, not the whole prompt (default 128 with the layers on the CPU, "
                   "512 on a GPU; 0 = --batch-tokens)")
       ->check(CLI::Range(0, 512));
+  cmd->add_option("--step-log", a->step_log,
+                  "write each batched step (tokens, prompt tokens, forward and step ms) to FILE "
+                  "as a JSON line");
   cmd->add_option("--api-key", a->opt.api_key,
                   "require 'Authorization: Bearer KEY' (needed when --host is not loopback)");
   cmd->add_option("--alias", a->alias, "model id reported by the API (default: the model's name)");

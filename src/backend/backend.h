@@ -34,11 +34,7 @@ struct Weight {
 // The greedy rule every path shares (host loop, sampler at temperature 0, device pick): the
 // largest logit, NaN counting as -inf, the lowest index among equals (0 when all are -inf/NaN).
 inline int32_t greedy_argmax(const float* logits, int64_t n) {
-  int32_t best = 0;
-  float best_v = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i)
-    if (logits[i] > best_v) best_v = logits[i], best = int32_t(i);  // NaN > x is false
-  return best;
+  return kernels::argmax(logits, n);  // NaN never wins; 0 when nothing is above -inf
 }
 
 class Backend {
@@ -279,9 +275,10 @@ class Backend {
     }
   }
 
-  // rope_append_attend for a decode step of several sequences (a kDecodeBatch pass: every
-  // segment one token at its own position, in its own cache). A backend may run all segments'
-  // rotation, K/V append and attention in a few launches; the default is rope_append_attend.
+  // rope_append_attend for segments of one token each, at their own positions in their own
+  // caches: a decode step of several sequences (kDecodeBatch), or the decode rows of a prefill
+  // pass that also carries prompt chunks. A backend may run all segments' rotation, K/V append
+  // and attention in a few launches; the default is rope_append_attend.
   virtual void rope_append_attend_batch(const AttentionBlock& a) { rope_append_attend(a); }
 
   // The mixture-of-experts FFN block. For each token t, over its n_used experts e (ops.h

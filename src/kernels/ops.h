@@ -189,6 +189,10 @@ void add_bias(float* y, const float* bias, int64_t rows, int64_t n);
 // In-place numerically stable softmax over n.
 void softmax(float* x, int64_t n);
 
+// The index of the largest x[i] (the first of equal ones; NaN is never picked), 0 when no entry
+// is above -inf or n == 0: the greedy pick over a logits row (cpu/argmax.cpp).
+int32_t argmax(const float* x, int64_t n);
+
 // Mixture-of-experts routing. logits [T, n_expert] (the router's output) -> experts / weights
 // [T, k]: softmax over all n_expert logits (NaN counts as probability 0), the k largest
 // probabilities in descending order (ties: the lower expert index first), divided by their sum

@@ -287,15 +287,16 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
     segs.push_back({s.kv->k_data(l), s.kv->k(l).type, s.kv->v_data(l), s.kv->v(l).type, s.pos0,
                     s.n_tokens, s.kv->ring_rows(l)});
   // LongRoPE picks its table by each sequence's cache size: one block per segment then.
-  // Otherwise one block for the whole pass (every row rotated in one call).
+  // Otherwise the rows go in runs: consecutive one-token segments (the decode rows of several
+  // sequences) as one batch op, each longer segment (a prompt chunk) as a block of its own. A
+  // served step that carries prompt chunks among 32 decoding streams then attends the streams in
+  // a few launches, not a chain of launches per stream (H200: ~3,000 launches a step).
   const bool per_segment = !rope.inv_freq_long.empty();
-  // A decode step of several sequences: the named op that may take all segments at once.
-  const bool batch_step =
-      !per_segment && segs.size() > 1 &&
-      std::all_of(segs.begin(), segs.end(), [](const auto& s) { return s.n_tokens == 1; });
   int64_t row = 0;
-  for (size_t i = 0; i < segs.size(); ++i) {
-    const size_t n = per_segment ? 1 : segs.size();
+  for (size_t i = 0; i < segs.size();) {
+    size_t n = 1;
+    if (!per_segment && segs[i].n_tokens == 1)
+      while (i + n < segs.size() && segs[i + n].n_tokens == 1) ++n;
     Backend::AttentionBlock part = a;
     part.q += row * QD, part.k += row * KVD, part.v += row * KVD, part.out += row * QD;
     part.host_pos = p.pos.data() + row;
@@ -304,12 +305,12 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
     for (const auto& s : part.segments) part.n_tokens += s.n_tokens;
     if (per_segment && p.segs[i].kv->capacity() > rope.long_beyond)
       part.rope.inv_freq = rope.inv_freq_long.data(), part.rope.mscale = rope.mscale_long;
-    if (batch_step)
+    if (n > 1)
       be->rope_append_attend_batch(part);
     else
       be->rope_append_attend(part);
     row += part.n_tokens;
-    i += n - 1;
+    i += n;
   }
   if (debug_tap) {  // (names are built only when someone listens: decode runs this per layer)
     // q and k hold their rotated rows here: only a decode step run as one captured graph keeps

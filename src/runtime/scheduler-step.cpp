@@ -82,7 +82,8 @@ void Scheduler::sample_and_emit(Slot& slot, const float* logits, int32_t picked)
   slot.pending = id;
 }
 
-void Scheduler::step() {
+void Scheduler::step(StepRecord* record) {
+  Timer prepare_timer;
   const Model& model = engine_->model();
   std::vector<int32_t> tokens;
   std::vector<BatchSegment> segs;
@@ -161,12 +162,21 @@ void Scheduler::step() {
         break;
     }
   }
+  record->prepare_ms = prepare_timer.elapsed_ms();
+  record->segments = int(segs.size());
+  record->tokens = int64_t(tokens.size());
+  record->prompt_tokens = prompt_evaluated;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    record->sampled += seg_samples[i] ? 1 : 0;
+    record->device_picks += seg_samples[i] && !want_logits[i] ? 1 : 0;
+  }
   std::vector<float>& logits = logits_;
   std::vector<int32_t>& picked = picked_;
   Timer timer;
   const Status st =
       model.forward_picks(tokens, segs, scratch_, want_logits, draws, &logits, &picked);
   const double seconds = timer.elapsed_ms() / 1000.0;
+  record->forward_ms = seconds * 1000.0;
   if (!st.is_ok()) {
     // The caches of this batch are in an unknown state: forget them and fail their jobs.
     for (Slot* s : seg_slot) {

@@ -46,7 +46,11 @@ void Job::push_text(const std::string& text) {
     pending_ += text;
   }
   cv_.notify_all();
-  if (listener_) listener_();
+  notify(listener_);
+}
+
+void Job::notify(const JobNotifier::Call& call) {
+  if (call && !(notifier_ && notifier_->post(call))) (*call)();
 }
 
 void Job::finish(const std::string& reason, const std::string& error) {
@@ -58,10 +62,11 @@ void Job::finish(const std::string& reason, const std::string& error) {
     done_ = true;
   }
   cv_.notify_all();
-  // The last call: dropping the listener also drops what it holds (it may hold this job).
-  auto listener = std::move(listener_);
+  // The last call: dropping the listener also drops what it holds (it may hold this job), where
+  // the call runs.
+  JobNotifier::Call listener = std::move(listener_);
   listener_ = nullptr;
-  if (listener) listener();
+  notify(listener);
 }
 
 // Copying a prefix from another slot costs a copy per layer and replaces the destination's own
@@ -129,6 +134,8 @@ Status Scheduler::start() {
     totals_.kv_block_tokens = pool_->block_tokens();
     totals_.kv_blocks_total = pool_->total_blocks();
   }
+  started_ = Clock::now();
+  notifier_.start();
   thread_ = std::thread([this] { loop(); });
   return Status::ok();
 }
@@ -140,7 +147,8 @@ void Scheduler::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
-  slots_.clear();  // every cache gives its blocks back to the pool
+  notifier_.stop();  // the listeners queued so far run; the ones below run here
+  slots_.clear();    // every cache gives its blocks back to the pool
   cached_.clear();
   spare_kv_.clear();
   std::lock_guard<std::mutex> lock(mu_);
@@ -166,6 +174,7 @@ Scheduler::Submit Scheduler::submit_choices(const std::vector<std::shared_ptr<Jo
     const int free_slots = options_.parallel - running_;
     if (int(queue_.size()) - std::max(free_slots, 0) >= options_.max_queue)
       return Submit::kQueueFull;
+    for (const auto& job : choices) job->notifier_ = &notifier_;
     queue_.push_back(choices);
     if (choices[0]->kind == Job::Kind::kGenerate)
       totals_.prompt_tokens += int64_t(choices[0]->prompt.size());
@@ -505,10 +514,17 @@ void Scheduler::loop() {
     if (stop_now) break;
     worked_since_trim = true;
     drop_cancelled();
+    StepRecord record;
+    record.start_seconds = std::chrono::duration<double>(Clock::now() - started_).count();
     Timer step_timer;
-    step();
+    step(&record);
     const double stepped = step_timer.elapsed_ms() / 1000.0;
+    if (options_.on_step && record.tokens > 0) {
+      record.step_ms = stepped * 1000.0;
+      options_.on_step(record);
+    }
     embed_step();
+    notifier_.flush();  // this step's text and endings, one wake-up
     int busy = 0;
     int64_t used = 0;
     uint64_t committed = 0;

@@ -26,6 +26,7 @@
 
 #include "base/status.h"
 #include "runtime/engine.h"
+#include "runtime/job-notifier.h"
 #include "runtime/session.h"
 #include "runtime/token-logprobs.h"
 #include "sampling/sampler.h"
@@ -58,10 +59,13 @@ class Job {
   // Appends the logprobs produced since the last call (a stream sends them with their text; they
   // are pushed before the token's text, so a chunk never carries text without its tokens').
   void take_logprobs(std::vector<TokenLogprob>* out);
-  // Called on the producing thread after new text or the end is available, so an event-driven
-  // consumer needs no thread blocked in wait_text(). Set before submit(); keep it short (it runs
-  // between the scheduler's steps).
-  void set_listener(std::function<void()> listener) { listener_ = std::move(listener); }
+  // Called after new text or the end is available, so an event-driven consumer needs no thread
+  // blocked in wait_text(): on the scheduler's notifier thread (runtime/job-notifier.h) for a
+  // submitted job, in the order the text came. Set before submit(); keep it short.
+  void set_listener(std::function<void()> listener) {
+    listener_ =
+        listener ? std::make_shared<const std::function<void()>>(std::move(listener)) : nullptr;
+  }
   // The client went away: the scheduler drops the job at its next step and frees the slot.
   void cancel() { cancelled_.store(true); }
   bool cancelled() const { return cancelled_.load(); }
@@ -99,7 +103,9 @@ class Job {
   std::string pending_;
   bool done_ = false;
   std::atomic<bool> cancelled_{false};
-  std::function<void()> listener_;
+  JobNotifier::Call listener_;
+  JobNotifier* notifier_ = nullptr;  // the scheduler's, once submitted
+  void notify(const JobNotifier::Call& call);
   std::string finish_reason_, error_;
   int64_t prompt_tokens_ = 0, cached_tokens_ = 0, completion_tokens_ = 0;
   std::vector<std::vector<float>> embeddings_;
@@ -111,6 +117,20 @@ class Job {
   // slot must recompute and the generation state it continues with.
   struct Resume;
   std::shared_ptr<Resume> resume_;
+};
+
+// One batched step as the scheduler ran it, for `hearth serve --step-log`: what a served load's
+// time went to (prompt chunks against decode tokens), which the totals in /metrics blur.
+struct StepRecord {
+  double start_seconds = 0;  // since the scheduler started
+  int segments = 0;          // sequences in the pass
+  int64_t tokens = 0;        // tokens in the pass (decode tokens + prompt chunks)
+  int64_t prompt_tokens = 0;
+  int64_t sampled = 0;       // tokens picked (decode rows and finished prompts)
+  int64_t device_picks = 0;  // of which picked where the logits are (only ids read back)
+  double prepare_ms = 0;     // choosing the pass's tokens and giving them KV blocks
+  double forward_ms = 0;     // the forward pass with its picks
+  double step_ms = 0;        // the whole step: forward, host picks, streaming, block commits
 };
 
 struct SchedulerOptions {
@@ -127,6 +147,8 @@ struct SchedulerOptions {
   // sequence's next token, so those streams pause for a chunk's compute, not the whole prompt's.
   // A step with no decoding sequence takes up to batch_tokens. 0: batch_tokens always.
   int64_t step_prompt_tokens = 128;
+  // Called on the scheduler thread after each batched step (keep it short: the next step waits).
+  std::function<void(const StepRecord&)> on_step;
 };
 
 // Counters for /metrics and /health. Totals are since start. A request's prompt counts once
@@ -214,7 +236,8 @@ class Scheduler {
   void init_slot(Slot& slot, const std::shared_ptr<Job>& job, size_t keep);
   void start_followers(Slot& leader, const float* logits);
   void drop_cancelled();
-  void step();
+  // One batched step; fills *record's counts and forward time when it ran a pass.
+  void step(StepRecord* record);
   void embed_step();
   void finish_slot(Slot& slot, const std::string& reason, const std::string& error = "");
   void finish_job(Job& job, const std::string& reason, const std::string& error);
@@ -276,6 +299,7 @@ class Scheduler {
   std::vector<float> logits_;
   std::vector<int32_t> picked_;  // the step's picks on the backend, one per output row
   std::thread thread_;
+  JobNotifier notifier_;  // runs the jobs' listeners off this thread, one wake-up a step
 
   mutable std::mutex mu_;  // guards the fields below
   std::condition_variable cv_, idle_cv_;
@@ -285,6 +309,7 @@ class Scheduler {
   SchedulerStats totals_;
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_;  // for tok/s
   uint64_t clock_ = 0;  // admission counter, for least-recently-used slot choice
+  std::chrono::steady_clock::time_point started_;  // for StepRecord::start_seconds
 };
 
 // The seed of choice `index` of a request seeded with `request_seed`: choice 0 keeps the request's

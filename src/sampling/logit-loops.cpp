@@ -7,15 +7,7 @@
 // everywhere.
 #include "sampling/logit-loops.h"
 
-// GCC's clones, on the definitions: they stay local to this file and callers elsewhere reach
-// them through the ifunc. (Clang wants the attribute on every declaration; it builds the
-// baseline alone, as do sanitizer builds, whose instrumentation and ifunc resolvers do not mix.)
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define HEARTH_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define HEARTH_SIMD_CLONES
-#endif
+#include "base/simd-clones.h"
 
 namespace hearth::sampling {
 

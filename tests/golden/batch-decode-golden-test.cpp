@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,54 +36,84 @@ std::string batch_case_name(const testing::TestParamInfo<BatchCase>& info) {
   return n;
 }
 
-class BatchDecodeGoldenTest : public testing::TestWithParam<BatchCase> {};
+// The case's model, and B sequences of golden prompts, each prefilled into two caches: `alone`
+// (stepped one sequence at a time, the reference) and `batched` (stepped together).
+class BatchDecodeGoldenTest : public testing::TestWithParam<BatchCase> {
+ protected:
+  static constexpr int64_t kCap = 96;
+
+  // Sequence i's prompt: the first prompt_len(i) golden tokens.
+  void prefill_sequences(const std::function<size_t(int)>& prompt_len) {
+    const BatchCase& c = GetParam();
+    const std::string dir = test::shared_path("goldens/" + c.dir);
+    g_ = test::load_golden(dir);
+    LoadOptions opt;
+    opt.n_threads = 2;
+    opt.gpu_layers = golden_gpu_layers();
+    auto loaded = Engine::load(c.file.empty() ? dir : dir + "/" + c.file, opt);
+    ASSERT_TRUE(loaded.is_ok()) << loaded.message();
+    engine_ = std::move(loaded).value();
+    const Model& m = engine_->model();
+    next_.resize(size_t(c.batch));
+    for (int i = 0; i < c.batch; ++i) {
+      const size_t len = prompt_len(i);
+      ASSERT_LE(len, g_.input_ids.size());
+      const std::vector<int32_t> prompt(g_.input_ids.begin(), g_.input_ids.begin() + long(len));
+      for (auto* set : {&alone_, &batched_}) {
+        auto kv = m.new_kv_cache(kCap, test::kF32Cache);
+        ASSERT_TRUE(kv.is_ok()) << kv.message();
+        set->push_back(std::move(kv).value());
+        std::vector<float> logits;
+        ASSERT_TRUE(m.prefill(set->back(), prompt, scratch_alone_, &logits).is_ok());
+        next_[size_t(i)] = greedy_argmax(logits.data(), m.hparams().n_vocab);
+      }
+    }
+  }
+
+  test::Golden g_;
+  std::shared_ptr<Engine> engine_;
+  std::vector<KvCache> alone_, batched_;
+  std::vector<int32_t> next_;  // each sequence's next token (greedy, from `alone`)
+  ForwardScratch scratch_alone_, scratch_batch_;
+};
+
+// The bound of a pass of `tokens` rows against each sequence alone. On the CPU, and on the GPU
+// up to 16 rows, both sides multiply the same int8 activations (the GEMV's, the batched int8
+// matmul's): 1e-3. On the GPU a Q4_K_M file's Q6_K tensors take the fp16 GEMM above 4 rows (the
+// batched int8 matmul has no Q6_K): 3e-3. From 17 rows every quantized matmul takes the fp16 form
+// of the batched matmul (kMatmulBatchHalfMinTokens): x rounded to fp16 where the sequence alone
+// rounds it to int8 (a step of max/127 a 32-block: ~0.7% rms of x, in every matmul), so the two
+// differ by the int8 side's own error, 6e-3 to 1.8e-2 here (kjv-13m Q4_0 / Q4_K_M, 17-39 rows,
+// H200). A batching fault (a row at another position, another sequence's cache) is off by O(1).
+double batch_bound(const BatchCase& c, int64_t tokens) {
+  if (golden_gpu_layers() == 0) return 1e-3;
+  if (tokens >= 17) return 3e-2;
+  return c.file.find("q4_k_m") != std::string::npos && tokens > 4 ? 3e-3 : 1e-3;
+}
 
 TEST_P(BatchDecodeGoldenTest, StepOfManySequencesMatchesEachAlone) {
   const BatchCase& c = GetParam();
-  const std::string dir = test::shared_path("goldens/" + c.dir);
-  const test::Golden g = test::load_golden(dir);
-  LoadOptions opt;
-  opt.n_threads = 2;
-  opt.gpu_layers = golden_gpu_layers();
-  auto loaded = Engine::load(c.file.empty() ? dir : dir + "/" + c.file, opt);
-  ASSERT_TRUE(loaded.is_ok()) << loaded.message();
-  const Model& m = loaded.value()->model();
+  // Sequence i: a prompt of 2 + (5 i mod 13) golden tokens.
+  prefill_sequences([](int i) { return 2 + size_t(5 * i) % 13; });
+  if (HasFatalFailure()) return;
+  const Model& m = engine_->model();
   const int64_t n_vocab = m.hparams().n_vocab;
   const int B = c.batch;
-  constexpr int64_t kCap = 96;
   constexpr int kSteps = 3;
-
-  // Sequence i: a prompt of 2 + (5 i mod 13) golden tokens, prefilled into two caches.
-  std::vector<KvCache> alone, batched;
-  std::vector<int32_t> next(static_cast<size_t>(B));
-  ForwardScratch scratch_alone, scratch_batch;
-  for (int i = 0; i < B; ++i) {
-    const size_t len = 2 + size_t(5 * i) % 13;
-    ASSERT_LE(len, g.input_ids.size());
-    const std::vector<int32_t> prompt(g.input_ids.begin(), g.input_ids.begin() + long(len));
-    for (auto* set : {&alone, &batched}) {
-      auto kv = m.new_kv_cache(kCap, test::kF32Cache);
-      ASSERT_TRUE(kv.is_ok()) << kv.message();
-      set->push_back(std::move(kv).value());
-      std::vector<float> logits;
-      ASSERT_TRUE(m.prefill(set->back(), prompt, scratch_alone, &logits).is_ok());
-      next[size_t(i)] = greedy_argmax(logits.data(), n_vocab);
-    }
-  }
-  // On the GPU a Q4_K_M file's Q6_K tensors take the fp16 GEMM above 4 rows (the batched int8
-  // matmul has no Q6_K), x rounded to fp16 against the GEMV's two int8 levels.
-  const bool gemm_mix = golden_gpu_layers() != 0 && c.file.find("q4_k_m") != std::string::npos;
-  const double bound = gemm_mix && B > 4 ? 3e-3 : 1e-3;
+  std::vector<KvCache>& alone = alone_;
+  std::vector<KvCache>& batched = batched_;
+  std::vector<int32_t>& next = next_;
+  const double bound = batch_bound(c, B);
   for (int step = 0; step < kSteps; ++step) {
     std::vector<BatchSegment> segs;
     for (int i = 0; i < B; ++i) segs.push_back({&batched[size_t(i)], batched[size_t(i)].used(), 1});
     std::vector<float> got;
-    ASSERT_TRUE(m.forward(next, segs, scratch_batch, &got).is_ok());
+    ASSERT_TRUE(m.forward(next, segs, scratch_batch_, &got).is_ok());
     ASSERT_EQ(got.size(), size_t(B * n_vocab));
     std::vector<float> want;
     for (int i = 0; i < B; ++i) {
       std::vector<float> one;
-      ASSERT_TRUE(m.decode(alone[size_t(i)], next[size_t(i)], scratch_alone, &one).is_ok());
+      ASSERT_TRUE(m.decode(alone[size_t(i)], next[size_t(i)], scratch_alone_, &one).is_ok());
       want.insert(want.end(), one.begin(), one.end());
     }
     const double err = test::max_row_relative_error(got, want, n_vocab);
@@ -93,12 +125,56 @@ TEST_P(BatchDecodeGoldenTest, StepOfManySequencesMatchesEachAlone) {
   }
 }
 
-// B = 3 stays on the GEMV (at most 4 rows), 9 and 17 take the batched matmul on CUDA (17: three
-// 8-token tiles, one partial). Qwen3: the per-head q/k norms inside the batch's attention op.
+// A served step that also carries prompt chunks (Phase::kPrefill): runs of one-token segments
+// go to the backend's batch attention op, each chunk to its own (forward.cpp). Against each
+// sequence alone (decode, or the chunk prefilled): the rows the step picks from (each segment's
+// last), within the same bound, with segments ordered decode, decode, chunk, ... so runs break.
+TEST_P(BatchDecodeGoldenTest, StepMixingDecodeRowsAndPromptChunksMatchesEachAlone) {
+  const BatchCase& c = GetParam();
+  // Prompts of 2-8 golden tokens, then chunks of up to 6 more: 14 of the golden's 16.
+  prefill_sequences([](int i) { return 2 + size_t(3 * i) % 7; });
+  if (HasFatalFailure()) return;
+  const Model& m = engine_->model();
+  const int64_t n_vocab = m.hparams().n_vocab;
+  const int B = c.batch;
+  std::vector<int32_t> tokens;
+  std::vector<BatchSegment> segs;
+  std::vector<float> want;
+  for (int i = 0; i < B; ++i) {
+    KvCache& kv = batched_[size_t(i)];
+    std::vector<float> one;
+    if (i % 3 == 2) {  // a prompt chunk of 3-6 more golden tokens
+      const size_t at = size_t(kv.used()), n = 3 + size_t(i) % 4;
+      ASSERT_LE(at + n, g_.input_ids.size());
+      const std::vector<int32_t> chunk(g_.input_ids.begin() + long(at),
+                                       g_.input_ids.begin() + long(at + n));
+      segs.push_back({&kv, kv.used(), int64_t(n)});
+      tokens.insert(tokens.end(), chunk.begin(), chunk.end());
+      ASSERT_TRUE(m.prefill(alone_[size_t(i)], chunk, scratch_alone_, &one).is_ok());
+    } else {
+      segs.push_back({&kv, kv.used(), 1});
+      tokens.push_back(next_[size_t(i)]);
+      ASSERT_TRUE(m.decode(alone_[size_t(i)], next_[size_t(i)], scratch_alone_, &one).is_ok());
+    }
+    want.insert(want.end(), one.end() - n_vocab, one.end());
+  }
+  std::vector<float> got;
+  ASSERT_TRUE(m.forward(tokens, segs, scratch_batch_, &got).is_ok());
+  ASSERT_EQ(got.size(), want.size());
+  const double err = test::max_row_relative_error(got, want, n_vocab);
+  std::printf("[ err ] %s/%s B=%d mixed step of %zu tokens: max row relative error %.3g\n",
+              c.dir.c_str(), c.file.c_str(), B, tokens.size(), err);
+  EXPECT_LE(err, batch_bound(c, int64_t(tokens.size())));
+}
+
+// B = 3 stays on the GEMV (at most 4 rows), 9 and 17 take the batched matmul on CUDA (17: its
+// fp16 form; q4_0 at 18: the same form for a dtype the int8 form also takes, as the mixed step
+// of 9 sequences does). Qwen3: the per-head q/k norms inside the batch's attention op.
 INSTANTIATE_TEST_SUITE_P(KjvQuantized, BatchDecodeGoldenTest,
                          testing::Values(BatchCase{"kjv-13m", "kjv-13m-q8_0.gguf", 3},
                                          BatchCase{"kjv-13m", "kjv-13m-q4_0.gguf", 9},
                                          BatchCase{"kjv-13m", "kjv-13m-q4_k_m.gguf", 17},
+                                         BatchCase{"kjv-13m", "kjv-13m-q4_0.gguf", 18},
                                          BatchCase{"qwen3-tiny", "", 5}),
                          batch_case_name);
 

@@ -280,5 +280,42 @@ TEST(CpuOps, ExpSumAccurateOverRange) {
   }
 }
 
+// The greedy pick against the plain loop it replaced: the first of equal maxima, NaN never picked,
+// 0 when nothing is above -inf; lengths around the lane width (tails), maxima in the lanes and in
+// the tail, ties across lanes (the smaller index must win whichever lane holds it). On x86 this
+// runs the clone the CPU picks; CI's qemu runs cover the others.
+TEST(CpuOps, ArgmaxIsTheFirstLargestIgnoringNan) {
+  const auto reference = [](const std::vector<float>& x) {
+    int32_t best = 0;
+    float best_v = -std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < x.size(); ++i)
+      if (x[i] > best_v) best_v = x[i], best = int32_t(i);
+    return best;
+  };
+  constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> coarse(-3, 3);  // few distinct values: many ties
+  std::normal_distribution<float> fine(0.0f, 2.0f);
+  for (int64_t n : {0, 1, 2, 15, 16, 17, 31, 33, 100, 255, 256, 257, 1000, 32000, 32011}) {
+    for (int trial = 0; trial < 40; ++trial) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (float& v : x) v = trial % 2 ? float(coarse(rng)) : fine(rng);
+      if (n > 0 && trial % 5 == 1) x[rng() % x.size()] = kNan;
+      if (n > 0 && trial % 5 == 2) x[rng() % x.size()] = kInf;
+      if (n > 3 && trial % 5 == 3) x[x.size() - 1 - rng() % 3] = 1e9f;  // in the tail
+      if (trial == 5)  // rising to the end: the last entry, in the tail for most n
+        for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+      if (trial == 4) std::fill(x.begin(), x.end(), kNan);
+      if (trial == 6) std::fill(x.begin(), x.end(), -kInf);
+      if (trial == 8 && n > 50) {  // the maximum twice, the later one in a lower lane and block
+        x[17] = 50.0f;
+        x[size_t(n / 16 * 16 - 16)] = 50.0f;
+      }
+      ASSERT_EQ(argmax(x.data(), n), reference(x)) << "n=" << n << " trial " << trial;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hearth::kernels

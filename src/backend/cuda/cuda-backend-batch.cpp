@@ -7,8 +7,8 @@
 namespace hearth::cuda_impl {
 
 void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
-  bool plain = opt_.fuse && batch_pass_ && !stepping() && !capturing() && !a.rope.partial &&
-               a.window == 0 && a.softcap == 0 && !a.sinks && a.segments.size() > 1 &&
+  bool plain = opt_.fuse && !stepping() && !capturing() && !a.rope.partial && a.window == 0 &&
+               a.softcap == 0 && !a.sinks && a.segments.size() > 1 &&
                cuda::attention_batch_supported(a.head_dim, a.n_heads, a.n_kv_heads);
   // One cache type for every segment's K and V (one model's caches; a -ctk/-ctv pair that
   // differs takes the per-segment path).
