@@ -35,11 +35,11 @@ void open_step_log(const std::string& path, SchedulerOptions* s) {
   s->on_step = [f](const StepRecord& r) {
     std::fprintf(f,
                  "{\"t\":%.6f,\"segments\":%d,\"tokens\":%lld,\"prompt_tokens\":%lld,"
-                 "\"sampled\":%lld,\"device_picks\":%lld,\"prepare_ms\":%.3f,\"forward_ms\":%.3f,"
-                 "\"step_ms\":%.3f}\n",
+                 "\"sampled\":%lld,\"device_picks\":%lld,\"passes\":%lld,\"prepare_ms\":%.3f,"
+                 "\"forward_ms\":%.3f,\"step_ms\":%.3f}\n",
                  r.start_seconds, r.segments, (long long)r.tokens, (long long)r.prompt_tokens,
-                 (long long)r.sampled, (long long)r.device_picks, r.prepare_ms, r.forward_ms,
-                 r.step_ms);
+                 (long long)r.sampled, (long long)r.device_picks, (long long)r.passes, r.prepare_ms,
+                 r.forward_ms, r.step_ms);
   };
 }
 

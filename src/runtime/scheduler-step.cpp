@@ -58,6 +58,11 @@ Scheduler::DevicePick Scheduler::device_pick(const Slot& slot) const {
 // Samples the next token of a slot from its logits row and hands its text to the job.
 // Without a row (device_pick slots), `picked` is the token the backend picked.
 void Scheduler::sample_and_emit(Slot& slot, const float* logits, int32_t picked) {
+  Finish finish;
+  if (!emit_token(slot, logits, picked, &finish)) finish_slot(slot, finish.reason, finish.error);
+}
+
+bool Scheduler::emit_token(Slot& slot, const float* logits, int32_t picked, Finish* finish) {
   const Tokenizer& tok = engine_->tokenizer();
   Job& job = *slot.job;
   const int32_t n_vocab = int32_t(engine_->model().hparams().n_vocab);
@@ -75,14 +80,20 @@ void Scheduler::sample_and_emit(Slot& slot, const float* logits, int32_t picked)
     job.push_text(text);
   }
   if (!more) {
-    const std::string& reason = slot.step->finish_reason();
-    return finish_slot(slot, reason, reason == "error" ? slot.step->error().message() : "");
+    finish->reason = slot.step->finish_reason();
+    if (finish->reason == "error") finish->error = slot.step->error().message();
+    return false;
   }
-  if (int64_t(slot.history.size()) >= options_.ctx_size) return finish_slot(slot, "length");
+  if (int64_t(slot.history.size()) >= options_.ctx_size) {
+    finish->reason = "length";
+    return false;
+  }
   slot.pending = id;
+  return true;
 }
 
 void Scheduler::step(StepRecord* record) {
+  if (step_single_stream(record)) return;
   Timer prepare_timer;
   const Model& model = engine_->model();
   std::vector<int32_t> tokens;

@@ -128,6 +128,7 @@ struct StepRecord {
   int64_t prompt_tokens = 0;
   int64_t sampled = 0;       // tokens picked (decode rows and finished prompts)
   int64_t device_picks = 0;  // of which picked where the logits are (only ids read back)
+  int64_t passes = 1;        // forward passes: > 1 for a single stream's chained steps
   double prepare_ms = 0;     // choosing the pass's tokens and giving them KV blocks
   double forward_ms = 0;     // the forward pass with its picks
   double step_ms = 0;        // the whole step: forward, host picks, streaming, block commits
@@ -244,6 +245,16 @@ class Scheduler {
   enum class DevicePick { kNone, kArgmax, kDraw };
   DevicePick device_pick(const Slot& slot) const;
   void sample_and_emit(Slot& slot, const float* logits, int32_t picked = -1);
+  // sample_and_emit's token and text without finishing the slot: false when it must finish
+  // (why in *finish), else the token is the slot's pending one.
+  struct Finish {
+    std::string reason, error;
+  };
+  bool emit_token(Slot& slot, const float* logits, int32_t picked, Finish* finish);
+  // One sequence alone decoding (nothing queued, no prompt to compute) on a backend that
+  // chains: its next tokens from Model::decode_chained, a few steps queued ahead of the host
+  // (scheduler-chain.cpp). False when the step is not that case (step() runs it).
+  bool step_single_stream(StepRecord* record);
   void count_prefix_reuse(int64_t same_slot, int64_t copied, int64_t cached = 0);
   // The KV pool (scheduler-kv.cpp). Blocks an admitted group needs for its prompts, and whether
   // they can be had now (free, or held by idle slots' cached prefixes).

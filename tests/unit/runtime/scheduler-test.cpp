@@ -10,6 +10,7 @@
 
 #include "runtime/scheduler.h"
 #include "runtime/session.h"
+#include "support/scheduler-jobs.h"
 #include "support/test-data.h"
 #include "tokenizer/tokenizer.h"
 
@@ -36,29 +37,10 @@ class SchedulerTest : public testing::Test {
 
   static std::shared_ptr<Job> job(const std::vector<int32_t>& prompt, int max_tokens,
                                   float temperature = 0, uint64_t seed = 0xFFFFFFFF) {
-    auto j = std::make_shared<Job>();
-    j->prompt = prompt;
-    j->generate.max_tokens = max_tokens;
-    j->generate.ignore_eos = true;
-    j->generate.sampling.temperature = temperature;
-    j->generate.sampling.seed = seed;
-    return j;
+    return test::scheduler_job(prompt, max_tokens, temperature, seed);
   }
+  static std::string finish(Job& j) { return test::finish_job(j); }
 
-  // Waits (bounded) for the job to finish; returns its text.
-  static std::string finish(Job& j) {
-    std::string text;
-    const auto deadline = std::chrono::steady_clock::now() + 120s;
-    while (!j.wait_text(50ms, &text))
-      if (std::chrono::steady_clock::now() > deadline) {
-        ADD_FAILURE() << "job did not finish in time";
-        j.cancel();
-        break;
-      }
-    return text;
-  }
-
-  // What `hearth run --temp 0` prints for the prompt: a fresh session, nothing cached.
   static std::vector<int32_t> cold_greedy(const std::vector<int32_t>& prompt, int max_tokens,
                                           int64_t ctx) {
     Session session(engine_, ctx);
