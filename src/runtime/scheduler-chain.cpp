@@ -69,6 +69,7 @@ bool Scheduler::step_single_stream(StepRecord* record) {
           finished = true;
           return false;
         }
+        notifier_.flush();  // each token's text now: a chain is many steps long
         return !job->cancelled() && !arrivals();
       });
   const double seconds = timer.elapsed_ms() / 1000.0;
