@@ -73,6 +73,7 @@ bool Scheduler::step_single_stream(StepRecord* record) {
         return !job->cancelled() && !arrivals();
       });
   const double seconds = timer.elapsed_ms() / 1000.0;
+  if (run.is_ok() && emitted == 0) return false;  // nothing ran: a plain step instead
   record->segments = 1;
   record->tokens = record->sampled = record->device_picks = record->passes = emitted;
   record->forward_ms = seconds * 1000.0;

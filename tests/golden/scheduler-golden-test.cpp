@@ -47,7 +47,9 @@ class SchedulerGoldenTest : public testing::Test {
     std::vector<int32_t> out;
     for (int i = 0; i < n; ++i) {
       out.push_back(greedy_argmax(logits.data(), m.hparams().n_vocab));
-      if (i + 1 < n) EXPECT_TRUE(m.decode(kv.value(), out.back(), scratch, &logits).is_ok());
+      if (i + 1 < n) {
+        EXPECT_TRUE(m.decode(kv.value(), out.back(), scratch, &logits).is_ok());
+      }
     }
     return out;
   }
@@ -61,7 +63,9 @@ class SchedulerGoldenTest : public testing::Test {
   }
   // On a GPU that chains, a stream alone must have run chained steps.
   void expect_chained_on_gpu() const {
-    if (golden_gpu_layers() != 0) EXPECT_GT(max_passes_, 1) << "no chained steps ran";
+    if (golden_gpu_layers() != 0) {
+      EXPECT_GT(max_passes_, 1) << "no chained steps ran";
+    }
   }
 
   static inline std::shared_ptr<Engine> engine_;
