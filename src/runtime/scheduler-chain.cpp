@@ -81,10 +81,7 @@ bool Scheduler::step_single_stream(StepRecord* record) {
     std::lock_guard<std::mutex> lock(mu_);
     totals_.steps += emitted;
     totals_.forward_seconds += seconds;
-    const auto now = std::chrono::steady_clock::now();
-    recent_.emplace_back(now, emitted);
-    while (!recent_.empty() && now - recent_.front().first > std::chrono::seconds(10))
-      recent_.pop_front();
+    add_recent_locked(emitted);
   }
   if (!run.is_ok()) {  // the cache is in an unknown state: forget it and fail the job
     forget_cache(s);

@@ -55,6 +55,13 @@ Scheduler::DevicePick Scheduler::device_pick(const Slot& slot) const {
                                                                : DevicePick::kNone;
 }
 
+void Scheduler::add_recent_locked(int64_t tokens) {
+  const auto now = Clock::now();
+  recent_.emplace_back(now, tokens);
+  while (!recent_.empty() && now - recent_.front().first > std::chrono::seconds(10))
+    recent_.pop_front();
+}
+
 // Samples the next token of a slot from its logits row and hands its text to the job.
 // Without a row (device_pick slots), `picked` is the token the backend picked.
 void Scheduler::sample_and_emit(Slot& slot, const float* logits, int32_t picked) {
@@ -211,10 +218,7 @@ void Scheduler::step(StepRecord* record) {
     totals_.forward_seconds += seconds;
     totals_.prompt_evaluated += prompt_evaluated;
     totals_.generated_tokens += sampled;
-    const auto now = Clock::now();
-    recent_.emplace_back(now, sampled);
-    while (!recent_.empty() && now - recent_.front().first > std::chrono::seconds(10))
-      recent_.pop_front();
+    add_recent_locked(sampled);
   }
   const int64_t n_vocab = model.hparams().n_vocab;
   size_t t = 0;

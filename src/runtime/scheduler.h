@@ -255,6 +255,8 @@ class Scheduler {
   // chains: its next tokens from Model::decode_chained, a few steps queued ahead of the host
   // (scheduler-chain.cpp). False when the step is not that case (step() runs it).
   bool step_single_stream(StepRecord* record);
+  // Adds a step's generated tokens to the 10-second window behind gen_tok_s_10s (mu_ held).
+  void add_recent_locked(int64_t tokens);
   void count_prefix_reuse(int64_t same_slot, int64_t copied, int64_t cached = 0);
   // The KV pool (scheduler-kv.cpp). Blocks an admitted group needs for its prompts, and whether
   // they can be had now (free, or held by idle slots' cached prefixes).

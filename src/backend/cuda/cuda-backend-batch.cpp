@@ -1,7 +1,8 @@
-// The CUDA backend's decode step of many sequences (Phase::kDecodeBatch): rope_append_attend_batch
-// runs every segment's RoPE and K/V append as one launch and their attention as one (plus its
-// combine), from per-segment descriptors (cache rows, position) staged to device memory once per
-// layer. The batched matmuls are cuda-backend-ops.cpp's (launch_gemvs).
+// The CUDA backend's decode rows of many sequences (a Phase::kDecodeBatch step, or the decode
+// rows of a prefill pass that also carries prompt chunks): rope_append_attend_batch runs every
+// segment's RoPE and K/V append as one launch and their attention as one (plus its combine), from
+// per-segment descriptors (cache rows, position) staged to device memory once per layer. The
+// batched matmuls are cuda-backend-ops.cpp's (launch_gemvs).
 #include "backend/cuda/cuda-backend-impl.h"
 
 namespace hearth::cuda_impl {
