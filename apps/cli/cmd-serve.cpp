@@ -24,6 +24,7 @@ struct ServeArgs {
   size_t max_body_kib = 8192;
   int64_t step_prompt_tokens = -1;  // -1: by where the layers run (serve_step_prompt_tokens)
   std::string step_log;             // --step-log: a JSON line per batched step
+  bool no_warmup = false;
 };
 
 // --step-log FILE: each batched step as a JSON line, written as it ends (line-buffered, so a
@@ -43,6 +44,11 @@ void open_step_log(const std::string& path, SchedulerOptions* s) {
   };
 }
 
+bool layers_end_on_gpu(const Engine& engine) {
+  const auto backends = engine.model().layer_backends();
+  return !backends.empty() && backends.back()->name() != "cpu";
+}
+
 // --step-prompt-tokens' default. On the CPU a prompt chunk's compute is what running streams
 // wait for: 128 keeps their inter-token gap short. On a GPU a 512-token chunk costs a few
 // decode steps and a burst of requests is admitted 4x sooner (H200, 7B Q4_0, 32 clients of
@@ -50,9 +56,15 @@ void open_step_log(const std::string& path, SchedulerOptions* s) {
 // inter-token p99 49 against 35 ms).
 int64_t serve_step_prompt_tokens(const ServeArgs& a, const Engine& engine) {
   if (a.step_prompt_tokens >= 0) return a.step_prompt_tokens;
-  const auto backends = engine.model().layer_backends();
-  const bool gpu = !backends.empty() && backends.back()->name() != "cpu";
-  return gpu ? 512 : 128;
+  return layers_end_on_gpu(engine) ? 512 : 128;
+}
+
+// The warm-up pass before the first request (SchedulerOptions::warm_up_tokens): on a GPU, a step
+// as large as the server runs; the CPU has no first-pass setup worth a prefill at start.
+int64_t serve_warm_up_tokens(const ServeArgs& a, const Engine& engine) {
+  if (a.no_warmup || !layers_end_on_gpu(engine)) return 0;
+  return a.opt.scheduler.step_prompt_tokens > 0 ? a.opt.scheduler.step_prompt_tokens
+                                                : a.opt.scheduler.batch_tokens;
 }
 
 // The chat template: --chat-template-file, --template-name, the model's own, or a built-in
@@ -100,6 +112,7 @@ void serve(ServeArgs& a) {
   a.opt.scheduler.ctx_size = context_size(a.rt, *engine);
   a.opt.scheduler.kv_types = kv_cache_types(a.rt);
   a.opt.scheduler.step_prompt_tokens = serve_step_prompt_tokens(a, *engine);
+  a.opt.scheduler.warm_up_tokens = serve_warm_up_tokens(a, *engine);
   if (!a.step_log.empty()) open_step_log(a.step_log, &a.opt.scheduler);
   a.opt.api.model_id = a.alias.empty() ? engine->name() : a.alias;
   a.opt.api.defaults = a.sampling;
@@ -175,6 +188,9 @@ void setup(CLI::App& root) {
                   "for a chunk, not the whole prompt (default 128 with the layers on the CPU, "
                   "512 on a GPU; 0 = --batch-tokens)")
       ->check(CLI::Range(0, 512));
+  cmd->add_flag("--no-warmup", a->no_warmup,
+                "GPU: skip the pass run at start (a step as large as the server runs) that takes "
+                "the device's first-pass setup off the first requests");
   cmd->add_option("--step-log", a->step_log,
                   "write each batched step (tokens, prompt tokens, forward and step ms) to FILE "
                   "as a JSON line");

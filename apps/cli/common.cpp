@@ -83,6 +83,10 @@ void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
                   "GPU, greedy decoding: steps queued ahead of the host with the argmax on the "
                   "device; 0 = off (default 3)")
       ->check(CLI::Range(0, CudaOptions::kMaxGreedyChainDepth));
+  cmd->add_flag_callback(
+      "--no-cuda-kv-map-ahead", [a] { a->cuda.kv_map_ahead = false; },
+      "GPU: map a KV cache's device memory only as its rows are used (by default each new "
+      "cache's first block is mapped ahead by a background thread)");
   cmd->add_flag("--cuda-profile", a->cuda.profile,
                 "GPU: print where decode steps' and prefill passes' time goes, per op family, "
                 "to stderr (slower)");

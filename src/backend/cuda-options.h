@@ -25,6 +25,10 @@ struct CudaOptions {
   // (cuda-weight-upload.h); 0: min(8, hardware threads), which keeps a PCIe 5 link busy.
   int upload_threads = 0;
   static constexpr int kMaxUploadThreads = 64;
+  // Each new KV cache's first block of device memory mapped by a background thread as the cache
+  // is made (backend/cuda/cuda-kv-memory.h), within the parked-memory limit: a server's first
+  // requests then make no driver calls on the step's path (false: mapped as rows are used).
+  bool kv_map_ahead = true;
 
   // A/B switches, each off = the plain form of one fusion:
   bool fuse = true;             // decode launches fused (false: every op its own launch)

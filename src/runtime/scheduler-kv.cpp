@@ -155,6 +155,37 @@ bool Scheduler::make_spare() {
   return true;
 }
 
+Status Scheduler::warm_up() {
+  const int64_t others = int64_t(slots_.size()) - 1;
+  const int64_t chunk =
+      std::min({options_.warm_up_tokens, options_.batch_tokens - others, options_.ctx_size - 1});
+  if (chunk < 1) return Status::ok();
+  const Model& model = engine_->model();
+  std::vector<int32_t> tokens;
+  std::vector<BatchSegment> segs;
+  bool room = true;
+  for (size_t i = 0; i < slots_.size() && room; ++i) {
+    const int64_t n = i == 0 ? chunk : 1;
+    // A pool too small for the pass: no warm-up (requests size what they use, as before).
+    room = slots_[i]->kv.ensure(n + 1).is_ok();
+    segs.push_back({&slots_[i]->kv, 0, n, false});
+    tokens.insert(tokens.end(), size_t(n), 0);
+  }
+  const std::vector<uint8_t> device_picks(segs.size(), 0);
+  Status st;
+  if (room) st = model.forward_picks(tokens, segs, scratch_, device_picks, {}, &logits_, &picked_);
+  if (room && st.is_ok()) {  // then every slot decodes its next token
+    tokens.assign(segs.size(), 0);
+    for (auto& s : segs) s.pos0 += s.n_tokens, s.n_tokens = 1;
+    st = model.forward_picks(tokens, segs, scratch_, device_picks, {}, &logits_, &picked_);
+  }
+  for (auto& slot : slots_) {
+    slot->kv.set_used(0);
+    slot->kv.release_unused();
+  }
+  return st;
+}
+
 Scheduler::CachedPrefix* Scheduler::best_cached_prefix(const std::vector<int32_t>& feed,
                                                        size_t limit, size_t* len) {
   CachedPrefix* best = nullptr;

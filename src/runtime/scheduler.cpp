@@ -119,6 +119,7 @@ Status Scheduler::start() {
   // Spares for stashing, made now: not as requests are placed, nor while idle (see make_spare).
   while (make_spare()) {
   }
+  HEARTH_TRY(warm_up());
   // Embeddings run in their own cache, outside the slots' pool (they cannot be preempted), and
   // commit only what their inputs use.
   embed_ = std::make_unique<EmbedState>();

@@ -148,6 +148,12 @@ struct SchedulerOptions {
   // sequence's next token, so those streams pause for a chunk's compute, not the whole prompt's.
   // A step with no decoding sequence takes up to batch_tokens. 0: batch_tokens always.
   int64_t step_prompt_tokens = 128;
+  // A pass run by start() before any request, shaped like the largest step the server runs (a
+  // prompt chunk of up to this many tokens among one-token rows of every other slot, then every
+  // slot decoding): a GPU's first pass of a shape sizes its scratch buffers (each growth waits
+  // for the device), loads kernels and sets up cuBLAS, 30-130 ms a step that the first requests
+  // paid. 0: none (--no-warmup).
+  int64_t warm_up_tokens = 0;
   // Called on the scheduler thread after each batched step (keep it short: the next step waits).
   std::function<void(const StepRecord&)> on_step;
 };
@@ -298,6 +304,8 @@ class Scheduler {
   // used to wait for, and a request arriving while one is made idle waited too (H200: 16 ->
   // 34 ms to the first token).
   bool make_spare();
+  // SchedulerOptions::warm_up_tokens: the passes, on the slots' caches, emptied afterwards.
+  Status warm_up();
 
   std::shared_ptr<const Engine> engine_;
   SchedulerOptions options_;

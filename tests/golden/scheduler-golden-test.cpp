@@ -1,7 +1,8 @@
 // The scheduler on the golden model, on the CPU or (golden_test --gpu-layers=all) the GPU, where
 // a stream alone runs chained steps (scheduler-chain.cpp): its answer against the plain loop of
 // decode + host argmax on a fresh cache, when a second request joins mid-stream (the chain stops
-// and the next steps batch both), and when a stop string ends it inside a chain.
+// and the next steps batch both), and when a stop string ends it inside a chain; and a scheduler
+// that ran its warm-up pass first.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -110,6 +111,34 @@ TEST_F(SchedulerGoldenTest, AStopStringEndsAStreamAloneWhereThePlainLoopWould) {
   EXPECT_EQ(j->finish_reason(), "stop");
   EXPECT_EQ(text, cold_text.substr(0, cold_text.find(stop)));
   expect_chained_on_gpu();
+}
+
+// The warm-up pass (SchedulerOptions::warm_up_tokens) runs on the slots' caches before any
+// request: afterwards the pool holds no block and nothing of it leaks into later answers.
+TEST_F(SchedulerGoldenTest, AWarmedUpSchedulerHoldsNoBlocksAndAnswersAsThePlainLoop) {
+  SchedulerOptions o = options();
+  o.parallel = 3;
+  o.warm_up_tokens = 96;
+  // Room for every slot's rows at once: on a GPU a block of this small model is thousands of
+  // positions (a 2 MiB granule of its rows), and a pool of 3 x 512 positions holds one.
+  o.kv_pool_tokens = 3 * 8192;
+  Scheduler sched(engine_, o);
+  ASSERT_TRUE(sched.start().is_ok());
+  EXPECT_EQ(sched.stats().kv_blocks_used, 0);
+  EXPECT_EQ(sched.stats().steps, 0);  // the warm-up is no request's step
+  const auto pa = prompt("In the beginning God created the heaven and the earth.");
+  const auto pb = prompt("And the LORD spake unto Moses, saying,");
+  // One after the other: each alone, as the plain loop runs (two streams batched may round a
+  // near tie the other way on the CPU, warm-up or not).
+  auto a = test::scheduler_job(pa, 60);
+  ASSERT_EQ(sched.submit(a), Scheduler::Submit::kOk);
+  test::finish_job(*a);
+  auto b = test::scheduler_job(pb, 60);
+  ASSERT_EQ(sched.submit(b), Scheduler::Submit::kOk);
+  test::finish_job(*b);
+  sched.stop();
+  EXPECT_EQ(a->output_tokens(), plain_loop(pa, 60));
+  EXPECT_EQ(b->output_tokens(), plain_loop(pb, 60));
 }
 
 }  // namespace

@@ -145,23 +145,28 @@ void CudaBackend::launch_rope_rows_kv(const AttentionBlock& a, const KvSegment& 
                                       const float* freq, int style) {
   const int m = prof("rope+kv store");
   const int64_t T = a.n_tokens;
-  // Every layer of a pass rotates by the same positions: one angle table per pass.
-  const bool same_pos = int64_t(angles_pos_.size()) == T &&
-                        std::equal(a.host_pos, a.host_pos + T, angles_pos_.begin());
-  if (!same_pos || freq != angles_freq_ || a.head_dim != angles_hd_ ||
-      freqs_version_ != angles_version_) {
-    angles_pos_.clear();
+  const AngleTable* table = nullptr;
+  for (const AngleTable& t : angle_tables_)
+    if (int64_t(t.pos.size()) == T && t.freq == freq && t.head_dim == a.head_dim &&
+        t.version == freqs_version_ && std::equal(a.host_pos, a.host_pos + T, t.pos.begin()))
+      table = &t;
+  if (!table) {
+    AngleTable& t = angle_tables_[next_angle_table_];
+    next_angle_table_ = (next_angle_table_ + 1) % kAngleTables;
+    t.pos.clear();
     const auto* dev_pos = static_cast<const int32_t*>(stage_small(a.host_pos, size_t(T) * 4));
-    if (!dev_pos || !ensure(angles_, cuda::rope_angles_bytes(T, a.head_dim), "rope angles") ||
-        !check(cuda::launch_rope_angles(angles_.as<float>(), T, a.head_dim, dev_pos, freq, stream_),
+    // (Sized for a whole pass at once: a table grown later waits for the device.)
+    const size_t bytes = cuda::rope_angles_bytes(std::max<int64_t>(T, 512), a.head_dim);
+    if (!dev_pos || !ensure(t.cs, bytes, "rope angles") ||
+        !check(cuda::launch_rope_angles(t.cs.as<float>(), T, a.head_dim, dev_pos, freq, stream_),
                "rope angles"))
       return unprof(m);
-    angles_pos_.assign(a.host_pos, a.host_pos + T);
-    angles_freq_ = freq, angles_hd_ = a.head_dim;
-    angles_version_ = freqs_version_;
+    t.pos.assign(a.host_pos, a.host_pos + T);
+    t.freq = freq, t.head_dim = a.head_dim, t.version = freqs_version_;
+    table = &t;
   }
   check(cuda::launch_rope_rows_kv(a.q, a.n_heads, a.k, a.n_kv_heads, a.head_dim, T,
-                                  angles_.as<float>(), style, s.k_cache, s.v_cache, a.v, s.pos0,
+                                  table->cs.as<float>(), style, s.k_cache, s.v_cache, a.v, s.pos0,
                                   stream_, cuda::AttnKv{s.k_type, s.v_type}),
         "rope+kv");
   unprof(m);

@@ -76,7 +76,7 @@ class CudaBackend final : public Backend {
     cudaFree(moe_step_buf_.ptr);
     cudaFree(moe_pass_buf_.ptr);
     moe_tables_.clear();
-    cudaFree(angles_.ptr);
+    for (auto& t : angle_tables_) cudaFree(t.cs.ptr);
     cudaFree(partials_.ptr);
     cudaFree(xq_buf_.ptr);
     cudaFree(batch_ws_.ptr);
@@ -471,13 +471,21 @@ class CudaBackend final : public Backend {
   // The form the last GEMM's x took (kNone: none yet or no cache), and producers' split slots.
   cuda::PrefillX::Kind last_gemm_kind_ = cuda::PrefillX::kNone;
   cuda::XSplitOut split_slots_;
-  // The rope angle table of the last prefill rope_append_attend (cuda::launch_rope_angles):
-  // every layer of a pass rotates by the same positions.
-  std::vector<int32_t> angles_pos_;
-  DeviceScratch angles_;  // f32
-  const float* angles_freq_ = nullptr;
-  int64_t angles_hd_ = 0;
-  uint64_t freqs_version_ = 0, angles_version_ = 0;
+  // Rope angle tables of prefill rope_append_attend (cuda::launch_rope_angles): every layer of
+  // a pass rotates by the same positions, so each of the pass's prompt chunks (a served step
+  // carries several) computes its table once, in the first layer. Reused by content; the
+  // oldest table makes room.
+  struct AngleTable {
+    std::vector<int32_t> pos;
+    DeviceScratch cs;  // f32
+    const float* freq = nullptr;
+    int64_t head_dim = 0;
+    uint64_t version = 0;
+  };
+  static constexpr int kAngleTables = 8;
+  AngleTable angle_tables_[kAngleTables];
+  int next_angle_table_ = 0;
+  uint64_t freqs_version_ = 0;
   std::vector<float*> vectors_;
   bool int8_model_ = false;  // some weight uses the int8 GEMV: producers quantize their outputs
   std::unique_ptr<CudaProfiler> profiler_;

@@ -25,7 +25,7 @@ Status CudaBackend::init() {
   check(cudaMalloc(reinterpret_cast<void**>(&step_dev_), sizeof(StepValues)), "step");
   check(cudaEventCreateWithFlags(&step_copied_, cudaEventDisableTiming), "event");
   if (opt_.profile) profiler_ = std::make_unique<CudaProfiler>(opt_.graphs);
-  kv_memory_ = std::make_unique<CudaKvMemory>(device_);
+  kv_memory_ = std::make_unique<CudaKvMemory>(device_, 0, opt_.kv_map_ahead);
   return error_;
 }
 
@@ -99,7 +99,15 @@ bool CudaBackend::ensure(DeviceScratch& buf, size_t need, const char* what) {
   check(cudaStreamSynchronize(stream_), what);
   drop_graph(true);  // a recorded step may use the old buffer
   cudaFree(buf.ptr);
+  // At least half again the old size: a server's passes grow (more sequences, deeper caches)
+  // and each growth waits for the device, so growths stay a handful, not one per new size.
+  const size_t grown = std::max(need, buf.bytes + buf.bytes / 2);
   buf = {};
+  if (cudaMalloc(&buf.ptr, grown) == cudaSuccess) {
+    buf.bytes = grown;
+    return true;
+  }
+  cudaGetLastError();  // not an error yet: the exact size may still fit
   if (!check(cudaMalloc(&buf.ptr, need), what)) return false;
   buf.bytes = need;
   return true;

@@ -38,7 +38,7 @@ bool entry_point(const char* symbol, Fn* fn) {
 
 }  // namespace
 
-CudaKvMemory::CudaKvMemory(int device, uint64_t parked_limit)
+CudaKvMemory::CudaKvMemory(int device, uint64_t parked_limit, bool map_ahead)
     : device_(device), api_(std::make_unique<Api>()), parked_limit_(parked_limit) {
   Api& a = *api_;
   const bool found =
@@ -57,11 +57,23 @@ CudaKvMemory::CudaKvMemory(int device, uint64_t parked_limit)
   if (parked_limit_ == 0) {
     size_t free_bytes = 0, total_bytes = 0;
     cudaSetDevice(device_);
-    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) parked_limit_ = total_bytes / 16;
+    // An eighth: a server's first requests find their first blocks mapped ahead (a 7B's
+    // 128 caches of `--parallel 64` hold 16 GiB of them); parked memory is what a commit that
+    // finds the device full takes first, so the limit bounds a reserve, not a loss.
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) parked_limit_ = total_bytes / 8;
   }
+  if (map_ahead) ahead_thread_ = std::thread([this] { map_ahead_loop(); });
 }
 
 CudaKvMemory::~CudaKvMemory() {
+  if (ahead_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ahead_stop_ = true;
+    }
+    ahead_cv_.notify_all();
+    ahead_thread_.join();
+  }
   if (!available()) return;
   cudaSetDevice(device_);
   cudaDeviceSynchronize();
@@ -78,7 +90,77 @@ void* CudaKvMemory::reserve(uint64_t bytes) {
   r.bytes = size;
   r.handles.assign(size_t(size / granularity_), 0);
   r.parked.assign(size_t(size / granularity_), 0);
+  if (ahead_thread_.joinable()) {
+    ahead_queue_.push_back(uintptr_t(p));
+    ahead_cv_.notify_all();
+  }
   return reinterpret_cast<void*>(p);
+}
+
+void CudaKvMemory::map_ahead_loop() {
+  cudaSetDevice(device_);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    ahead_cv_.wait(lock, [&] { return ahead_stop_ || !ahead_queue_.empty(); });
+    if (ahead_stop_) return;
+    const uintptr_t base = ahead_queue_.front();
+    ahead_queue_.pop_front();
+    ahead_busy_ = true;
+    if (!map_ahead_one(lock, base)) ahead_queue_.clear();  // no room: the rest map on use
+    ahead_busy_ = false;
+    ahead_cv_.notify_all();
+    // A commit waiting on the lock goes first: at most one granule's calls stand before it.
+    lock.unlock();
+    std::this_thread::yield();
+    lock.lock();
+  }
+}
+
+bool CudaKvMemory::map_ahead_one(std::unique_lock<std::mutex>& lock, uintptr_t base) {
+  auto mapped_or_gone = [&] {
+    auto it = ranges_.find(base);
+    return it == ranges_.end() || it->second.handles.empty() || it->second.handles[0] != 0;
+  };
+  if (mapped_or_gone()) return true;
+  if ((parked_count_ + 1) * granularity_ > parked_limit_) return false;
+  unsigned long long h = 0;
+  if (!free_.empty()) {
+    h = free_.back();
+    free_.pop_back();
+  } else {
+    // cuMemCreate outside the lock: commits go on meanwhile. Never a parked granule's handle:
+    // mapping ahead only uses memory the device has free.
+    lock.unlock();
+    CUmemGenericAllocationHandle created = 0;
+    const bool ok = api_->create(&created, granularity_, &api_->prop, 0) == CUDA_SUCCESS;
+    lock.lock();
+    if (!ok) return false;
+    h = created;
+    if (mapped_or_gone()) return free_.push_back(h), true;
+  }
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  if (api_->map(CUdeviceptr(base), granularity_, 0, CUmemGenericAllocationHandle(h), 0) !=
+      CUDA_SUCCESS)
+    return free_.push_back(h), false;
+  if (api_->set_access(CUdeviceptr(base), granularity_, &access, 1) != CUDA_SUCCESS) {
+    api_->unmap(CUdeviceptr(base), granularity_);
+    return free_.push_back(h), false;
+  }
+  Range& r = ranges_[base];
+  r.handles[0] = h;
+  r.parked[0] = 1;
+  ++mapped_;
+  ++parked_count_;
+  parked_order_.emplace_back(base, 0);
+  return true;
+}
+
+void CudaKvMemory::wait_mapped_ahead() {
+  std::unique_lock<std::mutex> lock(mu_);
+  ahead_cv_.wait(lock, [&] { return ahead_queue_.empty() && !ahead_busy_; });
 }
 
 bool CudaKvMemory::commit(void* base, uint64_t offset, uint64_t bytes) {

@@ -10,14 +10,19 @@
 // that grows into the same rows again gets them back with no driver call. Parked granules are
 // the first taken when a commit elsewhere needs memory. Unmapped granules go to a free list
 // (cuMemCreate is slow too) up to kFreeListBytes; beyond that they are released to the device.
+// Mapping ahead (an option): a fresh reservation's first granule is mapped by a background
+// thread and parked, within the parked limit, so a new cache's first commit (a served request's
+// first block: 64 granules, ~3 ms on an H200 for a 7B) makes no driver call on the step's path.
 // Internal to src/backend/cuda; the CudaBackend owns one. Thread-safe.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace hearth::cuda_impl {
@@ -28,8 +33,9 @@ class CudaKvMemory {
 
   // Finds the entry points and the device's granularity; available() is false when the driver
   // or device lacks the API (the backend then allocates caches whole).
-  // parked_limit: bytes of decommitted granules kept mapped (0: device memory / 16).
-  explicit CudaKvMemory(int device, uint64_t parked_limit = 0);
+  // parked_limit: bytes of decommitted granules kept mapped (0: device memory / 8).
+  // map_ahead: each new reservation's first granule mapped (parked) by a background thread.
+  explicit CudaKvMemory(int device, uint64_t parked_limit = 0, bool map_ahead = false);
   ~CudaKvMemory();
   CudaKvMemory(const CudaKvMemory&) = delete;
 
@@ -45,6 +51,8 @@ class CudaKvMemory {
   uint64_t mapped_granules() const { return mapped_; }
   uint64_t parked_granules() const { return parked_count_; }
   uint64_t free_granules() const { return free_.size(); }
+  // Waits until the reservations made so far have been mapped ahead (tests).
+  void wait_mapped_ahead();
 
  private:
   struct Api;
@@ -59,6 +67,11 @@ class CudaKvMemory {
   unsigned long long take_handle();
   bool unmap_oldest_parked();  // false when nothing is parked
   void trim_parked();          // unmaps the oldest parked granules beyond the limit
+  void map_ahead_loop();
+  // Maps granule 0 of the range at base and parks it (lock held on entry and return; let go
+  // around cuMemCreate); false when no more should be mapped ahead (the parked limit reached,
+  // or the device out of memory).
+  bool map_ahead_one(std::unique_lock<std::mutex>& lock, uintptr_t base);
   int device_;
   uint64_t granularity_ = 0;
   std::mutex mu_;  // sessions on several threads may share the backend
@@ -71,6 +84,13 @@ class CudaKvMemory {
   // Parked granules oldest first as (range base, granule index); an entry whose granule has
   // since been committed again (or unmapped) is stale and skipped.
   std::deque<std::pair<uintptr_t, uint64_t>> parked_order_;
+  // Mapping ahead: reservations waiting for it (by base; one gone or remade since is checked
+  // under mu_), the thread, and its wake-ups.
+  std::deque<uintptr_t> ahead_queue_;
+  std::condition_variable ahead_cv_;
+  bool ahead_stop_ = false;
+  bool ahead_busy_ = false;
+  std::thread ahead_thread_;
 };
 
 }  // namespace hearth::cuda_impl

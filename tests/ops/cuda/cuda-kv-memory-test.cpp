@@ -97,6 +97,37 @@ TEST_F(CudaKvMemoryTest, DecommittedGranulesParkUpToTheLimit) {
   EXPECT_EQ(mem.mapped_granules(), 0u);
 }
 
+// Mapping ahead: each new reservation's first granule is mapped and parked by the background
+// thread, within the parked limit; a commit takes it with no new mapping, and the rows hold what
+// is written.
+TEST_F(CudaKvMemoryTest, MapAheadParksEachReservationsFirstGranuleWithinTheLimit) {
+  const uint64_t g = backend_->commit_granularity();
+  ASSERT_GT(g, 0u);
+  cuda_impl::CudaKvMemory mem(0, 3 * g, /*map_ahead=*/true);
+  std::vector<void*> ranges;
+  for (int i = 0; i < 5; ++i) ranges.push_back(mem.reserve(2 * g));
+  mem.wait_mapped_ahead();
+  EXPECT_EQ(mem.parked_granules(), 3u);  // the limit: the last two map on use
+  EXPECT_EQ(mem.mapped_granules(), 3u);
+  ASSERT_TRUE(mem.commit(ranges[0], 0, 2 * g));
+  EXPECT_EQ(mem.parked_granules(), 2u);
+  EXPECT_EQ(mem.mapped_granules(), 4u);  // granule 1 newly mapped, granule 0 taken as it was
+  float* f = static_cast<float*>(ranges[0]);
+  const std::vector<float> a = pattern(int64_t(g / 2), 3.0f);  // both granules
+  backend_->upload(f, a.data(), int64_t(a.size()));
+  EXPECT_EQ(get(f, int64_t(a.size())), a);
+  // Room again (a parked granule taken): the next reservation is mapped ahead.
+  void* later = mem.reserve(g);
+  mem.wait_mapped_ahead();
+  EXPECT_EQ(mem.parked_granules(), 3u);
+  ASSERT_TRUE(mem.commit(ranges[4], 0, g));  // not mapped ahead: mapped now
+  EXPECT_EQ(mem.mapped_granules(), 6u);
+  for (void* r : ranges) mem.unreserve(r);
+  mem.unreserve(later);
+  EXPECT_EQ(mem.mapped_granules(), 0u);
+  EXPECT_TRUE(backend_->status().is_ok()) << backend_->status().message();
+}
+
 TEST_F(CudaKvMemoryTest, AReservationCostsNoDeviceMemoryUntilCommitted) {
   const uint64_t g = backend_->commit_granularity();
   ASSERT_GT(g, 0u);
