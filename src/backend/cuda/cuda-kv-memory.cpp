@@ -62,7 +62,7 @@ CudaKvMemory::CudaKvMemory(int device, uint64_t parked_limit, bool map_ahead)
     // finds the device full takes first, so the limit bounds a reserve, not a loss.
     if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) parked_limit_ = total_bytes / 8;
   }
-  if (map_ahead) ahead_thread_ = std::thread([this] { map_ahead_loop(); });
+  if (map_ahead && available()) ahead_thread_ = std::thread([this] { map_ahead_loop(); });
 }
 
 CudaKvMemory::~CudaKvMemory() {
