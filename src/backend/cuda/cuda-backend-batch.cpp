@@ -1,6 +1,7 @@
 // The CUDA backend's decode rows of many sequences (a Phase::kDecodeBatch step, or the decode
 // rows of a prefill pass that also carries prompt chunks): rope_append_attend_batch runs every
-// segment's RoPE and K/V append as one launch and their attention as one (plus its combine), from
+// segment's RoPE and K/V append as one launch and their attention as one (plus its combine,
+// which in a decode step also writes the O projection's fp16 x), from
 // per-segment descriptors (cache rows, position) staged to device memory once per layer. The
 // batched matmuls are cuda-backend-ops.cpp's (launch_gemvs).
 #include "backend/cuda/cuda-backend-impl.h"
@@ -40,11 +41,20 @@ void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
             "rope+kv (decode batch)");
   unprof(m);
   if (!ok) return;
+  // The output feeds the O projection: in a decode step whose matmuls take the fp16 batched
+  // form, the combine also writes that form (no conversion launch before the O projection).
+  const int64_t width = a.n_heads * a.head_dim;
+  void* xh = nullptr;
+  if (batch_pass_ && n == pass_tokens_ && half_output(n, width) &&
+      ensure(batch_xh_, cuda::batch_x_half_bytes(n, width), "batch fp16 activations"))
+    xh = batch_xh_.ptr;
   m = prof("attention");
-  check(
-      cuda::launch_attention_batch(a.q, a.out, dev_segs, n, max_ctx, a.n_heads, a.n_kv_heads,
-                                   a.head_dim, type, a.scale, batch_partials_.as<float>(), stream_),
-      "attention (decode batch)");
+  if (check(cuda::launch_attention_batch(a.q, a.out, dev_segs, n, max_ctx, a.n_heads, a.n_kv_heads,
+                                         a.head_dim, type, a.scale, batch_partials_.as<float>(),
+                                         stream_, xh),
+            "attention (decode batch)") &&
+      xh)
+    hand_off_xh(a.out, n, width);
   unprof(m);
 }
 

@@ -3,9 +3,11 @@
 // attention of each segment's one query over its own rows 0..pos (one launch, split-K over
 // kChunk-position chunks, and one combine launch). Segments may have any lengths; the grid
 // covers the longest and chunks past a segment's end exit at once.
-// Cache rows hold any of the cache element types (kv-rows.cuh): f32 ones take their k and v in
-// the RoPE launch, the others from a warp-collective store launch (q8_0 quantizes a 32-element
-// block per warp); attention reads them in place (KvRaw).
+// Cache rows hold any of the cache element types (kv-rows.cuh): f32, f16 and bf16 ones take their
+// k and v in the RoPE launch, q8_0 ones from a warp-collective store launch (a 32-element block
+// per warp); attention reads them in place (KvRaw).
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -40,16 +42,18 @@ __device__ __forceinline__ void load_cache_row(const uint8_t* rows, int64_t e0, 
   for (int i = 0; i < EPT; ++i) v[i].load(rows, e0, i, lane, DType::F32);
 }
 
-// One thread per rotated pair (q heads then k heads, every segment) and, for f32 caches
-// (store_f32), per v element; other caches get k and v from store_kv_batch_kernel.
+// One thread per rotated pair (q heads then k heads, every segment) and, for the plain cache
+// types (F32, F16, BF16: `store`), per v element, k and v stored to row pos of each segment's
+// cache in kv_store_plain's rounding; q8_0 caches get k and v from store_kv_batch_kernel (its
+// blocks' scales need a warp).
 __global__ void rope_kv_batch_kernel(float* q, int nq, float* k, int nk, const float* v, int hd,
                                      const AttnSegment* segs, int n_segs, const float* inv_freq,
-                                     int style, bool store_f32) {
+                                     int style, bool store, DType type) {
   pdl_trigger();
   pdl_wait();
   const int half = hd / 2, kvd = nk * hd;
   const int64_t pairs = int64_t(n_segs) * (nq + nk) * half;
-  const int64_t total = pairs + (store_f32 ? int64_t(n_segs) * kvd : 0);
+  const int64_t total = pairs + (store ? int64_t(n_segs) * kvd : 0);
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     if (i < pairs) {
@@ -62,15 +66,21 @@ __global__ void rope_kv_batch_kernel(float* q, int nq, float* k, int nk, const f
         rope_rotate_pair(q + (int64_t(s) * nq + h) * hd, p, half, style, cs.x, cs.y);
       } else {
         const int kh = h - nq;
-        float* kc = store_f32 ? static_cast<float*>(seg.k_cache) + int64_t(seg.pos) * kvd + kh * hd
-                              : nullptr;
-        rope_rotate_pair(k + (int64_t(s) * nk + kh) * hd, p, half, style, cs.x, cs.y, kc);
+        float* row = k + (int64_t(s) * nk + kh) * hd;
+        rope_rotate_pair(row, p, half, style, cs.x, cs.y);
+        if (store) {
+          const int a = style == 0 ? 2 * p : p, b = style == 0 ? 2 * p + 1 : p + half;
+          const int64_t e0 = int64_t(seg.pos) * kvd + kh * hd;
+          auto* cache = static_cast<uint8_t*>(seg.k_cache);
+          kv_store_plain(cache, e0 + a, row[a], type);
+          kv_store_plain(cache, e0 + b, row[b], type);
+        }
       }
     } else {
       const int64_t e = i - pairs;
       const int s = int(e / kvd), c = int(e % kvd);
       const AttnSegment seg = segs[s];
-      static_cast<float*>(seg.v_cache)[int64_t(seg.pos) * kvd + c] = v[e];
+      kv_store_plain(static_cast<uint8_t*>(seg.v_cache), int64_t(seg.pos) * kvd + c, v[e], type);
     }
   }
 }
@@ -176,8 +186,11 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // One block per (head, segment): the chunks' partials rescaled to their common max and summed.
+// xh (optional): the output's fp16 copy as launch_batch_x_half lays it out (of every four
+// elements the middle two swapped), for the O projection's batched matmul.
 __global__ void attention_batch_combine_kernel(const AttnSegment* segs, int n_heads, int hd,
-                                               int chunks, const float* partials, float* out) {
+                                               int chunks, const float* partials, float* out,
+                                               __half* xh) {
   pdl_trigger();
   pdl_wait();
   const int h = blockIdx.x, s = blockIdx.y;
@@ -187,11 +200,15 @@ __global__ void attention_batch_combine_kernel(const AttnSegment* segs, int n_he
   for (int c = 0; c < used; ++c) gm = fmaxf(gm, p[c * (hd + 2) + hd]);
   float gl = 0.f;
   for (int c = 0; c < used; ++c) gl += p[c * (hd + 2) + hd + 1] * __expf(p[c * (hd + 2) + hd] - gm);
-  float* o = out + (int64_t(s) * n_heads + h) * hd;
+  const int64_t row0 = (int64_t(s) * n_heads + h) * hd;
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float a = 0.f;
     for (int c = 0; c < used; ++c) a += p[c * (hd + 2) + d] * __expf(p[c * (hd + 2) + hd] - gm);
-    o[d] = a / gl;
+    out[row0 + d] = a / gl;
+    if (xh) {
+      const int64_t f = row0 + d, j = f & 3;
+      xh[(f & ~int64_t(3)) + (j == 1 ? 2 : j == 2 ? 1 : j)] = __float2half_rn(a / gl);
+    }
   }
 }
 
@@ -217,14 +234,15 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
                                  cudaStream_t s) {
   if (n_segs <= 0) return cudaSuccess;
   if (head_dim % 2 != 0 || !is_cuda_kv_type(cache_type)) return cudaErrorInvalidValue;
-  const bool f32 = cache_type == DType::F32;
+  const bool plain = cache_type != DType::Q8_0;
   const int64_t kvd = nk * head_dim;
-  if (!f32 && kvd % 32 != 0) return cudaErrorInvalidValue;
-  const int64_t total = n_segs * ((nq + nk) * (head_dim / 2) + (f32 ? kvd : 0));
+  if (!plain && kvd % 32 != 0) return cudaErrorInvalidValue;
+  const int64_t total = n_segs * ((nq + nk) * (head_dim / 2) + (plain ? kvd : 0));
   const unsigned grid = unsigned(std::min<int64_t>((total + 255) / 256, 65535));
-  cudaError_t e = launch_pdl(rope_kv_batch_kernel, dim3(grid), dim3(256), 0, s, q, int(nq), k,
-                             int(nk), v, int(head_dim), segs, int(n_segs), inv_freq, style, f32);
-  if (e != cudaSuccess || f32) return e;
+  cudaError_t e =
+      launch_pdl(rope_kv_batch_kernel, dim3(grid), dim3(256), 0, s, q, int(nq), k, int(nk), v,
+                 int(head_dim), segs, int(n_segs), inv_freq, style, plain, cache_type);
+  if (e != cudaSuccess || plain) return e;
   const int64_t threads = n_segs * 2 * kvd;  // a lane per element
   return launch_pdl(store_kv_batch_kernel,
                     dim3(unsigned(std::min<int64_t>((threads + 255) / 256, 65535))), dim3(256), 0,
@@ -234,7 +252,7 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
 cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment* segs,
                                    int64_t n_segs, int64_t max_ctx, int64_t n_heads,
                                    int64_t n_kv_heads, int64_t head_dim, DType cache_type,
-                                   float scale, float* partials, cudaStream_t s) {
+                                   float scale, float* partials, cudaStream_t s, void* xh) {
   if (n_segs <= 0) return cudaSuccess;
   if (!attention_batch_supported(head_dim, n_heads, n_kv_heads) || max_ctx <= 0 || n_segs > 65535 ||
       !is_cuda_kv_type(cache_type))
@@ -264,7 +282,7 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
   if (e != cudaSuccess) return e;
   return launch_pdl(attention_batch_combine_kernel, dim3(unsigned(n_heads), unsigned(n_segs)),
                     dim3(128), 0, s, segs, int(n_heads), int(head_dim), chunks,
-                    static_cast<const float*>(partials), out);
+                    static_cast<const float*>(partials), out, static_cast<__half*>(xh));
 }
 
 }  // namespace hearth::cuda

@@ -57,20 +57,22 @@ struct AttnSegment {
 };
 bool attention_batch_supported(int64_t head_dim, int64_t n_heads, int64_t n_kv_heads);
 // RoPE (full, head_dim even) on every segment's q [nq heads] and k [nk heads] at its position,
-// then k and v stored to its cache row pos: one launch for all segments (f32 rows), two for the
-// other types (their store is warp-collective).
+// then k and v stored to its cache row pos: one launch for all segments (f32, f16 and bf16
+// rows), two for q8_0 (its store is warp-collective).
 cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, const float* v,
                                  int64_t head_dim, const AttnSegment* segs, int64_t n_segs,
                                  DType cache_type, const float* inv_freq, int style,
                                  cudaStream_t s);
 // Causal GQA attention of each segment's query over its rows 0..pos (max_ctx > every pos):
 // split-K over 64-position chunks, then a combine; partials holds
-// attention_batch_partials_floats() floats.
+// attention_batch_partials_floats() floats. xh (optional, batch_x_half_bytes(n_segs, n_heads *
+// head_dim)): the combine also writes out's fp16 form, as launch_batch_x_half would.
 int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t head_dim,
                                         int64_t max_ctx);
 cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment* segs,
                                    int64_t n_segs, int64_t max_ctx, int64_t n_heads,
                                    int64_t n_kv_heads, int64_t head_dim, DType cache_type,
-                                   float scale, float* partials, cudaStream_t s);
+                                   float scale, float* partials, cudaStream_t s,
+                                   void* xh = nullptr);
 
 }  // namespace hearth::cuda

@@ -2,14 +2,18 @@
 // segment's RoPE, K/V append and attention in one launch each (attention-batch.cu) against the
 // CPU backend, which takes the segments one by one. Positions straddle the 64-position split
 // chunks and differ per segment, GQA 4:1, both rope styles, head sizes 64 and 128, and every
-// cache element type (f32 rows take k and v in the RoPE launch, the others in a store launch).
+// cache element type (f32, f16 and bf16 rows take k and v in the RoPE launch, q8_0 in a store
+// launch). The combine's fp16 copy of its output (the O projection's x in a decode step) against
+// the batched matmul's own conversion of that output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 
 #include "cuda-test-util.h"
+#include "kernels/cuda/decode-batch.h"
 
 namespace hearth::test {
 namespace {
@@ -87,6 +91,50 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
         EXPECT_LT(rel_error(get(a.out, B * heads * hd), out), t == DType::F32 ? 1e-4 : 2e-3)
             << what;
       }
+}
+
+TEST_F(CudaTest, DecodeBatchAttentionWritesTheFp16FormOfItsOutput) {
+  // 20 segments (more than the fp16 form's 17), positions across the split chunks, GQA 4:1.
+  const int64_t B = 20, heads = 8, kv_heads = 2, hd = 128, cap = 192, kvd = kv_heads * hd;
+  const int64_t width = heads * hd;
+  std::vector<cuda::AttnSegment> segs;
+  const int64_t row_floats = (kernels::kv_row_bytes(DType::F16, kvd) * cap + 3) / 4;
+  for (int64_t i = 0; i < B; ++i) {
+    std::vector<float> rows(static_cast<size_t>(row_floats));
+    const auto values = random_floats(size_t(cap * kvd), uint32_t(40 + i));
+    kernels::store_kv_rows(DType::F16, values.data(), rows.data(), cap, kvd);
+    segs.push_back({dev(rows), dev(rows), int32_t((i * 37) % cap)});
+  }
+  int64_t max_ctx = 0;
+  for (const auto& sg : segs) max_ctx = std::max<int64_t>(max_ctx, sg.pos + 1);
+  void* dev_segs = nullptr;
+  ASSERT_EQ(cudaMalloc(&dev_segs, segs.size() * sizeof(cuda::AttnSegment)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dev_segs, segs.data(), segs.size() * sizeof(cuda::AttnSegment),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  float* q = dev(random_floats(size_t(B * width), 7, -2.f, 2.f));
+  float* out = poisoned(B * width);
+  float* partials = poisoned(cuda::attention_batch_partials_floats(B, heads, hd, max_ctx));
+  const size_t xh_bytes = cuda::batch_x_half_bytes(B, width);
+  void *fused = nullptr, *converted = nullptr;
+  ASSERT_EQ(cudaMalloc(&fused, xh_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&converted, xh_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(fused, 0, xh_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(converted, 0, xh_bytes), cudaSuccess);
+  ASSERT_EQ(cuda::launch_attention_batch(q, out, static_cast<cuda::AttnSegment*>(dev_segs), B,
+                                         max_ctx, heads, kv_heads, hd, DType::F16,
+                                         1.f / std::sqrt(float(hd)), partials, nullptr, fused),
+            cudaSuccess);
+  ASSERT_EQ(cuda::launch_batch_x_half(out, B, width, converted, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const size_t used = size_t(B * width) * 2;  // (rows past B are padding nobody reads)
+  std::vector<uint8_t> a(used), b(used);
+  ASSERT_EQ(cudaMemcpy(a.data(), fused, used, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(b.data(), converted, used, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(a, b);
+  const std::vector<float> o = get(out, B * width);
+  EXPECT_TRUE(std::none_of(o.begin(), o.end(), [](float x) { return std::isnan(x); }));
+  for (void* p : {dev_segs, fused, converted}) cudaFree(p);
 }
 
 }  // namespace
