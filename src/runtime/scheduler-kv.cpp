@@ -171,13 +171,13 @@ Status Scheduler::warm_up() {
     segs.push_back({&slots_[i]->kv, 0, n, false});
     tokens.insert(tokens.end(), size_t(n), 0);
   }
-  const std::vector<uint8_t> device_picks(segs.size(), 0);
+  const std::vector<uint8_t> no_logits(segs.size(), 0);  // every row picked on the backend
   Status st;
-  if (room) st = model.forward_picks(tokens, segs, scratch_, device_picks, {}, &logits_, &picked_);
+  if (room) st = model.forward_picks(tokens, segs, scratch_, no_logits, {}, &logits_, &picked_);
   if (room && st.is_ok()) {  // then every slot decodes its next token
     tokens.assign(segs.size(), 0);
     for (auto& s : segs) s.pos0 += s.n_tokens, s.n_tokens = 1;
-    st = model.forward_picks(tokens, segs, scratch_, device_picks, {}, &logits_, &picked_);
+    st = model.forward_picks(tokens, segs, scratch_, no_logits, {}, &logits_, &picked_);
   }
   for (auto& slot : slots_) {
     slot->kv.set_used(0);

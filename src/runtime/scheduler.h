@@ -151,8 +151,8 @@ struct SchedulerOptions {
   // A pass run by start() before any request, shaped like the largest step the server runs (a
   // prompt chunk of up to this many tokens among one-token rows of every other slot, then every
   // slot decoding): a GPU's first pass of a shape sizes its scratch buffers (each growth waits
-  // for the device), loads kernels and sets up cuBLAS, 30-130 ms a step that the first requests
-  // paid. 0: none (--no-warmup).
+  // for the device) and sets up its libraries, 30-130 ms a step that the first requests paid.
+  // 0: none (--no-warmup).
   int64_t warm_up_tokens = 0;
   // Called on the scheduler thread after each batched step (keep it short: the next step waits).
   std::function<void(const StepRecord&)> on_step;
