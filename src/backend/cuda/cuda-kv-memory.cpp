@@ -19,6 +19,7 @@ struct CudaKvMemory::Api {
   PFN_cuMemSetAccess_v10020 set_access = nullptr;
   PFN_cuMemGetAllocationGranularity_v10020 granularity = nullptr;
   CUmemAllocationProp prop{};
+  CUmemAccessDesc access{};  // read-write from the device, for every mapped granule
 };
 
 namespace {
@@ -51,6 +52,8 @@ CudaKvMemory::CudaKvMemory(int device, uint64_t parked_limit, bool map_ahead)
   a.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   a.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   a.prop.location.id = device;
+  a.access.location = a.prop.location;
+  a.access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   size_t g = 0;
   if (a.granularity(&g, &a.prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) == CUDA_SUCCESS)
     granularity_ = g;
@@ -138,23 +141,17 @@ bool CudaKvMemory::map_ahead_one(std::unique_lock<std::mutex>& lock, uintptr_t b
     h = created;
     if (mapped_or_gone()) return free_.push_back(h), true;
   }
-  CUmemAccessDesc access{};
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = device_;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   if (api_->map(CUdeviceptr(base), granularity_, 0, CUmemGenericAllocationHandle(h), 0) !=
       CUDA_SUCCESS)
     return free_.push_back(h), false;
-  if (api_->set_access(CUdeviceptr(base), granularity_, &access, 1) != CUDA_SUCCESS) {
+  if (api_->set_access(CUdeviceptr(base), granularity_, &api_->access, 1) != CUDA_SUCCESS) {
     api_->unmap(CUdeviceptr(base), granularity_);
     return free_.push_back(h), false;
   }
   Range& r = ranges_[base];
   r.handles[0] = h;
-  r.parked[0] = 1;
   ++mapped_;
-  ++parked_count_;
-  parked_order_.emplace_back(base, 0);
+  park(r, base, 0);
   return true;
 }
 
@@ -169,10 +166,6 @@ bool CudaKvMemory::commit(void* base, uint64_t offset, uint64_t bytes) {
   if (it == ranges_.end() || offset + bytes > it->second.bytes) return false;
   Range& r = it->second;
   cudaSetDevice(device_);
-  CUmemAccessDesc access{};
-  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  access.location.id = device_;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   const uint64_t first = offset / granularity_, count = bytes / granularity_;
   // Granules still mapped (parked) come back as they are; the others are mapped, and access is
   // set once per run of newly mapped granules (the slowest call).
@@ -180,7 +173,8 @@ bool CudaKvMemory::commit(void* base, uint64_t offset, uint64_t bytes) {
   auto grant_run = [&] {
     if (run_length == 0) return true;
     const CUdeviceptr p = CUdeviceptr(uintptr_t(base) + run_begin * granularity_);
-    const bool ok = api_->set_access(p, run_length * granularity_, &access, 1) == CUDA_SUCCESS;
+    const bool ok =
+        api_->set_access(p, run_length * granularity_, &api_->access, 1) == CUDA_SUCCESS;
     run_length = 0;
     return ok;
   };
@@ -219,6 +213,12 @@ unsigned long long CudaKvMemory::take_handle() {
     // handle goes to the free list, or back to the device, and then create is tried again).
     if (!unmap_oldest_parked()) return 0;
   }
+}
+
+void CudaKvMemory::park(Range& r, uintptr_t base, uint64_t i) {
+  r.parked[i] = 1;
+  ++parked_count_;
+  parked_order_.emplace_back(base, i);
 }
 
 bool CudaKvMemory::unmap_oldest_parked() {
@@ -262,9 +262,7 @@ void CudaKvMemory::decommit(void* base, uint64_t offset, uint64_t bytes) {
   const uint64_t first = offset / granularity_;
   for (uint64_t i = first; i < first + bytes / granularity_ && i < r.handles.size(); ++i) {
     if (!r.handles[i] || r.parked[i]) continue;
-    r.parked[i] = 1;
-    ++parked_count_;
-    parked_order_.emplace_back(uintptr_t(base), i);
+    park(r, uintptr_t(base), i);
   }
   trim_parked();
   // Granules committed again leave their entries behind: drop those (and older duplicates of a

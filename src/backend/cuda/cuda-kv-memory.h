@@ -65,8 +65,9 @@ class CudaKvMemory {
   // A handle for a granule about to be mapped: the free list, else a new one, else the oldest
   // parked granule's (unmapped). 0 when the device has no memory left.
   unsigned long long take_handle();
-  bool unmap_oldest_parked();  // false when nothing is parked
-  void trim_parked();          // unmaps the oldest parked granules beyond the limit
+  void park(Range& r, uintptr_t base, uint64_t i);  // granule i of a mapped range, decommitted
+  bool unmap_oldest_parked();                       // false when nothing is parked
+  void trim_parked();  // unmaps the oldest parked granules beyond the limit
   void map_ahead_loop();
   // Maps granule 0 of the range at base and parks it (lock held on entry and return; let go
   // around cuMemCreate); false when no more should be mapped ahead (the parked limit reached,

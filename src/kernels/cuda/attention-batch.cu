@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/attention-softmax.cuh"
 #include "kernels/cuda/decode-batch.h"
+#include "kernels/cuda/half-mma.cuh"
 #include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rope-pair.cuh"
@@ -43,14 +44,15 @@ __device__ __forceinline__ void load_cache_row(const uint8_t* rows, int64_t e0, 
 }
 
 // One thread per rotated pair (q heads then k heads, every segment) and, for the plain cache
-// types (F32, F16, BF16: `store`), per v element, k and v stored to row pos of each segment's
-// cache in kv_store_plain's rounding; q8_0 caches get k and v from store_kv_batch_kernel (its
-// blocks' scales need a warp).
+// types (F32, F16, BF16), per v element, k and v stored to row pos of each segment's cache in
+// kv_store_plain's rounding; q8_0 caches get k and v from store_kv_batch_kernel (its blocks'
+// scales need a warp).
 __global__ void rope_kv_batch_kernel(float* q, int nq, float* k, int nk, const float* v, int hd,
                                      const AttnSegment* segs, int n_segs, const float* inv_freq,
-                                     int style, bool store, DType type) {
+                                     int style, DType type) {
   pdl_trigger();
   pdl_wait();
+  const bool store = type != DType::Q8_0;
   const int half = hd / 2, kvd = nk * hd;
   const int64_t pairs = int64_t(n_segs) * (nq + nk) * half;
   const int64_t total = pairs + (store ? int64_t(n_segs) * kvd : 0);
@@ -186,8 +188,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // One block per (head, segment): the chunks' partials rescaled to their common max and summed.
-// xh (optional): the output's fp16 copy as launch_batch_x_half lays it out (of every four
-// elements the middle two swapped), for the O projection's batched matmul.
+// xh (optional): the output's fp16 copy as launch_batch_x_half lays it out (batch_half_index),
+// for the O projection's batched matmul.
 __global__ void attention_batch_combine_kernel(const AttnSegment* segs, int n_heads, int hd,
                                                int chunks, const float* partials, float* out,
                                                __half* xh) {
@@ -205,10 +207,7 @@ __global__ void attention_batch_combine_kernel(const AttnSegment* segs, int n_he
     float a = 0.f;
     for (int c = 0; c < used; ++c) a += p[c * (hd + 2) + d] * __expf(p[c * (hd + 2) + hd] - gm);
     out[row0 + d] = a / gl;
-    if (xh) {
-      const int64_t f = row0 + d, j = f & 3;
-      xh[(f & ~int64_t(3)) + (j == 1 ? 2 : j == 2 ? 1 : j)] = __float2half_rn(a / gl);
-    }
+    if (xh) xh[batch_half_index(row0 + d)] = __float2half_rn(a / gl);
   }
 }
 
@@ -241,7 +240,7 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
   const unsigned grid = unsigned(std::min<int64_t>((total + 255) / 256, 65535));
   cudaError_t e =
       launch_pdl(rope_kv_batch_kernel, dim3(grid), dim3(256), 0, s, q, int(nq), k, int(nk), v,
-                 int(head_dim), segs, int(n_segs), inv_freq, style, plain, cache_type);
+                 int(head_dim), segs, int(n_segs), inv_freq, style, cache_type);
   if (e != cudaSuccess || plain) return e;
   const int64_t threads = n_segs * 2 * kvd;  // a lane per element
   return launch_pdl(store_kv_batch_kernel,
