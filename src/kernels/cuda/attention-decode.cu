@@ -142,7 +142,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   __shared__ float2 sm_cs[hd / 2];
 
   pdl_trigger();
-  pdl_wait();
+  // With the append fused (rope.k set) the kernel reads no row the kernels before it in this
+  // step wrote: rows before pcur are earlier steps' (complete before the step began) and row
+  // pcur comes from sm_kcur / sm_vcur, not from its staged copy. So the first tiles are issued
+  // before waiting for the Q/K/V projection, the DRAM round trip under its tail. pos0_dev is
+  // written before the step's first kernel. Without the fusion row pcur is stored by the
+  // kernel just before: wait first.
+  const bool fused = rope.k != nullptr;
+  if (!fused) pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int group = n_heads / n_kv_heads;
   const int brow = blockIdx.x;
@@ -185,12 +192,13 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     if (k < n_mine) issue(k);
     cp_async_commit();
   }
-
-  // q rotated (and this token's k with fused rope) while the first tiles land.
-  const bool fused = rope.k != nullptr;
+  // The rotation's angles need only the position (and the constant frequencies).
   if (fused)
     for (int j = threadIdx.x; j < hd / 2; j += blockDim.x)
       sm_cs[j] = rope_cos_sin(pcur, rope.inv_freq[j]);
+  if (fused) pdl_wait();
+
+  // q rotated (and this token's k with fused rope) while the first tiles land.
   for (int i = threadIdx.x; i < G * hd; i += blockDim.x) (&sm_q[0][0])[i] = q[int64_t(h0) * hd + i];
   if (fused)
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {

@@ -212,7 +212,10 @@ int64_t attention_counter_slots(int64_t n_tokens, int64_t n_heads);
 // Decode (one token) with rope and the KV append fused in: q (left unrotated in memory) and this
 // token's k are rotated at position pos0 inside the attention kernel, and k, v are written to
 // row pos0 of k_cache / v_cache by it in the cache's type (the same result as launch_rope_kv, or
-// rope and launch_store_kv, then attention).
+// rope and launch_store_kv, then attention). The decode kernel then reads rows 0..pos0-1 before
+// waiting for the kernel launched before it (PDL): they must come from work finished before that
+// kernel began, such as an earlier step behind a copy, a sync or a graph launch (always so for
+// the backend's decode steps; two fused launches back to back on one cache are not).
 struct AttnRope {
   const float* k = nullptr;         // [n_kv_heads, head_dim], not yet rotated
   const float* v = nullptr;         // [n_kv_heads, head_dim]

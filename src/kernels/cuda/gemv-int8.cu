@@ -71,7 +71,9 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
   };
   // Waiting before the first weight load: measured faster than loading one step of weights
   // ahead of the wait, which pins the x loads behind the weights (sessions 2 and 8: Q4_K
-  // tg128 345 against 484 tok/s).
+  // tg128 345 against 484 tok/s; again 2026-12-03 on the H200, Q4_K 376 against 505, Q4_0 536
+  // against 566). Asking L2 for the block's whole slice before the wait (a bulk prefetch) lost
+  // too: Q4_0 tg128 529 against 550.
   pdl_wait();
   for (int64_t u0 = lane + part * 32 * Q::kUnroll; u0 < nu; u0 += kSplit * 32 * Q::kUnroll) {
     Raw raw[Q::kUnroll][kRows];
