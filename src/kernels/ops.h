@@ -154,6 +154,19 @@ void attention(const float* q, const KvRows& k_cache, const KvRows& v_cache, flo
                int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                int64_t head_dim, float scale, const AttentionMask& mask, ThreadPool& pool,
                const KvRowsAhead& ahead);
+// A decode step of several sequences in one parallel pass: segment i's one query (row i of q
+// [n_segs, n_heads, hd] and of out) attends its own cache rows up to its position, under `mask`
+// with the segment's ring_rows (the mask's own is not used). The same result as attention() per
+// segment with one thread; jobs are whole sequences (cut into kv-head groups only when there are
+// fewer than two a thread), so the pool joins once a layer instead of once a sequence.
+struct AttentionSegment {
+  KvRows k, v;
+  int64_t pos = 0;        // the query's position: the cache holds rows for 0..pos
+  int64_t ring_rows = 0;  // as AttentionMask::ring_rows, for this segment's cache
+};
+void attention_segments(const float* q, std::span<const AttentionSegment> segs, float* out,
+                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                        const AttentionMask& mask, ThreadPool& pool);
 
 // RoPE on the first n_rot dims of each head only (partial rotary: Phi-4-mini, GPT-NeoX); dims
 // [n_rot, head_dim) pass through. The rotated dims are multiplied by mscale (YaRN's and

@@ -2,8 +2,9 @@
 // this machine runs: the inner loops (scores, accumulate) against float64 over odd key counts
 // and head sizes, and whole attention calls (decode, prefill, GQA, key splits, sliding window,
 // soft-cap, ring rows, K and V of different types) against the float64 reference over the rows
-// the kernels read, dequantized, and unchanged by a read-ahead of other rows. Rows no query may see
-// hold poison; outputs are guarded.
+// the kernels read, dequantized, and unchanged by a read-ahead of other rows; and a decode step's
+// sequences in one pass against each alone. Rows no query may see hold poison; outputs are
+// guarded.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -230,6 +231,69 @@ TEST(KvRows, AttentionOverTypedRowsMatchesReference) {
       for (size_t i = 0; i < want.size(); ++i)
         ASSERT_NEAR(out[i], want[i], 2e-5 * (1 + std::fabs(want[i]))) << name << " ops.h at " << i;
     }
+  }
+}
+
+// A decode step's sequences in one pass (attention_segments) give each sequence's own one-thread
+// attention bit for bit: every table, one to three threads, sequences of different lengths (the
+// first position among them), few sequences (cut into kv-head groups) and many, sliding window
+// with soft-cap, attention sinks, and a ring per sequence.
+TEST(KvRows, SegmentsPassMatchesEachSequenceAlone) {
+  const int64_t H = 8, Hkv = 2, hd = 64, kvd = Hkv * hd;
+  const float scale = 1.0f / std::sqrt(float(hd));
+  std::vector<float> sinks(static_cast<size_t>(H));
+  for (int64_t h = 0; h < H; ++h) sinks[size_t(h)] = 0.25f * float(h) - 1.0f;
+  struct MaskCase {
+    AttentionMask mask;
+    int64_t ring_rows;
+  };
+  const MaskCase masks[] = {{{}, 0},
+                            {{.window = 40, .softcap = 30}, 0},
+                            {{.sinks = sinks.data()}, 0},
+                            {{.window = 24}, 30}};
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  for (const std::vector<int64_t>& positions :
+       {std::vector<int64_t>{0, 300, 17, 129, 5, 64, 700, 1}, std::vector<int64_t>{90, 3}}) {
+    const int64_t n = int64_t(positions.size());
+    const auto q = random_vec(size_t(n * H * hd), 31);
+    for (const MaskCase& mc : masks)
+      for (DType t : {DType::F32, DType::F16, DType::Q8_0}) {
+        std::vector<TypedRows> ks, vs;
+        std::vector<AttentionSegment> segs;
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t rows = mc.ring_rows > 0 ? mc.ring_rows : positions[size_t(i)] + 1;
+          ks.push_back(
+              make_rows(t, random_vec(size_t(rows * kvd), uint32_t(40 + i), -2, 2), rows, kvd));
+          vs.push_back(make_rows(t, random_vec(size_t(rows * kvd), uint32_t(80 + i)), rows, kvd));
+        }
+        for (int64_t i = 0; i < n; ++i)
+          segs.push_back({KvRows{ks[size_t(i)].bytes.data(), t},
+                          KvRows{vs[size_t(i)].bytes.data(), t}, positions[size_t(i)],
+                          mc.ring_rows});
+        const std::string name = std::string(dtype_name(t)) + " n=" + std::to_string(n) +
+                                 " window=" + std::to_string(mc.mask.window) +
+                                 " ring=" + std::to_string(mc.ring_rows) +
+                                 (mc.mask.sinks ? " sinks" : "");
+        for (const SmallOps* ops : tables()) {
+          std::vector<float> want(size_t(n * H * hd));
+          for (int64_t i = 0; i < n; ++i) {
+            AttentionMask m = mc.mask;
+            m.ring_rows = mc.ring_rows;
+            attention_with(*ops, q.data() + i * H * hd, segs[size_t(i)].k, segs[size_t(i)].v,
+                           want.data() + i * H * hd, 1, positions[size_t(i)], H, Hkv, hd, scale, m,
+                           pool1);
+          }
+          for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
+            auto out = poisoned(want.size());
+            attention_segments_with(*ops, q.data(), segs, out.data(), H, Hkv, hd, scale, mc.mask,
+                                    *pool);
+            expect_guard(out, want.size(), name);
+            for (size_t i = 0; i < want.size(); ++i)
+              ASSERT_EQ(out[i], want[i])
+                  << name << " " << ops->name << " threads " << pool->size() << " at " << i;
+          }
+        }
+      }
   }
 }
 

@@ -2,9 +2,10 @@
 // the CPU: blocked online softmax, the inner loops from SmallOps (per ISA and row type). Work is
 // cut into jobs (kv heads, query block, key range) taken from a shared counter, largest first, so
 // causal prefill does not leave a straggler. A decode step instead gives each thread a contiguous
-// range of keys across every kv head (a short context: a range of kv heads too). Sliding windows,
-// soft-caps and ring caches (AttentionMask) change which keys a query sees and its scores, not the
-// schedule; attention sinks enter only the final normalisation (output_factor).
+// range of keys across every kv head (a short context: a range of kv heads too); a decode step
+// of several sequences runs them all in one pass, a job per sequence (attention_segments). Sliding
+// windows, soft-caps and ring caches (AttentionMask) change which keys a query sees and its scores,
+// not the schedule; attention sinks enter only the final normalisation (output_factor).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -194,7 +195,82 @@ void run_job(const SmallOps& ops, const Shape& sh, const Job& job, Scratch& sc, 
   }
 }
 
+Shape make_shape(const float* q, const KvRows& k_cache, const KvRows& v_cache, float* out,
+                 int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
+                 int64_t head_dim, float scale, const AttentionMask& mask) {
+  const int64_t kv_dim = n_kv_heads * head_dim;
+  return Shape{q,
+               static_cast<const uint8_t*>(k_cache.data),
+               static_cast<const uint8_t*>(v_cache.data),
+               out,
+               n_tokens,
+               pos0,
+               n_heads,
+               n_heads / n_kv_heads,
+               head_dim,
+               k_cache.type,
+               v_cache.type,
+               kv_row_bytes(k_cache.type, kv_dim),
+               kv_row_bytes(v_cache.type, kv_dim),
+               kv_row_bytes(k_cache.type, head_dim),
+               kv_row_bytes(v_cache.type, head_dim),
+               scale,
+               mask,
+               {}};
+}
+
 }  // namespace
+
+void attention_segments_with(const SmallOps& ops, const float* q,
+                             std::span<const AttentionSegment> segs, float* out, int64_t n_heads,
+                             int64_t n_kv_heads, int64_t head_dim, float scale,
+                             const AttentionMask& mask, ThreadPool& pool) {
+  const int64_t n = int64_t(segs.size());
+  if (n <= 0 || n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0) return;
+  // A sequence's rows are read whole, in order, by one thread (the L2 streamer runs ahead of
+  // them, as for a single sequence's key ranges); kv-head groups only when the sequences are
+  // too few to keep every thread busy.
+  const int64_t threads = int64_t(pool.size());
+  const int64_t groups = n >= 2 * threads ? 1 : std::min(n_kv_heads, (2 * threads + n - 1) / n);
+  const int64_t heads_per_job = (n_kv_heads + groups - 1) / groups;
+  struct SegJob {
+    Job job;
+    int64_t seg, keys;
+  };
+  // Per calling thread and reused, as attention_with's lists.
+  thread_local std::vector<Shape> caller_shapes;
+  thread_local std::vector<SegJob> caller_jobs;
+  std::vector<Shape>& shapes = caller_shapes;
+  std::vector<SegJob>& jobs = caller_jobs;
+  shapes.clear();
+  jobs.clear();
+  const int64_t qd = n_heads * head_dim;
+  for (int64_t i = 0; i < n; ++i) {
+    const AttentionSegment& sg = segs[size_t(i)];
+    AttentionMask m = mask;
+    m.ring_rows = sg.ring_rows;
+    shapes.push_back(make_shape(q + i * qd, sg.k, sg.v, out + i * qd, 1, sg.pos, n_heads,
+                                n_kv_heads, head_dim, scale, m));
+    const int64_t key0 = shapes.back().first_key(0), n_ctx = sg.pos + 1;
+    for (int64_t kvh = 0; kvh < n_kv_heads; kvh += heads_per_job)
+      jobs.push_back({{kvh, std::min(n_kv_heads, kvh + heads_per_job), 0, 1, key0, n_ctx, 0},
+                      i,
+                      (n_ctx - key0) * (std::min(n_kv_heads, kvh + heads_per_job) - kvh)});
+  }
+  // Longest first: the dynamic schedule then ends with short jobs on every thread.
+  std::stable_sort(jobs.begin(), jobs.end(),
+                   [](const SegJob& a, const SegJob& b) { return a.keys > b.keys; });
+  std::atomic<size_t> next{0};
+  auto work = [&](int, int) {
+    thread_local Scratch sc;
+    for (size_t j = next.fetch_add(1); j < jobs.size(); j = next.fetch_add(1))
+      run_job(ops, shapes[size_t(jobs[j].seg)], jobs[j].job, sc, nullptr);
+  };
+  if (jobs.size() == 1 || threads == 1)
+    work(0, 1);
+  else
+    pool.run(work);
+}
 
 void attention_with(const SmallOps& ops, const float* q, const float* k_cache, const float* v_cache,
                     float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
@@ -208,24 +284,8 @@ void attention_with(const SmallOps& ops, const float* q, const KvRows& k_cache,
                     int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
                     const AttentionMask& mask, ThreadPool& pool, const KvRowsAhead& ahead) {
   if (n_tokens <= 0 || n_heads <= 0 || n_kv_heads <= 0 || head_dim <= 0) return;
-  const int64_t kv_dim = n_kv_heads * head_dim;
-  Shape sh{q,
-           static_cast<const uint8_t*>(k_cache.data),
-           static_cast<const uint8_t*>(v_cache.data),
-           out,
-           n_tokens,
-           pos0,
-           n_heads,
-           n_heads / n_kv_heads,
-           head_dim,
-           k_cache.type,
-           v_cache.type,
-           kv_row_bytes(k_cache.type, kv_dim),
-           kv_row_bytes(v_cache.type, kv_dim),
-           kv_row_bytes(k_cache.type, head_dim),
-           kv_row_bytes(v_cache.type, head_dim),
-           scale,
-           mask};
+  Shape sh = make_shape(q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads, head_dim,
+                        scale, mask);
   // Query blocks: enough rows (tokens x group heads) that a key block loaded once serves many.
   const int64_t qb = std::clamp<int64_t>(32 / sh.group, 1, 16);
   const int64_t n_qblocks = (n_tokens + qb - 1) / qb;
@@ -342,6 +402,13 @@ void attention(const float* q, const KvRows& k_cache, const KvRows& v_cache, flo
                const KvRowsAhead& ahead) {
   attention_with(small_ops(), q, k_cache, v_cache, out, n_tokens, pos0, n_heads, n_kv_heads,
                  head_dim, scale, mask, pool, ahead);
+}
+
+void attention_segments(const float* q, std::span<const AttentionSegment> segs, float* out,
+                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
+                        const AttentionMask& mask, ThreadPool& pool) {
+  attention_segments_with(small_ops(), q, segs, out, n_heads, n_kv_heads, head_dim, scale, mask,
+                          pool);
 }
 
 }  // namespace hearth::kernels

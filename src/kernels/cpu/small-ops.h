@@ -69,6 +69,10 @@ void attention_with(const SmallOps& ops, const float* q, const KvRows& k_cache,
                     const KvRows& v_cache, float* out, int64_t n_tokens, int64_t pos0,
                     int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, float scale,
                     const AttentionMask& mask, ThreadPool& pool, const KvRowsAhead& ahead = {});
+void attention_segments_with(const SmallOps& ops, const float* q,
+                             std::span<const AttentionSegment> segs, float* out, int64_t n_heads,
+                             int64_t n_kv_heads, int64_t head_dim, float scale,
+                             const AttentionMask& mask, ThreadPool& pool);
 
 // Pooled versions of ops.h's element-wise ops: same results, split across the pool when the
 // work is large enough to pay a hand-off (prefill); small calls (decode) stay on the caller.
