@@ -244,56 +244,24 @@ class CpuBackend final : public Backend {
   void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim, float eps) override {
     kernels::rmsnorm(x, w, x, rows, head_dim, eps, pool_);  // element-wise: in place is safe
   }
-  // A decode step of several sequences: every K/V row stored first, then each sequence's
-  // attention reads the next one's cache rows on the way (kernels::KvRowsAhead): they come from
-  // memory (the step's weights and the other caches pushed them out), and the kernel's strided
-  // reads do not let the L2 streamer run ahead. kjv-13m, 8 sequences at 256 positions, caches
-  // flushed between layers: ~0.75 -> ~0.55-0.65 ms of attention a step.
+  // A decode step of several sequences (one token each): every K/V row stored first, then all
+  // their attention in one kernels::attention_segments call (one parallel pass: one join a layer
+  // instead of one a sequence; on one thread each sequence reads the next one's rows ahead).
   void rope_append_attend_batch(const AttentionBlock& a) override {
-    const int64_t kvd = a.n_kv_heads * a.head_dim, qd = a.n_heads * a.head_dim;
     norm_and_rope(a);
     int64_t row = 0;
     for (const KvSegment& s : a.segments) {
       store_segment(a, s, row);
       row += s.n_tokens;
     }
-    // Several threads: every sequence's attention in one parallel pass (a job each), one join a
-    // layer instead of one a sequence (kjv-13m, 8 sequences, 2 threads: the joins and their key
-    // splits' merges were a fifth of a step).
-    if (pool_.size() > 1) {
-      thread_local std::vector<kernels::AttentionSegment> segs;
-      segs.clear();
-      for (const KvSegment& s : a.segments)
-        segs.push_back({kernels::KvRows{s.k_cache, s.k_type}, kernels::KvRows{s.v_cache, s.v_type},
-                        s.pos0, s.ring_rows});
-      const kernels::AttentionMask mask{a.window, a.softcap, 0, a.sinks};
-      kernels::attention_segments(a.q, segs, a.out, a.n_heads, a.n_kv_heads, a.head_dim, a.scale,
-                                  mask, pool_);
-      return;
-    }
-    row = 0;
-    for (size_t i = 0; i < a.segments.size(); ++i) {
-      const KvSegment& s = a.segments[i];
-      kernels::KvRowsAhead ahead;
-      if (i + 1 < a.segments.size()) ahead = rows_read(a.segments[i + 1], a.window, kvd);
-      const kernels::AttentionMask mask{a.window, a.softcap, s.ring_rows, a.sinks};
-      kernels::attention(a.q + row * qd, kernels::KvRows{s.k_cache, s.k_type},
-                         kernels::KvRows{s.v_cache, s.v_type}, a.out + row * qd, s.n_tokens, s.pos0,
-                         a.n_heads, a.n_kv_heads, a.head_dim, a.scale, mask, pool_, ahead);
-      row += s.n_tokens;
-    }
-  }
-  // The cache bytes a segment's attention reads: rows [first key, last position] (a ring: all
-  // rows it holds).
-  static kernels::KvRowsAhead rows_read(const KvSegment& s, int64_t window, int64_t kvd) {
-    const int64_t n_ctx = s.pos0 + s.n_tokens;
-    int64_t first = window > 0 ? std::max<int64_t>(0, s.pos0 + 1 - window) : 0;
-    int64_t rows = n_ctx - first;
-    if (s.ring_rows > 0) first = 0, rows = std::min(n_ctx, s.ring_rows);
-    const int64_t kb = kernels::kv_row_bytes(s.k_type, kvd),
-                  vb = kernels::kv_row_bytes(s.v_type, kvd);
-    return {static_cast<const uint8_t*>(s.k_cache) + first * kb,
-            static_cast<const uint8_t*>(s.v_cache) + first * vb, rows * kb, rows * vb};
+    thread_local std::vector<kernels::AttentionSegment> segs;
+    segs.clear();
+    for (const KvSegment& s : a.segments)
+      segs.push_back({kernels::KvRows{s.k_cache, s.k_type}, kernels::KvRows{s.v_cache, s.v_type},
+                      s.pos0, s.ring_rows});
+    const kernels::AttentionMask mask{a.window, a.softcap, 0, a.sinks};
+    kernels::attention_segments(a.q, segs, a.out, a.n_heads, a.n_kv_heads, a.head_dim, a.scale,
+                                mask, pool_);
   }
   void attention_masked(const float* q, const kernels::KvRows& k, const kernels::KvRows& v,
                         float* out, int64_t T, int64_t pos0, int64_t n_heads, int64_t n_kv,

@@ -158,7 +158,8 @@ void attention(const float* q, const KvRows& k_cache, const KvRows& v_cache, flo
 // [n_segs, n_heads, hd] and of out) attends its own cache rows up to its position, under `mask`
 // with the segment's ring_rows (the mask's own is not used). The same result as attention() per
 // segment with one thread; jobs are whole sequences (cut into kv-head groups only when there are
-// fewer than two a thread), so the pool joins once a layer instead of once a sequence.
+// fewer than two a thread), so the pool joins once a layer instead of once a sequence. One
+// thread runs them in order, each reading the next one's rows ahead (KvRowsAhead).
 struct AttentionSegment {
   KvRows k, v;
   int64_t pos = 0;        // the query's position: the cache holds rows for 0..pos

@@ -219,6 +219,15 @@ Shape make_shape(const float* q, const KvRows& k_cache, const KvRows& v_cache, f
                {}};
 }
 
+// The cache bytes a one-token query's attention reads: rows [first key, position] (a ring: all
+// the rows it holds).
+KvRowsAhead rows_seen(const Shape& sh) {
+  const int64_t n_ctx = sh.pos0 + 1;
+  int64_t first = sh.first_key(0), rows = n_ctx - first;
+  if (sh.mask.ring_rows > 0) first = 0, rows = std::min(n_ctx, sh.mask.ring_rows);
+  return {sh.k + first * sh.k_row, sh.v + first * sh.v_row, rows * sh.k_row, rows * sh.v_row};
+}
+
 }  // namespace
 
 void attention_segments_with(const SmallOps& ops, const float* q,
@@ -257,9 +266,16 @@ void attention_segments_with(const SmallOps& ops, const float* q,
                       i,
                       (n_ctx - key0) * (std::min(n_kv_heads, kvh + heads_per_job) - kvh)});
   }
-  // Longest first: the dynamic schedule then ends with short jobs on every thread.
-  std::stable_sort(jobs.begin(), jobs.end(),
-                   [](const SegJob& a, const SegJob& b) { return a.keys > b.keys; });
+  if (threads == 1) {
+    // One thread: the sequences in order, each reading the next one's rows on the way (they come
+    // from memory, and strided reads do not let the L2 streamer run ahead; kjv-13m, 8 sequences
+    // at 256 positions, caches flushed between layers: ~0.75 -> ~0.55-0.65 ms a step).
+    for (size_t i = 0; i + 1 < shapes.size(); ++i) shapes[i].ahead = rows_seen(shapes[i + 1]);
+  } else {
+    // Longest first: the dynamic schedule then ends with short jobs on every thread.
+    std::stable_sort(jobs.begin(), jobs.end(),
+                     [](const SegJob& a, const SegJob& b) { return a.keys > b.keys; });
+  }
   std::atomic<size_t> next{0};
   auto work = [&](int, int) {
     thread_local Scratch sc;

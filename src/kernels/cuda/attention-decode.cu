@@ -193,10 +193,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     cp_async_commit();
   }
   // The rotation's angles need only the position (and the constant frequencies).
-  if (fused)
+  if (fused) {
     for (int j = threadIdx.x; j < hd / 2; j += blockDim.x)
       sm_cs[j] = rope_cos_sin(pcur, rope.inv_freq[j]);
-  if (fused) pdl_wait();
+    pdl_wait();
+  }
 
   // q rotated (and this token's k with fused rope) while the first tiles land.
   for (int i = threadIdx.x; i < G * hd; i += blockDim.x) (&sm_q[0][0])[i] = q[int64_t(h0) * hd + i];
