@@ -1,9 +1,12 @@
 // hearth-cuda-bench's decode attention table: see cuda-bench-attn.h.
 #include "cuda-bench-attn.h"
 
+#include <strings.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+
+#include <cstring>
 #include <vector>
 
 #include "cuda-bench-util.h"
@@ -23,18 +26,20 @@ int64_t kv_row_bytes(DType t, int64_t hd) {
   return t == DType::Q8_0 ? hd / 32 * 34 : hd * 2;
 }
 
-// The kernels timed: the split kernel, launch_attention's dispatch, then the decode kernel's
-// grid probes (splits per row, 0 its default; tiles in contiguous runs).
+// The kernels timed: the split kernel, launch_attention's dispatch, then the decode kernels'
+// grid probes (splits per row, 0 their default; tiles in contiguous runs; the scalar kernel
+// where the tensor-core one applies).
 struct Variant {
   const char* name;
   int kind;  // 0 split, 1 dispatch, 2 probe
   int splits;
-  bool runs;
+  bool runs, scalar;
 };
-constexpr Variant kVariants[] = {{"split", 0, 0, false},   {"dispatch", 1, 0, false},
-                                 {"decode", 2, 0, false},  {"dec/12", 2, 12, false},
-                                 {"dec/16", 2, 16, false}, {"dec/32", 2, 32, false},
-                                 {"dec runs", 2, 0, true}, {"dec/12 runs", 2, 12, true}};
+constexpr Variant kVariants[] = {
+    {"split", 0, 0, false, false},   {"dispatch", 1, 0, false, false},
+    {"scalar", 2, 0, false, true},   {"dec/12", 2, 12, false, false},
+    {"dec/24", 2, 24, false, false}, {"dec/32", 2, 32, false, false},
+    {"dec runs", 2, 0, true, false}, {"scalar/16", 2, 16, false, true}};
 constexpr int kNumVariants = int(sizeof(kVariants) / sizeof(kVariants[0]));
 
 // Seconds per decode attention at `depth` for each variant, caches replicated past L2 and
@@ -95,7 +100,7 @@ bool time_all(cudaStream_t s, const Shape& sh, DType t, int64_t depth, double (&
         else
           cuda::launch_attention_probe(q, kc, vc, out, depth, pos, ctx, sh.heads, sh.kv_heads,
                                        sh.hd, scale, partials, s, qbuf, &rope, kv, var.splits,
-                                       var.runs);
+                                       var.runs, var.scalar);
       };
       sec[w] = time_graph(s, launches, [&] {
         for (int i = 0; i < launches; ++i) launch(i);
@@ -123,16 +128,20 @@ bool time_all(cudaStream_t s, const Shape& sh, DType t, int64_t depth, double (&
 
 }  // namespace
 
-bool decode_attention_table(cudaStream_t s, double copy_gbs) {
+bool decode_attention_table(cudaStream_t s, double copy_gbs, const AttnFilter& only) {
   const Shape shapes[] = {{"llama2-7b 32x128", 32, 32, 128}, {"llama3-8b 32/8x128", 32, 8, 128}};
   const int64_t depths[] = {512, 4096, 8192, 32768};
   std::printf(
       "\n== decode attention, one layer, rope + int8 out fused: us a launch, GB/s of K+V "
       "read (copy %.0f GB/s r+w), max diff vs split ==\n",
       copy_gbs);
-  for (const Shape& sh : shapes)
+  for (int si = 0; si < 2; ++si)
     for (DType t : {DType::F16, DType::Q8_0})
       for (int64_t d : depths) {
+        const Shape& sh = shapes[si];
+        if ((only.shape >= 0 && only.shape != si) || (only.depth > 0 && only.depth != d) ||
+            (only.kv && strcasecmp(only.kv, dtype_name(t)) != 0))
+          continue;
         double sec[kNumVariants] = {}, err[kNumVariants] = {};
         if (!time_all(s, sh, t, d, sec, err)) return false;
         const double bytes = 2.0 * double(d + 1) * double(sh.kv_heads * kv_row_bytes(t, sh.hd));

@@ -9,6 +9,13 @@ namespace hearth::cuda_bench {
 // (32 q / 8 kv heads) at depths 512 .. 32768, f16 and q8_0 caches, rope and the int8 output
 // fused as in a decode step: the split kernel against launch_attention's dispatch (the decode
 // kernel), as time and GB/s of the K and V bytes read, against copy_gbs. False on an error.
-bool decode_attention_table(cudaStream_t s, double copy_gbs);
+// depth > 0: that depth alone; kv: "f16" or "q8_0" alone (null: both); shape >= 0: that row of
+// the shape table alone (0 llama2-7b, 1 llama3-8b). For ncu runs of one case.
+struct AttnFilter {
+  long long depth = 0;
+  const char* kv = nullptr;
+  int shape = -1;
+};
+bool decode_attention_table(cudaStream_t s, double copy_gbs, const AttnFilter& only = {});
 
 }  // namespace hearth::cuda_bench

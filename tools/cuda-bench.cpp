@@ -135,11 +135,12 @@ int main(int argc, char** argv) {
                           DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                           DType::Q4_K, DType::Q5_K, DType::Q6_K};
   const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
-  const char* only = nullptr;  // --dtypes F16,BF16: only those dtypes
-  bool batch_only = false;     // --batch-only: only the batched decode matmul table
-  bool moe_only = false;       // --moe-only: only the MoE decode table
-  bool attn_only = false;      // --attention-only: only the decode attention table
-  bool sample_only = false;    // --sample-only: only the sampled-pick table
+  const char* only = nullptr;   // --dtypes F16,BF16: only those dtypes
+  bool batch_only = false;      // --batch-only: only the batched decode matmul table
+  bool moe_only = false;        // --moe-only: only the MoE decode table
+  bool attn_only = false;       // --attention-only: only the decode attention table
+  bool sample_only = false;     // --sample-only: only the sampled-pick table
+  cuda_bench::AttnFilter attn;  // --attn-depth D, --attn-kv f16|q8_0, --attn-shape 0|1
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--dtypes") == 0 && i + 1 < argc) {
       only = argv[++i];
@@ -149,12 +150,19 @@ int main(int argc, char** argv) {
       moe_only = true;
     } else if (std::strcmp(argv[i], "--attention-only") == 0) {
       attn_only = true;
+    } else if (std::strcmp(argv[i], "--attn-depth") == 0 && i + 1 < argc) {
+      attn.depth = std::atoll(argv[++i]);
+    } else if (std::strcmp(argv[i], "--attn-kv") == 0 && i + 1 < argc) {
+      attn.kv = argv[++i];
+    } else if (std::strcmp(argv[i], "--attn-shape") == 0 && i + 1 < argc) {
+      attn.shape = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--sample-only") == 0) {
       sample_only = true;
     } else {
       std::fprintf(stderr,
                    "usage: hearth-cuda-bench [--dtypes F16,Q4_0,...] [--batch-only] "
-                   "[--moe-only] [--attention-only] [--sample-only]\n");
+                   "[--moe-only] [--attention-only [--attn-depth D] [--attn-kv f16|q8_0] "
+                   "[--attn-shape 0|1]] [--sample-only]\n");
       return 2;
     }
   }
@@ -190,7 +198,7 @@ int main(int argc, char** argv) {
 
   if (moe_only || attn_only || sample_only) {
     const bool good = moe_only    ? cuda_bench::moe_decode_table(s, only)
-                      : attn_only ? cuda_bench::decode_attention_table(s, copy_gbs)
+                      : attn_only ? cuda_bench::decode_attention_table(s, copy_gbs, attn)
                                   : cuda_bench::sample_pick_table(s);
     cublasDestroy(blas);
     cudaStreamDestroy(s);
@@ -254,7 +262,7 @@ int main(int argc, char** argv) {
   for (const auto& l : table) std::printf("%s\n", l.c_str());
   if (!cuda_bench::batch_matmul_table(s, blas, only, copy_gbs)) return 1;
   if (!batch_only && !cuda_bench::moe_decode_table(s, only)) return 1;
-  if (!batch_only && !cuda_bench::decode_attention_table(s, copy_gbs)) return 1;
+  if (!batch_only && !cuda_bench::decode_attention_table(s, copy_gbs, attn)) return 1;
   if (batch_only) {
     cublasDestroy(blas);
     cudaStreamDestroy(s);

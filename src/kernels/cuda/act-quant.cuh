@@ -31,4 +31,45 @@ __device__ __forceinline__ void quant_block32(float v, int lane, int64_t blk, in
   if (lane == 0) scales[blk] = make_float4(d1, d2, 0.f, d1 * float(s1));
 }
 
+// quant_block32 of N blocks at once (this lane's element v[i] of block blk[i], i < n: a
+// warp-uniform count), the same arithmetic per block, with the N blocks' butterflies interleaved
+// so their shuffles overlap (one block at a time waited out 15 shuffle latencies per block).
+template <int N>
+__device__ __forceinline__ void quant_blocks32(const float (&v)[N], int lane,
+                                               const int64_t (&blk)[N], int n, int8_t* q1,
+                                               int8_t* q2, float4* scales) {
+  float a[N], r[N], d1[N], d2[N];
+  int i1[N], s1[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) a[i] = fabsf(v[i]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int i = 0; i < N; ++i) a[i] = fmaxf(a[i], __shfl_xor_sync(0xffffffffu, a[i], o));
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    d1[i] = a[i] / 127.f;
+    i1[i] = d1[i] > 0.f ? max(-127, min(127, __float2int_rn(v[i] / d1[i]))) : 0;
+    r[i] = v[i] - d1[i] * float(i1[i]);
+    a[i] = fabsf(r[i]);
+    s1[i] = i1[i];
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      a[i] = fmaxf(a[i], __shfl_xor_sync(0xffffffffu, a[i], o));
+      s1[i] += __shfl_xor_sync(0xffffffffu, s1[i], o);
+    }
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if (i >= n) break;
+    d2[i] = a[i] / 127.f;
+    const int i2 = d2[i] > 0.f ? max(-127, min(127, __float2int_rn(r[i] / d2[i]))) : 0;
+    q1[blk[i] * 32 + lane] = int8_t(i1[i]);
+    q2[blk[i] * 32 + lane] = int8_t(i2);
+    if (lane == 0) scales[blk[i]] = make_float4(d1[i], d2[i], 0.f, d1[i] * float(s1[i]));
+  }
+}
+
 }  // namespace hearth::cuda

@@ -1,17 +1,18 @@
 // Single-token decode attention at depth (launch_attention's n_tokens == 1 path for f16, bf16
-// and q8_0 caches of head_dim 64, 128 or 256): bandwidth-bound, so the K/V rows stream into
-// shared memory through a cp.async pipeline of wide copies (16 bytes a lane where the row
-// allows) kStages tiles deep, and each warp scores whole rows out of shared memory. A block
-// serves G query heads of one KV head (GQA: K/V read once for the group, not once per head);
-// blocks split the context into kT-row tiles, split s taking tiles s, s + n_splits, ... (or
-// contiguous runs: DecodeProbe), and the
+// and q8_0 caches of head_dim 64, 128 or 256), the scalar kernel: f16 and q8_0 rows of head_dim
+// 64 / 128 go to the tensor-core kernel (attention-decode-mma.cu) instead, so this one serves
+// bf16 rows, head_dim 256 and the probes. The K/V rows stream into shared memory through a
+// cp.async pipeline of wide copies (16 bytes a lane where the row allows) kStages tiles deep, and
+// each warp scores whole rows out of shared memory. A block serves G query heads of one KV head
+// (GQA: K/V read once for the group, not once per head); blocks split the context into kT-row
+// tiles, split s taking tiles s, s + n_splits, ... (or contiguous runs: DecodeProbe), and the
 // last block of a row combines the splits' partials as attention.cu's split kernel does (whose
 // layout of partials and counters this shares). Short contexts issue all their tiles in the
 // prologue: one DRAM round trip, as before. n_ctx is read on the device (one graph per step).
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cuda/act-quant.cuh"
+#include "kernels/cuda/attention-decode-block.cuh"
 #include "kernels/cuda/attention-decode.cuh"
 #include "kernels/cuda/attention-softmax.cuh"
 #include "kernels/cuda/cp-async.cuh"
@@ -104,20 +105,6 @@ __device__ __forceinline__ void read_cur(const float* cur, int lane, float (&x)[
   }
 }
 
-// Rotated element d of a head row x (shared memory), as rope_rows_tab / launch_rope_kv.
-__device__ __forceinline__ float rope_elem(const float* x, const float2* cs, int style, int hd,
-                                           int d) {
-  int j, o;
-  bool first;
-  if (style == 0) {
-    j = d >> 1, first = (d & 1) == 0, o = first ? d + 1 : d - 1;
-  } else {
-    first = d < hd / 2, j = first ? d : d - hd / 2, o = first ? d + hd / 2 : d - hd / 2;
-  }
-  const float2 t = cs[j];
-  return first ? x[d] * t.x - x[o] * t.y : x[o] * t.y + x[d] * t.x;
-}
-
 // Block (brow = KV head x group of G query heads, split). Dynamic shared memory: kStages tiles
 // of kT K rows then kT V rows (raw cache bytes), reused for the warps' states at the end.
 template <int EPT, KvForm F, int G>
@@ -137,8 +124,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   static_assert(kWarps * G * (hd + 2) * 4 <= kStages * 2 * kT * kRow, "merge fits the stages");
   extern __shared__ float4 dyn4[];
   auto* stage_mem = reinterpret_cast<uint8_t*>(dyn4);
-  __shared__ float sm_q[G][hd];
-  __shared__ float sm_kcur[hd], sm_vcur[hd], sm_kraw[hd];
+  __shared__ __align__(16) float sm_q[G][hd];
+  __shared__ __align__(16) float sm_kraw[hd];
+  __shared__ float sm_kcur[hd], sm_vcur[hd];
   __shared__ float2 sm_cs[hd / 2];
 
   pdl_trigger();
@@ -151,25 +139,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const bool fused = rope.k != nullptr;
   if (!fused) pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int group = n_heads / n_kv_heads;
-  const int brow = blockIdx.x;
-  const int per_kv = group / G;
-  const int kvh = brow / per_kv;
-  const int h0 = kvh * group + (brow % per_kv) * G;
-  const int split = blockIdx.y, n_splits = gridDim.y;
-  const int64_t pos0 = pos0_dev ? int64_t(*pos0_dev) : pos0_host;
-  const int64_t n_ctx = pos0 + 1, pcur = pos0;
-  const int64_t n_tiles = (n_ctx + kT - 1) / kT;
-  const int n_live = n_tiles < n_splits ? int(n_tiles) : n_splits;
-  if (split >= n_live) return;
-  // Tiles dealt round-robin (split s: s, s + n_splits, ...) or, with runs, in contiguous runs.
-  const int64_t run_len = n_tiles / n_live, run_extra = n_tiles % n_live;
-  const int64_t run0 = split * run_len + (split < run_extra ? split : run_extra);
-  const int n_mine =
-      runs ? int(run_len + (split < run_extra)) : int((n_tiles - split + n_splits - 1) / n_splits);
-  auto tile_pos = [&](int k) {  // first position of this split's tile k
-    return (runs ? run0 + k : int64_t(split) + int64_t(k) * n_splits) * kT;
-  };
+  const DecodeTiles b = decode_tiles<G>(kT, n_heads, n_kv_heads, pos0_host, pos0_dev, runs);
+  if (!b.live()) return;
+  const int kvh = b.kvh, h0 = b.h0, n_mine = b.n_mine;
+  const int64_t n_ctx = b.n_ctx, pcur = b.pcur;
   const int64_t kv_stride = int64_t(n_kv_heads) * kRow;  // bytes between positions
   const uint8_t* kbase = kc + int64_t(kvh) * kRow;
   const uint8_t* vbase = vc + int64_t(kvh) * kRow;
@@ -177,7 +150,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   // Tile k of this split (positions (split + k n_splits) kT ..) into stage k % kStages; rows
   // past n_ctx are not copied (their warps skip them).
   auto issue = [&](int k) {
-    const int64_t p0 = tile_pos(k);
+    const int64_t p0 = b.pos(k, kT);
     const int rows = n_ctx - p0 < kT ? int(n_ctx - p0) : kT;
     uint8_t* st = stage_mem + (k % kStages) * (2 * kT * kRow);
     for (int idx = threadIdx.x; idx < rows * kRowGran; idx += blockDim.x) {
@@ -200,13 +173,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   }
 
   // q rotated (and this token's k with fused rope) while the first tiles land.
-  for (int i = threadIdx.x; i < G * hd; i += blockDim.x) (&sm_q[0][0])[i] = q[int64_t(h0) * hd + i];
-  if (fused)
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-      sm_kraw[d] = rope.k[int64_t(kvh) * hd + d];
-      sm_vcur[d] = rope.v[int64_t(kvh) * hd + d];
-    }
-  __syncthreads();
+  load_q_kv<G, hd, kWarps>(q, rope, h0, kvh, sm_q, sm_kraw, sm_vcur);
   float qv[G][EPT];
 #pragma unroll
   for (int g = 0; g < G; ++g)
@@ -219,24 +186,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
             (fused ? rope_elem(sm_q[g], sm_cs, rope.style, hd, d) : sm_q[g][d]) * scale;
       }
   if (fused) {
-    // k rotated, then (warp-collective, whole 32-dim blocks) the append of row pcur by the block
-    // that owns its tile, for the first head group of the KV head, and k, v as the cache holds
-    // them (the store-then-attend result). Other blocks may copy that row meanwhile: they use
-    // sm_kcur / sm_vcur for it instead.
-    const bool store =
-        brow % per_kv == 0 && split == (runs ? n_live - 1 : int((n_tiles - 1) % n_splits));
-    for (int d0 = warp * 32; d0 < hd; d0 += blockDim.x) {
-      const int d = d0 + lane;
-      const float kr = rope_elem(sm_kraw, sm_cs, rope.style, hd, d);
-      const float vr = sm_vcur[d];
-      if (store) {
-        const int64_t e = pcur * n_kv_heads * hd + int64_t(kvh) * hd + d;
-        kv_store_warp(kc, e, kr, kv.k, lane);
-        kv_store_warp(vc, e, vr, kv.v, lane);
-      }
-      sm_kcur[d] = kv_round_warp(kr, kv.k);
-      sm_vcur[d] = kv_round_warp(vr, kv.v);
-    }
+    // Other blocks may copy row pcur meanwhile: they use sm_kcur / sm_vcur for it instead.
+    rotate_append_kv<hd>(rope, kv, sm_kraw, sm_cs, sm_kcur, sm_vcur,
+                         b.brow % b.per_kv == 0 && b.owns_last(), kc, vc, pcur, n_kv_heads, kvh);
     __syncthreads();
   }
 
@@ -252,7 +204,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     __syncthreads();  // tile k landed for every thread; stage (k - 1) % kStages is free
     if (k + kStages - 1 < n_mine) issue(k + kStages - 1);
     cp_async_commit();
-    const int64_t p0 = tile_pos(k) + warp * kRpw;
+    const int64_t p0 = b.pos(k, kT) + warp * kRpw;
     const uint8_t* st = stage_mem + (k % kStages) * (2 * kT * kRow) + warp * kRpw * kRow;
     float s[kRpw][G];
 #pragma unroll
@@ -337,92 +289,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       for (int p = 0; p < L::P; ++p)
         sm_acc[(warp * G + g) * hd + L::dim(lane, c, p)] = acc[g][c * L::P + p];
   __syncthreads();
-  __shared__ float s_big[G], s_lt[G];
-  if (threadIdx.x < G) {
-    const int g = threadIdx.x;
-    float big = -INFINITY, lt = 0.f;
-    for (int w = 0; w < kWarps; ++w) big = fmaxf(big, sm_m[w * G + g]);
-    for (int w = 0; w < kWarps; ++w) lt += sm_l[w * G + g] * exp_diff(sm_m[w * G + g], big);
-    s_big[threadIdx.x] = big, s_lt[threadIdx.x] = lt;
-  }
-  __syncthreads();
-  auto merged = [&](int g, int d) {
-    float a = 0.f;
-    for (int w = 0; w < kWarps; ++w)
-      a += sm_acc[(w * G + g) * hd + d] * exp_diff(sm_m[w * G + g], s_big[g]);
-    return a;
-  };
-  // Output element i of the block's G x hd (warp-uniform 32-dim blocks for the int8 copy).
-  auto emit = [&](int i, float v) {
-    out[int64_t(h0) * hd + i] = v;
-    if (qo.q1) quant_block32(v, lane, (int64_t(h0) * hd + i) / 32, qo.q1, qo.q2, qo.scales);
-  };
-  if (n_live == 1) {
-    for (int i0 = warp * 32; i0 < G * hd; i0 += blockDim.x) {
-      const int g = i0 / hd, d = i0 % hd + lane;
-      emit(i0 + lane, merged(g, d) * softmax_out_factor(s_big[g], s_lt[g], kv.sinks, h0 + g));
-    }
-    return;
-  }
-  constexpr int stride = hd + 2;
-  for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
-    const int g = i / hd, d = i % hd;
-    partials[((int64_t(h0) + g) * n_splits + split) * stride + 2 + d] = merged(g, d);
-  }
-  if (threadIdx.x < G) {
-    float* mine = partials + ((int64_t(h0) + threadIdx.x) * n_splits + split) * stride;
-    mine[0] = s_big[threadIdx.x];
-    mine[1] = s_lt[threadIdx.x];
-  }
-
-  // Hand-off: partials visible device-wide before the count; the last block reads them from L2.
-  __threadfence();
-  __syncthreads();
-  __shared__ bool last;
-  if (threadIdx.x == 0) last = atomicAdd(counters + brow, 1u) == unsigned(n_live - 1);
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  __shared__ float sw[G][kDecodeMaxSplits];
-  __shared__ float s_inv[G];
-  for (int g = warp; g < G; g += kWarps) {
-    const float* rp = partials + (int64_t(h0) + g) * n_splits * stride;
-    float mv[kDecodeMaxSplits / 32], lv[kDecodeMaxSplits / 32];
-    float mx = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < kDecodeMaxSplits / 32; ++k) {
-      const int sp = lane + 32 * k;
-      mv[k] = sp < n_live ? __ldcg(rp + sp * stride) : -INFINITY;
-      lv[k] = sp < n_live ? __ldcg(rp + sp * stride + 1) : 0.f;
-      mx = fmaxf(mx, mv[k]);
-    }
-    mx = warp_max(mx);
-    float lt = 0.f;
-#pragma unroll
-    for (int k = 0; k < kDecodeMaxSplits / 32; ++k) {
-      const float wgt = exp_diff(mv[k], mx);
-      sw[g][lane + 32 * k] = wgt;
-      lt += lv[k] * wgt;
-    }
-    lt = warp_sum(lt);
-    if (lane == 0) s_inv[g] = softmax_out_factor(mx, lt, kv.sinks, h0 + g);
-  }
-  if (threadIdx.x == 0) counters[brow] = 0u;
-  __syncthreads();
-  for (int i0 = warp * 32; i0 < G * hd; i0 += blockDim.x) {
-    const int g = i0 / hd, d = i0 % hd + lane;
-    const float* rp = partials + (int64_t(h0) + g) * n_splits * stride + 2 + d;
-    float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;  // four independent loads in flight
-    int sp = 0;
-    for (; sp + 4 <= n_live; sp += 4) {
-      a0 = fmaf(__ldcg(rp + (sp + 0) * stride), sw[g][sp + 0], a0);
-      a1 = fmaf(__ldcg(rp + (sp + 1) * stride), sw[g][sp + 1], a1);
-      a2 = fmaf(__ldcg(rp + (sp + 2) * stride), sw[g][sp + 2], a2);
-      a3 = fmaf(__ldcg(rp + (sp + 3) * stride), sw[g][sp + 3], a3);
-    }
-    for (; sp < n_live; ++sp) a0 = fmaf(__ldcg(rp + sp * stride), sw[g][sp], a0);
-    emit(i0 + lane, ((a0 + a1) + (a2 + a3)) * s_inv[g]);
-  }
+  finish_decode_block<kWarps, G, hd>(sm_m, sm_l, sm_acc,
+                                     {h0, b.brow, b.split, b.n_live, b.n_splits}, partials,
+                                     counters, out, qo, kv.sinks);
 }
 
 // Query heads per block: the largest of 8, 4, 2, 1 that divides the group and keeps G x EPT
@@ -447,6 +316,8 @@ bool dispatch_g(int g, Fn&& fn) {
   }
 }
 
+}  // namespace
+
 // Splits per row: one wave of every block the SMs hold at once (blocks_per_sm, the occupancy of
 // the instance), so each split gets equal work (tiles dealt round-robin) and none waits for a
 // second wave. On the H200 this beat two blocks an SM where more fit (llama2-7b one layer at
@@ -457,8 +328,6 @@ int64_t decode_splits(int64_t brows, int blocks_per_sm, int64_t max_ctx) {
   const int64_t tiles = (max_ctx + 15) / 16;
   return tiles < want ? (tiles > 0 ? tiles : 1) : want;
 }
-
-}  // namespace
 
 bool attention_decode_supported(int64_t head_dim, DType k, DType v, const void* k_cache,
                                 const void* v_cache) {
@@ -475,6 +344,10 @@ cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache
                                     float scale, float* partials, unsigned* counters,
                                     cudaStream_t s, DecodeQuantOut qo, const AttnRope& rope,
                                     const AttnKv& kv, DecodeProbe probe) {
+  if (!probe.scalar && attention_decode_mma_supported(head_dim, kv.k, kv.v))
+    return launch_attention_decode_mma(q, k_cache, v_cache, out, pos0, pos0_dev, max_ctx, n_heads,
+                                       n_kv_heads, head_dim, scale, partials, counters, s, qo, rope,
+                                       kv, probe);
   const int g = heads_per_block(n_heads / n_kv_heads, head_dim / 32);
   auto* kc = static_cast<uint8_t*>(k_cache);
   auto* vc = static_cast<uint8_t*>(v_cache);
@@ -486,21 +359,10 @@ cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache
     constexpr int kRow = row_bytes<F, E>();
     constexpr int kT = kStageBytes / (2 * kRow) >= 32 ? 32 : 16;
     const size_t smem = size_t(kStages) * 2 * kT * kRow;
-    static int per_sm = 0;  // per instance, once: the opt-in above 48 KB, then the occupancy
-    if (per_sm == 0) {
-      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-      if (err == cudaSuccess && (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                                     &per_sm, kernel, kWarps * 32, smem) != cudaSuccess ||
-                                 per_sm < 1))
-        per_sm = 2;
-    }
-    const int64_t splits = probe.splits > 0 ? std::min<int64_t>(probe.splits, kDecodeMaxSplits)
-                                            : decode_splits(n_heads / g, per_sm, max_ctx);
-    const dim3 grid(unsigned(n_heads / g), unsigned(splits));
-    if (err == cudaSuccess)
-      err =
-          launch_pdl(kernel, grid, dim3(kWarps * 32), smem, s, q, kc, vc, rope, partials, counters,
-                     out, qo, pos0, pos0_dev, int(n_heads), int(n_kv_heads), scale, kv, probe.runs);
+    static int per_sm = 0;  // per instance
+    err = launch_decode_instance(kernel, per_sm, smem, kWarps * 32, n_heads / g, max_ctx, probe, s,
+                                 q, kc, vc, rope, partials, counters, out, qo, pos0, pos0_dev,
+                                 n_heads, n_kv_heads, scale, kv);
   };
   auto by_form = [&](auto ept, auto gc) {
     if (kv.k == DType::F16)

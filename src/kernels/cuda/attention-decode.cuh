@@ -24,7 +24,17 @@ struct DecodeQuantOut {
 struct DecodeProbe {
   int splits = 0;
   bool runs = false;
+  bool scalar = false;  // the scalar kernel even where the tensor-core one applies
 };
+
+// Splits per row: one wave of every block the SMs hold at once (blocks_per_sm, the occupancy of
+// the kernel instance), capped by the 16-row tiles of max_ctx.
+int64_t decode_splits(int64_t brows, int blocks_per_sm, int64_t max_ctx);
+
+// The tensor-core decode kernel (attention-decode-mma.cu): head_dim 64 / 128, K and V both f16
+// or both q8_0; query heads per block (the largest divisor of the group up to 8).
+bool attention_decode_mma_supported(int64_t head_dim, DType k, DType v);
+int attention_decode_mma_heads(int64_t group);
 
 // Whether the decode kernel takes this cache: head_dim 64 / 128 / 256, K and V both f16, bf16
 // or q8_0, 16-byte aligned bases.
@@ -40,15 +50,22 @@ cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache
                                     cudaStream_t s, DecodeQuantOut qo, const AttnRope& rope,
                                     const AttnKv& kv, DecodeProbe probe = {});
 
+cudaError_t launch_attention_decode_mma(const float* q, void* k_cache, void* v_cache, float* out,
+                                        int64_t pos0, const int32_t* pos0_dev, int64_t max_ctx,
+                                        int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                                        float scale, float* partials, unsigned* counters,
+                                        cudaStream_t s, DecodeQuantOut qo, const AttnRope& rope,
+                                        const AttnKv& kv, DecodeProbe probe);
+
 // One decode token through the decode kernel wherever it applies (f16 / bf16 / q8_0, head_dim
 // 64 / 128 / 256; else as launch_attention), its grid probed: decode_splits per row (0: its
-// default), tiles in contiguous runs per split instead of round-robin (hearth-cuda-bench, the
-// tests; attention.cu).
+// default), tiles in contiguous runs per split instead of round-robin, the scalar kernel where
+// the tensor-core one would run (hearth-cuda-bench, the tests; attention.cu).
 cudaError_t launch_attention_probe(const float* q, const void* k_cache, const void* v_cache,
                                    float* out, int64_t pos0, const int32_t* pos0_dev,
                                    int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads,
                                    int64_t head_dim, float scale, float* partials, cudaStream_t s,
                                    void* qbuf, const AttnRope* rope, const AttnKv& kv,
-                                   int decode_splits, bool decode_runs);
+                                   int decode_splits, bool decode_runs, bool decode_scalar = false);
 
 }  // namespace hearth::cuda

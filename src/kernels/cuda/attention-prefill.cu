@@ -6,6 +6,7 @@
 
 #include "kernels/cuda/attention-softmax.cuh"
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/half-mma.cuh"
 #include "kernels/cuda/kv-rows.cuh"
 
 namespace hearth::cuda {
@@ -25,15 +26,6 @@ constexpr int kLoads = 8;
 // the output is close to the fp32 kernel's (one fp16 rounding of q, k, p and v would put ~1e-3
 // relative error into the scores of a 7B-sized model). Values must stay inside fp16's range
 // (|x| < 65504), as attention inputs of Llama-family models do.
-// hi = fp16(a, b); lo = fp16(a - hi, b - hi).
-__device__ __forceinline__ void split_half2(float a, float b, uint32_t& hi, uint32_t& lo) {
-  const __half2 h = __floats2half2_rn(a, b);
-  const float2 back = __half22float2(h);
-  const __half2 l = __floats2half2_rn(a - back.x, b - back.y);
-  hi = *reinterpret_cast<const uint32_t*>(&h);
-  lo = *reinterpret_cast<const uint32_t*>(&l);
-}
-
 // d += a (16x16, row) * b (16x8, col); fp16 inputs, fp32 accumulators.
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
@@ -42,22 +34,6 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Four 8x8 b16 matrices from shared memory; lane l gives the address of row l % 8 of matrix
-// l / 8. Plain: lane (g, c) gets row g, columns 2c, 2c+1 of each; trans: rows 2c, 2c+1 of
-// column g (a B fragment from a row-major [k][n] tile).
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const __half* p) {
-  const unsigned a = unsigned(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const __half* p) {
-  const unsigned a = unsigned(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
 }
 
 // Which (query tile, head) a block computes. Causal work grows with the query tile, so items

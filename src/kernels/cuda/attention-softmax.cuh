@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "kernels/cuda/warp-reduce.cuh"
+
 namespace hearth::cuda {
 
 // exp(a - b) that is 0, not NaN, when both are -inf (an empty running max).
@@ -40,6 +42,32 @@ __device__ __forceinline__ float share_warp_states(WarpStates<kWarps, EPT>& sm, 
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) top = fmaxf(top, sm.m[w]);
   return top;
+}
+
+// A row's split partials (each stride floats: running max, sum, then the outputs) weighed to
+// the row's max, by one warp: sw[sp] = e^(m_sp - max) for sp < kMax (0 past n_live); returns
+// the max and the weighted sum of the sums.
+template <int kMax>
+__device__ __forceinline__ float2 split_weights(const float* parts, int n_live, int64_t stride,
+                                                float* sw, int lane) {
+  float mv[kMax / 32], lv[kMax / 32];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kMax / 32; ++k) {
+    const int sp = lane + 32 * k;
+    mv[k] = sp < n_live ? __ldcg(parts + sp * stride) : -INFINITY;
+    lv[k] = sp < n_live ? __ldcg(parts + sp * stride + 1) : 0.f;
+    mx = fmaxf(mx, mv[k]);
+  }
+  mx = warp_max(mx);
+  float lt = 0.f;
+#pragma unroll
+  for (int k = 0; k < kMax / 32; ++k) {
+    const float wgt = exp_diff(mv[k], mx);
+    sw[lane + 32 * k] = wgt;
+    lt += lv[k] * wgt;
+  }
+  return make_float2(mx, warp_sum(lt));
 }
 
 }  // namespace hearth::cuda

@@ -278,24 +278,8 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
   __shared__ float sw[kMaxSplits];
   __shared__ float s_inv;
   if (warp == 0) {
-    float mv[kMaxSplits / 32], lv[kMaxSplits / 32];
-    float mx = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < kMaxSplits / 32; ++k) {
-      const int sp = lane + 32 * k;
-      mv[k] = sp < n_live ? __ldcg(row_parts + sp * stride) : -INFINITY;
-      lv[k] = sp < n_live ? __ldcg(row_parts + sp * stride + 1) : 0.f;
-      mx = fmaxf(mx, mv[k]);
-    }
-    mx = warp_max(mx);
-    float lt = 0.f;
-#pragma unroll
-    for (int k = 0; k < kMaxSplits / 32; ++k) {
-      const float wgt = exp_diff(mv[k], mx);
-      sw[lane + 32 * k] = wgt;
-      lt += lv[k] * wgt;
-    }
-    lt = warp_sum(lt);
+    const float2 ml = split_weights<kMaxSplits>(row_parts, n_live, stride, sw, lane);
+    const float mx = ml.x, lt = ml.y;
     if (lane == 0) s_inv = softmax_out_factor(mx, lt, kv.sinks, h), counters[th] = 0u;
   }
   __syncthreads();
@@ -564,10 +548,10 @@ cudaError_t launch_attention_probe(const float* q, const void* k_cache, const vo
                                    int64_t max_ctx, int64_t n_heads, int64_t n_kv_heads,
                                    int64_t head_dim, float scale, float* partials, cudaStream_t s,
                                    void* qbuf, const AttnRope* rope, const AttnKv& kv,
-                                   int decode_splits, bool decode_runs) {
+                                   int decode_splits, bool decode_runs, bool decode_scalar) {
   return attention_impl(q, k_cache, v_cache, out, 1, pos0, pos0_dev, max_ctx, n_heads, n_kv_heads,
                         head_dim, scale, partials, s, qbuf, rope, kv, 1,
-                        {decode_splits, decode_runs});
+                        {decode_splits, decode_runs, decode_scalar});
 }
 
 }  // namespace hearth::cuda

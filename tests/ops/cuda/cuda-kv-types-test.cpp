@@ -154,12 +154,18 @@ TEST_F(CudaKvTypesTest, AttentionOverTypedRowsMatchesCpu) {
 // grid probed (splits per row, tiles round-robin or in runs), against the CPU over the same
 // typed rows.
 TEST_F(CudaKvTypesTest, DecodeKernelProbesMatchCpu) {
-  const AttnCase cases[] = {{1, 700, 4, 4, 128},
-                            {1, 0, 2, 2, 64},
-                            {1, 1000, 2, 2, 256},
-                            {1, 333, 8, 2, 64},
-                            {1, 95, 3, 3, 128}};
-  const std::pair<int, bool> probes[] = {{0, false}, {3, false}, {5, true}, {64, true}};
+  const AttnCase cases[] = {{1, 700, 4, 4, 128},  {1, 0, 2, 2, 64},
+                            {1, 1000, 2, 2, 256}, {1, 333, 8, 2, 64},
+                            {1, 95, 3, 3, 128},   {1, 500, 14, 2, 128},  // 7 heads a KV head
+                            {1, 260, 10, 2, 64},                         // 5
+                            {1, 150, 16, 1, 64}};                        // 16: two blocks of 8
+  struct Probe {
+    int splits;
+    bool runs, scalar;
+  };
+  // Both kernels where the tensor-core one applies (f16 / q8_0, head_dim 64 / 128).
+  const Probe probes[] = {{0, false, false}, {3, false, false}, {5, true, false},
+                          {64, true, false}, {0, false, true},  {5, true, true}};
   for (const AttnCase& c : cases)
     for (DType t : {DType::F16, DType::BF16, DType::Q8_0}) {
       const int64_t ctx = c.pos0 + 1, kvd = c.kv_heads * c.hd, qn = c.heads * c.hd;
@@ -172,19 +178,19 @@ TEST_F(CudaKvTypesTest, DecodeKernelProbesMatchCpu) {
                       scale);
       const int64_t parts = cuda::attention_partials_floats(1, c.heads, c.hd, ctx);
       float* partials = dev(std::vector<float>(size_t(parts), 0.f));  // counters start at zero
-      for (const auto& [splits, runs] : probes) {
+      for (const auto& [splits, runs, scalar] : probes) {
         float* out = poisoned(qn);
         const float* qd = dev(q);
         // The uploads run on the backend's stream; the launch below on the default one.
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         ASSERT_EQ(cuda::launch_attention_probe(qd, k.dev, v.dev, out, c.pos0, nullptr, ctx, c.heads,
                                                c.kv_heads, c.hd, scale, partials, nullptr, nullptr,
-                                               nullptr, {t, t, nullptr}, splits, runs),
+                                               nullptr, {t, t, nullptr}, splits, runs, scalar),
                   cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         EXPECT_LT(rel_error(get(out, qn), want), 5e-5)
             << dtype_name(t) << " pos0 " << c.pos0 << " heads " << c.heads << "/" << c.kv_heads
-            << " hd " << c.hd << " splits " << splits << " runs " << runs;
+            << " hd " << c.hd << " splits " << splits << " runs " << runs << " scalar " << scalar;
       }
     }
 }

@@ -1,0 +1,293 @@
+// The pieces both single-token decode attention kernels share (attention-decode.cu's scalar one,
+// attention-decode-mma.cu's tensor-core one): the fused rope's element rotation, Qwen3's per-head
+// norms, and a block's end: its warps' online-softmax states merged, then the block's output or
+// its split's partial, and in the last block of a row the splits combined (attention.cu's split
+// kernel's layout of partials and counters).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/act-quant.cuh"
+#include "kernels/cuda/attention-decode.cuh"
+#include "kernels/cuda/attention-softmax.cuh"
+#include "kernels/cuda/kv-rows.cuh"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/rms-scale.cuh"
+#include "kernels/cuda/warp-reduce.cuh"
+
+namespace hearth::cuda {
+
+// Rotated element d of a head row x (shared memory), as rope_rows_tab / launch_rope_kv.
+__device__ __forceinline__ float rope_elem(const float* x, const float2* cs, int style, int hd,
+                                           int d) {
+  int j, o;
+  bool first;
+  if (style == 0) {
+    j = d >> 1, first = (d & 1) == 0, o = first ? d + 1 : d - 1;
+  } else {
+    first = d < hd / 2, j = first ? d : d - hd / 2, o = first ? d + hd / 2 : d - hd / 2;
+  }
+  const float2 t = cs[j];
+  return first ? x[d] * t.x - x[o] * t.y : x[o] * t.y + x[d] * t.x;
+}
+
+// Qwen3's per-head RMSNorms (rope.q_norm / k_norm) of the G query heads in sm_q and this
+// token's k in sm_kraw, in place, before the rotation: warp_rms_scale over the rows (the same
+// 16-byte words and sums as the separate launch, read from shared memory: both arrays 16-byte
+// aligned), then (x * scale) * weight: rmsnorm_heads' bits, and the split kernel's.
+template <int G, int hd, int kWarps>
+__device__ __forceinline__ void norm_heads_in_smem(const AttnRope& rope, float (&sm_q)[G][hd],
+                                                   float* sm_kraw, int warp, int lane) {
+  for (int g = warp; g <= G; g += kWarps) {  // g == G: the k row
+    float* row = g < G ? sm_q[g] : sm_kraw;
+    const float* w = g < G ? rope.q_norm : rope.k_norm;
+    const float sc = warp_rms_scale(row, hd, rope.norm_eps, lane);  // every lane read the row
+    for (int d = lane; d < hd; d += 32) row[d] = row[d] * sc * __ldg(w + d);
+  }
+}
+
+// Where a decode block sits and which tiles of kT rows it takes: blockIdx.x is the row (KV head
+// x group of G query heads), blockIdx.y the split; tiles are dealt round-robin (split s: s,
+// s + n_splits, ...) or, with runs, in contiguous runs. live() is false for a split past the
+// tiles (it returns at once). n_ctx is read on the device (one graph per step).
+struct DecodeTiles {
+  int kvh, h0, brow, per_kv, split, n_splits, n_live, n_mine;
+  int64_t pcur, n_ctx, n_tiles, run0;
+  bool runs;
+  __device__ bool live() const { return split < n_live; }
+  __device__ int64_t pos(int k, int kT) const {  // first position of this split's tile k
+    return (runs ? run0 + k : int64_t(split) + int64_t(k) * n_splits) * kT;
+  }
+  // Whether this split holds the last tile (the one with row pcur).
+  __device__ bool owns_last() const {
+    return split == (runs ? n_live - 1 : int((n_tiles - 1) % n_splits));
+  }
+};
+template <int G>
+__device__ __forceinline__ DecodeTiles decode_tiles(int kT, int n_heads, int n_kv_heads,
+                                                    int64_t pos0_host, const int32_t* pos0_dev,
+                                                    bool runs) {
+  DecodeTiles b;
+  const int group = n_heads / n_kv_heads;
+  b.brow = blockIdx.x;
+  b.per_kv = group / G;
+  b.kvh = b.brow / b.per_kv;
+  b.h0 = b.kvh * group + (b.brow % b.per_kv) * G;
+  b.split = blockIdx.y, b.n_splits = gridDim.y;
+  b.pcur = pos0_dev ? int64_t(*pos0_dev) : pos0_host;
+  b.n_ctx = b.pcur + 1;
+  b.n_tiles = (b.n_ctx + kT - 1) / kT;
+  b.n_live = b.n_tiles < b.n_splits ? int(b.n_tiles) : b.n_splits;
+  b.runs = runs;
+  const int64_t n_live = b.n_live > 0 ? b.n_live : 1;
+  const int64_t run_len = b.n_tiles / n_live, run_extra = b.n_tiles % n_live;
+  b.run0 = b.split * run_len + (b.split < run_extra ? b.split : run_extra);
+  b.n_mine = runs ? int(run_len + (b.split < run_extra))
+                  : int((b.n_tiles - b.split + b.n_splits - 1) / b.n_splits);
+  return b;
+}
+
+// The block's G query heads (raw) into sm_q and, with the rope fused, this token's k and v into
+// sm_kraw / sm_vcur, then Qwen3's norms when set; ends synchronised.
+template <int G, int hd, int kWarps>
+__device__ __forceinline__ void load_q_kv(const float* q, const AttnRope& rope, int h0, int kvh,
+                                          float (&sm_q)[G][hd], float* sm_kraw, float* sm_vcur) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int i = threadIdx.x; i < G * hd; i += blockDim.x) (&sm_q[0][0])[i] = q[int64_t(h0) * hd + i];
+  if (rope.k)
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+      sm_kraw[d] = rope.k[int64_t(kvh) * hd + d];
+      sm_vcur[d] = rope.v[int64_t(kvh) * hd + d];
+    }
+  __syncthreads();
+  if (rope.k && rope.q_norm) {
+    norm_heads_in_smem<G, hd, kWarps>(rope, sm_q, sm_kraw, warp, lane);
+    __syncthreads();
+  }
+}
+
+// With the rope fused: this token's k rotated; the block that owns row pcur's tile, for the
+// first head group of the KV head (store), appends k and v (warp-collective, whole 32-dim
+// blocks); sm_kcur / sm_vcur get k and v as the cache holds them (the store-then-attend
+// result), which every block attends to for row pcur instead of its staged copy. The caller
+// synchronises before reading them.
+template <int hd>
+__device__ __forceinline__ void rotate_append_kv(const AttnRope& rope, const AttnKv& kv,
+                                                 const float* sm_kraw, const float2* sm_cs,
+                                                 float* sm_kcur, float* sm_vcur, bool store,
+                                                 uint8_t* kc, uint8_t* vc, int64_t pcur,
+                                                 int n_kv_heads, int kvh) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int d0 = warp * 32; d0 < hd; d0 += blockDim.x) {
+    const int d = d0 + lane;
+    const float kr = rope_elem(sm_kraw, sm_cs, rope.style, hd, d);
+    const float vr = sm_vcur[d];
+    if (store) {
+      const int64_t e = pcur * n_kv_heads * hd + int64_t(kvh) * hd + d;
+      kv_store_warp(kc, e, kr, kv.k, lane);
+      kv_store_warp(vc, e, vr, kv.v, lane);
+    }
+    sm_kcur[d] = kv_round_warp(kr, kv.k);
+    sm_vcur[d] = kv_round_warp(vr, kv.v);
+  }
+}
+
+// Where a block sits: its first query head, its row of the grid (KV head x head group), its
+// split, the live splits of the row and the grid's splits per row.
+struct DecodeBlockAt {
+  int h0, brow, split, n_live, n_splits;
+};
+
+// A block's end, every thread calling it once its warps' states are in shared memory (after a
+// __syncthreads): sm_m, sm_l [kWarps][G] (running max, sum), sm_acc [kWarps][G][hd] (unscaled
+// output, natural dim order). One live split: the block writes the output (and its int8 copy);
+// else its partial, and the row's last block to finish combines them.
+template <int kWarps, int G, int hd>
+__device__ __forceinline__ void finish_decode_block(const float* sm_m, const float* sm_l,
+                                                    const float* sm_acc, DecodeBlockAt at,
+                                                    float* __restrict__ partials,
+                                                    unsigned* __restrict__ counters,
+                                                    float* __restrict__ out, DecodeQuantOut qo,
+                                                    const float* sinks) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int h0 = at.h0, brow = at.brow, split = at.split, n_live = at.n_live;
+  const int n_splits = at.n_splits;
+  // Each warp's 32-output chunks of the block's G x hd, warp + o kWarps for o < kOut.
+  constexpr int kChunks = G * hd / 32, kOut = (kChunks + kWarps - 1) / kWarps;
+  const int n_out = kChunks > warp ? (kChunks - warp + kWarps - 1) / kWarps : 0;
+  // Its values written, and their int8 copy (one batched quantization: warp-uniform n_out).
+  auto emit_all = [&](const float(&v)[kOut]) {
+    int64_t blk[kOut];
+#pragma unroll
+    for (int o = 0; o < kOut; ++o) {
+      const int c = warp + o * kWarps;
+      blk[o] = (int64_t(h0) * hd) / 32 + c;
+      if (o < n_out) out[int64_t(h0) * hd + c * 32 + lane] = v[o];
+    }
+    if (qo.q1) quant_blocks32<kOut>(v, lane, blk, n_out, qo.q1, qo.q2, qo.scales);
+  };
+  __shared__ float s_big[G], s_lt[G], s_f[kWarps][G];
+  if (threadIdx.x < G) {
+    const int g = threadIdx.x;
+    float big = -INFINITY, lt = 0.f;
+    for (int w = 0; w < kWarps; ++w) big = fmaxf(big, sm_m[w * G + g]);
+    for (int w = 0; w < kWarps; ++w) {
+      s_f[w][g] = exp_diff(sm_m[w * G + g], big);  // warp w's states to the block's max
+      lt += sm_l[w * G + g] * s_f[w][g];
+    }
+    s_big[threadIdx.x] = big, s_lt[threadIdx.x] = lt;
+  }
+  __syncthreads();
+  auto merged = [&](int g, int d) {
+    float a = 0.f;
+    for (int w = 0; w < kWarps; ++w) a += sm_acc[(w * G + g) * hd + d] * s_f[w][g];
+    return a;
+  };
+  if (n_live == 1) {
+    float v[kOut];
+#pragma unroll
+    for (int o = 0; o < kOut; ++o) {
+      const int i = (o < n_out ? warp + o * kWarps : 0) * 32 + lane;
+      const int g = i / hd;
+      v[o] = merged(g, i % hd) * softmax_out_factor(s_big[g], s_lt[g], sinks, h0 + g);
+    }
+    emit_all(v);
+    return;
+  }
+  constexpr int stride = hd + 2;
+  for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
+    const int g = i / hd, d = i % hd;
+    partials[((int64_t(h0) + g) * n_splits + split) * stride + 2 + d] = merged(g, d);
+  }
+  if (threadIdx.x < G) {
+    float* mine = partials + ((int64_t(h0) + threadIdx.x) * n_splits + split) * stride;
+    mine[0] = s_big[threadIdx.x];
+    mine[1] = s_lt[threadIdx.x];
+  }
+
+  // Hand-off: partials visible device-wide before the count; the last block reads them from L2.
+  __threadfence();
+  __syncthreads();
+  __shared__ bool last;
+  if (threadIdx.x == 0) last = atomicAdd(counters + brow, 1u) == unsigned(n_live - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  __shared__ float sw[G][kDecodeMaxSplits];
+  __shared__ float s_inv[G];
+  for (int g = warp; g < G; g += kWarps) {
+    const float2 ml = split_weights<kDecodeMaxSplits>(
+        partials + (int64_t(h0) + g) * n_splits * stride, n_live, stride, sw[g], lane);
+    const float mx = ml.x, lt = ml.y;
+    if (lane == 0) s_inv[g] = softmax_out_factor(mx, lt, sinks, h0 + g);
+  }
+  if (threadIdx.x == 0) counters[brow] = 0u;
+  __syncthreads();
+  // Each warp's 32-output chunks summed together, split by split, so a thread has kOut x kU
+  // loads from L2 in flight (one chunk at a time took ~n_live / 4 round trips per chunk: 16 us
+  // for Qwen3-30B's 8 heads x 64 splits in four warps).
+  constexpr int kU = kOut >= 4 ? 2 : 4;
+  const float* rp[kOut];
+  int gi[kOut];
+  float a[kOut][kU];
+#pragma unroll
+  for (int o = 0; o < kOut; ++o) {
+    const int c = warp + o * kWarps, i = (c < kChunks ? c : 0) * 32 + lane;
+    gi[o] = i / hd;
+    rp[o] = partials + (int64_t(h0) + gi[o]) * n_splits * stride + 2 + i % hd;
+#pragma unroll
+    for (int u = 0; u < kU; ++u) a[o][u] = 0.f;
+  }
+  int sp = 0;
+  for (; sp + kU <= n_live; sp += kU)
+#pragma unroll
+    for (int o = 0; o < kOut; ++o)
+#pragma unroll
+      for (int u = 0; u < kU; ++u)
+        a[o][u] = fmaf(__ldcg(rp[o] + (sp + u) * stride), sw[gi[o]][sp + u], a[o][u]);
+  for (; sp < n_live; ++sp)
+#pragma unroll
+    for (int o = 0; o < kOut; ++o)
+      a[o][0] = fmaf(__ldcg(rp[o] + sp * stride), sw[gi[o]][sp], a[o][0]);
+  float v[kOut];
+#pragma unroll
+  for (int o = 0; o < kOut; ++o) {
+    float sum = 0.f;
+#pragma unroll
+    for (int u = 0; u < kU; ++u) sum += a[o][u];
+    v[o] = sum * s_inv[gi[o]];
+  }
+  emit_all(v);
+}
+
+// Launches one instance of a decode kernel (both share the arguments): the first time, its opt-in
+// above 48 KB of dynamic shared memory and its blocks an SM (per_sm, the caller's static for
+// the instance; 2 when the query fails); the grid is the rows (brows) x one wave of splits, or
+// the probe's splits.
+template <class Kernel>
+cudaError_t launch_decode_instance(Kernel kernel, int& per_sm, size_t smem, int threads,
+                                   int64_t brows, int64_t max_ctx, DecodeProbe probe,
+                                   cudaStream_t s, const float* q, uint8_t* kc, uint8_t* vc,
+                                   const AttnRope& rope, float* partials, unsigned* counters,
+                                   float* out, DecodeQuantOut qo, int64_t pos0,
+                                   const int32_t* pos0_dev, int64_t n_heads, int64_t n_kv_heads,
+                                   float scale, const AttnKv& kv) {
+  if (per_sm == 0) {
+    const cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (err != cudaSuccess) return err;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) !=
+            cudaSuccess ||
+        per_sm < 1)
+      per_sm = 2;
+  }
+  const int64_t splits = probe.splits > 0
+                             ? (probe.splits < kDecodeMaxSplits ? probe.splits : kDecodeMaxSplits)
+                             : decode_splits(brows, per_sm, max_ctx);
+  return launch_pdl(kernel, dim3(unsigned(brows), unsigned(splits)), dim3(threads), smem, s, q, kc,
+                    vc, rope, partials, counters, out, qo, pos0, pos0_dev, int(n_heads),
+                    int(n_kv_heads), scale, kv, probe.runs);
+}
+
+}  // namespace hearth::cuda
