@@ -14,6 +14,7 @@
 #include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rms-scale.cuh"
+#include "kernels/cuda/rope-pair.cuh"
 #include "kernels/cuda/warp-reduce.cuh"
 
 namespace hearth::cuda {
@@ -63,6 +64,9 @@ struct DecodeTiles {
   __device__ bool owns_last() const {
     return split == (runs ? n_live - 1 : int((n_tiles - 1) % n_splits));
   }
+  // Whether this block appends row pcur (fused rope): it owns the last tile, and it is the
+  // first head group of its KV head.
+  __device__ bool appends() const { return brow % per_kv == 0 && owns_last(); }
 };
 template <int G>
 __device__ __forceinline__ DecodeTiles decode_tiles(int kT, int n_heads, int n_kv_heads,
@@ -86,6 +90,16 @@ __device__ __forceinline__ DecodeTiles decode_tiles(int kT, int n_heads, int n_k
   b.n_mine = runs ? int(run_len + (b.split < run_extra))
                   : int((b.n_tiles - b.split + b.n_splits - 1) / b.n_splits);
   return b;
+}
+
+// With the rope fused, the rotation's angles (they need only the position and the constant
+// frequencies, so they are made before the wait), then the wait for the kernel before (PDL).
+template <int hd>
+__device__ __forceinline__ void rope_angles_then_wait(const AttnRope& rope, int64_t pcur,
+                                                      float2* sm_cs) {
+  for (int j = threadIdx.x; j < hd / 2; j += blockDim.x)
+    sm_cs[j] = rope_cos_sin(pcur, rope.inv_freq[j]);
+  pdl_wait();
 }
 
 // The block's G query heads (raw) into sm_q and, with the rope fused, this token's k and v into
@@ -133,19 +147,13 @@ __device__ __forceinline__ void rotate_append_kv(const AttnRope& rope, const Att
   }
 }
 
-// Where a block sits: its first query head, its row of the grid (KV head x head group), its
-// split, the live splits of the row and the grid's splits per row.
-struct DecodeBlockAt {
-  int h0, brow, split, n_live, n_splits;
-};
-
 // A block's end, every thread calling it once its warps' states are in shared memory (after a
 // __syncthreads): sm_m, sm_l [kWarps][G] (running max, sum), sm_acc [kWarps][G][hd] (unscaled
 // output, natural dim order). One live split: the block writes the output (and its int8 copy);
 // else its partial, and the row's last block to finish combines them.
 template <int kWarps, int G, int hd>
 __device__ __forceinline__ void finish_decode_block(const float* sm_m, const float* sm_l,
-                                                    const float* sm_acc, DecodeBlockAt at,
+                                                    const float* sm_acc, const DecodeTiles& at,
                                                     float* __restrict__ partials,
                                                     unsigned* __restrict__ counters,
                                                     float* __restrict__ out, DecodeQuantOut qo,

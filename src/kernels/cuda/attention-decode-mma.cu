@@ -160,11 +160,7 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
     if (k < n_mine) issue(k);
     cp_async_commit();
   }
-  if (fused) {
-    for (int j = threadIdx.x; j < HD / 2; j += blockDim.x)
-      sm_cs[j] = rope_cos_sin(pcur, rope.inv_freq[j]);
-    pdl_wait();
-  }
+  if (fused) rope_angles_then_wait<HD>(rope, pcur, sm_cs);
 
   load_q_kv<G, HD, kWarps>(q, rope, h0, kvh, sm_qraw, sm_kraw, sm_vcur);
   for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
@@ -173,8 +169,8 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
         (fused ? rope_elem(sm_qraw[gg], sm_cs, rope.style, HD, d) : sm_qraw[gg][d]) * scale;
   }
   if (fused)
-    rotate_append_kv<HD>(rope, kv, sm_kraw, sm_cs, sm_kcur, sm_vcur,
-                         b.brow % b.per_kv == 0 && owns_last, kc, vc, pcur, n_kv_heads, kvh);
+    rotate_append_kv<HD>(rope, kv, sm_kraw, sm_cs, sm_kcur, sm_vcur, b.appends(), kc, vc, pcur,
+                         n_kv_heads, kvh);
   __syncthreads();
 
   // q's A fragments, k-step s: head g's dims (hi in a0 / a2, lo in a1 / a3). f16 rows: k 2t,
@@ -372,9 +368,7 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
     }
   }
   __syncthreads();
-  finish_decode_block<kWarps, G, HD>(sm_m, sm_l, sm_acc,
-                                     {h0, b.brow, b.split, b.n_live, b.n_splits}, partials,
-                                     counters, out, qo, kv.sinks);
+  finish_decode_block<kWarps, G, HD>(sm_m, sm_l, sm_acc, b, partials, counters, out, qo, kv.sinks);
 }
 
 template <class Fn>
@@ -399,13 +393,14 @@ void dispatch_heads(int g, Fn&& fn) {
   }
 }
 
-}  // namespace
-
+// Query heads per block: the largest divisor of the group up to 8 (A's rows hold 8 heads).
 int attention_decode_mma_heads(int64_t group) {
   for (int g = 8; g > 1; --g)
     if (group % g == 0) return g;
   return 1;
 }
+
+}  // namespace
 
 bool attention_decode_mma_supported(int64_t head_dim, DType k, DType v) {
   return (head_dim == 64 || head_dim == 128) && k == v && (k == DType::F16 || k == DType::Q8_0);

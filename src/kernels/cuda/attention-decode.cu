@@ -165,12 +165,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     if (k < n_mine) issue(k);
     cp_async_commit();
   }
-  // The rotation's angles need only the position (and the constant frequencies).
-  if (fused) {
-    for (int j = threadIdx.x; j < hd / 2; j += blockDim.x)
-      sm_cs[j] = rope_cos_sin(pcur, rope.inv_freq[j]);
-    pdl_wait();
-  }
+  if (fused) rope_angles_then_wait<hd>(rope, pcur, sm_cs);
 
   // q rotated (and this token's k with fused rope) while the first tiles land.
   load_q_kv<G, hd, kWarps>(q, rope, h0, kvh, sm_q, sm_kraw, sm_vcur);
@@ -187,8 +182,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       }
   if (fused) {
     // Other blocks may copy row pcur meanwhile: they use sm_kcur / sm_vcur for it instead.
-    rotate_append_kv<hd>(rope, kv, sm_kraw, sm_cs, sm_kcur, sm_vcur,
-                         b.brow % b.per_kv == 0 && b.owns_last(), kc, vc, pcur, n_kv_heads, kvh);
+    rotate_append_kv<hd>(rope, kv, sm_kraw, sm_cs, sm_kcur, sm_vcur, b.appends(), kc, vc, pcur,
+                         n_kv_heads, kvh);
     __syncthreads();
   }
 
@@ -289,9 +284,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       for (int p = 0; p < L::P; ++p)
         sm_acc[(warp * G + g) * hd + L::dim(lane, c, p)] = acc[g][c * L::P + p];
   __syncthreads();
-  finish_decode_block<kWarps, G, hd>(sm_m, sm_l, sm_acc,
-                                     {h0, b.brow, b.split, b.n_live, b.n_splits}, partials,
-                                     counters, out, qo, kv.sinks);
+  finish_decode_block<kWarps, G, hd>(sm_m, sm_l, sm_acc, b, partials, counters, out, qo, kv.sinks);
 }
 
 // Query heads per block: the largest of 8, 4, 2, 1 that divides the group and keeps G x EPT

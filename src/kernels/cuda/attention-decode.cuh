@@ -32,9 +32,8 @@ struct DecodeProbe {
 int64_t decode_splits(int64_t brows, int blocks_per_sm, int64_t max_ctx);
 
 // The tensor-core decode kernel (attention-decode-mma.cu): head_dim 64 / 128, K and V both f16
-// or both q8_0; query heads per block (the largest divisor of the group up to 8).
+// or both q8_0.
 bool attention_decode_mma_supported(int64_t head_dim, DType k, DType v);
-int attention_decode_mma_heads(int64_t group);
 
 // Whether the decode kernel takes this cache: head_dim 64 / 128 / 256, K and V both f16, bf16
 // or q8_0, 16-byte aligned bases.
