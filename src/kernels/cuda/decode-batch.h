@@ -30,12 +30,14 @@ cudaError_t launch_matmul_batch(const GemvJob* jobs, int n_jobs, const Quantized
 // tokens): x as launch_batch_x_half wrote it (batch_x_half_bytes()), f32 accumulation. Up to
 // kMatmulBatchStreamedMaxTokens tokens each lane streams its weight blocks straight into
 // registers and K splits add up through a cluster's shared memory (matmul-batch-half.cu; no
-// workspace); above, the int8 form's staged kernel runs on fp16 MMAs (_staged, its workspace).
-// H200, Q4_0, us for 4096x4096 / 11008x4096 / 4096x11008, streamed against staged: 32 tokens
-// 10.6 / 17.4 / 22.1 against 11.0 / 26.1 / 23.9; 64: 19.9 / 30.9 / 41.7 against 22.7 / 35.4 /
-// 51.0.
+// workspace); above, and at 33-64 tokens where the matrices have few row tiles
+// (matmul_batch_half_staged()), the int8 form's staged kernel runs on fp16 MMAs (_staged, its
+// workspace). H200, Q4_0, us for 4096x4096 / 11008x4096 / 4096x11008, streamed against staged:
+// 32 tokens 10.6 / 17.4 / 22.1 against 11.0 / 26.1 / 23.9; 64: 19.8 / 30.8 / 41.6 against
+// 15.1 / 31.9 / 29.1 (two steps in flight, one wave of K splits).
 constexpr int64_t kMatmulBatchHalfMinTokens = 17;
 constexpr int64_t kMatmulBatchStreamedMaxTokens = 64;
+bool matmul_batch_half_staged(const GemvJob* jobs, int n_jobs, int64_t n_tokens);
 size_t batch_x_half_bytes(int64_t n_tokens, int64_t cols);
 cudaError_t launch_batch_x_half(const float* x, int64_t n_tokens, int64_t cols, void* out,
                                 cudaStream_t s);

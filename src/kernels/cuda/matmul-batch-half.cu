@@ -495,7 +495,7 @@ HalfPlan make_plan(const GemvJob* jobs, int n_jobs, int64_t n_tokens, const Half
 cudaError_t launch_matmul_batch_half(const GemvJob* jobs, int n_jobs, const void* xh,
                                      int64_t n_tokens, int64_t cols, void* workspace,
                                      size_t workspace_bytes, cudaStream_t s) {
-  if (n_tokens > kMatmulBatchStreamedMaxTokens)
+  if (matmul_batch_half_staged(jobs, n_jobs, n_tokens))
     return launch_matmul_batch_half_staged(jobs, n_jobs, xh, n_tokens, cols, workspace,
                                            workspace_bytes, s);
   if (!xh || n_jobs < 1 || n_jobs > 3 || n_tokens < kMatmulBatchHalfMinTokens)

@@ -7,11 +7,12 @@
 // A block's weight rows and the tokens' x for the next steps stream into shared memory with
 // 16-byte cp.async copies (a ring of stages), and fragments are read from there: direct 4-byte
 // loads of 8 rows at a time kept the L1 pipeline, not DRAM, saturated (~500 GB/s at B = 8-32).
-// Above kMatmulBatchStreamedMaxTokens tokens (below it, matmul-batch-half.cu's streamed form)
-// the same kernel runs fp16 MMAs instead (m16n8k16, f32
-// accumulators): each lane dequantizes its weight fragment to fp16 once for all the tokens, x
-// comes as fp16 (launch_batch_x_half), and no per-block scale epilogue is left, which at 16+
-// tokens is what bounded the int8 form (3 FP32 instructions per row, token and block).
+// Where matmul_batch_half_staged() picks it (above kMatmulBatchStreamedMaxTokens tokens, and at
+// 33-64 over few row tiles; else matmul-batch-half.cu's streamed form) the same kernel runs fp16
+// MMAs instead (m16n8k16, f32 accumulators): each lane dequantizes its weight fragment to fp16
+// once for all the tokens, x comes as fp16 (launch_batch_x_half), and no per-block scale
+// epilogue is left, which at 16+ tokens is what bounded the int8 form (3 FP32 instructions per
+// row, token and block).
 // New dtype: one BT<> specialization (what a row's step of 4 blocks is in memory, and how a
 // lane's int8 fragment, scale and min, or its fp16 fragment, come out of its staged bytes).
 #include <cuda_fp16.h>
@@ -195,13 +196,16 @@ struct BatchPlan {
   int n_jobs = 0;
   int splits = 1;             // gridDim.z
   int split_blocks = 0;       // 32-element blocks per split (a multiple of kStep)
+  bool deep = false;          // the fp16 form two steps ahead (StageShape::kStages)
   float* partials = nullptr;  // [splits][T][sum of rows] when splits > 1
 };
 
 // Stages in flight per block, and the shared memory one stage takes.
-template <DType T, int NT, bool kHalf>
+template <DType T, int NT, bool kHalf, bool kDeep>
 struct StageShape {
-  static constexpr int kStages = NT >= 8 ? 2 : 3;
+  // kDeep (the fp16 form, one group of 64 tokens over few row tiles: deep_splits()): two steps
+  // ahead in flight instead of one.
+  static constexpr int kStages = kDeep || NT < 8 ? 3 : 2;
   static constexpr int kTokens = NT * 8;
   static constexpr int kWBytes = kBlockRows * BT<T>::kStride;
   static constexpr int kXqBytes = kTokens * kXqStride;  // per level
@@ -215,11 +219,11 @@ struct StageShape {
 // rows and the group's tokens for each step of 4 blocks; warp w then takes rows w*32 .. w*32+31
 // (two MMA tiles) for every token of the group. kHalf: x is xh (fp16, launch_batch_x_half's
 // order; xa gives only its shape) and the MMAs are fp16 ones.
-template <DType T, int NT, bool kHalf>
+template <DType T, int NT, bool kHalf, bool kDeep>
 __global__ void __launch_bounds__(kThreads)
     matmul_batch_kernel(BatchPlan plan, QuantizedActs xa, const __half* xh) {
   using B = BT<T>;
-  using S = StageShape<T, NT, kHalf>;
+  using S = StageShape<T, NT, kHalf, kDeep>;
   extern __shared__ __align__(16) uint8_t smem[];
   pdl_trigger();
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
@@ -427,8 +431,63 @@ int ntiles_for(int64_t n_tokens) {
   return tiles <= 1 ? 1 : tiles <= 2 ? 2 : tiles <= 4 ? 4 : kMaxNTiles;
 }
 
+// Blocks of the deep kernel (fp16, one group of 64 tokens) an SM holds at once, asked of the
+// device once per dtype (0: it cannot run).
+template <DType T>
+int deep_resident_blocks() {
+  static const int n = [] {
+    constexpr int smem = StageShape<T, kMaxNTiles, true, true>::kSmem;
+    const auto kernel = matmul_batch_kernel<T, kMaxNTiles, true, true>;
+    int b = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
+            cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kThreads, size_t(smem)) !=
+            cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return b;
+  }();
+  return n;
+}
+
+int64_t row_tiles(const GemvJob* jobs, int n_jobs) {
+  int64_t tiles = 0;
+  for (int i = 0; i < n_jobs; ++i) tiles += (jobs[i].w.rows + kBlockRows - 1) / kBlockRows;
+  return tiles;
+}
+
+// The deep kernel's K splits for these jobs, or 0 where it is not the one to run. It runs one
+// wave (a second would start its weight reads only as the first ends), so it pays where few row
+// tiles leave room for 4+ splits; H200, Q4_0, B = 64, us, deep against the streamed form:
+// 4096x4096 15.1 / 19.8, 4096x11008 29.1 / 41.6, but 11008x4096 (3 splits) 31.9 / 30.8 and
+// gate+up of 7B (2 x 11008 rows, 1 split) slower still.
+int deep_splits(const GemvJob* jobs, int n_jobs, int64_t n_tokens) {
+  // (one group of 33-64 tokens: kMaxNTiles 8-token tiles, the only deep instances)
+  if (n_tokens <= kMaxNTiles * 4 || n_tokens > kMaxNTiles * 8) return 0;
+  int per_sm = 0;
+  switch (jobs[0].w.dtype) {
+    case DType::Q4_0:
+      per_sm = deep_resident_blocks<DType::Q4_0>();
+      break;
+    case DType::Q8_0:
+      per_sm = deep_resident_blocks<DType::Q8_0>();
+      break;
+    case DType::Q4_K:
+      per_sm = deep_resident_blocks<DType::Q4_K>();
+      break;
+    default:
+      return 0;
+  }
+  const int64_t steps = jobs[0].w.cols / 32 / kStep;  // (each split >= 2 steps)
+  const int64_t splits = std::min<int64_t>(
+      {per_sm * int64_t(device_sm_count()) / row_tiles(jobs, n_jobs), kMaxSplits, steps / 2});
+  return splits >= 4 ? int(splits) : 0;
+}
+
 // Tiles, splits and partial offsets for these jobs (the launch and the workspace size agree).
-BatchPlan make_plan(const GemvJob* jobs, int n_jobs, int64_t n_tokens) {
+// half: the fp16 form (the deep kernel where deep_splits() picks it).
+BatchPlan make_plan(const GemvJob* jobs, int n_jobs, int64_t n_tokens, bool half) {
   BatchPlan p;
   p.n_jobs = n_jobs;
   unsigned end = 0;
@@ -445,7 +504,9 @@ BatchPlan make_plan(const GemvJob* jobs, int n_jobs, int64_t n_tokens) {
   const int64_t groups = (n_tokens + ntiles_for(n_tokens) * 8 - 1) / (ntiles_for(n_tokens) * 8);
   const int64_t blocks = int64_t(end) * groups, nb = jobs[0].w.cols / 32;
   // Enough blocks for four per SM (memory-bound: loads in flight), each split >= 2 steps.
-  int64_t splits = (4 * int64_t(device_sm_count()) + blocks - 1) / blocks;
+  const int deep = half ? deep_splits(jobs, n_jobs, n_tokens) : 0;
+  p.deep = deep > 0;
+  int64_t splits = deep > 0 ? deep : (4 * int64_t(device_sm_count()) + blocks - 1) / blocks;
   splits = std::max<int64_t>(1, std::min<int64_t>({splits, kMaxSplits, nb / (2 * kStep)}));
   const int64_t per = (nb + splits - 1) / splits;
   p.split_blocks = int((per + kStep - 1) / kStep * kStep);
@@ -453,18 +514,18 @@ BatchPlan make_plan(const GemvJob* jobs, int n_jobs, int64_t n_tokens) {
   return p;
 }
 
-template <DType T, int NT, bool kHalf>
+template <DType T, int NT, bool kHalf, bool kDeep = false>
 cudaError_t launch_typed(const BatchPlan& p, const QuantizedActs& xa, const __half* xh,
                          cudaStream_t s) {
   const dim3 grid(p.tile_end[p.n_jobs - 1], unsigned((xa.n_tokens + NT * 8 - 1) / (NT * 8)),
                   unsigned(p.splits));
-  constexpr int smem = StageShape<T, NT, kHalf>::kSmem;
+  constexpr int smem = StageShape<T, NT, kHalf, kDeep>::kSmem;
   // Above 48 KiB a kernel must opt in, once (a function-local static: thread-safe).
   static const cudaError_t opted = cudaFuncSetAttribute(
-      matmul_batch_kernel<T, NT, kHalf>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      matmul_batch_kernel<T, NT, kHalf, kDeep>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (opted != cudaSuccess) return opted;
-  return launch_pdl(matmul_batch_kernel<T, NT, kHalf>, grid, dim3(kThreads), size_t(smem), s, p, xa,
-                    xh);
+  return launch_pdl(matmul_batch_kernel<T, NT, kHalf, kDeep>, grid, dim3(kThreads), size_t(smem), s,
+                    p, xa, xh);
 }
 
 template <DType T, bool kHalf>
@@ -481,6 +542,8 @@ cudaError_t launch_by_tokens(const BatchPlan& p, const QuantizedActs& xa, const 
     case 4:
       return launch_typed<T, 4, kHalf>(p, xa, xh, s);
     default:
+      if constexpr (kHalf)
+        if (p.deep) return launch_typed<T, kMaxNTiles, true, true>(p, xa, xh, s);
       return launch_typed<T, kMaxNTiles, kHalf>(p, xa, xh, s);
   }
 }
@@ -527,7 +590,7 @@ cudaError_t launch_batch(const GemvJob* jobs, int n_jobs, const QuantizedActs& x
   if (xa.n_tokens * xa.cols >= kIntMax) return cudaErrorInvalidValue;
   for (int i = 0; i < n_jobs; ++i)
     if (jobs[i].w.rows * jobs[i].w.blocks_per_row * 8 >= kIntMax) return cudaErrorInvalidValue;
-  BatchPlan p = make_plan(jobs, n_jobs, xa.n_tokens);
+  BatchPlan p = make_plan(jobs, n_jobs, xa.n_tokens, xh != nullptr);
   if (p.splits > 1) {
     if (workspace_bytes < matmul_batch_workspace_bytes(jobs, n_jobs, xa.n_tokens) || !workspace)
       return cudaErrorInvalidValue;
@@ -558,13 +621,18 @@ bool matmul_batch_supports(const DeviceWeight& w) {
 }
 
 size_t matmul_batch_workspace_bytes(const GemvJob* jobs, int n_jobs, int64_t n_tokens) {
-  if (n_tokens >= kMatmulBatchHalfMinTokens && n_tokens <= kMatmulBatchStreamedMaxTokens)
+  if (n_tokens >= kMatmulBatchHalfMinTokens && n_tokens <= kMatmulBatchStreamedMaxTokens &&
+      !matmul_batch_half_staged(jobs, n_jobs, n_tokens))
     return 0;  // (the streamed fp16 form adds its K splits up in shared memory)
-  const BatchPlan p = make_plan(jobs, n_jobs, n_tokens);
+  const BatchPlan p = make_plan(jobs, n_jobs, n_tokens, n_tokens >= kMatmulBatchHalfMinTokens);
   if (p.splits == 1) return 0;
   int64_t rows = 0;
   for (int i = 0; i < n_jobs; ++i) rows += jobs[i].w.rows;
   return size_t(p.splits) * size_t(n_tokens) * size_t(rows) * sizeof(float);
+}
+
+bool matmul_batch_half_staged(const GemvJob* jobs, int n_jobs, int64_t n_tokens) {
+  return n_tokens > kMatmulBatchStreamedMaxTokens || deep_splits(jobs, n_jobs, n_tokens) > 0;
 }
 
 cudaError_t launch_matmul_batch(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,

@@ -1,11 +1,12 @@
 // The batched decode matmul (matmul-batch.cu) through the backend in a Phase::kDecodeBatch pass:
 // every B of a decode step of many sequences against the CPU-dequantized product in float64,
 // outputs poisoned first: the int8 form (B 5-16), the streamed fp16 form (17-64: 17 and 40 fill
-// part of a token group) and the staged fp16 form (256). Row counts leave partial row tiles;
-// column counts give one split of one or two stages (128, 256), several whole splits (2048,
-// 2304) and a partial last split (2176, 2560); 96 columns (not whole stages of 4 blocks) must
-// take the GEMM instead. Dtypes the batched matmul lacks (Q6_K, F16) must still be right
-// through the GEMM.
+// part of a token group; 128 columns, too few steps for the deep kernel's splits), the staged
+// fp16 form's deep kernel (40 and 64 over longer rows: few row tiles) and its plain one (256). Row
+// counts leave partial row tiles; column counts give one split of one or two stages (128, 256),
+// several whole splits (2048, 2304) and a partial last split (2176, 2560); 96 columns (not whole
+// stages of 4 blocks) must take the GEMM instead. Dtypes the batched matmul lacks (Q6_K, F16) must
+// still be right through the GEMM.
 #include <gtest/gtest.h>
 
 #include "cuda-test-util.h"
@@ -57,8 +58,9 @@ TEST_P(CudaBatchMatmul, EveryBatchSizeMatchesCpu) {
 }
 
 // Q/K/V-like matrices of one x in one launch (row counts of 1, 2 and 3 tiles, one partial), and
-// the residual add of matmul_add, in the int8 form (B = 12), the streamed fp16 one (B = 40:
-// its K splits meet in a cluster) and the staged one at a batch of two token groups (B = 100).
+// the residual add of matmul_add, in the int8 form (B = 12), the streamed fp16 one (B = 24:
+// its K splits meet in a cluster) and the staged one, deep at one token group (B = 40: six row
+// tiles) and plain at two (100).
 TEST_P(CudaBatchMatmul, SharedXAndResidualAdd) {
   const DType t = GetParam();
   const int64_t cols = dtype_info(t).block_size == 256 ? 1024 : 1152;
@@ -72,7 +74,7 @@ TEST_P(CudaBatchMatmul, SharedXAndResidualAdd) {
     ws.push_back(make_weight(t, rows[i], cols, keep.back()));
     ASSERT_TRUE(backend_->prepare_weight(ws.back()).is_ok()) << backend_->status().message();
   }
-  for (int64_t B : {12, 40, 100}) check_shared_x(ws, rows, cols, B);
+  for (int64_t B : {12, 24, 40, 100}) check_shared_x(ws, rows, cols, B);
 }
 
 void CudaBatchMatmul::check_shared_x(const std::vector<Weight>& ws, const int64_t (&rows)[3],
@@ -102,9 +104,9 @@ void CudaBatchMatmul::check_shared_x(const std::vector<Weight>& ws, const int64_
 }
 
 // rmsnorm and swiglu of a batch's rows write the fp16 copy the batched matmul's fp16 form reads
-// (B 40: streamed, 100: staged): the matmul must take that copy, so the f32 output is written
-// over behind the backend's back (no stream op it counts) and the product must still be the
-// product of the producer's output (where the dtype has the batched matmul).
+// (B 24: streamed, 40: staged deep, 100: staged): the matmul must take that copy, so the f32 output
+// is written over behind the backend's back (no stream op it counts) and the product must still be
+// the product of the producer's output (where the dtype has the batched matmul).
 TEST_P(CudaBatchMatmul, ProducersHandTheirFp16CopyToTheMatmul) {
   const DType t = GetParam();
   const int64_t rows = 300, cols = dtype_info(t).block_size == 256 ? 1024 : 1152;
@@ -112,7 +114,7 @@ TEST_P(CudaBatchMatmul, ProducersHandTheirFp16CopyToTheMatmul) {
   Weight w = make_weight(t, rows, cols, bytes);
   ASSERT_TRUE(backend_->prepare_weight(w).is_ok()) << backend_->status().message();
   const auto wf = cpu_dequant(w);
-  for (int64_t B : {40, 100}) {
+  for (int64_t B : {24, 40, 100}) {
     const auto x = random_floats(size_t(B * cols), uint32_t(B), -2.f, 2.f);
     const auto nw = random_floats(size_t(cols), 5, 0.5f, 1.5f);
     const auto up = random_floats(size_t(B * cols), 6, -2.f, 2.f);
