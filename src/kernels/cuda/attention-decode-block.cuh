@@ -11,6 +11,7 @@
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/attention-decode.cuh"
 #include "kernels/cuda/attention-softmax.cuh"
+#include "kernels/cuda/cp-async.cuh"
 #include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rms-scale.cuh"
@@ -90,6 +91,17 @@ __device__ __forceinline__ DecodeTiles decode_tiles(int kT, int n_heads, int n_k
   b.n_mine = runs ? int(run_len + (b.split < run_extra))
                   : int((b.n_tiles - b.split + b.n_splits - 1) / b.n_splits);
   return b;
+}
+
+// The ring's first kStages - 1 tiles asked for, one commit group each (empty ones past n_mine,
+// so every later wait counts groups alike).
+template <int kStages, class Issue>
+__device__ __forceinline__ void issue_first_tiles(int n_mine, Issue&& issue) {
+#pragma unroll
+  for (int k = 0; k < kStages - 1; ++k) {
+    if (k < n_mine) issue(k);
+    cp_async_commit();
+  }
 }
 
 // With the rope fused, the rotation's angles (they need only the position and the constant
@@ -214,14 +226,7 @@ __device__ __forceinline__ void finish_decode_block(const float* sm_m, const flo
     mine[1] = s_lt[threadIdx.x];
   }
 
-  // Hand-off: partials visible device-wide before the count; the last block reads them from L2.
-  __threadfence();
-  __syncthreads();
-  __shared__ bool last;
-  if (threadIdx.x == 0) last = atomicAdd(counters + brow, 1u) == unsigned(n_live - 1);
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!last_split_to_arrive(counters + brow, n_live)) return;
   __shared__ float sw[G][kDecodeMaxSplits];
   __shared__ float s_inv[G];
   for (int g = warp; g < G; g += kWarps) {

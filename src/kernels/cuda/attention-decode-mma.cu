@@ -155,11 +155,7 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
       }
     }
   };
-#pragma unroll
-  for (int k = 0; k < kStages - 1; ++k) {
-    if (k < n_mine) issue(k);
-    cp_async_commit();
-  }
+  issue_first_tiles<kStages>(n_mine, issue);
   if (fused) rope_angles_then_wait<HD>(rope, pcur, sm_cs);
 
   load_q_kv<G, HD, kWarps>(q, rope, h0, kvh, sm_qraw, sm_kraw, sm_vcur);

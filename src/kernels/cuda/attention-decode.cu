@@ -160,11 +160,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       cp_async(st + (kT + r) * kRow + o, vbase + g, kGran);
     }
   };
-#pragma unroll
-  for (int k = 0; k < kStages - 1; ++k) {
-    if (k < n_mine) issue(k);
-    cp_async_commit();
-  }
+  issue_first_tiles<kStages>(n_mine, issue);
   if (fused) rope_angles_then_wait<hd>(rope, pcur, sm_cs);
 
   // q rotated (and this token's k with fused rope) while the first tiles land.

@@ -44,6 +44,20 @@ __device__ __forceinline__ float share_warp_states(WarpStates<kWarps, EPT>& sm, 
   return top;
 }
 
+// The split kernels' hand-off: this block's partials made visible device-wide before it counts
+// itself in; true in the last of the row's n_live blocks to arrive (every thread), which then
+// reads the others' partials from L2.
+__device__ __forceinline__ bool last_split_to_arrive(unsigned* counter, int n_live) {
+  __threadfence();
+  __syncthreads();
+  __shared__ bool last;
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == unsigned(n_live - 1);
+  __syncthreads();
+  if (!last) return false;
+  __threadfence();
+  return true;
+}
+
 // A row's split partials (each stride floats: running max, sum, then the outputs) weighed to
 // the row's max, by one warp: sw[sp] = e^(m_sp - max) for sp < kMax (0 past n_live); returns
 // the max and the weighted sum of the sums.

@@ -267,14 +267,7 @@ __global__ void __launch_bounds__(kSplitWarps * 32, 2)
   }
   for (int d = threadIdx.x; d < hd; d += blockDim.x) mine[2 + d] = merged(d);
 
-  // Hand-off: partials visible device-wide before the count; the last block reads them from L2.
-  __threadfence();
-  __syncthreads();
-  __shared__ bool last;
-  if (threadIdx.x == 0) last = atomicAdd(counters + th, 1u) == unsigned(n_live - 1);
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if (!last_split_to_arrive(counters + th, n_live)) return;
   __shared__ float sw[kMaxSplits];
   __shared__ float s_inv;
   if (warp == 0) {

@@ -621,11 +621,11 @@ bool matmul_batch_supports(const DeviceWeight& w) {
 }
 
 size_t matmul_batch_workspace_bytes(const GemvJob* jobs, int n_jobs, int64_t n_tokens) {
-  if (n_tokens >= kMatmulBatchHalfMinTokens && n_tokens <= kMatmulBatchStreamedMaxTokens &&
-      !matmul_batch_half_staged(jobs, n_jobs, n_tokens))
-    return 0;  // (the streamed fp16 form adds its K splits up in shared memory)
-  const BatchPlan p = make_plan(jobs, n_jobs, n_tokens, n_tokens >= kMatmulBatchHalfMinTokens);
-  if (p.splits == 1) return 0;
+  const bool half = n_tokens >= kMatmulBatchHalfMinTokens;
+  const BatchPlan p = make_plan(jobs, n_jobs, n_tokens, half);
+  // (the streamed fp16 form, where it runs, adds its K splits up in shared memory)
+  const bool streamed = half && n_tokens <= kMatmulBatchStreamedMaxTokens && !p.deep;
+  if (p.splits == 1 || streamed) return 0;
   int64_t rows = 0;
   for (int i = 0; i < n_jobs; ++i) rows += jobs[i].w.rows;
   return size_t(p.splits) * size_t(n_tokens) * size_t(rows) * sizeof(float);
