@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "cuda-bench-util.h"
@@ -13,10 +14,22 @@
 
 namespace hearth::cuda_bench {
 
-bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, double copy_gbs) {
+namespace {
+
+// Whether `item` is one of the comma-separated entries of `list` (null: every item is).
+bool listed(const char* list, const std::string& item) {
+  if (!list) return true;
+  const std::string l = std::string(",") + list + ",";
+  return l.find("," + item + ",") != std::string::npos;
+}
+
+}  // namespace
+
+bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, double copy_gbs,
+                        const char* batch_list, const char* shape_list) {
   const DType dtypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K};
   const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
-  const int64_t batches[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  const int64_t batches[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 256};
   constexpr int64_t kMaxB = 256;
   std::printf("\n== batched decode matmul: weight GB/s (vs copy %.0f GB/s r+w) and TOPS ==\n",
               copy_gbs);
@@ -26,6 +39,7 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
     if (only && !std::strstr(only, dtype_name(t))) continue;
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1];
+      if (!listed(shape_list, std::to_string(rows) + "x" + std::to_string(cols))) continue;
       WeightReplicas rep;
       float *x = nullptr, *y = nullptr;
       void *xq = nullptr, *xh = nullptr, *ws = nullptr, *gemm_ws = nullptr;
@@ -50,6 +64,7 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
       const uint64_t raw = rep.raw;
       const int launches = std::max(replicas, 32);
       for (int64_t B : batches) {
+        if (!listed(batch_list, std::to_string(B))) continue;
         // The backend's choice per B: the GEMV, the int8 batched matmul, or its fp16 form (x
         // converted once here; the backend converts it once per matmul).
         cuda::QuantizedActs xa;

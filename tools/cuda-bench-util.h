@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -24,15 +25,22 @@ inline double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Seconds per launch of `body` (which enqueues `per_graph` launches), timed over graph replays.
+// Seconds per launch of `body` (which enqueues `per_graph` launches), timed over graph replays;
+// NaN (and a line on stderr) when the capture or its graph fails.
 template <class Body>
 inline double time_graph(cudaStream_t s, int per_graph, Body body) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
   cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
   body();
-  cudaStreamEndCapture(s, &graph);
-  cudaGraphInstantiate(&exec, graph, 0);
+  const cudaError_t captured = cudaStreamEndCapture(s, &graph);
+  if (captured != cudaSuccess || !graph || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+    std::fprintf(stderr, "cuda-bench: graph capture failed: %s\n",
+                 cudaGetErrorString(captured != cudaSuccess ? captured : cudaGetLastError()));
+    if (graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    return std::nan("");
+  }
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);

@@ -131,21 +131,28 @@ bool fp8_gemm_line(cudaStream_t s, cublasHandle_t blas, int64_t rows, int64_t co
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line out as printed, even if a kernel faults
   const DType dtypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
                           DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                           DType::Q4_K, DType::Q5_K, DType::Q6_K};
   const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
-  const char* only = nullptr;   // --dtypes F16,BF16: only those dtypes
-  bool batch_only = false;      // --batch-only: only the batched decode matmul table
-  bool moe_only = false;        // --moe-only: only the MoE decode table
-  bool attn_only = false;       // --attention-only: only the decode attention table
-  bool sample_only = false;     // --sample-only: only the sampled-pick table
-  cuda_bench::AttnFilter attn;  // --attn-depth D, --attn-kv f16|q8_0, --attn-shape 0|1
+  const char* only = nullptr;          // --dtypes F16,BF16: only those dtypes
+  bool batch_only = false;             // --batch-only: only the batched decode matmul table
+  const char* batch_sizes = nullptr;   // --batch-sizes 32,64: only those B in that table
+  const char* batch_shapes = nullptr;  // --batch-shapes 11008x4096: only those shapes there
+  bool moe_only = false;               // --moe-only: only the MoE decode table
+  bool attn_only = false;              // --attention-only: only the decode attention table
+  bool sample_only = false;            // --sample-only: only the sampled-pick table
+  cuda_bench::AttnFilter attn;         // --attn-depth D, --attn-kv f16|q8_0, --attn-shape 0|1
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--dtypes") == 0 && i + 1 < argc) {
       only = argv[++i];
     } else if (std::strcmp(argv[i], "--batch-only") == 0) {
       batch_only = true;
+    } else if (std::strcmp(argv[i], "--batch-sizes") == 0 && i + 1 < argc) {
+      batch_sizes = argv[++i];
+    } else if (std::strcmp(argv[i], "--batch-shapes") == 0 && i + 1 < argc) {
+      batch_shapes = argv[++i];
     } else if (std::strcmp(argv[i], "--moe-only") == 0) {
       moe_only = true;
     } else if (std::strcmp(argv[i], "--attention-only") == 0) {
@@ -161,6 +168,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: hearth-cuda-bench [--dtypes F16,Q4_0,...] [--batch-only] "
+                   "[--batch-sizes 32,64] [--batch-shapes 11008x4096] "
                    "[--moe-only] [--attention-only [--attn-depth D] [--attn-kv f16|q8_0] "
                    "[--attn-shape 0|1]] [--sample-only]\n");
       return 2;
@@ -260,7 +268,7 @@ int main(int argc, char** argv) {
   }
   std::printf("\n== GEMV (T=1) weight-read bandwidth vs copy %.0f GB/s (r+w) ==\n", copy_gbs);
   for (const auto& l : table) std::printf("%s\n", l.c_str());
-  if (!cuda_bench::batch_matmul_table(s, blas, only, copy_gbs)) return 1;
+  if (!cuda_bench::batch_matmul_table(s, blas, only, copy_gbs, batch_sizes, batch_shapes)) return 1;
   if (!batch_only && !cuda_bench::moe_decode_table(s, only)) return 1;
   if (!batch_only && !cuda_bench::decode_attention_table(s, copy_gbs, attn)) return 1;
   if (batch_only) {

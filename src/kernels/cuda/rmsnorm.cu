@@ -1,6 +1,8 @@
 // RMSNorm on CUDA: one block per row (or per slice of a row, for decode), sum of squares reduced
 // in float across the block, then y = x * rsqrt(mean + eps) * w. Rows of any length. Prefill rows
 // can also write y's split forms for the next GEMM (XSplitOut, cuda-ops.h).
+#include <algorithm>
+
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/half-mma.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -12,10 +14,13 @@ namespace hearth::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+// Rows up to which a norm writing the batched matmul's fp16 x runs in slices (a decode step).
+constexpr int64_t kSlicedNormMaxRows = 64;
 
+// With xh, y's fp16 copy for the batched matmul too (launch_batch_x_half's order).
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
-                   int64_t n, float eps) {
+                   int64_t n, float eps, __half* __restrict__ xh) {
   pdl_trigger();
   // Block y of gridDim.y writes one slice of the row (all of them re-read it for the sum), so a
   // decode row spreads over several SMs. The weight does not come from the previous kernel: the
@@ -26,8 +31,11 @@ __global__ void __launch_bounds__(kThreads)
   const float* xr = x + int64_t(blockIdx.x) * n;
   float* yr = y + int64_t(blockIdx.x) * n;
   const float scale = block_rms_scale<kThreads>(xr, n, eps);
-  for (int64_t i = first; i < n; i += int64_t(gridDim.y) * kThreads)
-    yr[i] = xr[i] * scale * (i == first ? w_first : w[i]);
+  for (int64_t i = first; i < n; i += int64_t(gridDim.y) * kThreads) {
+    const float v = xr[i] * scale * (i == first ? w_first : w[i]);
+    yr[i] = v;
+    if (xh) xh[int64_t(blockIdx.x) * n + batch_half_index(i)] = __float2half_rn(v);
+  }
 }
 
 // Prefill: one block per row, the plain loops (the sliced kernel's form cost ~3 us more a
@@ -74,6 +82,13 @@ cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t row
                       static_cast<__half*>(nullptr));
   }
   if (xh && (rows <= kGemvMaxTokens || n % 4 != 0)) return cudaErrorInvalidValue;
+  // A decode step's rows with their fp16 copy: in slices of ~1024 elements, so 32 rows of 4096
+  // spread over 128 blocks, not 32 (H200, 7B x 32 sequences: ~8 us a launch one block a row).
+  if (xh && rows <= kSlicedNormMaxRows && x != y) {
+    const int64_t slices = std::clamp<int64_t>(n / (4 * kThreads), 1, 64);
+    return launch_pdl(rmsnorm_kernel, dim3(unsigned(rows), unsigned(slices)), dim3(kThreads), 0, s,
+                      x, w, y, n, eps, static_cast<__half*>(xh));
+  }
   // Prefill rows: one block per row.
   if (rows > kGemvMaxTokens)
     return launch_pdl(rmsnorm_rows_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, s, x, w, y, n,
@@ -86,7 +101,7 @@ cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t row
   if (slices > 64) slices = 64;
   if (x == y) slices = 1;
   return launch_pdl(rmsnorm_kernel, dim3(unsigned(rows), unsigned(slices)), dim3(kThreads), 0, s, x,
-                    w, y, n, eps);
+                    w, y, n, eps, static_cast<__half*>(nullptr));
 }
 
 }  // namespace hearth::cuda
