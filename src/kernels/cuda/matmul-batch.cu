@@ -514,6 +514,14 @@ BatchPlan make_plan(const GemvJob* jobs, int n_jobs, int64_t n_tokens, bool half
   return p;
 }
 
+// The partial sums a plan's K splits write (0: one split), [splits][T][sum of rows].
+size_t split_partials_bytes(const BatchPlan& p, int64_t n_tokens) {
+  if (p.splits == 1) return 0;
+  int64_t rows = 0;
+  for (int i = 0; i < p.n_jobs; ++i) rows += p.jobs[i].w.rows;
+  return size_t(p.splits) * size_t(n_tokens) * size_t(rows) * sizeof(float);
+}
+
 template <DType T, int NT, bool kHalf, bool kDeep = false>
 cudaError_t launch_typed(const BatchPlan& p, const QuantizedActs& xa, const __half* xh,
                          cudaStream_t s) {
@@ -592,7 +600,7 @@ cudaError_t launch_batch(const GemvJob* jobs, int n_jobs, const QuantizedActs& x
     if (jobs[i].w.rows * jobs[i].w.blocks_per_row * 8 >= kIntMax) return cudaErrorInvalidValue;
   BatchPlan p = make_plan(jobs, n_jobs, xa.n_tokens, xh != nullptr);
   if (p.splits > 1) {
-    if (workspace_bytes < matmul_batch_workspace_bytes(jobs, n_jobs, xa.n_tokens) || !workspace)
+    if (workspace_bytes < split_partials_bytes(p, xa.n_tokens) || !workspace)
       return cudaErrorInvalidValue;
     p.partials = static_cast<float*>(workspace);
   }
@@ -625,10 +633,7 @@ size_t matmul_batch_workspace_bytes(const GemvJob* jobs, int n_jobs, int64_t n_t
   const BatchPlan p = make_plan(jobs, n_jobs, n_tokens, half);
   // (the streamed fp16 form, where it runs, adds its K splits up in shared memory)
   const bool streamed = half && n_tokens <= kMatmulBatchStreamedMaxTokens && !p.deep;
-  if (p.splits == 1 || streamed) return 0;
-  int64_t rows = 0;
-  for (int i = 0; i < n_jobs; ++i) rows += jobs[i].w.rows;
-  return size_t(p.splits) * size_t(n_tokens) * size_t(rows) * sizeof(float);
+  return streamed ? 0 : split_partials_bytes(p, n_tokens);
 }
 
 bool matmul_batch_half_staged(const GemvJob* jobs, int n_jobs, int64_t n_tokens) {
