@@ -164,6 +164,7 @@ void setup(CLI::App& root) {
   static ServeArgs args;  // one per process, like the CLI11 app that refers to it
   auto* a = &args;
   auto* cmd = root.add_subcommand("serve", "serve the model over an OpenAI-compatible HTTP API");
+  a->rt.cuda.preload_kernels = true;  // (a server's first requests should not load kernels)
   add_runtime_options(cmd, &a->rt);
   add_sampling_options(cmd, &a->sampling);
   cmd->add_option("--host", a->opt.host, "address to bind (default 127.0.0.1)");

@@ -87,6 +87,9 @@ void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
       "--no-cuda-kv-map-ahead", [a] { a->cuda.kv_map_ahead = false; },
       "GPU: map a KV cache's device memory only as its rows are used (by default each new "
       "cache's first block is mapped ahead by a background thread)");
+  cmd->add_flag("--cuda-preload-kernels,!--no-cuda-preload-kernels", a->cuda.preload_kernels,
+                "GPU: load every kernel onto the device in the background once the weights are "
+                "up, not at each kernel's first launch (default: on for serve, off otherwise)");
   cmd->add_flag("--cuda-profile", a->cuda.profile,
                 "GPU: print where decode steps' and prefill passes' time goes, per op family, "
                 "to stderr (slower)");

@@ -20,7 +20,7 @@ struct RuntimeArgs {
   int cpu_moe = 0;               // --cpu-moe (kCpuMoeAll) | --n-cpu-moe N (LoadOptions::cpu_moe)
   bool no_cache = false;         // --no-cache: do not use or write the prepacked-weight cache
   CpuOptions cpu;                // --no-amx, --amx-min-tokens, --cache-verify
-  CudaOptions cuda;              // --no-cuda-graphs, --cuda-chain-depth, --cuda-profile
+  CudaOptions cuda;              // --no-cuda-graphs, --cuda-chain-depth, --cuda-profile, ...
   // --cache-type-k/-ctk, --cache-type-v/-ctv: one type each (bench: comma-separated lists).
   std::vector<DType> cache_types_k{DType::F16}, cache_types_v{DType::F16};
   bool verbose = false;  // --verbose: where the load's (and, for run, start-up's) time went

@@ -29,6 +29,11 @@ struct CudaOptions {
   // is made (backend/cuda/cuda-kv-memory.h), within the parked-memory limit: a server's first
   // requests then make no driver calls on the step's path (false: mapped as rows are used).
   bool kv_map_ahead = true;
+  // Every kernel of the engine loaded onto the device by a background thread once the weights
+  // are up (kernels/cuda/kernel-modules.cuh), instead of at each kernel's first launch, which
+  // stalls that step by milliseconds. On for `hearth serve` (a fresh server's first requests),
+  // off for one-shot commands, which launch a small part of the kernels.
+  bool preload_kernels = false;
 
   // A/B switches, each off = the plain form of one fusion:
   bool fuse = true;             // decode launches fused (false: every op its own launch)

@@ -66,6 +66,7 @@ class CudaBackend final : public Backend {
 
   ~CudaBackend() override {
     if (blas_preload_.joinable()) blas_preload_.join();
+    if (kernel_preload_.joinable()) kernel_preload_.join();
     cudaSetDevice(device_);
     if (stream_) cudaStreamSynchronize(stream_);
     if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
@@ -435,6 +436,8 @@ class CudaBackend final : public Backend {
   cublasHandle_t blas_ = nullptr;  // made at the first prefill GEMM (blas())
   // Opens cuBLAS once the weights are up, off the load's path and before most first GEMMs.
   std::thread blas_preload_;
+  std::thread kernel_preload_;  // CudaOptions::preload_kernels: runs preload_kernels()
+  static void preload_kernels(int device);
   Status error_;
   WeightUploader uploader_;
   uint8_t* ring_host_ = nullptr;

@@ -5,10 +5,12 @@
 #include "backend/cuda/cuda-backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <new>
 #include <thread>
 
 #include "backend/cuda/cuda-backend-impl.h"
+#include "base/log.h"
 #include "kernels/cuda/cublas-loader.h"
 
 namespace hearth::cuda_impl {
@@ -181,8 +183,26 @@ Status CudaBackend::finish_loading_weights() {
   // Opening cuBLAS (tens of ms of relocations) runs beside the rest of the start-up: a short
   // prompt never waits for it, a long one's first GEMM waits only for what is left of it.
   if (!blas_preload_.joinable()) blas_preload_ = std::thread([] { cuda::cublas_load(); });
+  if (opt_.preload_kernels && !kernel_preload_.joinable())
+    kernel_preload_ = std::thread([device = device_] { preload_kernels(device); });
   // The upload stream was synchronized: the weights are there for every stream.
   return uploader_.end_batch();
+}
+
+// (a failure leaves the kernels to load at their first launches, as without the option)
+void CudaBackend::preload_kernels(int device) {
+  if (cudaSetDevice(device) != cudaSuccess) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  cuda::KernelPreload r;
+  const cudaError_t e = cuda::preload_kernel_modules(&r);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (e != cudaSuccess)
+    log_debug(std::string("CUDA kernels not preloaded: ") + cudaGetErrorString(e));
+  else
+    log_debug("CUDA kernels preloaded: " + std::to_string(r.loaded) + " of " +
+              std::to_string(r.functions) + " in " + std::to_string(r.modules) + " modules, " +
+              std::to_string(int(ms)) + " ms");
 }
 
 cublasHandle_t CudaBackend::blas() {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/cuda/argmax-ops.h"
+#include "kernels/cuda/kernel-modules.cuh"
 
 namespace hearth::cuda {
 
@@ -99,3 +100,5 @@ cudaError_t launch_argmax_rows(const float* logits, int64_t rows, int64_t n, int
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

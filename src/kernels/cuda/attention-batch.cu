@@ -14,6 +14,7 @@
 #include "kernels/cuda/attention-softmax.cuh"
 #include "kernels/cuda/decode-batch.h"
 #include "kernels/cuda/half-mma.cuh"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rope-pair.cuh"
@@ -285,3 +286,5 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

@@ -22,6 +22,7 @@
 #include "kernels/cuda/attention-decode.cuh"
 #include "kernels/cuda/cp-async.cuh"
 #include "kernels/cuda/half-mma.cuh"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rope-pair.cuh"
@@ -438,3 +439,5 @@ cudaError_t launch_attention_decode_mma(const float* q, void* k_cache, void* v_c
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

@@ -16,6 +16,7 @@
 #include "kernels/cuda/attention-decode.cuh"
 #include "kernels/cuda/attention-softmax.cuh"
 #include "kernels/cuda/cp-async.cuh"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rope-pair.cuh"
@@ -373,3 +374,5 @@ cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

@@ -8,6 +8,7 @@
 
 #include "kernels/cuda/attention-softmax.cuh"
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/warp-reduce.cuh"
@@ -121,3 +122,5 @@ cudaError_t launch_attention_masked(const float* q, const void* k_cache, const v
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

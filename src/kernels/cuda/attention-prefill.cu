@@ -7,6 +7,7 @@
 #include "kernels/cuda/attention-softmax.cuh"
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/half-mma.cuh"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/kv-rows.cuh"
 
 namespace hearth::cuda {
@@ -340,3 +341,5 @@ cudaError_t launch_attention_prefill_tc(const float* q, const void* k_cache, con
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

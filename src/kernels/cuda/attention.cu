@@ -11,6 +11,7 @@
 #include "kernels/cuda/attention-decode.cuh"
 #include "kernels/cuda/attention-softmax.cuh"
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rms-scale.cuh"
@@ -548,3 +549,5 @@ cudaError_t launch_attention_probe(const float* q, const void* k_cache, const vo
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

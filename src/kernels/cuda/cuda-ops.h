@@ -49,6 +49,18 @@ struct PackedLayout {
   bool needs_repack = false;  // false: the raw ggml bytes are the packed layout
 };
 
+// Kernel modules (kernel-modules.cuh): each .cu file registers one kernel of its module at
+// static initialization; preload_kernel_modules() then loads every kernel of every registered
+// module onto the current device now instead of at its first launch. cudaErrorNotSupported: the
+// driver predates CUDA 12.4's explicit loading (kernels then load on first launch, as before).
+struct KernelPreload {
+  int modules = 0;    // modules visited
+  int functions = 0;  // their kernels
+  int loaded = 0;     // of those, loaded by this call (the rest were already)
+};
+bool register_kernel_module(const void* anchor_kernel);
+cudaError_t preload_kernel_modules(KernelPreload* out);
+
 bool supports_dtype(DType t);
 PackedLayout packed_layout(DType t, int64_t rows, int64_t cols);
 DeviceWeight make_device_weight(DType t, int64_t rows, int64_t cols, const uint8_t* packed);

@@ -2,6 +2,7 @@
 // dequantizing kernels (embedding rows to f32, whole matrices to fp16 for the tensor-core GEMM).
 // New dtype: a row in layout_of(), a case in the repack kernel, and dq8<> in quant-device.cuh.
 #include "kernels/cuda/dequantize.cuh"
+#include "kernels/cuda/kernel-modules.cuh"
 
 namespace hearth::cuda {
 
@@ -264,3 +265,5 @@ cudaError_t launch_f32_to_f16(const float* x, __half* y, int64_t n, cudaStream_t
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

@@ -3,6 +3,7 @@
 // Grid-stride loops; these are memory-bound and a small share of a token next to matmul.
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/half-mma.cuh"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/x-split.cuh"
 
@@ -181,3 +182,5 @@ cudaError_t launch_fill(float* p, float value, int64_t n, cudaStream_t s) {
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

@@ -4,6 +4,7 @@
 // for the profiler. New fusion: a launcher here, matched in backend/cuda/cuda-backend-ops.cpp.
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rms-scale.cuh"
 #include "kernels/cuda/rope-pair.cuh"
@@ -146,3 +147,5 @@ cudaError_t launch_spin(int64_t us, cudaStream_t s) {
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

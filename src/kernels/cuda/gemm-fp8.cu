@@ -14,6 +14,7 @@
 #include <mutex>
 #include <type_traits>
 
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/warp-reduce.cuh"
 #include "kernels/cuda/x-split.cuh"
 
@@ -289,3 +290,5 @@ cudaError_t fp8_gemm_accumulate(cublasHandle_t blas, const uint8_t* w8, const fl
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

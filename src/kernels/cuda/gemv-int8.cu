@@ -6,6 +6,7 @@
 #include "kernels/cuda/dequantize.cuh"
 #include "kernels/cuda/gemv-int8-dot.cuh"
 #include "kernels/cuda/gemv-store.cuh"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/weight-load.cuh"
 
@@ -269,3 +270,5 @@ cudaError_t launch_gemv_int8_multi(const GemvJob* jobs, int n_jobs, const Quanti
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
 
@@ -53,3 +54,5 @@ cudaError_t launch_store_kv(void* cache, DType type, const float* src, const int
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

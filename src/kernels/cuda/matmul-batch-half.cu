@@ -20,6 +20,7 @@
 #include "kernels/cuda/cp-async.cuh"
 #include "kernels/cuda/decode-batch.h"
 #include "kernels/cuda/half-mma.cuh"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/quant-device.cuh"
 
@@ -537,3 +538,5 @@ cudaError_t launch_matmul_batch_half(const GemvJob* jobs, int n_jobs, const void
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

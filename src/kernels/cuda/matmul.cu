@@ -9,6 +9,7 @@
 #include "kernels/cuda/dequantize.cuh"
 #include "kernels/cuda/gemm-fp8.h"
 #include "kernels/cuda/gemv-store.cuh"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/moe-ops.h"
 #include "kernels/cuda/weight-load.cuh"
@@ -393,3 +394,5 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

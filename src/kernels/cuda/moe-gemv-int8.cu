@@ -7,6 +7,7 @@
 // lanes split the k experts' units, so the routing-weighted sum has a fixed order (deterministic).
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/gemv-int8-dot.cuh"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/moe-act.cuh"
 #include "kernels/cuda/moe-ops.h"
@@ -235,3 +236,5 @@ cudaError_t launch_moe_down_int8(const MoeExperts& ex, const void* hq_buf, const
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

@@ -3,6 +3,7 @@
 // against f32 activations; one warp per output row. Also the plain dq8 GEMV that matmul.cu runs
 // for the dtypes without an int8 GEMV kernel.
 #include "kernels/cuda/dequantize.cuh"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/moe-act.cuh"
 #include "kernels/cuda/moe-ops.h"
 #include "kernels/cuda/moe-route.cuh"
@@ -162,3 +163,5 @@ cudaError_t launch_gemv_dq8(const DeviceWeight& w, const float* x, int64_t n_tok
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

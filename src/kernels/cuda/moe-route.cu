@@ -3,6 +3,7 @@
 // here is timed against the matmuls: each is a few microseconds per layer.
 #include <cmath>
 
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/moe-act.cuh"
 #include "kernels/cuda/moe-ops.h"
@@ -132,3 +133,5 @@ cudaError_t launch_moe_act(const float* gate, const float* up, float* out, int64
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

@@ -2,6 +2,7 @@
 // decode roofline on the GPU): every 16-byte word of a buffer read once, as a decode GEMV
 // streams its weights. Extend: another access pattern gets its own kernel and launcher here.
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/kernel-modules.cuh"
 
 namespace hearth::cuda {
 
@@ -41,3 +42,5 @@ cudaError_t launch_read_probe(const void* buf, size_t bytes, unsigned* sink, cud
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

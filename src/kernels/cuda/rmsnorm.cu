@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/half-mma.cuh"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rms-scale.cuh"
 #include "kernels/cuda/x-split.cuh"
@@ -105,3 +106,5 @@ cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t row
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/rope-pair.cuh"
 
 namespace hearth::cuda {
@@ -162,3 +163,5 @@ cudaError_t launch_rope_rows_kv(float* q, int64_t nq, float* k, int64_t nk, int6
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

@@ -3,6 +3,7 @@
 // pair); angles in double as on the CPU, since at positions in the thousands a float angle
 // drifts visibly in the logits.
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rope-pair.cuh"
 
@@ -67,3 +68,5 @@ cudaError_t launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t hea
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

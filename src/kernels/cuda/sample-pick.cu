@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/argmax-ops.h"
+#include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/sample-select.cuh"
 
 namespace hearth::cuda {
@@ -274,3 +275,5 @@ cudaError_t launch_sample_picks(const float* logits, int64_t n, const SampleRowP
 }
 
 }  // namespace hearth::cuda
+
+HEARTH_CUDA_MODULE()

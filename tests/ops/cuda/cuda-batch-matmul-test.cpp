@@ -2,7 +2,8 @@
 // every B of a decode step of many sequences against the CPU-dequantized product in float64,
 // outputs poisoned first: the int8 form (B 5-16), the streamed fp16 form (17-64: 17 and 40 fill
 // part of a token group; 128 columns, too few steps for the deep kernel's splits), the staged
-// fp16 form's deep kernel (40 and 64 over longer rows: few row tiles) and its plain one (256). Row
+// fp16 form's deep kernel (40 and 64 over longer rows: few row tiles) and its plain one (256;
+// 96, 100 and 160 in balanced token groups of 48, 56 and 56). Row
 // counts leave partial row tiles; column counts give one split of one or two stages (128, 256),
 // several whole splits (2048, 2304) and a partial last split (2176, 2560); 96 columns (not whole
 // stages of 4 blocks) must take the GEMM instead. Dtypes the batched matmul lacks (Q6_K, F16) must
@@ -45,7 +46,7 @@ TEST_P(CudaBatchMatmul, EveryBatchSizeMatchesCpu) {
     Weight w = make_weight(t, rows, cols, bytes);
     ASSERT_TRUE(backend_->prepare_weight(w).is_ok()) << backend_->status().message();
     const auto wf = cpu_dequant(w);
-    for (int64_t B : {2, 3, 5, 8, 17, 32, 40, 64, 256}) {
+    for (int64_t B : {2, 3, 5, 8, 17, 32, 40, 64, 96, 100, 160, 256}) {
       const auto x = random_floats(size_t(B * cols), uint32_t(B));
       const auto want = reference_matmul(wf, x, rows, cols, B);
       float* y = poisoned(B * rows);

@@ -242,6 +242,28 @@ TEST_P(CudaEmbed, OutOfRangeIdIsAnError) {
 INSTANTIATE_TEST_SUITE_P(AllTypes, CudaEmbed, ::testing::ValuesIn(kAllTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
+// Preloading (kernels/cuda/kernel-modules.cuh) finds every .cu file's module and loads each
+// kernel once: a second call has nothing left to load, and kernels still launch afterwards.
+TEST_F(CudaTest, KernelModulesPreloadEveryKernelOnce) {
+  cuda::KernelPreload first, again;
+  const cudaError_t e = cuda::preload_kernel_modules(&first);
+  if (e == cudaErrorNotSupported) GTEST_SKIP() << "the driver predates CUDA 12.4's cuFuncLoad";
+  ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e);
+  EXPECT_GE(first.modules, 20);  // (24 .cu files with kernels; a few may not be linked in)
+  EXPECT_GT(first.functions, 10 * first.modules);
+  EXPECT_LE(first.loaded, first.functions);
+  ASSERT_EQ(cuda::preload_kernel_modules(&again), cudaSuccess);
+  EXPECT_EQ(again.modules, first.modules);
+  EXPECT_EQ(again.functions, first.functions);
+  EXPECT_EQ(again.loaded, 0);
+  const auto x = random_floats(64, 3), w = random_floats(64, 4);
+  std::vector<float> want(x.size());
+  kernels::rmsnorm(x.data(), w.data(), want.data(), 1, 64, 1e-5f);
+  float* y = poisoned(64);
+  backend_->rmsnorm(dev(x), dev(w), y, 1, 64, 1e-5f);
+  EXPECT_LT(rel_error(get(y, 64), want), 1e-6);
+}
+
 TEST_F(CudaTest, UnsupportedWeightIsAnError) {
   std::vector<uint8_t> bytes(84 * 2);
   Weight w = make_weight(DType::Q2_K, 2, 256, bytes);
