@@ -179,6 +179,17 @@ Status Scheduler::warm_up() {
     for (auto& s : segs) s.pos0 += s.n_tokens, s.n_tokens = 1;
     st = model.forward_picks(tokens, segs, scratch_, no_logits, {}, &logits_, &picked_);
   }
+  // Then one prompt alone at each halving of the chunk: a backend may choose its kernels by a
+  // pass's size (the CUDA prefill GEMMs take an algorithm per power-of-two bucket of tokens, the
+  // batched matmul another form below 129), and a size first met by a request costs that
+  // request its choice and kernel loads (H200, 7B: a first 139-token step 38-40 ms against 17).
+  const std::vector<uint8_t> no_logits_one(1, 0);
+  for (int64_t n = chunk / 2; room && st.is_ok() && n >= 64; n /= 2) {
+    slots_[0]->kv.set_used(0);
+    const std::vector<BatchSegment> one{{&slots_[0]->kv, 0, n, false}};
+    st = model.forward_picks(std::vector<int32_t>(size_t(n), 0), one, scratch_, no_logits_one, {},
+                             &logits_, &picked_);
+  }
   for (auto& slot : slots_) {
     slot->kv.set_used(0);
     slot->kv.release_unused();

@@ -113,12 +113,13 @@ TEST_F(SchedulerGoldenTest, AStopStringEndsAStreamAloneWhereThePlainLoopWould) {
   expect_chained_on_gpu();
 }
 
-// The warm-up pass (SchedulerOptions::warm_up_tokens) runs on the slots' caches before any
-// request: afterwards the pool holds no block and nothing of it leaks into later answers.
+// The warm-up passes (SchedulerOptions::warm_up_tokens: a mixed pass, a decode step, then one
+// prompt at each halving, here 128 and 64 tokens) run on the slots' caches before any request:
+// afterwards the pool holds no block and nothing of them leaks into later answers.
 TEST_F(SchedulerGoldenTest, AWarmedUpSchedulerHoldsNoBlocksAndAnswersAsThePlainLoop) {
   SchedulerOptions o = options();
   o.parallel = 3;
-  o.warm_up_tokens = 96;
+  o.warm_up_tokens = 256;
   // Room for every slot's rows at once: on a GPU a block of this small model is thousands of
   // positions (a 2 MiB granule of its rows), and a pool of 3 x 512 positions holds one.
   o.kv_pool_tokens = 3 * 8192;

@@ -104,6 +104,8 @@ bool CudaBackend::ensure(DeviceScratch& buf, size_t need, const char* what) {
   // At least half again the old size: a server's passes grow (more sequences, deeper caches)
   // and each growth waits for the device, so growths stay a handful, not one per new size.
   const size_t grown = std::max(need, buf.bytes + buf.bytes / 2);
+  log_debug(std::string("CUDA scratch '") + what + "' grows from " +
+            std::to_string(buf.bytes >> 10) + " to " + std::to_string(grown >> 10) + " KiB");
   buf = {};
   if (cudaMalloc(&buf.ptr, grown) == cudaSuccess) {
     buf.bytes = grown;

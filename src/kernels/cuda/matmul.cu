@@ -1,13 +1,15 @@
 // Matmul on CUDA. Decode (T <= kGemvMaxTokens): plain dtypes stream through a float GEMV here,
 // one warp per kRows rows, 16-byte loads unrolled so several are in flight; quantized dtypes go
-// to gemv-int8.cu. Prefill: W dequantized to fp16 once per call, then a cuBLAS tensor-core GEMM
-// (F16/BF16: x = hi + lo, the lo pass in FP8 when W has an e4m3 copy, gemm-fp8.h).
+// to gemv-int8.cu. Prefill: W dequantized to fp16 once per call, then a cuBLASLt tensor-core GEMM
+// with an algorithm per token bucket (gemm-half-lt.h; F16/BF16: x = hi + lo, the lo pass in FP8
+// when W has an e4m3 copy, gemm-fp8.h).
 #include <cublas_v2.h>
 
 #include <algorithm>
 
 #include "kernels/cuda/dequantize.cuh"
 #include "kernels/cuda/gemm-fp8.h"
+#include "kernels/cuda/gemm-half-lt.h"
 #include "kernels/cuda/gemv-store.cuh"
 #include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -241,7 +243,9 @@ PrefillWorkspace carve(const DeviceWeight& w, int64_t n_tokens, void* base) {
   Carver c{static_cast<uint8_t*>(base)};
   carve_x(p, c, size_t(n_tokens) * size_t(w.cols), split_x(w.dtype), fp8_able(w));
   if (w.dtype != DType::F16) p.w16 = reinterpret_cast<__half*>(c.take(size_t(w.rows) * w.cols * 2));
-  if (fp8_able(w)) p.lt_ws = c.take(kFp8LtWorkspace);
+  // (cuBLASLt's: the FP8 pass and the fp16 GEMMs' algorithms, gemm-half-lt.h)
+  static_assert(kFp8LtWorkspace >= kGemmHalfLtWorkspace, "one workspace serves both");
+  p.lt_ws = c.take(kFp8LtWorkspace);
   p.bytes = c.off;
   return p;
 }
@@ -325,6 +329,17 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
   const PrefillWorkspace ws = carve(w, n_tokens, workspace);
   if (workspace_bytes < ws.bytes) return cudaErrorInvalidValue;
   const __half* w16 = reinterpret_cast<const __half*>(w.body);
+  // y (+)= W16 . x16 through a cuBLASLt algorithm per token bucket, or cublasGemmEx where
+  // cuBLASLt has none for the shape.
+  auto gemm16 = [&](const __half* x16, float b) -> cudaError_t {
+    const cudaError_t e =
+        gemm_half_lt(blas, w16, x16, y, m, k, nn, b, ws.lt_ws, kFp8LtWorkspace, s);
+    if (e != cudaErrorNotSupported) return e;
+    const cublasStatus_t st =
+        cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &alpha, w16, CUDA_R_16F, k, x16,
+                     CUDA_R_16F, k, &b, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return st == CUBLAS_STATUS_SUCCESS ? cudaGetLastError() : cudaErrorUnknown;
+  };
   if (w.dtype != DType::F16) {
     if (cudaError_t e = launch_weight_to_f16(w, ws.w16, s); e != cudaSuccess) return e;
     w16 = ws.w16;
@@ -356,11 +371,8 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
     // fp16 passes below start over. Otherwise the hi pass writes y and the correction adds.
     cudaError_t e = accumulate ? correction() : cudaSuccess;
     if (e == cudaSuccess) {
-      const cublasStatus_t st = cublasGemmEx(
-          blas, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &alpha, w16, CUDA_R_16F, k, ws.x16, CUDA_R_16F,
-          k, &beta, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-      if (st != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
-      if (accumulate) return cudaGetLastError();
+      if (const cudaError_t hi = gemm16(ws.x16, beta); hi != cudaSuccess) return hi;
+      if (accumulate) return cudaSuccess;
       e = correction();
       if (e == cudaSuccess) return e;
     }
@@ -381,16 +393,9 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
   if (xcache) *xcache = want;
   const __half* x16 = ws.x16;
   const __half* x16_lo = ws.x16_lo;
-  cublasStatus_t st =
-      cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &alpha, w16, CUDA_R_16F, k, x16,
-                   CUDA_R_16F, k, &beta, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  if (st == CUBLAS_STATUS_SUCCESS && split_x(w.dtype)) {
-    const float one = 1.f;
-    st = cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, m, nn, k, &alpha, w16, CUDA_R_16F, k, x16_lo,
-                      CUDA_R_16F, k, &one, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
-                      CUBLAS_GEMM_DEFAULT);
-  }
-  return st == CUBLAS_STATUS_SUCCESS ? cudaGetLastError() : cudaErrorUnknown;
+  cudaError_t e = gemm16(x16, beta);
+  if (e == cudaSuccess && split_x(w.dtype)) e = gemm16(x16_lo, 1.f);
+  return e;
 }
 
 }  // namespace hearth::cuda

@@ -139,6 +139,28 @@ TEST_P(CudaPrefillSharedX, MatmulAddAccumulatesIntoY) {
   }
 }
 
+// The fp16 GEMMs take one cuBLASLt algorithm per power-of-two bucket of token counts
+// (gemm-half-lt.h), chosen for the bucket's largest count at the first count met: every count
+// of a bucket, met in any order, must give the product (129-256: first 200, then the bucket's
+// ends and a count between; 257-512 the same).
+TEST_P(CudaPrefillSharedX, EveryTokenCountOfABucketMatchesCpu) {
+  const DType t = GetParam();
+  const int64_t rows = 96, cols = 512;
+  const double tol = t == DType::Q4_0 ? 1e-3 : 3e-5;
+  auto bytes = random_weight_bytes(t, rows, cols, 12);
+  Weight w = make_weight(t, rows, cols, bytes);
+  ASSERT_TRUE(backend_->prepare_weight(w).is_ok()) << backend_->status().message();
+  const std::vector<float> wf = cpu_dequant(w);
+  for (int64_t T : {200, 256, 129, 139, 300, 512, 257, 431}) {
+    const auto x = random_floats(size_t(T * cols), uint32_t(T), -2.f, 2.f);
+    const std::vector<float> want = reference_matmul(wf, x, rows, cols, T);
+    float* y = poisoned(T * rows);
+    backend_->matmul(w, dev(x), T, y);
+    EXPECT_LT(rel_error(get(y, T * rows), want), tol) << dtype_name(t) << " T=" << T;
+  }
+  EXPECT_TRUE(backend_->status().is_ok()) << backend_->status().message();
+}
+
 // After a prefill GEMM, the prefill rmsnorm and swiglu write their outputs' split forms for the
 // next GEMM themselves (cuda-backend-ops.cpp producer_split): that GEMM must see exactly those
 // outputs, also when a second weight of another width reads the same values as [T', cols'].
