@@ -409,13 +409,21 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   };
 
   say("warm-up");
-  // The largest prompt once, so one-time costs (scratch growth, GEMM library setup, per-weight
-  // device copies made at the first prefill) land here and not in the first timed repetition.
-  const std::vector<int32_t> warm_prompt = tokens(std::max(1, max_p));
+  // The largest prompt first, so one-time costs (scratch growth, GEMM library setup, per-weight
+  // device copies made at the first prefill) land here and not in the first timed repetition;
+  // then every other prompt size once, since a backend may choose its kernels by a pass's size
+  // (the CUDA prefill GEMMs an algorithm per power-of-two bucket of tokens: pp200's first pass
+  // took about twice its repeat's time on the H200 when only pp512 had warmed up).
+  std::vector<int> warm_sizes{std::max(1, max_p)};
+  for (int p : o.prompt_sizes)
+    if (p > 0 && std::find(warm_sizes.begin(), warm_sizes.end(), p) == warm_sizes.end())
+      warm_sizes.push_back(p);
   const std::vector<int32_t> depth_tokens = tokens(o.depth);
   for (TypedCache& c : caches) {
-    c.kv.set_used(0);
-    HEARTH_TRY(model->prefill(c.kv, warm_prompt, scratch, &logits));
+    for (int p : warm_sizes) {
+      c.kv.set_used(0);
+      HEARTH_TRY(model->prefill(c.kv, tokens(p), scratch, &logits));
+    }
     for (int i = 0; i < 4 && o.n_gen > 0; ++i) HEARTH_TRY(model->decode(c.kv, 1, scratch, &logits));
     // The depth's tokens, once: every row starts at kv.set_used(depth) and writes only after it.
     if (o.depth > 0) {
