@@ -7,6 +7,8 @@
 
 #include <set>
 
+#include "kernels/cuda/driver-entry.h"
+
 namespace hearth::cuda_impl {
 
 struct CudaKvMemory::Api {
@@ -24,17 +26,10 @@ struct CudaKvMemory::Api {
 
 namespace {
 
+// 12000: the ABI of these calls has not changed since CUDA 10.2 (the _v10020 typedefs).
 template <typename Fn>
 bool entry_point(const char* symbol, Fn* fn) {
-  cudaDriverEntryPointQueryResult found{};
-  void* p = nullptr;
-  // 12000: the ABI of these calls has not changed since CUDA 10.2 (the _v10020 typedefs).
-  if (cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &found) !=
-          cudaSuccess ||
-      found != cudaDriverEntryPointSuccess || !p)
-    return false;
-  *fn = reinterpret_cast<Fn>(p);
-  return true;
+  return cuda::driver_entry_point(symbol, 12000, fn);
 }
 
 }  // namespace

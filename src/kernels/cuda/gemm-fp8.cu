@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/kernel-modules.cuh"
+#include "kernels/cuda/lt-heuristic.h"
 #include "kernels/cuda/warp-reduce.cuh"
 #include "kernels/cuda/x-split.cuh"
 
@@ -226,19 +227,9 @@ bool make_plan(Fp8Plan& p, size_t workspace_bytes) {
   if (st == CUBLAS_STATUS_SUCCESS)
     st = cublasLtMatrixLayoutCreate(&p.lc, CUDA_R_32F, uint64_t(p.rows), uint64_t(p.n_tokens),
                                     p.rows);
-  cublasLtMatmulPreference_t pref = nullptr;
-  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceCreate(&pref);
-  const uint64_t ws = workspace_bytes;
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                              sizeof ws);
-  cublasLtMatmulHeuristicResult_t heur = {};
-  int found = 0;
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &heur, &found);
-  if (pref) cublasLtMatmulPreferenceDestroy(pref);
-  p.ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
-  if (p.ok) p.algo = heur.algo;
+    st = lt_first_algo(lt, p.op, p.la, p.lb, p.lc, workspace_bytes, &p.algo);
+  p.ok = st == CUBLAS_STATUS_SUCCESS;
   return p.ok;
 }
 

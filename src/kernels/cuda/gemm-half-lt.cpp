@@ -4,8 +4,11 @@
 
 #include <cublasLt.h>
 
-#include <deque>
+#include <map>
 #include <mutex>
+#include <tuple>
+
+#include "kernels/cuda/lt-heuristic.h"
 
 namespace hearth::cuda {
 
@@ -25,9 +28,12 @@ struct HalfPlan {  // one per (handle, rows, cols, n_tokens)
   const HalfAlgo* algo = nullptr;
   bool ok = false;
 };
+// Keyed by (handle, rows, cols, bucket or token count): a server meets hundreds of counts, and
+// every prefill GEMM looks its plan up. (Map nodes keep their addresses as entries are added.)
+using Key = std::tuple<void*, int64_t, int64_t, int64_t>;
 std::mutex g_mu;
-std::deque<HalfAlgo> g_algos;  // (deques: stable addresses as entries are added)
-std::deque<HalfPlan> g_plans;
+std::map<Key, HalfAlgo> g_algos;
+std::map<Key, HalfPlan> g_plans;
 
 // The descriptors of y = op_T(W^T col-major, cols x rows) . X (cols x T), as matmul.cu's view.
 cublasStatus_t describe(HalfPlan& p) {
@@ -53,44 +59,28 @@ void choose(HalfAlgo& a) {
   HalfPlan probe;
   probe.handle = a.handle, probe.rows = a.rows, probe.cols = a.cols, probe.n_tokens = a.bucket;
   cublasStatus_t st = describe(probe);
-  cublasLtMatmulPreference_t pref = nullptr;
-  if (st == CUBLAS_STATUS_SUCCESS) st = cublasLtMatmulPreferenceCreate(&pref);
-  const uint64_t ws = kGemmHalfLtWorkspace;
   if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                              sizeof ws);
-  cublasLtMatmulHeuristicResult_t heur = {};
-  int found = 0;
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasLtMatmulAlgoGetHeuristic(reinterpret_cast<cublasLtHandle_t>(a.handle), probe.op,
-                                        probe.la, probe.lb, probe.lc, probe.lc, pref, 1, &heur,
-                                        &found);
-  if (pref) cublasLtMatmulPreferenceDestroy(pref);
-  a.ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
-  if (a.ok) a.algo = heur.algo;
+    st = lt_first_algo(reinterpret_cast<cublasLtHandle_t>(a.handle), probe.op, probe.la, probe.lb,
+                       probe.lc, kGemmHalfLtWorkspace, &a.algo);
+  a.ok = st == CUBLAS_STATUS_SUCCESS;
   // (the probe's descriptors are a few hundred bytes, kept for the process like the plans')
 }
 
 const HalfPlan& plan_for(void* handle, int64_t rows, int64_t cols, int64_t n_tokens) {
   std::lock_guard<std::mutex> lock(g_mu);
-  for (const HalfPlan& p : g_plans)
-    if (p.handle == handle && p.rows == rows && p.cols == cols && p.n_tokens == n_tokens) return p;
+  if (auto it = g_plans.find({handle, rows, cols, n_tokens}); it != g_plans.end())
+    return it->second;
   const int64_t bucket = gemm_half_bucket(n_tokens);
-  const HalfAlgo* algo = nullptr;
-  for (const HalfAlgo& a : g_algos)
-    if (a.handle == handle && a.rows == rows && a.cols == cols && a.bucket == bucket) algo = &a;
-  if (!algo) {
-    HalfAlgo a;
+  auto [at, added] = g_algos.try_emplace({handle, rows, cols, bucket});
+  HalfAlgo& a = at->second;
+  if (added) {
     a.handle = handle, a.rows = rows, a.cols = cols, a.bucket = bucket;
     choose(a);
-    g_algos.push_back(a);
-    algo = &g_algos.back();
   }
-  HalfPlan p;
-  p.handle = handle, p.rows = rows, p.cols = cols, p.n_tokens = n_tokens, p.algo = algo;
-  p.ok = algo->ok && describe(p) == CUBLAS_STATUS_SUCCESS;
-  g_plans.push_back(p);
-  return g_plans.back();
+  HalfPlan& p = g_plans[{handle, rows, cols, n_tokens}];
+  p.handle = handle, p.rows = rows, p.cols = cols, p.n_tokens = n_tokens, p.algo = &a;
+  p.ok = a.ok && describe(p) == CUBLAS_STATUS_SUCCESS;
+  return p;
 }
 
 }  // namespace

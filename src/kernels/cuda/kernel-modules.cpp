@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/driver-entry.h"
 
 namespace hearth::cuda {
 
@@ -22,19 +23,6 @@ std::vector<const void*>& anchors() {
 std::mutex& anchors_mutex() {
   static std::mutex m;
   return m;
-}
-
-template <typename Fn>
-bool entry_point(const char* symbol, Fn* fn) {
-  cudaDriverEntryPointQueryResult found{};
-  void* p = nullptr;
-  // 12040: cuModuleEnumerateFunctions and cuFuncLoad came with CUDA 12.4.
-  if (cudaGetDriverEntryPointByVersion(symbol, &p, 12040, cudaEnableDefault, &found) !=
-          cudaSuccess ||
-      found != cudaDriverEntryPointSuccess || !p)
-    return false;
-  *fn = reinterpret_cast<Fn>(p);
-  return true;
 }
 
 }  // namespace
@@ -52,10 +40,13 @@ cudaError_t preload_kernel_modules(KernelPreload* out) {
   PFN_cuModuleEnumerateFunctions_v12040 enumerate = nullptr;
   PFN_cuFuncIsLoaded_v12040 is_loaded = nullptr;
   PFN_cuFuncLoad_v12040 load = nullptr;
-  if (!entry_point("cuFuncGetModule", &func_module) ||
-      !entry_point("cuModuleGetFunctionCount", &function_count) ||
-      !entry_point("cuModuleEnumerateFunctions", &enumerate) ||
-      !entry_point("cuFuncIsLoaded", &is_loaded) || !entry_point("cuFuncLoad", &load))
+  // 12040: cuModuleEnumerateFunctions, cuFuncIsLoaded and cuFuncLoad came with CUDA 12.4.
+  constexpr int v = 12040;
+  if (!driver_entry_point("cuFuncGetModule", v, &func_module) ||
+      !driver_entry_point("cuModuleGetFunctionCount", v, &function_count) ||
+      !driver_entry_point("cuModuleEnumerateFunctions", v, &enumerate) ||
+      !driver_entry_point("cuFuncIsLoaded", v, &is_loaded) ||
+      !driver_entry_point("cuFuncLoad", v, &load))
     return cudaErrorNotSupported;  // a driver before 12.4: kernels load on first launch
   std::vector<const void*> list;
   {
