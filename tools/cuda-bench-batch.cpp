@@ -29,12 +29,14 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
                         const char* batch_list, const char* shape_list) {
   const DType dtypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K};
   const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
-  const int64_t batches[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 256};
-  constexpr int64_t kMaxB = 256;
+  const int64_t batches[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 256, 512};
+  constexpr int64_t kMaxB = 512;
   std::printf("\n== batched decode matmul: weight GB/s (vs copy %.0f GB/s r+w) and TOPS ==\n",
               copy_gbs);
-  std::printf("%-5s %-11s %4s | %9s %8s %7s | %9s %7s (prefill GEMM path)\n", "type", "shape", "B",
-              "decode us", "GB/s", "TOPS", "gemm us", "TOPS");
+  std::printf(
+      "%-5s %-11s %4s | %9s %8s %7s | %9s %7s | %9s %7s (prefill GEMM path; then with W's "
+      "fp16 copy resident)\n",
+      "type", "shape", "B", "decode us", "GB/s", "TOPS", "gemm us", "TOPS", "f16 W us", "TOPS");
   for (DType t : dtypes) {
     if (only && !std::strstr(only, dtype_name(t))) continue;
     for (const auto& sh : shapes) {
@@ -61,6 +63,17 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
       cuda::launch_fill(x, 0.5f, kMaxB * cols, s);
       const std::vector<cuda::DeviceWeight>& w = rep.w;
       const int replicas = rep.count();
+      // Each replica's fp16 copy (DeviceWeight::w16), for the resident-copy GEMM column.
+      std::vector<cuda::DeviceWeight> w_half = w;
+      std::vector<void*> halves;
+      for (cuda::DeviceWeight& h : w_half) {
+        void* p = nullptr;
+        if (!ok(cudaMalloc(&p, size_t(rows * cols) * 2), "fp16 copy") ||
+            !ok(cuda::launch_weight_half_copy(h, p, s), "fp16 copy"))
+          return false;
+        halves.push_back(p);
+        h.w16 = static_cast<const uint16_t*>(p);
+      }
       const uint64_t raw = rep.raw;
       const int launches = std::max(replicas, 32);
       for (int64_t B : batches) {
@@ -70,8 +83,10 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
         cuda::QuantizedActs xa;
         cudaError_t err = cuda::launch_quantize_acts(x, B, cols, xq, &xa, s);
         const bool half = B >= cuda::kMatmulBatchHalfMinTokens;
-        if (half && err == cudaSuccess) err = cuda::launch_batch_x_half(x, B, cols, xh, s);
-        const double dec_s = time_graph(s, launches, [&] {
+        const bool batched = B <= cuda::kMatmulBatchMaxTokens;
+        if (half && batched && err == cudaSuccess)
+          err = cuda::launch_batch_x_half(x, B, cols, xh, s);
+        const double dec_s = !batched ? 0.0 : time_graph(s, launches, [&] {
           for (int i = 0; i < launches; ++i) {
             const cuda::GemvJob job{w[size_t(i % replicas)], y, nullptr};
             if (B <= cuda::kGemvMaxTokens)
@@ -82,7 +97,7 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
               cuda::launch_matmul_batch(&job, 1, xa, ws, ws_bytes, s);
           }
         });
-        const double staged_s = !half ? 0.0 : time_graph(s, launches, [&] {
+        const double staged_s = !half || !batched ? 0.0 : time_graph(s, launches, [&] {
           for (int i = 0; i < launches; ++i) {
             const cuda::GemvJob job{w[size_t(i % replicas)], y, nullptr};
             cuda::launch_matmul_batch_half_staged(&job, 1, xh, B, cols, ws, ws_bytes, s);
@@ -92,12 +107,21 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
           for (int i = 0; i < 8; ++i)
             cuda::launch_matmul(w[size_t(i % replicas)], x, B, y, gemm_ws, gemm_bytes, blas, s);
         });
+        const double half_s = B <= cuda::kGemvMaxTokens ? 0.0 : time_graph(s, launches, [&] {
+          for (int i = 0; i < launches; ++i)
+            cuda::launch_matmul(w_half[size_t(i % replicas)], x, B, y, gemm_ws, gemm_bytes, blas,
+                                s);
+        });
         if (err == cudaSuccess) err = cudaStreamSynchronize(s);
         const double ops = 2.0 * double(rows) * double(cols) * double(B);
-        std::printf("%-5s %5lldx%-5lld %4lld | %9.2f %8.0f %7.2f | %9.2f %7.2f | staged %7.2f%s\n",
-                    dtype_name(t), (long long)rows, (long long)cols, (long long)B, dec_s * 1e6,
-                    double(raw) / dec_s / 1e9, ops / dec_s / 1e12, gemm_s * 1e6,
-                    ops / gemm_s / 1e12, staged_s * 1e6, err == cudaSuccess ? "" : " ERROR");
+        const auto per_s = [](double v, double secs) { return secs > 0 ? v / secs : 0.0; };
+        std::printf(
+            "%-5s %5lldx%-5lld %4lld | %9.2f %8.0f %7.2f | %9.2f %7.2f | %9.2f %7.2f | staged "
+            "%7.2f%s\n",
+            dtype_name(t), (long long)rows, (long long)cols, (long long)B, dec_s * 1e6,
+            per_s(double(raw), dec_s) / 1e9, per_s(ops, dec_s) / 1e12, gemm_s * 1e6,
+            ops / gemm_s / 1e12, half_s * 1e6, per_s(ops, half_s) / 1e12, staged_s * 1e6,
+            err == cudaSuccess ? "" : " ERROR");
         if (err != cudaSuccess) {
           std::fprintf(stderr, "cuda-bench: %s\n", cudaGetErrorString(err));
           return false;
@@ -105,6 +129,7 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
       }
       for (void* p : {static_cast<void*>(x), static_cast<void*>(y), xq, xh, ws, gemm_ws})
         cudaFree(p);
+      for (void* p : halves) cudaFree(p);
     }
   }
   return true;

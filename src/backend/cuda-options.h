@@ -34,6 +34,12 @@ struct CudaOptions {
   // stalls that step by milliseconds. On for `hearth serve` (a fresh server's first requests),
   // off for one-shot commands, which launch a small part of the kernels.
   bool preload_kernels = false;
+  // Quantized matmul weights keep an fp16 copy on the device (2 bytes a weight: ~13.5 GB for a
+  // 7B model on top of its quantized bytes), made at each weight's first GEMM where the device
+  // has the memory to spare (backend/cuda/cuda-weights.h): prefill GEMMs then skip dequantizing
+  // W every call, and passes of more than 64 rows (a prompt, or a decode step of that many
+  // sequences) run cuBLAS on it instead of the batched int8 matmul.
+  bool half_weights = true;
 
   // A/B switches, each off = the plain form of one fusion:
   bool fuse = true;             // decode launches fused (false: every op its own launch)

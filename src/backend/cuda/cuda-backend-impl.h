@@ -126,7 +126,9 @@ class CudaBackend final : public Backend {
       fail("KV memory committed inside a captured decode step");
       return false;
     }
-    return kv_memory_->commit(base, offset, bytes);
+    if (kv_memory_->commit(base, offset, bytes)) return true;
+    // The weights' fp16 copies are a speed-up: the cache's rows come first.
+    return drop_half_copies() && kv_memory_->commit(base, offset, bytes);
   }
   void decommit(void* base, uint64_t offset, uint64_t bytes) override {
     if (!commit_granularity()) return;
@@ -318,8 +320,16 @@ class CudaBackend final : public Backend {
   // Matmul kernels. A decode GEMV batch: jobs of one x (same dtype and cols, 1..3). With more
   // rows than the GEMV takes (a kDecodeBatch pass, or a prefill pass of at most
   // kMatmulBatchPrefillMaxTokens), the same jobs go to the batched matmul (matmul-batch.cu)
-  // where it has the dtype; gemv_able says whether either applies.
-  bool gemv_able(const cuda::DeviceWeight& dw, int64_t n_tokens) const;
+  // where it has the dtype, unless the weight's fp16 copy takes them (gemm_on_half_copy);
+  // gemv_able says whether either kernel applies.
+  bool gemv_able(const PreparedWeight& pw, int64_t n_tokens) const;
+  bool gemm_on_half_copy(const PreparedWeight& pw, int64_t n_tokens) const;
+  // Frees every weight's fp16 copy (CudaOptions::half_weights) when device memory runs out for
+  // a KV cache's rows or a scratch buffer; none is made again. False when there were none.
+  bool drop_half_copies();
+  // Weights holding an fp16 copy (their backend_data; gone once the weight is).
+  std::vector<std::weak_ptr<void>> half_copies_;
+  bool half_copies_dropped_ = false;
   void launch_gemvs(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs, int n_jobs);
   void launch_batch_half(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs, int n_jobs);
   // Whether a job's output (or its residual) overlaps x (x_elems floats, the jobs' cols a row).
@@ -364,8 +374,9 @@ class CudaBackend final : public Backend {
   // The fp16 copy of the batched matmul's fp16 form (batch_xh_), written by the op before it
   // (rmsnorm, swiglu) when that op's rows take that form.
   bool half_output(int64_t rows, int64_t n) const {
-    const int64_t most = batch_pass_ ? cuda::kMatmulBatchMaxTokens
-                                     : (decode_pass_ ? 0 : cuda::kMatmulBatchPrefillMaxTokens);
+    int64_t most = batch_pass_ ? cuda::kMatmulBatchMaxTokens
+                               : (decode_pass_ ? 0 : cuda::kMatmulBatchPrefillMaxTokens);
+    if (opt_.half_weights) most = std::min(most, kHalfCopyMinTokens - 1);
     return opt_.fuse && int8_model_ && rows >= cuda::kMatmulBatchHalfMinTokens && rows <= most &&
            n % 128 == 0;
   }

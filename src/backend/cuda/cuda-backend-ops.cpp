@@ -3,6 +3,7 @@
 // residual add rides in the GEMV's store through matmul_add, and producers hand the next op its
 // input form (int8 activations, prefill split forms) only through the checked hand-offs.
 #include "backend/cuda/cuda-backend-impl.h"
+#include "base/log.h"
 
 namespace hearth::cuda_impl {
 
@@ -36,9 +37,40 @@ void CudaBackend::embed(const Weight& table, const int32_t* ids, int64_t n_token
   unprof(m);
 }
 
-bool CudaBackend::gemv_able(const cuda::DeviceWeight& dw, int64_t n_tokens) const {
+bool CudaBackend::gemm_on_half_copy(const PreparedWeight& pw, int64_t n_tokens) const {
+  if (!opt_.half_weights || n_tokens < kHalfCopyMinTokens) return false;
+  // A weight whose copy was not made yet takes the GEMM, which makes it (not inside a capture).
+  return pw.dw.w16 || (!pw.copies_made && !half_copies_dropped_ && !capturing() &&
+                       cuda::weight_half_copy_bytes(pw.dw) > 0);
+}
+
+bool CudaBackend::drop_half_copies() {
+  half_copies_dropped_ = true;
+  if (half_copies_.empty()) return false;
+  // Queued work and recorded steps may read the copies.
+  check(cudaStreamSynchronize(stream_), "synchronize");
+  drop_graph(true);
+  uint64_t bytes = 0;
+  for (const std::weak_ptr<void>& held : half_copies_) {
+    const std::shared_ptr<void> data = held.lock();
+    if (!data) continue;
+    auto* pw = static_cast<PreparedWeight*>(data.get());
+    bytes += cuda::weight_half_copy_bytes(pw->dw);
+    cudaFree(pw->half_mem);
+    pw->half_mem = nullptr;
+    pw->dw.w16 = nullptr;
+  }
+  half_copies_.clear();
+  log_info("CUDA: device memory ran short; the weights' fp16 copies (" +
+           std::to_string(bytes >> 20) + " MiB) were freed (--no-cuda-f16-weights skips them)");
+  return true;
+}
+
+bool CudaBackend::gemv_able(const PreparedWeight& pw, int64_t n_tokens) const {
+  const cuda::DeviceWeight& dw = pw.dw;
   if (n_tokens > cuda::kGemvMaxTokens)
-    return n_tokens <=
+    return !gemm_on_half_copy(pw, n_tokens) &&
+           n_tokens <=
                (batch_pass_ ? cuda::kMatmulBatchMaxTokens : cuda::kMatmulBatchPrefillMaxTokens) &&
            cuda::matmul_batch_supports(dw);
   const bool plain = dw.dtype == DType::F32 || dw.dtype == DType::F16 || dw.dtype == DType::BF16;
@@ -130,7 +162,7 @@ void CudaBackend::launch_batch_half(const float* x, int64_t n_tokens, const cuda
 void CudaBackend::matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) {
   const PreparedWeight* pw = prepared(w, "matmul");
   if (!pw) return;
-  if (gemv_able(pw->dw, n_tokens)) {
+  if (gemv_able(*pw, n_tokens)) {
     const cuda::GemvJob job{pw->dw, y, nullptr};
     return launch_gemvs(x, n_tokens, &job, 1);
   }
@@ -144,7 +176,7 @@ void CudaBackend::matmul_shared(const float* x, int64_t n_tokens, std::span<cons
     const PreparedWeight* pw = prepared(*outs[j].w, "matmul");
     if (!pw) return;
     jobs[j] = {pw->dw, outs[j].y, nullptr};
-    one_launch = gemv_able(pw->dw, n_tokens) && pw->dw.dtype == jobs[0].w.dtype &&
+    one_launch = gemv_able(*pw, n_tokens) && pw->dw.dtype == jobs[0].w.dtype &&
                  pw->dw.cols == jobs[0].w.cols &&
                  !overlaps(outs[j].y, n_tokens * pw->dw.rows, x, n_tokens * pw->dw.cols);
   }
@@ -161,11 +193,11 @@ void CudaBackend::matmul_add(const Weight& w, const float* x, int64_t n_tokens, 
   const bool separate = !overlaps(y, n_tokens * rows, x, n_tokens * cols) &&
                         !overlaps(scratch, n_tokens * rows, x, n_tokens * cols) &&
                         !overlaps(y, n_tokens * rows, scratch, n_tokens * rows);
-  if (opt_.fuse && separate && gemv_able(pw->dw, n_tokens)) {
+  if (opt_.fuse && separate && gemv_able(*pw, n_tokens)) {
     const cuda::GemvJob job{pw->dw, scratch, y};  // scratch = the product, y += it
     return launch_gemvs(x, n_tokens, &job, 1);
   }
-  if (opt_.fuse && opt_.matmul_add && separate && !gemv_able(pw->dw, n_tokens))
+  if (opt_.fuse && opt_.matmul_add && separate && !gemv_able(*pw, n_tokens))
     return launch_gemm(w, *pw, x, n_tokens, y, true);
   Backend::matmul_add(w, x, n_tokens, y, scratch);
 }
@@ -174,10 +206,12 @@ void CudaBackend::launch_gemm(const Weight& w, const PreparedWeight& pw, const f
                               int64_t n_tokens, float* y, bool accumulate) {
   // Read the hand-off before this op's own allocations count as stream work.
   if (prefill_x_at_ != stream_ops_) prefill_x_ = {};
-  if (!pw.fp8_tried) {
-    const Status st =
-        make_e4m3_copy(const_cast<PreparedWeight&>(pw), w.host.name, opt_.fp8_prefill, stream_);
+  if (!pw.copies_made) {
+    CudaOptions opt = opt_;
+    opt.half_weights = opt_.half_weights && !half_copies_dropped_;
+    const Status st = make_gemm_copies(const_cast<PreparedWeight&>(pw), w.host.name, opt, stream_);
     if (!st.is_ok()) return fail(st.message());
+    if (pw.half_mem) half_copies_.push_back(w.backend_data);
   }
   cublasHandle_t blas = this->blas();
   if (!blas) return;

@@ -112,7 +112,12 @@ bool CudaBackend::ensure(DeviceScratch& buf, size_t need, const char* what) {
     return true;
   }
   cudaGetLastError();  // not an error yet: the exact size may still fit
-  if (!check(cudaMalloc(&buf.ptr, need), what)) return false;
+  cudaError_t e = cudaMalloc(&buf.ptr, need);
+  if (e != cudaSuccess && drop_half_copies()) {  // the weights' fp16 copies give way
+    cudaGetLastError();
+    e = cudaMalloc(&buf.ptr, need);
+  }
+  if (!check(e, what)) return false;
   buf.bytes = need;
   return true;
 }

@@ -106,6 +106,7 @@ Result<std::shared_ptr<PreparedWeight>> WeightUploader::upload(const TensorView&
   std::shared_ptr<PreparedWeight> pw(new PreparedWeight, [](PreparedWeight* p) {
     cudaFree(p->mem);
     cudaFree(p->fp8_mem);
+    cudaFree(p->half_mem);
     delete p;
   });
   pw->device = device;

@@ -1,4 +1,4 @@
-// CUDA weight preparation (cuda-weights.h): device bytes per weight and the lazy e4m3 copy. The
+// CUDA weight preparation (cuda-weights.h): device bytes per weight and the lazy GEMM copies. The
 // upload itself is cuda-weight-upload.cpp; the backend (cuda-backend.cpp) only keeps the result.
 #include "backend/cuda/cuda-weights.h"
 
@@ -22,12 +22,30 @@ uint64_t cuda_weight_device_bytes(const TensorView& h, bool fp8_prefill) {
   return packed + e4m3;
 }
 
-Status make_e4m3_copy(PreparedWeight& pw, const std::string& name, bool fp8_prefill,
-                      cudaStream_t s) {
-  pw.fp8_tried = true;
+namespace {
+
+Status make_half_copy(PreparedWeight& pw, const std::string& name, cudaStream_t s) {
+  const size_t bytes = cuda::weight_half_copy_bytes(pw.dw);
+  size_t free = 0, total = 0;
+  if (bytes == 0 || cudaMemGetInfo(&free, &total) != cudaSuccess || free < bytes ||
+      free - bytes < total / 8)
+    return Status::ok();
+  HEARTH_TRY(cuda_status(cudaMalloc(&pw.half_mem, bytes), "fp16 copy of " + name));
+  HEARTH_TRY(
+      cuda_status(cuda::launch_weight_half_copy(pw.dw, pw.half_mem, s), "fp16 copy of " + name));
+  pw.dw.w16 = static_cast<const uint16_t*>(pw.half_mem);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status make_gemm_copies(PreparedWeight& pw, const std::string& name, const CudaOptions& opt,
+                        cudaStream_t s) {
+  pw.copies_made = true;
+  if (opt.half_weights) HEARTH_TRY(make_half_copy(pw, name, s));
   const cuda::DeviceWeight& d = pw.dw;
   const size_t bytes = cuda::weight_e4m3_bytes(d.dtype, d.rows, d.cols);
-  if (bytes == 0 || !fp8_prefill) return Status::ok();
+  if (bytes == 0 || !opt.fp8_prefill) return Status::ok();
   const float* scale = nullptr;
   HEARTH_TRY(cuda_status(cudaMalloc(&pw.fp8_mem, bytes), "e4m3 copy of " + name));
   HEARTH_TRY(cuda_status(

@@ -31,6 +31,9 @@ struct DeviceWeight {
   // then run the x_lo correction pass in FP8 instead of a second fp16 pass.
   const uint8_t* w8 = nullptr;
   const float* w8_scale = nullptr;
+  // Quantized dtypes only, optional: W dequantized to fp16 once ({rows, cols} row-major, what
+  // launch_weight_to_f16 writes); prefill GEMMs then read it instead of dequantizing W per call.
+  const uint16_t* w16 = nullptr;
 };
 
 // The K and V cache rows an attention kernel reads (or the append writes): their element types
@@ -177,6 +180,10 @@ XSplitOut prefill_x_slots(int64_t n, void* workspace);
 cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_tokens, float* y,
                           void* workspace, size_t workspace_bytes, cublasHandle_t blas,
                           cudaStream_t s, PrefillX* xcache = nullptr, bool accumulate = false);
+// A quantized weight's resident fp16 copy (DeviceWeight::w16): its bytes (0: the dtype or shape
+// takes none: plain and MXFP4 weights, cols % 8 != 0) and the launch that writes it to `out`.
+size_t weight_half_copy_bytes(const DeviceWeight& w);
+cudaError_t launch_weight_half_copy(const DeviceWeight& w, void* out, cudaStream_t s);
 
 // split: also write y's kHiLo8 forms (prefill rows only, rows > kGemvMaxTokens). xh (rows >
 // kGemvMaxTokens, n % 4 == 0; not with split): also y's fp16 copy in launch_batch_x_half's

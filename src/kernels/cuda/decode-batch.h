@@ -17,7 +17,8 @@ constexpr int64_t kMatmulBatchMaxTokens = 256;
 // fp16 each call, which made a 16- or 100-token prompt cost as much as a 512-token one. H200,
 // Q4_0, us for 4096x4096 / 11008x4096 / 4096x11008, batched against GEMM: 16 tokens 12 / 19 / 27
 // against 25 / 64 / 66; 64: 23 / 35 / 51 against 25 / 65 / 69; 128: 25 / 62 / 54 against
-// 31 / 67 / 74; 256: 44 / 114 / 97 against 35 / 74 / 85.
+// 31 / 67 / 74; 256: 44 / 114 / 97 against 35 / 74 / 85. (A weight with an fp16 copy,
+// DeviceWeight::w16, takes the GEMM from 65 tokens: the backend's kHalfCopyMinTokens.)
 constexpr int64_t kMatmulBatchPrefillMaxTokens = 128;
 bool matmul_batch_supports(DType t);  // the dtypes it has
 // This weight: a dtype it has, cols % 128 == 0 and its arrays aligned for 16-byte copies.

@@ -259,6 +259,20 @@ cudaError_t launch_weight_to_f16(const DeviceWeight& w, __half* out, cudaStream_
   return cudaGetLastError();
 }
 
+bool half_copy_able(DType t) {
+  return t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::MXFP4 &&
+         supports_dtype(t);
+}
+
+size_t weight_half_copy_bytes(const DeviceWeight& w) {
+  return half_copy_able(w.dtype) && w.rows > 0 && w.cols % 8 == 0 ? size_t(w.rows) * w.cols * 2 : 0;
+}
+
+cudaError_t launch_weight_half_copy(const DeviceWeight& w, void* out, cudaStream_t s) {
+  if (weight_half_copy_bytes(w) == 0) return cudaErrorInvalidValue;
+  return launch_weight_to_f16(w, static_cast<__half*>(out), s);
+}
+
 cudaError_t launch_f32_to_f16(const float* x, __half* y, int64_t n, cudaStream_t s) {
   f32_to_f16_kernel<<<grid_for(n, 256), 256, 0, s>>>(x, y, n);
   return cudaGetLastError();

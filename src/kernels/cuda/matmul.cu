@@ -242,7 +242,9 @@ PrefillWorkspace carve(const DeviceWeight& w, int64_t n_tokens, void* base) {
   PrefillWorkspace p;
   Carver c{static_cast<uint8_t*>(base)};
   carve_x(p, c, size_t(n_tokens) * size_t(w.cols), split_x(w.dtype), fp8_able(w));
-  if (w.dtype != DType::F16) p.w16 = reinterpret_cast<__half*>(c.take(size_t(w.rows) * w.cols * 2));
+  // (no room for W's fp16 form when it is resident: DeviceWeight::w16)
+  if (w.dtype != DType::F16 && !w.w16)
+    p.w16 = reinterpret_cast<__half*>(c.take(size_t(w.rows) * w.cols * 2));
   // (cuBLASLt's: the FP8 pass and the fp16 GEMMs' algorithms, gemm-half-lt.h)
   static_assert(kFp8LtWorkspace >= kGemmHalfLtWorkspace, "one workspace serves both");
   p.lt_ws = c.take(kFp8LtWorkspace);
@@ -340,7 +342,9 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
                      CUDA_R_16F, k, &b, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     return st == CUBLAS_STATUS_SUCCESS ? cudaGetLastError() : cudaErrorUnknown;
   };
-  if (w.dtype != DType::F16) {
+  if (w.w16) {
+    w16 = reinterpret_cast<const __half*>(w.w16);
+  } else if (w.dtype != DType::F16) {
     if (cudaError_t e = launch_weight_to_f16(w, ws.w16, s); e != cudaSuccess) return e;
     w16 = ws.w16;
   }
