@@ -157,7 +157,7 @@ TEST_F(CudaHalfCopyMemory, CopiesGiveWayToKvRows) {
   float* y2 = poisoned(B * rows);
   backend_->begin_pass(Backend::Phase::kPrefill, B);
   backend_->matmul(w, x, B, y2);
-  EXPECT_LT(rel_error(get(y2, B * rows), with_copy), 1e-6);
+  EXPECT_LT(rel_error(get(y2, B * rows), with_copy), 1e-5);  // (summed in another order)
   backend_->decommit(base, 0, 16 * g);
   backend_->unreserve(base, 16 * g);
 }
