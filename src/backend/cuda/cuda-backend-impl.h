@@ -330,6 +330,10 @@ class CudaBackend final : public Backend {
   // Weights holding an fp16 copy (their backend_data; gone once the weight is).
   std::vector<std::weak_ptr<void>> half_copies_;
   bool half_copies_dropped_ = false;
+  // Set while moe_grouped runs the experts' matmuls: experts get no fp16 copy (a sparse model's
+  // experts are most of its bytes and each sees a few of a prompt's tokens: Qwen3-30B-A3B's
+  // would take ~58 GB for what the batched matmul already does well at those counts).
+  bool in_experts_ = false;
   void launch_gemvs(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs, int n_jobs);
   void launch_batch_half(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs, int n_jobs);
   // Whether a job's output (or its residual) overlaps x (x_elems floats, the jobs' cols a row).

@@ -233,6 +233,11 @@ void CudaBackend::moe_grouped(const MoeBlock& m, const int32_t* ids, const float
   if (!check(cudaStreamSynchronize(stream_), "moe offsets")) return;
   unprof(mark);
   const bool biased = !m.gate_bias.empty();
+  struct ExpertsScope {  // (no fp16 copies for experts: in_experts_)
+    bool& flag;
+    explicit ExpertsScope(bool& f) : flag(f) { flag = true; }
+    ~ExpertsScope() { flag = false; }
+  } scope(in_experts_);
   for (int64_t e = 0; e < NE; ++e) {
     const int64_t r0 = off[size_t(e)], n = off[size_t(e) + 1] - r0;
     if (n <= 0) continue;

@@ -38,7 +38,7 @@ void CudaBackend::embed(const Weight& table, const int32_t* ids, int64_t n_token
 }
 
 bool CudaBackend::gemm_on_half_copy(const PreparedWeight& pw, int64_t n_tokens) const {
-  if (!opt_.half_weights || n_tokens < kHalfCopyMinTokens) return false;
+  if (!opt_.half_weights || n_tokens < kHalfCopyMinTokens || in_experts_) return false;
   // A weight whose copy was not made yet takes the GEMM, which makes it (not inside a capture).
   return pw.dw.w16 || (!pw.copies_made && !half_copies_dropped_ && !capturing() &&
                        cuda::weight_half_copy_bytes(pw.dw) > 0);
@@ -208,7 +208,7 @@ void CudaBackend::launch_gemm(const Weight& w, const PreparedWeight& pw, const f
   if (prefill_x_at_ != stream_ops_) prefill_x_ = {};
   if (!pw.copies_made) {
     CudaOptions opt = opt_;
-    opt.half_weights = opt_.half_weights && !half_copies_dropped_;
+    opt.half_weights = opt_.half_weights && !half_copies_dropped_ && !in_experts_;
     const Status st = make_gemm_copies(const_cast<PreparedWeight&>(pw), w.host.name, opt, stream_);
     if (!st.is_ok()) return fail(st.message());
     if (pw.half_mem) half_copies_.push_back(w.backend_data);

@@ -45,6 +45,7 @@ TEST_P(CudaHalfCopy, EveryPassSizeMatchesCpu) {
   // Decode steps of B sequences, then prompts of B tokens; the first 65 makes the copy inside a
   // decode step, 512 reads it in a prefill pass.
   static_assert(kHalfCopyMinTokens == 65, "the sizes below straddle the line");
+  bool gemm_ran = false;
   for (auto phase : {Backend::Phase::kDecodeBatch, Backend::Phase::kPrefill}) {
     for (int64_t B : {2, 17, 40, 64, 65, 100, 256, 512}) {
       if (phase == Backend::Phase::kDecodeBatch && B > cuda::kMatmulBatchMaxTokens) continue;
@@ -56,6 +57,12 @@ TEST_P(CudaHalfCopy, EveryPassSizeMatchesCpu) {
       EXPECT_LT(rel_error(get(y, B * rows), want), tolerance(t, B))
           << dtype_name(t) << " B=" << B
           << (phase == Backend::Phase::kPrefill ? " prefill" : " decode batch");
+      // The copy exists from the weight's first GEMM on: a pass of kHalfCopyMinTokens rows, or
+      // any batch of more than kGemvMaxTokens for a dtype the batched matmul lacks (Q6_K).
+      gemm_ran = gemm_ran || (B > cuda::kGemvMaxTokens &&
+                              (B >= kHalfCopyMinTokens || !cuda::matmul_batch_supports(t)));
+      const bool copied = static_cast<const PreparedWeight*>(w.backend_data.get())->dw.w16;
+      EXPECT_EQ(copied, gemm_ran) << dtype_name(t) << " B=" << B;
       // The residual add in the GEMM (beta = 1) on the copy too.
       const auto res = random_floats(size_t(B * rows), uint32_t(B + 7), -2.f, 2.f);
       float* dres = dev(res);

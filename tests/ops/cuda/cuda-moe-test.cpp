@@ -11,6 +11,7 @@
 #include <random>
 #include <tuple>
 
+#include "backend/cuda/cuda-weights.h"
 #include "cuda-test-util.h"
 #include "kernels/cuda/moe-ops.h"
 #include "kernels/quantize.h"
@@ -175,6 +176,12 @@ void CudaMoeTest::check_moe(const MoeCase& c, int64_t T, double bound) {
   const std::vector<float> want_f(want.begin(), want.end());
   const double err = rel_error(f.get(m.out, T * E), want_f);
   EXPECT_LT(err, bound) << dtype_name(c.type) << (c.gpt_oss ? " gpt-oss" : "") << " T=" << T;
+  // Experts never take fp16 copies (CudaOptions::half_weights: dense weights only), whatever
+  // their token counts.
+  for (auto* list : {&gate, &up, &down})
+    for (const Weight& w : *list)
+      EXPECT_EQ(static_cast<const PreparedWeight*>(w.backend_data.get())->dw.w16, nullptr)
+          << w.host.name << " T=" << T;
 }
 
 // Q4_0, Q4_K and Q8_0 take the int8 gather-GEMVs: x and h each rounded to int8 blocks (the
@@ -197,6 +204,7 @@ TEST_F(CudaMoeTest, MoeGroupedPrefillMatchesDensePerExpertMatmuls) {
   for (DType t : {DType::Q4_0, DType::Q4_K, DType::Q8_0, DType::F16, DType::BF16, DType::MXFP4})
     check_moe({t}, 37, 2e-2);
   check_moe({DType::MXFP4, true}, 70, 2e-2);
+  check_moe({DType::Q4_0}, 400, 2e-2);  // ~100 rows an expert: the dense path's copy size
 }
 
 // MXFP4 on the device decodes exactly as the scalar reference (every scale byte, both signs of
