@@ -91,9 +91,9 @@ void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
                 "GPU: load every kernel onto the device in the background once the weights are "
                 "up, not at each kernel's first launch (default: on for serve, off otherwise)");
   cmd->add_flag("--cuda-f16-weights,!--no-cuda-f16-weights", a->cuda.half_weights,
-                "GPU: keep an fp16 copy of each quantized matmul weight where the device has "
-                "the memory to spare (2 bytes a weight, beyond what the KV caches reserved): "
-                "prompts and steps of more than 64 sequences run faster (default on)");
+                "GPU: keep an fp16 copy of each quantized matmul weight (2 bytes a weight) "
+                "while an eighth of the device stays free, freed when the KV cache needs the "
+                "memory: prompts and steps of more than 64 sequences run faster (default on)");
   cmd->add_flag("--cuda-profile", a->cuda.profile,
                 "GPU: print where decode steps' and prefill passes' time goes, per op family, "
                 "to stderr (slower)");

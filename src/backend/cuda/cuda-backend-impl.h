@@ -380,7 +380,7 @@ class CudaBackend final : public Backend {
   bool half_output(int64_t rows, int64_t n) const {
     int64_t most = batch_pass_ ? cuda::kMatmulBatchMaxTokens
                                : (decode_pass_ ? 0 : cuda::kMatmulBatchPrefillMaxTokens);
-    if (opt_.half_weights) most = std::min(most, kHalfCopyMinTokens - 1);
+    if (opt_.half_weights && !half_copies_dropped_) most = std::min(most, kHalfCopyMinTokens - 1);
     return opt_.fuse && int8_model_ && rows >= cuda::kMatmulBatchHalfMinTokens && rows <= most &&
            n % 128 == 0;
   }

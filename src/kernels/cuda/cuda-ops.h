@@ -181,7 +181,7 @@ cudaError_t launch_matmul(const DeviceWeight& w, const float* x, int64_t n_token
                           void* workspace, size_t workspace_bytes, cublasHandle_t blas,
                           cudaStream_t s, PrefillX* xcache = nullptr, bool accumulate = false);
 // A quantized weight's resident fp16 copy (DeviceWeight::w16): its bytes (0: the dtype or shape
-// takes none: plain and MXFP4 weights, cols % 8 != 0) and the launch that writes it to `out`.
+// takes none: F32/F16/BF16 weights, cols % 8 != 0) and the launch that writes it to `out`.
 size_t weight_half_copy_bytes(const DeviceWeight& w);
 cudaError_t launch_weight_half_copy(const DeviceWeight& w, void* out, cudaStream_t s);
 

@@ -259,13 +259,10 @@ cudaError_t launch_weight_to_f16(const DeviceWeight& w, __half* out, cudaStream_
   return cudaGetLastError();
 }
 
-bool half_copy_able(DType t) {
-  return t != DType::F32 && t != DType::F16 && t != DType::BF16 && t != DType::MXFP4 &&
-         supports_dtype(t);
-}
-
 size_t weight_half_copy_bytes(const DeviceWeight& w) {
-  return half_copy_able(w.dtype) && w.rows > 0 && w.cols % 8 == 0 ? size_t(w.rows) * w.cols * 2 : 0;
+  const bool quantized = w.dtype != DType::F32 && w.dtype != DType::F16 && w.dtype != DType::BF16 &&
+                         supports_dtype(w.dtype);
+  return quantized && w.rows > 0 && w.cols % 8 == 0 ? size_t(w.rows) * w.cols * 2 : 0;
 }
 
 cudaError_t launch_weight_half_copy(const DeviceWeight& w, void* out, cudaStream_t s) {
