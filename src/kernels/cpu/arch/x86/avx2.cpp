@@ -273,4 +273,75 @@ void dequantize_bf16(const void* src, float* y, int64_t n) {
   dequantize_wide<load_bf16, bf16_to_f32>(src, y, n);
 }
 
+namespace {
+
+// As avx512.cpp's q6_k_tile, 8 lanes wide: NT tokens of one Q6_K row, each 16-value group widened,
+// converted and scaled once (fl(fl(d * scale) * q), dequantize's rounding) for every token.
+template <int NT>
+void q6_k_tile(int64_t n, const BlockQ6_K* w, const uint8_t* x, uint64_t x_stride, float* y,
+               int64_t y_stride) {
+  constexpr int kChains = NT == 1 ? 2 : 1;
+  __m256 acc[NT][2 * kChains];
+  for (int t = 0; t < NT; ++t)
+    for (int c = 0; c < 2 * kChains; ++c) acc[t][c] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const BlockQ6_K& b = w[i];
+    alignas(32) float scale[16];
+    const float d = x86::h2f(b.d);
+    for (int g = 0; g < 16; ++g) scale[g] = d * float(b.scales[g]);
+    // Broadcast from memory (a load, not a shuffle).
+    asm volatile("" : : "m"(scale) : "memory");
+    __m256i v[8];
+    x86::q6_k_values(b, v);
+    for (int g = 0; g < 16; ++g) {
+      const __m128i q =
+          g % 2 == 0 ? _mm256_castsi256_si128(v[g / 2]) : _mm256_extracti128_si256(v[g / 2], 1);
+      const __m256 s = _mm256_broadcast_ss(&scale[g]);
+      const __m256 w0 = _mm256_mul_ps(s, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+      const __m256 w1 =
+          _mm256_mul_ps(s, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))));
+      const int64_t at = i * kQKK + 16 * g;
+      for (int t = 0; t < NT; ++t) {
+        const float* xt = reinterpret_cast<const float*>(x + uint64_t(t) * x_stride) + at;
+        const int c = 2 * (g % kChains);
+        acc[t][c] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xt), acc[t][c]);
+        acc[t][c + 1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xt + 8), acc[t][c + 1]);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    __m256 sum = acc[t][0];
+    for (int c = 1; c < 2 * kChains; ++c) sum = _mm256_add_ps(sum, acc[t][c]);
+    y[t * y_stride] = x86::hsum(sum);
+  }
+}
+
+}  // namespace
+
+void dot_q6_k_f32(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, float* y,
+                  int64_t y_stride) {
+  const auto* blocks = static_cast<const BlockQ6_K*>(w);
+  const auto* xb = static_cast<const uint8_t*>(x);
+  constexpr int kMaxTile = 4;  // 8 accumulators of 8 lanes in registers at once
+  for (int t0 = 0; t0 < n_tok; t0 += kMaxTile) {
+    const int nt = n_tok - t0 < kMaxTile ? n_tok - t0 : kMaxTile;
+    const uint8_t* xt = xb + uint64_t(t0) * x_stride;
+    float* yt = y + t0 * y_stride;
+    switch (nt) {
+      case 1:
+        q6_k_tile<1>(n, blocks, xt, x_stride, yt, y_stride);
+        break;
+      case 2:
+        q6_k_tile<2>(n, blocks, xt, x_stride, yt, y_stride);
+        break;
+      case 3:
+        q6_k_tile<3>(n, blocks, xt, x_stride, yt, y_stride);
+        break;
+      default:
+        q6_k_tile<4>(n, blocks, xt, x_stride, yt, y_stride);
+        break;
+    }
+  }
+}
+
 }  // namespace hearth::kernels::avx2

@@ -185,4 +185,78 @@ void dequantize_q6_k(const void* src, float* y, int64_t n) {
   }
 }
 
+namespace {
+
+// NT tokens of one Q6_K row: each 16-value group is widened, converted and scaled once (the same
+// fl(fl(d * scale) * q) as dequantize_q6_k) and FMA'd into every token's accumulator. A token has
+// kChains accumulators taken in turn, so few tokens still keep several FMAs in flight (one chain
+// waits out the FMA's latency every 16 values).
+template <int NT>
+void q6_k_tile(int64_t n, const BlockQ6_K* w, const uint8_t* x, uint64_t x_stride, float* y,
+               int64_t y_stride) {
+  constexpr int kChains = NT == 1 ? 4 : NT == 2 ? 2 : 1;
+  __m512 acc[NT][kChains];
+  for (int t = 0; t < NT; ++t)
+    for (int c = 0; c < kChains; ++c) acc[t][c] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / kQKK; ++i) {
+    const BlockQ6_K& b = w[i];
+    alignas(64) float scale[16];
+    _mm512_store_ps(scale, _mm512_mul_ps(_mm512_set1_ps(h2f(b.d)),
+                                         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                             reinterpret_cast<const __m128i*>(b.scales))))));
+    // Each group's scale is then broadcast from memory (a load, not a shuffle: without this the
+    // compiler permutes the register, and shuffles are this loop's scarce port).
+    asm volatile("" : : "m"(scale) : "memory");
+    __m256i v[8];
+    x86::q6_k_values(b, v);
+    for (int g = 0; g < 16; ++g) {
+      const __m128i q =
+          g % 2 == 0 ? _mm256_castsi256_si128(v[g / 2]) : _mm256_extracti128_si256(v[g / 2], 1);
+      const __m512 wv =
+          _mm512_mul_ps(_mm512_set1_ps(scale[g]), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+      const int64_t at = i * kQKK + 16 * g;
+      for (int t = 0; t < NT; ++t) {
+        __m512& a = acc[t][g % kChains];
+        a = _mm512_fmadd_ps(
+            wv, _mm512_loadu_ps(reinterpret_cast<const float*>(x + uint64_t(t) * x_stride) + at),
+            a);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    __m512 sum = acc[t][0];
+    for (int c = 1; c < kChains; ++c) sum = _mm512_add_ps(sum, acc[t][c]);
+    y[t * y_stride] = _mm512_reduce_add_ps(sum);
+  }
+}
+
+}  // namespace
+
+void dot_q6_k_f32(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, float* y,
+                  int64_t y_stride) {
+  const auto* blocks = static_cast<const BlockQ6_K*>(w);
+  const auto* xb = static_cast<const uint8_t*>(x);
+  constexpr int kMaxTile = 8;  // accumulators held in registers at once
+  for (int t0 = 0; t0 < n_tok; t0 += kMaxTile) {
+    const int nt = n_tok - t0 < kMaxTile ? n_tok - t0 : kMaxTile;
+    const uint8_t* xt = xb + uint64_t(t0) * x_stride;
+    float* yt = y + t0 * y_stride;
+    switch (nt) {
+#define HEARTH_Q6K_TILE(N)                               \
+  case N:                                                \
+    q6_k_tile<N>(n, blocks, xt, x_stride, yt, y_stride); \
+    break;
+      HEARTH_Q6K_TILE(1)
+      HEARTH_Q6K_TILE(2)
+      HEARTH_Q6K_TILE(3)
+      HEARTH_Q6K_TILE(4)
+      HEARTH_Q6K_TILE(5)
+      HEARTH_Q6K_TILE(6)
+      HEARTH_Q6K_TILE(7)
+      HEARTH_Q6K_TILE(8)
+#undef HEARTH_Q6K_TILE
+    }
+  }
+}
+
 }  // namespace hearth::kernels::avx512

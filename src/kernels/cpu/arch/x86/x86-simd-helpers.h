@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/quant-blocks.h"
+
 namespace hearth::kernels::x86 {
 namespace {
 
@@ -32,6 +34,25 @@ inline __m256i unpack_nibbles(const uint8_t* p) {
   const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(0xF));
   const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0xF));
   return _mm256_set_m128i(hi, lo);
+}
+
+// Q6_K block b's 256 values as 8 x 32 int8 (q - 32) in value order: ql's low nibbles then high
+// nibbles, each with two of qh's bits (ref/quantize-kquants.cpp has the interleave).
+inline void q6_k_values(const BlockQ6_K& b, __m256i (&v)[8]) {
+  const __m256i m4 = _mm256_set1_epi8(0xF), m2 = _mm256_set1_epi8(3), off = _mm256_set1_epi8(32);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i ql0 = load256(b.ql + 64 * h), ql1 = load256(b.ql + 64 * h + 32);
+    const __m256i qh = load256(b.qh + 32 * h);
+    auto high = [&](int shift) {
+      return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, shift), m2), 4);
+    };
+    v[4 * h + 0] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql0, m4), high(0)), off);
+    v[4 * h + 1] = _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(ql1, m4), high(2)), off);
+    v[4 * h + 2] = _mm256_sub_epi8(
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), high(4)), off);
+    v[4 * h + 3] = _mm256_sub_epi8(
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4), high(6)), off);
+  }
 }
 
 }  // namespace

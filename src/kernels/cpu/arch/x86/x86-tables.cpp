@@ -27,8 +27,7 @@ KernelTable make_avx2_table() {
       avx2::dequantize_q8_0);
   set(t, DType::Q4_K, DType::Q8_K, dot_each_token<avx2::dot_q4_k>, ref::dequantize_q4_k);
   set(t, DType::Q5_K, DType::Q8_K, dot_each_token<avx2::dot_q5_k>, ref::dequantize_q5_k);
-  set(t, DType::Q6_K, DType::F32, dot_via_dequantize<ref::dequantize_q6_k, avx2::dot_f32, 256, 210>,
-      ref::dequantize_q6_k);
+  set(t, DType::Q6_K, DType::F32, avx2::dot_q6_k_f32, ref::dequantize_q6_k);
   set(t, DType::MXFP4, DType::Q8_0, dot_each_token<avx2::dot_mxfp4>, avx2::dequantize_mxfp4);
   return t;
 }
@@ -48,9 +47,7 @@ KernelTable make_avx512_table() {
       avx512::dequantize_q8_0);
   t.types[uint32_t(DType::Q8_0)].packed = &avx512::q8_0_packed;
   t.types[uint32_t(DType::Q4_K)].packed = &avx512::q4_k_packed;
-  set(t, DType::Q6_K, DType::F32,
-      dot_via_dequantize<avx512::dequantize_q6_k, avx512::dot_f32, 256, 210>,
-      avx512::dequantize_q6_k);
+  set(t, DType::Q6_K, DType::F32, avx512::dot_q6_k_f32, avx512::dequantize_q6_k);
   set(t, DType::MXFP4, DType::Q8_0, dot_each_token<avx512::dot_mxfp4>, avx2::dequantize_mxfp4);
   return t;
 }
