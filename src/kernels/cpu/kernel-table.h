@@ -191,9 +191,9 @@ void dot_each_token(int64_t n, const void* w, const void* x, uint64_t x_stride, 
 // kDequantChunk elements at a time into an L1-resident buffer, then each token of the tile takes
 // an f32 dot against it. Used for weight types precise enough (Q8_0, Q6_K) that rounding the
 // activations to 8 bits would double their error (docs/performance.md measures it). The buffer's
-// round trip and a dot call per chunk cost compute: Q6_K (x86, NEON) and NEON's Q8_0 dequantize
-// in registers instead (dot_q6_k_f32: 1B Q6_K decode 9.3-11.9 -> 15.2-17.5 tok/s on 2 AVX-512
-// threads, 1.3-1.4 -> 8-9.4 on AVX2). Q8_0 on x86 decodes through its packed layout.
+// round trip and a dot call per chunk cost compute: Q6_K and Q8_0 dequantize in registers
+// instead (dot_q6_k_f32 / dot_q8_0_f32: 1B Q6_K decode 9.3-11.9 -> 15.2-17.5 tok/s on 2 AVX-512
+// threads, 1.3-1.4 -> 8-9.4 on AVX2; AVX-512's Q8_0 decodes through its packed layout).
 // kBlock / kBlockBytes: elements and bytes per weight block.
 inline constexpr int64_t kDequantChunk = 1024;  // a multiple of every block size (32, 256)
 template <DequantizeFn Dq, RowDot* DotF32, int kBlock, int kBlockBytes>

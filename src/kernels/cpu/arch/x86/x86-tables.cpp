@@ -23,8 +23,7 @@ KernelTable make_avx2_table() {
   set(t, DType::Q5_0, DType::Q8_0, dot_each_token<avx2::dot_q5_0>, ref::dequantize_q5_0);
   set(t, DType::Q5_1, DType::Q8_1, dot_each_token<avx2::dot_q5_1>, ref::dequantize_q5_1);
   // Q8_0 and Q6_K take f32 activations (kernel-table.h dot_via_dequantize says why).
-  set(t, DType::Q8_0, DType::F32, dot_via_dequantize<avx2::dequantize_q8_0, avx2::dot_f32, 32, 34>,
-      avx2::dequantize_q8_0);
+  set(t, DType::Q8_0, DType::F32, avx2::dot_q8_0_f32, avx2::dequantize_q8_0);
   set(t, DType::Q4_K, DType::Q8_K, dot_each_token<avx2::dot_q4_k>, ref::dequantize_q4_k);
   set(t, DType::Q5_K, DType::Q8_K, dot_each_token<avx2::dot_q5_k>, ref::dequantize_q5_k);
   set(t, DType::Q6_K, DType::F32, avx2::dot_q6_k_f32, ref::dequantize_q6_k);
