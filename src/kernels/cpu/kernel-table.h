@@ -187,6 +187,26 @@ void dot_each_token(int64_t n, const void* w, const void* x, uint64_t x_stride, 
   for (int t = 0; t < n_tok; ++t) y[t * y_stride] = Dot(n, w, xb + uint64_t(t) * x_stride);
 }
 
+// A VecDotFn over tiles of tokens from kernels that each take a fixed count: Tiles are the tile
+// kernels for 1, 2, ..., N tokens (N = the most whose accumulators fit in registers); n_tok is
+// covered in tiles of N and one smaller remainder.
+template <class Block, class Tile, Tile... Tiles>
+void dot_token_tiles(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok,
+                     float* y, int64_t y_stride) {
+  constexpr Tile kTiles[] = {Tiles...};
+  constexpr int kMost = int(sizeof...(Tiles));
+  const auto* blocks = static_cast<const Block*>(w);
+  const auto* xb = static_cast<const uint8_t*>(x);
+  for (int t0 = 0; t0 < n_tok; t0 += kMost) {
+    const int nt = n_tok - t0 < kMost ? n_tok - t0 : kMost;
+    kTiles[nt - 1](n, blocks, xb + uint64_t(t0) * x_stride, x_stride, y + t0 * y_stride, y_stride);
+  }
+}
+// The tile kernels' type for weight blocks of type Block.
+template <class Block>
+using TokenTileFn = void (*)(int64_t n, const Block* w, const uint8_t* x, uint64_t x_stride,
+                             float* y, int64_t y_stride);
+
 // A weight type dotted against f32 activations through its dequantizer: the row is expanded
 // kDequantChunk elements at a time into an L1-resident buffer, then each token of the tile takes
 // an f32 dot against it. Used for weight types precise enough (Q8_0, Q6_K) that rounding the

@@ -4,6 +4,7 @@
 
 #include "base/half.h"
 #include "kernels/cpu/arch/arm/arm-kernels.h"
+#include "kernels/cpu/kernel-table.h"
 #include "kernels/quant-blocks.h"
 
 namespace hearth::kernels::neon_dotprod {

@@ -337,46 +337,18 @@ void q8_0_tile(int64_t n, const BlockQ8_0* w, const uint8_t* x, uint64_t x_strid
   for (int t = 0; t < NT; ++t) y[t * y_stride] = x86::hsum(_mm256_add_ps(acc[t][0], acc[t][1]));
 }
 
-// Tiles of up to 4 tokens (8 accumulators of 8 lanes in registers at once).
-template <class Block, void (*T1)(int64_t, const Block*, const uint8_t*, uint64_t, float*, int64_t),
-          void (*T2)(int64_t, const Block*, const uint8_t*, uint64_t, float*, int64_t),
-          void (*T3)(int64_t, const Block*, const uint8_t*, uint64_t, float*, int64_t),
-          void (*T4)(int64_t, const Block*, const uint8_t*, uint64_t, float*, int64_t)>
-void dot_tiles(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, float* y,
-               int64_t y_stride) {
-  const auto* blocks = static_cast<const Block*>(w);
-  const auto* xb = static_cast<const uint8_t*>(x);
-  for (int t0 = 0; t0 < n_tok; t0 += 4) {
-    const uint8_t* xt = xb + uint64_t(t0) * x_stride;
-    float* yt = y + t0 * y_stride;
-    switch (n_tok - t0 < 4 ? n_tok - t0 : 4) {
-      case 1:
-        T1(n, blocks, xt, x_stride, yt, y_stride);
-        break;
-      case 2:
-        T2(n, blocks, xt, x_stride, yt, y_stride);
-        break;
-      case 3:
-        T3(n, blocks, xt, x_stride, yt, y_stride);
-        break;
-      default:
-        T4(n, blocks, xt, x_stride, yt, y_stride);
-        break;
-    }
-  }
-}
-
 }  // namespace
 
+// Tiles of up to 4 tokens (8 accumulators of 8 lanes in registers at once).
 void dot_q6_k_f32(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, float* y,
                   int64_t y_stride) {
-  dot_tiles<BlockQ6_K, q6_k_tile<1>, q6_k_tile<2>, q6_k_tile<3>, q6_k_tile<4>>(n, w, x, x_stride,
-                                                                               n_tok, y, y_stride);
+  dot_token_tiles<BlockQ6_K, TokenTileFn<BlockQ6_K>, q6_k_tile<1>, q6_k_tile<2>, q6_k_tile<3>,
+                  q6_k_tile<4>>(n, w, x, x_stride, n_tok, y, y_stride);
 }
 void dot_q8_0_f32(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, float* y,
                   int64_t y_stride) {
-  dot_tiles<BlockQ8_0, q8_0_tile<1>, q8_0_tile<2>, q8_0_tile<3>, q8_0_tile<4>>(n, w, x, x_stride,
-                                                                               n_tok, y, y_stride);
+  dot_token_tiles<BlockQ8_0, TokenTileFn<BlockQ8_0>, q8_0_tile<1>, q8_0_tile<2>, q8_0_tile<3>,
+                  q8_0_tile<4>>(n, w, x, x_stride, n_tok, y, y_stride);
 }
 
 }  // namespace hearth::kernels::avx2

@@ -232,31 +232,12 @@ void q6_k_tile(int64_t n, const BlockQ6_K* w, const uint8_t* x, uint64_t x_strid
 
 }  // namespace
 
+// Tiles of up to 8 tokens (8 accumulators of 16 lanes in registers at once).
 void dot_q6_k_f32(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, float* y,
                   int64_t y_stride) {
-  const auto* blocks = static_cast<const BlockQ6_K*>(w);
-  const auto* xb = static_cast<const uint8_t*>(x);
-  constexpr int kMaxTile = 8;  // accumulators held in registers at once
-  for (int t0 = 0; t0 < n_tok; t0 += kMaxTile) {
-    const int nt = n_tok - t0 < kMaxTile ? n_tok - t0 : kMaxTile;
-    const uint8_t* xt = xb + uint64_t(t0) * x_stride;
-    float* yt = y + t0 * y_stride;
-    switch (nt) {
-#define HEARTH_Q6K_TILE(N)                               \
-  case N:                                                \
-    q6_k_tile<N>(n, blocks, xt, x_stride, yt, y_stride); \
-    break;
-      HEARTH_Q6K_TILE(1)
-      HEARTH_Q6K_TILE(2)
-      HEARTH_Q6K_TILE(3)
-      HEARTH_Q6K_TILE(4)
-      HEARTH_Q6K_TILE(5)
-      HEARTH_Q6K_TILE(6)
-      HEARTH_Q6K_TILE(7)
-      HEARTH_Q6K_TILE(8)
-#undef HEARTH_Q6K_TILE
-    }
-  }
+  dot_token_tiles<BlockQ6_K, TokenTileFn<BlockQ6_K>, q6_k_tile<1>, q6_k_tile<2>, q6_k_tile<3>,
+                  q6_k_tile<4>, q6_k_tile<5>, q6_k_tile<6>, q6_k_tile<7>, q6_k_tile<8>>(
+      n, w, x, x_stride, n_tok, y, y_stride);
 }
 
 }  // namespace hearth::kernels::avx512
