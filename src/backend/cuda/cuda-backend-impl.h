@@ -334,6 +334,11 @@ class CudaBackend final : public Backend {
   // experts are most of its bytes and each sees a few of a prompt's tokens: Qwen3-30B-A3B's
   // would take ~58 GB for what the batched matmul already does well at those counts).
   bool in_experts_ = false;
+  // Whether weights may take (or keep taking) fp16 copies now: the option, not given up, not
+  // an expert.
+  bool half_copies_allowed() const {
+    return opt_.half_weights && !half_copies_dropped_ && !in_experts_;
+  }
   void launch_gemvs(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs, int n_jobs);
   void launch_batch_half(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs, int n_jobs);
   // Whether a job's output (or its residual) overlaps x (x_elems floats, the jobs' cols a row).
@@ -380,7 +385,7 @@ class CudaBackend final : public Backend {
   bool half_output(int64_t rows, int64_t n) const {
     int64_t most = batch_pass_ ? cuda::kMatmulBatchMaxTokens
                                : (decode_pass_ ? 0 : cuda::kMatmulBatchPrefillMaxTokens);
-    if (opt_.half_weights && !half_copies_dropped_) most = std::min(most, kHalfCopyMinTokens - 1);
+    if (half_copies_allowed()) most = std::min(most, kHalfCopyMinTokens - 1);
     return opt_.fuse && int8_model_ && rows >= cuda::kMatmulBatchHalfMinTokens && rows <= most &&
            n % 128 == 0;
   }

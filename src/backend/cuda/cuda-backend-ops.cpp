@@ -38,10 +38,9 @@ void CudaBackend::embed(const Weight& table, const int32_t* ids, int64_t n_token
 }
 
 bool CudaBackend::gemm_on_half_copy(const PreparedWeight& pw, int64_t n_tokens) const {
-  if (!opt_.half_weights || n_tokens < kHalfCopyMinTokens || in_experts_) return false;
+  if (n_tokens < kHalfCopyMinTokens || !half_copies_allowed()) return false;
   // A weight whose copy was not made yet takes the GEMM, which makes it (not inside a capture).
-  return pw.dw.w16 || (!pw.copies_made && !half_copies_dropped_ && !capturing() &&
-                       cuda::weight_half_copy_bytes(pw.dw) > 0);
+  return pw.dw.w16 || (!pw.copies_made && !capturing() && cuda::weight_half_copy_bytes(pw.dw) > 0);
 }
 
 bool CudaBackend::drop_half_copies() {
@@ -208,7 +207,7 @@ void CudaBackend::launch_gemm(const Weight& w, const PreparedWeight& pw, const f
   if (prefill_x_at_ != stream_ops_) prefill_x_ = {};
   if (!pw.copies_made) {
     CudaOptions opt = opt_;
-    opt.half_weights = opt_.half_weights && !half_copies_dropped_ && !in_experts_;
+    opt.half_weights = half_copies_allowed();
     const Status st = make_gemm_copies(const_cast<PreparedWeight&>(pw), w.host.name, opt, stream_);
     if (!st.is_ok()) return fail(st.message());
     if (pw.half_mem) half_copies_.push_back(w.backend_data);

@@ -287,12 +287,8 @@ void q6_k_tile(int64_t n, const BlockQ6_K* w, const uint8_t* x, uint64_t x_strid
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const BlockQ6_K& b = w[i];
     alignas(32) float scale[16];
-    const float d = x86::h2f(b.d);
-    for (int g = 0; g < 16; ++g) scale[g] = d * float(b.scales[g]);
-    // Broadcast from memory (a load, not a shuffle).
-    asm volatile("" : : "m"(scale) : "memory");
     __m256i v[8];
-    x86::q6_k_values(b, v);
+    x86::q6_k_block(b, scale, v);
     for (int g = 0; g < 16; ++g) {
       const __m128i q =
           g % 2 == 0 ? _mm256_castsi256_si128(v[g / 2]) : _mm256_extracti128_si256(v[g / 2], 1);

@@ -201,14 +201,8 @@ void q6_k_tile(int64_t n, const BlockQ6_K* w, const uint8_t* x, uint64_t x_strid
   for (int64_t i = 0; i < n / kQKK; ++i) {
     const BlockQ6_K& b = w[i];
     alignas(64) float scale[16];
-    _mm512_store_ps(scale, _mm512_mul_ps(_mm512_set1_ps(h2f(b.d)),
-                                         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
-                                             reinterpret_cast<const __m128i*>(b.scales))))));
-    // Each group's scale is then broadcast from memory (a load, not a shuffle: without this the
-    // compiler permutes the register, and shuffles are this loop's scarce port).
-    asm volatile("" : : "m"(scale) : "memory");
     __m256i v[8];
-    x86::q6_k_values(b, v);
+    x86::q6_k_block(b, scale, v);
     for (int g = 0; g < 16; ++g) {
       const __m128i q =
           g % 2 == 0 ? _mm256_castsi256_si128(v[g / 2]) : _mm256_extracti128_si256(v[g / 2], 1);

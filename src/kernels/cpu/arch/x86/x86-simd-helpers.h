@@ -55,5 +55,18 @@ inline void q6_k_values(const BlockQ6_K& b, __m256i (&v)[8]) {
   }
 }
 
+// A Q6_K block for the register-dequantizing dots: its values (q6_k_values) and its 16 group
+// scales fl(d * scales[g]), left in memory so each group's scale is broadcast by a load (without
+// the empty asm the compiler permutes a register, on the shuffle port the widening saturates).
+inline void q6_k_block(const BlockQ6_K& b, float (&scale)[16], __m256i (&v)[8]) {
+  const __m256 d = _mm256_set1_ps(h2f(b.d));
+  for (int h = 0; h < 2; ++h)  // (vector: 16 scalar conversions a block cost AVX-512 ~10%)
+    _mm256_storeu_ps(scale + 8 * h,
+                     _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                                          reinterpret_cast<const __m128i*>(b.scales + 8 * h))))));
+  asm volatile("" : : "m"(scale) : "memory");
+  q6_k_values(b, v);
+}
+
 }  // namespace
 }  // namespace hearth::kernels::x86
