@@ -94,6 +94,9 @@ void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
                 "GPU: keep an fp16 copy of each quantized matmul weight (2 bytes a weight) "
                 "while an eighth of the device stays free, freed when the KV cache needs the "
                 "memory: prompts and steps of more than 64 sequences run faster (default on)");
+  cmd->add_flag("--cuda-gemv-ahead,!--no-cuda-gemv-ahead", a->cuda.gemv_ahead,
+                "GPU: one-token Q6_K GEMVs copy their weight rows into shared memory while the "
+                "kernel before them still runs (default on; off: loaded after it)");
   cmd->add_flag("--cuda-profile", a->cuda.profile,
                 "GPU: print where decode steps' and prefill passes' time goes, per op family, "
                 "to stderr (slower)");

@@ -40,6 +40,10 @@ struct CudaOptions {
   // W every call, and passes of more than 64 rows (a prompt, or a decode step of that many
   // sequences) run cuBLAS on it instead of the batched int8 matmul.
   bool half_weights = true;
+  // One-token Q6_K GEMVs copy each block's weight rows into shared memory before they wait for
+  // the kernel before them (kernels/cuda/gemv-int8.cu), so the copy overlaps that kernel (false:
+  // the rows are loaded after the wait, as every other dtype's are).
+  bool gemv_ahead = true;
 
   // A/B switches, each off = the plain form of one fusion:
   bool fuse = true;             // decode launches fused (false: every op its own launch)

@@ -109,7 +109,9 @@ void CudaBackend::launch_gemvs(const float* x, int64_t n_tokens, const cuda::Gem
     unprof(m);
   } else {
     const int m = prof(n_jobs > 1 ? "gemv (batched)" : jobs[0].add_to ? "gemv + add" : "gemv");
-    ok = check(int8 ? cuda::launch_gemv_int8_multi(jobs, n_jobs, xa, stream_)
+    const auto weights =
+        opt_.gemv_ahead ? cuda::GemvWeights::kCopiedAhead : cuda::GemvWeights::kLoadedAfterWait;
+    ok = check(int8 ? cuda::launch_gemv_int8_multi(jobs, n_jobs, xa, stream_, weights)
                     : cuda::launch_gemv_float_multi(jobs, n_jobs, x, n_tokens, stream_),
                "gemv");
     unprof(m);

@@ -119,9 +119,16 @@ int gemv_split(const GemvJob* jobs, int n_jobs, int64_t steps, bool int8);
 // Blocks per SM the one-token int8 GEMV of dtype t over grid_blocks blocks is compiled for: 4
 // for Q8_0, 3 for Q4_K grids of several waves, else 1 (no bound).
 int gemv_min_blocks(DType t, int64_t grid_blocks);
+// How a one-token int8 GEMV reads its weights: each block copies its rows into shared memory
+// before it waits for the kernel before (kCopiedAhead: Q6_K rows that fit, where it was measured
+// faster, gemv-int8.cu), or loads them after the wait (kLoadedAfterWait; every other case).
+enum class GemvWeights { kCopiedAhead, kLoadedAfterWait };
+// The shared memory a block of the kCopiedAhead kernel takes for dtype t's rows of `cols` (0:
+// those rows are loaded after the wait whatever is asked).
+int64_t gemv_ahead_smem_bytes(DType t, int64_t cols);
 // Same dtype and cols for every job; 1 <= n_jobs <= 3.
 cudaError_t launch_gemv_int8_multi(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
-                                   cudaStream_t s);
+                                   cudaStream_t s, GemvWeights weights = GemvWeights::kCopiedAhead);
 // Plain dtypes (F32/F16/BF16, cols % 8 == 0), x f32 [T, cols], T <= kGemvMaxTokens.
 cudaError_t launch_gemv_float_multi(const GemvJob* jobs, int n_jobs, const float* x,
                                     int64_t n_tokens, cudaStream_t s);

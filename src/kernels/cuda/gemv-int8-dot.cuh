@@ -13,6 +13,12 @@
 
 namespace hearth::cuda::int8dot {
 
+// Bytes of one weight row in each array a dtype's loads read, in DeviceWeight's field order (0:
+// the dtype reads no such array).
+struct WeightRowBytes {
+  int64_t body, aux0, aux1, aux16, head;
+};
+
 __device__ __forceinline__ int dp4a(int a, int b, int c) {
   return __dp4a(a, b, c);
 }
@@ -59,8 +65,10 @@ __device__ __forceinline__ XTwo x_two(const QuantizedActs& xa, int t, int64_t bl
   return x;
 }
 
-// QT<T>: a dtype's unit loads and dot. load<kStream> reads the 16-byte weight words past L1
-// (weight-load.cuh) where the dtype takes it (Q4_0, Q8_0, Q4_K); the others ignore it.
+// QT<T>: a dtype's unit loads and dot. load<kRead> reads the weight words as WeightRead says
+// (weight-load.cuh): past L1 where the dtype takes it (Q4_0, Q8_0, Q4_K; the others read through
+// it), or from the block's copy in shared memory. row_bytes() gives the bytes of one row in each
+// array the loads read, in DeviceWeight's order (0: not read), which is what such a copy holds.
 template <DType T>
 struct QT;
 
@@ -79,15 +87,19 @@ struct QLegacy {
     std::conditional_t<kMin, uint32_t, float> s;  // dm, or d
   };
   using X = XOne;
-  template <bool kStream = false>
+  template <WeightRead kRead = WeightRead::kCached>
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
     const int64_t bi = row * w.blocks_per_row + u;
-    const uint4 q = load_weight16<kStream>(reinterpret_cast<const uint4*>(w.body) + bi);
-    const uint32_t qh = kFive ? __ldg(w.aux0 + bi) : 0u;
+    const uint4 q = read_weight16<kRead>(reinterpret_cast<const uint4*>(w.body) + bi);
+    const uint32_t qh = kFive ? read_aux<kRead>(w.aux0 + bi) : 0u;
     if constexpr (kMin)
-      return {q, qh, __ldg((kFive ? w.aux1 : w.aux0) + bi)};
+      return {q, qh, read_aux<kRead>((kFive ? w.aux1 : w.aux0) + bi)};
     else
-      return {q, qh, half_bits(__ldg(w.aux16 + bi))};
+      return {q, qh, half_bits(read_aux<kRead>(w.aux16 + bi))};
+  }
+  static constexpr WeightRowBytes row_bytes(int64_t bpr) {
+    return {16 * bpr, kFive || kMin ? 4 * bpr : 0, kFive && kMin ? 4 * bpr : 0, kMin ? 0 : 2 * bpr,
+            0};
   }
   static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) { return x_one(xa, t, u); }
   static __device__ float dot(const Raw& r, const X& x, int64_t) {
@@ -122,13 +134,14 @@ struct QT<DType::Q8_0> {
     float d;
   };
   using X = XTwo;
-  template <bool kStream = false>
+  template <WeightRead kRead = WeightRead::kCached>
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
     const int64_t bi = row * w.blocks_per_row + u;
     const uint4* p = reinterpret_cast<const uint4*>(w.body) + 2 * bi;
-    return {load_weight16<kStream>(p), load_weight16<kStream>(p + 1),
-            half_bits(__ldg(w.aux16 + bi))};
+    return {read_weight16<kRead>(p), read_weight16<kRead>(p + 1),
+            half_bits(read_aux<kRead>(w.aux16 + bi))};
   }
+  static constexpr WeightRowBytes row_bytes(int64_t bpr) { return {32 * bpr, 0, 0, 2 * bpr, 0}; }
   static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) { return x_two(xa, t, u); }
   static __device__ float dot(const Raw& r, const X& x, int64_t) {
     const int q[8] = {int(r.a.x), int(r.a.y), int(r.a.z), int(r.a.w),
@@ -158,22 +171,26 @@ struct QK45 {
     uint4 h, q0, q1, qh0, qh1;
   };
   using X = XPair;
-  template <bool kStream = false>
+  template <WeightRead kRead = WeightRead::kCached>
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
     if constexpr (kFive) {
       const uint8_t* blk = w.body + (row * w.blocks_per_row + (u >> 2)) * 176;
       const uint4* q = reinterpret_cast<const uint4*>(blk + 48 + (u & 3) * 32);
       const uint4* qh = reinterpret_cast<const uint4*>(blk + 16);
-      return {__ldg(reinterpret_cast<const uint4*>(blk)), __ldg(q), __ldg(q + 1), __ldg(qh),
-              __ldg(qh + 1)};
+      return {read_aux<kRead>(reinterpret_cast<const uint4*>(blk)), read_aux<kRead>(q),
+              read_aux<kRead>(q + 1), read_aux<kRead>(qh), read_aux<kRead>(qh + 1)};
     } else {
       // Packed layout (dequantize.cu): quants contiguous in the body, heads in their own array.
       const int64_t bi = row * w.blocks_per_row + (u >> 2);
       const uint4* q = reinterpret_cast<const uint4*>(w.body + bi * 128 + (u & 3) * 32);
       const uint4 none = make_uint4(0, 0, 0, 0);
-      return {__ldg(w.aux_head + bi), load_weight16<kStream>(q), load_weight16<kStream>(q + 1),
-              none, none};
+      return {read_aux<kRead>(w.aux_head + bi), read_weight16<kRead>(q),
+              read_weight16<kRead>(q + 1), none, none};
     }
+  }
+  static constexpr WeightRowBytes row_bytes(int64_t bpr) {
+    return kFive ? WeightRowBytes{176 * bpr, 0, 0, 0, 0}
+                 : WeightRowBytes{128 * bpr, 0, 0, 0, 16 * bpr};
   }
   static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) {
     return {x_one(xa, t, 2 * u), x_one(xa, t, 2 * u + 1)};
@@ -218,20 +235,21 @@ struct QT<DType::Q6_K> {
     float d;
   };
   using X = XPair2;
-  template <bool kStream = false>
+  template <WeightRead kRead = WeightRead::kCached>
   static __device__ Raw load(const DeviceWeight& w, int64_t row, int64_t u) {
     const int64_t bi = row * w.blocks_per_row + (u >> 2);
     const int h = int(u >> 1) & 1, k = int(u & 1);
     const uint8_t* blk = w.body + bi * 208;
     const uint4* ql = reinterpret_cast<const uint4*>(blk + 64 * h + 32 * k);
     const uint4* qh = reinterpret_cast<const uint4*>(blk + 128 + 32 * h);
-    return {__ldg(ql),
-            __ldg(ql + 1),
-            __ldg(qh),
-            __ldg(qh + 1),
-            __ldg(reinterpret_cast<const uint2*>(blk + 192 + 8 * h)),
-            half_bits(__ldg(w.aux16 + bi))};
+    return {read_aux<kRead>(ql),
+            read_aux<kRead>(ql + 1),
+            read_aux<kRead>(qh),
+            read_aux<kRead>(qh + 1),
+            read_aux<kRead>(reinterpret_cast<const uint2*>(blk + 192 + 8 * h)),
+            half_bits(read_aux<kRead>(w.aux16 + bi))};
   }
+  static constexpr WeightRowBytes row_bytes(int64_t bpr) { return {208 * bpr, 0, 0, 2 * bpr, 0}; }
   static __device__ X load_x(const QuantizedActs& xa, int t, int64_t u) {
     const int64_t sb = u >> 2, h = (u >> 1) & 1, k = u & 1;
     const int64_t b = sb * 8 + 4 * h + k;

@@ -3,6 +3,7 @@
 // one QT<> specialization (unit size, raw load, dot; gemv-int8-dot.cuh) and a case in
 // launch_gemv_int8().
 #include "kernels/cuda/act-quant.cuh"
+#include "kernels/cuda/bulk-copy.cuh"
 #include "kernels/cuda/dequantize.cuh"
 #include "kernels/cuda/gemv-int8-dot.cuh"
 #include "kernels/cuda/gemv-store.cuh"
@@ -54,7 +55,9 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     for (int k = 0; k < Q::kUnroll; ++k) {
       const int64_t u = u0 + 32 * k < nu ? u0 + 32 * k : nu - 1;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) buf[k][r] = Q::template load<kStream>(w, rows[r], u);
+      for (int r = 0; r < kRows; ++r)
+        buf[k][r] = Q::template load < kStream ? WeightRead::kStreamed
+                                               : WeightRead::kCached > (w, rows[r], u);
     }
   };
   auto dot_step = [&](const Raw(&buf)[Q::kUnroll][kRows], int64_t u0) {
@@ -82,6 +85,143 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks)
     dot_step(raw, u0);
   }
   store_gemv_rows_split<kSplit, kWarps, kRows, NT>(acc, warp, lane, row0, d, y, add);
+}
+
+// The one-token kernel with the block's rows copied into shared memory ahead of the PDL wait:
+// thread 0 asks the copy engine for each array's rows of the block (bulk-copy.cuh), so they land
+// while the kernels before are still running; after the wait only x comes from L2. (Loads issued
+// ahead of the wait into registers, or asked of L2, lost: the comment in gemv_int8_kernel.) Run
+// where kAheadWins says.
+// Shared memory: kGemvRowsPerBlock rows of every array (row_bytes() % 16 == 0, checked by
+// ahead_bytes()).
+template <DType T>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_int8_ahead_kernel(GemvBatch batch, QuantizedActs xa) {
+  using Q = QT<T>;
+  extern __shared__ __align__(16) uint8_t slice[];
+  __shared__ uint64_t landed;
+  pdl_trigger();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  DeviceWeight w;
+  float *y, *add;
+  const int64_t row0 = gemv_warp_job<kWarps, kRows, 1>(batch, warp, w, y, add);
+  const int64_t d = w.rows, block_row0 = row0 - warp * kRows;
+  const int64_t block_rows = min(kGemvRowsPerBlock, d - block_row0);
+  const WeightRowBytes rb = Q::row_bytes(w.blocks_per_row);
+  const int64_t bytes[5] = {rb.body, rb.aux0, rb.aux1, rb.aux16, rb.head};
+  const uint8_t* from[5] = {
+      w.body, reinterpret_cast<const uint8_t*>(w.aux0), reinterpret_cast<const uint8_t*>(w.aux1),
+      reinterpret_cast<const uint8_t*>(w.aux16), reinterpret_cast<const uint8_t*>(w.aux_head)};
+  uint8_t* at[5];
+  int64_t off = 0;
+#pragma unroll
+  for (int f = 0; f < 5; ++f) {
+    at[f] = slice + off;
+    off += kGemvRowsPerBlock * bytes[f];
+  }
+  if (threadIdx.x == 0) {
+    bulk_barrier_init(&landed);
+    int64_t total = 0;
+#pragma unroll
+    for (int f = 0; f < 5; ++f) total += block_rows * bytes[f];
+    bulk_expect_bytes(&landed, uint32_t(total));
+#pragma unroll
+    for (int f = 0; f < 5; ++f)
+      if (bytes[f])
+        bulk_copy_to_shared(at[f], from[f] + block_row0 * bytes[f], uint32_t(block_rows * bytes[f]),
+                            &landed);
+  }
+  // The block's copy as a weight of its own rows (row r of the block is row block_row0 + r).
+  DeviceWeight view = w;
+  view.body = at[0];
+  view.aux0 = reinterpret_cast<const uint32_t*>(at[1]);
+  view.aux1 = reinterpret_cast<const uint32_t*>(at[2]);
+  view.aux16 = reinterpret_cast<const uint16_t*>(at[3]);
+  view.aux_head = reinterpret_cast<const uint4*>(at[4]);
+  __syncthreads();  // the barrier is initialised before anyone waits on it
+  pdl_wait();
+  if (row0 >= d) return;  // (warp 0, whose thread 0 issued the copies, always has rows)
+  int64_t rows[kRows];
+  gemv_read_rows(row0, d, rows);
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) rows[r] -= block_row0;
+  const int64_t nu = w.cols / Q::kUnit;
+  float acc[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) acc[r] = 0.f;
+  bulk_wait(&landed, 0);
+  for (int64_t u0 = lane; u0 < nu; u0 += 32 * Q::kUnroll) {
+    typename Q::Raw raw[Q::kUnroll][kRows];
+#pragma unroll
+    for (int k = 0; k < Q::kUnroll; ++k) {
+      const int64_t u = u0 + 32 * k < nu ? u0 + 32 * k : nu - 1;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+        raw[k][r] = Q::template load<WeightRead::kShared>(view, rows[r], u);
+    }
+#pragma unroll
+    for (int k = 0; k < Q::kUnroll; ++k) {
+      const int64_t u = u0 + 32 * k;
+      if (u >= nu) break;
+      const typename Q::X x = Q::load_x(xa, 0, u);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[r] += Q::dot(raw[k][r], x, u);
+    }
+  }
+  float out[kRows][1];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) out[r][0] = acc[r];
+  store_gemv_rows<kRows, 1>(out, lane, row0, d, y, add);
+}
+
+// Shared memory the ahead kernel needs for rows of `cols`, or 0 where it cannot take them: an
+// array's row that is not a whole number of 16-byte pieces (bulk copies move those), or a copy
+// over kAheadMaxBytes (a block that holds more keeps the next kernels' blocks off the SM).
+constexpr int64_t kAheadMaxBytes = 72 * 1024;
+template <DType T>
+int64_t ahead_bytes(int64_t cols) {
+  if (cols % QT<T>::kUnit != 0 || cols <= 0) return 0;
+  const int64_t per_block = T == DType::Q4_K || T == DType::Q5_K || T == DType::Q6_K ? 256 : 32;
+  const WeightRowBytes rb = QT<T>::row_bytes(cols / per_block);
+  const int64_t bytes[5] = {rb.body, rb.aux0, rb.aux1, rb.aux16, rb.head};
+  int64_t total = 0;
+  for (int f = 0; f < 5; ++f) {
+    if (bytes[f] % 16 != 0) return 0;
+    total += kGemvRowsPerBlock * bytes[f];
+  }
+  return total <= kAheadMaxBytes ? total : 0;
+}
+// ... and for these jobs: every array they read 16-byte aligned as well.
+template <DType T>
+int64_t ahead_bytes(const GemvJob* jobs, int n_jobs) {
+  const WeightRowBytes rb = QT<T>::row_bytes(jobs[0].w.blocks_per_row);
+  const int64_t bytes[5] = {rb.body, rb.aux0, rb.aux1, rb.aux16, rb.head};
+  for (int i = 0; i < n_jobs; ++i) {
+    const DeviceWeight& w = jobs[i].w;
+    const void* arrays[5] = {w.body, w.aux0, w.aux1, w.aux16, w.aux_head};
+    for (int f = 0; f < 5; ++f)
+      if (bytes[f] && (!arrays[f] || reinterpret_cast<uintptr_t>(arrays[f]) % 16 != 0)) return 0;
+  }
+  return ahead_bytes<T>(jobs[0].w.cols);
+}
+
+// Where the ahead kernel runs: Q6_K only. H200, llama2-7b shapes, the same binary with and without
+// (session 39, docs/performance-cuda.md): Q6_K 4096x4096 10.6 -> 8.1 us, 11008x4096 24.6 ->
+// 19.2, tg128 of a Q6_K file 282 -> 323 tok/s (its plain loads gather 16-byte pieces of 208-byte
+// blocks; the copy reads the rows whole). Every other dtype lost, in the GEMV alone (Q4_0
+// 4096x4096 5.4 -> 5.9 us) and end to end (Q4_0 564 -> 549 tok/s, Q4_K 505 -> 439, Q8_0 380 ->
+// 359): their loads already stream, and the copy adds a pass through shared memory.
+template <DType T>
+constexpr bool kAheadWins = T == DType::Q6_K;
+
+template <DType T>
+cudaError_t launch_ahead(const GemvBatch& b, const QuantizedActs& xa, int64_t smem,
+                         cudaStream_t s) {
+  static const cudaError_t allowed = cudaFuncSetAttribute(
+      gemv_int8_ahead_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kAheadMaxBytes));
+  if (allowed != cudaSuccess) return allowed;
+  return launch_pdl(gemv_int8_ahead_kernel<T>, dim3(b.block_end[b.n_jobs - 1]), dim3(kWarps * 32),
+                    size_t(smem), s, b, xa);
 }
 
 // One warp per 32-element block: q1 = round(x / d1), then the residual x - d1*q1 to q2 the
@@ -115,7 +255,14 @@ cudaError_t launch_plain(const GemvBatch& b, const QuantizedActs& xa, int split,
 }
 
 template <DType T>
-cudaError_t gemv_typed(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa, cudaStream_t s) {
+cudaError_t gemv_typed(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
+                       GemvWeights weights, cudaStream_t s) {
+  if constexpr (kAheadWins<T>) {
+    if (xa.n_tokens == 1 && weights == GemvWeights::kCopiedAhead) {
+      if (const int64_t smem = ahead_bytes<T>(jobs, n_jobs))
+        return launch_ahead<T>(make_gemv_batch(jobs, n_jobs), xa, smem, s);
+    }
+  }
   const int64_t nu = xa.cols / QT<T>::kUnit,
                 steps = (nu + 32 * QT<T>::kUnroll - 1) / (32 * QT<T>::kUnroll);
   const int split = xa.n_tokens == 1 ? gemv_split(jobs, n_jobs, steps, true) : 1;
@@ -233,6 +380,10 @@ int gemv_split(const GemvJob* jobs, int n_jobs, int64_t steps, bool int8) {
   return split;
 }
 
+int64_t gemv_ahead_smem_bytes(DType t, int64_t cols) {
+  return t == DType::Q6_K ? ahead_bytes<DType::Q6_K>(cols) : 0;  // (kAheadWins)
+}
+
 cudaError_t launch_gemv_int8(const DeviceWeight& w, const QuantizedActs& xa, float* y,
                              cudaStream_t s) {
   const GemvJob job{w, y, nullptr};
@@ -240,7 +391,7 @@ cudaError_t launch_gemv_int8(const DeviceWeight& w, const QuantizedActs& xa, flo
 }
 
 cudaError_t launch_gemv_int8_multi(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa,
-                                   cudaStream_t s) {
+                                   cudaStream_t s, GemvWeights weights) {
   if (n_jobs < 1 || n_jobs > 3 || xa.n_tokens < 1 || xa.n_tokens > kGemvMaxTokens)
     return cudaErrorInvalidValue;
   for (int i = 0; i < n_jobs; ++i)
@@ -249,21 +400,21 @@ cudaError_t launch_gemv_int8_multi(const GemvJob* jobs, int n_jobs, const Quanti
   static_assert(kWarps * kRows == kGemvRowsPerBlock, "block ranges assume this many rows");
   switch (jobs[0].w.dtype) {
     case DType::Q4_0:
-      return gemv_typed<DType::Q4_0>(jobs, n_jobs, xa, s);
+      return gemv_typed<DType::Q4_0>(jobs, n_jobs, xa, weights, s);
     case DType::Q4_1:
-      return gemv_typed<DType::Q4_1>(jobs, n_jobs, xa, s);
+      return gemv_typed<DType::Q4_1>(jobs, n_jobs, xa, weights, s);
     case DType::Q5_0:
-      return gemv_typed<DType::Q5_0>(jobs, n_jobs, xa, s);
+      return gemv_typed<DType::Q5_0>(jobs, n_jobs, xa, weights, s);
     case DType::Q5_1:
-      return gemv_typed<DType::Q5_1>(jobs, n_jobs, xa, s);
+      return gemv_typed<DType::Q5_1>(jobs, n_jobs, xa, weights, s);
     case DType::Q8_0:
-      return gemv_typed<DType::Q8_0>(jobs, n_jobs, xa, s);
+      return gemv_typed<DType::Q8_0>(jobs, n_jobs, xa, weights, s);
     case DType::Q4_K:
-      return gemv_typed<DType::Q4_K>(jobs, n_jobs, xa, s);
+      return gemv_typed<DType::Q4_K>(jobs, n_jobs, xa, weights, s);
     case DType::Q5_K:
-      return gemv_typed<DType::Q5_K>(jobs, n_jobs, xa, s);
+      return gemv_typed<DType::Q5_K>(jobs, n_jobs, xa, weights, s);
     case DType::Q6_K:
-      return gemv_typed<DType::Q6_K>(jobs, n_jobs, xa, s);
+      return gemv_typed<DType::Q6_K>(jobs, n_jobs, xa, weights, s);
     default:
       return cudaErrorInvalidValue;
   }
