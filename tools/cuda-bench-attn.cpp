@@ -12,6 +12,7 @@
 #include "cuda-bench-util.h"
 #include "kernels/cuda/attention-decode.cuh"
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/decode-batch.h"
 
 namespace hearth::cuda_bench {
 
@@ -126,6 +127,103 @@ bool time_all(cudaStream_t s, const Shape& sh, DType t, int64_t depth, double (&
   return good;
 }
 
+// Seconds per batched decode attention (launch_attention_batch: B segments, each at position
+// `depth` over its own cache), on the decode kernels (sec[0]), the chunked kernel (sec[1]) and
+// the one launch_attention_batch chooses (sec[2]); caches replicated past L2 and rotated. err:
+// max |decode - chunked| / max |chunked|.
+bool time_batch(cudaStream_t s, const Shape& sh, DType t, int64_t B, int64_t depth,
+                double (&sec)[3], double& err) {
+  const int64_t ctx = depth + 1;
+  const uint64_t cache = uint64_t(ctx * sh.kv_heads * kv_row_bytes(t, sh.hd));
+  const uint64_t set_bytes = 2 * cache * uint64_t(B);
+  const int n = int(std::max<uint64_t>(2, (uint64_t(256) << 20) / set_bytes + 1));
+  std::vector<uint8_t*> sets(size_t(n), nullptr);
+  std::vector<cuda::AttnSegment*> descs(size_t(n), nullptr);
+  const int64_t qn = B * sh.heads * sh.hd;
+  const int64_t parts = cuda::attention_batch_partials_floats(B, sh.heads, sh.hd, ctx);
+  float *q = nullptr, *out = nullptr, *partials = nullptr;
+  bool good =
+      ok(cudaMalloc(reinterpret_cast<void**>(&q), size_t(qn) * 4), "malloc q") &&
+      ok(cudaMalloc(reinterpret_cast<void**>(&out), size_t(qn) * 4), "malloc out") &&
+      ok(cudaMalloc(reinterpret_cast<void**>(&partials), size_t(parts) * 4), "malloc parts") &&
+      ok(cudaMemsetAsync(partials, 0, size_t(parts) * 4, s), "zero parts");  // (the counters)
+  for (int i = 0; i < n && good; ++i) {
+    good = ok(cudaMalloc(reinterpret_cast<void**>(&sets[size_t(i)]), set_bytes), "malloc kv") &&
+           ok(cudaMalloc(reinterpret_cast<void**>(&descs[size_t(i)]),
+                         size_t(B) * sizeof(cuda::AttnSegment)),
+              "malloc segs");
+    if (!good) break;
+    // 0x11 bytes: finite f16 (5e-4) and q8_0 blocks (scale 5e-4, quants 17).
+    cudaMemsetAsync(sets[size_t(i)], 0x11, set_bytes, s);
+    std::vector<cuda::AttnSegment> segs(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b)
+      segs[size_t(b)] = {sets[size_t(i)] + 2 * b * cache, sets[size_t(i)] + (2 * b + 1) * cache,
+                         int32_t(depth)};
+    good = ok(cudaMemcpy(descs[size_t(i)], segs.data(), segs.size() * sizeof(segs[0]),
+                         cudaMemcpyHostToDevice),
+              "upload segs");
+  }
+  std::vector<float> got[3];
+  if (good) {
+    // q varies by element so a mismatch in any row shows.
+    std::vector<float> hq(static_cast<size_t>(qn));
+    for (int64_t i = 0; i < qn; ++i) hq[size_t(i)] = 0.02f * float(i % 7 - 3);
+    good = ok(cudaMemcpy(q, hq.data(), hq.size() * 4, cudaMemcpyHostToDevice), "upload q");
+    const float scale = 1.f / std::sqrt(float(sh.hd));
+    const int launches = std::max(n, 16);
+    for (int v = 0; v < 3 && good; ++v) {
+      const auto kernel = v == 0   ? cuda::BatchAttnKernel::kDecode
+                          : v == 1 ? cuda::BatchAttnKernel::kChunked
+                                   : cuda::BatchAttnKernel::kChosen;
+      auto launch = [&](int i) {
+        return cuda::launch_attention_batch(q, out, descs[size_t(i % n)], B, ctx, sh.heads,
+                                            sh.kv_heads, sh.hd, t, scale, partials, s, nullptr,
+                                            kernel);
+      };
+      // One launch into a NaN output first: rows it leaves unwritten are counted.
+      cudaMemsetAsync(out, 0xFF, size_t(qn) * 4, s);
+      good = ok(launch(0), "attention batch") && ok(cudaStreamSynchronize(s), "attention batch");
+      if (!good) break;
+      {
+        std::vector<float> once(static_cast<size_t>(qn));
+        good = ok(cudaMemcpy(once.data(), out, size_t(qn) * 4, cudaMemcpyDeviceToHost), "download");
+        const auto unwritten =
+            std::count_if(once.begin(), once.end(), [](float x) { return std::isnan(x); });
+        if (unwritten)
+          std::fprintf(stderr, "cuda-bench: variant %d left %lld of %lld outputs unwritten\n", v,
+                       (long long)unwritten, (long long)qn);
+      }
+      sec[v] = time_graph(s, launches, [&] {
+        for (int i = 0; i < launches; ++i) launch(i);
+      });
+      got[v].resize(size_t(qn));
+      good = ok(cudaMemcpy(got[v].data(), out, size_t(qn) * 4, cudaMemcpyDeviceToHost), "download");
+    }
+  }
+  if (good) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got[1].size(); ++i) {
+      num = std::max(num, double(std::fabs(got[0][i] - got[1][i])));
+      den = std::max(den, double(std::fabs(got[1][i])));
+      if (!std::isfinite(got[0][i])) num = INFINITY;
+    }
+    err = num / (den > 0 ? den : 1);
+    if (err > 1e-5)
+      for (size_t i = 0; i < got[1].size(); ++i)
+        if (!(std::fabs(got[0][i] - got[1][i]) <= 1e-5 * den)) {
+          std::fprintf(
+              stderr,
+              "cuda-bench: first mismatch at segment %lld head %lld dim %lld: %g against %g\n",
+              (long long)(i / (sh.heads * sh.hd)), (long long)(i / sh.hd % sh.heads),
+              (long long)(i % sh.hd), got[0][i], got[1][i]);
+          break;
+        }
+  }
+  cudaFree(q), cudaFree(out), cudaFree(partials);
+  for (int i = 0; i < n; ++i) cudaFree(sets[size_t(i)]), cudaFree(descs[size_t(i)]);
+  return good;
+}
+
 }  // namespace
 
 bool decode_attention_table(cudaStream_t s, double copy_gbs, const AttnFilter& only) {
@@ -152,6 +250,31 @@ bool decode_attention_table(cudaStream_t s, double copy_gbs, const AttnFilter& o
                       bytes / sec[w] / 1e9, err[w] > 1e-3 ? " MISMATCH" : "");
         std::printf("\n");
       }
+  return true;
+}
+
+bool batch_attention_table(cudaStream_t s, double copy_gbs) {
+  const Shape shapes[] = {{"llama2-7b 32x128", 32, 32, 128}, {"llama3-8b 32/8x128", 32, 8, 128}};
+  const int64_t batches[] = {8, 32, 64}, depths[] = {150, 512, 2048};
+  std::printf(
+      "\n== decode attention of B sequences, one layer (attention + combine): us a launch, GB/s "
+      "of K+V read (copy %.0f GB/s r+w), decode kernels | chunked kernel | the one chosen ==\n",
+      copy_gbs);
+  for (const Shape& sh : shapes)
+    for (DType t : {DType::F16, DType::Q8_0})
+      for (int64_t B : batches)
+        for (int64_t depth : depths) {
+          double sec[3] = {}, err = 0;
+          if (!time_batch(s, sh, t, B, depth, sec, err)) return false;
+          const double bytes =
+              2.0 * double(B) * double(depth + 1) * double(sh.kv_heads * kv_row_bytes(t, sh.hd));
+          std::printf(
+              "%-18s %-4s B=%-3lld d=%-5lld %7.1f MB | %7.2f us %5.0f GB/s | %7.2f us "
+              "%5.0f GB/s | %7.2f us%s\n",
+              sh.name, dtype_name(t), (long long)B, (long long)depth, bytes / 1e6, sec[0] * 1e6,
+              bytes / sec[0] / 1e9, sec[1] * 1e6, bytes / sec[1] / 1e9, sec[2] * 1e6,
+              err > 1e-5 ? " MISMATCH" : "");
+        }
   return true;
 }
 

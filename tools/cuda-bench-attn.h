@@ -18,4 +18,9 @@ struct AttnFilter {
 };
 bool decode_attention_table(cudaStream_t s, double copy_gbs, const AttnFilter& only = {});
 
+// One layer's decode attention for a step of B sequences (launch_attention_batch: attention and
+// combine) at B 8 / 32 / 64 and depths 150 / 512 / 2048, f16 and q8_0 caches, llama2-7b and Llama
+// 3 8B heads: the decode kernels against the chunked kernel, us and GB/s of K and V.
+bool batch_attention_table(cudaStream_t s, double copy_gbs);
+
 }  // namespace hearth::cuda_bench

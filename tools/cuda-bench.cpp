@@ -5,8 +5,9 @@
 // Weights rotate over replicas larger than L2 so the numbers are HBM, not cache. Add a dtype or
 // shape in the tables at the top of main(). `hearth-cuda-bench --dtypes F16,Q4_0` limits the GEMV
 // table to those dtypes ("none": no GEMV table); `--moe-only` runs only the MoE decode table,
-// `--attention-only` only the decode attention table (cuda-bench-attn.cpp), `--sample-only` only
-// the sampled picks (cuda-bench-sample.cpp).
+// `--attention-only` only the decode attention table (cuda-bench-attn.cpp),
+// `--attention-batch-only` that of a step of many sequences, `--sample-only` only the sampled picks
+// (cuda-bench-sample.cpp).
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -142,6 +143,7 @@ int main(int argc, char** argv) {
   const char* batch_shapes = nullptr;  // --batch-shapes 11008x4096: only those shapes there
   bool moe_only = false;               // --moe-only: only the MoE decode table
   bool attn_only = false;              // --attention-only: only the decode attention table
+  bool attn_batch_only = false;        // --attention-batch-only: only the B-sequence one
   bool sample_only = false;            // --sample-only: only the sampled-pick table
   cuda_bench::AttnFilter attn;         // --attn-depth D, --attn-kv f16|q8_0, --attn-shape 0|1
   for (int i = 1; i < argc; ++i) {
@@ -157,6 +159,8 @@ int main(int argc, char** argv) {
       moe_only = true;
     } else if (std::strcmp(argv[i], "--attention-only") == 0) {
       attn_only = true;
+    } else if (std::strcmp(argv[i], "--attention-batch-only") == 0) {
+      attn_batch_only = true;
     } else if (std::strcmp(argv[i], "--attn-depth") == 0 && i + 1 < argc) {
       attn.depth = std::atoll(argv[++i]);
     } else if (std::strcmp(argv[i], "--attn-kv") == 0 && i + 1 < argc) {
@@ -170,7 +174,7 @@ int main(int argc, char** argv) {
                    "usage: hearth-cuda-bench [--dtypes F16,Q4_0,...] [--batch-only] "
                    "[--batch-sizes 32,64] [--batch-shapes 11008x4096] "
                    "[--moe-only] [--attention-only [--attn-depth D] [--attn-kv f16|q8_0] "
-                   "[--attn-shape 0|1]] [--sample-only]\n");
+                   "[--attn-shape 0|1]] [--attention-batch-only] [--sample-only]\n");
       return 2;
     }
   }
@@ -204,10 +208,11 @@ int main(int argc, char** argv) {
               prop.l2CacheSize >> 20);
   std::printf("copy bandwidth (read+write): %.0f GB/s\n", copy_gbs);
 
-  if (moe_only || attn_only || sample_only) {
-    const bool good = moe_only    ? cuda_bench::moe_decode_table(s, only)
-                      : attn_only ? cuda_bench::decode_attention_table(s, copy_gbs, attn)
-                                  : cuda_bench::sample_pick_table(s);
+  if (moe_only || attn_only || attn_batch_only || sample_only) {
+    const bool good = moe_only          ? cuda_bench::moe_decode_table(s, only)
+                      : attn_only       ? cuda_bench::decode_attention_table(s, copy_gbs, attn)
+                      : attn_batch_only ? cuda_bench::batch_attention_table(s, copy_gbs)
+                                        : cuda_bench::sample_pick_table(s);
     cublasDestroy(blas);
     cudaStreamDestroy(s);
     return good ? 0 : 1;

@@ -31,7 +31,19 @@ void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
       stage_small(segs.data(), segs.size() * sizeof(cuda::AttnSegment)));
   const size_t need =
       size_t(cuda::attention_batch_partials_floats(n, a.n_heads, a.head_dim, max_ctx)) * 4;
+  const size_t cap_before = batch_partials_.bytes;
   if (!freq || !dev_segs || !ensure(batch_partials_, need, "batch attention partials")) return;
+  // The decode kernels' per-row counters (at the front of the partials) start at zero and are
+  // left at zero by every launch; a new buffer or a new row count needs them zeroed once.
+  const int64_t rows = n * a.n_heads;
+  if (batch_partials_.bytes != cap_before || rows != batch_partials_rows_) {
+    const size_t words = size_t(cuda::attention_batch_counter_words(n, a.n_heads)) * 4;
+    if (!check(cudaMemsetAsync(batch_partials_.ptr, 0, std::min(words, batch_partials_.bytes),
+                               stream_),
+               "batch attention partials"))
+      return;
+    batch_partials_rows_ = rows;
+  }
   const int style = a.rope.style == kernels::RopeStyle::kInterleaved ? 0 : 1;
   norm_heads(a);
   int m = prof("rope+kv store");

@@ -477,6 +477,7 @@ class CudaBackend final : public Backend {
   DeviceScratch batch_xh_;
   // The batched decode attention's split partials (attention-batch.cu).
   DeviceScratch batch_partials_;
+  int64_t batch_partials_rows_ = -1;  // segments x heads its counters were zeroed for
   // pick_rows' scratch: the ids, then per drawn row a one-token history and its length and a
   // position the pick writes (int32); the draws' penalised logits (f32, one row at a time).
   DeviceScratch row_picks_;

@@ -2,7 +2,11 @@
 // segment's q and k with the K/V append into each segment's own cache (one launch), then causal
 // attention of each segment's one query over its own rows 0..pos (one launch, split-K over
 // kChunk-position chunks, and one combine launch). Segments may have any lengths; the grid
-// covers the longest and chunks past a segment's end exit at once.
+// covers the longest and chunks past a segment's end exit at once. Caches the single-token
+// decode kernels read (f16, bf16, q8_0 at head sizes 64-256) go to those instead, a block per
+// (KV head's query heads, split, segment): the chunked kernel spends ~45 warp instructions per
+// query head and cached row (a warp's dot and butterfly per key) and, issue-bound, read a
+// 32-sequence step's caches at 2.4 TB/s with 32 KV heads and 0.7-1 TB/s with Llama 3's 8.
 // Cache rows hold any of the cache element types (kv-rows.cuh): f32, f16 and bf16 ones take their
 // k and v in the RoPE launch, q8_0 ones from a warp-collective store launch (a 32-element block
 // per warp); attention reads them in place (KvRaw).
@@ -11,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/attention-decode.cuh"
 #include "kernels/cuda/attention-softmax.cuh"
 #include "kernels/cuda/decode-batch.h"
 #include "kernels/cuda/half-mma.cuh"
@@ -212,6 +217,20 @@ __global__ void attention_batch_combine_kernel(const AttnSegment* segs, int n_he
   }
 }
 
+// Whether the decode kernels take a step (else the chunked kernel). They win wherever a block
+// serves several query heads (GQA: 2.5-3x at 32 sequences, Llama 3's 8 KV heads) or the rows
+// are q8_0 (1.6-2x), and with few sequences; with one query head a KV head, 16-bit rows and
+// enough sequences to fill the GPU with blocks of one split, the chunked kernel's grid of
+// 64-position chunks ran 15-20% faster at depth 150 (H200, hearth-cuda-bench
+// --attention-batch-only: llama2-7b f16, 32 sequences 33.6 against 39.2 us, 64 57 against 73;
+// even at 512, within 3% at 2048).
+bool decode_kernels_take(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                         DType cache_type) {
+  if (!attention_decode_batch_supported(head_dim, cache_type)) return false;
+  return n_heads != n_kv_heads || cache_type == DType::Q8_0 ||
+         n_segs * n_heads < 2 * int64_t(device_sm_count());
+}
+
 int chunks_for(int64_t max_ctx) {
   return int((max_ctx + kChunk - 1) / kChunk);
 }
@@ -225,7 +244,15 @@ bool attention_batch_supported(int64_t head_dim, int64_t n_heads, int64_t n_kv_h
 
 int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t head_dim,
                                         int64_t max_ctx) {
-  return n_segs * n_heads * chunks_for(max_ctx) * (head_dim + 2);
+  // The chunked kernel's partials after the decode kernels' counters too: it must not write
+  // over them (the two share the buffer, and the counters stay zero between launches).
+  return std::max(attention_counter_slots(n_segs, n_heads) +
+                      n_segs * n_heads * chunks_for(max_ctx) * (head_dim + 2),
+                  attention_decode_batch_floats(n_segs, n_heads, head_dim, max_ctx));
+}
+
+int64_t attention_batch_counter_words(int64_t n_segs, int64_t n_heads) {
+  return attention_counter_slots(n_segs, n_heads);
 }
 
 cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, const float* v,
@@ -252,12 +279,22 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
 cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment* segs,
                                    int64_t n_segs, int64_t max_ctx, int64_t n_heads,
                                    int64_t n_kv_heads, int64_t head_dim, DType cache_type,
-                                   float scale, float* partials, cudaStream_t s, void* xh) {
+                                   float scale, float* partials, cudaStream_t s, void* xh,
+                                   BatchAttnKernel kernel) {
   if (n_segs <= 0) return cudaSuccess;
+  const bool decode =
+      kernel == BatchAttnKernel::kDecode
+          ? attention_decode_batch_supported(head_dim, cache_type)
+          : kernel == BatchAttnKernel::kChosen &&
+                decode_kernels_take(n_segs, n_heads, n_kv_heads, head_dim, cache_type);
+  if (decode)
+    return launch_attention_decode_batch(q, segs, n_segs, out, xh, max_ctx, n_heads, n_kv_heads,
+                                         head_dim, cache_type, scale, partials, s);
   if (!attention_batch_supported(head_dim, n_heads, n_kv_heads) || max_ctx <= 0 || n_segs > 65535 ||
       !is_cuda_kv_type(cache_type))
     return cudaErrorInvalidValue;
   const int chunks = chunks_for(max_ctx);
+  partials += attention_counter_slots(n_segs, n_heads);
   const dim3 grid{unsigned(n_heads), unsigned(chunks), unsigned(n_segs)}, block{kWarps * 32};
   cudaError_t e = cudaErrorInvalidValue;
   dispatch_kv_form(cache_type, cache_type, [&](auto form) {

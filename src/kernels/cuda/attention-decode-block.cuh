@@ -1,8 +1,9 @@
 // The pieces both single-token decode attention kernels share (attention-decode.cu's scalar one,
 // attention-decode-mma.cu's tensor-core one): the fused rope's element rotation, Qwen3's per-head
-// norms, and a block's end: its warps' online-softmax states merged, then the block's output or
-// its split's partial, and in the last block of a row the splits combined (attention.cu's split
-// kernel's layout of partials and counters).
+// norms, a step of many sequences' segment (take_segment), and a block's end: its warps'
+// online-softmax states merged, then the block's output or its split's partial, and in the last
+// block of a row the splits combined (attention.cu's split kernel's layout of partials and
+// counters).
 #pragma once
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "kernels/cuda/attention-decode.cuh"
 #include "kernels/cuda/attention-softmax.cuh"
 #include "kernels/cuda/cp-async.cuh"
+#include "kernels/cuda/half-mma.cuh"
 #include "kernels/cuda/kv-rows.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rms-scale.cuh"
@@ -50,7 +52,7 @@ __device__ __forceinline__ void norm_heads_in_smem(const AttnRope& rope, float (
 }
 
 // Where a decode block sits and which tiles of kT rows it takes: blockIdx.x is the row (KV head
-// x group of G query heads), blockIdx.y the split; tiles are dealt round-robin (split s: s,
+// x group of G query heads), blockIdx.y the split (blockIdx.z the segment: take_segment); tiles are dealt round-robin (split s: s,
 // s + n_splits, ...) or, with runs, in contiguous runs. live() is false for a split past the
 // tiles (it returns at once). n_ctx is read on the device (one graph per step).
 struct DecodeTiles {
@@ -91,6 +93,28 @@ __device__ __forceinline__ DecodeTiles decode_tiles(int kT, int n_heads, int n_k
   b.n_mine = runs ? int(run_len + (b.split < run_extra))
                   : int((b.n_tiles - b.split + b.n_splits - 1) / b.n_splits);
   return b;
+}
+
+// A step of many sequences (DecodeSegments): the kernel's pointers moved to block z's segment,
+// after the PDL wait (this step's kernels wrote q, the descriptors and the rows before). Returns
+// the flat index of the segment's first output (0 for one sequence).
+__device__ __forceinline__ int64_t take_segment(const DecodeSegments& sg, int n_heads, int hd,
+                                                const float* __restrict__& q, uint8_t*& kc,
+                                                uint8_t*& vc, const int32_t*& pos0_dev,
+                                                float* __restrict__& out,
+                                                float* __restrict__& partials,
+                                                unsigned* __restrict__& counters) {
+  if (!sg.segs) return 0;
+  const AttnSegment* seg = sg.segs + blockIdx.z;
+  kc = static_cast<uint8_t*>(seg->k_cache);
+  vc = static_cast<uint8_t*>(seg->v_cache);
+  pos0_dev = &seg->pos;
+  const int64_t row0 = int64_t(blockIdx.z) * n_heads * hd;
+  q += row0;
+  out += row0;
+  partials += int64_t(blockIdx.z) * n_heads * gridDim.y * (hd + 2);
+  counters += int64_t(blockIdx.z) * gridDim.x;
+  return row0;
 }
 
 // The ring's first kStages - 1 tiles asked for, one commit group each (empty ones past n_mine,
@@ -161,15 +185,14 @@ __device__ __forceinline__ void rotate_append_kv(const AttnRope& rope, const Att
 
 // A block's end, every thread calling it once its warps' states are in shared memory (after a
 // __syncthreads): sm_m, sm_l [kWarps][G] (running max, sum), sm_acc [kWarps][G][hd] (unscaled
-// output, natural dim order). One live split: the block writes the output (and its int8 copy);
-// else its partial, and the row's last block to finish combines them.
+// output, natural dim order). One live split: the block writes the output (and its int8 copy,
+// or its fp16 one at xh, output flat index out0 on); else its partial, and the row's last block
+// to finish combines them.
 template <int kWarps, int G, int hd>
-__device__ __forceinline__ void finish_decode_block(const float* sm_m, const float* sm_l,
-                                                    const float* sm_acc, const DecodeTiles& at,
-                                                    float* __restrict__ partials,
-                                                    unsigned* __restrict__ counters,
-                                                    float* __restrict__ out, DecodeQuantOut qo,
-                                                    const float* sinks) {
+__device__ __forceinline__ void finish_decode_block(
+    const float* sm_m, const float* sm_l, const float* sm_acc, const DecodeTiles& at,
+    float* __restrict__ partials, unsigned* __restrict__ counters, float* __restrict__ out,
+    DecodeQuantOut qo, const float* sinks, void* xh = nullptr, int64_t out0 = 0) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int h0 = at.h0, brow = at.brow, split = at.split, n_live = at.n_live;
   const int n_splits = at.n_splits;
@@ -183,7 +206,11 @@ __device__ __forceinline__ void finish_decode_block(const float* sm_m, const flo
     for (int o = 0; o < kOut; ++o) {
       const int c = warp + o * kWarps;
       blk[o] = (int64_t(h0) * hd) / 32 + c;
-      if (o < n_out) out[int64_t(h0) * hd + c * 32 + lane] = v[o];
+      if (o < n_out) {
+        const int64_t i = int64_t(h0) * hd + c * 32 + lane;
+        out[i] = v[o];
+        if (xh) static_cast<__half*>(xh)[batch_half_index(out0 + i)] = __float2half_rn(v[o]);
+      }
     }
     if (qo.q1) quant_blocks32<kOut>(v, lane, blk, n_out, qo.q1, qo.q2, qo.scales);
   };
@@ -276,8 +303,8 @@ __device__ __forceinline__ void finish_decode_block(const float* sm_m, const flo
 
 // Launches one instance of a decode kernel (both share the arguments): the first time, its opt-in
 // above 48 KB of dynamic shared memory and its blocks an SM (per_sm, the caller's static for
-// the instance; 2 when the query fails); the grid is the rows (brows) x one wave of splits, or
-// the probe's splits.
+// the instance; 2 when the query fails); the grid is the rows (brows) x one wave of splits (for
+// the rows of every segment), or the probe's splits, x the segments.
 template <class Kernel>
 cudaError_t launch_decode_instance(Kernel kernel, int& per_sm, size_t smem, int threads,
                                    int64_t brows, int64_t max_ctx, DecodeProbe probe,
@@ -285,7 +312,8 @@ cudaError_t launch_decode_instance(Kernel kernel, int& per_sm, size_t smem, int 
                                    const AttnRope& rope, float* partials, unsigned* counters,
                                    float* out, DecodeQuantOut qo, int64_t pos0,
                                    const int32_t* pos0_dev, int64_t n_heads, int64_t n_kv_heads,
-                                   float scale, const AttnKv& kv) {
+                                   float scale, const AttnKv& kv, int64_t n_segs,
+                                   const DecodeSegments& segs) {
   if (per_sm == 0) {
     const cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
@@ -297,10 +325,10 @@ cudaError_t launch_decode_instance(Kernel kernel, int& per_sm, size_t smem, int 
   }
   const int64_t splits = probe.splits > 0
                              ? (probe.splits < kDecodeMaxSplits ? probe.splits : kDecodeMaxSplits)
-                             : decode_splits(brows, per_sm, max_ctx);
-  return launch_pdl(kernel, dim3(unsigned(brows), unsigned(splits)), dim3(threads), smem, s, q, kc,
-                    vc, rope, partials, counters, out, qo, pos0, pos0_dev, int(n_heads),
-                    int(n_kv_heads), scale, kv, probe.runs);
+                             : decode_splits(brows * n_segs, per_sm, max_ctx);
+  return launch_pdl(kernel, dim3(unsigned(brows), unsigned(splits), unsigned(n_segs)),
+                    dim3(threads), smem, s, q, kc, vc, rope, partials, counters, out, qo, pos0,
+                    pos0_dev, int(n_heads), int(n_kv_heads), scale, kv, probe.runs, segs);
 }
 
 }  // namespace hearth::cuda

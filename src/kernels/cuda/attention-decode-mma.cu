@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
                            float* __restrict__ partials, unsigned* __restrict__ counters,
                            float* __restrict__ out, DecodeQuantOut qo, int64_t pos0_host,
                            const int32_t* pos0_dev, int n_heads, int n_kv_heads, float scale,
-                           AttnKv kv, bool runs) {
+                           AttnKv kv, bool runs, DecodeSegments segs) {
   using R = RowShape<F, HD>;
   constexpr int kStages = R::kStages;
   constexpr int kKs = HD / 16;  // k-steps of S
@@ -105,6 +105,8 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
   // kernels before it, so the first tiles go out before the wait.
   const bool fused = rope.k != nullptr;
   if (!fused) pdl_wait();
+  const int64_t out0 =
+      take_segment(segs, n_heads, HD, q, kc, vc, pos0_dev, out, partials, counters);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;  // MMA fragment row (query head) and column pair
   const DecodeTiles b = decode_tiles<G>(kT, n_heads, n_kv_heads, pos0_host, pos0_dev, runs);
@@ -365,7 +367,8 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
     }
   }
   __syncthreads();
-  finish_decode_block<kWarps, G, HD>(sm_m, sm_l, sm_acc, b, partials, counters, out, qo, kv.sinks);
+  finish_decode_block<kWarps, G, HD>(sm_m, sm_l, sm_acc, b, partials, counters, out, qo, kv.sinks,
+                                     segs.xh, out0);
 }
 
 template <class Fn>
@@ -408,7 +411,8 @@ cudaError_t launch_attention_decode_mma(const float* q, void* k_cache, void* v_c
                                         int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                                         float scale, float* partials, unsigned* counters,
                                         cudaStream_t s, DecodeQuantOut qo, const AttnRope& rope,
-                                        const AttnKv& kv, DecodeProbe probe) {
+                                        const AttnKv& kv, DecodeProbe probe, int64_t n_segs,
+                                        DecodeSegments segs) {
   const int g = attention_decode_mma_heads(n_heads / n_kv_heads);
   auto* kc = static_cast<uint8_t*>(k_cache);
   auto* vc = static_cast<uint8_t*>(v_cache);
@@ -421,7 +425,7 @@ cudaError_t launch_attention_decode_mma(const float* q, void* k_cache, void* v_c
     static int per_sm = 0;  // per instance
     err = launch_decode_instance(kernel, per_sm, smem, kWarps * 32, n_heads / g, max_ctx, probe, s,
                                  q, kc, vc, rope, partials, counters, out, qo, pos0, pos0_dev,
-                                 n_heads, n_kv_heads, scale, kv);
+                                 n_heads, n_kv_heads, scale, kv, n_segs, segs);
   };
   dispatch_heads(g, [&](auto gc) {
     auto by_form = [&](auto hd) {

@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
                        float* __restrict__ partials, unsigned* __restrict__ counters,
                        float* __restrict__ out, DecodeQuantOut qo, int64_t pos0_host,
                        const int32_t* pos0_dev, int n_heads, int n_kv_heads, float scale, AttnKv kv,
-                       bool runs) {
+                       bool runs, DecodeSegments segs) {
   using L = Lay<EPT>;
   constexpr int hd = EPT * 32;
   constexpr int kRow = row_bytes<F, EPT>();
@@ -139,6 +139,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   // kernel just before: wait first.
   const bool fused = rope.k != nullptr;
   if (!fused) pdl_wait();
+  const int64_t out0 =
+      take_segment(segs, n_heads, hd, q, kc, vc, pos0_dev, out, partials, counters);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const DecodeTiles b = decode_tiles<G>(kT, n_heads, n_kv_heads, pos0_host, pos0_dev, runs);
   if (!b.live()) return;
@@ -281,7 +283,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       for (int p = 0; p < L::P; ++p)
         sm_acc[(warp * G + g) * hd + L::dim(lane, c, p)] = acc[g][c * L::P + p];
   __syncthreads();
-  finish_decode_block<kWarps, G, hd>(sm_m, sm_l, sm_acc, b, partials, counters, out, qo, kv.sinks);
+  finish_decode_block<kWarps, G, hd>(sm_m, sm_l, sm_acc, b, partials, counters, out, qo, kv.sinks,
+                                     segs.xh, out0);
 }
 
 // Query heads per block: the largest of 8, 4, 2, 1 that divides the group and keeps G x EPT
@@ -333,11 +336,12 @@ cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache
                                     int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                                     float scale, float* partials, unsigned* counters,
                                     cudaStream_t s, DecodeQuantOut qo, const AttnRope& rope,
-                                    const AttnKv& kv, DecodeProbe probe) {
+                                    const AttnKv& kv, DecodeProbe probe, int64_t n_segs,
+                                    DecodeSegments segs) {
   if (!probe.scalar && attention_decode_mma_supported(head_dim, kv.k, kv.v))
     return launch_attention_decode_mma(q, k_cache, v_cache, out, pos0, pos0_dev, max_ctx, n_heads,
                                        n_kv_heads, head_dim, scale, partials, counters, s, qo, rope,
-                                       kv, probe);
+                                       kv, probe, n_segs, segs);
   const int g = heads_per_block(n_heads / n_kv_heads, head_dim / 32);
   auto* kc = static_cast<uint8_t*>(k_cache);
   auto* vc = static_cast<uint8_t*>(v_cache);
@@ -352,7 +356,7 @@ cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache
     static int per_sm = 0;  // per instance
     err = launch_decode_instance(kernel, per_sm, smem, kWarps * 32, n_heads / g, max_ctx, probe, s,
                                  q, kc, vc, rope, partials, counters, out, qo, pos0, pos0_dev,
-                                 n_heads, n_kv_heads, scale, kv);
+                                 n_heads, n_kv_heads, scale, kv, n_segs, segs);
   };
   auto by_form = [&](auto ept, auto gc) {
     if (kv.k == DType::F16)
@@ -371,6 +375,34 @@ cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache
       if (head_dim == 256) by_form(std::integral_constant<int, 8>{}, gc);
   });
   return err;
+}
+
+bool attention_decode_batch_supported(int64_t head_dim, DType cache_type) {
+  return (head_dim == 64 || head_dim == 128 || head_dim == 256) &&
+         (cache_type == DType::F16 || cache_type == DType::BF16 || cache_type == DType::Q8_0);
+}
+
+int64_t attention_decode_batch_floats(int64_t n_segs, int64_t n_heads, int64_t head_dim,
+                                      int64_t max_ctx) {
+  // The most splits a launch takes: blocks of 8 query heads (the fewest rows), 16 blocks an SM.
+  const int64_t splits = decode_splits((n_heads + 7) / 8 * n_segs, 16, max_ctx);
+  return attention_counter_slots(n_segs, n_heads) + n_segs * n_heads * splits * (head_dim + 2);
+}
+
+cudaError_t launch_attention_decode_batch(const float* q, const AttnSegment* segs, int64_t n_segs,
+                                          float* out, void* xh, int64_t max_ctx, int64_t n_heads,
+                                          int64_t n_kv_heads, int64_t head_dim, DType cache_type,
+                                          float scale, float* partials, cudaStream_t s) {
+  if (n_segs <= 0) return cudaSuccess;
+  if (!attention_decode_batch_supported(head_dim, cache_type) || n_segs > 65535 || max_ctx <= 0 ||
+      n_kv_heads <= 0 || n_heads % n_kv_heads != 0)
+    return cudaErrorInvalidValue;
+  auto* counters = reinterpret_cast<unsigned*>(partials);
+  return launch_attention_decode(
+      q, nullptr, nullptr, out, max_ctx - 1, nullptr, max_ctx, n_heads, n_kv_heads, head_dim, scale,
+      partials + attention_counter_slots(n_segs, n_heads), counters, s, DecodeQuantOut{},
+      AttnRope{}, AttnKv{cache_type, cache_type, nullptr}, DecodeProbe{}, n_segs,
+      DecodeSegments{segs, xh});
 }
 
 }  // namespace hearth::cuda

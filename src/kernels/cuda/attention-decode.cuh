@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/decode-batch.h"
 
 namespace hearth::cuda {
 
@@ -17,6 +18,16 @@ struct DecodeQuantOut {
   int8_t* q1 = nullptr;
   int8_t* q2 = nullptr;
   float4* scales = nullptr;
+};
+
+// A decode step of many sequences through the decode kernels (launch_attention_decode_batch):
+// block z takes segment segs[z] (its caches and position; its rows of q and out at z * n_heads *
+// head_dim; its partials and counters after those of the segments before it) and, with xh set,
+// also writes its output's fp16 form for the O projection's batched matmul (batch_half_index of
+// the flat index, as launch_batch_x_half). segs null: one sequence, launch_attention's contract.
+struct DecodeSegments {
+  const AttnSegment* segs = nullptr;
+  void* xh = nullptr;  // __half
 };
 
 // hearth-cuda-bench's probes of the grid (launch_attention_probe): splits per row (0: one
@@ -47,14 +58,33 @@ cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache
                                     int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                                     float scale, float* partials, unsigned* counters,
                                     cudaStream_t s, DecodeQuantOut qo, const AttnRope& rope,
-                                    const AttnKv& kv, DecodeProbe probe = {});
+                                    const AttnKv& kv, DecodeProbe probe = {}, int64_t n_segs = 1,
+                                    DecodeSegments segs = {});
 
+// segs (with n_segs of them) set: a step of many sequences, k_cache / v_cache / pos0_dev unused
+// (each segment's own), no fused rope, no int8 output.
 cudaError_t launch_attention_decode_mma(const float* q, void* k_cache, void* v_cache, float* out,
                                         int64_t pos0, const int32_t* pos0_dev, int64_t max_ctx,
                                         int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                                         float scale, float* partials, unsigned* counters,
                                         cudaStream_t s, DecodeQuantOut qo, const AttnRope& rope,
-                                        const AttnKv& kv, DecodeProbe probe);
+                                        const AttnKv& kv, DecodeProbe probe, int64_t n_segs = 1,
+                                        DecodeSegments segs = {});
+
+// Whether the decode kernels take a step of many sequences with caches of this type (as
+// attention_decode_supported; every segment's caches 16-byte aligned, as allocated).
+bool attention_decode_batch_supported(int64_t head_dim, DType cache_type);
+// Counters (attention_counter_slots(n_segs, n_heads) words) then partials, in floats: what
+// launch_attention_decode_batch needs of `partials` at most.
+int64_t attention_decode_batch_floats(int64_t n_segs, int64_t n_heads, int64_t head_dim,
+                                      int64_t max_ctx);
+// Each segment's one query over its cache rows 0..pos (segs in device memory, pos < max_ctx),
+// counters at the front of partials (zero before the first launch; every launch leaves them
+// zero). xh: as DecodeSegments.
+cudaError_t launch_attention_decode_batch(const float* q, const AttnSegment* segs, int64_t n_segs,
+                                          float* out, void* xh, int64_t max_ctx, int64_t n_heads,
+                                          int64_t n_kv_heads, int64_t head_dim, DType cache_type,
+                                          float scale, float* partials, cudaStream_t s);
 
 // One decode token through the decode kernel wherever it applies (f16 / bf16 / q8_0, head_dim
 // 64 / 128 / 256; else as launch_attention), its grid probed: decode_splits per row (0: its

@@ -66,16 +66,27 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
                                  int64_t head_dim, const AttnSegment* segs, int64_t n_segs,
                                  DType cache_type, const float* inv_freq, int style,
                                  cudaStream_t s);
-// Causal GQA attention of each segment's query over its rows 0..pos (max_ctx > every pos):
-// split-K over 64-position chunks, then a combine; partials holds
-// attention_batch_partials_floats() floats. xh (optional, batch_x_half_bytes(n_segs, n_heads *
-// head_dim)): the combine also writes out's fp16 form, as launch_batch_x_half would.
+// Causal GQA attention of each segment's query over its rows 0..pos (max_ctx > every pos),
+// by one of two kernels: the single-token decode kernels (attention-decode*.cu: a block per KV
+// head's group of query heads and split, the tensor cores for f16 and q8_0 at head size 64 and
+// 128, a grid z-dimension of segments; f16, bf16 and q8_0 caches of head size 64-256) or the
+// chunked kernel (attention-batch.cu: split-K over 64-position chunks, a warp's dot per key,
+// then a combine launch; every cache type). The decode kernels where they are faster (GQA,
+// q8_0 rows, few sequences: attention-batch.cu's decode_kernels_take), else the chunked one.
+// partials holds attention_batch_partials_floats() floats, its first
+// attention_batch_counter_words() words zero before a launch (every launch leaves them zero).
+// xh (optional, batch_x_half_bytes(n_segs, n_heads * head_dim)): out's fp16 form is also
+// written, as launch_batch_x_half would.
 int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t head_dim,
                                         int64_t max_ctx);
+int64_t attention_batch_counter_words(int64_t n_segs, int64_t n_heads);
+// Which kernel: the faster for the step (the default), or one of them wherever it applies
+// (hearth-cuda-bench's comparison).
+enum class BatchAttnKernel { kChosen, kDecode, kChunked };
 cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment* segs,
                                    int64_t n_segs, int64_t max_ctx, int64_t n_heads,
                                    int64_t n_kv_heads, int64_t head_dim, DType cache_type,
-                                   float scale, float* partials, cudaStream_t s,
-                                   void* xh = nullptr);
+                                   float scale, float* partials, cudaStream_t s, void* xh = nullptr,
+                                   BatchAttnKernel kernel = BatchAttnKernel::kChosen);
 
 }  // namespace hearth::cuda

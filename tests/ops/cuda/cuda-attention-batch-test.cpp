@@ -1,15 +1,17 @@
 // A decode step of many sequences (Phase::kDecodeBatch, rope_append_attend_batch): every
 // segment's RoPE, K/V append and attention in one launch each (attention-batch.cu) against the
 // CPU backend, which takes the segments one by one. Positions straddle the 64-position split
-// chunks and differ per segment, GQA 4:1, both rope styles, head sizes 64 and 128, and every
-// cache element type (f32, f16 and bf16 rows take k and v in the RoPE launch, q8_0 in a store
-// launch). The combine's fp16 copy of its output (the O projection's x in a decode step) against
-// the batched matmul's own conversion of that output.
+// chunks and differ per segment, GQA 4:1, both rope styles, head sizes 64, 128 and 256, and
+// every cache element type (f32, f16 and bf16 rows take k and v in the RoPE launch, q8_0 in a
+// store launch; f32 rows are read by the chunked kernel, the others by the decode kernels). The
+// fp16 copy of the output (the O projection's x in a decode step) against the batched matmul's
+// own conversion of that output.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "cuda-test-util.h"
@@ -23,7 +25,7 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
   const std::vector<int64_t> positions = {0, 1, 63, 64, 200, 17};
   const int64_t B = int64_t(positions.size()), heads = 8, kv_heads = 2, cap = 256;
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0})
-    for (int64_t hd : {64, 128})
+    for (int64_t hd : {64, 128, 256})
       for (kernels::RopeStyle style :
            {kernels::RopeStyle::kInterleaved, kernels::RopeStyle::kHalves}) {
         const int64_t kvd = kv_heads * hd;
@@ -94,7 +96,9 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
 }
 
 TEST_F(CudaTest, DecodeBatchAttentionWritesTheFp16FormOfItsOutput) {
-  // 20 segments (more than the fp16 form's 17), positions across the split chunks, GQA 4:1.
+  // 20 segments (more than the fp16 form's 17), positions across the split chunks, GQA 4:1; the
+  // decode kernels and the chunked kernel, each against launch_batch_x_half's conversion of its
+  // own output, and against each other.
   const int64_t B = 20, heads = 8, kv_heads = 2, hd = 128, cap = 192, kvd = kv_heads * hd;
   const int64_t width = heads * hd;
   std::vector<cuda::AttnSegment> segs;
@@ -113,28 +117,42 @@ TEST_F(CudaTest, DecodeBatchAttentionWritesTheFp16FormOfItsOutput) {
                        cudaMemcpyHostToDevice),
             cudaSuccess);
   float* q = dev(random_floats(size_t(B * width), 7, -2.f, 2.f));
-  float* out = poisoned(B * width);
-  float* partials = poisoned(cuda::attention_batch_partials_floats(B, heads, hd, max_ctx));
+  const int64_t n_parts = cuda::attention_batch_partials_floats(B, heads, hd, max_ctx);
   const size_t xh_bytes = cuda::batch_x_half_bytes(B, width);
-  void *fused = nullptr, *converted = nullptr;
-  ASSERT_EQ(cudaMalloc(&fused, xh_bytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&converted, xh_bytes), cudaSuccess);
-  ASSERT_EQ(cudaMemset(fused, 0, xh_bytes), cudaSuccess);
-  ASSERT_EQ(cudaMemset(converted, 0, xh_bytes), cudaSuccess);
-  ASSERT_EQ(cuda::launch_attention_batch(q, out, static_cast<cuda::AttnSegment*>(dev_segs), B,
-                                         max_ctx, heads, kv_heads, hd, DType::F16,
-                                         1.f / std::sqrt(float(hd)), partials, nullptr, fused),
-            cudaSuccess);
-  ASSERT_EQ(cuda::launch_batch_x_half(out, B, width, converted, nullptr), cudaSuccess);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const size_t used = size_t(B * width) * 2;  // (rows past B are padding nobody reads)
-  std::vector<uint8_t> a(used), b(used);
-  ASSERT_EQ(cudaMemcpy(a.data(), fused, used, cudaMemcpyDeviceToHost), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(b.data(), converted, used, cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_EQ(a, b);
-  const std::vector<float> o = get(out, B * width);
-  EXPECT_TRUE(std::none_of(o.begin(), o.end(), [](float x) { return std::isnan(x); }));
-  for (void* p : {dev_segs, fused, converted}) cudaFree(p);
+  std::vector<float> outs[2];
+  for (int k = 0; k < 2; ++k) {
+    const auto kernel = k == 0 ? cuda::BatchAttnKernel::kDecode : cuda::BatchAttnKernel::kChunked;
+    float* out = poisoned(B * width);
+    // NaN partials but zero counters (uploaded in one piece: the backend's stream).
+    std::vector<float> parts(static_cast<size_t>(n_parts), std::numeric_limits<float>::quiet_NaN());
+    std::fill_n(parts.begin(), cuda::attention_batch_counter_words(B, heads), 0.f);
+    float* partials = dev(parts);
+    void *fused = nullptr, *converted = nullptr;
+    ASSERT_EQ(cudaMalloc(&fused, xh_bytes), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&converted, xh_bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemset(fused, 0, xh_bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemset(converted, 0, xh_bytes), cudaSuccess);
+    // Twice: the first launch must leave the counters as it found them.
+    for (int rep = 0; rep < 2; ++rep)
+      ASSERT_EQ(cuda::launch_attention_batch(
+                    q, out, static_cast<cuda::AttnSegment*>(dev_segs), B, max_ctx, heads, kv_heads,
+                    hd, DType::F16, 1.f / std::sqrt(float(hd)), partials, nullptr, fused, kernel),
+                cudaSuccess);
+    ASSERT_EQ(cuda::launch_batch_x_half(out, B, width, converted, nullptr), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const size_t used = size_t(B * width) * 2;  // (rows past B are padding nobody reads)
+    std::vector<uint8_t> a(used), b(used);
+    ASSERT_EQ(cudaMemcpy(a.data(), fused, used, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(b.data(), converted, used, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(a, b) << "kernel " << k;
+    outs[k] = get(out, B * width);
+    EXPECT_TRUE(std::none_of(outs[k].begin(), outs[k].end(), [](float x) { return std::isnan(x); }))
+        << "kernel " << k;
+    for (void* p : {fused, converted}) cudaFree(p);
+  }
+  // The decode kernel's products are fp32-accurate (q and the weights as fp16 hi + lo pairs).
+  EXPECT_LT(rel_error(outs[0], outs[1]), 1e-5);
+  cudaFree(dev_segs);
 }
 
 }  // namespace
