@@ -2,11 +2,12 @@
 // segment's q and k with the K/V append into each segment's own cache (one launch), then causal
 // attention of each segment's one query over its own rows 0..pos (one launch, split-K over
 // kChunk-position chunks, and one combine launch). Segments may have any lengths; the grid
-// covers the longest and chunks past a segment's end exit at once. Caches the single-token
-// decode kernels read (f16, bf16, q8_0 at head sizes 64-256) go to those instead, a block per
-// (KV head's query heads, split, segment): the chunked kernel spends ~45 warp instructions per
-// query head and cached row (a warp's dot and butterfly per key) and, issue-bound, read a
-// 32-sequence step's caches at 2.4 TB/s with 32 KV heads and 0.7-1 TB/s with Llama 3's 8.
+// covers the longest and chunks past a segment's end exit at once. Steps the single-token
+// decode kernels do faster (decode_kernels_take: f16, bf16, q8_0 at head sizes 64-256) go to
+// those instead, a block per (KV head's query heads, split, segment): the chunked kernel spends
+// ~45 warp instructions per query head and cached row (a warp's dot and butterfly per key) and,
+// issue-bound, read a 32-sequence step's caches at 2.4 TB/s with 32 KV heads and 0.7-1 TB/s with
+// Llama 3's 8.
 // Cache rows hold any of the cache element types (kv-rows.cuh): f32, f16 and bf16 ones take their
 // k and v in the RoPE launch, q8_0 ones from a warp-collective store launch (a 32-element block
 // per warp); attention reads them in place (KvRaw).
@@ -219,11 +220,11 @@ __global__ void attention_batch_combine_kernel(const AttnSegment* segs, int n_he
 
 // Whether the decode kernels take a step (else the chunked kernel). They win wherever a block
 // serves several query heads (GQA: 2.5-3x at 32 sequences, Llama 3's 8 KV heads) or the rows
-// are q8_0 (1.6-2x), and with few sequences; with one query head a KV head, 16-bit rows and
-// enough sequences to fill the GPU with blocks of one split, the chunked kernel's grid of
-// 64-position chunks ran 15-20% faster at depth 150 (H200, hearth-cuda-bench
-// --attention-batch-only: llama2-7b f16, 32 sequences 33.6 against 39.2 us, 64 57 against 73;
-// even at 512, within 3% at 2048).
+// are q8_0 (1.6-2x), and with few sequences (llama2-7b f16, 8 x 150: 10.8 against 14.2 us, the
+// step +5%); with one query head a KV head, 16-bit rows and enough sequences to fill the GPU
+// with blocks of one split, the chunked kernel's grid of 64-position chunks ran 15-20% faster
+// at depth 150 (H200, hearth-cuda-bench --attention-batch-only: llama2-7b f16, 32 sequences
+// 33.6 against 39.2 us, 64 57 against 73; even at 512, within 3% at 2048).
 bool decode_kernels_take(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                          DType cache_type) {
   if (!attention_decode_batch_supported(head_dim, cache_type)) return false;
