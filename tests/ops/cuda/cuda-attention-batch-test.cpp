@@ -127,6 +127,8 @@ TEST_F(CudaTest, DecodeBatchAttentionWritesTheFp16FormOfItsOutput) {
     std::vector<float> parts(static_cast<size_t>(n_parts), std::numeric_limits<float>::quiet_NaN());
     std::fill_n(parts.begin(), cuda::attention_batch_counter_words(B, heads), 0.f);
     float* partials = dev(parts);
+    // (the uploads go through the backend's stream; the launches below use the default one)
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     void *fused = nullptr, *converted = nullptr;
     ASSERT_EQ(cudaMalloc(&fused, xh_bytes), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&converted, xh_bytes), cudaSuccess);
