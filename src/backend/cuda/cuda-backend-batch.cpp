@@ -37,7 +37,7 @@ void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
   // left at zero by every launch; a new buffer or a new row count needs them zeroed once.
   const int64_t rows = n * a.n_heads;
   if (batch_partials_.bytes != cap_before || rows != batch_partials_rows_) {
-    const size_t words = size_t(cuda::attention_batch_counter_words(n, a.n_heads)) * 4;
+    const size_t words = size_t(cuda::attention_counter_slots(n, a.n_heads)) * 4;
     if (!check(cudaMemsetAsync(batch_partials_.ptr, 0, std::min(words, batch_partials_.bytes),
                                stream_),
                "batch attention partials"))

@@ -252,10 +252,6 @@ int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t
                   attention_decode_batch_floats(n_segs, n_heads, head_dim, max_ctx));
 }
 
-int64_t attention_batch_counter_words(int64_t n_segs, int64_t n_heads) {
-  return attention_counter_slots(n_segs, n_heads);
-}
-
 cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, const float* v,
                                  int64_t head_dim, const AttnSegment* segs, int64_t n_segs,
                                  DType cache_type, const float* inv_freq, int style,

@@ -52,9 +52,10 @@ __device__ __forceinline__ void norm_heads_in_smem(const AttnRope& rope, float (
 }
 
 // Where a decode block sits and which tiles of kT rows it takes: blockIdx.x is the row (KV head
-// x group of G query heads), blockIdx.y the split (blockIdx.z the segment: take_segment); tiles are dealt round-robin (split s: s,
-// s + n_splits, ...) or, with runs, in contiguous runs. live() is false for a split past the
-// tiles (it returns at once). n_ctx is read on the device (one graph per step).
+// x group of G query heads), blockIdx.y the split (blockIdx.z the segment: take_segment); tiles are
+// dealt round-robin (split s: s, s + n_splits, ...) or, with runs, in contiguous runs. live() is
+// false for a split past the tiles (it returns at once). n_ctx is read on the device (one graph per
+// step).
 struct DecodeTiles {
   int kvh, h0, brow, per_kv, split, n_splits, n_live, n_mine;
   int64_t pcur, n_ctx, n_tiles, run0;

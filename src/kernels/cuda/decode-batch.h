@@ -74,12 +74,11 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
 // then a combine launch; every cache type). The decode kernels where they are faster (GQA,
 // q8_0 rows, few sequences: attention-batch.cu's decode_kernels_take), else the chunked one.
 // partials holds attention_batch_partials_floats() floats, its first
-// attention_batch_counter_words() words zero before a launch (every launch leaves them zero).
-// xh (optional, batch_x_half_bytes(n_segs, n_heads * head_dim)): out's fp16 form is also
+// attention_counter_slots(n_segs, n_heads) words zero before a launch (every launch leaves them
+// zero). xh (optional, batch_x_half_bytes(n_segs, n_heads * head_dim)): out's fp16 form is also
 // written, as launch_batch_x_half would.
 int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t head_dim,
                                         int64_t max_ctx);
-int64_t attention_batch_counter_words(int64_t n_segs, int64_t n_heads);
 // Which kernel: the faster for the step (the default), or one of them wherever it applies
 // (hearth-cuda-bench's comparison).
 enum class BatchAttnKernel { kChosen, kDecode, kChunked };

@@ -125,7 +125,7 @@ TEST_F(CudaTest, DecodeBatchAttentionWritesTheFp16FormOfItsOutput) {
     float* out = poisoned(B * width);
     // NaN partials but zero counters (uploaded in one piece: the backend's stream).
     std::vector<float> parts(static_cast<size_t>(n_parts), std::numeric_limits<float>::quiet_NaN());
-    std::fill_n(parts.begin(), cuda::attention_batch_counter_words(B, heads), 0.f);
+    std::fill_n(parts.begin(), cuda::attention_counter_slots(B, heads), 0.f);
     float* partials = dev(parts);
     // (the uploads go through the backend's stream; the launches below use the default one)
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
