@@ -127,12 +127,25 @@ bool time_all(cudaStream_t s, const Shape& sh, DType t, int64_t depth, double (&
   return good;
 }
 
+// The B-sequence table's columns: launch_attention_batch's kernels, then the warp form at fixed
+// positions a warp.
+struct BatchVariant {
+  cuda::BatchAttnKernel kernel;
+  int warp_chunk;
+};
+constexpr BatchVariant kBatchVariants[] = {
+    {cuda::BatchAttnKernel::kDecode, 0},    {cuda::BatchAttnKernel::kChunked, 0},
+    {cuda::BatchAttnKernel::kChosen, 0},    {cuda::BatchAttnKernel::kChunkedBlocks, 0},
+    {cuda::BatchAttnKernel::kChunked, 64},  {cuda::BatchAttnKernel::kChunked, 128},
+    {cuda::BatchAttnKernel::kChunked, 256}, {cuda::BatchAttnKernel::kChunked, 512},
+    {cuda::BatchAttnKernel::kChunked, 1024}};
+constexpr int kNumBatchVariants = int(sizeof(kBatchVariants) / sizeof(kBatchVariants[0]));
+
 // Seconds per batched decode attention (launch_attention_batch: B segments, each at position
-// `depth` over its own cache), on the decode kernels (sec[0]), the chunked kernel (sec[1]) and
-// the one launch_attention_batch chooses (sec[2]); caches replicated past L2 and rotated. err:
-// max |decode - chunked| / max |chunked|.
+// `depth` over its own cache), for each of kBatchVariants; caches replicated past L2 and
+// rotated. err: max |any variant - chunked| / max |chunked|.
 bool time_batch(cudaStream_t s, const Shape& sh, DType t, int64_t B, int64_t depth,
-                double (&sec)[3], double& err) {
+                double (&sec)[kNumBatchVariants], double& err) {
   const int64_t ctx = depth + 1;
   const uint64_t cache = uint64_t(ctx * sh.kv_heads * kv_row_bytes(t, sh.hd));
   const uint64_t set_bytes = 2 * cache * uint64_t(B);
@@ -163,7 +176,7 @@ bool time_batch(cudaStream_t s, const Shape& sh, DType t, int64_t B, int64_t dep
                          cudaMemcpyHostToDevice),
               "upload segs");
   }
-  std::vector<float> got[3];
+  std::vector<float> got[kNumBatchVariants];
   if (good) {
     // q varies by element so a mismatch in any row shows.
     std::vector<float> hq(static_cast<size_t>(qn));
@@ -171,14 +184,11 @@ bool time_batch(cudaStream_t s, const Shape& sh, DType t, int64_t B, int64_t dep
     good = ok(cudaMemcpy(q, hq.data(), hq.size() * 4, cudaMemcpyHostToDevice), "upload q");
     const float scale = 1.f / std::sqrt(float(sh.hd));
     const int launches = std::max(n, 16);
-    for (int v = 0; v < 3 && good; ++v) {
-      const auto kernel = v == 0   ? cuda::BatchAttnKernel::kDecode
-                          : v == 1 ? cuda::BatchAttnKernel::kChunked
-                                   : cuda::BatchAttnKernel::kChosen;
+    for (int v = 0; v < kNumBatchVariants && good; ++v) {
       auto launch = [&](int i) {
         return cuda::launch_attention_batch(q, out, descs[size_t(i % n)], B, ctx, sh.heads,
                                             sh.kv_heads, sh.hd, t, scale, partials, s, nullptr,
-                                            kernel);
+                                            kBatchVariants[v].kernel, kBatchVariants[v].warp_chunk);
       };
       // One launch into a NaN output first: rows it leaves unwritten are counted.
       cudaMemsetAsync(out, 0xFF, size_t(qn) * 4, s);
@@ -203,9 +213,11 @@ bool time_batch(cudaStream_t s, const Shape& sh, DType t, int64_t B, int64_t dep
   if (good) {
     double num = 0, den = 0;
     for (size_t i = 0; i < got[1].size(); ++i) {
-      num = std::max(num, double(std::fabs(got[0][i] - got[1][i])));
+      for (int v = 0; v < kNumBatchVariants; ++v) {
+        num = std::max(num, double(std::fabs(got[v][i] - got[1][i])));
+        if (!std::isfinite(got[v][i])) num = INFINITY;
+      }
       den = std::max(den, double(std::fabs(got[1][i])));
-      if (!std::isfinite(got[0][i])) num = INFINITY;
     }
     err = num / (den > 0 ? den : 1);
     if (err > 1e-5)
@@ -253,27 +265,34 @@ bool decode_attention_table(cudaStream_t s, double copy_gbs, const AttnFilter& o
   return true;
 }
 
-bool batch_attention_table(cudaStream_t s, double copy_gbs) {
+bool batch_attention_table(cudaStream_t s, double copy_gbs, const AttnFilter& only) {
   const Shape shapes[] = {{"llama2-7b 32x128", 32, 32, 128}, {"llama3-8b 32/8x128", 32, 8, 128}};
-  const int64_t batches[] = {8, 32, 64}, depths[] = {150, 512, 2048};
+  std::vector<int64_t> batches = {8, 32, 64}, depths = {150, 512, 2048};
+  if (only.batch > 0) batches = {only.batch};
+  if (only.depth > 0) depths = {only.depth};
   std::printf(
       "\n== decode attention of B sequences, one layer (attention + combine): us a launch, GB/s "
-      "of K+V read (copy %.0f GB/s r+w), decode kernels | chunked kernel | the one chosen ==\n",
+      "of K+V read (copy %.0f GB/s r+w), decode kernels | chunked (a warp a chunk) | the one "
+      "chosen | chunked, a block a chunk | a warp 64, 128, 256, 512, 1024 positions ==\n",
       copy_gbs);
-  for (const Shape& sh : shapes)
+  for (int si = 0; si < 2; ++si)
     for (DType t : {DType::F16, DType::Q8_0})
       for (int64_t B : batches)
         for (int64_t depth : depths) {
-          double sec[3] = {}, err = 0;
+          const Shape& sh = shapes[si];
+          if ((only.shape >= 0 && only.shape != si) ||
+              (only.kv && strcasecmp(only.kv, dtype_name(t)) != 0))
+            continue;
+          double sec[kNumBatchVariants] = {}, err = 0;
           if (!time_batch(s, sh, t, B, depth, sec, err)) return false;
           const double bytes =
               2.0 * double(B) * double(depth + 1) * double(sh.kv_heads * kv_row_bytes(t, sh.hd));
           std::printf(
-              "%-18s %-4s B=%-3lld d=%-5lld %7.1f MB | %7.2f us %5.0f GB/s | %7.2f us "
-              "%5.0f GB/s | %7.2f us%s\n",
+              "%-18s %-4s B=%-3lld d=%-5lld %7.1f MB | %7.2f us %5.0f GB/s | %7.2f us %5.0f GB/s",
               sh.name, dtype_name(t), (long long)B, (long long)depth, bytes / 1e6, sec[0] * 1e6,
-              bytes / sec[0] / 1e9, sec[1] * 1e6, bytes / sec[1] / 1e9, sec[2] * 1e6,
-              err > 1e-5 ? " MISMATCH" : "");
+              bytes / sec[0] / 1e9, sec[1] * 1e6, bytes / sec[1] / 1e9);
+          for (int v = 2; v < kNumBatchVariants; ++v) std::printf(" | %7.2f", sec[v] * 1e6);
+          std::printf("%s\n", err > 1e-5 ? " MISMATCH" : "");
         }
   return true;
 }

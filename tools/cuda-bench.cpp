@@ -145,7 +145,8 @@ int main(int argc, char** argv) {
   bool attn_only = false;              // --attention-only: only the decode attention table
   bool attn_batch_only = false;        // --attention-batch-only: only the B-sequence one
   bool sample_only = false;            // --sample-only: only the sampled-pick table
-  cuda_bench::AttnFilter attn;         // --attn-depth D, --attn-kv f16|q8_0, --attn-shape 0|1
+  cuda_bench::AttnFilter
+      attn;  // --attn-depth D, --attn-batch B, --attn-kv f16|q8_0, --attn-shape 0|1
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--dtypes") == 0 && i + 1 < argc) {
       only = argv[++i];
@@ -163,6 +164,8 @@ int main(int argc, char** argv) {
       attn_batch_only = true;
     } else if (std::strcmp(argv[i], "--attn-depth") == 0 && i + 1 < argc) {
       attn.depth = std::atoll(argv[++i]);
+    } else if (std::strcmp(argv[i], "--attn-batch") == 0 && i + 1 < argc) {
+      attn.batch = std::atoll(argv[++i]);
     } else if (std::strcmp(argv[i], "--attn-kv") == 0 && i + 1 < argc) {
       attn.kv = argv[++i];
     } else if (std::strcmp(argv[i], "--attn-shape") == 0 && i + 1 < argc) {
@@ -174,7 +177,8 @@ int main(int argc, char** argv) {
                    "usage: hearth-cuda-bench [--dtypes F16,Q4_0,...] [--batch-only] "
                    "[--batch-sizes 32,64] [--batch-shapes 11008x4096] "
                    "[--moe-only] [--attention-only [--attn-depth D] [--attn-kv f16|q8_0] "
-                   "[--attn-shape 0|1]] [--attention-batch-only] [--sample-only]\n");
+                   "[--attn-shape 0|1]] [--attention-batch-only [--attn-batch B] [--attn-depth D] "
+                   "[--attn-kv ...] [--attn-shape ...]] [--sample-only]\n");
       return 2;
     }
   }
@@ -211,7 +215,7 @@ int main(int argc, char** argv) {
   if (moe_only || attn_only || attn_batch_only || sample_only) {
     const bool good = moe_only          ? cuda_bench::moe_decode_table(s, only)
                       : attn_only       ? cuda_bench::decode_attention_table(s, copy_gbs, attn)
-                      : attn_batch_only ? cuda_bench::batch_attention_table(s, copy_gbs)
+                      : attn_batch_only ? cuda_bench::batch_attention_table(s, copy_gbs, attn)
                                         : cuda_bench::sample_pick_table(s);
     cublasDestroy(blas);
     cudaStreamDestroy(s);

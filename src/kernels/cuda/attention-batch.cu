@@ -1,13 +1,13 @@
 // A decode step of many sequences in few launches (cuda-ops.h AttnSegment): RoPE on every
 // segment's q and k with the K/V append into each segment's own cache (one launch), then causal
 // attention of each segment's one query over its own rows 0..pos (one launch, split-K over
-// kChunk-position chunks, and one combine launch). Segments may have any lengths; the grid
-// covers the longest and chunks past a segment's end exit at once. Steps the single-token
-// decode kernels do faster (decode_kernels_take: f16, bf16, q8_0 at head sizes 64-256) go to
-// those instead, a block per (KV head's query heads, split, segment): the chunked kernel spends
-// ~45 warp instructions per query head and cached row (a warp's dot and butterfly per key) and,
-// issue-bound, read a 32-sequence step's caches at 2.4 TB/s with 32 KV heads and 0.7-1 TB/s with
-// Llama 3's 8.
+// chunks of positions, and one combine launch unless one chunk held them all). Segments may have
+// any lengths; the grid covers the longest and chunks past a segment's end exit at once. Steps
+// the single-token decode kernels do faster (decode_kernels_take: GQA, q8_0 rows, few
+// sequences) go to those instead, a block per (KV head's query heads, split, segment). The
+// chunked kernel takes a chunk a warp where a warp's 16-byte loads cover a row (f32 up to head
+// size 128, f16 and bf16), else a 64-position chunk a block (a warp's dot and butterfly per key,
+// ~45 warp instructions per query head and cached row, issue-bound at 2.0-2.4 TB/s).
 // Cache rows hold any of the cache element types (kv-rows.cuh): f32, f16 and bf16 ones take their
 // k and v in the RoPE launch, q8_0 ones from a warp-collective store launch (a 32-element block
 // per warp); attention reads them in place (KvRaw).
@@ -194,16 +194,166 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// The chunked form a warp a chunk, for f32, f16 and bf16 rows whose head fits a warp's 16-byte
+// loads (head_dim x element size <= 512 bytes): the block form above spends ~45 warp
+// instructions a cached row (a lane's 2-byte loads, a warp-wide dot and butterfly per key) and
+// was issue-bound at 2.0-2.4 TB/s in a 32-sequence step. Here kLanesPerKey lanes share a row,
+// 16 bytes each, so one load instruction covers 32 / kLanesPerKey rows, a dot is a lane's 4-8
+// products and a log2(kLanesPerKey)-step butterfly, and a round's K and V loads (kLoads
+// instructions each) are all in flight before its first dot.
+template <KvForm F, int HD>
+struct RowLanes {
+  static constexpr int kElemBytes = F == KvForm::kF32 ? 4 : 2;
+  static constexpr int kPerLane = 16 / kElemBytes;        // elements of one 16-byte load
+  static constexpr int kLanesPerKey = HD / kPerLane;      // lanes that share a row
+  static constexpr int kKeysPerLoad = 32 / kLanesPerKey;  // rows one load instruction covers
+  // Load instructions a round, K and V each: 16 rows where a round of 8 covers more (a short
+  // round keeps a chunk's last one from reading far past its end).
+  static constexpr int kLoads = kKeysPerLoad >= 8 ? 2 : kKeysPerLoad >= 4 ? 4 : 8;
+  static constexpr int kKeysPerRound = kKeysPerLoad * kLoads;
+};
+
+// A 16-byte load of row elements as f32.
+template <KvForm F, int E>
+__device__ __forceinline__ void widen16(const uint4& raw, float (&out)[E]) {
+  if constexpr (F == KvForm::kF32) {
+    out[0] = __uint_as_float(raw.x), out[1] = __uint_as_float(raw.y);
+    out[2] = __uint_as_float(raw.z), out[3] = __uint_as_float(raw.w);
+  } else {
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (F == KvForm::kF16) {
+        const float2 f = __half22float2(h2_bits(w[i]));
+        out[2 * i] = f.x, out[2 * i + 1] = f.y;
+      } else {  // bf16: the high 16 bits of an f32
+        out[2 * i] = __uint_as_float(w[i] << 16),
+                out[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+      }
+    }
+  }
+}
+
+// grid (ceil(n_heads / kWarps), chunks, segments), kWarps warps: warp w of block (x, c, s) takes
+// query head x * kWarps + w over positions c*chunk .. of segment s up to its pos, and writes the
+// partial (acc[hd], max, sum) the block form writes, or with one chunk (chunks == 1, every
+// position in it) the output itself, and its fp16 form to xh if given (no combine launch).
+template <KvForm F, int HD>
+__global__ void __launch_bounds__(kWarps * 32)
+    attention_batch_warp_kernel(const float* q, const AttnSegment* segs, int n_heads,
+                                int n_kv_heads, float scale, int chunk, int chunks, float* partials,
+                                float* out_rows, __half* xh) {
+  using L = RowLanes<F, HD>;
+  constexpr int E = L::kPerLane;
+  pdl_trigger();
+  pdl_wait();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int h = blockIdx.x * kWarps + warp, c = blockIdx.y, s = blockIdx.z;
+  if (h >= n_heads) return;
+  const AttnSegment seg = segs[s];
+  const int begin = c * chunk, end = min(begin + chunk, seg.pos + 1);
+  if (begin >= end) return;  // (the combine reads only chunks that hold positions)
+  const int part = lane % L::kLanesPerKey, sub = lane / L::kLanesPerKey;
+  const int kvh = h / (n_heads / n_kv_heads);
+  const int64_t row_bytes = int64_t(n_kv_heads) * HD * L::kElemBytes;
+  const int64_t col = (int64_t(kvh) * HD + part * E) * L::kElemBytes;
+  const uint8_t* kc = static_cast<const uint8_t*>(seg.k_cache) + col;
+  const uint8_t* vc = static_cast<const uint8_t*>(seg.v_cache) + col;
+  float qv[E];
+  {
+    const float* qr = q + (int64_t(s) * n_heads + h) * HD + part * E;
+#pragma unroll
+    for (int i = 0; i < E; i += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(qr + i);
+      qv[i] = v.x * scale, qv[i + 1] = v.y * scale, qv[i + 2] = v.z * scale,
+      qv[i + 3] = v.w * scale;
+    }
+  }
+  // Each group of kLanesPerKey lanes keeps its own running max and sum over the rows it read;
+  // the groups merge at the end.
+  float m = -INFINITY, l = 0.f, acc[E];
+#pragma unroll
+  for (int i = 0; i < E; ++i) acc[i] = 0.f;
+  for (int p0 = begin; p0 < end; p0 += L::kKeysPerRound) {
+    uint4 kr[L::kLoads], vr[L::kLoads];
+#pragma unroll
+    for (int u = 0; u < L::kLoads; ++u) {
+      const int64_t p = min(p0 + u * L::kKeysPerLoad + sub, end - 1);  // (past the end: masked)
+      kr[u] = __ldg(reinterpret_cast<const uint4*>(kc + p * row_bytes));
+      vr[u] = __ldg(reinterpret_cast<const uint4*>(vc + p * row_bytes));
+    }
+    float sc[L::kLoads], mx = m;
+#pragma unroll
+    for (int u = 0; u < L::kLoads; ++u) {
+      float kv[E];
+      widen16<F, E>(kr[u], kv);
+      float d = 0.f;
+#pragma unroll
+      for (int i = 0; i < E; ++i) d = fmaf(qv[i], kv[i], d);
+#pragma unroll
+      for (int off = L::kLanesPerKey / 2; off > 0; off >>= 1)
+        d += __shfl_xor_sync(0xffffffffu, d, off);
+      sc[u] = p0 + u * L::kKeysPerLoad + sub < end ? d : -INFINITY;
+      mx = fmaxf(mx, sc[u]);
+    }
+    // (mx is -inf only for a group none of whose rows so far were in range)
+    const float corr = m == -INFINITY ? 0.f : __expf(m - mx);
+    l *= corr;
+#pragma unroll
+    for (int i = 0; i < E; ++i) acc[i] *= corr;
+#pragma unroll
+    for (int u = 0; u < L::kLoads; ++u) {
+      const float w = sc[u] == -INFINITY ? 0.f : __expf(sc[u] - mx);
+      float vv[E];
+      widen16<F, E>(vr[u], vv);
+      l += w;
+#pragma unroll
+      for (int i = 0; i < E; ++i) acc[i] = fmaf(w, vv[i], acc[i]);
+    }
+    m = mx;
+  }
+  // The groups' states merged across the warp (the chunk's first row is in range, so the merged
+  // max is finite).
+#pragma unroll
+  for (int off = L::kLanesPerKey; off < 32; off <<= 1) {
+    const float mo = __shfl_xor_sync(0xffffffffu, m, off);
+    const float lo = __shfl_xor_sync(0xffffffffu, l, off);
+    const float mn = fmaxf(m, mo);
+    const float c1 = m == -INFINITY ? 0.f : __expf(m - mn);
+    const float c2 = mo == -INFINITY ? 0.f : __expf(mo - mn);
+    l = l * c1 + lo * c2;
+#pragma unroll
+    for (int i = 0; i < E; ++i)
+      acc[i] = acc[i] * c1 + __shfl_xor_sync(0xffffffffu, acc[i], off) * c2;
+    m = mn;
+  }
+  if (chunks == 1) {
+    if (sub != 0) return;
+    const int64_t row0 = (int64_t(s) * n_heads + h) * HD + part * E;
+#pragma unroll
+    for (int i = 0; i < E; ++i) {
+      out_rows[row0 + i] = acc[i] / l;
+      if (xh) xh[batch_half_index(row0 + i)] = __float2half_rn(acc[i] / l);
+    }
+    return;
+  }
+  float* out = partials + ((int64_t(s) * n_heads + h) * chunks + c) * (HD + 2);
+  if (sub == 0)
+#pragma unroll
+    for (int i = 0; i < E; ++i) out[part * E + i] = acc[i];
+  if (lane == 0) out[HD] = m, out[HD + 1] = l;
+}
+
 // One block per (head, segment): the chunks' partials rescaled to their common max and summed.
 // xh (optional): the output's fp16 copy as launch_batch_x_half lays it out (batch_half_index),
 // for the O projection's batched matmul.
 __global__ void attention_batch_combine_kernel(const AttnSegment* segs, int n_heads, int hd,
-                                               int chunks, const float* partials, float* out,
-                                               __half* xh) {
+                                               int chunk, int chunks, const float* partials,
+                                               float* out, __half* xh) {
   pdl_trigger();
   pdl_wait();
   const int h = blockIdx.x, s = blockIdx.y;
-  const int used = segs[s].pos / kChunk + 1;
+  const int used = segs[s].pos / chunk + 1;
   const float* p = partials + (int64_t(s) * n_heads + h) * chunks * (hd + 2);
   float gm = -INFINITY;
   for (int c = 0; c < used; ++c) gm = fmaxf(gm, p[c * (hd + 2) + hd]);
@@ -219,17 +369,32 @@ __global__ void attention_batch_combine_kernel(const AttnSegment* segs, int n_he
 }
 
 // Whether the decode kernels take a step (else the chunked kernel). They win wherever a block
-// serves several query heads (GQA: 2.5-3x at 32 sequences, Llama 3's 8 KV heads) or the rows
-// are q8_0 (1.6-2x), and with few sequences (llama2-7b f16, 8 x 150: 10.8 against 14.2 us, the
-// step +5%); with one query head a KV head, 16-bit rows and enough sequences to fill the GPU
-// with blocks of one split, the chunked kernel's grid of 64-position chunks ran 15-20% faster
-// at depth 150 (H200, hearth-cuda-bench --attention-batch-only: llama2-7b f16, 32 sequences
-// 33.6 against 39.2 us, 64 57 against 73; even at 512, within 3% at 2048).
+// serves several query heads (GQA: 2-3x the warp form at 32 sequences, Llama 3's 8 KV heads) or
+// the rows are q8_0 (the chunked kernel reads those a block a chunk: 1.6-2x), and with few
+// sequences (llama2-7b f16: 8 x 150 10.8 against 22.5 us, 16 x 512 46.2 against 47.8); with one
+// query head a KV head, 16-bit rows and 17+ sequences the chunked kernel's warp form reads
+// faster at every depth (H200, hearth-cuda-bench --attention-batch-only: llama2-7b f16, 32 x 150
+// 31.7 against 39.6 us, 32 x 2048 283.8 against 314.1, 64 x 512 152.8 against 162.4).
 bool decode_kernels_take(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                          DType cache_type) {
   if (!attention_decode_batch_supported(head_dim, cache_type)) return false;
   return n_heads != n_kv_heads || cache_type == DType::Q8_0 ||
-         n_segs * n_heads < 2 * int64_t(device_sm_count());
+         n_segs * n_heads < 4 * int64_t(device_sm_count());
+}
+
+// Positions a warp of the warp form takes: 64, or longer (64 x 2^k) while the step still has
+// kMinWarpTasks warps (fewer partials to combine where there are warps to spare). One chunk,
+// with no combine launch, when every position fits in it. H200, llama2-7b f16 heads
+// (hearth-cuda-bench --attention-batch-only --attn-batch B --attn-depth D), us: 32 x 150, a warp
+// 64 / 128 / 256 positions 31.7 / 46.1 / 47.8; 32 x 2048 283.8 / 282.5 / 307.3; 64 x 2048 555.7
+// / 533.0 / 545.2; 128 x 2048 1103 / 1058 / 1037.
+constexpr int64_t kMinWarpTasks = 32768;
+int chosen_warp_chunk(int64_t n_segs, int64_t n_heads, int64_t max_ctx) {
+  int64_t chunk = kChunk;
+  while (chunk < max_ctx &&
+         n_segs * n_heads * ((max_ctx + 2 * chunk - 1) / (2 * chunk)) >= kMinWarpTasks)
+    chunk *= 2;
+  return int(chunk);
 }
 
 int chunks_for(int64_t max_ctx) {
@@ -277,7 +442,7 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
                                    int64_t n_segs, int64_t max_ctx, int64_t n_heads,
                                    int64_t n_kv_heads, int64_t head_dim, DType cache_type,
                                    float scale, float* partials, cudaStream_t s, void* xh,
-                                   BatchAttnKernel kernel) {
+                                   BatchAttnKernel kernel, int warp_chunk) {
   if (n_segs <= 0) return cudaSuccess;
   const bool decode =
       kernel == BatchAttnKernel::kDecode
@@ -290,17 +455,45 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
   if (!attention_batch_supported(head_dim, n_heads, n_kv_heads) || max_ctx <= 0 || n_segs > 65535 ||
       !is_cuda_kv_type(cache_type))
     return cudaErrorInvalidValue;
-  const int chunks = chunks_for(max_ctx);
   partials += attention_counter_slots(n_segs, n_heads);
-  const dim3 grid{unsigned(n_heads), unsigned(chunks), unsigned(n_segs)}, block{kWarps * 32};
+  const dim3 block{kWarps * 32};
+  // The warp form where its lanes fit a row (all but f32 at head size 256, and q8_0).
+  const bool warps = kernel != BatchAttnKernel::kChunkedBlocks && cache_type != DType::Q8_0 &&
+                     (cache_type != DType::F32 || head_dim < 256);
+  const int chunk = !warps           ? kChunk
+                    : warp_chunk > 0 ? warp_chunk
+                                     : chosen_warp_chunk(n_segs, n_heads, max_ctx);
+  if (chunk % kChunk != 0) return cudaErrorInvalidValue;
+  const int chunks = int((max_ctx + chunk - 1) / chunk);
   cudaError_t e = cudaErrorInvalidValue;
   dispatch_kv_form(cache_type, cache_type, [&](auto form) {
     constexpr KvForm F = decltype(form)::value;
     if constexpr (F != KvForm::kMixed) {
       const auto run = [&](auto kernel) {
+        const dim3 grid{unsigned(n_heads), unsigned(chunks), unsigned(n_segs)};
         e = launch_pdl(kernel, grid, block, 0, s, q, segs, int(n_heads), int(n_kv_heads), scale,
                        chunks, partials);
       };
+      const auto run_warps = [&](auto kernel) {
+        const dim3 grid{unsigned((n_heads + kWarps - 1) / kWarps), unsigned(chunks),
+                        unsigned(n_segs)};
+        e = launch_pdl(kernel, grid, block, 0, s, q, segs, int(n_heads), int(n_kv_heads), scale,
+                       chunk, chunks, partials, out, static_cast<__half*>(xh));
+      };
+      if constexpr (F != KvForm::kQ8_0)
+        if (warps) {
+          switch (head_dim) {
+            case 32:
+              return run_warps(attention_batch_warp_kernel<F, 32>);
+            case 64:
+              return run_warps(attention_batch_warp_kernel<F, 64>);
+            case 128:
+              return run_warps(attention_batch_warp_kernel<F, 128>);
+            default:
+              if constexpr (F != KvForm::kF32)
+                return run_warps(attention_batch_warp_kernel<F, 256>);
+          }
+        }
       switch (head_dim) {
         case 32:
           return run(attention_batch_kernel<F, 1>);
@@ -313,9 +506,9 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
       }
     }
   });
-  if (e != cudaSuccess) return e;
+  if (e != cudaSuccess || (warps && chunks == 1)) return e;  // (one chunk: written directly)
   return launch_pdl(attention_batch_combine_kernel, dim3(unsigned(n_heads), unsigned(n_segs)),
-                    dim3(128), 0, s, segs, int(n_heads), int(head_dim), chunks,
+                    dim3(128), 0, s, segs, int(n_heads), int(head_dim), chunk, chunks,
                     static_cast<const float*>(partials), out, static_cast<__half*>(xh));
 }
 

@@ -80,12 +80,16 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
 int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t head_dim,
                                         int64_t max_ctx);
 // Which kernel: the faster for the step (the default), or one of them wherever it applies
-// (hearth-cuda-bench's comparison).
-enum class BatchAttnKernel { kChosen, kDecode, kChunked };
+// (hearth-cuda-bench's comparison): the decode kernels, the chunked kernel (a warp a chunk
+// where the rows allow, else a block a 64-position chunk), or its block form always.
+// warp_chunk (a multiple of 64; 0: chosen from the step's shape): the warp form's positions a
+// warp.
+enum class BatchAttnKernel { kChosen, kDecode, kChunked, kChunkedBlocks };
 cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment* segs,
                                    int64_t n_segs, int64_t max_ctx, int64_t n_heads,
                                    int64_t n_kv_heads, int64_t head_dim, DType cache_type,
                                    float scale, float* partials, cudaStream_t s, void* xh = nullptr,
-                                   BatchAttnKernel kernel = BatchAttnKernel::kChosen);
+                                   BatchAttnKernel kernel = BatchAttnKernel::kChosen,
+                                   int warp_chunk = 0);
 
 }  // namespace hearth::cuda

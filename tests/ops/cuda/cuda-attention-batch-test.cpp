@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "cuda-test-util.h"
 #include "kernels/cuda/decode-batch.h"
@@ -97,8 +98,9 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
 
 TEST_F(CudaTest, DecodeBatchAttentionWritesTheFp16FormOfItsOutput) {
   // 20 segments (more than the fp16 form's 17), positions across the split chunks, GQA 4:1; the
-  // decode kernels and the chunked kernel, each against launch_batch_x_half's conversion of its
-  // own output, and against each other.
+  // decode kernels, the chunked kernel over 64-position chunks (a combine launch writes the
+  // output) and over one chunk (its warps write it), each against launch_batch_x_half's
+  // conversion of its own output, and against each other.
   const int64_t B = 20, heads = 8, kv_heads = 2, hd = 128, cap = 192, kvd = kv_heads * hd;
   const int64_t width = heads * hd;
   std::vector<cuda::AttnSegment> segs;
@@ -119,9 +121,10 @@ TEST_F(CudaTest, DecodeBatchAttentionWritesTheFp16FormOfItsOutput) {
   float* q = dev(random_floats(size_t(B * width), 7, -2.f, 2.f));
   const int64_t n_parts = cuda::attention_batch_partials_floats(B, heads, hd, max_ctx);
   const size_t xh_bytes = cuda::batch_x_half_bytes(B, width);
-  std::vector<float> outs[2];
-  for (int k = 0; k < 2; ++k) {
+  std::vector<float> outs[3];
+  for (int k = 0; k < 3; ++k) {
     const auto kernel = k == 0 ? cuda::BatchAttnKernel::kDecode : cuda::BatchAttnKernel::kChunked;
+    const int warp_chunk = k == 1 ? 64 : k == 2 ? 256 : 0;
     float* out = poisoned(B * width);
     // NaN partials but zero counters (uploaded in one piece: the backend's stream).
     std::vector<float> parts(static_cast<size_t>(n_parts), std::numeric_limits<float>::quiet_NaN());
@@ -136,9 +139,10 @@ TEST_F(CudaTest, DecodeBatchAttentionWritesTheFp16FormOfItsOutput) {
     ASSERT_EQ(cudaMemset(converted, 0, xh_bytes), cudaSuccess);
     // Twice: the first launch must leave the counters as it found them.
     for (int rep = 0; rep < 2; ++rep)
-      ASSERT_EQ(cuda::launch_attention_batch(
-                    q, out, static_cast<cuda::AttnSegment*>(dev_segs), B, max_ctx, heads, kv_heads,
-                    hd, DType::F16, 1.f / std::sqrt(float(hd)), partials, nullptr, fused, kernel),
+      ASSERT_EQ(cuda::launch_attention_batch(q, out, static_cast<cuda::AttnSegment*>(dev_segs), B,
+                                             max_ctx, heads, kv_heads, hd, DType::F16,
+                                             1.f / std::sqrt(float(hd)), partials, nullptr, fused,
+                                             kernel, warp_chunk),
                 cudaSuccess);
     ASSERT_EQ(cuda::launch_batch_x_half(out, B, width, converted, nullptr), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -154,7 +158,88 @@ TEST_F(CudaTest, DecodeBatchAttentionWritesTheFp16FormOfItsOutput) {
   }
   // The decode kernel's products are fp32-accurate (q and the weights as fp16 hi + lo pairs).
   EXPECT_LT(rel_error(outs[0], outs[1]), 1e-5);
+  EXPECT_LT(rel_error(outs[2], outs[1]), 1e-5);
   cudaFree(dev_segs);
+}
+
+TEST_F(CudaTest, DecodeBatchAttentionKernelsMatchAReference) {
+  // Every kernel a step can take (the decode kernels where they apply, the chunked kernel a warp
+  // a chunk and a block a chunk) over the same caches, against attention computed in double from
+  // the widened rows: f32, f16 and bf16 rows, head sizes 32-256, MHA and GQA, positions on both
+  // sides of the 64-position chunks and of a warp's 16-row rounds.
+  const std::vector<int32_t> positions = {0, 1, 15, 16, 63, 64, 65, 130, 200, 37, 191};
+  const int64_t B = int64_t(positions.size()), heads = 8, cap = 224;
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t hd : {32, 64, 128, 256})
+      for (int64_t kv_heads : {8, 2}) {
+        const int64_t kvd = kv_heads * hd, width = heads * hd;
+        const int64_t row_floats = (kernels::kv_row_bytes(t, kvd) * cap + 3) / 4;
+        std::vector<std::vector<float>> kw, vw;  // the rows as the kernels read them, widened
+        std::vector<cuda::AttnSegment> segs;
+        for (int64_t i = 0; i < B; ++i) {
+          std::vector<float> kr(static_cast<size_t>(row_floats)), vr(kr.size());
+          const auto kvals = random_floats(size_t(cap * kvd), uint32_t(100 + i), -2.f, 2.f);
+          const auto vvals = random_floats(size_t(cap * kvd), uint32_t(200 + i));
+          kernels::store_kv_rows(t, kvals.data(), kr.data(), cap, kvd);
+          kernels::store_kv_rows(t, vvals.data(), vr.data(), cap, kvd);
+          kw.push_back(widen_kv_rows(t, kr, cap, kvd));
+          vw.push_back(widen_kv_rows(t, vr, cap, kvd));
+          segs.push_back({dev(kr), dev(vr), positions[size_t(i)]});
+        }
+        const auto q = random_floats(size_t(B * width), uint32_t(hd), -1.f, 1.f);
+        const float scale = 1.f / std::sqrt(float(hd));
+        std::vector<float> want(static_cast<size_t>(B * width));
+        for (int64_t i = 0; i < B; ++i)
+          for (int64_t h = 0; h < heads; ++h) {
+            const int64_t kvh = h / (heads / kv_heads), n = positions[size_t(i)] + 1;
+            const float* qr = &q[size_t((i * heads + h) * hd)];
+            std::vector<double> sc(static_cast<size_t>(n));
+            double mx = -1e300, sum = 0;
+            for (int64_t p = 0; p < n; ++p) {
+              double d = 0;
+              for (int64_t e = 0; e < hd; ++e)
+                d += double(qr[e]) * kw[size_t(i)][size_t(p * kvd + kvh * hd + e)];
+              sc[size_t(p)] = d * scale;
+              mx = std::max(mx, sc[size_t(p)]);
+            }
+            for (double& x : sc) sum += (x = std::exp(x - mx));
+            for (int64_t e = 0; e < hd; ++e) {
+              double a = 0;
+              for (int64_t p = 0; p < n; ++p)
+                a += sc[size_t(p)] * vw[size_t(i)][size_t(p * kvd + kvh * hd + e)];
+              want[size_t((i * heads + h) * hd + e)] = float(a / sum);
+            }
+          }
+        int64_t max_ctx = 0;
+        for (int32_t p : positions) max_ctx = std::max<int64_t>(max_ctx, p + 1);
+        void* dev_segs = nullptr;
+        ASSERT_EQ(cudaMalloc(&dev_segs, segs.size() * sizeof(cuda::AttnSegment)), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dev_segs, segs.data(), segs.size() * sizeof(cuda::AttnSegment),
+                             cudaMemcpyHostToDevice),
+                  cudaSuccess);
+        const int64_t n_parts = cuda::attention_batch_partials_floats(B, heads, hd, max_ctx);
+        // (the warp form over 64-position chunks, and over one chunk of 256: no combine)
+        const std::pair<cuda::BatchAttnKernel, int> kernels[] = {
+            {cuda::BatchAttnKernel::kDecode, 0},
+            {cuda::BatchAttnKernel::kChunked, 64},
+            {cuda::BatchAttnKernel::kChunked, 256},
+            {cuda::BatchAttnKernel::kChunkedBlocks, 0}};
+        for (const auto& [kernel, warp_chunk] : kernels) {
+          std::vector<float> parts(static_cast<size_t>(n_parts), 0.f);
+          float* partials = dev(parts);
+          float* out = poisoned(B * width);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // (uploads on the backend's stream)
+          ASSERT_EQ(cuda::launch_attention_batch(
+                        dev(q), out, static_cast<cuda::AttnSegment*>(dev_segs), B, max_ctx, heads,
+                        kv_heads, hd, t, scale, partials, nullptr, nullptr, kernel, warp_chunk),
+                    cudaSuccess);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          EXPECT_LT(rel_error(get(out, B * width), want), 1e-5)
+              << dtype_name(t) << " hd " << hd << " kv heads " << kv_heads << " kernel "
+              << int(kernel) << " chunk " << warp_chunk;
+        }
+        cudaFree(dev_segs);
+      }
 }
 
 }  // namespace
