@@ -1,11 +1,10 @@
 // A decode step of many sequences (Phase::kDecodeBatch, rope_append_attend_batch): every
-// segment's RoPE, K/V append and attention in one launch each (attention-batch.cu) against the
-// CPU backend, which takes the segments one by one. Positions straddle the 64-position split
-// chunks and differ per segment, GQA 4:1, both rope styles, head sizes 64, 128 and 256, and
-// every cache element type (f32, f16 and bf16 rows take k and v in the RoPE launch, q8_0 in a
-// store launch; f32 rows are read by the chunked kernel, the others by the decode kernels). The
-// fp16 copy of the output (the O projection's x in a decode step) against the batched matmul's
-// own conversion of that output.
+// segment's RoPE, K/V append and attention (attention-batch.cu) against the CPU backend, which
+// takes the segments one by one, through the backend's op and through each kernel. Positions
+// straddle the 64-position split chunks and differ per segment, GQA 4:1 and MHA, both rope
+// styles, head sizes 32-256, and every cache element type. The fp16 copy of the output (the O
+// projection's x in a decode step) against the batched matmul's own conversion of that output;
+// each kernel against attention computed in double.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,78 +21,135 @@ namespace hearth::test {
 namespace {
 
 TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
+  // Through the backend's op (the kernel it picks), then launch_rope_kv_batch and each kernel
+  // launched directly (the decode kernels; the chunked kernel's warp form over 64-position
+  // chunks and over one chunk, and its block form), each from the same caches.
   auto cpu = make_cpu_backend(1);
   const std::vector<int64_t> positions = {0, 1, 63, 64, 200, 17};
-  const int64_t B = int64_t(positions.size()), heads = 8, kv_heads = 2, cap = 256;
+  const int64_t B = int64_t(positions.size()), heads = 8, cap = 256;
+  const std::pair<cuda::BatchAttnKernel, int> direct[] = {
+      {cuda::BatchAttnKernel::kDecode, 0},
+      {cuda::BatchAttnKernel::kChunked, 64},
+      {cuda::BatchAttnKernel::kChunked, 256},
+      {cuda::BatchAttnKernel::kChunkedBlocks, 0}};
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0})
     for (int64_t hd : {64, 128, 256})
-      for (kernels::RopeStyle style :
-           {kernels::RopeStyle::kInterleaved, kernels::RopeStyle::kHalves}) {
-        const int64_t kvd = kv_heads * hd;
-        auto q = random_floats(size_t(B * heads * hd), uint32_t(hd), -3.f, 3.f);
-        auto k = random_floats(size_t(B * kvd), uint32_t(hd + 1), -3.f, 3.f);
-        const auto v = random_floats(size_t(B * kvd), uint32_t(hd + 2), -3.f, 3.f);
-        std::vector<float> inv(size_t(hd / 2));
-        for (int64_t i = 0; i < hd / 2; ++i)
-          inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / hd));
-        std::vector<int32_t> pos(positions.begin(), positions.end());
-        std::vector<std::vector<float>> kc, vc;
-        std::vector<float*> gkc, gvc;
-        std::vector<Backend::KvSegment> gsegs, csegs;
-        // Each cache as rows of type t (held in floats, as Backend moves them).
-        const int64_t row_floats = (kernels::kv_row_bytes(t, kvd) * cap + 3) / 4;
-        auto typed = [&](uint32_t seed) {
-          const auto values = random_floats(size_t(cap * kvd), seed, -1.f, 1.f);
-          std::vector<float> rows(size_t(row_floats), 0.f);
-          kernels::store_kv_rows(t, values.data(), rows.data(), cap, kvd);
-          return rows;
-        };
-        for (int64_t i = 0; i < B; ++i) {
-          kc.push_back(typed(uint32_t(10 + i)));
-          vc.push_back(typed(uint32_t(20 + i)));
-          gkc.push_back(dev(kc.back()));
-          gvc.push_back(dev(vc.back()));
-        }
-        for (int64_t i = 0; i < B; ++i) {
-          gsegs.push_back({gkc[size_t(i)], t, gvc[size_t(i)], t, positions[size_t(i)], 1, 0});
-          csegs.push_back(
-              {kc[size_t(i)].data(), t, vc[size_t(i)].data(), t, positions[size_t(i)], 1, 0});
-        }
-        Backend::AttentionBlock a;
-        a.q = dev(q), a.k = dev(k), a.v = dev(v), a.out = poisoned(B * heads * hd);
-        a.host_pos = pos.data();
-        a.n_tokens = B, a.n_heads = heads, a.n_kv_heads = kv_heads, a.head_dim = hd;
-        a.scale = 1.f / std::sqrt(float(hd));
-        a.rope = {inv.data(), style, hd, 1.f, false};
-        a.segments = gsegs;
-        backend_->begin_pass(Backend::Phase::kDecodeBatch, B);
-        backend_->rope_append_attend_batch(a);
+      for (int64_t kv_heads : {2, 8})
+        for (kernels::RopeStyle style :
+             {kernels::RopeStyle::kInterleaved, kernels::RopeStyle::kHalves}) {
+          const int64_t kvd = kv_heads * hd;
+          const auto q = random_floats(size_t(B * heads * hd), uint32_t(hd), -3.f, 3.f);
+          const auto k = random_floats(size_t(B * kvd), uint32_t(hd + 1), -3.f, 3.f);
+          const auto v = random_floats(size_t(B * kvd), uint32_t(hd + 2), -3.f, 3.f);
+          std::vector<float> inv(size_t(hd / 2));
+          for (int64_t i = 0; i < hd / 2; ++i)
+            inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / hd));
+          std::vector<int32_t> pos(positions.begin(), positions.end());
+          // Each cache as rows of type t (held in floats, as Backend moves them).
+          const int64_t row_floats = (kernels::kv_row_bytes(t, kvd) * cap + 3) / 4;
+          auto typed = [&](uint32_t seed) {
+            const auto values = random_floats(size_t(cap * kvd), seed, -1.f, 1.f);
+            std::vector<float> rows(size_t(row_floats), 0.f);
+            kernels::store_kv_rows(t, values.data(), rows.data(), cap, kvd);
+            return rows;
+          };
+          std::vector<std::vector<float>> kc0, vc0;
+          for (int64_t i = 0; i < B; ++i) {
+            kc0.push_back(typed(uint32_t(10 + i)));
+            vc0.push_back(typed(uint32_t(20 + i)));
+          }
+          // The CPU's segment-by-segment result, its caches appended in place.
+          std::vector<std::vector<float>> kc = kc0, vc = vc0;
+          std::vector<Backend::KvSegment> csegs;
+          for (int64_t i = 0; i < B; ++i)
+            csegs.push_back(
+                {kc[size_t(i)].data(), t, vc[size_t(i)].data(), t, positions[size_t(i)], 1, 0});
+          Backend::AttentionBlock c;
+          auto q_host = q, k_host = k;
+          std::vector<float> want(size_t(B * heads * hd));
+          c.q = q_host.data(), c.k = k_host.data(), c.v = v.data(), c.out = want.data();
+          c.host_pos = pos.data();
+          c.n_tokens = B, c.n_heads = heads, c.n_kv_heads = kv_heads, c.head_dim = hd;
+          c.scale = 1.f / std::sqrt(float(hd));
+          c.rope = {inv.data(), style, hd, 1.f, false};
+          c.segments = csegs;
+          cpu->rope_append_attend(c);
 
-        std::vector<float> out(size_t(B * heads * hd));
-        Backend::AttentionBlock c = a;
-        c.q = q.data(), c.k = k.data(), c.v = v.data(), c.out = out.data();
-        c.segments = csegs;
-        cpu->rope_append_attend(c);
-        const std::string what = std::string(dtype_name(t)) + " hd " + std::to_string(hd) +
-                                 " style " + std::to_string(int(style));
-        // The GPU's rotated k may differ from the CPU's in the last f32 bit, which can move a
-        // stored element by one step of the type (and a q8_0 block's scale with it).
-        const double row_tol = t == DType::F32 ? 1e-6 : t == DType::F16 ? 1e-3 : 1e-2;
-        for (int64_t i = 0; i < B; ++i) {
-          EXPECT_LT(rel_error(widen_kv_rows(t, get(gkc[size_t(i)], row_floats), cap, kvd),
-                              widen_kv_rows(t, kc[size_t(i)], cap, kvd)),
-                    row_tol)
-              << what << " k " << i;
-          // v is stored as given: the same bytes (compared as bytes: typed rows read as floats
-          // may hold NaN patterns).
-          const std::vector<float> got_v = get(gvc[size_t(i)], row_floats);
-          EXPECT_EQ(std::memcmp(got_v.data(), vc[size_t(i)].data(), got_v.size() * sizeof(float)),
-                    0)
-              << what << " v " << i;
+          for (size_t variant = 0; variant <= std::size(direct); ++variant) {
+            std::string what = std::string(dtype_name(t)) + " hd " + std::to_string(hd) +
+                               " kv heads " + std::to_string(kv_heads) + " style " +
+                               std::to_string(int(style)) + " ";
+            what += variant == 0 ? "backend op"
+                                 : "kernel " + std::to_string(int(direct[variant - 1].first)) +
+                                       " chunk " + std::to_string(direct[variant - 1].second);
+            std::vector<float*> gkc, gvc;
+            for (int64_t i = 0; i < B; ++i) {
+              gkc.push_back(dev(kc0[size_t(i)]));
+              gvc.push_back(dev(vc0[size_t(i)]));
+            }
+            float* out = poisoned(B * heads * hd);
+            if (variant == 0) {
+              std::vector<Backend::KvSegment> gsegs;
+              for (int64_t i = 0; i < B; ++i)
+                gsegs.push_back({gkc[size_t(i)], t, gvc[size_t(i)], t, positions[size_t(i)], 1, 0});
+              Backend::AttentionBlock a = c;
+              a.q = dev(q), a.k = dev(k), a.v = dev(v), a.out = out;
+              a.segments = gsegs;
+              backend_->begin_pass(Backend::Phase::kDecodeBatch, B);
+              backend_->rope_append_attend_batch(a);
+              ASSERT_TRUE(backend_->status().ok()) << what;
+            } else {
+              std::vector<cuda::AttnSegment> segs;
+              int64_t max_ctx = 0;
+              for (int64_t i = 0; i < B; ++i) {
+                segs.push_back({gkc[size_t(i)], gvc[size_t(i)], int32_t(positions[size_t(i)])});
+                max_ctx = std::max(max_ctx, positions[size_t(i)] + 1);
+              }
+              void* dev_segs = nullptr;
+              ASSERT_EQ(cudaMalloc(&dev_segs, segs.size() * sizeof(cuda::AttnSegment)),
+                        cudaSuccess);
+              ASSERT_EQ(cudaMemcpy(dev_segs, segs.data(), segs.size() * sizeof(segs[0]),
+                                   cudaMemcpyHostToDevice),
+                        cudaSuccess);
+              std::vector<float> parts(
+                  size_t(cuda::attention_batch_partials_floats(B, heads, hd, max_ctx)), 0.f);
+              float* partials = dev(parts);
+              float *gq = dev(q), *gk = dev(k), *gv = dev(v), *freq = dev(inv);
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // (uploads: the backend's stream)
+              const auto* dsegs = static_cast<cuda::AttnSegment*>(dev_segs);
+              ASSERT_EQ(cuda::launch_rope_kv_batch(
+                            gq, heads, gk, kv_heads, gv, hd, dsegs, B, t, freq,
+                            style == kernels::RopeStyle::kInterleaved ? 0 : 1, nullptr),
+                        cudaSuccess)
+                  << what;
+              ASSERT_EQ(cuda::launch_attention_batch(gq, out, dsegs, B, max_ctx, heads, kv_heads,
+                                                     hd, t, c.scale, partials, nullptr, nullptr,
+                                                     direct[variant - 1].first,
+                                                     direct[variant - 1].second),
+                        cudaSuccess)
+                  << what;
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+              cudaFree(dev_segs);
+            }
+            // The GPU's rotated k may differ from the CPU's in the last f32 bit, which can move
+            // a stored element by one step of the type (and a q8_0 block's scale with it).
+            const double row_tol = t == DType::F32 ? 1e-6 : t == DType::F16 ? 1e-3 : 1e-2;
+            for (int64_t i = 0; i < B; ++i) {
+              EXPECT_LT(rel_error(widen_kv_rows(t, get(gkc[size_t(i)], row_floats), cap, kvd),
+                                  widen_kv_rows(t, kc[size_t(i)], cap, kvd)),
+                        row_tol)
+                  << what << " k " << i;
+              // v is stored as given: the same bytes (compared as bytes: typed rows read as
+              // floats may hold NaN patterns).
+              const std::vector<float> got_v = get(gvc[size_t(i)], row_floats);
+              EXPECT_EQ(
+                  std::memcmp(got_v.data(), vc[size_t(i)].data(), got_v.size() * sizeof(float)), 0)
+                  << what << " v " << i;
+            }
+            EXPECT_LT(rel_error(get(out, B * heads * hd), want), t == DType::F32 ? 1e-4 : 2e-3)
+                << what;
+          }
         }
-        EXPECT_LT(rel_error(get(a.out, B * heads * hd), out), t == DType::F32 ? 1e-4 : 2e-3)
-            << what;
-      }
 }
 
 TEST_F(CudaTest, DecodeBatchAttentionWritesTheFp16FormOfItsOutput) {
