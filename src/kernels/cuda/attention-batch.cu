@@ -213,6 +213,17 @@ struct RowLanes {
   static constexpr int kKeysPerRound = kKeysPerLoad * kLoads;
 };
 
+// 16 bytes of a cached row. As volatile asm, held live together below, so a round's loads all
+// issue before its first dot: plain loads were sunk towards their uses (V's after K's dots),
+// and the kernel read 15% slower at depth 512+ (H200, 32 x 512: 86.6 against 74.6 us).
+__device__ __forceinline__ uint4 load_row16(const uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
 // A 16-byte load of row elements as f32.
 template <KvForm F, int E>
 __device__ __forceinline__ void widen16(const uint4& raw, float (&out)[E]) {
@@ -279,9 +290,14 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int u = 0; u < L::kLoads; ++u) {
       const int64_t p = min(p0 + u * L::kKeysPerLoad + sub, end - 1);  // (past the end: masked)
-      kr[u] = __ldg(reinterpret_cast<const uint4*>(kc + p * row_bytes));
-      vr[u] = __ldg(reinterpret_cast<const uint4*>(vc + p * row_bytes));
+      kr[u] = load_row16(kc + p * row_bytes);
+      vr[u] = load_row16(vc + p * row_bytes);
     }
+    // (every load of the round live here: none is sunk past another's use)
+#pragma unroll
+    for (int u = 0; u < L::kLoads; ++u)
+      asm volatile("" ::"r"(kr[u].x), "r"(kr[u].y), "r"(kr[u].z), "r"(kr[u].w), "r"(vr[u].x),
+                   "r"(vr[u].y), "r"(vr[u].z), "r"(vr[u].w));
     float sc[L::kLoads], mx = m;
 #pragma unroll
     for (int u = 0; u < L::kLoads; ++u) {
@@ -371,10 +387,12 @@ __global__ void attention_batch_combine_kernel(const AttnSegment* segs, int n_he
 // Whether the decode kernels take a step (else the chunked kernel). They win wherever a block
 // serves several query heads (GQA: 2-3x the warp form at 32 sequences, Llama 3's 8 KV heads) or
 // the rows are q8_0 (the chunked kernel reads those a block a chunk: 1.6-2x), and with few
-// sequences (llama2-7b f16: 8 x 150 10.8 against 22.5 us, 16 x 512 46.2 against 47.8); with one
-// query head a KV head, 16-bit rows and 17+ sequences the chunked kernel's warp form reads
-// faster at every depth (H200, hearth-cuda-bench --attention-batch-only: llama2-7b f16, 32 x 150
-// 31.7 against 39.6 us, 32 x 2048 283.8 against 314.1, 64 x 512 152.8 against 162.4).
+// sequences (llama2-7b f16, 8 x 150: 10.8 against 22.5 us); with one query head a KV head,
+// 16-bit rows and 4 x SMs (segment, head) rows or more, the chunked kernel's warp form reads
+// faster (H200, hearth-cuda-bench --attention-batch-only, llama2-7b f16, us: 32 x 150 30.8
+// against 40.1, 32 x 2048 255.8 against 313.2, 64 x 512 137.0 against 164.0). Between 2 and 4
+// x SMs rows it is close (16 x 512: 41.5 against 47.0; 16 x 150 within 3% of an earlier form of
+// it), and those steps keep the decode kernels, as measured end to end.
 bool decode_kernels_take(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                          DType cache_type) {
   if (!attention_decode_batch_supported(head_dim, cache_type)) return false;
@@ -385,10 +403,10 @@ bool decode_kernels_take(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads, in
 // Positions a warp of the warp form takes: 64, or longer (64 x 2^k) while the step still has
 // kMinWarpTasks warps (fewer partials to combine where there are warps to spare). One chunk,
 // with no combine launch, when every position fits in it. H200, llama2-7b f16 heads
-// (hearth-cuda-bench --attention-batch-only --attn-batch B --attn-depth D), us: 32 x 150, a warp
-// 64 / 128 / 256 positions 31.7 / 46.1 / 47.8; 32 x 2048 283.8 / 282.5 / 307.3; 64 x 2048 555.7
-// / 533.0 / 545.2; 128 x 2048 1103 / 1058 / 1037.
-constexpr int64_t kMinWarpTasks = 32768;
+// (hearth-cuda-bench --attention-batch-only --attn-batch B --attn-depth D), us, a warp 64 / 128
+// / 256 / 512 positions: 32 x 150 30.6 / 43.4 / 44.9 / 44.9; 32 x 512 74.6 / 72.6 / 91.2 / 146.1;
+// 32 x 2048 270.1 / 259.5 / 255.7 / 256.6; 64 x 512 140.8 / 136.9 / 137.8 / 169.6.
+constexpr int64_t kMinWarpTasks = 8192;
 int chosen_warp_chunk(int64_t n_segs, int64_t n_heads, int64_t max_ctx) {
   int64_t chunk = kChunk;
   while (chunk < max_ctx &&
