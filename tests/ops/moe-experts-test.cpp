@@ -217,7 +217,9 @@ TEST(MoeExperts, GroupedMatchesPerExpertReferenceOnEveryIsa) {
       }
     }
   }
-  if (kernels::active_kernel_table().isa == kernels::Isa::kAvx512) EXPECT_GT(packed_runs, 0);
+  if (kernels::active_kernel_table().isa == kernels::Isa::kAvx512) {
+    EXPECT_GT(packed_runs, 0);
+  }
 }
 
 // The grouped matmuls alone: matrices of different shapes and inputs (some shared, some with no

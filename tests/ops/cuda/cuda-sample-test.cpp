@@ -87,8 +87,9 @@ TEST_F(CudaTest, SampledPickFollowsTheSamplerDistribution) {
     std::map<int32_t, int> got;
     for (int i = 0; i < c.draws; ++i) {
       // The window restarts each draw (a pick appends its token to the device's history).
-      if (i == 0 || c.p.repeat_last_n > 0)
+      if (i == 0 || c.p.repeat_last_n > 0) {
         ASSERT_TRUE(backend_->begin_picks(rule_of(c.p), history).is_ok()) << c.what;
+      }
       backend_->pick(d, c.vocab, i);
       auto t = backend_->picked_token(i);
       ASSERT_TRUE(t.is_ok()) << t.message();

@@ -108,7 +108,9 @@ TEST(Synthetic, FamilyShapesLoadAsTheirFamily) {
     EXPECT_EQ(hp.final_softcap, small.final_softcap) << small.arch;
     EXPECT_EQ(hp.tied_embeddings, small.tied_output) << small.arch;
     EXPECT_EQ(hp.n_expert, small.n_expert) << small.arch;
-    if (small.n_expert) EXPECT_TRUE(hp.moe_norm_topk);
+    if (small.n_expert) {
+      EXPECT_TRUE(hp.moe_norm_topk);
+    }
     auto kv = (*m)->new_kv_cache(16);
     ASSERT_TRUE(kv.is_ok());
     ForwardScratch scratch;

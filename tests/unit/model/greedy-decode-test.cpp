@@ -146,8 +146,9 @@ TEST_F(GreedyDecodeTest, ForwardPicksMatchForwardLogits) {
   for (int64_t r = 0; r < 5; ++r) {
     const float* row = want.data() + r * V;
     EXPECT_EQ(ids[size_t(r)], greedy_argmax(row, V)) << "row " << r;
-    if (want_logits[size_t(r)])
+    if (want_logits[size_t(r)]) {
       EXPECT_EQ(std::memcmp(logits.data() + r * V, row, size_t(V) * 4), 0) << "row " << r;
+    }
   }
   EXPECT_EQ(got.prompt.used(), 6);
   EXPECT_EQ(got.decode.used(), int64_t(kPrompt.size()) + 1);
