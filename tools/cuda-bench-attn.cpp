@@ -236,6 +236,12 @@ bool time_batch(cudaStream_t s, const Shape& sh, DType t, int64_t B, int64_t dep
   return good;
 }
 
+// Whether `only` leaves out shape row si or cache type t.
+bool filtered_out(const AttnFilter& only, int si, DType t) {
+  return (only.shape >= 0 && only.shape != si) ||
+         (only.kv && strcasecmp(only.kv, dtype_name(t)) != 0);
+}
+
 }  // namespace
 
 bool decode_attention_table(cudaStream_t s, double copy_gbs, const AttnFilter& only) {
@@ -249,9 +255,7 @@ bool decode_attention_table(cudaStream_t s, double copy_gbs, const AttnFilter& o
     for (DType t : {DType::F16, DType::Q8_0})
       for (int64_t d : depths) {
         const Shape& sh = shapes[si];
-        if ((only.shape >= 0 && only.shape != si) || (only.depth > 0 && only.depth != d) ||
-            (only.kv && strcasecmp(only.kv, dtype_name(t)) != 0))
-          continue;
+        if (filtered_out(only, si, t) || (only.depth > 0 && only.depth != d)) continue;
         double sec[kNumVariants] = {}, err[kNumVariants] = {};
         if (!time_all(s, sh, t, d, sec, err)) return false;
         const double bytes = 2.0 * double(d + 1) * double(sh.kv_heads * kv_row_bytes(t, sh.hd));
@@ -280,9 +284,7 @@ bool batch_attention_table(cudaStream_t s, double copy_gbs, const AttnFilter& on
       for (int64_t B : batches)
         for (int64_t depth : depths) {
           const Shape& sh = shapes[si];
-          if ((only.shape >= 0 && only.shape != si) ||
-              (only.kv && strcasecmp(only.kv, dtype_name(t)) != 0))
-            continue;
+          if (filtered_out(only, si, t)) continue;
           double sec[kNumBatchVariants] = {}, err = 0;
           if (!time_batch(s, sh, t, B, depth, sec, err)) return false;
           const double bytes =
