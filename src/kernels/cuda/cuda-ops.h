@@ -314,6 +314,14 @@ cudaError_t launch_gelu_tanh_gated(const float* gate, const float* up, float* ou
 cudaError_t launch_softcap(float* x, int64_t n, float cap, cudaStream_t s);
 cudaError_t launch_scale(float* x, int64_t n, float factor, cudaStream_t s);
 cudaError_t launch_fill(float* p, float value, int64_t n, cudaStream_t s);
+// dst (device, 16-byte aligned) = the host bytes src [bytes <= sizeof(ParamTable::words)], written
+// by a kernel that carries them as its parameter: unlike a host-to-device copy it keeps a chain
+// of programmatic dependent launches going (the next kernel still starts early; see
+// launch_param_table's kernel for why its order holds).
+struct ParamTable {
+  uint4 words[252];  // 4,032 bytes: with dst and the count, under the 4 KiB parameter limit
+};
+cudaError_t launch_param_table(const void* src, size_t bytes, void* dst, cudaStream_t s);
 // dst = src with 16-byte loads/stores on the SMs (the bench's bandwidth ceiling; a graph memcpy
 // node may run on a copy engine instead). n % 4 == 0, both 16-byte aligned.
 cudaError_t launch_copy16(float* dst, const float* src, int64_t n, cudaStream_t s);

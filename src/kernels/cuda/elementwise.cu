@@ -1,6 +1,8 @@
 // Element-wise ops on CUDA: SwiGLU, GELU-tanh gate, soft-cap, scale, residual add, bias add, KV
 // row store (f32 rows at the step position; typed and ring stores are kv-store.cu), fill.
 // Grid-stride loops; these are memory-bound and a small share of a token next to matmul.
+#include <cstring>
+
 #include "kernels/cuda/cuda-ops.h"
 #include "kernels/cuda/half-mma.cuh"
 #include "kernels/cuda/kernel-modules.cuh"
@@ -102,6 +104,16 @@ __global__ void fill_kernel(float* p, float v, int64_t n) {
   HEARTH_GRID_STRIDE(i, n) p[i] = v;
 }
 
+// A small host table written by the kernel that carries it as its parameter. Its writes go to
+// memory no earlier kernel of the stream touches (the caller's fresh ring space), so they happen
+// before the wait; the wait keeps the chain's order (the next kernel may rely on this one having
+// completed only after the one before it).
+__global__ void param_table_kernel(ParamTable t, uint4* dst, int n16) {
+  pdl_trigger();
+  for (int i = int(threadIdx.x); i < n16; i += int(blockDim.x)) dst[i] = t.words[i];
+  pdl_wait();
+}
+
 __global__ void copy16_kernel(float4* dst, const float4* src, int64_t n4) {
   HEARTH_GRID_STRIDE(i, n4) dst[i] = __ldg(src + i);
 }
@@ -173,6 +185,16 @@ cudaError_t launch_softcap(float* x, int64_t n, float cap, cudaStream_t s) {
 cudaError_t launch_scale(float* x, int64_t n, float factor, cudaStream_t s) {
   if (n <= 0) return cudaSuccess;
   return launch_pdl(scale_kernel, dim3(grid_for(n)), dim3(256), 0, s, x, n, factor);
+}
+
+cudaError_t launch_param_table(const void* src, size_t bytes, void* dst, cudaStream_t s) {
+  if (bytes == 0) return cudaSuccess;
+  if (bytes > sizeof(ParamTable::words) || (reinterpret_cast<uintptr_t>(dst) & 15) != 0)
+    return cudaErrorInvalidValue;
+  ParamTable t;
+  std::memcpy(t.words, src, bytes);
+  const int n16 = int((bytes + 15) / 16);
+  return launch_pdl(param_table_kernel, dim3(1), dim3(256), 0, s, t, static_cast<uint4*>(dst), n16);
 }
 
 cudaError_t launch_fill(float* p, float value, int64_t n, cudaStream_t s) {
