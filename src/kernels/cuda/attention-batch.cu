@@ -4,10 +4,11 @@
 // chunks of positions, and one combine launch unless one chunk held them all). Segments may have
 // any lengths; the grid covers the longest and chunks past a segment's end exit at once. Steps
 // the single-token decode kernels do faster (decode_kernels_take: GQA, q8_0 rows, few
-// sequences) go to those instead, a block per (KV head's query heads, split, segment). The
-// chunked kernel takes a chunk a warp where a warp's 16-byte loads cover a row (f32 up to head
-// size 128, f16 and bf16), else a 64-position chunk a block (a warp's dot and butterfly per key,
-// ~45 warp instructions per query head and cached row, issue-bound at 2.0-2.4 TB/s).
+// sequences over short contexts) go to those instead, a block per (KV head's query heads, split,
+// segment). The chunked kernel takes a chunk a warp where a warp's 16-byte loads cover a row
+// (f32 up to head size 128, f16 and bf16), else a 64-position chunk a block (a warp's dot and
+// butterfly per key, ~45 warp instructions per query head and cached row, issue-bound at 2.0-2.4
+// TB/s).
 // Cache rows hold any of the cache element types (kv-rows.cuh): f32, f16 and bf16 ones take their
 // k and v in the RoPE launch, q8_0 ones from a warp-collective store launch (a 32-element block
 // per warp); attention reads them in place (KvRaw).
@@ -386,18 +387,21 @@ __global__ void attention_batch_combine_kernel(const AttnSegment* segs, int n_he
 
 // Whether the decode kernels take a step (else the chunked kernel). They win wherever a block
 // serves several query heads (GQA: 2-3x the warp form at 32 sequences, Llama 3's 8 KV heads) or
-// the rows are q8_0 (the chunked kernel reads those a block a chunk: 1.6-2x), and with few
-// sequences (llama2-7b f16, 8 x 150: 10.8 against 22.5 us); with one query head a KV head,
-// 16-bit rows and 4 x SMs (segment, head) rows or more, the chunked kernel's warp form reads
-// faster (H200, hearth-cuda-bench --attention-batch-only, llama2-7b f16, us: 32 x 150 30.8
-// against 40.1, 32 x 2048 255.8 against 313.2, 64 x 512 137.0 against 164.0). Between 2 and 4
-// x SMs rows it is close (16 x 512: 41.5 against 47.0; 16 x 150 within 3% of an earlier form of
-// it), and those steps keep the decode kernels, as measured end to end.
+// the rows are q8_0 (the chunked kernel reads those a block a chunk: 1.6-2x), and where the
+// step is small: few (segment, head) rows over few positions leave the warp form too few warps
+// and a combine to pay (llama2-7b f16, 8 x 150: 10.9 against 21.5 us). With one query head a KV
+// head and 16-bit rows the warp form reads faster from 4 x SMs rows (H200, hearth-cuda-bench
+// --attention-batch-only, llama2-7b f16, us: 32 x 150 30.8 against 40.1, 32 x 2048 255.8 against
+// 313.2, 64 x 512 137.0 against 164.0), and below that once its 64-position chunks number ~19 an
+// SM (us, decode kernels against the warp form: 8 x 512 24.5 / 28.6 and 8 x 2048 81.5 / 77.1;
+// 12 x 150 18.8 / 22.7 and 12 x 512 41.3 / 34.7; 16 x 150 20.9 / 24.1, 16 x 512 46.3 / 41.1 and
+// 16 x 2048 158.9 / 133.5).
 bool decode_kernels_take(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                         DType cache_type) {
+                         DType cache_type, int64_t max_ctx) {
   if (!attention_decode_batch_supported(head_dim, cache_type)) return false;
-  return n_heads != n_kv_heads || cache_type == DType::Q8_0 ||
-         n_segs * n_heads < 4 * int64_t(device_sm_count());
+  if (n_heads != n_kv_heads || cache_type == DType::Q8_0) return true;
+  const int64_t rows = n_segs * n_heads, sms = device_sm_count();
+  return rows < 4 * sms && rows * ((max_ctx + kChunk - 1) / kChunk) < 19 * sms;
 }
 
 // Positions a warp of the warp form takes: 64, or longer (64 x 2^k) while the step still has
@@ -466,7 +470,7 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
       kernel == BatchAttnKernel::kDecode
           ? attention_decode_batch_supported(head_dim, cache_type)
           : kernel == BatchAttnKernel::kChosen &&
-                decode_kernels_take(n_segs, n_heads, n_kv_heads, head_dim, cache_type);
+                decode_kernels_take(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx);
   if (decode)
     return launch_attention_decode_batch(q, segs, n_segs, out, xh, max_ctx, n_heads, n_kv_heads,
                                          head_dim, cache_type, scale, partials, s);

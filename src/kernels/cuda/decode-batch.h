@@ -72,7 +72,8 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
 // 128, a grid z-dimension of segments; f16, bf16 and q8_0 caches of head size 64-256) or the
 // chunked kernel (attention-batch.cu: split-K over 64-position chunks, a warp's dot per key,
 // then a combine launch; every cache type). The decode kernels where they are faster (GQA,
-// q8_0 rows, few sequences: attention-batch.cu's decode_kernels_take), else the chunked one.
+// q8_0 rows, few sequences over short contexts: attention-batch.cu's decode_kernels_take), else
+// the chunked one.
 // partials holds attention_batch_partials_floats() floats, its first
 // attention_counter_slots(n_segs, n_heads) words zero before a launch (every launch leaves them
 // zero). xh (optional, batch_x_half_bytes(n_segs, n_heads * head_dim)): out's fp16 form is also
