@@ -21,6 +21,7 @@ namespace {
 struct Shape {
   const char* name;
   int64_t heads, kv_heads, hd;
+  bool qk_norms = false;  // Qwen3's per-head q / k RMSNorm, fused as in its decode step
 };
 
 int64_t kv_row_bytes(DType t, int64_t hd) {
@@ -66,6 +67,7 @@ bool time_all(cudaStream_t s, const Shape& sh, DType t, int64_t depth, double (&
   float* partials = nullptr;
   void* qbuf = nullptr;
   int32_t* pos = nullptr;
+  float* norm = nullptr;
   const int64_t parts = cuda::attention_partials_floats(1, sh.heads, sh.hd, ctx);
   good = good && ok(cudaMalloc(reinterpret_cast<void**>(&q), size_t(qn) * 4), "malloc q") &&
          ok(cudaMalloc(reinterpret_cast<void**>(&out), size_t(qn) * 4), "malloc out") &&
@@ -74,8 +76,10 @@ bool time_all(cudaStream_t s, const Shape& sh, DType t, int64_t depth, double (&
          ok(cudaMalloc(reinterpret_cast<void**>(&freq), size_t(sh.hd) * 2), "malloc freq") &&
          ok(cudaMalloc(reinterpret_cast<void**>(&partials), size_t(parts) * 4), "malloc parts") &&
          ok(cudaMalloc(&qbuf, cuda::quantized_acts_bytes(1, qn)), "malloc qbuf") &&
-         ok(cudaMalloc(reinterpret_cast<void**>(&pos), 4), "malloc pos");
+         ok(cudaMalloc(reinterpret_cast<void**>(&pos), 4), "malloc pos") &&
+         ok(cudaMalloc(reinterpret_cast<void**>(&norm), size_t(sh.hd) * 4), "malloc norm");
   if (good) {
+    cuda::launch_fill(norm, 1.0f, sh.hd, s);
     cuda::launch_fill(q, 0.02f, qn, s);
     cuda::launch_fill(kr, 0.01f, kn, s);
     cuda::launch_fill(vr, 0.03f, kn, s);
@@ -83,7 +87,8 @@ bool time_all(cudaStream_t s, const Shape& sh, DType t, int64_t depth, double (&
     cudaMemsetAsync(partials, 0, size_t(parts) * 4, s);
     const int32_t p = int32_t(depth);
     cudaMemcpyAsync(pos, &p, 4, cudaMemcpyHostToDevice, s);
-    const cuda::AttnRope rope{kr, vr, freq, 1};
+    cuda::AttnRope rope{kr, vr, freq, 1};
+    if (sh.qk_norms) rope.q_norm = norm, rope.k_norm = norm, rope.norm_eps = 1e-6f;
     const cuda::AttnKv kv{t, t, nullptr};
     const float scale = 1.f / std::sqrt(float(sh.hd));
     const int launches = std::max(n, 32);
@@ -121,7 +126,7 @@ bool time_all(cudaStream_t s, const Shape& sh, DType t, int64_t depth, double (&
   }
   for (void* ptr : {static_cast<void*>(q), static_cast<void*>(out), static_cast<void*>(kr),
                     static_cast<void*>(vr), static_cast<void*>(freq), static_cast<void*>(partials),
-                    qbuf, static_cast<void*>(pos)})
+                    qbuf, static_cast<void*>(pos), static_cast<void*>(norm)})
     cudaFree(ptr);
   for (int i = 0; i < n; ++i) cudaFree(ks[size_t(i)]), cudaFree(vs[size_t(i)]);
   return good;
@@ -245,17 +250,20 @@ bool filtered_out(const AttnFilter& only, int si, DType t) {
 }  // namespace
 
 bool decode_attention_table(cudaStream_t s, double copy_gbs, const AttnFilter& only) {
-  const Shape shapes[] = {{"llama2-7b 32x128", 32, 32, 128}, {"llama3-8b 32/8x128", 32, 8, 128}};
-  const int64_t depths[] = {512, 4096, 8192, 32768};
+  const Shape shapes[] = {{"llama2-7b 32x128", 32, 32, 128},
+                          {"llama3-8b 32/8x128", 32, 8, 128},
+                          {"qwen3-moe 32/4x128n", 32, 4, 128, true}};
+  const int64_t depths[] = {64, 512, 4096, 8192, 32768};
   std::printf(
       "\n== decode attention, one layer, rope + int8 out fused: us a launch, GB/s of K+V "
       "read (copy %.0f GB/s r+w), max diff vs split ==\n",
       copy_gbs);
-  for (int si = 0; si < 2; ++si)
+  for (int si = 0; si < 3; ++si)
     for (DType t : {DType::F16, DType::Q8_0})
       for (int64_t d : depths) {
         const Shape& sh = shapes[si];
         if (filtered_out(only, si, t) || (only.depth > 0 && only.depth != d)) continue;
+        if (d == 64 && !sh.qk_norms) continue;  // (the short row is the MoE model's tg64)
         double sec[kNumVariants] = {}, err[kNumVariants] = {};
         if (!time_all(s, sh, t, d, sec, err)) return false;
         const double bytes = 2.0 * double(d + 1) * double(sh.kv_heads * kv_row_bytes(t, sh.hd));

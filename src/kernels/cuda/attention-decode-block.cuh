@@ -6,6 +6,7 @@
 // counters).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -324,9 +325,15 @@ cudaError_t launch_decode_instance(Kernel kernel, int& per_sm, size_t smem, int 
         per_sm < 1)
       per_sm = 2;
   }
-  const int64_t splits = probe.splits > 0
-                             ? (probe.splits < kDecodeMaxSplits ? probe.splits : kDecodeMaxSplits)
-                             : decode_splits(brows * n_segs, per_sm, max_ctx);
+  // The last block of a row combines splits x g partial rows (g query heads a block): with
+  // eight a block (Qwen3-MoE's 32 / 4 heads, gpt-oss's 64 / 8) a wave's 64 splits made the
+  // combine the larger cost (H200, hearth-cuda-bench --attention-only --attn-shape 2, f16, us at
+  // 64 / 32 / 24 splits: d4096 25.3 / 19.2 / 17.8, d8192 27.7 / 21.8 / 21.4, d32768 41.6 / 39.1
+  // / 45.5), so a row takes at most 256 / g splits (no fewer than 8).
+  const int64_t combine_cap = std::max<int64_t>(8, 256 / std::max<int64_t>(1, n_heads / brows));
+  const int64_t splits =
+      probe.splits > 0 ? (probe.splits < kDecodeMaxSplits ? probe.splits : kDecodeMaxSplits)
+                       : std::min(decode_splits(brows * n_segs, per_sm, max_ctx), combine_cap);
   return launch_pdl(kernel, dim3(unsigned(brows), unsigned(splits), unsigned(n_segs)),
                     dim3(threads), smem, s, q, kc, vc, rope, partials, counters, out, qo, pos0,
                     pos0_dev, int(n_heads), int(n_kv_heads), scale, kv, probe.runs, segs);
