@@ -317,7 +317,8 @@ cudaError_t launch_fill(float* p, float value, int64_t n, cudaStream_t s);
 // dst (device, 16-byte aligned) = the host bytes src [bytes <= sizeof(ParamTable::words)], written
 // by a kernel that carries them as its parameter: unlike a host-to-device copy it keeps a chain
 // of programmatic dependent launches going (the next kernel still starts early; see
-// launch_param_table's kernel for why its order holds).
+// launch_param_table's kernel for why its order holds). Writes whole 16-byte words: dst's bytes
+// from `bytes` to the next multiple of 16 become zero.
 struct ParamTable {
   uint4 words[252];  // 4,032 bytes: with dst and the count, under the 4 KiB parameter limit
 };

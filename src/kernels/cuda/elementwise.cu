@@ -191,9 +191,10 @@ cudaError_t launch_param_table(const void* src, size_t bytes, void* dst, cudaStr
   if (bytes == 0) return cudaSuccess;
   if (bytes > sizeof(ParamTable::words) || (reinterpret_cast<uintptr_t>(dst) & 15) != 0)
     return cudaErrorInvalidValue;
+  const int n16 = int((bytes + 15) / 16);
   ParamTable t;
   std::memcpy(t.words, src, bytes);
-  const int n16 = int((bytes + 15) / 16);
+  std::memset(reinterpret_cast<uint8_t*>(t.words) + bytes, 0, size_t(n16) * 16 - bytes);
   return launch_pdl(param_table_kernel, dim3(1), dim3(256), 0, s, t, static_cast<uint4*>(dst), n16);
 }
 

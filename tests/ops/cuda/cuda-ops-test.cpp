@@ -348,6 +348,36 @@ TEST_F(CudaTest, ElementwiseMatchCpu) {
   EXPECT_LT(rel_error(get(dy, rows * n), y), 1e-7);
 }
 
+// launch_param_table (the backend's small uploads outside a capture): the host bytes land in
+// stream order after what the stream wrote there before, whole 16-byte words (a partial last
+// word's tail zeroed); a table over the parameter space or a dst off 16 bytes is refused.
+TEST_F(CudaTest, ParamTableWritesTheHostBytesInStreamOrder) {
+  void* dst = nullptr;
+  ASSERT_EQ(cudaMalloc(&dst, 4096), cudaSuccess);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  constexpr size_t kMax = sizeof(cuda::ParamTable::words);
+  std::vector<uint8_t> host(kMax);
+  for (size_t i = 0; i < kMax; ++i) host[i] = uint8_t(i * 7 + 3);
+  for (size_t bytes : {size_t(5), size_t(24), size_t(1000), kMax}) {
+    ASSERT_EQ(cudaMemsetAsync(dst, 0xAB, 4096, s), cudaSuccess);
+    ASSERT_EQ(cuda::launch_param_table(host.data(), bytes, dst, s), cudaSuccess) << bytes;
+    std::vector<uint8_t> got(4096);
+    ASSERT_EQ(cudaMemcpyAsync(got.data(), dst, 4096, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    const size_t words = (bytes + 15) / 16 * 16;
+    for (size_t i = 0; i < 4096; ++i) {
+      const uint8_t want = i < bytes ? host[i] : i < words ? 0 : 0xAB;
+      ASSERT_EQ(got[i], want) << "byte " << i << " of a " << bytes << "-byte table";
+    }
+  }
+  EXPECT_EQ(cuda::launch_param_table(host.data(), kMax + 1, dst, s), cudaErrorInvalidValue);
+  EXPECT_EQ(cuda::launch_param_table(host.data(), 16, static_cast<uint8_t*>(dst) + 4, s),
+            cudaErrorInvalidValue);
+  cudaStreamDestroy(s);
+  cudaFree(dst);
+}
+
 TEST_F(CudaTest, PrepareVectorConvertsFloatTypes) {
   std::vector<uint16_t> h = {f32_to_bf16(1.5f), f32_to_bf16(-2.25f), f32_to_bf16(0.125f)};
   TensorView v;
