@@ -1,6 +1,7 @@
 // Element-wise ops on CUDA: SwiGLU, GELU-tanh gate, soft-cap, scale, residual add, bias add, KV
-// row store (f32 rows at the step position; typed and ring stores are kv-store.cu), fill.
-// Grid-stride loops; these are memory-bound and a small share of a token next to matmul.
+// row store (f32 rows at the step position; typed and ring stores are kv-store.cu), fill, and
+// the small host tables a kernel writes from its parameters (launch_param_table). Grid-stride
+// loops; these are memory-bound and a small share of a token next to matmul.
 #include <cstring>
 
 #include "kernels/cuda/cuda-ops.h"
