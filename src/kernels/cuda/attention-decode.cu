@@ -342,7 +342,14 @@ cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache
                                     cudaStream_t s, DecodeQuantOut qo, const AttnRope& rope,
                                     const AttnKv& kv, DecodeProbe probe, int64_t n_segs,
                                     DecodeSegments segs) {
-  if (!probe.scalar && attention_decode_mma_supported(head_dim, kv.k, kv.v))
+  // Eight or more query heads a KV head over a cache of at most 4,096 rows (Qwen3-MoE, gpt-oss at
+  // chat lengths): the scalar kernel's blocks of four heads beat the tensor-core kernel's blocks
+  // of eight (H200, hearth-cuda-bench --attention-only --attn-shape 2, us, scalar / tensor cores:
+  // f16 d512 11.1 / 12.7, d4096 20.2 / 19.4; q8_0 d512 11.7 / 15.6, d4096 20.8 / 24.7); past
+  // that the tensor cores win (f16 d8192 29.4 / 21.6, d32768 89.5 / 39.4).
+  const bool wide_groups_short_cache = n_segs == 1 && n_heads >= 8 * n_kv_heads && max_ctx <= 4096;
+  if (!probe.scalar && !wide_groups_short_cache &&
+      attention_decode_mma_supported(head_dim, kv.k, kv.v))
     return launch_attention_decode_mma(q, k_cache, v_cache, out, pos0, pos0_dev, max_ctx, n_heads,
                                        n_kv_heads, head_dim, scale, partials, counters, s, qo, rope,
                                        kv, probe, n_segs, segs);
