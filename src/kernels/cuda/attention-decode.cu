@@ -1,7 +1,8 @@
 // Single-token decode attention at depth (launch_attention's n_tokens == 1 path for f16, bf16
 // and q8_0 caches of head_dim 64, 128 or 256), the scalar kernel: f16 and q8_0 rows of head_dim
 // 64 / 128 go to the tensor-core kernel (attention-decode-mma.cu) instead, so this one serves
-// bf16 rows, head_dim 256 and the probes. The K/V rows stream into shared memory through a
+// bf16 rows, head_dim 256, one sequence with 8+ query heads a KV head over a short cache
+// (launch_attention_decode) and the probes. The K/V rows stream into shared memory through a
 // cp.async pipeline of wide copies (16 bytes a lane where the row allows) kStages tiles deep, and
 // each warp scores whole rows out of shared memory. A block serves G query heads of one KV head
 // (GQA: K/V read once for the group, not once per head); blocks split the context into kT-row
