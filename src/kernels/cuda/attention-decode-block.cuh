@@ -329,8 +329,11 @@ cudaError_t launch_decode_instance(Kernel kernel, int& per_sm, size_t smem, int 
   // eight a block (Qwen3-MoE's 32 / 4 heads, gpt-oss's 64 / 8) a wave's 64 splits made the
   // combine the larger cost (H200, hearth-cuda-bench --attention-only --attn-shape 2, f16, us at
   // 64 / 32 / 24 splits: d4096 25.3 / 19.2 / 17.8, d8192 27.7 / 21.8 / 21.4, d32768 41.6 / 39.1
-  // / 45.5), so a row takes at most 256 / g splits (no fewer than 8).
-  const int64_t combine_cap = std::max<int64_t>(8, 256 / std::max<int64_t>(1, n_heads / brows));
+  // / 45.5), so a row takes at most 256 / g splits, and no more than 32 at all: Llama 3's
+  // blocks of four heads over 4,096 rows took 16.1 us at 64 splits, 14.6 at 32, 13.7 at 24
+  // (--attn-shape 1; session 43). No fewer than 8.
+  const int64_t combine_cap =
+      std::max<int64_t>(8, std::min<int64_t>(32, 256 / std::max<int64_t>(1, n_heads / brows)));
   const int64_t splits =
       probe.splits > 0 ? (probe.splits < kDecodeMaxSplits ? probe.splits : kDecodeMaxSplits)
                        : std::min(decode_splits(brows * n_segs, per_sm, max_ctx), combine_cap);

@@ -293,10 +293,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 }
 
 // Query heads per block: the largest of 8, 4, 2, 1 that divides the group and keeps G x EPT
-// (the accumulators and q held per lane) within 16 registers each (8 x 4 spilled).
-int heads_per_block(int64_t group, int64_t ept) {
+// (the accumulators and q held per lane) within per_lane registers each (16: 8 x 4 spilled).
+int heads_per_block(int64_t group, int64_t ept, int64_t per_lane) {
   for (int g : {8, 4, 2, 1})
-    if (group % g == 0 && g * ept <= 16) return g;
+    if (group % g == 0 && g * ept <= per_lane) return g;
   return 1;
 }
 
@@ -344,17 +344,24 @@ cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache
                                     const AttnKv& kv, DecodeProbe probe, int64_t n_segs,
                                     DecodeSegments segs) {
   // Eight or more query heads a KV head over a cache of at most 4,096 rows (Qwen3-MoE, gpt-oss at
-  // chat lengths): the scalar kernel's blocks of four heads beat the tensor-core kernel's blocks
-  // of eight (H200, hearth-cuda-bench --attention-only --attn-shape 2, us, scalar / tensor cores:
-  // f16 d512 11.1 / 12.7, d4096 20.2 / 19.4; q8_0 d512 11.7 / 15.6, d4096 20.8 / 24.7); past
-  // that the tensor cores win (f16 d8192 29.4 / 21.6, d32768 89.5 / 39.4).
+  // chat lengths): the scalar kernel beats the tensor-core kernel's blocks of eight (H200,
+  // hearth-cuda-bench --attention-only --attn-shape 2, us, scalar with blocks of four heads /
+  // tensor cores: f16 d512 11.1 / 12.7, d4096 20.2 / 19.4; q8_0 d512 11.7 / 15.6, d4096 20.8 /
+  // 24.7); past that the tensor cores win (f16 d8192 29.4 / 21.6, d32768 89.5 / 39.4). Its
+  // blocks there hold half the heads they could (G x EPT <= 8): over a short cache a block's
+  // time is its own serial work (the q / k norms, the rotation and append, each tile's scores
+  // and the merge of its warps), not the bandwidth, so more blocks of fewer heads finish sooner
+  // (f16 d64 / d512 / d4096: four heads 9.13 / 11.15 / 20.1 us, two 7.53 / 9.23 / 20.7, one 7.45 /
+  // 10.69 / 26.0; q8_0 d512 four 11.7, one 10.5; Qwen3-30B-A3B's shape Q4_K tg64 440 -> 464
+  // tok/s, @ d1024 391 -> 412, @ d3072 354 -> 365; session 43).
   const bool wide_groups_short_cache = n_segs == 1 && n_heads >= 8 * n_kv_heads && max_ctx <= 4096;
   if (!probe.scalar && !wide_groups_short_cache &&
       attention_decode_mma_supported(head_dim, kv.k, kv.v))
     return launch_attention_decode_mma(q, k_cache, v_cache, out, pos0, pos0_dev, max_ctx, n_heads,
                                        n_kv_heads, head_dim, scale, partials, counters, s, qo, rope,
                                        kv, probe, n_segs, segs);
-  const int g = heads_per_block(n_heads / n_kv_heads, head_dim / 32);
+  const int g =
+      heads_per_block(n_heads / n_kv_heads, head_dim / 32, wide_groups_short_cache ? 8 : 16);
   auto* kc = static_cast<uint8_t*>(k_cache);
   auto* vc = static_cast<uint8_t*>(v_cache);
   cudaError_t err = cudaSuccess;

@@ -158,7 +158,8 @@ TEST_F(CudaKvTypesTest, DecodeKernelProbesMatchCpu) {
                             {1, 1000, 2, 2, 256}, {1, 333, 8, 2, 64},
                             {1, 95, 3, 3, 128},   {1, 500, 14, 2, 128},  // 7 heads a KV head
                             {1, 260, 10, 2, 64},                         // 5
-                            {1, 150, 16, 1, 64}};                        // 16: two blocks of 8
+                            {1, 150, 16, 1, 64},                         // 16: two blocks of 8
+                            {1, 300, 16, 2, 128}};  // 8 over a short cache: blocks of 2
   struct Probe {
     int splits;
     bool runs, scalar;
