@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
   bool attn_batch_only = false;        // --attention-batch-only: only the B-sequence one
   bool sample_only = false;            // --sample-only: only the sampled-pick table
   cuda_bench::AttnFilter
-      attn;  // --attn-depth D, --attn-batch B, --attn-kv f16|q8_0, --attn-shape 0|1|2
+      attn;  // --attn-depth D, --attn-batch B, --attn-kv f16|q8_0, --attn-shape 0|1|2|3
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--dtypes") == 0 && i + 1 < argc) {
       only = argv[++i];
@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
           "usage: hearth-cuda-bench [--dtypes F16,Q4_0,...] [--batch-only] "
           "[--batch-sizes 32,64] [--batch-shapes 11008x4096] "
           "[--moe-only] [--attention-only [--attn-depth D] [--attn-kv f16|q8_0] "
-          "[--attn-shape 0|1|2]] [--attention-batch-only [--attn-batch B] [--attn-depth D] "
+          "[--attn-shape 0|1|2|3]] [--attention-batch-only [--attn-batch B] [--attn-depth D] "
           "[--attn-kv ...] [--attn-shape ...]] [--sample-only]\n");
       return 2;
     }
