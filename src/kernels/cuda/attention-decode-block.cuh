@@ -325,18 +325,17 @@ cudaError_t launch_decode_instance(Kernel kernel, int& per_sm, size_t smem, int 
         per_sm < 1)
       per_sm = 2;
   }
-  // The last block of a row combines splits x g partial rows (g query heads a block): with
-  // eight a block (Qwen3-MoE's 32 / 4 heads, gpt-oss's 64 / 8) a wave's 64 splits made the
-  // combine the larger cost (H200, hearth-cuda-bench --attention-only --attn-shape 2, f16, us at
-  // 64 / 32 / 24 splits: d4096 25.3 / 19.2 / 17.8, d8192 27.7 / 21.8 / 21.4, d32768 41.6 / 39.1
-  // / 45.5), so a row takes at most 256 / g splits, and no more than 32 at all: Llama 3's
-  // blocks of four heads over 4,096 rows took 16.1 us at 64 splits, 14.6 at 32, 13.7 at 24
-  // (--attn-shape 1; session 43). No fewer than 8.
-  const int64_t combine_cap =
-      std::max<int64_t>(8, std::min<int64_t>(32, 256 / std::max<int64_t>(1, n_heads / brows)));
+  // The last block of a row combines splits x g partial rows (g query heads a block, at most
+  // 8), so a row takes at most 32 splits: with eight heads a block (Qwen3-MoE's 32 / 4 heads,
+  // gpt-oss's 64 / 8) a wave's 64 splits made the combine the larger cost (H200,
+  // hearth-cuda-bench --attention-only --attn-shape 2, f16, us at 64 / 32 / 24 splits: d4096
+  // 25.3 / 19.2 / 17.8, d8192 27.7 / 21.8 / 21.4, d32768 41.6 / 39.1 / 45.5), and Llama 3's
+  // blocks of four over 4,096 rows took 16.1 us at 64, 14.6 at 32, 13.7 at 24 (--attn-shape 1;
+  // session 43).
+  constexpr int64_t kCombineCap = 32;
   const int64_t splits =
       probe.splits > 0 ? (probe.splits < kDecodeMaxSplits ? probe.splits : kDecodeMaxSplits)
-                       : std::min(decode_splits(brows * n_segs, per_sm, max_ctx), combine_cap);
+                       : std::min(decode_splits(brows * n_segs, per_sm, max_ctx), kCombineCap);
   return launch_pdl(kernel, dim3(unsigned(brows), unsigned(splits), unsigned(n_segs)),
                     dim3(threads), smem, s, q, kc, vc, rope, partials, counters, out, qo, pos0,
                     pos0_dev, int(n_heads), int(n_kv_heads), scale, kv, probe.runs, segs);
