@@ -163,25 +163,27 @@ __device__ __forceinline__ void load_q_kv(const float* q, const AttnRope& rope, 
 // first head group of the KV head (store), appends k and v (warp-collective, whole 32-dim
 // blocks); sm_kcur / sm_vcur get k and v as the cache holds them (the store-then-attend
 // result), which every block attends to for row pcur instead of its staged copy. The caller
-// synchronises before reading them.
-template <int hd>
-__device__ __forceinline__ void rotate_append_kv(const AttnRope& rope, const AttnKv& kv,
-                                                 const float* sm_kraw, const float2* sm_cs,
-                                                 float* sm_kcur, float* sm_vcur, bool store,
-                                                 uint8_t* kc, uint8_t* vc, int64_t pcur,
-                                                 int n_kv_heads, int kvh) {
+// synchronises before reading them. F: the cache's form (the decode kernels' K and V share
+// one), so only its store and rounding are compiled in.
+template <int hd, KvForm F>
+__device__ __forceinline__ void rotate_append_kv(const AttnRope& rope, const float* sm_kraw,
+                                                 const float2* sm_cs, float* sm_kcur,
+                                                 float* sm_vcur, bool store, uint8_t* kc,
+                                                 uint8_t* vc, int64_t pcur, int n_kv_heads,
+                                                 int kvh) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (int d0 = warp * 32; d0 < hd; d0 += blockDim.x) {
     const int d = d0 + lane;
     const float kr = rope_elem(sm_kraw, sm_cs, rope.style, hd, d);
     const float vr = sm_vcur[d];
+    constexpr DType t = kv_form_dtype<F>();
     if (store) {
       const int64_t e = pcur * n_kv_heads * hd + int64_t(kvh) * hd + d;
-      kv_store_warp(kc, e, kr, kv.k, lane);
-      kv_store_warp(vc, e, vr, kv.v, lane);
+      kv_store_warp(kc, e, kr, t, lane);
+      kv_store_warp(vc, e, vr, t, lane);
     }
-    sm_kcur[d] = kv_round_warp(kr, kv.k);
-    sm_vcur[d] = kv_round_warp(vr, kv.v);
+    sm_kcur[d] = kv_round_warp(kr, t);
+    sm_vcur[d] = kv_round_warp(vr, t);
   }
 }
 
@@ -233,72 +235,71 @@ __device__ __forceinline__ void finish_decode_block(
     for (int w = 0; w < kWarps; ++w) a += sm_acc[(w * G + g) * hd + d] * s_f[w][g];
     return a;
   };
+  // One emit_all for both ends (its int8 quantization is unrolled code a block runs once).
+  float v[kOut];
   if (n_live == 1) {
-    float v[kOut];
 #pragma unroll
     for (int o = 0; o < kOut; ++o) {
       const int i = (o < n_out ? warp + o * kWarps : 0) * 32 + lane;
       const int g = i / hd;
       v[o] = merged(g, i % hd) * softmax_out_factor(s_big[g], s_lt[g], sinks, h0 + g);
     }
-    emit_all(v);
-    return;
-  }
-  constexpr int stride = hd + 2;
-  for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
-    const int g = i / hd, d = i % hd;
-    partials[((int64_t(h0) + g) * n_splits + split) * stride + 2 + d] = merged(g, d);
-  }
-  if (threadIdx.x < G) {
-    float* mine = partials + ((int64_t(h0) + threadIdx.x) * n_splits + split) * stride;
-    mine[0] = s_big[threadIdx.x];
-    mine[1] = s_lt[threadIdx.x];
-  }
+  } else {
+    constexpr int stride = hd + 2;
+    for (int i = threadIdx.x; i < G * hd; i += blockDim.x) {
+      const int g = i / hd, d = i % hd;
+      partials[((int64_t(h0) + g) * n_splits + split) * stride + 2 + d] = merged(g, d);
+    }
+    if (threadIdx.x < G) {
+      float* mine = partials + ((int64_t(h0) + threadIdx.x) * n_splits + split) * stride;
+      mine[0] = s_big[threadIdx.x];
+      mine[1] = s_lt[threadIdx.x];
+    }
 
-  if (!last_split_to_arrive(counters + brow, n_live)) return;
-  __shared__ float sw[G][kDecodeMaxSplits];
-  __shared__ float s_inv[G];
-  for (int g = warp; g < G; g += kWarps) {
-    const float2 ml = split_weights<kDecodeMaxSplits>(
-        partials + (int64_t(h0) + g) * n_splits * stride, n_live, stride, sw[g], lane);
-    const float mx = ml.x, lt = ml.y;
-    if (lane == 0) s_inv[g] = softmax_out_factor(mx, lt, sinks, h0 + g);
-  }
-  if (threadIdx.x == 0) counters[brow] = 0u;
-  __syncthreads();
-  // Each warp's 32-output chunks summed together, split by split, so a thread has kOut x kU
-  // loads from L2 in flight (one chunk at a time took ~n_live / 4 round trips per chunk: 16 us
-  // for Qwen3-30B's 8 heads x 64 splits in four warps).
-  constexpr int kU = kOut >= 4 ? 2 : 4;
-  const float* rp[kOut];
-  int gi[kOut];
-  float a[kOut][kU];
+    if (!last_split_to_arrive(counters + brow, n_live)) return;
+    __shared__ float sw[G][kDecodeMaxSplits];
+    __shared__ float s_inv[G];
+    for (int g = warp; g < G; g += kWarps) {
+      const float2 ml = split_weights<kDecodeMaxSplits>(
+          partials + (int64_t(h0) + g) * n_splits * stride, n_live, stride, sw[g], lane);
+      const float mx = ml.x, lt = ml.y;
+      if (lane == 0) s_inv[g] = softmax_out_factor(mx, lt, sinks, h0 + g);
+    }
+    if (threadIdx.x == 0) counters[brow] = 0u;
+    __syncthreads();
+    // Each warp's 32-output chunks summed together, split by split, so a thread has kOut x kU
+    // loads from L2 in flight (one chunk at a time took ~n_live / 4 round trips per chunk: 16 us
+    // for Qwen3-30B's 8 heads x 64 splits in four warps).
+    constexpr int kU = kOut >= 4 ? 2 : 4;
+    const float* rp[kOut];
+    int gi[kOut];
+    float a[kOut][kU];
 #pragma unroll
-  for (int o = 0; o < kOut; ++o) {
-    const int c = warp + o * kWarps, i = (c < kChunks ? c : 0) * 32 + lane;
-    gi[o] = i / hd;
-    rp[o] = partials + (int64_t(h0) + gi[o]) * n_splits * stride + 2 + i % hd;
+    for (int o = 0; o < kOut; ++o) {
+      const int c = warp + o * kWarps, i = (c < kChunks ? c : 0) * 32 + lane;
+      gi[o] = i / hd;
+      rp[o] = partials + (int64_t(h0) + gi[o]) * n_splits * stride + 2 + i % hd;
 #pragma unroll
-    for (int u = 0; u < kU; ++u) a[o][u] = 0.f;
-  }
-  int sp = 0;
-  for (; sp + kU <= n_live; sp += kU)
+      for (int u = 0; u < kU; ++u) a[o][u] = 0.f;
+    }
+    int sp = 0;
+    for (; sp + kU <= n_live; sp += kU)
 #pragma unroll
-    for (int o = 0; o < kOut; ++o)
+      for (int o = 0; o < kOut; ++o)
 #pragma unroll
-      for (int u = 0; u < kU; ++u)
-        a[o][u] = fmaf(__ldcg(rp[o] + (sp + u) * stride), sw[gi[o]][sp + u], a[o][u]);
-  for (; sp < n_live; ++sp)
+        for (int u = 0; u < kU; ++u)
+          a[o][u] = fmaf(__ldcg(rp[o] + (sp + u) * stride), sw[gi[o]][sp + u], a[o][u]);
+    for (; sp < n_live; ++sp)
 #pragma unroll
-    for (int o = 0; o < kOut; ++o)
-      a[o][0] = fmaf(__ldcg(rp[o] + sp * stride), sw[gi[o]][sp], a[o][0]);
-  float v[kOut];
+      for (int o = 0; o < kOut; ++o)
+        a[o][0] = fmaf(__ldcg(rp[o] + sp * stride), sw[gi[o]][sp], a[o][0]);
 #pragma unroll
-  for (int o = 0; o < kOut; ++o) {
-    float sum = 0.f;
+    for (int o = 0; o < kOut; ++o) {
+      float sum = 0.f;
 #pragma unroll
-    for (int u = 0; u < kU; ++u) sum += a[o][u];
-    v[o] = sum * s_inv[gi[o]];
+      for (int u = 0; u < kU; ++u) sum += a[o][u];
+      v[o] = sum * s_inv[gi[o]];
+    }
   }
   emit_all(v);
 }

@@ -171,8 +171,8 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
         (fused ? rope_elem(sm_qraw[gg], sm_cs, rope.style, HD, d) : sm_qraw[gg][d]) * scale;
   }
   if (fused)
-    rotate_append_kv<HD>(rope, kv, sm_kraw, sm_cs, sm_kcur, sm_vcur, b.appends(), kc, vc, pcur,
-                         n_kv_heads, kvh);
+    rotate_append_kv<HD, F>(rope, sm_kraw, sm_cs, sm_kcur, sm_vcur, b.appends(), kc, vc, pcur,
+                            n_kv_heads, kvh);
   __syncthreads();
 
   // q's A fragments, k-step s: head g's dims (hi in a0 / a2, lo in a1 / a3). f16 rows: k 2t,

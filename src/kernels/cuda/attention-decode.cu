@@ -185,8 +185,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       }
   if (fused) {
     // Other blocks may copy row pcur meanwhile: they use sm_kcur / sm_vcur for it instead.
-    rotate_append_kv<hd>(rope, kv, sm_kraw, sm_cs, sm_kcur, sm_vcur, b.appends(), kc, vc, pcur,
-                         n_kv_heads, kvh);
+    rotate_append_kv<hd, F>(rope, sm_kraw, sm_cs, sm_kcur, sm_vcur, b.appends(), kc, vc, pcur,
+                            n_kv_heads, kvh);
     __syncthreads();
   }
 

@@ -28,6 +28,17 @@ inline bool is_cuda_kv_type(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0;
 }
 
+// The element type of a single-type form (what kv_store_warp / kv_round_warp take), known at
+// compile time so a kernel instance for one form keeps only that form's store code.
+template <KvForm F>
+__host__ __device__ constexpr DType kv_form_dtype() {
+  static_assert(F != KvForm::kMixed, "one element type");
+  return F == KvForm::kF16    ? DType::F16
+         : F == KvForm::kBF16 ? DType::BF16
+         : F == KvForm::kQ8_0 ? DType::Q8_0
+                              : DType::F32;
+}
+
 inline KvForm kv_form(DType k, DType v) {
   if (k != v) return KvForm::kMixed;
   switch (k) {
