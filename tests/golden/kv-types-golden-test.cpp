@@ -139,11 +139,12 @@ TEST_P(KvTypesGoldenTest, LogitsStayCloseToF32AndSurviveSaveRestore) {
 
 // Dense Llama shapes (MHA, GQA, head sizes 32 and 64), q/k biases, per-head q/k norms (head
 // size 48: no q8_0), Gemma 2's sliding ring with soft-caps, partial RoPE (head size 16), YaRN,
-// and the mixture-of-experts FFN.
+// and the mixture-of-experts FFN (Mixtral; gpt-oss: sinks, alternating sliding layers, YaRN). On
+// the GPU the sliding, soft-capped and YaRN layers' decode steps run the fused decode kernels.
 INSTANTIATE_TEST_SUITE_P(Goldens, KvTypesGoldenTest,
                          testing::Values("kjv-13m", "llama2-tiny", "llama3-tiny", "qwen2-tiny",
                                          "llama-k256", "qwen3-tiny", "gemma2-tiny", "phi3-tiny",
-                                         "qwen2-yarn-tiny", "mixtral-tiny"),
+                                         "qwen2-yarn-tiny", "mixtral-tiny", "gpt-oss-tiny"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            std::string n = info.param;
                            for (char& c : n)

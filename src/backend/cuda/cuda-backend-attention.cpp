@@ -2,6 +2,7 @@
 // over them, rope_append_attend. Inside a decode step positions come from the step's device
 // values (step_dev_), so a captured graph replays at the new position.
 #include "backend/cuda/cuda-backend-impl.h"
+#include "kernels/cuda/attention-decode.cuh"
 
 namespace hearth::cuda_impl {
 
@@ -65,7 +66,8 @@ void CudaBackend::launch_attention_op(const float* q, const kernels::KvRows& k,
                                       const kernels::KvRows& v, float* out, int64_t n_tokens,
                                       int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                                       int64_t head_dim, float scale,
-                                      const cuda::AttnRope* fused_rope, const float* sinks) {
+                                      const cuda::AttnRope* fused_rope,
+                                      const kernels::AttentionMask& mask) {
   // Inside a decode step the split grid covers the whole cache, so one graph serves every pos.
   const bool step = stepping();
   if (capturing() && (n_tokens != 1 || pos0 != step_host_->pos))
@@ -93,7 +95,8 @@ void CudaBackend::launch_attention_op(const float* q, const kernels::KvRows& k,
       quantize_output(n_tokens, width) && head_dim % 32 == 0 &&
       ensure(xq_buf_, cuda::quantized_acts_bytes(n_tokens, width), "quantized activations");
   const int m = prof("attention");
-  const cuda::AttnKv kv{k.type, v.type, sinks};
+  const cuda::AttnKv kv{k.type,      v.type, mask.sinks, int(mask.window), int(mask.ring_rows),
+                        mask.softcap};
   if (check(cuda::launch_attention(q, k.data, v.data, out, n_tokens, pos0, pos0_dev, max_ctx,
                                    n_heads, n_kv_heads, head_dim, scale, partials_.as<float>(),
                                    stream_, quant ? xq_buf_.ptr : nullptr, fused_rope, kv),
@@ -103,24 +106,42 @@ void CudaBackend::launch_attention_op(const float* q, const kernels::KvRows& k,
   unprof(m);
 }
 
+bool CudaBackend::decode_kernel_masks(int64_t n_tokens, int64_t head_dim, const kernels::KvRows& k,
+                                      const kernels::KvRows& v,
+                                      const kernels::AttentionMask& mask) {
+  constexpr int64_t kIntMax = 0x7fffffff;  // (AttnKv's fields)
+  return n_tokens == 1 && mask.window <= kIntMax && mask.ring_rows <= kIntMax &&
+         (mask.ring_rows == 0 || (mask.window > 0 && mask.window <= mask.ring_rows)) &&
+         cuda::attention_decode_supported(head_dim, k.type, v.type, k.data, v.data);
+}
+
 void CudaBackend::rope_append_attend(const AttentionBlock& a) {
-  const bool plain_block = opt_.fuse && a.segments.size() == 1 && !a.rope.partial &&
-                           a.window == 0 && a.softcap == 0 && a.segments[0].ring_rows == 0;
-  if (!plain_block) return Backend::rope_append_attend(a);
+  if (!opt_.fuse || a.segments.size() != 1) return Backend::rope_append_attend(a);
   const KvSegment& s = a.segments[0];
   const kernels::KvRows k_rows{s.k_cache, s.k_type}, v_rows{s.v_cache, s.v_type};
-  const bool f32 = s.k_type == DType::F32 && s.v_type == DType::F32;
+  const kernels::AttentionMask mask{a.window, a.softcap, s.ring_rows, a.sinks};
+  const int style = style_code(a.rope.style);
+  const bool step_token = stepping() && a.n_tokens == 1 && s.pos0 == step_host_->pos;
+  // A window, a ring, a soft-cap or a scaled rotation (YaRN's mscale over every dim; a partial
+  // rotation is never fused) only through the fused decode step: the decode kernels take them.
+  const bool masked = a.window > 0 || a.softcap != 0 || s.ring_rows > 0;
+  const bool fused_step =
+      step_token && cuda::attention_rope_fusable(1, a.head_dim, style) && !a.q_norm == !a.k_norm &&
+      (!a.rope.partial || a.rope.n_rot == a.head_dim) &&
+      ((!masked && !a.rope.partial) || decode_kernel_masks(1, a.head_dim, k_rows, v_rows, mask));
+  if (!fused_step && (masked || a.rope.partial)) return Backend::rope_append_attend(a);
   const float* freq = device_freqs(a.rope.inv_freq, a.head_dim / 2);
   if (!freq) return;
-  const int style = style_code(a.rope.style);
-  if (stepping() && a.n_tokens == 1 && s.pos0 == step_host_->pos) {
-    if (cuda::attention_rope_fusable(1, a.head_dim, style) && !a.q_norm == !a.k_norm) {
-      // One launch: q and this token's k normed (per head), rotated, k and v appended, inside
-      // the attention kernel.
-      const cuda::AttnRope fused{a.k, a.v, freq, style, a.q_norm, a.k_norm, a.norm_eps};
-      return launch_attention_op(a.q, k_rows, v_rows, a.out, 1, s.pos0, a.n_heads, a.n_kv_heads,
-                                 a.head_dim, a.scale, &fused, a.sinks);
-    }
+  if (fused_step) {
+    // One launch: q and this token's k normed (per head), rotated, k and v appended, inside
+    // the attention kernel.
+    cuda::AttnRope fused{a.k, a.v, freq, style, a.q_norm, a.k_norm, a.norm_eps};
+    fused.mscale = a.rope.mscale;
+    return launch_attention_op(a.q, k_rows, v_rows, a.out, 1, s.pos0, a.n_heads, a.n_kv_heads,
+                               a.head_dim, a.scale, &fused, mask);
+  }
+  const bool f32 = s.k_type == DType::F32 && s.v_type == DType::F32;
+  if (step_token) {
     if (!f32) return Backend::rope_append_attend(a);  // rope, typed store_kv, attention
     norm_heads(a);
     float* const k_cache = static_cast<float*>(s.k_cache);
@@ -138,7 +159,7 @@ void CudaBackend::rope_append_attend(const AttentionBlock& a) {
     return Backend::rope_append_attend(a);
   }
   launch_attention_op(a.q, k_rows, v_rows, a.out, a.n_tokens, s.pos0, a.n_heads, a.n_kv_heads,
-                      a.head_dim, a.scale, nullptr, a.sinks);
+                      a.head_dim, a.scale, nullptr, mask);
 }
 
 void CudaBackend::launch_rope_rows_kv(const AttentionBlock& a, const KvSegment& s,

@@ -30,10 +30,12 @@ void CudaBackend::attention_masked(const float* q, const kernels::KvRows& k,
                                    int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                                    int64_t head_dim, float scale,
                                    const kernels::AttentionMask& mask) {
-  // Sinks alone (gpt-oss's full layers) keep the split-K decode and tensor-core prefill kernels.
-  if (mask.window == 0 && mask.softcap == 0 && mask.ring_rows == 0)
+  // Sinks alone (gpt-oss's full layers) keep the split-K decode and tensor-core prefill kernels;
+  // one token's window, ring and soft-cap go to the decode kernels where they take the rows.
+  if ((mask.window == 0 && mask.softcap == 0 && mask.ring_rows == 0) ||
+      decode_kernel_masks(n_tokens, head_dim, k, v, mask))
     return launch_attention_op(q, k, v, out, n_tokens, pos0, n_heads, n_kv_heads, head_dim, scale,
-                               nullptr, mask.sinks);
+                               nullptr, mask);
   const int32_t* pos0_dev = step_pos_or_null(n_tokens, pos0, "attention_masked");
   if (!error_.is_ok()) return;
   const int m = prof("attention (masked)");

@@ -204,7 +204,7 @@ class CudaBackend final : public Backend {
                  int64_t n_tokens, int64_t pos0, int64_t n_heads, int64_t n_kv_heads,
                  int64_t head_dim, float scale) override {
     launch_attention_op(q, k, v, out, n_tokens, pos0, n_heads, n_kv_heads, head_dim, scale, nullptr,
-                        nullptr);
+                        {});
   }
   // store_kv: cuda-backend-attention.cpp; attention_masked: cuda-backend-family-ops.cpp.
   void store_kv(void* cache, DType type, const float* src, int64_t pos, int64_t row_floats,
@@ -355,11 +355,16 @@ class CudaBackend final : public Backend {
   void launch_gemm(const Weight& w, const PreparedWeight& pw, const float* x, int64_t n_tokens,
                    float* y, bool accumulate);
   // The attention kernel (split-K decode or tensor-core prefill) over typed rows, optionally
-  // rotating and appending this decode token's q/k/v inside it; sinks: AttentionMask's.
+  // rotating and appending this decode token's q/k/v inside it. mask: sinks anywhere; a window,
+  // ring or soft-cap (and a rotation with an mscale) only where decode_kernel_masks() says.
   void launch_attention_op(const float* q, const kernels::KvRows& k, const kernels::KvRows& v,
                            float* out, int64_t n_tokens, int64_t pos0, int64_t n_heads,
                            int64_t n_kv_heads, int64_t head_dim, float scale,
-                           const cuda::AttnRope* fused_rope, const float* sinks);
+                           const cuda::AttnRope* fused_rope, const kernels::AttentionMask& mask);
+  // Whether one token's attention over these rows runs the decode kernels, which take a sliding
+  // window, a ring and a soft-cap (AttnKv) where the other kernels do not.
+  static bool decode_kernel_masks(int64_t n_tokens, int64_t head_dim, const kernels::KvRows& k,
+                                  const kernels::KvRows& v, const kernels::AttentionMask& mask);
   // A prefill's rope q/k + K/V append as one launch over an angle table made once per pass.
   void launch_rope_rows_kv(const AttentionBlock& a, const KvSegment& s, const float* freq,
                            int style);

@@ -55,16 +55,29 @@ __device__ __forceinline__ void norm_heads_in_smem(const AttnRope& rope, float (
 // Where a decode block sits and which tiles of kT rows it takes: blockIdx.x is the row (KV head
 // x group of G query heads), blockIdx.y the split (blockIdx.z the segment: take_segment); tiles are
 // dealt round-robin (split s: s, s + n_splits, ...) or, with runs, in contiguous runs. live() is
-// false for a split past the tiles (it returns at once). n_ctx is read on the device (one graph per
-// step).
+// false for a split past the tiles (it returns at once). The query at pcur (read on the device:
+// one graph per step) sees the n_ctx positions first .. pcur (first > 0 under a sliding window);
+// tiles count from first, and row() finds a visible position's cache row (a ring's wraps).
 struct DecodeTiles {
   int kvh, h0, brow, per_kv, split, n_splits, n_live, n_mine;
   int64_t pcur, n_ctx, n_tiles, run0;
+  int64_t first;    // the first position the query sees
+  int ring, ring0;  // a ring cache's rows and the row of `first` (ring 0: rows are positions)
   bool runs;
   __device__ bool live() const { return split < n_live; }
-  __device__ int64_t pos(int k, int kT) const {  // first position of this split's tile k
+  __device__ int64_t pos(int k, int kT) const {  // first visible index of this split's tile k
     return (runs ? run0 + k : int64_t(split) + int64_t(k) * n_splits) * kT;
   }
+  // Cache row of visible index i (position first + i), 0 <= i < n_ctx <= ring.
+  __device__ int64_t row(int64_t i) const {
+    if (ring == 0) return first + i;
+    const int r = ring0 + int(i);
+    return r >= ring ? r - ring : r;
+  }
+  __device__ int64_t cur_row() const { return row(n_ctx - 1); }  // pcur's
+  // Rows a tile starting at visible index p0 takes before its ring wraps (its later rows sit
+  // `ring` lower than row(p0) + r): the copy loops offset each row with one compare.
+  __device__ int wrap_at(int64_t p0) const { return ring > 0 ? ring - int(row(p0)) : 0x7fffffff; }
   // Whether this split holds the last tile (the one with row pcur).
   __device__ bool owns_last() const {
     return split == (runs ? n_live - 1 : int((n_tiles - 1) % n_splits));
@@ -76,7 +89,7 @@ struct DecodeTiles {
 template <int G>
 __device__ __forceinline__ DecodeTiles decode_tiles(int kT, int n_heads, int n_kv_heads,
                                                     int64_t pos0_host, const int32_t* pos0_dev,
-                                                    bool runs) {
+                                                    bool runs, const AttnKv& kv) {
   DecodeTiles b;
   const int group = n_heads / n_kv_heads;
   b.brow = blockIdx.x;
@@ -85,7 +98,10 @@ __device__ __forceinline__ DecodeTiles decode_tiles(int kT, int n_heads, int n_k
   b.h0 = b.kvh * group + (b.brow % b.per_kv) * G;
   b.split = blockIdx.y, b.n_splits = gridDim.y;
   b.pcur = pos0_dev ? int64_t(*pos0_dev) : pos0_host;
-  b.n_ctx = b.pcur + 1;
+  b.first = kv.window > 0 && b.pcur >= kv.window ? b.pcur + 1 - kv.window : 0;
+  b.ring = kv.ring_rows;
+  b.ring0 = b.ring > 0 ? int(b.first) % b.ring : 0;  // (positions are ints: pos0_dev's type)
+  b.n_ctx = b.pcur + 1 - b.first;
   b.n_tiles = (b.n_ctx + kT - 1) / kT;
   b.n_live = b.n_tiles < b.n_splits ? int(b.n_tiles) : b.n_splits;
   b.runs = runs;
@@ -132,12 +148,23 @@ __device__ __forceinline__ void issue_first_tiles(int n_mine, Issue&& issue) {
 
 // With the rope fused, the rotation's angles (they need only the position and the constant
 // frequencies, so they are made before the wait), then the wait for the kernel before (PDL).
+// cos and sin times rope.mscale, as launch_rope_partial's (x 1 is exact).
 template <int hd>
 __device__ __forceinline__ void rope_angles_then_wait(const AttnRope& rope, int64_t pcur,
                                                       float2* sm_cs) {
-  for (int j = threadIdx.x; j < hd / 2; j += blockDim.x)
-    sm_cs[j] = rope_cos_sin(pcur, rope.inv_freq[j]);
+  for (int j = threadIdx.x; j < hd / 2; j += blockDim.x) {
+    const float2 cs = rope_cos_sin(pcur, rope.inv_freq[j]);
+    sm_cs[j] = make_float2(cs.x * rope.mscale, cs.y * rope.mscale);
+  }
   pdl_wait();
+}
+
+// AttnKv::softcap's transform of a scaled score, cap * tanh(s / cap), with two_over_cap = 2 / cap
+// made once by the caller: tanh(x) = 1 - 2 / (e^2x + 1) is one exponential and one fast
+// division, ~1e-7 from tanh (the scores' own rounding), where tanhf's ~25 instructions in each
+// unrolled copy (a block's rows x heads of them) grew the decode kernels by up to a quarter.
+__device__ __forceinline__ float capped_score(float s, float cap, float two_over_cap) {
+  return cap * (1.f - __fdividef(2.f, __expf(s * two_over_cap) + 1.f));
 }
 
 // The block's G query heads (raw) into sm_q and, with the rope fused, this token's k and v into
@@ -160,16 +187,16 @@ __device__ __forceinline__ void load_q_kv(const float* q, const AttnRope& rope, 
 }
 
 // With the rope fused: this token's k rotated; the block that owns row pcur's tile, for the
-// first head group of the KV head (store), appends k and v (warp-collective, whole 32-dim
-// blocks); sm_kcur / sm_vcur get k and v as the cache holds them (the store-then-attend
-// result), which every block attends to for row pcur instead of its staged copy. The caller
-// synchronises before reading them. F: the cache's form (the decode kernels' K and V share
-// one), so only its store and rounding are compiled in.
+// first head group of the KV head (store), appends k and v at cache row `row` (warp-collective,
+// whole 32-dim blocks); sm_kcur / sm_vcur get k and v as the cache holds them (the
+// store-then-attend result), which every block attends to for row pcur instead of its staged
+// copy. The caller synchronises before reading them. F: the cache's form (the decode kernels' K
+// and V share one), so only its store and rounding are compiled in.
 template <int hd, KvForm F>
 __device__ __forceinline__ void rotate_append_kv(const AttnRope& rope, const float* sm_kraw,
                                                  const float2* sm_cs, float* sm_kcur,
                                                  float* sm_vcur, bool store, uint8_t* kc,
-                                                 uint8_t* vc, int64_t pcur, int n_kv_heads,
+                                                 uint8_t* vc, int64_t row, int n_kv_heads,
                                                  int kvh) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (int d0 = warp * 32; d0 < hd; d0 += blockDim.x) {
@@ -178,7 +205,7 @@ __device__ __forceinline__ void rotate_append_kv(const AttnRope& rope, const flo
     const float vr = sm_vcur[d];
     constexpr DType t = kv_form_dtype<F>();
     if (store) {
-      const int64_t e = pcur * n_kv_heads * hd + int64_t(kvh) * hd + d;
+      const int64_t e = row * n_kv_heads * hd + int64_t(kvh) * hd + d;
       kv_store_warp(kc, e, kr, t, lane);
       kv_store_warp(vc, e, vr, t, lane);
     }

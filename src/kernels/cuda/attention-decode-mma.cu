@@ -112,12 +112,13 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
       take_segment(segs, n_heads, HD, q, kc, vc, pos0_dev, out, partials, counters);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;  // MMA fragment row (query head) and column pair
-  const DecodeTiles b = decode_tiles<G>(kT, n_heads, n_kv_heads, pos0_host, pos0_dev, runs);
+  const DecodeTiles b = decode_tiles<G>(kT, n_heads, n_kv_heads, pos0_host, pos0_dev, runs, kv);
   if (!b.live()) return;
   const int kvh = b.kvh, h0 = b.h0, n_mine = b.n_mine;
   const int64_t pcur = b.pcur;
-  // Rows read from the cache: with the append fused, row pcur is attended from shared memory.
-  const int64_t n_cached = fused ? pcur : b.n_ctx;
+  // Visible rows read from the cache: with the append fused, row pcur (the last visible one) is
+  // attended from shared memory.
+  const int64_t n_cached = fused ? b.n_ctx - 1 : b.n_ctx;
   const bool owns_last = b.owns_last();
   const int64_t kv_stride = int64_t(n_kv_heads) * R::kBytes;
   const uint8_t* kbase = kc + int64_t(kvh) * R::kBytes;
@@ -126,7 +127,8 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
   // Tile k into stage k % kStages; rows at or past n_cached are zeros (they score -inf and
   // must weigh nothing: a zero row, not whatever bytes the cache holds there).
   // A thread copies granule column c_mine of rows r_mine, r_mine + kPass, ... (the same
-  // swizzle on every one of them: kPass is a multiple of 8 for f16 rows).
+  // swizzle on every one of them: kPass is a multiple of 8 for f16 rows); tile rows are visible
+  // indices, each copied from its cache row (b.row: a ring's wrap).
   constexpr int kPass = kWarps * 32 / R::kGrans;  // rows per pass of the block
   const int c_mine = threadIdx.x % R::kGrans, r_mine = threadIdx.x / R::kGrans;
   const int dst_mine =
@@ -138,7 +140,8 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
     const int rows = left < 0 ? 0 : left < kT ? int(left) : kT;
     uint8_t* sk = stage_mem + (k % kStages) * R::kStageBytes + dst_mine;
     uint8_t* sv = sk + kT * R::kStride;
-    const int64_t src0 = (p0 + r_mine) * kv_stride + c_mine * R::kGran;
+    const int64_t src0 = b.row(p0) * kv_stride + c_mine * R::kGran;
+    const int wrap = b.wrap_at(p0);
     const uint8_t* gk = kbase + src0;
     const uint8_t* gv = vbase + src0;
 #pragma unroll
@@ -146,7 +149,7 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
       if (r >= kT) break;
       const int o = i * kPass * R::kStride;
       if (r < rows) {
-        const int64_t go = int64_t(i) * kPass * kv_stride;
+        const int64_t go = int64_t(r >= wrap ? r - b.ring : r) * kv_stride;
         cp_async(sk + o, gk + go, R::kGran);
         cp_async(sv + o, gv + go, R::kGran);
       } else if constexpr (R::kGran == 16) {
@@ -171,8 +174,8 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
         (fused ? rope_elem(sm_qraw[gg], sm_cs, rope.style, HD, d) : sm_qraw[gg][d]) * scale;
   }
   if (fused)
-    rotate_append_kv<HD, F>(rope, sm_kraw, sm_cs, sm_kcur, sm_vcur, b.appends(), kc, vc, pcur,
-                            n_kv_heads, kvh);
+    rotate_append_kv<HD, F>(rope, sm_kraw, sm_cs, sm_kcur, sm_vcur, b.appends(), kc, vc,
+                            b.cur_row(), n_kv_heads, kvh);
   __syncthreads();
 
   // q's A fragments, k-step s: head g's dims (hi in a0 / a2, lo in a1 / a3). f16 rows: k 2t,
@@ -192,13 +195,15 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
     }
   }
 
+  const float two_over_cap = kv.softcap > 0.f ? 2.f / kv.softcap : 0.f;
   // The appended row's scores (fused, blocks owning the last tile), while the tiles land.
   if (fused && owns_last)
     for (int gg = warp; gg < G; gg += kWarps) {
       float part = 0.f;
       for (int d = lane; d < HD; d += 32) part = fmaf(sm_q[gg][d], sm_kcur[d], part);
       part = warp_sum(part);
-      if (lane == 0) sm_scur[gg] = part;
+      if (lane == 0)
+        sm_scur[gg] = kv.softcap > 0.f ? capped_score(part, kv.softcap, two_over_cap) : part;
     }
 
   // Online softmax state of head g (rows g / 8 + g of the accumulators: hi and lo weights).
@@ -255,6 +260,11 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
         }
       }
     }
+    if (kv.softcap > 0.f)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) sc[j][e] = capped_score(sc[j][e], kv.softcap, two_over_cap);
     if (left < kRows) {
 #pragma unroll
       for (int j = 0; j < 2; ++j)

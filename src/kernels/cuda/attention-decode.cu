@@ -146,23 +146,25 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   const int64_t out0 =
       take_segment(segs, n_heads, hd, q, kc, vc, pos0_dev, out, partials, counters);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const DecodeTiles b = decode_tiles<G>(kT, n_heads, n_kv_heads, pos0_host, pos0_dev, runs);
+  const DecodeTiles b = decode_tiles<G>(kT, n_heads, n_kv_heads, pos0_host, pos0_dev, runs, kv);
   if (!b.live()) return;
   const int kvh = b.kvh, h0 = b.h0, n_mine = b.n_mine;
-  const int64_t n_ctx = b.n_ctx, pcur = b.pcur;
-  const int64_t kv_stride = int64_t(n_kv_heads) * kRow;  // bytes between positions
+  const int64_t n_ctx = b.n_ctx, pcur = b.pcur, icur = n_ctx - 1;  // icur: pcur's visible index
+  const int64_t kv_stride = int64_t(n_kv_heads) * kRow;            // bytes between positions
   const uint8_t* kbase = kc + int64_t(kvh) * kRow;
   const uint8_t* vbase = vc + int64_t(kvh) * kRow;
 
-  // Tile k of this split (positions (split + k n_splits) kT ..) into stage k % kStages; rows
-  // past n_ctx are not copied (their warps skip them).
+  // Tile k of this split (visible indices (split + k n_splits) kT ..) into stage k % kStages;
+  // rows past n_ctx are not copied (their warps skip them).
   auto issue = [&](int k) {
     const int64_t p0 = b.pos(k, kT);
     const int rows = n_ctx - p0 < kT ? int(n_ctx - p0) : kT;
     uint8_t* st = stage_mem + (k % kStages) * (2 * kT * kRow);
+    const int64_t row0 = b.row(p0);
+    const int wrap = b.wrap_at(p0);
     for (int idx = threadIdx.x; idx < rows * kRowGran; idx += blockDim.x) {
       const int r = idx / kRowGran, o = (idx % kRowGran) * kGran;
-      const int64_t g = (p0 + r) * kv_stride + o;
+      const int64_t g = (row0 + (r >= wrap ? r - b.ring : r)) * kv_stride + o;
       cp_async(st + r * kRow + o, kbase + g, kGran);
       cp_async(st + (kT + r) * kRow + o, vbase + g, kGran);
     }
@@ -185,11 +187,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       }
   if (fused) {
     // Other blocks may copy row pcur meanwhile: they use sm_kcur / sm_vcur for it instead.
-    rotate_append_kv<hd, F>(rope, sm_kraw, sm_cs, sm_kcur, sm_vcur, b.appends(), kc, vc, pcur,
-                            n_kv_heads, kvh);
+    rotate_append_kv<hd, F>(rope, sm_kraw, sm_cs, sm_kcur, sm_vcur, b.appends(), kc, vc,
+                            b.cur_row(), n_kv_heads, kvh);
     __syncthreads();
   }
 
+  const float two_over_cap = kv.softcap > 0.f ? 2.f / kv.softcap : 0.f;
   float m[G], l[G], acc[G][EPT];
 #pragma unroll
   for (int g = 0; g < G; ++g) {
@@ -208,7 +211,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
 #pragma unroll
     for (int j = 0; j < kRpw; ++j) {
       float x[EPT], dq[L::C];
-      if (fused && p0 + j == pcur)
+      if (fused && p0 + j == icur)
         read_cur<EPT>(sm_kcur, lane, x, dq);
       else
         read_row<F, EPT>(st + j * kRow, lane, x, dq);
@@ -231,6 +234,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
       for (int j = 0; j < kRpw; ++j)
 #pragma unroll
         for (int g = 0; g < G; ++g) s[j][g] += __shfl_xor_sync(0xffffffffu, s[j][g], o);
+    if (kv.softcap > 0.f)
+#pragma unroll
+      for (int j = 0; j < kRpw; ++j)
+#pragma unroll
+        for (int g = 0; g < G; ++g) s[j][g] = capped_score(s[j][g], kv.softcap, two_over_cap);
     const int valid = n_ctx - p0 < kRpw ? int(n_ctx - p0) : kRpw;  // warp-uniform, may be <= 0
     float e[kRpw][G];
 #pragma unroll
@@ -254,7 +262,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     for (int j = 0; j < kRpw; ++j) {
       if (j >= valid) break;  // rows past n_ctx were not copied: skip, never weigh garbage by 0
       float x[EPT], dv[L::C];
-      if (fused && p0 + j == pcur)
+      if (fused && p0 + j == icur)
         read_cur<EPT>(sm_vcur, lane, x, dv);
       else
         read_row<F, EPT>(st + (kT + j) * kRow, lane, x, dv);
@@ -354,6 +362,8 @@ cudaError_t launch_attention_decode(const float* q, void* k_cache, void* v_cache
   // (f16 d64 / d512 / d4096: four heads 9.13 / 11.15 / 20.1 us, two 7.53 / 9.23 / 20.7, one 7.45 /
   // 10.69 / 26.0; q8_0 d512 four 11.7, one 10.5; Qwen3-30B-A3B's shape Q4_K tg64 440 -> 464
   // tok/s, @ d1024 391 -> 412, @ d3072 354 -> 365; session 43).
+  // A sliding window bounds the rows a query sees: the grid and the kernel choice go by those.
+  if (kv.window > 0 && kv.window < max_ctx) max_ctx = kv.window;
   const bool wide_groups_short_cache = n_segs == 1 && n_heads >= 8 * n_kv_heads && max_ctx <= 4096;
   if (!probe.scalar && !wide_groups_short_cache &&
       attention_decode_mma_supported(head_dim, kv.k, kv.v))

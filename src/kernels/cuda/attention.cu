@@ -457,6 +457,15 @@ cudaError_t attention_impl(const float* q, const void* k_cache, const void* v_ca
       !is_cuda_kv_type(kv.k) || !is_cuda_kv_type(kv.v) ||
       ((kv.k == DType::Q8_0 || kv.v == DType::Q8_0) && head_dim % 32 != 0))
     return cudaErrorInvalidValue;
+  // A mask (window, ring, soft-cap) or a scaled rotation only where the decode kernels run: the
+  // others would ignore them.
+  const bool decode_kernel = decode >= 0 && n_tokens == 1 &&
+                             attention_decode_supported(head_dim, kv.k, kv.v, k_cache, v_cache);
+  if ((kv.masked() || (rope && rope->mscale != 1.f)) && !decode_kernel)
+    return cudaErrorInvalidValue;
+  if (kv.window < 0 || kv.ring_rows < 0 || kv.softcap < 0 ||
+      (kv.ring_rows > 0 && (kv.window == 0 || kv.window > kv.ring_rows)))
+    return cudaErrorInvalidValue;
   const auto* kc = static_cast<const uint8_t*>(k_cache);
   const auto* vc = static_cast<const uint8_t*>(v_cache);
   if (use_flash(n_tokens, head_dim) && !pos0_dev) {
@@ -496,8 +505,7 @@ cudaError_t attention_impl(const float* q, const void* k_cache, const void* v_ca
   float* parts = partials + attention_counter_slots(n_tokens, n_heads);
   // decode >= 0: the decode kernel wherever it applies (with the probe's grid when set), -1:
   // never (the bench's baseline).
-  if (decode >= 0 && n_tokens == 1 &&
-      attention_decode_supported(head_dim, kv.k, kv.v, k_cache, v_cache))
+  if (decode_kernel)
     return launch_attention_decode(q, const_cast<void*>(k_cache), const_cast<void*>(v_cache), out,
                                    pos0, pos0_dev, max_ctx, n_heads, n_kv_heads, head_dim, scale,
                                    parts, counters, s, qo, fused, kv, probe);

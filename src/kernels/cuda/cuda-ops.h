@@ -39,11 +39,17 @@ struct DeviceWeight {
 // The K and V cache rows an attention kernel reads (or the append writes): their element types
 // (kernels::KvRows' types and row layout, kernels::kv_row_bytes apart: F32, F16, BF16, Q8_0 with
 // head_dim % 32 == 0; K and V may differ) and gpt-oss's attention sinks [n_heads] in device
-// memory (AttentionMask::sinks; null: none).
+// memory (AttentionMask::sinks; null: none). window, ring_rows and softcap are AttentionMask's:
+// only the single-token decode kernels (attention-decode.cuh) take them; launch_attention
+// refuses them where another kernel would run (launch_attention_masked serves those).
 struct AttnKv {
   DType k = DType::F32;
   DType v = DType::F32;
   const float* sinks = nullptr;
+  int window = 0;     // > 0: the query at p sees keys p - window + 1 .. p
+  int ring_rows = 0;  // > 0: position p sits in row p % ring_rows (needs window <= ring_rows)
+  float softcap = 0;  // > 0: score = softcap * tanh(score / softcap) after the scale
+  bool masked() const { return window > 0 || ring_rows > 0 || softcap > 0; }
 };
 
 struct PackedLayout {
@@ -252,6 +258,9 @@ struct AttnRope {
   const float* q_norm = nullptr;  // device [head_dim]
   const float* k_norm = nullptr;
   float norm_eps = 0;
+  // cos and sin times this (YaRN's attention factor, as launch_rope_partial with n_rot ==
+  // head_dim); != 1 only where the decode kernels run (launch_attention refuses it elsewhere).
+  float mscale = 1.f;
 };
 bool attention_rope_fusable(int64_t n_tokens, int64_t head_dim, int style);
 // k_cache / v_cache: rows of kv's types (AttnKv), read in place; kv.sinks join each row's

@@ -196,6 +196,68 @@ TEST_F(CudaKvTypesTest, DecodeKernelProbesMatchCpu) {
     }
 }
 
+// The decode kernels with AttentionMask's window, ring and soft-cap (AttnKv), both kernels and
+// their grid probes, with and without sinks, against the CPU's masked attention over the same
+// rows: a window inside a plain cache, a ring that wrapped (its oldest rows out of the window), a
+// window wider than the context so far, a soft-cap alone.
+TEST_F(CudaKvTypesTest, DecodeKernelMasksMatchCpu) {
+  struct MaskCase {
+    int64_t pos0, heads, kv_heads, hd;
+    int window, ring;
+    float softcap;
+  };
+  const MaskCase cases[] = {{700, 4, 4, 128, 100, 0, 0.f},     {333, 8, 2, 64, 128, 160, 0.f},
+                            {1000, 2, 2, 256, 300, 340, 30.f}, {40, 16, 2, 128, 64, 96, 20.f},
+                            {95, 3, 3, 128, 0, 0, 5.f},        {2000, 64, 8, 64, 128, 640, 0.f},
+                            {500, 14, 2, 128, 33, 65, 50.f}};
+  struct Probe {
+    int splits;
+    bool runs, scalar;
+  };
+  const Probe probes[] = {{0, false, false}, {5, true, false}, {0, false, true}, {3, false, true}};
+  for (const MaskCase& c : cases)
+    for (DType t : {DType::F16, DType::BF16, DType::Q8_0})
+      for (bool sinks : {false, true}) {
+        const int64_t ctx = c.pos0 + 1, rows = c.ring > 0 ? c.ring : ctx;
+        const int64_t kvd = c.kv_heads * c.hd, qn = c.heads * c.hd;
+        const auto q = random_floats(size_t(qn), uint32_t(c.pos0 + c.hd), -3.f, 3.f);
+        const Rows k = make_rows(t, rows, kvd, random_floats(size_t(rows * kvd), 41, -3.f, 3.f));
+        const Rows v = make_rows(t, rows, kvd, random_floats(size_t(rows * kvd), 42));
+        const auto sink_logits = random_floats(size_t(c.heads), 43, -1.f, 4.f);
+        const float scale = 1.f / std::sqrt(float(c.hd));
+        AttentionMask hm;
+        hm.window = c.window, hm.ring_rows = c.ring, hm.softcap = c.softcap;
+        if (sinks) hm.sinks = sink_logits.data();
+        std::vector<float> want(static_cast<size_t>(qn));
+        cpu_->attention_masked(q.data(), k.h(), v.h(), want.data(), 1, c.pos0, c.heads, c.kv_heads,
+                               c.hd, scale, hm);
+        const int64_t parts = cuda::attention_partials_floats(1, c.heads, c.hd, ctx);
+        float* partials = dev(std::vector<float>(size_t(parts), 0.f));
+        cuda::AttnKv kv{t, t, sinks ? dev(sink_logits) : nullptr, c.window, c.ring, c.softcap};
+        for (const auto& [splits, runs, scalar] : probes) {
+          float* out = poisoned(qn);
+          const float* qd = dev(q);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          ASSERT_EQ(cuda::launch_attention_probe(
+                        qd, k.dev, v.dev, out, c.pos0, nullptr, ctx, c.heads, c.kv_heads, c.hd,
+                        scale, partials, nullptr, nullptr, nullptr, kv, splits, runs, scalar),
+                    cudaSuccess);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          EXPECT_LT(rel_error(get(out, qn), want), 5e-5)
+              << dtype_name(t) << " pos0 " << c.pos0 << " heads " << c.heads << "/" << c.kv_heads
+              << " hd " << c.hd << " window " << c.window << " ring " << c.ring << " softcap "
+              << c.softcap << " sinks " << sinks << " splits " << splits << " runs " << runs
+              << " scalar " << scalar;
+        }
+      }
+  // The other kernels ignore a mask: launch_attention refuses it where they would run.
+  const std::vector<float> z(size_t(4 * 64 * 40), 0.f);
+  float* d = dev(z);
+  EXPECT_EQ(cuda::launch_attention(d, d, d, d, 4, 0, nullptr, 4, 1, 1, 64, 1.f, d, nullptr, nullptr,
+                                   nullptr, cuda::AttnKv{DType::F16, DType::F16, nullptr, 2}),
+            cudaErrorInvalidValue);
+}
+
 // attention_masked's kernel (window, soft-cap, a ring that wrapped) over typed rows, with and
 // without sinks, decode and a small prefill.
 TEST_F(CudaKvTypesTest, MaskedAttentionOverTypedRowsMatchesCpu) {
@@ -242,85 +304,92 @@ BlockInputs block_inputs(int64_t T, int64_t pos0, int64_t heads, int64_t kv_head
 // attention) on its own copies: decode steps inside begin/end_decode_step (the rope and append
 // fused into the split-K kernel, captured, then replayed at new positions), a prefill pass (the
 // rope + append launch, then the tensor cores) and a small batch (the plain ops), with sinks.
+// Masked: a sliding layer's (a window of 40 over a ring of 112 rows that wraps, a soft-cap) with
+// YaRN's scaled rotation, whose decode steps the decode kernels take fused as well.
 // The caches are compared widened: a rope ulp may flip a rounding of a stored element.
 TEST_F(CudaKvTypesTest, RopeAppendAttendOverTypedCachesMatchesCpu) {
-  const int64_t heads = 8, kv_heads = 2, cap = 160;
-  for (int64_t hd : {int64_t(128), int64_t(64)})
-    for (const TypePair& p : kPairs) {
-      const int64_t kvd = kv_heads * hd, qd = heads * hd;
-      const auto start = random_floats(size_t(cap * kvd), 31, -1.f, 1.f);
-      Rows gk = make_rows(p.k, cap, kvd, start), gv = make_rows(p.v, cap, kvd, start);
-      std::vector<float> ck = gk.host, cv = gv.host;
-      const auto sink_logits = random_floats(size_t(heads), 33, -1.f, 4.f);
-      float* sinks_dev = dev(sink_logits);
-      std::vector<float> inv(size_t(hd / 2));
-      for (int64_t i = 0; i < hd / 2; ++i)
-        inv[size_t(i)] = float(std::pow(10000.0, -2.0 * double(i) / double(hd)));
-      // The decode steps' buffers: a captured step replays over the same pointers.
-      float *dq = poisoned(qd), *dk = poisoned(kvd), *dv = poisoned(kvd), *dout = poisoned(qd);
-      // A prefill of 70 tokens, 3 more, then decode steps to position 150 (a third chunk).
-      int64_t pos = 0;
-      for (int64_t T : {int64_t(70), int64_t(3), int64_t(1)}) {
-        const int64_t steps = T == 1 ? 150 - pos : 1;
-        for (int64_t s = 0; s < steps; ++s) {
-          const BlockInputs in = block_inputs(T, pos, heads, kv_heads, hd, uint32_t(pos + hd));
-          const Backend::KvSegment gseg{gk.dev, p.k, gv.dev, p.v, pos, T, 0};
-          const Backend::KvSegment cseg{ck.data(), p.k, cv.data(), p.v, pos, T, 0};
-          Backend::AttentionBlock a;
-          if (T == 1) {
-            backend_->upload(dq, in.q.data(), qd);
-            backend_->upload(dk, in.k.data(), kvd);
-            backend_->upload(dv, in.v.data(), kvd);
-            a.q = dq, a.k = dk, a.v = dv, a.out = dout;
-          } else {
-            a.q = dev(in.q), a.k = dev(in.k), a.v = dev(in.v), a.out = poisoned(T * qd);
-          }
-          a.host_pos = in.pos.data();
-          a.n_tokens = T, a.n_heads = heads, a.n_kv_heads = kv_heads, a.head_dim = hd;
-          a.scale = 1.f / std::sqrt(float(hd));
-          a.rope = {inv.data(), kernels::RopeStyle::kHalves, hd, 1.f, false};
-          a.sinks = sinks_dev;
-          a.segments = {&gseg, 1};
-          if (T == 1) {
-            // Inputs uploaded before the step: a replay reads them from the same buffers.
-            const bool replayed = backend_->begin_decode_step(0, pos, cap);
-            if (!replayed) {
-              backend_->begin_pass(Backend::Phase::kDecode, 1);
+  const int64_t heads = 8, kv_heads = 2, cap = 160, window = 40, ring = 112;
+  for (bool masked : {false, true})
+    for (int64_t hd : {int64_t(128), int64_t(64)})
+      for (const TypePair& p : kPairs) {
+        const int64_t kvd = kv_heads * hd, qd = heads * hd, rows = masked ? ring : cap;
+        const auto start = random_floats(size_t(rows * kvd), 31, -1.f, 1.f);
+        Rows gk = make_rows(p.k, rows, kvd, start), gv = make_rows(p.v, rows, kvd, start);
+        std::vector<float> ck = gk.host, cv = gv.host;
+        const auto sink_logits = random_floats(size_t(heads), 33, -1.f, 4.f);
+        float* sinks_dev = dev(sink_logits);
+        std::vector<float> inv(size_t(hd / 2));
+        for (int64_t i = 0; i < hd / 2; ++i)
+          inv[size_t(i)] = float(std::pow(10000.0, -2.0 * double(i) / double(hd)));
+        // The decode steps' buffers: a captured step replays over the same pointers.
+        float *dq = poisoned(qd), *dk = poisoned(kvd), *dv = poisoned(kvd), *dout = poisoned(qd);
+        // A prefill of 70 tokens, 3 more, then decode steps to position 150 (a third chunk).
+        int64_t pos = 0;
+        for (int64_t T : {int64_t(70), int64_t(3), int64_t(1)}) {
+          const int64_t steps = T == 1 ? 150 - pos : 1;
+          for (int64_t s = 0; s < steps; ++s) {
+            const BlockInputs in = block_inputs(T, pos, heads, kv_heads, hd, uint32_t(pos + hd));
+            const int64_t ring_rows = masked ? ring : 0;
+            const Backend::KvSegment gseg{gk.dev, p.k, gv.dev, p.v, pos, T, ring_rows};
+            const Backend::KvSegment cseg{ck.data(), p.k, cv.data(), p.v, pos, T, ring_rows};
+            Backend::AttentionBlock a;
+            if (T == 1) {
+              backend_->upload(dq, in.q.data(), qd);
+              backend_->upload(dk, in.k.data(), kvd);
+              backend_->upload(dv, in.v.data(), kvd);
+              a.q = dq, a.k = dk, a.v = dv, a.out = dout;
+            } else {
+              a.q = dev(in.q), a.k = dev(in.k), a.v = dev(in.v), a.out = poisoned(T * qd);
+            }
+            a.host_pos = in.pos.data();
+            a.n_tokens = T, a.n_heads = heads, a.n_kv_heads = kv_heads, a.head_dim = hd;
+            a.scale = 1.f / std::sqrt(float(hd));
+            a.rope = {inv.data(), kernels::RopeStyle::kHalves, hd, masked ? 1.25f : 1.f, masked};
+            a.sinks = sinks_dev;
+            if (masked) a.window = window, a.softcap = 20.f;
+            a.segments = {&gseg, 1};
+            if (T == 1) {
+              // Inputs uploaded before the step: a replay reads them from the same buffers.
+              const bool replayed = backend_->begin_decode_step(0, pos, cap);
+              if (!replayed) {
+                backend_->begin_pass(Backend::Phase::kDecode, 1);
+                backend_->rope_append_attend(a);
+              }
+              backend_->end_decode_step();
+            } else {
+              backend_->begin_pass(Backend::Phase::kPrefill, T);
               backend_->rope_append_attend(a);
             }
-            backend_->end_decode_step();
-          } else {
-            backend_->begin_pass(Backend::Phase::kPrefill, T);
-            backend_->rope_append_attend(a);
+            std::vector<float> q = in.q, k = in.k, out(size_t(T * qd));
+            Backend::AttentionBlock c = a;
+            c.q = q.data(), c.k = k.data(), c.v = in.v.data(), c.out = out.data();
+            c.sinks = sink_logits.data();
+            c.segments = {&cseg, 1};
+            cpu_->rope_append_attend(c);
+            const std::string what = pair_name(p) + " hd " + std::to_string(hd) + " T " +
+                                     std::to_string(T) + " pos " + std::to_string(pos) +
+                                     (masked ? " masked" : "");
+            // A rope ulp may flip a stored element's rounding: q8_0 by a step of its block, bf16
+            // by 2^-8 of it (measured on the H200: 1.3e-4 at bf16, hd 128, position 141).
+            const bool q8 = p.k == DType::Q8_0 || p.v == DType::Q8_0;
+            const bool bf16 = p.k == DType::BF16 || p.v == DType::BF16;
+            const double tol = q8 ? 3e-3 : bf16 ? 1e-3 : 1e-4;
+            ASSERT_LT(rel_error(get(a.out, T * qd), out), tol) << what;
+            ASSERT_TRUE(backend_->status().is_ok()) << backend_->status().message();
+            pos += T;
           }
-          std::vector<float> q = in.q, k = in.k, out(size_t(T * qd));
-          Backend::AttentionBlock c = a;
-          c.q = q.data(), c.k = k.data(), c.v = in.v.data(), c.out = out.data();
-          c.sinks = sink_logits.data();
-          c.segments = {&cseg, 1};
-          cpu_->rope_append_attend(c);
-          const std::string what = pair_name(p) + " hd " + std::to_string(hd) + " T " +
-                                   std::to_string(T) + " pos " + std::to_string(pos);
-          // A rope ulp may flip a stored element's rounding: q8_0 by a step of its block, bf16
-          // by 2^-8 of it (measured on the H200: 1.3e-4 at bf16, hd 128, position 141).
-          const bool q8 = p.k == DType::Q8_0 || p.v == DType::Q8_0;
-          const bool bf16 = p.k == DType::BF16 || p.v == DType::BF16;
-          const double tol = q8 ? 3e-3 : bf16 ? 1e-3 : 1e-4;
-          ASSERT_LT(rel_error(get(a.out, T * qd), out), tol) << what;
-          ASSERT_TRUE(backend_->status().is_ok()) << backend_->status().message();
-          pos += T;
         }
+        EXPECT_LT(rel_error(widen_kv_rows(p.k, get(gk.dev, int64_t(ck.size())), rows, kvd),
+                            widen_kv_rows(p.k, ck, rows, kvd)),
+                  1e-3)
+            << pair_name(p) << " K cache, hd " << hd << (masked ? " masked" : "");
+        EXPECT_LT(rel_error(widen_kv_rows(p.v, get(gv.dev, int64_t(cv.size())), rows, kvd),
+                            widen_kv_rows(p.v, cv, rows, kvd)),
+                  1e-6)
+            << pair_name(p) << " V cache (no rope: stored alike), hd " << hd
+            << (masked ? " masked" : "");
+        backend_->reset_decode_steps();
       }
-      EXPECT_LT(rel_error(widen_kv_rows(p.k, get(gk.dev, int64_t(ck.size())), cap, kvd),
-                          widen_kv_rows(p.k, ck, cap, kvd)),
-                1e-3)
-          << pair_name(p) << " K cache, hd " << hd;
-      EXPECT_LT(rel_error(widen_kv_rows(p.v, get(gv.dev, int64_t(cv.size())), cap, kvd),
-                          widen_kv_rows(p.v, cv, cap, kvd)),
-                1e-6)
-          << pair_name(p) << " V cache (no rope: stored alike), hd " << hd;
-      backend_->reset_decode_steps();
-    }
 }
 
 }  // namespace
