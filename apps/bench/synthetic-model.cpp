@@ -73,6 +73,20 @@ SyntheticShape qwen3_30b_a3b() {
   return s;
 }
 
+// gpt-oss-20b's config.json: 32 experts of width 2880 (MXFP4, as OpenAI ships them and
+// llama.cpp converts them), 4 per token, every other layer sliding over 128 positions, YaRN x32
+// over 4,096. Its width of 2880 is not whole K-quant super-blocks: f16, bf16, q8_0, q4_0.
+SyntheticShape gpt_oss_20b() {
+  SyntheticShape s{"gpt-oss-20b", 2880, 2880, 24, 64, 8, 201088, 131072, 150000.0};
+  s.arch = "gpt-oss", s.head_dim = 64, s.sliding_window = 128;
+  s.n_expert = 32, s.n_expert_used = 4, s.n_ff_exp = 2880;
+  s.attn_biases = s.attn_sinks = s.moe_biases = true;
+  s.yarn_factor = 32, s.yarn_orig_ctx = 4096;
+  s.expert_type = DType::MXFP4;
+  s.ffn_norm = "post_attention_norm.weight";
+  return s;
+}
+
 // A CPU-sized Qwen3-MoE (128 experts, top-8, head_dim 128, q/k norms; expert width 512 = hidden
 // / 2, the nearest to 30B-A3B's 0.375 that K-quant blocks allow) and its dense twin: the same
 // attention and a dense FFN of 8 x 512, so both read the same bytes per token (the MoE adds only
@@ -100,6 +114,7 @@ const SyntheticShape kShapes[] = {
     qwen3_8b(),
     gemma2_9b(),
     qwen3_30b_a3b(),
+    gpt_oss_20b(),
     qwen3_moe_mini(),
     qwen3_moe_mini_dense(),
 };
@@ -147,6 +162,9 @@ void make_valid(DType t, uint8_t* p, uint64_t n_bytes) {
   if (t == DType::Q6_K) fields = {208};
   for (uint64_t b = 0; b + info.block_bytes <= n_bytes; b += info.block_bytes)
     for (int off : fields) std::memcpy(p + b + uint64_t(off), &d, 2);
+  // MXFP4: an E8M0 scale byte first; 2^-8 keeps its codes (up to +-6) near the others' range.
+  if (t == DType::MXFP4)
+    for (uint64_t b = 0; b + info.block_bytes <= n_bytes; b += info.block_bytes) p[b] = 119;
 }
 
 }  // namespace
@@ -211,6 +229,11 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
   if (s.attn_softcap > 0) w.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
   if (s.final_softcap > 0) w.set_f32(a + "final_logit_softcapping", s.final_softcap);
   const int64_t NE = s.n_expert, FE = s.n_ff_exp;
+  if (s.yarn_factor > 0) {
+    w.set_string(a + "rope.scaling.type", "yarn");
+    w.set_f32(a + "rope.scaling.factor", float(s.yarn_factor));
+    w.set_u32(a + "rope.scaling.original_context_length", uint32_t(s.yarn_orig_ctx));
+  }
   if (NE > 0) {
     w.set_u32(a + "expert_count", uint32_t(NE));
     w.set_u32(a + "expert_used_count", uint32_t(s.n_expert_used));
@@ -222,7 +245,10 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
   struct T {
     std::string name;
     std::vector<int64_t> shape;  // outermost first
+    bool expert = false;         // in s.expert_type when that is set
   };
+  const DType expert_type = s.expert_type == DType::F32 ? spec.type : s.expert_type;
+  auto type_of = [&](const T& t) { return t.expert ? expert_type : spec.type; };
   std::vector<T> mats = {{"token_embd.weight", {V, E}}};
   if (!s.tied_output) mats.push_back({"output.weight", {V, E}});
   for (int64_t l = 0; l < s.n_layer; ++l) {
@@ -235,9 +261,9 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
       mats.push_back({p + n, sh});
     if (NE > 0) {
       mats.insert(mats.end(), {{p + "ffn_gate_inp.weight", {NE, E}},
-                               {p + "ffn_gate_exps.weight", {NE, FE, E}},
-                               {p + "ffn_up_exps.weight", {NE, FE, E}},
-                               {p + "ffn_down_exps.weight", {NE, E, FE}}});
+                               {p + "ffn_gate_exps.weight", {NE, FE, E}, true},
+                               {p + "ffn_up_exps.weight", {NE, FE, E}, true},
+                               {p + "ffn_down_exps.weight", {NE, E, FE}, true}});
     } else {
       mats.insert(mats.end(), {{p + "ffn_gate.weight", {F, E}},
                                {p + "ffn_up.weight", {F, E}},
@@ -246,35 +272,65 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
   }
   // A tensor's bytes: whole rows of its innermost dimension.
   auto tensor_bytes = [&](const T& t) -> std::optional<uint64_t> {
-    const auto row = row_bytes(spec.type, uint64_t(t.shape.back()));
+    const auto row = row_bytes(type_of(t), uint64_t(t.shape.back()));
     if (!row) return std::nullopt;
     uint64_t rows = 1;
     for (size_t d = 0; d + 1 < t.shape.size(); ++d) rows *= uint64_t(t.shape[d]);
     return *row * rows;
   };
-  const DTypeInfo& info = dtype_info(spec.type);
-  uint64_t largest = 0;
+  uint64_t largest[2] = {0, 0};  // of the file's type, of the experts' own
   for (const T& t : mats) {
     const auto bytes = tensor_bytes(t);
-    if (!bytes) return Status::error("synthetic: row length not a multiple of the block size");
-    largest = std::max(largest, *bytes);
+    if (!bytes)
+      return Status::error("synthetic: " + s.name + "'s " + t.name + " rows (" +
+                           std::to_string(t.shape.back()) + ") are not whole " +
+                           dtype_name(type_of(t)) + " blocks");
+    uint64_t& big = largest[t.expert && expert_type != spec.type ? 1 : 0];
+    big = std::max(big, *bytes);
   }
-  // Tensors start at different block offsets of one random buffer, so layers differ.
+  // Tensors start at different block offsets of one random buffer per type, so layers differ.
   const uint64_t slack_blocks = 4096;
-  std::vector<uint8_t> pool(largest + slack_blocks * info.block_bytes);
-  fill_random(pool.data(), pool.size(), seed);
-  make_valid(spec.type, pool.data(), pool.size());
+  std::vector<uint8_t> pools[2];
+  for (int k = 0; k < 2; ++k) {
+    if (largest[k] == 0) continue;
+    const DType t = k == 0 ? spec.type : expert_type;
+    pools[k].resize(largest[k] + slack_blocks * dtype_info(t).block_bytes);
+    fill_random(pools[k].data(), pools[k].size(), seed + uint64_t(k));
+    make_valid(t, pools[k].data(), pools[k].size());
+  }
   std::vector<float> ones(size_t(std::max(E, hd)), 1.f);
+  // Biases and sinks: zeros, the largest being an expert bias table.
+  std::vector<float> zeros(size_t(std::max({E, qd, NE * std::max(FE, E)})), 0.f);
+  auto add_f32 = [&](const std::string& name, std::vector<int64_t> shape, const float* data) {
+    uint64_t n = 1;
+    for (int64_t d : shape) n *= uint64_t(d);
+    w.add_tensor_ref(name, DType::F32, std::move(shape), data, n * 4);
+  };
   w.add_tensor_ref("output_norm.weight", DType::F32, {E}, ones.data(), uint64_t(E) * 4);
   uint64_t i = 0;
   for (const T& t : mats) {
     const uint64_t bytes = *tensor_bytes(t);
-    const uint64_t off = (i++ * 1031 % slack_blocks) * info.block_bytes;
-    w.add_tensor_ref(t.name, spec.type, t.shape, pool.data() + off, bytes);
+    const DType type = type_of(t);
+    const std::vector<uint8_t>& pool = pools[t.expert && expert_type != spec.type ? 1 : 0];
+    const uint64_t off = (i++ * 1031 % slack_blocks) * dtype_info(type).block_bytes;
+    w.add_tensor_ref(t.name, type, t.shape, pool.data() + off, bytes);
     if (t.name.find("attn_q.weight") != std::string::npos) {
       const std::string p = t.name.substr(0, t.name.size() - std::string("attn_q.weight").size());
+      if (s.attn_biases) {
+        add_f32(p + "attn_q.bias", {qd}, zeros.data());
+        add_f32(p + "attn_k.bias", {kvd}, zeros.data());
+        add_f32(p + "attn_v.bias", {kvd}, zeros.data());
+        add_f32(p + "attn_output.bias", {E}, zeros.data());
+      }
+      if (s.attn_sinks) add_f32(p + "attn_sinks.weight", {s.n_head}, zeros.data());
+      if (s.moe_biases && NE > 0) {
+        add_f32(p + "ffn_gate_inp.bias", {NE}, zeros.data());
+        add_f32(p + "ffn_gate_exps.bias", {NE, FE}, zeros.data());
+        add_f32(p + "ffn_up_exps.bias", {NE, FE}, zeros.data());
+        add_f32(p + "ffn_down_exps.bias", {NE, E}, zeros.data());
+      }
       std::vector<std::pair<std::string, int64_t>> norms = {{"attn_norm.weight", E},
-                                                            {"ffn_norm.weight", E}};
+                                                            {s.ffn_norm, E}};
       if (s.qk_norm)
         norms.insert(norms.end(), {{"attn_q_norm.weight", hd}, {"attn_k_norm.weight", hd}});
       if (s.sandwich_norms)

@@ -28,6 +28,14 @@ struct SyntheticShape {
   // Mixture of experts (n_expert > 0): every layer's FFN is n_expert experts of width n_ff_exp
   // (GGUF's stacked ffn_{gate,up,down}_exps) behind a router, n_expert_used per token.
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
+  // gpt-oss's blocks as llama.cpp writes them: biases on Q/K/V/O, one sink logit per head,
+  // biases on the router and the experts, YaRN (factor over the original context), the experts
+  // in their own type (MXFP4; F32: the file's type) and the FFN pre-norm under its name.
+  bool attn_biases = false, attn_sinks = false, moe_biases = false;
+  double yarn_factor = 0;
+  int64_t yarn_orig_ctx = 0;
+  DType expert_type = DType::F32;
+  std::string ffn_norm = "ffn_norm.weight";
 };
 
 struct SyntheticSpec {
@@ -36,7 +44,7 @@ struct SyntheticSpec {
 };
 
 // Parses "llama2-7b:q4_0" (shapes: tinyllama-1b, llama2-7b, llama3-8b, qwen3-8b, gemma2-9b,
-// qwen3-30b-a3b, qwen3-moe-mini, qwen3-moe-mini-dense;
+// qwen3-30b-a3b, gpt-oss-20b, qwen3-moe-mini, qwen3-moe-mini-dense;
 // types: f16, bf16, q8_0, q4_0, q4_k, q6_k).
 Result<SyntheticSpec> parse_synthetic(const std::string& text);
 std::vector<std::string> synthetic_shape_names();

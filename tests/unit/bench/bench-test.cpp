@@ -89,8 +89,19 @@ TEST(Synthetic, FamilyShapesLoadAsTheirFamily) {
   EXPECT_EQ(moe->shape.n_expert, 128);
   EXPECT_EQ(moe->shape.n_expert_used, 8);
   EXPECT_EQ(moe->shape.n_ff_exp, 768);
+  auto oss = parse_synthetic("gpt-oss-20b:q8_0");
+  ASSERT_TRUE(oss.is_ok()) << oss.message();
+  EXPECT_EQ(oss->shape.arch, "gpt-oss");
+  EXPECT_EQ(oss->shape.expert_type, DType::MXFP4);
+  EXPECT_EQ(oss->shape.n_vocab, 201088);
+  // Its width (2880) is not whole K-quant super-blocks: a one-line error naming the tensor.
+  auto k_quant = write_synthetic_gguf({oss->shape, DType::Q4_K}, test::temp_dir() + "/oss.gguf");
+  ASSERT_FALSE(k_quant.is_ok());
+  EXPECT_NE(k_quant.message().find("token_embd.weight rows (2880) are not whole Q4_K blocks"),
+            std::string::npos)
+      << k_quant.message();
   const std::string dir = test::temp_dir();
-  for (SyntheticShape small : {q->shape, g->shape, moe->shape}) {
+  for (SyntheticShape small : {q->shape, g->shape, moe->shape, oss->shape}) {
     small.n_embd = 256, small.n_ff = 512, small.n_layer = 2, small.n_head = 4, small.n_head_kv = 2;
     small.n_vocab = 300, small.n_ctx = 128, small.head_dim = 96;
     if (small.sliding_window) small.sliding_window = 4;
@@ -110,6 +121,17 @@ TEST(Synthetic, FamilyShapesLoadAsTheirFamily) {
     EXPECT_EQ(hp.n_expert, small.n_expert) << small.arch;
     if (small.n_expert) {
       EXPECT_TRUE(hp.moe_norm_topk);
+    }
+    if (small.arch == "gpt-oss") {  // YaRN read, sinks and biases written, experts in MXFP4
+      EXPECT_EQ(hp.rope_scaling, "yarn");
+      auto f = GgufFile::open(path);
+      ASSERT_TRUE(f.is_ok()) << f.message();
+      for (const char* name : {"blk.1.attn_sinks.weight", "blk.1.attn_output.bias",
+                               "blk.1.ffn_down_exps.bias", "blk.1.post_attention_norm.weight"})
+        EXPECT_NE(f->find_tensor(name), nullptr) << name;
+      const auto* gate = f->find_tensor("blk.1.ffn_gate_exps.weight");
+      ASSERT_NE(gate, nullptr);
+      EXPECT_EQ(gate->dtype, DType::MXFP4);
     }
     auto kv = (*m)->new_kv_cache(16);
     ASSERT_TRUE(kv.is_ok());
