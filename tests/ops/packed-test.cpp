@@ -20,7 +20,7 @@ namespace {
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,
                         DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                        DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4};
 
 std::vector<uint8_t> random_matrix(DType t, int64_t d, int64_t n, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.f, 0.1f);
@@ -127,9 +127,10 @@ TEST(Packed, MatchesReferenceAndUnpackedMatmul) {
     }
   }
   const kernels::KernelTable& active = kernels::active_kernel_table();
-  // On AVX-512 VNNI, Q4_0, Q8_0, Q4_K and F16 have packed layouts: make sure they were exercised.
+  // On AVX-512 VNNI, Q4_0, Q8_0, Q4_K, F16 and MXFP4 have packed layouts: make sure they were
+  // exercised.
   if (active.isa == kernels::Isa::kAvx512) {
-    for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16})
+    for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16, DType::MXFP4})
       EXPECT_TRUE(kernels::packed_size(t, 32, 256))
           << "the avx512 table should pack " << dtype_name(t);
   }
@@ -158,6 +159,7 @@ TEST(Packed, SharedInputMatchesOneCallEach) {
                       {DType::Q8_0, 32},
                       {DType::Q4_K, 48},
                       {DType::F16, 16},
+                      {DType::MXFP4, 32},
                       {DType::Q4_0, 16}}) {
     const auto bytes = kernels::packed_size(t, d, n);
     if (!bytes) continue;  // this ISA has no layout for it: the others still run shared

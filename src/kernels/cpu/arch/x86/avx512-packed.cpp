@@ -1,9 +1,13 @@
-// AVX-512 packed layouts for Q4_0, Q8_0 and F16 (Q4_K: avx512-packed-q4k.cpp; the frame they
+// AVX-512 packed layouts for Q4_0, MXFP4, Q8_0 and F16 (Q4_K: avx512-packed-q4k.cpp; the frame they
 // share: avx512-packed-frame.h): 16 rows per group, one row per 32-bit lane, so a dot product
 // needs no horizontal sums and one unpacked weight tile serves a token tile. Adding a type: its
 // pack/gemm in a file like these and a PackedLayout in x86-tables.cpp (bump `version` on any
 // byte change). Each layout's bytes are described above its code.
 //
+// MXFP4 (gpt-oss's experts; VNNI int8 dots), per group and pair of block columns (544 bytes,
+// the file's 17 a block and row, so 32-byte aligned only: the codes are read unaligned):
+//   [16 scale bytes e of column 2c][16 of column 2c+1]
+//   [column 2c: 4 x 64 bytes][column 2c+1: 4 x 64 bytes], codes placed as Q4_0's.
 // Q4_0 (VNNI int8 dots), per group and pair of 32-element block columns (576 bytes, aligned):
 //   [16 fp16 scales of column 2c][16 fp16 scales of column 2c+1]
 //   [column 2c: 4 x 64 bytes][column 2c+1: 4 x 64 bytes]
@@ -160,6 +164,114 @@ void q4_0_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const Packed
   gemm_streams<6>(w, g0, g1, nb / 2, kPairBytes, x.n_tokens, y, y_stride,
                   [&](auto tile, auto g, auto&&... span) {
                     q4_0_streams<decltype(tile)::value, decltype(g)::value>(span..., nb, x);
+                  });
+}
+
+// MXFP4: Q4_0's codes, E8M0 bytes where Q4_0 keeps fp16 scales.
+constexpr uint64_t kMxfp4PairBytes = 32 + 2 * kQ4ColBytes;
+
+uint64_t mxfp4_bytes(int64_t d, int64_t n) {
+  return uint64_t(d / kRows) * uint64_t(n / (2 * kQK32)) * kMxfp4PairBytes;
+}
+
+void mxfp4_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n) {
+  const int64_t nb = n / kQK32;
+  const auto* w = static_cast<const BlockMxfp4*>(src);
+  for (int64_t g = g0; g < g1; ++g) {
+    uint8_t* out = dst + uint64_t(g) * uint64_t(nb / 2) * kMxfp4PairBytes;
+    for (int64_t c = 0; c < nb; c += 2, out += kMxfp4PairBytes)
+      for (int half = 0; half < 2; ++half)
+        for (int r = 0; r < kRows; ++r) {
+          const BlockMxfp4& b = w[(g * kRows + r) * nb + c + half];
+          out[half * 16 + r] = b.e;
+          for (int k = 0; k < 4; ++k)
+            std::memcpy(out + 32 + half * kQ4ColBytes + k * 64 + r * 4, b.qs + 4 * k, 4);
+        }
+  }
+}
+
+void mxfp4_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
+  const int64_t nb = n / kQK32;
+  const uint8_t* in = w + uint64_t(g) * uint64_t(nb / 2) * kMxfp4PairBytes;
+  for (int64_t c = 0; c < nb; c += 2, in += kMxfp4PairBytes)
+    for (int half = 0; half < 2; ++half)
+      for (int r = 0; r < kRows; ++r) {
+        const float d = mxfp4_scale(in[half * 16 + r]);
+        const uint8_t* codes = in + 32 + half * kQ4ColBytes;
+        float* o = out + r * n + (c + half) * kQK32;
+        for (int k = 0; k < 4; ++k)
+          for (int j = 0; j < 4; ++j) {
+            const uint8_t b = codes[k * 64 + r * 4 + j];
+            o[4 * k + j] = float(kMxfp4Values[b & 0xF]) * d;
+            o[16 + 4 * k + j] = float(kMxfp4Values[b >> 4]) * d;
+          }
+      }
+}
+
+// 16 E8M0 bytes as mxfp4_scale's floats (2^(e - 128), subnormal below e = 2), one per lane.
+inline __m512 mxfp4_scales(const uint8_t* e16) {
+  const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e16)));
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+  const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+  const __mmask16 below_two = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(below_two, normal, tiny));
+}
+
+// As q4_0_streams, each nibble looked up as its E2M1 value plus 12 (vpshufb: unsigned bytes for
+// vpdpbusd), the offset taken back as 12 x the block's code sum: 3 / 2 of x.s (8 x the sum).
+template <int NT, int G>
+void mxfp4_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, int64_t first,
+                   int64_t pairs, int64_t t0, __m512 (&out)[G][NT], int64_t nb,
+                   const PackedActivations& x) {
+  __m512 acc[G][NT];
+  for (int i = 0; i < G; ++i)
+    for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_setzero_ps();
+  alignas(16) static constexpr int8_t kPlus12[16] = {12, 13, 14, 15, 16, 18, 20, 24,
+                                                     12, 11, 10, 9,  8,  6,  4,  0};
+  static_assert(kMxfp4Values[5] + 12 == 18 && kMxfp4Values[15] + 12 == 0, "the table, plus 12");
+  const __m512i lut =
+      _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kPlus12)));
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  for (int64_t p = 0; p < pairs; ++p) {
+    for (int i = 0; i < G; ++i) {
+      const uint8_t* wg = w + uint64_t(i) * stride_bytes + uint64_t(p) * kMxfp4PairBytes;
+      prefetch_ahead(wg, int(kMxfp4PairBytes));
+      for (int half = 0; half < 2; ++half) {
+        const int64_t b = 2 * (first + i * stride_units + p) + half;
+        const __m512 dw = mxfp4_scales(wg + half * 16);
+        const uint8_t* qp = wg + 32 + half * kQ4ColBytes;
+        __m512i lo[4], hi[4];
+        for (int k = 0; k < 4; ++k) {
+          const __m512i v = _mm512_loadu_si512(qp + 64 * k);
+          lo[k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, low));
+          hi[k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+        }
+        for (int t = 0; t < NT; ++t) {
+          const int64_t tb = (t0 + t) * nb + b;
+          const auto* xq =
+              reinterpret_cast<const int32_t*>(act_codes(x, t0 + t, nb * kQK32) + b * kQK32);
+          __m512i sum = _mm512_setzero_si512();
+          for (int k = 0; k < 4; ++k) {
+            sum = dpbusd_bcast(sum, lo[k], xq + k);
+            sum = dpbusd_bcast(sum, hi[k], xq + 4 + k);
+          }
+          const __m512i isum = _mm512_sub_epi32(sum, _mm512_set1_epi32(x.s[tb] / 2 * 3));
+          const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[tb]));
+          acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[i][t]);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < G; ++i)
+    for (int t = 0; t < NT; ++t) out[i][t] = acc[i][t];
+}
+
+void mxfp4_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
+                float* y, int64_t y_stride) {
+  const int64_t nb = n / kQK32;
+  gemm_streams<6>(w, g0, g1, nb / 2, kMxfp4PairBytes, x.n_tokens, y, y_stride,
+                  [&](auto tile, auto g, auto&&... span) {
+                    mxfp4_streams<decltype(tile)::value, decltype(g)::value>(span..., nb, x);
                   });
 }
 
@@ -400,6 +512,16 @@ const PackedLayout q4_0_packed = {.version = 1,
                                   .quantize = quantize_q8_0_split,
                                   .act_type = DType::Q8_0,
                                   .unpack_rows = q4_0_unpack_rows};
+
+const PackedLayout mxfp4_packed = {.version = 1,
+                                   .group_rows = kRows,
+                                   .can_pack = pair_can_pack,
+                                   .bytes = mxfp4_bytes,
+                                   .pack = mxfp4_pack,
+                                   .gemm = mxfp4_gemm,
+                                   .quantize = quantize_q8_0_split,
+                                   .act_type = DType::Q8_0,
+                                   .unpack_rows = mxfp4_unpack_rows};
 
 const PackedLayout f16_packed = {.version = 1,
                                  .group_rows = kRows,

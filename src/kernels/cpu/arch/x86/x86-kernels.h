@@ -30,6 +30,7 @@ void dot_q6_k_f32(int64_t n, const void* w, const void* x, uint64_t x_stride, in
 
 // Row-interleaved layouts (avx512-packed.cpp).
 extern const PackedLayout q4_0_packed;
+extern const PackedLayout mxfp4_packed;
 extern const PackedLayout q8_0_packed;
 extern const PackedLayout q4_k_packed;
 extern const PackedLayout f16_packed;
