@@ -65,6 +65,17 @@ SyntheticShape gemma2_9b() {  // gemma-2-9b's config.json (query_pre_attn_scalar
   return s;
 }
 
+// gemma-3-12b-it's and gemma-3-27b-it's text configs: five sliding layers (1024 positions, RoPE
+// base 10000, the family's defaults for GGUF) to one global, per-head q/k norms, sandwich norms,
+// no soft-caps, tied LM head; head_dim 256 and 128.
+SyntheticShape gemma3(const char* name, int64_t embd, int64_t ff, int64_t layers, int64_t heads,
+                      int64_t kv_heads, int64_t head_dim) {
+  SyntheticShape s{name, embd, ff, layers, heads, kv_heads, 262208, 131072, 1000000.0};
+  s.arch = "gemma3", s.head_dim = head_dim, s.qk_norm = true, s.sandwich_norms = true;
+  s.tied_output = true, s.sliding_window = 1024, s.rms_eps = 1e-6;
+  return s;
+}
+
 // Qwen3-30B-A3B's config.json: 128 experts of width 768, 8 per token, norm_topk_prob.
 SyntheticShape qwen3_30b_a3b() {
   SyntheticShape s{"qwen3-30b-a3b", 2048, 6144, 48, 32, 4, 151936, 40960, 1000000.0};
@@ -113,6 +124,8 @@ const SyntheticShape kShapes[] = {
     {"llama3-8b", 4096, 14336, 32, 32, 8, 128256, 8192, 500000.0},
     qwen3_8b(),
     gemma2_9b(),
+    gemma3("gemma3-12b", 3840, 15360, 48, 16, 8, 256),
+    gemma3("gemma3-27b", 5376, 21504, 62, 32, 16, 128),
     qwen3_30b_a3b(),
     gpt_oss_20b(),
     qwen3_moe_mini(),

@@ -44,7 +44,7 @@ struct SyntheticSpec {
 };
 
 // Parses "llama2-7b:q4_0" (shapes: tinyllama-1b, llama2-7b, llama3-8b, qwen3-8b, gemma2-9b,
-// qwen3-30b-a3b, gpt-oss-20b, qwen3-moe-mini, qwen3-moe-mini-dense;
+// gemma3-12b, gemma3-27b, qwen3-30b-a3b, gpt-oss-20b, qwen3-moe-mini, qwen3-moe-mini-dense;
 // types: f16, bf16, q8_0, q4_0, q4_k, q6_k).
 Result<SyntheticSpec> parse_synthetic(const std::string& text);
 std::vector<std::string> synthetic_shape_names();

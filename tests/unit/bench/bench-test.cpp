@@ -89,6 +89,11 @@ TEST(Synthetic, FamilyShapesLoadAsTheirFamily) {
   EXPECT_EQ(moe->shape.n_expert, 128);
   EXPECT_EQ(moe->shape.n_expert_used, 8);
   EXPECT_EQ(moe->shape.n_ff_exp, 768);
+  auto g3 = parse_synthetic("gemma3-27b:q4_k");
+  ASSERT_TRUE(g3.is_ok()) << g3.message();
+  EXPECT_EQ(g3->shape.arch, "gemma3");
+  EXPECT_EQ(g3->shape.head_dim, 128);
+  EXPECT_EQ(g3->shape.sliding_window, 1024);
   auto oss = parse_synthetic("gpt-oss-20b:q8_0");
   ASSERT_TRUE(oss.is_ok()) << oss.message();
   EXPECT_EQ(oss->shape.arch, "gpt-oss");
@@ -101,7 +106,7 @@ TEST(Synthetic, FamilyShapesLoadAsTheirFamily) {
             std::string::npos)
       << k_quant.message();
   const std::string dir = test::temp_dir();
-  for (SyntheticShape small : {q->shape, g->shape, moe->shape, oss->shape}) {
+  for (SyntheticShape small : {q->shape, g->shape, g3->shape, moe->shape, oss->shape}) {
     small.n_embd = 256, small.n_ff = 512, small.n_layer = 2, small.n_head = 4, small.n_head_kv = 2;
     small.n_vocab = 300, small.n_ctx = 128, small.head_dim = 96;
     if (small.sliding_window) small.sliding_window = 4;
