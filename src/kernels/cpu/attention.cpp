@@ -118,8 +118,8 @@ void read_ahead(const void* p, int64_t from, int64_t to) {
   const auto* b = static_cast<const volatile uint8_t*>(p);
   uint8_t any = 0;
   for (int64_t o = from & ~int64_t(63); o < to; o += 64) any |= b[o];
-  thread_local volatile uint8_t sink;
-  sink = any;
+  // (The loads are volatile; this only keeps their value from looking unused.)
+  asm volatile("" : : "r"(any));
 }
 
 // Runs one job. Each query row (kv head, token t, head h of the group) keeps a running max m,
