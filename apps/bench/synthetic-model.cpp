@@ -262,6 +262,8 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
   };
   const DType expert_type = s.expert_type == DType::F32 ? spec.type : s.expert_type;
   auto type_of = [&](const T& t) { return t.expert ? expert_type : spec.type; };
+  // Which random buffer a tensor's bytes come from: the file's type's, or the experts' own.
+  auto pool_of = [&](const T& t) { return t.expert && expert_type != spec.type ? 1 : 0; };
   std::vector<T> mats = {{"token_embd.weight", {V, E}}};
   if (!s.tied_output) mats.push_back({"output.weight", {V, E}});
   for (int64_t l = 0; l < s.n_layer; ++l) {
@@ -298,7 +300,7 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
       return Status::error("synthetic: " + s.name + "'s " + t.name + " rows (" +
                            std::to_string(t.shape.back()) + ") are not whole " +
                            dtype_name(type_of(t)) + " blocks");
-    uint64_t& big = largest[t.expert && expert_type != spec.type ? 1 : 0];
+    uint64_t& big = largest[pool_of(t)];
     big = std::max(big, *bytes);
   }
   // Tensors start at different block offsets of one random buffer per type, so layers differ.
@@ -324,7 +326,7 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
   for (const T& t : mats) {
     const uint64_t bytes = *tensor_bytes(t);
     const DType type = type_of(t);
-    const std::vector<uint8_t>& pool = pools[t.expert && expert_type != spec.type ? 1 : 0];
+    const std::vector<uint8_t>& pool = pools[pool_of(t)];
     const uint64_t off = (i++ * 1031 % slack_blocks) * dtype_info(type).block_bytes;
     w.add_tensor_ref(t.name, type, t.shape, pool.data() + off, bytes);
     if (t.name.find("attn_q.weight") != std::string::npos) {

@@ -103,38 +103,36 @@ void q4_0_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
   });
 }
 
-// G streams of one group each against NT tokens (see run_streams): out[i][t] lanes = rows.
+// G streams of one group each against NT tokens (see run_streams): out[i][t] lanes = rows, for
+// the 4-bit codes in Q4_0's placement (Q4_0, MXFP4). Codes says what differs: the pair's bytes
+// and where its codes start, a half's scales per lane, a 64-byte vector's two nibble vectors
+// for vpdpbusd, and how the two dot sums and the activation block's x.s (8 x its code sum)
+// make the block's integer dot.
 // Few uops per weight byte, as session 11 saw a loop that only loads the same bytes stream
 // faster than the kernel (session 12 found most of that gap in the hand-out and the prefetch
-// instead; this loop is worth a few %). Per 64 weight bytes: one load, two ands and two dot
-// products with the activations broadcast from memory: the
-// high nibbles stay in place (16 q, summed on their own and shifted back once per block, exact)
-// and the offset-8 correction is x.s, precomputed by the activation quantizer. Session 12, A/B
-// with the previous loop (srli + and for the high nibbles, separate broadcasts, the correction
-// built per block): hearth-decode-bench 5632x2048 24.5-25.4 GB/s against 23.3-25.3.
-template <int NT, int G>
-void q4_0_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, int64_t first,
-                  int64_t pairs, int64_t t0, __m512 (&out)[G][NT], int64_t nb,
-                  const PackedActivations& x) {
+// instead; this loop is worth a few %). Per 64 weight bytes for Q4_0: one load, two ands and
+// two dot products with the activations broadcast from memory: the high nibbles stay in place
+// (16 q, summed on their own and shifted back once per block, exact) and the offset-8
+// correction is x.s, precomputed by the activation quantizer. Session 12, A/B with the previous
+// loop (srli + and for the high nibbles, separate broadcasts, the correction built per block):
+// hearth-decode-bench 5632x2048 24.5-25.4 GB/s against 23.3-25.3.
+template <int NT, int G, class Codes>
+void nibble_streams(const Codes& codes, const uint8_t* w, uint64_t stride_bytes,
+                    int64_t stride_units, int64_t first, int64_t pairs, int64_t t0,
+                    __m512 (&out)[G][NT], int64_t nb, const PackedActivations& x) {
   __m512 acc[G][NT];  // local, so the compiler keeps them in registers (out may alias)
   for (int i = 0; i < G; ++i)
     for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_setzero_ps();
-  const __m512i low = _mm512_set1_epi8(0x0F), high = _mm512_set1_epi8(char(0xF0));
   for (int64_t p = 0; p < pairs; ++p) {
     for (int i = 0; i < G; ++i) {
-      const uint8_t* wg = w + uint64_t(i) * stride_bytes + uint64_t(p) * kPairBytes;
-      prefetch_ahead(wg, int(kPairBytes));
+      const uint8_t* wg = w + uint64_t(i) * stride_bytes + uint64_t(p) * Codes::kPair;
+      prefetch_ahead(wg, int(Codes::kPair));
       for (int half = 0; half < 2; ++half) {
         const int64_t b = 2 * (first + i * stride_units + p) + half;
-        const __m512 dw =
-            _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg + half * 32)));
-        const uint8_t* qp = wg + 64 + half * 256;
+        const __m512 dw = codes.scales(wg, half);
+        const uint8_t* qp = wg + Codes::kCodesAt + half * kQ4ColBytes;
         __m512i lo[4], hi[4];
-        for (int k = 0; k < 4; ++k) {
-          const __m512i v = _mm512_load_si512(qp + 64 * k);
-          lo[k] = _mm512_and_si512(v, low);
-          hi[k] = _mm512_and_si512(v, high);
-        }
+        for (int k = 0; k < 4; ++k) codes.split(qp + 64 * k, lo[k], hi[k]);
         for (int t = 0; t < NT; ++t) {
           const int64_t tb = (t0 + t) * nb + b;
           const auto* xq =
@@ -144,9 +142,7 @@ void q4_0_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
             sl = dpbusd_bcast(sl, lo[k], xq + k);
             sh = dpbusd_bcast(sh, hi[k], xq + 4 + k);
           }
-          // sum (q - 8) x = sum q x - 8 sum x; x.s holds 8 sum x.
-          const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(sl, _mm512_srai_epi32(sh, 4)),
-                                                _mm512_set1_epi32(x.s[tb]));
+          const __m512i isum = codes.dot(sl, sh, x.s[tb]);
           const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[tb]));
           acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[i][t]);
         }
@@ -157,13 +153,33 @@ void q4_0_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
     for (int t = 0; t < NT; ++t) out[i][t] = acc[i][t];
 }
 
+// Q4_0's codes for nibble_streams: fp16 scales, high nibbles left in place.
+struct Q4_0Codes {
+  static constexpr uint64_t kPair = kPairBytes;
+  static constexpr uint64_t kCodesAt = 64;
+  const __m512i low = _mm512_set1_epi8(0x0F), high = _mm512_set1_epi8(char(0xF0));
+  __m512 scales(const uint8_t* wg, int half) const {
+    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg + half * 32)));
+  }
+  void split(const uint8_t* q, __m512i& lo, __m512i& hi) const {
+    const __m512i v = _mm512_load_si512(q);
+    lo = _mm512_and_si512(v, low);
+    hi = _mm512_and_si512(v, high);
+  }
+  // sum (q - 8) x = sum q x - 8 sum x; x.s holds 8 sum x.
+  __m512i dot(__m512i sl, __m512i sh, int32_t xs) const {
+    return _mm512_sub_epi32(_mm512_add_epi32(sl, _mm512_srai_epi32(sh, 4)), _mm512_set1_epi32(xs));
+  }
+};
+
 void q4_0_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
                float* y, int64_t y_stride) {
   const int64_t nb = n / kQK32;
   // Tiles of 6 tokens: their accumulators stay in registers with the 8 weight vectors.
   gemm_streams<6>(w, g0, g1, nb / 2, kPairBytes, x.n_tokens, y, y_stride,
                   [&](auto tile, auto g, auto&&... span) {
-                    q4_0_streams<decltype(tile)::value, decltype(g)::value>(span..., nb, x);
+                    nibble_streams<decltype(tile)::value, decltype(g)::value>(Q4_0Codes{}, span...,
+                                                                              nb, x);
                   });
 }
 
@@ -217,61 +233,36 @@ inline __m512 mxfp4_scales(const uint8_t* e16) {
   return _mm512_castsi512_ps(_mm512_mask_blend_epi32(below_two, normal, tiny));
 }
 
-// As q4_0_streams, each nibble looked up as its E2M1 value plus 12 (vpshufb: unsigned bytes for
-// vpdpbusd), the offset taken back as 12 x the block's code sum: 3 / 2 of x.s (8 x the sum).
-template <int NT, int G>
-void mxfp4_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, int64_t first,
-                   int64_t pairs, int64_t t0, __m512 (&out)[G][NT], int64_t nb,
-                   const PackedActivations& x) {
-  __m512 acc[G][NT];
-  for (int i = 0; i < G; ++i)
-    for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_setzero_ps();
+// MXFP4's codes for nibble_streams: each nibble looked up as its E2M1 value plus 12 (vpshufb:
+// unsigned bytes for vpdpbusd), the offset taken back as 12 x the block's code sum: 3 / 2 of
+// x.s (8 x the sum). Pairs are 32-byte aligned only: unaligned loads.
+struct Mxfp4Codes {
+  static constexpr uint64_t kPair = kMxfp4PairBytes;
+  static constexpr uint64_t kCodesAt = 32;
   alignas(16) static constexpr int8_t kPlus12[16] = {12, 13, 14, 15, 16, 18, 20, 24,
                                                      12, 11, 10, 9,  8,  6,  4,  0};
   static_assert(kMxfp4Values[5] + 12 == 18 && kMxfp4Values[15] + 12 == 0, "the table, plus 12");
   const __m512i lut =
       _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kPlus12)));
   const __m512i low = _mm512_set1_epi8(0x0F);
-  for (int64_t p = 0; p < pairs; ++p) {
-    for (int i = 0; i < G; ++i) {
-      const uint8_t* wg = w + uint64_t(i) * stride_bytes + uint64_t(p) * kMxfp4PairBytes;
-      prefetch_ahead(wg, int(kMxfp4PairBytes));
-      for (int half = 0; half < 2; ++half) {
-        const int64_t b = 2 * (first + i * stride_units + p) + half;
-        const __m512 dw = mxfp4_scales(wg + half * 16);
-        const uint8_t* qp = wg + 32 + half * kQ4ColBytes;
-        __m512i lo[4], hi[4];
-        for (int k = 0; k < 4; ++k) {
-          const __m512i v = _mm512_loadu_si512(qp + 64 * k);
-          lo[k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, low));
-          hi[k] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
-        }
-        for (int t = 0; t < NT; ++t) {
-          const int64_t tb = (t0 + t) * nb + b;
-          const auto* xq =
-              reinterpret_cast<const int32_t*>(act_codes(x, t0 + t, nb * kQK32) + b * kQK32);
-          __m512i sum = _mm512_setzero_si512();
-          for (int k = 0; k < 4; ++k) {
-            sum = dpbusd_bcast(sum, lo[k], xq + k);
-            sum = dpbusd_bcast(sum, hi[k], xq + 4 + k);
-          }
-          const __m512i isum = _mm512_sub_epi32(sum, _mm512_set1_epi32(x.s[tb] / 2 * 3));
-          const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[tb]));
-          acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[i][t]);
-        }
-      }
-    }
+  __m512 scales(const uint8_t* wg, int half) const { return mxfp4_scales(wg + half * 16); }
+  void split(const uint8_t* q, __m512i& lo, __m512i& hi) const {
+    const __m512i v = _mm512_loadu_si512(q);
+    lo = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, low));
+    hi = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
   }
-  for (int i = 0; i < G; ++i)
-    for (int t = 0; t < NT; ++t) out[i][t] = acc[i][t];
-}
+  __m512i dot(__m512i sl, __m512i sh, int32_t xs) const {
+    return _mm512_sub_epi32(_mm512_add_epi32(sl, sh), _mm512_set1_epi32(xs / 2 * 3));
+  }
+};
 
 void mxfp4_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
                 float* y, int64_t y_stride) {
   const int64_t nb = n / kQK32;
   gemm_streams<6>(w, g0, g1, nb / 2, kMxfp4PairBytes, x.n_tokens, y, y_stride,
                   [&](auto tile, auto g, auto&&... span) {
-                    mxfp4_streams<decltype(tile)::value, decltype(g)::value>(span..., nb, x);
+                    nibble_streams<decltype(tile)::value, decltype(g)::value>(Mxfp4Codes{}, span...,
+                                                                              nb, x);
                   });
 }
 
