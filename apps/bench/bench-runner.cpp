@@ -230,7 +230,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     HEARTH_ASSIGN_OR_RETURN(SyntheticSpec spec, parse_synthetic(o.synthetic));
     const char* tmp = std::getenv("TMPDIR");
     const std::string dir = tmp && *tmp ? tmp : "/tmp";
-    std::string name = "hearth-bench-" + spec.shape.name + "-" + dtype_name(spec.type);
+    std::string name = "hearth-bench-" + spec.shape.name + "-" + synthetic_type_name(spec);
     for (char& c : name) c = char(std::tolower(static_cast<unsigned char>(c)));
     // A private name unless kept (then the next --keep run reuses the file).
     std::string suffix;
@@ -352,17 +352,22 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   rep.model_type = dtype_name(wtype);
   rep.weight_bytes = model->weight_bytes();
   rep.n_params = uint64_t(shape.params());
-  // Prefill runs int8 kernels when the weight type quantizes activations, f32 FMAs otherwise;
-  // from prefill_min_tokens on, the AMX bf16 GEMM where this CPU has one (its peak is halved
-  // for types it runs as two products, hi + lo weights).
+  // Prefill runs int8 kernels when the weight type quantizes activations (its packed layout's
+  // type where it has one), at half their rate for int16 activations (Q8_0's vpdpwssd, Q6_K's
+  // two byte products), f32 FMAs otherwise; from prefill_min_tokens on, the AMX bf16 GEMM where
+  // this CPU has one (its peak is halved for types it runs as two products, hi + lo weights).
   const kernels::KernelTable& table = kernels::active_kernel_table();
-  const bool int8 = table.of(wtype).act_type != DType::F32 && peak.int8_gops > 0;
+  const kernels::TypeKernels& kernels_of = table.of(wtype);
+  const DType act = kernels_of.packed ? kernels_of.packed->act_type : kernels_of.act_type;
+  const bool int8 = act != DType::F32 && peak.int8_gops > 0;
+  const bool int16 = act == DType::I16;
   auto prefill_peak = [&](int p) -> std::pair<double, const char*> {
     const auto amx = kernels::choose_prefill_gemm(table, wtype, p, o.cpu.amx);
     if (amx && peak.amx_bf16_gflops > 0 && o.gpu_layers == 0) {
       const bool split = amx->precision == kernels::PrefillPrecision::kSplitWeights;
       return {peak.amx_bf16_gflops / (split ? 2 : 1), "compute (amx bf16)"};
     }
+    if (int16) return {peak.int8_gops / 2, "compute (int16)"};
     return int8 ? std::pair{peak.int8_gops, "compute (int8)"}
                 : std::pair{peak.f32_gflops, "compute (f32)"};
   };

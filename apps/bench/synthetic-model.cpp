@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include "base/half.h"
@@ -206,13 +207,28 @@ Result<SyntheticSpec> parse_synthetic(const std::string& text) {
     for (const auto& n : synthetic_shape_names()) names += (names.empty() ? "" : ", ") + n;
     return Status::error("--synthetic: unknown shape '" + shape + "' (known: " + names + ")");
   }
-  const auto t = dtype_from_name(type);
+  spec.k_m_mix = type == "q4_k_m";
+  const auto t = dtype_from_name(spec.k_m_mix ? "q4_k" : type);
   if (!t || std::find(std::begin(kTypes), std::end(kTypes), *t) == std::end(kTypes))
     return Status::error("--synthetic: type '" + type +
-                         "' is not one of f16, bf16, q8_0, q4_0, q4_k, q6_k");
+                         "' is not one of f16, bf16, q8_0, q4_0, q4_k, q6_k, q4_k_m");
   spec.type = *t;
   return spec;
 }
+
+std::string synthetic_type_name(const SyntheticSpec& spec) {
+  return spec.k_m_mix ? "q4_k_m" : lower(dtype_name(spec.type));
+}
+
+namespace {
+
+// llama-quantize's choice of layers that get more bits in its _M mixes: the first and last
+// eighth of the layers and every third layer between.
+bool more_bits_layer(int64_t i, int64_t n) {
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+}  // namespace
 
 Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::string& path,
                                       uint64_t seed) {
@@ -223,7 +239,7 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
   const std::string a = s.arch + ".";
   GgufWriter w;
   w.set_string("general.architecture", s.arch);
-  w.set_string("general.name", "synthetic-" + s.name + "-" + lower(dtype_name(spec.type)));
+  w.set_string("general.name", "synthetic-" + s.name + "-" + synthetic_type_name(spec));
   w.set_u32("general.alignment", 64);
   w.set_u32(a + "context_length", uint32_t(s.n_ctx));
   w.set_u32(a + "embedding_length", uint32_t(E));
@@ -258,60 +274,61 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
   struct T {
     std::string name;
     std::vector<int64_t> shape;  // outermost first
-    bool expert = false;         // in s.expert_type when that is set
+    DType type;
   };
   const DType expert_type = s.expert_type == DType::F32 ? spec.type : s.expert_type;
-  auto type_of = [&](const T& t) { return t.expert ? expert_type : spec.type; };
-  // Which random buffer a tensor's bytes come from: the file's type's, or the experts' own.
-  auto pool_of = [&](const T& t) { return t.expert && expert_type != spec.type ? 1 : 0; };
-  std::vector<T> mats = {{"token_embd.weight", {V, E}}};
-  if (!s.tied_output) mats.push_back({"output.weight", {V, E}});
+  // The mix's Q6_K tensors: the LM head, and attn_v / ffn_down on the more-bits layers (the
+  // experts' ffn_down too, unless they have a type of their own).
+  const DType head_type = spec.k_m_mix ? DType::Q6_K : spec.type;
+  auto mixed = [&](int64_t l, DType t) {
+    return spec.k_m_mix && t == spec.type && more_bits_layer(l, s.n_layer) ? DType::Q6_K : t;
+  };
+  std::vector<T> mats = {{"token_embd.weight", {V, E}, s.tied_output ? head_type : spec.type}};
+  if (!s.tied_output) mats.push_back({"output.weight", {V, E}, head_type});
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
-    for (auto [n, sh] :
-         std::vector<std::pair<std::string, std::vector<int64_t>>>{{"attn_q.weight", {qd, E}},
-                                                                   {"attn_k.weight", {kvd, E}},
-                                                                   {"attn_v.weight", {kvd, E}},
-                                                                   {"attn_output.weight", {E, qd}}})
-      mats.push_back({p + n, sh});
+    mats.insert(mats.end(), {{p + "attn_q.weight", {qd, E}, spec.type},
+                             {p + "attn_k.weight", {kvd, E}, spec.type},
+                             {p + "attn_v.weight", {kvd, E}, mixed(l, spec.type)},
+                             {p + "attn_output.weight", {E, qd}, spec.type}});
     if (NE > 0) {
-      mats.insert(mats.end(), {{p + "ffn_gate_inp.weight", {NE, E}},
-                               {p + "ffn_gate_exps.weight", {NE, FE, E}, true},
-                               {p + "ffn_up_exps.weight", {NE, FE, E}, true},
-                               {p + "ffn_down_exps.weight", {NE, E, FE}, true}});
+      mats.insert(mats.end(), {{p + "ffn_gate_inp.weight", {NE, E}, spec.type},
+                               {p + "ffn_gate_exps.weight", {NE, FE, E}, expert_type},
+                               {p + "ffn_up_exps.weight", {NE, FE, E}, expert_type},
+                               {p + "ffn_down_exps.weight", {NE, E, FE}, mixed(l, expert_type)}});
     } else {
-      mats.insert(mats.end(), {{p + "ffn_gate.weight", {F, E}},
-                               {p + "ffn_up.weight", {F, E}},
-                               {p + "ffn_down.weight", {E, F}}});
+      mats.insert(mats.end(), {{p + "ffn_gate.weight", {F, E}, spec.type},
+                               {p + "ffn_up.weight", {F, E}, spec.type},
+                               {p + "ffn_down.weight", {E, F}, mixed(l, spec.type)}});
     }
   }
   // A tensor's bytes: whole rows of its innermost dimension.
   auto tensor_bytes = [&](const T& t) -> std::optional<uint64_t> {
-    const auto row = row_bytes(type_of(t), uint64_t(t.shape.back()));
+    const auto row = row_bytes(t.type, uint64_t(t.shape.back()));
     if (!row) return std::nullopt;
     uint64_t rows = 1;
     for (size_t d = 0; d + 1 < t.shape.size(); ++d) rows *= uint64_t(t.shape[d]);
     return *row * rows;
   };
-  uint64_t largest[2] = {0, 0};  // of the file's type, of the experts' own
+  std::map<DType, uint64_t> largest;  // per type: its largest tensor
   for (const T& t : mats) {
     const auto bytes = tensor_bytes(t);
     if (!bytes)
       return Status::error("synthetic: " + s.name + "'s " + t.name + " rows (" +
                            std::to_string(t.shape.back()) + ") are not whole " +
-                           dtype_name(type_of(t)) + " blocks");
-    uint64_t& big = largest[pool_of(t)];
+                           dtype_name(t.type) + " blocks");
+    uint64_t& big = largest[t.type];
     big = std::max(big, *bytes);
   }
   // Tensors start at different block offsets of one random buffer per type, so layers differ.
   const uint64_t slack_blocks = 4096;
-  std::vector<uint8_t> pools[2];
-  for (int k = 0; k < 2; ++k) {
-    if (largest[k] == 0) continue;
-    const DType t = k == 0 ? spec.type : expert_type;
-    pools[k].resize(largest[k] + slack_blocks * dtype_info(t).block_bytes);
-    fill_random(pools[k].data(), pools[k].size(), seed + uint64_t(k));
-    make_valid(t, pools[k].data(), pools[k].size());
+  std::map<DType, std::vector<uint8_t>> pools;
+  uint64_t pool_seed = seed;
+  for (const auto& [t, big] : largest) {
+    std::vector<uint8_t>& pool = pools[t];
+    pool.resize(big + slack_blocks * dtype_info(t).block_bytes);
+    fill_random(pool.data(), pool.size(), pool_seed++);
+    make_valid(t, pool.data(), pool.size());
   }
   std::vector<float> ones(size_t(std::max(E, hd)), 1.f);
   // Biases and sinks: zeros, the largest being an expert bias table.
@@ -325,10 +342,9 @@ Result<uint64_t> write_synthetic_gguf(const SyntheticSpec& spec, const std::stri
   uint64_t i = 0;
   for (const T& t : mats) {
     const uint64_t bytes = *tensor_bytes(t);
-    const DType type = type_of(t);
-    const std::vector<uint8_t>& pool = pools[pool_of(t)];
-    const uint64_t off = (i++ * 1031 % slack_blocks) * dtype_info(type).block_bytes;
-    w.add_tensor_ref(t.name, type, t.shape, pool.data() + off, bytes);
+    const std::vector<uint8_t>& pool = pools[t.type];
+    const uint64_t off = (i++ * 1031 % slack_blocks) * dtype_info(t.type).block_bytes;
+    w.add_tensor_ref(t.name, t.type, t.shape, pool.data() + off, bytes);
     if (t.name.find("attn_q.weight") != std::string::npos) {
       const std::string p = t.name.substr(0, t.name.size() - std::string("attn_q.weight").size());
       if (s.attn_biases) {

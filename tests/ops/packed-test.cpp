@@ -41,7 +41,8 @@ std::vector<double> packed_reference(const kernels::PackedLayout& l, const Tenso
     std::vector<int16_t> q(static_cast<size_t>(n));
     std::vector<float> d(static_cast<size_t>(n / 32));
     for (int64_t t = 0; t < T; ++t) {
-      kernels::ref::quantize_i16_blocks(x.data() + t * n, q.data(), d.data(), n);
+      kernels::ref::quantize_i16_blocks(x.data() + t * n, q.data(), d.data(), n,
+                                        l.act_split_i16 ? kernels::kSplitI16CodeMax : 32767);
       for (int64_t i = 0; i < n; ++i)
         xs[size_t(t * n + i)] = float(q[size_t(i)]) * d[size_t(i / 32)];
     }
@@ -127,10 +128,10 @@ TEST(Packed, MatchesReferenceAndUnpackedMatmul) {
     }
   }
   const kernels::KernelTable& active = kernels::active_kernel_table();
-  // On AVX-512 VNNI, Q4_0, Q8_0, Q4_K, F16 and MXFP4 have packed layouts: make sure they were
-  // exercised.
+  // On AVX-512 VNNI, Q4_0, Q8_0, Q4_K, Q6_K, F16 and MXFP4 have packed layouts: make sure they
+  // were exercised.
   if (active.isa == kernels::Isa::kAvx512) {
-    for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::F16, DType::MXFP4})
+    for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16, DType::MXFP4})
       EXPECT_TRUE(kernels::packed_size(t, 32, 256))
           << "the avx512 table should pack " << dtype_name(t);
   }
@@ -158,6 +159,7 @@ TEST(Packed, SharedInputMatchesOneCallEach) {
   for (auto [t, d] : {std::pair<DType, int64_t>{DType::Q4_0, 96},
                       {DType::Q8_0, 32},
                       {DType::Q4_K, 48},
+                      {DType::Q6_K, 32},
                       {DType::F16, 16},
                       {DType::MXFP4, 32},
                       {DType::Q4_0, 16}}) {
@@ -289,20 +291,35 @@ void expect_q8_k_bits(const kernels::PackedLayout& l, const std::vector<float>& 
   }
 }
 
-// I16: codes and scales exactly as ref::quantize_i16_blocks (2n bytes of codes a token).
+// I16: codes and scales exactly as ref::quantize_i16_blocks (2n bytes of codes a token). Split
+// I16: the same at kSplitI16CodeMax, each code as its low then high signed byte, n bytes
+// apart, and -32 x each 16 codes' sum.
 void expect_i16_bits(const kernels::PackedLayout& l, const std::vector<float>& x) {
   const int64_t n = int64_t(x.size()), nb = n / 32;
+  const int32_t max_code = l.act_split_i16 ? kernels::kSplitI16CodeMax : 32767;
   std::vector<int16_t> want_q(static_cast<size_t>(n));
   std::vector<float> want_d(static_cast<size_t>(nb));
-  kernels::ref::quantize_i16_blocks(x.data(), want_q.data(), want_d.data(), n);
+  kernels::ref::quantize_i16_blocks(x.data(), want_q.data(), want_d.data(), n, max_code);
   std::vector<int16_t> q(static_cast<size_t>(n), 0x5A5A);
   std::vector<float> d(static_cast<size_t>(nb));
-  std::vector<int32_t> s(static_cast<size_t>(nb));
-  l.quantize(x.data(), n, reinterpret_cast<int8_t*>(q.data()), d.data(), s.data());
+  std::vector<int32_t> s(static_cast<size_t>(kernels::kActSumsPer32 * nb), -1);
+  auto* q8 = reinterpret_cast<int8_t*>(q.data());
+  l.quantize(x.data(), n, q8, d.data(), s.data());
   for (int64_t b = 0; b < nb; ++b) {
     EXPECT_EQ(d[size_t(b)], want_d[size_t(b)]) << "block " << b;
-    for (int j = 0; j < 32; ++j)
-      ASSERT_EQ(q[size_t(b * 32 + j)], want_q[size_t(b * 32 + j)]) << "block " << b << " " << j;
+    int32_t sum[2] = {0, 0};
+    for (int j = 0; j < 32; ++j) {
+      const int64_t i = b * 32 + j;
+      const int32_t got = l.act_split_i16 ? 256 * q8[n + i] + q8[i] : q[size_t(i)];
+      ASSERT_EQ(got, want_q[size_t(i)]) << "block " << b << " " << j;
+      sum[j / 16] += want_q[size_t(i)];
+      if (l.act_split_i16) {
+        ASSERT_NE(q8[n + i], -128) << "the high byte stays in [-127, 127]";
+      }
+    }
+    if (l.act_split_i16) {
+      for (int h = 0; h < 2; ++h) EXPECT_EQ(s[size_t(2 * b + h)], -32 * sum[h]) << "block " << b;
+    }
   }
 }
 

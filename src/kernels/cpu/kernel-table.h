@@ -41,13 +41,18 @@ using RowDequantize = void(const void* src, float* dst, int64_t n);
 // eight 32-element sums' high parts (sum >> 7, a signed byte each), words 2-3 their low 7 bits,
 // words 4-7 zero; the split lets unsigned 6-bit mins meet the sums in byte dot products.
 // I16: per token n int16 values (q holds 2n bytes a token: kMaxActCodeBytes), one f32 scale per
-// 32-block, s unused (ref::quantize_i16_blocks).
+// 32-block, s unused (ref::quantize_i16_blocks). Split I16 (act_split_i16: the Q6_K layout):
+// codes of at most kSplitI16CodeMax, each stored as a = 256 hi + lo with hi and lo signed
+// bytes, q holding a token's n lo bytes then its n hi bytes, and s (n / 16 words) -32 x the sum
+// of each 16 codes.
 // Layouts with f32 activations (no quantize function) read x [T, n] as given.
-inline constexpr int64_t kMaxActCodeBytes = 2;  // bytes per element of q's rows, whatever type
+inline constexpr int64_t kMaxActCodeBytes = 2;      // bytes per element of q's rows, whatever type
+inline constexpr int64_t kActSumsPer32 = 2;         // words of s per 32 elements, whatever type
+inline constexpr int32_t kSplitI16CodeMax = 32639;  // 127 x 256 + 127: splits into two s8
 struct PackedActivations {
   const int8_t* q;   // [T, kMaxActCodeBytes * n] bytes, a token's codes at its row's start
   const float* d;    // [T, n / 32]
-  const int32_t* s;  // [T, n / 32]
+  const int32_t* s;  // [T, kActSumsPer32 * n / 32], a token's words at its row's start
   int64_t n_tokens;
   const float* x = nullptr;  // [T, n] f32 activations
 };
@@ -55,6 +60,11 @@ struct PackedActivations {
 // Token t's codes (row t of q): int8 rows use the first n bytes, int16 rows all 2n.
 inline const int8_t* act_codes(const PackedActivations& x, int64_t t, int64_t n) {
   return x.q + t * kMaxActCodeBytes * n;
+}
+// Token t's sums (row t of s): Q8_0 uses the first n / 32 words, Q8_K 8 a 256-block, split
+// I16 all n / 16.
+inline const int32_t* act_sums(const PackedActivations& x, int64_t t, int64_t n) {
+  return x.s + t * (kActSumsPer32 * n / 32);
 }
 
 // A weight layout the kernels prefer over the file's (cpu/packed.cpp drives it): rows
@@ -72,6 +82,7 @@ struct PackedLayout {
   // PackedActivations); nullptr when the layout computes with f32 activations.
   void (*quantize)(const float* x, int64_t n, int8_t* q, float* d, int32_t* s);
   DType act_type;  // Q8_0, Q8_K or I16 with a quantizer (ref::quantize_* bits), else F32
+  bool act_split_i16 = false;  // I16 codes split into bytes (see PackedActivations)
   // Rows [g * group_rows, (g + 1) * group_rows) back to f32, row-major into out
   // [group_rows, n]: exactly the dequantized source rows. Prefill GEMMs that want another
   // operand format (e.g. AMX tiles) build their panels from this, so the source file's pages
@@ -213,7 +224,8 @@ using TokenTileFn = void (*)(int64_t n, const Block* w, const uint8_t* x, uint64
 // activations to 8 bits would double their error (docs/performance.md measures it). The buffer's
 // round trip and a dot call per chunk cost compute: Q6_K and Q8_0 dequantize in registers
 // instead (dot_q6_k_f32 / dot_q8_0_f32: 1B Q6_K decode 9.3-11.9 -> 15.2-17.5 tok/s on 2 AVX-512
-// threads, 1.3-1.4 -> 8-9.4 on AVX2; AVX-512's Q8_0 decodes through its packed layout).
+// threads, 1.3-1.4 -> 8-9.4 on AVX2; AVX-512 runs Q8_0 and Q6_K through packed layouts with
+// int16 activations instead).
 // kBlock / kBlockBytes: elements and bytes per weight block.
 inline constexpr int64_t kDequantChunk = 1024;  // a multiple of every block size (32, 256)
 template <DequantizeFn Dq, RowDot* DotF32, int kBlock, int kBlockBytes>

@@ -289,18 +289,19 @@ void matmul_packed_grouped(std::span<const PackedMatmulIn> mats, int64_t n, Thre
   }
   const int64_t nb = n / kQK32;
   const int64_t qn = kMaxActCodeBytes * n;  // bytes of a row of codes (int8 or int16)
+  const int64_t sn = kActSumsPer32 * nb;    // words of a row of sums
   ActScratch& a = act_scratch();
   if (rows > 0) {
     a.q.resize(size_t(rows * qn));
     a.d.resize(size_t(rows * nb));
-    a.s.resize(size_t(rows * nb));
+    a.s.resize(size_t(rows * sn));
     auto quantize = [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const QuantizedInput& in = inputs[size_t(i)];
         for (int64_t t = 0; t < in.n_tokens; ++t) {
           const int64_t r = in.first_row + t;
           in.quantize(in.x + t * n, n, &a.q[size_t(r * qn)], &a.d[size_t(r * nb)],
-                      &a.s[size_t(r * nb)]);
+                      &a.s[size_t(r * sn)]);
         }
       }
     };
@@ -312,7 +313,7 @@ void matmul_packed_grouped(std::span<const PackedMatmulIn> mats, int64_t n, Thre
       pool.parallel_for(in.n_tokens, 2, [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t)
           in.quantize(in.x + t * n, n, &a.q[size_t(t * qn)], &a.d[size_t(t * nb)],
-                      &a.s[size_t(t * nb)]);
+                      &a.s[size_t(t * sn)]);
       });
     } else {
       pool.parallel_for(int64_t(inputs.size()), 1, quantize);
@@ -328,7 +329,7 @@ void matmul_packed_grouped(std::span<const PackedMatmulIn> mats, int64_t n, Thre
     PackedActivations act{nullptr, nullptr, nullptr, m.n_tokens, m.x};
     if (i >= 0) {
       const int64_t r = inputs[size_t(i)].first_row;
-      act = PackedActivations{&a.q[size_t(r * qn)], &a.d[size_t(r * nb)], &a.s[size_t(r * nb)],
+      act = PackedActivations{&a.q[size_t(r * qn)], &a.d[size_t(r * nb)], &a.s[size_t(r * sn)],
                               m.n_tokens, m.x};
     }
     const int64_t groups = m.m.d / l->group_rows;

@@ -25,11 +25,12 @@ void quantize_bf16(const float* x, void* y, int64_t n);
 // binade), each value to the nearest code (ties to the smaller magnitude), saturating at 6.
 void quantize_mxfp4(const float* x, void* y, int64_t n);
 
-// Activations for int16 dot products (the AVX-512 Q8_0 packed GEMM): per 32-element block an
-// f32 scale d = amax / 32767 and codes q = x / d rounded to nearest, ties to even (NaN -> 0).
-// 256x finer than Q8_0 codes: Q8_0 weights keep their accuracy (8-bit activations doubled the
-// goldens' KL), while the products run on integer units. x ~ q * d.
-void quantize_i16_blocks(const float* x, int16_t* q, float* d, int64_t n);
+// Activations for int16 dot products (the AVX-512 Q8_0 and Q6_K packed GEMMs): per 32-element
+// block an f32 scale d = amax / max_code and codes q = x / d rounded to nearest, ties to even
+// (NaN -> 0). 256x finer than Q8_0 codes: Q8_0 and Q6_K weights keep their accuracy (8-bit
+// activations doubled the goldens' KL), while the products run on integer units. x ~ q * d.
+// Q6_K's layout takes max_code 32639 (127 x 257), so a code splits into two signed bytes.
+void quantize_i16_blocks(const float* x, int16_t* q, float* d, int64_t n, int32_t max_code = 32767);
 
 // Blocks -> n floats.
 void dequantize_q4_0(const void* x, float* y, int64_t n);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <tuple>
 
 #include "base/mapped-file.h"
@@ -146,6 +147,53 @@ TEST(Synthetic, FamilyShapesLoadAsTheirFamily) {
     ASSERT_TRUE((*m)->decode(*kv, 7, scratch, &logits).is_ok()) << small.arch;
     ASSERT_EQ(logits.size(), 300u);
     for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << small.arch;
+  }
+}
+
+// q4_k_m writes llama-quantize's Q4_K_M mix: the LM head (tied or not) and attn_v / ffn_down of
+// the more-bits layers in Q6_K (for 16 layers: 0, 1, 4, 7, 10, 13, 14, 15), the rest in Q4_K;
+// the file loads and decodes.
+TEST(Synthetic, Q4KMixPutsLlamaQuantizesTensorsInQ6K) {
+  auto spec = parse_synthetic("tinyllama-1b:q4_k_m");
+  ASSERT_TRUE(spec.is_ok()) << spec.message();
+  EXPECT_TRUE(spec->k_m_mix);
+  EXPECT_EQ(spec->type, DType::Q4_K);
+  EXPECT_EQ(synthetic_type_name(*spec), "q4_k_m");
+  auto plain = parse_synthetic("llama2-7b:q4_0");
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_EQ(synthetic_type_name(*plain), "q4_0");
+  const std::string dir = test::temp_dir();
+  for (bool tied : {false, true}) {
+    SyntheticSpec small{{"test-mix", 256, 512, 16, 4, 2, 300, 128, 10000.0}, DType::Q4_K, true};
+    small.shape.tied_output = tied;
+    const std::string path = dir + "/mix-" + std::to_string(tied) + ".gguf";
+    ASSERT_TRUE(write_synthetic_gguf(small, path).is_ok());
+    auto f = GgufFile::open(path);
+    ASSERT_TRUE(f.is_ok()) << f.message();
+    const std::set<int> more_bits = {0, 1, 4, 7, 10, 13, 14, 15};
+    for (int l = 0; l < 16; ++l) {
+      const std::string p = "blk." + std::to_string(l) + ".";
+      const DType want = more_bits.count(l) ? DType::Q6_K : DType::Q4_K;
+      EXPECT_EQ(f->find_tensor(p + "attn_v.weight")->dtype, want) << l;
+      EXPECT_EQ(f->find_tensor(p + "ffn_down.weight")->dtype, want) << l;
+      EXPECT_EQ(f->find_tensor(p + "attn_q.weight")->dtype, DType::Q4_K) << l;
+      EXPECT_EQ(f->find_tensor(p + "ffn_up.weight")->dtype, DType::Q4_K) << l;
+    }
+    EXPECT_EQ(f->find_tensor("token_embd.weight")->dtype, tied ? DType::Q6_K : DType::Q4_K);
+    if (!tied) {
+      EXPECT_EQ(f->find_tensor("output.weight")->dtype, DType::Q6_K);
+    }
+    LoadOptions opt;
+    opt.n_threads = 2;
+    opt.use_weight_cache = false;
+    auto m = load_model(path, opt);
+    ASSERT_TRUE(m.is_ok()) << m.message();
+    auto kv = (*m)->new_kv_cache(8);
+    ASSERT_TRUE(kv.is_ok());
+    ForwardScratch scratch;
+    std::vector<float> logits;
+    ASSERT_TRUE((*m)->prefill(*kv, {1, 2, 3}, scratch, &logits).is_ok());
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v));
   }
 }
 

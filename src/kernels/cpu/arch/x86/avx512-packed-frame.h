@@ -1,7 +1,7 @@
 // The frame every AVX-512 packed layout shares (avx512-packed.cpp: Q4_0, MXFP4, Q8_0, F16;
-// avx512-packed-q4k.cpp: Q4_K): 16 rows per group, one row per 32-bit lane, token tiles over row
-// groups, the weight stream's prefetch and its split into side-by-side streams. Internal to the
-// two files (compiled with the same AVX-512 flags).
+// avx512-packed-q4k.cpp: Q4_K; avx512-packed-q6k.cpp: Q6_K): 16 rows per group, one row per
+// 32-bit lane, token tiles over row groups, the weight stream's prefetch and its split into
+// side-by-side streams. Internal to those files (compiled with the same AVX-512 flags).
 #pragma once
 
 #include <immintrin.h>

@@ -204,7 +204,7 @@ void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
           _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg + 32)));
       const __m512i m0 = _mm512_and_si512(w0, six_bits), m1 = _mm512_and_si512(w1, six_bits);
       for (int t = 0; t < NT; ++t) {
-        const int32_t* xs = x.s + (t0 + t) * nb + sb * 8;
+        const int32_t* xs = act_sums(x, t0 + t, n) + sb * 8;
         // sum_j m_j sum(x_j), the sums split in high and low bytes (both fit s8).
         const __m512i mhi = dpbusd_bcast(dpbusd_bcast(_mm512_setzero_si512(), m0, xs), m1, xs + 1);
         const __m512i mlo =

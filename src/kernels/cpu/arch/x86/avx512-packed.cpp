@@ -137,12 +137,13 @@ void nibble_streams(const Codes& codes, const uint8_t* w, uint64_t stride_bytes,
           const int64_t tb = (t0 + t) * nb + b;
           const auto* xq =
               reinterpret_cast<const int32_t*>(act_codes(x, t0 + t, nb * kQK32) + b * kQK32);
+          const int32_t xs = act_sums(x, t0 + t, nb * kQK32)[b];
           __m512i sl = _mm512_setzero_si512(), sh = _mm512_setzero_si512();
           for (int k = 0; k < 4; ++k) {
             sl = dpbusd_bcast(sl, lo[k], xq + k);
             sh = dpbusd_bcast(sh, hi[k], xq + 4 + k);
           }
-          const __m512i isum = codes.dot(sl, sh, x.s[tb]);
+          const __m512i isum = codes.dot(sl, sh, xs);
           const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.d[tb]));
           acc[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[i][t]);
         }

@@ -32,7 +32,8 @@ void dot_q6_k_f32(int64_t n, const void* w, const void* x, uint64_t x_stride, in
 extern const PackedLayout q4_0_packed;
 extern const PackedLayout mxfp4_packed;
 extern const PackedLayout q8_0_packed;
-extern const PackedLayout q4_k_packed;
+extern const PackedLayout q4_k_packed;  // avx512-packed-q4k.cpp
+extern const PackedLayout q6_k_packed;  // avx512-packed-q6k.cpp
 extern const PackedLayout f16_packed;
 
 }  // namespace hearth::kernels::avx512
