@@ -133,8 +133,8 @@ const SyntheticShape kShapes[] = {
     qwen3_moe_mini_dense(),
 };
 
-const DType kTypes[] = {DType::F16,  DType::BF16, DType::Q8_0,
-                        DType::Q4_0, DType::Q4_K, DType::Q6_K};
+const DType kTypes[] = {DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 std::string lower(std::string s) {
   for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
@@ -172,7 +172,7 @@ void make_valid(DType t, uint8_t* p, uint64_t n_bytes) {
   // Offsets of the fp16 scale fields inside each block.
   std::vector<int> fields;
   if (t == DType::Q4_0 || t == DType::Q8_0) fields = {0};
-  if (t == DType::Q4_K) fields = {0, 2};
+  if (t == DType::Q4_K || t == DType::Q5_K) fields = {0, 2};
   if (t == DType::Q6_K) fields = {208};
   for (uint64_t b = 0; b + info.block_bytes <= n_bytes; b += info.block_bytes)
     for (int off : fields) std::memcpy(p + b + uint64_t(off), &d, 2);
@@ -207,17 +207,17 @@ Result<SyntheticSpec> parse_synthetic(const std::string& text) {
     for (const auto& n : synthetic_shape_names()) names += (names.empty() ? "" : ", ") + n;
     return Status::error("--synthetic: unknown shape '" + shape + "' (known: " + names + ")");
   }
-  spec.k_m_mix = type == "q4_k_m";
-  const auto t = dtype_from_name(spec.k_m_mix ? "q4_k" : type);
+  spec.k_m_mix = type == "q4_k_m" || type == "q5_k_m";
+  const auto t = dtype_from_name(spec.k_m_mix ? type.substr(0, 4) : type);
   if (!t || std::find(std::begin(kTypes), std::end(kTypes), *t) == std::end(kTypes))
     return Status::error("--synthetic: type '" + type +
-                         "' is not one of f16, bf16, q8_0, q4_0, q4_k, q6_k, q4_k_m");
+                         "' is not one of f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q4_k_m, q5_k_m");
   spec.type = *t;
   return spec;
 }
 
 std::string synthetic_type_name(const SyntheticSpec& spec) {
-  return spec.k_m_mix ? "q4_k_m" : lower(dtype_name(spec.type));
+  return lower(dtype_name(spec.type)) + (spec.k_m_mix ? "_m" : "");
 }
 
 namespace {

@@ -41,15 +41,15 @@ struct SyntheticShape {
 struct SyntheticSpec {
   SyntheticShape shape;
   DType type;  // type of the 2-D weights (embedding and head included); norms are F32
-  // q4_k_m: llama-quantize's Q4_K_M mix over Q4_K: the LM head (a tied embedding too) in Q6_K,
-  // and attn_v / ffn_down in Q6_K on its "more bits" layers (the first and last eighth, and
-  // every third between): what a downloaded Q4_K_M file streams.
+  // q4_k_m / q5_k_m: llama-quantize's _M mix over Q4_K / Q5_K: the LM head (a tied embedding
+  // too) in Q6_K, and attn_v / ffn_down in Q6_K on its "more bits" layers (the first and last
+  // eighth, and every third between): what a downloaded Q4_K_M / Q5_K_M file streams.
   bool k_m_mix = false;
 };
 
 // Parses "llama2-7b:q4_0" (shapes: tinyllama-1b, llama2-7b, llama3-8b, qwen3-8b, gemma2-9b,
 // gemma3-12b, gemma3-27b, qwen3-30b-a3b, gpt-oss-20b, qwen3-moe-mini, qwen3-moe-mini-dense;
-// types: f16, bf16, q8_0, q4_0, q4_k, q6_k, q4_k_m).
+// types: f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k, q4_k_m, q5_k_m).
 Result<SyntheticSpec> parse_synthetic(const std::string& text);
 // "q4_0", "q4_k_m": the TYPE part as the user names it (file names use it).
 std::string synthetic_type_name(const SyntheticSpec& spec);

@@ -107,10 +107,11 @@ void setup(CLI::App& root) {
   std::string shapes;
   for (const std::string& s : bench::synthetic_shape_names())
     shapes += (shapes.empty() ? "" : "|") + s;
-  cmd->add_option("--synthetic", a->synthetic,
-                  "bench random weights of a real shape: " + shapes +
-                      " : f16|bf16|q8_0|q4_0|q4_k|q6_k|q4_k_m (e.g. llama2-7b:q4_0; q4_k_m: Q4_K "
-                      "with llama-quantize's Q6_K tensors)");
+  cmd->add_option(
+      "--synthetic", a->synthetic,
+      "bench random weights of a real shape: " + shapes +
+          " : f16|bf16|q8_0|q4_0|q4_k|q5_k|q6_k|q4_k_m|q5_k_m (e.g. llama2-7b:q4_0; q4_k_m: Q4_K "
+          "with llama-quantize's Q6_K tensors)");
   cmd->add_option("-p,--n-prompt", a->prompts,
                   "prompt sizes to process, comma-separated (default 128; 0 skips)");
   cmd->add_option("-n,--n-gen", a->n_gen, "tokens to generate (default 128; 0 skips)");

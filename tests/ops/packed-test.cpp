@@ -128,10 +128,11 @@ TEST(Packed, MatchesReferenceAndUnpackedMatmul) {
     }
   }
   const kernels::KernelTable& active = kernels::active_kernel_table();
-  // On AVX-512 VNNI, Q4_0, Q8_0, Q4_K, Q6_K, F16 and MXFP4 have packed layouts: make sure they
-  // were exercised.
+  // On AVX-512 VNNI, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16 and MXFP4 have packed layouts: make sure
+  // they were exercised.
   if (active.isa == kernels::Isa::kAvx512) {
-    for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16, DType::MXFP4})
+    for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16,
+                    DType::MXFP4})
       EXPECT_TRUE(kernels::packed_size(t, 32, 256))
           << "the avx512 table should pack " << dtype_name(t);
   }
@@ -159,6 +160,7 @@ TEST(Packed, SharedInputMatchesOneCallEach) {
   for (auto [t, d] : {std::pair<DType, int64_t>{DType::Q4_0, 96},
                       {DType::Q8_0, 32},
                       {DType::Q4_K, 48},
+                      {DType::Q5_K, 16},
                       {DType::Q6_K, 32},
                       {DType::F16, 16},
                       {DType::MXFP4, 32},

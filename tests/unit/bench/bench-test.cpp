@@ -47,7 +47,8 @@ TEST(Synthetic, ParsesShapesAndTypes) {
 // A small shape through the real writer and loader: every type must load and decode finitely.
 TEST(Synthetic, WritesAModelTheLoaderRuns) {
   const std::string dir = test::temp_dir();
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::F16, DType::BF16}) {
+  for (DType t :
+       {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::F16, DType::BF16}) {
     SyntheticSpec spec{{"test-small", 256, 512, 2, 4, 2, 300, 128, 10000.0}, t};
     const std::string path = dir + "/small-" + dtype_name(t) + ".gguf";
     auto bytes = write_synthetic_gguf(spec, path);
@@ -162,6 +163,12 @@ TEST(Synthetic, Q4KMixPutsLlamaQuantizesTensorsInQ6K) {
   auto plain = parse_synthetic("llama2-7b:q4_0");
   ASSERT_TRUE(plain.is_ok());
   EXPECT_EQ(synthetic_type_name(*plain), "q4_0");
+  auto five = parse_synthetic("llama2-7b:Q5_K_M");
+  ASSERT_TRUE(five.is_ok()) << five.message();
+  EXPECT_EQ(five->type, DType::Q5_K);
+  EXPECT_TRUE(five->k_m_mix);
+  EXPECT_EQ(synthetic_type_name(*five), "q5_k_m");
+  EXPECT_FALSE(parse_synthetic("llama2-7b:q6_k_m").is_ok());
   const std::string dir = test::temp_dir();
   for (bool tied : {false, true}) {
     SyntheticSpec small{{"test-mix", 256, 512, 16, 4, 2, 300, 128, 10000.0}, DType::Q4_K, true};

@@ -1,5 +1,5 @@
-// AVX-512 packed Q4_K against Q8_K activations (the frame: avx512-packed-frame.h). Its bytes are
-// described above its code; bump the layout's `version` on any byte change.
+// AVX-512 packed Q4_K and Q5_K against Q8_K activations (the frame: avx512-packed-frame.h).
+// Their bytes are described above their code; bump a layout's `version` on any byte change.
 #include <cstring>
 #include <type_traits>
 
@@ -71,15 +71,26 @@ void quantize_q8_k_split(const float* x, int64_t n, int8_t* q, float* d, int32_t
 // sc_b, each in its low 6 bits; their top 2 bits hold sc_{4+b}, 2 bits each (word 0 the lowest).
 // Per super-block: y += xd (d sum_j sc_j (q_j . x_j) - dmin sum_j m_j sum(x_j)), both sums exact
 // integers as in ref::dot_q4_k.
+//
+// Q5_K: the same, followed by its fifth bits (2816 bytes a super-block, the source's size):
+// [8 x 64 bytes], vector k holding for lane r bytes qh[4k .. 4k + 3] of row r, whose bit 2c is
+// the fifth bit of the low nibble of vector k of pair c, and bit 2c + 1 of its high nibble.
 constexpr uint64_t kQ4KSuperBytes = 64 + 3 * 64 + 4 * 8 * 64;
 constexpr uint64_t kQ4KWords = 64, kQ4KCodes = 256;
+constexpr uint64_t kQ5KHighBits = kQ4KSuperBytes, kQ5KSuperBytes = kQ4KSuperBytes + 8 * 64;
+
+template <bool kFive>
+constexpr uint64_t super_bytes() {
+  return kFive ? kQ5KSuperBytes : kQ4KSuperBytes;
+}
 
 bool q4_k_can_pack(int64_t d, int64_t n) {
   return d % kRows == 0 && n % kQKK == 0;
 }
 
-uint64_t q4_k_bytes(int64_t d, int64_t n) {
-  return uint64_t(d / kRows) * uint64_t(n / kQKK) * kQ4KSuperBytes;
+template <bool kFive>
+uint64_t k_bytes(int64_t d, int64_t n) {
+  return uint64_t(d / kRows) * uint64_t(n / kQKK) * super_bytes<kFive>();
 }
 
 // Offset of byte b of row r's scale word v (0..2) in a packed super-block.
@@ -87,14 +98,20 @@ constexpr uint64_t q4_k_word_byte(int v, int r, int b) {
   return kQ4KWords + uint64_t(v * 64 + r * 4 + b);
 }
 
-void q4_k_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n) {
+template <bool kFive>
+void k_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n) {
+  using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
+  constexpr uint64_t kSuper = super_bytes<kFive>();
   const int64_t nsb = n / kQKK;
-  const auto* w = static_cast<const BlockQ4_K*>(src);
+  const auto* w = static_cast<const Block*>(src);
   for (int64_t g = g0; g < g1; ++g) {
-    uint8_t* out = dst + uint64_t(g) * uint64_t(nsb) * kQ4KSuperBytes;
-    for (int64_t i = 0; i < nsb; ++i, out += kQ4KSuperBytes)
+    uint8_t* out = dst + uint64_t(g) * uint64_t(nsb) * kSuper;
+    for (int64_t i = 0; i < nsb; ++i, out += kSuper)
       for (int r = 0; r < kRows; ++r) {
-        const BlockQ4_K& b = w[(g * kRows + r) * nsb + i];
+        const Block& b = w[(g * kRows + r) * nsb + i];
+        if constexpr (kFive)
+          for (int k = 0; k < 8; ++k)
+            std::memcpy(out + kQ5KHighBits + k * 64 + r * 4, b.qh + 4 * k, 4);
         std::memcpy(out + r * 2, &b.d, 2);
         std::memcpy(out + 32 + r * 2, &b.dmin, 2);
         uint8_t sc[8], m[8];
@@ -112,10 +129,12 @@ void q4_k_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n)
   }
 }
 
-void q4_k_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
+template <bool kFive>
+void k_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
+  constexpr uint64_t kSuper = super_bytes<kFive>();
   const int64_t nsb = n / kQKK;
-  const uint8_t* in = w + uint64_t(g) * uint64_t(nsb) * kQ4KSuperBytes;
-  for (int64_t i = 0; i < nsb; ++i, in += kQ4KSuperBytes) {
+  const uint8_t* in = w + uint64_t(g) * uint64_t(nsb) * kSuper;
+  for (int64_t i = 0; i < nsb; ++i, in += kSuper) {
     for (int r = 0; r < kRows; ++r) {
       uint16_t dh, mh;
       std::memcpy(&dh, in + r * 2, 2);
@@ -132,9 +151,11 @@ void q4_k_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
         float* o = out + r * n + i * kQKK + j * 32;
         const int c = j / 2, shift = (j & 1) * 4;
         for (int kk = 0; kk < 8; ++kk)
-          for (int e = 0; e < 4; ++e)
-            o[4 * kk + e] =
-                dj * float((in[kQ4KCodes + c * 512 + kk * 64 + r * 4 + e] >> shift) & 0xF) - mj;
+          for (int e = 0; e < 4; ++e) {
+            int code = (in[kQ4KCodes + c * 512 + kk * 64 + r * 4 + e] >> shift) & 0xF;
+            if constexpr (kFive) code |= (in[kQ5KHighBits + kk * 64 + r * 4 + e] >> j & 1) << 4;
+            o[4 * kk + e] = dj * float(code) - mj;
+          }
       }
     }
   }
@@ -146,23 +167,28 @@ void q4_k_unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
 // token, one convert and one FMA; the mins are 4 byte dot products per super-block.
 // Against the previous loop (Q8_0 activations, both scale products per sub-block: ~33 uops a
 // sub-block against ~23 here): see docs/performance.md, session 14.
-template <int NT, int G>
-void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, int64_t first,
-                  int64_t supers, int64_t t0, __m512 (&out)[G][NT], int64_t nsb,
-                  const PackedActivations& x) {
+// Q5_K: the low nibbles take their fifth bit as bit 4, the high ones are shifted down first
+// (a fifth bit above a nibble left in place would not fit the byte), so no 1/16.
+template <bool kFive, int NT, int G>
+void k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units, int64_t first,
+               int64_t supers, int64_t t0, __m512 (&out)[G][NT], int64_t nsb,
+               const PackedActivations& x) {
+  constexpr uint64_t kSuper = super_bytes<kFive>();
   const int64_t n = nsb * kQKK, nb = nsb * 8;
   __m512 acc[G][NT];
   for (int i = 0; i < G; ++i)
     for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_setzero_ps();
   const __m512i low = _mm512_set1_epi8(0x0F), high = _mm512_set1_epi8(char(0xF0));
   const __m512i six_bits = _mm512_set1_epi8(0x3F), low_six = _mm512_set1_epi32(0x3F);
+  const __m512i fifth = _mm512_set1_epi8(0x10);
   for (int64_t s = 0; s < supers; ++s) {
     for (int i = 0; i < G; ++i) {
-      const uint8_t* wg = w + uint64_t(i) * stride_bytes + uint64_t(s) * kQ4KSuperBytes;
+      const uint8_t* wg = w + uint64_t(i) * stride_bytes + uint64_t(s) * kSuper;
       const int64_t sb = first + i * stride_units + s;
       __m512 sum_q[NT];
       for (int t = 0; t < NT; ++t) sum_q[t] = _mm512_setzero_ps();
       prefetch_ahead(wg, int(kQ4KCodes));  // the scales too: every line of the unit
+      if constexpr (kFive) prefetch_ahead(wg + kQ5KHighBits, 512);
       const __m512i w0 = _mm512_load_si512(wg + kQ4KWords),
                     w1 = _mm512_load_si512(wg + kQ4KWords + 64);
       const __m512i sc_lo = _mm512_load_si512(wg + kQ4KWords + 128);
@@ -182,10 +208,22 @@ void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
           const int j = 2 * c + h;
           __m512 sc =
               _mm512_cvtepi32_ps(_mm512_and_si512(h ? _mm512_srli_epi32(pair, 8) : pair, low_six));
-          if (h) sc = _mm512_mul_ps(sc, _mm512_set1_ps(1.f / 16));
+          if (!kFive && h) sc = _mm512_mul_ps(sc, _mm512_set1_ps(1.f / 16));
           __m512i q[8];
-          for (int k = 0; k < 8; ++k)
-            q[k] = _mm512_and_si512(_mm512_load_si512(qp + 64 * k), h ? high : low);
+          for (int k = 0; k < 8; ++k) {
+            const __m512i v = _mm512_load_si512(qp + 64 * k);
+            if constexpr (kFive) {
+              // Bit j of the fifth-bit bytes to bit 4 (16-bit shifts: the mask drops what
+              // crosses a byte), then ternlog 0xEC: (nibble byte & 0x0F) | fifth bit.
+              const __m512i hb = _mm512_load_si512(wg + kQ5KHighBits + 64 * k);
+              const __m512i at4 = _mm512_and_si512(j <= 4 ? _mm512_slli_epi16(hb, unsigned(4 - j))
+                                                          : _mm512_srli_epi16(hb, unsigned(j - 4)),
+                                                   fifth);
+              q[k] = _mm512_ternarylogic_epi32(h ? _mm512_srli_epi16(v, 4) : v, at4, low, 0xEC);
+            } else {
+              q[k] = _mm512_and_si512(v, h ? high : low);
+            }
+          }
           for (int t = 0; t < NT; ++t) {
             const auto* xq =
                 reinterpret_cast<const int32_t*>(act_codes(x, t0 + t, n) + sb * kQKK + j * 32);
@@ -219,13 +257,14 @@ void q4_k_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
     for (int t = 0; t < NT; ++t) out[i][t] = acc[i][t];
 }
 
-void q4_k_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
-               float* y, int64_t y_stride) {
+template <bool kFive>
+void k_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x,
+            float* y, int64_t y_stride) {
   const int64_t nsb = n / kQKK;
   // Tiles of 4 tokens: 8 nibble vectors + two accumulators a token fit the 32 registers.
-  gemm_streams<4>(w, g0, g1, nsb, kQ4KSuperBytes, x.n_tokens, y, y_stride,
+  gemm_streams<4>(w, g0, g1, nsb, super_bytes<kFive>(), x.n_tokens, y, y_stride,
                   [&](auto tile, auto g, auto&&... span) {
-                    q4_k_streams<decltype(tile)::value, decltype(g)::value>(span..., nsb, x);
+                    k_streams<kFive, decltype(tile)::value, decltype(g)::value>(span..., nsb, x);
                   });
 }
 
@@ -236,11 +275,21 @@ void q4_k_gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const Packed
 const PackedLayout q4_k_packed = {.version = 3,
                                   .group_rows = kRows,
                                   .can_pack = q4_k_can_pack,
-                                  .bytes = q4_k_bytes,
-                                  .pack = q4_k_pack,
-                                  .gemm = q4_k_gemm,
+                                  .bytes = k_bytes<false>,
+                                  .pack = k_pack<false>,
+                                  .gemm = k_gemm<false>,
                                   .quantize = quantize_q8_k_split,
                                   .act_type = DType::Q8_K,
-                                  .unpack_rows = q4_k_unpack_rows};
+                                  .unpack_rows = k_unpack_rows<false>};
+
+const PackedLayout q5_k_packed = {.version = 1,
+                                  .group_rows = kRows,
+                                  .can_pack = q4_k_can_pack,
+                                  .bytes = k_bytes<true>,
+                                  .pack = k_pack<true>,
+                                  .gemm = k_gemm<true>,
+                                  .quantize = quantize_q8_k_split,
+                                  .act_type = DType::Q8_K,
+                                  .unpack_rows = k_unpack_rows<true>};
 
 }  // namespace hearth::kernels::avx512

@@ -33,6 +33,7 @@ extern const PackedLayout q4_0_packed;
 extern const PackedLayout mxfp4_packed;
 extern const PackedLayout q8_0_packed;
 extern const PackedLayout q4_k_packed;  // avx512-packed-q4k.cpp
+extern const PackedLayout q5_k_packed;  // avx512-packed-q4k.cpp
 extern const PackedLayout q6_k_packed;  // avx512-packed-q6k.cpp
 extern const PackedLayout f16_packed;
 

@@ -46,6 +46,7 @@ KernelTable make_avx512_table() {
       avx512::dequantize_q8_0);
   t.types[uint32_t(DType::Q8_0)].packed = &avx512::q8_0_packed;
   t.types[uint32_t(DType::Q4_K)].packed = &avx512::q4_k_packed;
+  t.types[uint32_t(DType::Q5_K)].packed = &avx512::q5_k_packed;
   set(t, DType::Q6_K, DType::F32, avx512::dot_q6_k_f32, avx512::dequantize_q6_k);
   t.types[uint32_t(DType::Q6_K)].packed = &avx512::q6_k_packed;
   set(t, DType::MXFP4, DType::Q8_0, dot_each_token<avx512::dot_mxfp4>, avx2::dequantize_mxfp4);
