@@ -31,6 +31,9 @@ using QuantizeFn = void (*)(const float* src, void* dst, int64_t n);
 // dot_via_dequantize widen them to a token tile). A function type, so a header declares a family
 // of kernels in one line.
 using RowDot = float(int64_t n, const void* w, const void* x);
+// A VecDotFn's function type (a kernel that takes its token tiles itself), for the same reason.
+using TileDot = void(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok,
+                     float* y, int64_t y_stride);
 using RowDequantize = void(const void* src, float* dst, int64_t n);
 
 // Activations for a packed layout, quantized once per call by the layout's quantizer in the

@@ -48,19 +48,47 @@ inline __m256i mxfp4_values(const uint8_t* qs) {
   return _mm256_shuffle_epi8(_mm256_set_m128i(lut, lut), unpack_nibbles(qs));
 }
 
-// Symmetric 32-element blocks (Q4_0, Q5_0, MXFP4) against Q8_0 activations: values(block) gives
-// the 32 signed weight codes, scale(block) the weight's scale; one FMA per block.
-template <class Block, class Values, class Scale>
-float dot_symmetric(int64_t n, const void* wv, const void* xv, Values values, Scale scale) {
-  const auto* w = static_cast<const Block*>(wv);
-  const auto* x = static_cast<const BlockQ8_0*>(xv);
-  __m256 acc = _mm256_setzero_ps();
+// Symmetric 32-element blocks (Q4_0, Q5_0, MXFP4) against Q8_0 activations, NT tokens of one
+// row: Codes::values(block) gives the 32 signed weight codes, Codes::scale(block) the weight's
+// scale; each block's codes are unpacked once for the tile, then one integer dot and one FMA a
+// token (as dot_i8: |w| against x with w's signs). A prompt's row is unpacked once per tile, not
+// once per token.
+template <class Codes, int NT>
+void symmetric_tile(int64_t n, const typename Codes::Block* w, const uint8_t* x, uint64_t x_stride,
+                    float* y, int64_t y_stride) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK32; ++i) {
-    const __m256 d = _mm256_set1_ps(scale(w[i]) * h2f(x[i].d));
-    const __m256 p = _mm256_cvtepi32_ps(dot_i8(values(w[i]), load256(x[i].qs)));
-    acc = _mm256_fmadd_ps(d, p, acc);
+    const __m256i v = Codes::values(w[i]);
+    const __m256i av = _mm256_sign_epi8(v, v);
+    const float ws = Codes::scale(w[i]);
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_0& xb = reinterpret_cast<const BlockQ8_0*>(x + uint64_t(t) * x_stride)[i];
+      const __m256i sy = _mm256_sign_epi8(load256(xb.qs), v);
+      const __m256 p =
+          _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(av, sy), _mm256_set1_epi16(1)));
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(ws * h2f(xb.d)), p, acc[t]);
+    }
   }
-  return hsum(acc);
+  for (int t = 0; t < NT; ++t) y[t * y_stride] = hsum(acc[t]);
+}
+
+template <class Codes>
+float dot_symmetric(int64_t n, const void* w, const void* x) {
+  float y;
+  symmetric_tile<Codes, 1>(n, static_cast<const typename Codes::Block*>(w),
+                           static_cast<const uint8_t*>(x), 0, &y, 1);
+  return y;
+}
+
+// Tiles of up to 4 tokens (4 accumulators next to the block's codes: 16 registers suffice).
+template <class Codes>
+void dot_symmetric_tiles(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok,
+                         float* y, int64_t y_stride) {
+  using Block = typename Codes::Block;
+  dot_token_tiles<Block, TokenTileFn<Block>, symmetric_tile<Codes, 1>, symmetric_tile<Codes, 2>,
+                  symmetric_tile<Codes, 3>, symmetric_tile<Codes, 4>>(n, w, x, x_stride, n_tok, y,
+                                                                      y_stride);
 }
 
 // Blocks with a min (Q4_1, Q5_1) against Q8_1 activations: the unsigned codes' dot, plus the
@@ -90,27 +118,51 @@ inline void store_scaled(__m256i q, __m256 d, float* y) {
 
 }  // namespace
 
+namespace {
+
+struct Mxfp4Codes {
+  using Block = BlockMxfp4;
+  static __m256i values(const Block& b) { return mxfp4_values(b.qs); }
+  static float scale(const Block& b) { return mxfp4_scale(b.e); }
+};
+struct Q4_0Codes {
+  using Block = BlockQ4_0;
+  static __m256i values(const Block& b) {
+    return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_set1_epi8(8));
+  }
+  static float scale(const Block& b) { return h2f(b.d); }
+};
+struct Q5_0Codes {
+  using Block = BlockQ5_0;
+  static __m256i values(const Block& b) {
+    const __m256i q = _mm256_or_si256(unpack_nibbles(b.qs), fifth_bits(b.qh));
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+  }
+  static float scale(const Block& b) { return h2f(b.d); }
+};
+
+}  // namespace
+
 float dot_mxfp4(int64_t n, const void* wv, const void* xv) {
-  return dot_symmetric<BlockMxfp4>(
-      n, wv, xv, [](const BlockMxfp4& b) { return mxfp4_values(b.qs); },
-      [](const BlockMxfp4& b) { return mxfp4_scale(b.e); });
+  return dot_symmetric<Mxfp4Codes>(n, wv, xv);
 }
-
 float dot_q4_0(int64_t n, const void* wv, const void* xv) {
-  return dot_symmetric<BlockQ4_0>(
-      n, wv, xv,
-      [](const BlockQ4_0& b) { return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_set1_epi8(8)); },
-      [](const BlockQ4_0& b) { return h2f(b.d); });
+  return dot_symmetric<Q4_0Codes>(n, wv, xv);
 }
-
 float dot_q5_0(int64_t n, const void* wv, const void* xv) {
-  return dot_symmetric<BlockQ5_0>(
-      n, wv, xv,
-      [](const BlockQ5_0& b) {
-        const __m256i q = _mm256_or_si256(unpack_nibbles(b.qs), fifth_bits(b.qh));
-        return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-      },
-      [](const BlockQ5_0& b) { return h2f(b.d); });
+  return dot_symmetric<Q5_0Codes>(n, wv, xv);
+}
+void dot_mxfp4_tiles(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok,
+                     float* y, int64_t y_stride) {
+  dot_symmetric_tiles<Mxfp4Codes>(n, w, x, x_stride, n_tok, y, y_stride);
+}
+void dot_q4_0_tiles(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, float* y,
+                    int64_t y_stride) {
+  dot_symmetric_tiles<Q4_0Codes>(n, w, x, x_stride, n_tok, y, y_stride);
+}
+void dot_q5_0_tiles(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, float* y,
+                    int64_t y_stride) {
+  dot_symmetric_tiles<Q5_0Codes>(n, w, x, x_stride, n_tok, y, y_stride);
 }
 
 float dot_q4_1(int64_t n, const void* wv, const void* xv) {
@@ -150,38 +202,31 @@ void dequantize_q8_0(const void* src, float* y, int64_t n) {
 
 namespace {
 
-// The 8 six-bit scales and mins of a Q4_K/Q5_K block, and the min term sum_j m_j * sum(x_j)
-// (each sub-block of 32 spans two 16-element bsums).
-inline int kquant_scales(const uint8_t* packed, const int16_t* bsums, int16_t* sc) {
-  int sum_m = 0;
-  for (int j = 0; j < 8; ++j) {
-    uint8_t s, m;
-    kquant_scale_min(j, packed, &s, &m);
-    sc[j] = s;
-    sum_m += m * (bsums[2 * j] + bsums[2 * j + 1]);
-  }
-  return sum_m;
-}
-
-// Q4_K and Q5_K against Q8_K: per 64 elements, the low and high nibbles of 32 bytes (plus, for
-// Q5_K, bit j of qh[l] as the fifth bit of sub-block j) times their sub-block's scale.
-template <class Block>
-float dot_kquant(int64_t n, const void* wv, const void* xv) {
+// Q4_K and Q5_K against Q8_K, NT tokens of one row: per 64 elements, the low and high nibbles
+// of 32 bytes (plus, for Q5_K, bit j of qh[l] as the fifth bit of sub-block j) times their
+// sub-block's scale, unpacked once for the tile; the min term sum_j m_j * sum(x_j) per token
+// from its bsums (each sub-block of 32 spans two 16-element bsums).
+template <class Block, int NT>
+void kquant_tile(int64_t n, const Block* w, const uint8_t* x, uint64_t x_stride, float* y,
+                 int64_t y_stride) {
   constexpr bool kFifthBit = requires(Block b) {
     b.qh;
   };
-  const auto* w = static_cast<const Block*>(wv);
-  const auto* x = static_cast<const BlockQ8_K*>(xv);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0;
+  __m256 acc[NT];
+  float mins[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), mins[t] = 0;
   const __m256i m4 = _mm256_set1_epi8(0xF);
   const __m256i one = _mm256_set1_epi8(1);
+  auto block_of = [&](int t, int64_t i) -> const BlockQ8_K& {
+    return reinterpret_cast<const BlockQ8_K*>(x + uint64_t(t) * x_stride)[i];
+  };
   for (int64_t i = 0; i < n / kQKK; ++i) {
-    int16_t sc[8];
-    const int sum_m = kquant_scales(w[i].scales, x[i].bsums, sc);
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; ++j) kquant_scale_min(j, w[i].scales, &sc[j], &m[j]);
     __m256i qh = _mm256_setzero_si256();
     if constexpr (kFifthBit) qh = load256(w[i].qh);
-    __m256i isum = _mm256_setzero_si256();
+    __m256i isum[NT];
+    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load256(w[i].qs + 32 * c);
       __m256i lo = _mm256_and_si256(q, m4);
@@ -192,15 +237,40 @@ float dot_kquant(int64_t n, const void* wv, const void* xv) {
         hi = _mm256_or_si256(
             hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
       }
-      const __m256i p0 = _mm256_maddubs_epi16(lo, load256(x[i].qs + 64 * c));
-      const __m256i p1 = _mm256_maddubs_epi16(hi, load256(x[i].qs + 64 * c + 32));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
-      isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
+      const __m256i s0 = _mm256_set1_epi16(sc[2 * c]), s1 = _mm256_set1_epi16(sc[2 * c + 1]);
+      for (int t = 0; t < NT; ++t) {
+        const BlockQ8_K& xb = block_of(t, i);
+        const __m256i p0 = _mm256_maddubs_epi16(lo, load256(xb.qs + 64 * c));
+        const __m256i p1 = _mm256_maddubs_epi16(hi, load256(xb.qs + 64 * c + 32));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p0, s0));
+        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p1, s1));
+      }
     }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(x[i].d * h2f(w[i].d)), _mm256_cvtepi32_ps(isum), acc);
-    mins += x[i].d * h2f(w[i].dmin) * float(sum_m);
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_K& xb = block_of(t, i);
+      int sum_m = 0;
+      for (int j = 0; j < 8; ++j) sum_m += m[j] * (xb.bsums[2 * j] + xb.bsums[2 * j + 1]);
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_set1_ps(xb.d * h2f(w[i].d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+      mins[t] += xb.d * h2f(w[i].dmin) * float(sum_m);
+    }
   }
-  return hsum(acc) - mins;
+  for (int t = 0; t < NT; ++t) y[t * y_stride] = hsum(acc[t]) - mins[t];
+}
+
+template <class Block>
+float dot_kquant(int64_t n, const void* w, const void* x) {
+  float y;
+  kquant_tile<Block, 1>(n, static_cast<const Block*>(w), static_cast<const uint8_t*>(x), 0, &y, 1);
+  return y;
+}
+
+template <class Block>
+void dot_kquant_tiles(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok,
+                      float* y, int64_t y_stride) {
+  dot_token_tiles<Block, TokenTileFn<Block>, kquant_tile<Block, 1>, kquant_tile<Block, 2>,
+                  kquant_tile<Block, 3>, kquant_tile<Block, 4>>(n, w, x, x_stride, n_tok, y,
+                                                                y_stride);
 }
 
 // Float weights: 8 elements of a row widened to f32, and one element for the tail.
@@ -251,6 +321,14 @@ float dot_q4_k(int64_t n, const void* w, const void* x) {
 
 float dot_q5_k(int64_t n, const void* w, const void* x) {
   return dot_kquant<BlockQ5_K>(n, w, x);
+}
+void dot_q4_k_tiles(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, float* y,
+                    int64_t y_stride) {
+  dot_kquant_tiles<BlockQ4_K>(n, w, x, x_stride, n_tok, y, y_stride);
+}
+void dot_q5_k_tiles(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, float* y,
+                    int64_t y_stride) {
+  dot_kquant_tiles<BlockQ5_K>(n, w, x, x_stride, n_tok, y, y_stride);
 }
 
 float dot_f32(int64_t n, const void* w, const void* x) {

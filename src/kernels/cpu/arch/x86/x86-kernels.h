@@ -9,6 +9,8 @@
 namespace hearth::kernels::avx2 {
 
 RowDot dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q4_k, dot_q5_k, dot_mxfp4;
+// The same dots over tiles of up to 4 tokens, each weight block unpacked once a tile.
+TileDot dot_q4_0_tiles, dot_q5_0_tiles, dot_mxfp4_tiles, dot_q4_k_tiles, dot_q5_k_tiles;
 RowDot dot_f32, dot_f16, dot_bf16;
 RowDequantize dequantize_q4_0, dequantize_q8_0, dequantize_mxfp4, dequantize_f16, dequantize_bf16;
 // Q6_K and Q8_0 rows against f32 activations, dequantized in registers (VecDotFn: token tiles).

@@ -18,16 +18,16 @@ KernelTable make_avx2_table() {
   set(t, DType::F32, DType::F32, dot_each_token<avx2::dot_f32>, ref::dequantize_f32);
   set(t, DType::F16, DType::F32, dot_each_token<avx2::dot_f16>, avx2::dequantize_f16);
   set(t, DType::BF16, DType::F32, dot_each_token<avx2::dot_bf16>, avx2::dequantize_bf16);
-  set(t, DType::Q4_0, DType::Q8_0, dot_each_token<avx2::dot_q4_0>, avx2::dequantize_q4_0);
+  set(t, DType::Q4_0, DType::Q8_0, avx2::dot_q4_0_tiles, avx2::dequantize_q4_0);
   set(t, DType::Q4_1, DType::Q8_1, dot_each_token<avx2::dot_q4_1>, ref::dequantize_q4_1);
-  set(t, DType::Q5_0, DType::Q8_0, dot_each_token<avx2::dot_q5_0>, ref::dequantize_q5_0);
+  set(t, DType::Q5_0, DType::Q8_0, avx2::dot_q5_0_tiles, ref::dequantize_q5_0);
   set(t, DType::Q5_1, DType::Q8_1, dot_each_token<avx2::dot_q5_1>, ref::dequantize_q5_1);
   // Q8_0 and Q6_K take f32 activations (kernel-table.h dot_via_dequantize says why).
   set(t, DType::Q8_0, DType::F32, avx2::dot_q8_0_f32, avx2::dequantize_q8_0);
-  set(t, DType::Q4_K, DType::Q8_K, dot_each_token<avx2::dot_q4_k>, ref::dequantize_q4_k);
-  set(t, DType::Q5_K, DType::Q8_K, dot_each_token<avx2::dot_q5_k>, ref::dequantize_q5_k);
+  set(t, DType::Q4_K, DType::Q8_K, avx2::dot_q4_k_tiles, ref::dequantize_q4_k);
+  set(t, DType::Q5_K, DType::Q8_K, avx2::dot_q5_k_tiles, ref::dequantize_q5_k);
   set(t, DType::Q6_K, DType::F32, avx2::dot_q6_k_f32, ref::dequantize_q6_k);
-  set(t, DType::MXFP4, DType::Q8_0, dot_each_token<avx2::dot_mxfp4>, avx2::dequantize_mxfp4);
+  set(t, DType::MXFP4, DType::Q8_0, avx2::dot_mxfp4_tiles, avx2::dequantize_mxfp4);
   return t;
 }
 
