@@ -158,10 +158,11 @@ struct Case {
   GatedAct act;
   bool biases;
 };
-// Q4_K_M's mix (Q4_K gate/up, Q6_K down), the legacy types, f16, and gpt-oss's and Gemma's
-// activations with biases.
+// Q4_K_M's and Q5_K_M's mixes (Q4_K / Q5_K gate/up, Q6_K down), the legacy types, f16, and
+// gpt-oss's and Gemma's activations with biases.
 const Case kCases[] = {{DType::Q4_K, DType::Q4_K, GatedAct::kSilu, false},
                        {DType::Q4_K, DType::Q6_K, GatedAct::kSilu, false},
+                       {DType::Q5_K, DType::Q6_K, GatedAct::kSilu, false},
                        {DType::Q4_0, DType::Q8_0, GatedAct::kSilu, false},
                        {DType::F16, DType::F16, GatedAct::kGeluTanh, true},
                        {DType::Q8_0, DType::Q4_0, GatedAct::kSwigluClamped, true}};
