@@ -17,6 +17,17 @@ inline void cpu_relax() {
 #endif
 }
 constexpr int kSpinIterations = 20000;
+// Every this many spins a waiting thread offers its core to the scheduler: when threads
+// outnumber free cores (a server's HTTP threads and its clients next to a pool as wide as the
+// machine), the thread being waited for may sit preempted while its partner spins out a whole
+// time slice. sched_yield returns at once when nothing else wants the core.
+constexpr int kSpinsPerYield = 4096;
+inline void wait_a_little(int spin) {
+  if (spin % kSpinsPerYield == kSpinsPerYield - 1)
+    sched_yield();
+  else
+    cpu_relax();
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
@@ -38,7 +49,7 @@ void ThreadPool::worker_loop(int index) {
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
     for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
-      cpu_relax();
+      wait_a_little(spin);
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {
@@ -72,7 +83,7 @@ void ThreadPool::run(FunctionRef<void(int, int)> fn) {
     wake_.notify_all();
   }
   fn(0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) wait_a_little(spin);
   job_ = nullptr;
 }
 
