@@ -124,4 +124,16 @@ inline void kquant_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
+// All eight at once, four bytes a 32-bit word (the same values as kquant_scale_min for
+// j = 0..7, without its branch per sub-block: row kernels unpack them for every block).
+inline void kquant_scales_mins(const uint8_t* q, uint8_t (&sc)[8], uint8_t (&m)[8]) {
+  uint32_t w[3];
+  std::memcpy(w, q, 12);
+  const uint32_t six = 0x3F3F3F3Fu, low = 0x0F0F0F0Fu, top = 0x30303030u;
+  const uint32_t out_sc[2] = {w[0] & six, (w[2] & low) | ((w[0] >> 2) & top)};
+  const uint32_t out_m[2] = {w[1] & six, ((w[2] >> 4) & low) | ((w[1] >> 2) & top)};
+  std::memcpy(sc, out_sc, 8);
+  std::memcpy(m, out_m, 8);
+}
+
 }  // namespace hearth::kernels

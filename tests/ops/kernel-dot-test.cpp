@@ -10,6 +10,7 @@
 
 #include "base/cpu-features.h"
 #include "kernels/cpu/kernel-table.h"
+#include "kernels/quant-blocks.h"
 #include "kernels/quantize.h"
 
 namespace hearth {
@@ -109,6 +110,23 @@ TEST(KernelTables, DotMatchesReferenceOnEveryIsa) {
           EXPECT_EQ(got[2 * tok + 1], -12345.f) << table->name << " wrote outside its output";
         }
       }
+    }
+  }
+}
+
+// The word-at-a-time unpacking of Q4_K/Q5_K scales and mins gives kquant_scale_min's values.
+TEST(KernelTables, KquantScalesUnpackLikeOneAtATime) {
+  std::mt19937 rng(99);
+  for (int iter = 0; iter < 2000; ++iter) {
+    uint8_t q[12];
+    for (uint8_t& b : q) b = uint8_t(rng());
+    uint8_t sc[8], m[8];
+    kernels::kquant_scales_mins(q, sc, m);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t want_sc, want_m;
+      kernels::kquant_scale_min(j, q, &want_sc, &want_m);
+      ASSERT_EQ(sc[j], want_sc) << "sub-block " << j;
+      ASSERT_EQ(m[j], want_m) << "sub-block " << j;
     }
   }
 }

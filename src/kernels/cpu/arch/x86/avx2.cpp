@@ -212,9 +212,8 @@ void kquant_tile(int64_t n, const Block* w, const uint8_t* x, uint64_t x_stride,
   constexpr bool kFifthBit = requires(Block b) {
     b.qh;
   };
-  __m256 acc[NT];
-  float mins[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps(), mins[t] = 0;
+  __m256 acc[NT], mins[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = mins[t] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0xF);
   const __m256i one = _mm256_set1_epi8(1);
   auto block_of = [&](int t, int64_t i) -> const BlockQ8_K& {
@@ -222,7 +221,12 @@ void kquant_tile(int64_t n, const Block* w, const uint8_t* x, uint64_t x_stride,
   };
   for (int64_t i = 0; i < n / kQKK; ++i) {
     uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; ++j) kquant_scale_min(j, w[i].scales, &sc[j], &m[j]);
+    kquant_scales_mins(w[i].scales, sc, m);
+    // m_j twice each as 16-bit lanes: one madd against a token's 16 bsums gives the 8 terms
+    // m_j (bsum_2j + bsum_2j+1) of its min sum.
+    __m128i m8 = _mm_setzero_si128();
+    std::memcpy(&m8, m, 8);
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
     __m256i qh = _mm256_setzero_si256();
     if constexpr (kFifthBit) qh = load256(w[i].qh);
     __m256i isum[NT];
@@ -248,14 +252,14 @@ void kquant_tile(int64_t n, const Block* w, const uint8_t* x, uint64_t x_stride,
     }
     for (int t = 0; t < NT; ++t) {
       const BlockQ8_K& xb = block_of(t, i);
-      int sum_m = 0;
-      for (int j = 0; j < 8; ++j) sum_m += m[j] * (xb.bsums[2 * j] + xb.bsums[2 * j + 1]);
+      const __m256i terms = _mm256_madd_epi16(load256(xb.bsums), m16);
       acc[t] =
           _mm256_fmadd_ps(_mm256_set1_ps(xb.d * h2f(w[i].d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
-      mins[t] += xb.d * h2f(w[i].dmin) * float(sum_m);
+      mins[t] = _mm256_fmadd_ps(_mm256_set1_ps(xb.d * h2f(w[i].dmin)), _mm256_cvtepi32_ps(terms),
+                                mins[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) y[t * y_stride] = hsum(acc[t]) - mins[t];
+  for (int t = 0; t < NT; ++t) y[t * y_stride] = hsum(acc[t]) - hsum(mins[t]);
 }
 
 template <class Block>
