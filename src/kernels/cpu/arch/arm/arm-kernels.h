@@ -18,6 +18,8 @@
   /* The integer dots over tiles of up to 4 tokens (VecDotFn), each block unpacked once */    \
   void dot_q4_0_tiles(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok,  \
                       float* y, int64_t y_stride);                                            \
+  void dot_q5_0_tiles(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok,  \
+                      float* y, int64_t y_stride);                                            \
   void dot_mxfp4_tiles(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, \
                        float* y, int64_t y_stride);                                           \
   void dot_q4_k_tiles(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok,  \

@@ -22,7 +22,7 @@ namespace {
     set(DType::BF16, DType::F32, dot_each_token<ns::dot_bf16>, ref::dequantize_bf16);  \
     set(DType::Q4_0, DType::Q8_0, ns::dot_q4_0_tiles, ref::dequantize_q4_0);           \
     set(DType::Q4_1, DType::Q8_1, dot_each_token<ns::dot_q4_1>, ref::dequantize_q4_1); \
-    set(DType::Q5_0, DType::Q8_0, dot_each_token<ns::dot_q5_0>, ref::dequantize_q5_0); \
+    set(DType::Q5_0, DType::Q8_0, ns::dot_q5_0_tiles, ref::dequantize_q5_0);           \
     set(DType::Q5_1, DType::Q8_1, dot_each_token<ns::dot_q5_1>, ref::dequantize_q5_1); \
     set(DType::Q8_0, DType::F32, ns::dot_q8_0_f32, ref::dequantize_q8_0);              \
     set(DType::Q4_K, DType::Q8_K, ns::dot_q4_k_tiles, ref::dequantize_q4_k);           \
