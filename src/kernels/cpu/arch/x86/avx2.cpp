@@ -30,13 +30,6 @@ inline __m256i fifth_bits(const uint8_t* p) {
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
-// Signed x signed bytes -> 8 s32 sums of 4 products (maddubs needs an unsigned operand).
-inline __m256i dot_i8(__m256i x, __m256i y) {
-  const __m256i ax = _mm256_sign_epi8(x, x);
-  const __m256i sy = _mm256_sign_epi8(y, x);
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
-}
-
 // Unsigned x signed bytes -> 8 s32 sums (the u8 side at most 63, so s16 pairs cannot saturate).
 inline __m256i dot_u8(__m256i x, __m256i y) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
@@ -51,8 +44,8 @@ inline __m256i mxfp4_values(const uint8_t* qs) {
 // Symmetric 32-element blocks (Q4_0, Q5_0, MXFP4) against Q8_0 activations, NT tokens of one
 // row: Codes::values(block) gives the 32 signed weight codes, Codes::scale(block) the weight's
 // scale; each block's codes are unpacked once for the tile, then one integer dot and one FMA a
-// token (as dot_i8: |w| against x with w's signs). A prompt's row is unpacked once per tile, not
-// once per token.
+// token (|w| against x with w's signs: vpmaddubsw needs an unsigned operand). A prompt's row is
+// unpacked once per tile, not once per token.
 template <class Codes, int NT>
 void symmetric_tile(int64_t n, const typename Codes::Block* w, const uint8_t* x, uint64_t x_stride,
                     float* y, int64_t y_stride) {
