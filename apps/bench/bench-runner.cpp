@@ -360,7 +360,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   const kernels::TypeKernels& kernels_of = table.of(wtype);
   const DType act = kernels_of.packed ? kernels_of.packed->act_type : kernels_of.act_type;
   const bool int8 = act != DType::F32 && peak.int8_gops > 0;
-  const bool int16 = act == DType::I16;
+  const bool int16 = int8 && act == DType::I16;
   auto prefill_peak = [&](int p) -> std::pair<double, const char*> {
     const auto amx = kernels::choose_prefill_gemm(table, wtype, p, o.cpu.amx);
     if (amx && peak.amx_bf16_gflops > 0 && o.gpu_layers == 0) {

@@ -151,7 +151,9 @@ TEST(Amx, MatchesFloat64ReferenceForEveryDtype) {
           if (threads == 1) first = y;
           // Each output's summation order is fixed: thread count cannot change a bit.
           for (size_t i = 0; i < y.size(); ++i) {
-            if (!std::isnan(first[i])) ASSERT_EQ(y[i], first[i]) << "threads=" << threads;
+            if (!std::isnan(first[i])) {
+              ASSERT_EQ(y[i], first[i]) << "threads=" << threads;
+            }
           }
         }
       }

@@ -115,7 +115,7 @@ void k_pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n) {
         std::memcpy(out + r * 2, &b.d, 2);
         std::memcpy(out + 32 + r * 2, &b.dmin, 2);
         uint8_t sc[8], m[8];
-        for (int j = 0; j < 8; ++j) kquant_scale_min(j, b.scales, &sc[j], &m[j]);
+        kquant_scales_mins(b.scales, sc, m);
         for (int k = 0; k < 4; ++k) {
           const int top = sc[4 + k];
           out[q4_k_word_byte(0, r, k)] = uint8_t(m[k] | (top & 3) << 6);

@@ -13,11 +13,8 @@ RowDot dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q4_k, dot_q5_k, dot_mxfp4;
 TileDot dot_q4_0_tiles, dot_q5_0_tiles, dot_mxfp4_tiles, dot_q4_k_tiles, dot_q5_k_tiles;
 RowDot dot_f32, dot_f16, dot_bf16;
 RowDequantize dequantize_q4_0, dequantize_q8_0, dequantize_mxfp4, dequantize_f16, dequantize_bf16;
-// Q6_K and Q8_0 rows against f32 activations, dequantized in registers (VecDotFn: token tiles).
-void dot_q6_k_f32(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, float* y,
-                  int64_t y_stride);
-void dot_q8_0_f32(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, float* y,
-                  int64_t y_stride);
+// Q6_K and Q8_0 rows against f32 activations, dequantized in registers (token tiles).
+TileDot dot_q6_k_f32, dot_q8_0_f32;
 
 }  // namespace hearth::kernels::avx2
 
@@ -26,9 +23,8 @@ namespace hearth::kernels::avx512 {
 
 RowDot dot_q4_0, dot_mxfp4, dot_f32, dot_f16, dot_bf16;
 RowDequantize dequantize_f16, dequantize_q8_0, dequantize_q6_k;
-// Q6_K rows against f32 activations, dequantized in registers (a VecDotFn: tiles of tokens).
-void dot_q6_k_f32(int64_t n, const void* w, const void* x, uint64_t x_stride, int n_tok, float* y,
-                  int64_t y_stride);
+// Q6_K rows against f32 activations, dequantized in registers (token tiles).
+TileDot dot_q6_k_f32;
 
 // Row-interleaved layouts (avx512-packed.cpp).
 extern const PackedLayout q4_0_packed;
