@@ -45,14 +45,19 @@ void Sampler::set_params(const SamplingParams& p) {
   params_ = p;
 }
 
+bool Sampler::penalties_apply(std::span<const int32_t> history) const {
+  const SamplingParams& p = params_;
+  return (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) &&
+         p.repeat_last_n != 0 && !history.empty();
+}
+
 // llama.cpp semantics: repetition divides positive logits and multiplies negative ones; presence
 // subtracts once per seen token, frequency once per occurrence. Only the window's tokens are
 // touched; seen_count_ is back to zero on return.
 bool Sampler::apply_penalties(int32_t n_vocab, std::span<const int32_t> history) {
+  if (!penalties_apply(history)) return false;
   const SamplingParams& p = params_;
   const bool rep = p.repeat_penalty != 1.0f;
-  if (!rep && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f) return false;
-  if (p.repeat_last_n == 0 || history.empty()) return false;
   size_t n = history.size();
   if (p.repeat_last_n > 0) n = std::min(n, static_cast<size_t>(p.repeat_last_n));
   seen_ids_.clear();
@@ -91,33 +96,6 @@ int64_t Sampler::keep(const float* logit, const int32_t* id, int64_t n, const Cu
   return kept;
 }
 
-// The band is a small part of a real model's vocabulary: a vectorised count per block of
-// kBlock skips the blocks with nothing in it, and the rest take a branch per element.
-Sampler::Band Sampler::band_from(const float* logit, const int32_t* id, const float* weight,
-                                 int64_t n, float floor, Set& to) {
-  to.reserve(n);
-  Band b;
-  auto take = [&](int64_t i) {
-    if (!(logit[i] >= floor)) return;
-    to.logit[size_t(b.n)] = logit[i];
-    to.id[size_t(b.n)] = id[i];
-    if (weight) {
-      to.weight[size_t(b.n)] = weight[i];
-      b.weight += double(weight[i]);
-    }
-    ++b.n;
-  };
-  int64_t i = 0;
-  for (; i + sampling::kBlock <= n; i += sampling::kBlock) {
-    int in_block = 0;
-    for (int64_t j = 0; j < sampling::kBlock; ++j) in_block += logit[i + j] >= floor;
-    if (in_block == 0) continue;
-    for (int64_t j = 0; j < sampling::kBlock; ++j) take(i + j);
-  }
-  for (; i < n; ++i) take(i);
-  return b;
-}
-
 SamplingCandidates Sampler::candidates(const float* logits, int32_t n_vocab,
                                        std::span<const int32_t> history) {
   if (n_vocab <= 0) return {};
@@ -136,9 +114,16 @@ SamplingCandidates Sampler::candidates(const float* logits, int32_t n_vocab,
   }
   if (all_ids_.empty() || all_ids_[V - 1] != int32_t(V - 1))
     std::iota(all_ids_.begin(), all_ids_.end(), 0);
-  float* L = logits_.data();
-  float m = sampling::copy_clean_max(logits, L, n_vocab);
-  if (apply_penalties(n_vocab, history)) m = sampling::max_value(L, n_vocab);
+  // The chain reads the row in place unless it needs a cleaned (NaN -> -inf) or penalised copy:
+  // a copy of a 128k vocabulary is a pass the common case does without.
+  bool has_nan = false;
+  float m = sampling::max_value(logits, n_vocab, &has_nan);
+  const float* L = logits;
+  if (has_nan || penalties_apply(history)) {
+    m = sampling::copy_clean_max(logits, logits_.data(), n_vocab);
+    if (apply_penalties(n_vocab, history)) m = sampling::max_value(logits_.data(), n_vocab);
+    L = logits_.data();
+  }
   // Greedy is greedy_argmax's rule (backend.h): the largest, the lowest index among equals, 0
   // when all are -inf (NaN is already -inf here). m is that largest value, so it is m's first
   // index: one compare a logit, no branchy running maximum.
@@ -158,34 +143,52 @@ SamplingCandidates Sampler::candidates(const float* logits, int32_t n_vocab,
     cl = to.logit.data();
     ci = to.id.data();
   };
-  const float* cw = nullptr;  // the current set's weights, where a stage computed them
-  // The k best or the nucleus almost always lie a few nats below the max: the band above
-  // m - width, when it holds enough (count or mass), holds the whole cut (everything outside is
-  // lower), so the cutoff search runs over the band instead of the vocabulary.
-  auto narrow_to_band = [&](double enough) {
-    for (float width : {8.0f, 24.0f}) {
-      Set& to = sets_[next];
-      const Band b = band_from(cl, ci, cw, n, m - width, to);
-      if ((cw ? b.weight : double(b.n)) < enough) continue;
-      next ^= 1;
-      n = b.n;
-      cl = to.logit.data();
-      ci = to.id.data();
-      if (cw) cw = to.weight.data();
-      return;
-    }
+  // The k best or the nucleus almost always lie a few nats below the max: the band above a
+  // floor, when it holds enough (count, or mass at temperature 1), holds the whole cut
+  // (everything outside is lower), so the cutoff search runs over the band instead of the set.
+  // Returns whether the band held enough; the set is the band either way when `always` is set.
+  const float* cw = nullptr;  // the band's weights (null for a count)
+  auto narrow_to_band = [&](float floor, double enough, bool weighted, bool always) {
+    Set& to = sets_[next];
+    to.reserve(n);
+    double mass = 0;
+    const int64_t kept = sampling::collect_band(
+        cl, ci, n, floor, m, 1.0f,
+        {to.logit.data(), to.id.data(), weighted ? to.weight.data() : nullptr}, &mass);
+    const bool enough_in_band = (weighted ? mass : double(kept)) >= enough;
+    if (!enough_in_band && !always) return false;
+    next ^= 1;
+    n = kept;
+    cl = to.logit.data();
+    ci = to.id.data();
+    cw = weighted ? to.weight.data() : nullptr;
+    return enough_in_band;
   };
   if (params_.top_k > 0 && params_.top_k < n) {
-    narrow_to_band(double(params_.top_k));
+    for (float width : {8.0f, 24.0f})
+      if (narrow_to_band(m - width, double(params_.top_k), false, false)) break;
     narrow(cutoff_.find({cl, ci, nullptr, n}, params_.top_k, m));
   }
   if (params_.top_p < 1.0f && n > 1) {
-    // The smallest prefix (in sorted order) whose softmax mass reaches top_p.
-    const double target =
-        double(params_.top_p) * sampling::exp_weights(cl, n, m, 1.0f, weights_.data());
-    cw = weights_.data();
-    narrow_to_band(target);
-    narrow(cutoff_.find({cl, ci, cw, n}, target, m));
+    // The smallest prefix (in sorted order) whose softmax mass reaches top_p. The sum reads the
+    // set once; the weights are written only for a band (or, failing one, the whole set).
+    const double target = double(params_.top_p) * sampling::exp_sum(cl, n, m, 1.0f);
+    if (params_.min_p > 0.0f && params_.min_p <= 1.0f) {
+      // min-p, next in the chain, keeps only its band (logits >= m + ln min_p). When that band
+      // holds less than the nucleus's mass, top-p's cut falls below it and keeps all of it; else
+      // the cut lies inside it. Either way only the band goes on.
+      if (narrow_to_band(m + std::log(params_.min_p), target, true, true))
+        narrow(cutoff_.find({cl, ci, cw, n}, target, m));
+    } else {
+      bool banded = false;
+      for (float width : {8.0f, 24.0f})
+        if ((banded = narrow_to_band(m - width, target, true, false))) break;
+      if (!banded) {
+        sampling::exp_weights(cl, n, m, 1.0f, weights_.data());
+        cw = weights_.data();
+      }
+      narrow(cutoff_.find({cl, ci, cw, n}, target, m));
+    }
   }
   if (params_.min_p > 0.0f) {
     // p_i >= min_p * p_max in logit space; above the max (min_p > 1) only the best is left.

@@ -58,25 +58,19 @@ class Sampler {
     std::vector<int32_t> id;
     void reserve(int64_t n);  // grows only
   };
-  struct Band {
-    int64_t n = 0;
-    double weight = 0;
-  };
+  // Whether the penalty stage has anything to do (a penalty on and a window of history).
+  bool penalties_apply(std::span<const int32_t> history) const;
   // True when it changed a logit (the max must be taken again).
   bool apply_penalties(int32_t n_vocab, std::span<const int32_t> history);
   // Writes the n candidates (logit, id) that `cut` keeps to `to`, in order; returns how many.
   static int64_t keep(const float* logit, const int32_t* id, int64_t n, const sampling::Cutoff& cut,
                       Set& to);
-  // Writes the candidates with logit >= floor (with their weights, when given) to `to`, in
-  // order; returns how many and their weight.
-  static Band band_from(const float* logit, const int32_t* id, const float* weight, int64_t n,
-                        float floor, Set& to);
 
   SamplingParams params_;
   uint64_t seed_;
   std::mt19937_64 rng_;
   // Scratch, sized to the vocabulary once.
-  std::vector<float> logits_;        // the clean, penalised logits
+  std::vector<float> logits_;        // the clean, penalised logits (when the row needs a copy)
   std::vector<float> weights_;       // exp weights of the current set
   std::vector<int32_t> all_ids_;     // 0..V-1, the set before top-k
   std::vector<int32_t> seen_count_;  // per token, within the penalty window (zero between calls)
