@@ -1,23 +1,34 @@
 // The CUDA backend's decode rows of many sequences (a Phase::kDecodeBatch step, or the decode
 // rows of a prefill pass that also carries prompt chunks): rope_append_attend_batch runs every
 // segment's RoPE and K/V append as one launch and their attention as one (plus its combine,
-// which in a decode step also writes the O projection's fp16 x), from
+// which in a decode step also writes the O projection's fp16 x; sliding, soft-capped and
+// sink layers on the decode kernels), from
 // per-segment descriptors (cache rows, position) staged to device memory once per layer. The
 // batched matmuls are cuda-backend-ops.cpp's (launch_gemvs).
 #include "backend/cuda/cuda-backend-impl.h"
+#include "kernels/cuda/attention-decode.cuh"
 
 namespace hearth::cuda_impl {
 
 void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
-  bool plain = opt_.fuse && !stepping() && !capturing() && !a.rope.partial && a.window == 0 &&
-               a.softcap == 0 && !a.sinks && a.segments.size() > 1 &&
-               cuda::attention_batch_supported(a.head_dim, a.n_heads, a.n_kv_heads);
   // One cache type for every segment's K and V (one model's caches; a -ctk/-ctv pair that
-  // differs takes the per-segment path).
+  // differs takes the per-segment path), and one ring size (one layer's).
   const DType type = a.segments.empty() ? DType::F32 : a.segments[0].k_type;
+  const int64_t ring = a.segments.empty() ? 0 : a.segments[0].ring_rows;
+  // Sinks, a sliding window and its ring, a soft-cap: only the decode kernels take them
+  // (launch_attention_batch runs those for such a step). YaRN's mscale rides in the rotation; a
+  // partial rotation takes the per-segment path.
+  constexpr int64_t kIntMax = 0x7fffffff;  // (AttnKv's fields)
+  const bool masked = a.window > 0 || a.softcap != 0 || a.sinks || ring > 0;
+  bool batch = opt_.fuse && !stepping() && !capturing() && a.segments.size() > 1 &&
+               (!a.rope.partial || a.rope.n_rot == a.head_dim) &&
+               cuda::attention_batch_supported(a.head_dim, a.n_heads, a.n_kv_heads) &&
+               (!masked ||
+                (cuda::attention_decode_batch_supported(a.head_dim, type) && a.window <= kIntMax &&
+                 ring <= kIntMax && (ring == 0 || (a.window > 0 && a.window <= ring))));
   for (const KvSegment& s : a.segments)
-    plain = plain && s.n_tokens == 1 && s.ring_rows == 0 && s.k_type == type && s.v_type == type;
-  if (!plain) return rope_append_attend(a);
+    batch = batch && s.n_tokens == 1 && s.ring_rows == ring && s.k_type == type && s.v_type == type;
+  if (!batch) return rope_append_attend(a);
   std::vector<cuda::AttnSegment> segs;
   segs.reserve(a.segments.size());
   int64_t max_ctx = 0;
@@ -49,7 +60,7 @@ void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
   int m = prof("rope+kv store");
   const bool ok =
       check(cuda::launch_rope_kv_batch(a.q, a.n_heads, a.k, a.n_kv_heads, a.v, a.head_dim, dev_segs,
-                                       n, type, freq, style, stream_),
+                                       n, type, freq, style, stream_, int(ring), a.rope.mscale),
             "rope+kv (decode batch)");
   unprof(m);
   if (!ok) return;
@@ -61,9 +72,10 @@ void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
       ensure(batch_xh_, cuda::batch_x_half_bytes(n, width), "batch fp16 activations"))
     xh = batch_xh_.ptr;
   m = prof("attention");
-  if (check(cuda::launch_attention_batch(a.q, a.out, dev_segs, n, max_ctx, a.n_heads, a.n_kv_heads,
-                                         a.head_dim, type, a.scale, batch_partials_.as<float>(),
-                                         stream_, xh),
+  if (check(cuda::launch_attention_batch(
+                a.q, a.out, dev_segs, n, max_ctx, a.n_heads, a.n_kv_heads, a.head_dim, type,
+                a.scale, batch_partials_.as<float>(), stream_, xh, cuda::BatchAttnKernel::kChosen,
+                0, cuda::AttnKv{type, type, a.sinks, int(a.window), int(ring), a.softcap}),
             "attention (decode batch)") &&
       xh)
     hand_off_xh(a.out, n, width);

@@ -51,13 +51,18 @@ __device__ __forceinline__ void load_cache_row(const uint8_t* rows, int64_t e0, 
   for (int i = 0; i < EPT; ++i) v[i].load(rows, e0, i, lane, DType::F32);
 }
 
+// The cache row of position pos: a ring's (ring_rows > 0) wraps.
+__device__ __forceinline__ int64_t cache_row(int32_t pos, int ring_rows) {
+  return ring_rows > 0 ? pos % ring_rows : pos;
+}
+
 // One thread per rotated pair (q heads then k heads, every segment) and, for the plain cache
 // types (F32, F16, BF16), per v element, k and v stored to row pos of each segment's cache in
 // kv_store_plain's rounding; q8_0 caches get k and v from store_kv_batch_kernel (its blocks'
 // scales need a warp).
 __global__ void rope_kv_batch_kernel(float* q, int nq, float* k, int nk, const float* v, int hd,
                                      const AttnSegment* segs, int n_segs, const float* inv_freq,
-                                     int style, DType type) {
+                                     int style, DType type, int ring_rows, float mscale) {
   pdl_trigger();
   pdl_wait();
   const bool store = type != DType::Q8_0;
@@ -72,15 +77,16 @@ __global__ void rope_kv_batch_kernel(float* q, int nq, float* k, int nk, const f
       const int h = int(hs % (nq + nk)), s = int(hs / (nq + nk));
       const AttnSegment seg = segs[s];
       const float2 cs = rope_cos_sin(seg.pos, __ldg(inv_freq + p));
+      const float c = cs.x * mscale, sn = cs.y * mscale;  // (x 1 is exact)
       if (h < nq) {
-        rope_rotate_pair(q + (int64_t(s) * nq + h) * hd, p, half, style, cs.x, cs.y);
+        rope_rotate_pair(q + (int64_t(s) * nq + h) * hd, p, half, style, c, sn);
       } else {
         const int kh = h - nq;
         float* row = k + (int64_t(s) * nk + kh) * hd;
-        rope_rotate_pair(row, p, half, style, cs.x, cs.y);
+        rope_rotate_pair(row, p, half, style, c, sn);
         if (store) {
           const int a = style == 0 ? 2 * p : p, b = style == 0 ? 2 * p + 1 : p + half;
-          const int64_t e0 = int64_t(seg.pos) * kvd + kh * hd;
+          const int64_t e0 = cache_row(seg.pos, ring_rows) * kvd + kh * hd;
           auto* cache = static_cast<uint8_t*>(seg.k_cache);
           kv_store_plain(cache, e0 + a, row[a], type);
           kv_store_plain(cache, e0 + b, row[b], type);
@@ -90,7 +96,8 @@ __global__ void rope_kv_batch_kernel(float* q, int nq, float* k, int nk, const f
       const int64_t e = i - pairs;
       const int s = int(e / kvd), c = int(e % kvd);
       const AttnSegment seg = segs[s];
-      kv_store_plain(static_cast<uint8_t*>(seg.v_cache), int64_t(seg.pos) * kvd + c, v[e], type);
+      kv_store_plain(static_cast<uint8_t*>(seg.v_cache), cache_row(seg.pos, ring_rows) * kvd + c,
+                     v[e], type);
     }
   }
 }
@@ -98,7 +105,8 @@ __global__ void rope_kv_batch_kernel(float* q, int nq, float* k, int nk, const f
 // One warp per 32 elements of a segment's k or v row: row pos of its cache, rounded and packed
 // as `type` (kv_store_warp: the CPU's rounding).
 __global__ void store_kv_batch_kernel(const float* k, const float* v, int kvd,
-                                      const AttnSegment* segs, int n_segs, DType type) {
+                                      const AttnSegment* segs, int n_segs, DType type,
+                                      int ring_rows) {
   pdl_trigger();
   pdl_wait();
   const int lane = threadIdx.x & 31;
@@ -110,7 +118,7 @@ __global__ void store_kv_batch_kernel(const float* k, const float* v, int kvd,
     const int s = int(sv / 2);
     const bool is_v = sv % 2;
     const AttnSegment seg = segs[s];
-    const int64_t e = int64_t(seg.pos) * kvd + block * 32 + lane;
+    const int64_t e = cache_row(seg.pos, ring_rows) * kvd + block * 32 + lane;
     const float x = (is_v ? v : k)[int64_t(s) * kvd + block * 32 + lane];
     kv_store_warp(static_cast<uint8_t*>(is_v ? seg.v_cache : seg.k_cache), e, x, type, lane);
   }
@@ -441,10 +449,11 @@ int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t
 
 cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, const float* v,
                                  int64_t head_dim, const AttnSegment* segs, int64_t n_segs,
-                                 DType cache_type, const float* inv_freq, int style,
-                                 cudaStream_t s) {
+                                 DType cache_type, const float* inv_freq, int style, cudaStream_t s,
+                                 int ring_rows, float mscale) {
   if (n_segs <= 0) return cudaSuccess;
-  if (head_dim % 2 != 0 || !is_cuda_kv_type(cache_type)) return cudaErrorInvalidValue;
+  if (head_dim % 2 != 0 || !is_cuda_kv_type(cache_type) || ring_rows < 0)
+    return cudaErrorInvalidValue;
   const bool plain = cache_type != DType::Q8_0;
   const int64_t kvd = nk * head_dim;
   if (!plain && kvd % 32 != 0) return cudaErrorInvalidValue;
@@ -452,28 +461,32 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
   const unsigned grid = unsigned(std::min<int64_t>((total + 255) / 256, 65535));
   cudaError_t e =
       launch_pdl(rope_kv_batch_kernel, dim3(grid), dim3(256), 0, s, q, int(nq), k, int(nk), v,
-                 int(head_dim), segs, int(n_segs), inv_freq, style, cache_type);
+                 int(head_dim), segs, int(n_segs), inv_freq, style, cache_type, ring_rows, mscale);
   if (e != cudaSuccess || plain) return e;
   const int64_t threads = n_segs * 2 * kvd;  // a lane per element
   return launch_pdl(store_kv_batch_kernel,
                     dim3(unsigned(std::min<int64_t>((threads + 255) / 256, 65535))), dim3(256), 0,
-                    s, static_cast<const float*>(k), v, int(kvd), segs, int(n_segs), cache_type);
+                    s, static_cast<const float*>(k), v, int(kvd), segs, int(n_segs), cache_type,
+                    ring_rows);
 }
 
 cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment* segs,
                                    int64_t n_segs, int64_t max_ctx, int64_t n_heads,
                                    int64_t n_kv_heads, int64_t head_dim, DType cache_type,
                                    float scale, float* partials, cudaStream_t s, void* xh,
-                                   BatchAttnKernel kernel, int warp_chunk) {
+                                   BatchAttnKernel kernel, int warp_chunk, const AttnKv& mask) {
   if (n_segs <= 0) return cudaSuccess;
+  // Sinks, a window, a ring or a soft-cap: only the decode kernels take them.
+  const bool masked = mask.masked() || mask.sinks;
   const bool decode =
-      kernel == BatchAttnKernel::kDecode
+      kernel == BatchAttnKernel::kDecode || (kernel == BatchAttnKernel::kChosen && masked)
           ? attention_decode_batch_supported(head_dim, cache_type)
           : kernel == BatchAttnKernel::kChosen &&
                 decode_kernels_take(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx);
   if (decode)
     return launch_attention_decode_batch(q, segs, n_segs, out, xh, max_ctx, n_heads, n_kv_heads,
-                                         head_dim, cache_type, scale, partials, s);
+                                         head_dim, cache_type, scale, partials, s, mask);
+  if (masked) return cudaErrorInvalidValue;
   if (!attention_batch_supported(head_dim, n_heads, n_kv_heads) || max_ctx <= 0 || n_segs > 65535 ||
       !is_cuda_kv_type(cache_type))
     return cudaErrorInvalidValue;

@@ -421,7 +421,8 @@ int64_t attention_decode_batch_floats(int64_t n_segs, int64_t n_heads, int64_t h
 cudaError_t launch_attention_decode_batch(const float* q, const AttnSegment* segs, int64_t n_segs,
                                           float* out, void* xh, int64_t max_ctx, int64_t n_heads,
                                           int64_t n_kv_heads, int64_t head_dim, DType cache_type,
-                                          float scale, float* partials, cudaStream_t s) {
+                                          float scale, float* partials, cudaStream_t s,
+                                          const AttnKv& mask) {
   if (n_segs <= 0) return cudaSuccess;
   if (!attention_decode_batch_supported(head_dim, cache_type) || n_segs > 65535 || max_ctx <= 0 ||
       n_kv_heads <= 0 || n_heads % n_kv_heads != 0)
@@ -430,8 +431,9 @@ cudaError_t launch_attention_decode_batch(const float* q, const AttnSegment* seg
   return launch_attention_decode(
       q, nullptr, nullptr, out, max_ctx - 1, nullptr, max_ctx, n_heads, n_kv_heads, head_dim, scale,
       partials + attention_counter_slots(n_segs, n_heads), counters, s, DecodeQuantOut{},
-      AttnRope{}, AttnKv{cache_type, cache_type, nullptr}, DecodeProbe{}, n_segs,
-      DecodeSegments{segs, xh});
+      AttnRope{},
+      AttnKv{cache_type, cache_type, mask.sinks, mask.window, mask.ring_rows, mask.softcap},
+      DecodeProbe{}, n_segs, DecodeSegments{segs, xh});
 }
 
 }  // namespace hearth::cuda

@@ -61,11 +61,12 @@ struct AttnSegment {
 bool attention_batch_supported(int64_t head_dim, int64_t n_heads, int64_t n_kv_heads);
 // RoPE (full, head_dim even) on every segment's q [nq heads] and k [nk heads] at its position,
 // then k and v stored to its cache row pos: one launch for all segments (f32, f16 and bf16
-// rows), two for q8_0 (its store is warp-collective).
+// rows), two for q8_0 (its store is warp-collective). ring_rows > 0: a sliding layer's ring,
+// position p in row p % ring_rows; mscale: cos and sin times it (YaRN, LongRoPE).
 cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, const float* v,
                                  int64_t head_dim, const AttnSegment* segs, int64_t n_segs,
-                                 DType cache_type, const float* inv_freq, int style,
-                                 cudaStream_t s);
+                                 DType cache_type, const float* inv_freq, int style, cudaStream_t s,
+                                 int ring_rows = 0, float mscale = 1.f);
 // Causal GQA attention of each segment's query over its rows 0..pos (max_ctx > every pos),
 // by one of two kernels: the single-token decode kernels (attention-decode*.cu: a block per KV
 // head's group of query heads and split, the tensor cores for f16 and q8_0 at head size 64 and
@@ -77,7 +78,9 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
 // partials holds attention_batch_partials_floats() floats, its first
 // attention_counter_slots(n_segs, n_heads) words zero before a launch (every launch leaves them
 // zero). xh (optional, batch_x_half_bytes(n_segs, n_heads * head_dim)): out's fp16 form is also
-// written, as launch_batch_x_half would.
+// written, as launch_batch_x_half would. mask: AttnKv's sinks, window, ring rows and soft-cap
+// (its types unused: cache_type), which only the decode kernels take: a masked step runs them
+// (kChosen), and asking another kernel for one is an error.
 int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t head_dim,
                                         int64_t max_ctx);
 // Which kernel: the faster for the step (the default), or one of them wherever it applies
@@ -91,6 +94,6 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
                                    int64_t n_kv_heads, int64_t head_dim, DType cache_type,
                                    float scale, float* partials, cudaStream_t s, void* xh = nullptr,
                                    BatchAttnKernel kernel = BatchAttnKernel::kChosen,
-                                   int warp_chunk = 0);
+                                   int warp_chunk = 0, const AttnKv& mask = {});
 
 }  // namespace hearth::cuda

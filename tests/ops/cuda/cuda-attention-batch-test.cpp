@@ -4,7 +4,8 @@
 // straddle the 64-position split chunks and differ per segment, GQA 4:1 and MHA, both rope
 // styles, head sizes 32-256, and every cache element type. The fp16 copy of the output (the O
 // projection's x in a decode step) against the batched matmul's own conversion of that output;
-// each kernel against attention computed in double.
+// each kernel against attention computed in double. A sliding, soft-capped, sink, YaRN layer's
+// step on the decode kernels.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -150,6 +151,119 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
                 << what;
           }
         }
+}
+
+// A sliding layer's step (a window of 64 over rings of 72 rows, most of them wrapped; sinks; a
+// soft-cap; YaRN's scaled rotation) through the backend's batch op and through the kernels
+// launched directly, against the CPU's segment-by-segment plain ops. The chunked kernel refuses
+// the mask.
+TEST_F(CudaTest, MaskedDecodeBatchMatchesSegmentBySegment) {
+  auto cpu = make_cpu_backend(1);
+  const std::vector<int64_t> positions = {0, 5, 70, 300, 1000, 41, 143};
+  const int64_t B = int64_t(positions.size()), heads = 8, window = 64, ring = 72;
+  const float softcap = 20.f, mscale = 1.25f;
+  for (DType t : {DType::F16, DType::BF16, DType::Q8_0})
+    for (int64_t hd : {64, 128, 256})
+      for (int64_t kv_heads : {2, 8}) {
+        const int64_t kvd = kv_heads * hd,
+                      row_floats = (kernels::kv_row_bytes(t, kvd) * ring + 3) / 4;
+        const auto q = random_floats(size_t(B * heads * hd), uint32_t(hd), -3.f, 3.f);
+        const auto k = random_floats(size_t(B * kvd), uint32_t(hd + 1), -3.f, 3.f);
+        const auto v = random_floats(size_t(B * kvd), uint32_t(hd + 2), -3.f, 3.f);
+        const auto sink_logits = random_floats(size_t(heads), 9, -1.f, 4.f);
+        std::vector<float> inv(size_t(hd / 2));
+        for (int64_t i = 0; i < hd / 2; ++i)
+          inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / hd));
+        std::vector<int32_t> pos(positions.begin(), positions.end());
+        std::vector<std::vector<float>> kc0, vc0;
+        for (int64_t i = 0; i < B; ++i)
+          for (auto* caches : {&kc0, &vc0}) {
+            const auto values =
+                random_floats(size_t(ring * kvd), uint32_t(30 + i + caches->size()), -1.f, 1.f);
+            std::vector<float> rows(size_t(row_floats), 0.f);
+            kernels::store_kv_rows(t, values.data(), rows.data(), ring, kvd);
+            caches->push_back(rows);
+          }
+        std::vector<std::vector<float>> kc = kc0, vc = vc0;
+        std::vector<Backend::KvSegment> csegs;
+        for (int64_t i = 0; i < B; ++i)
+          csegs.push_back(
+              {kc[size_t(i)].data(), t, vc[size_t(i)].data(), t, positions[size_t(i)], 1, ring});
+        Backend::AttentionBlock c;
+        auto q_host = q, k_host = k;
+        std::vector<float> want(size_t(B * heads * hd));
+        c.q = q_host.data(), c.k = k_host.data(), c.v = v.data(), c.out = want.data();
+        c.host_pos = pos.data();
+        c.n_tokens = B, c.n_heads = heads, c.n_kv_heads = kv_heads, c.head_dim = hd;
+        c.scale = 1.f / std::sqrt(float(hd));
+        c.rope = {inv.data(), kernels::RopeStyle::kHalves, hd, mscale, true};
+        c.window = window, c.softcap = softcap, c.sinks = sink_logits.data();
+        c.segments = csegs;
+        cpu->rope_append_attend(c);
+        const float* dsinks = dev(sink_logits);
+        for (int variant = 0; variant < 2; ++variant) {
+          const std::string what = std::string(dtype_name(t)) + " hd " + std::to_string(hd) +
+                                   " kv heads " + std::to_string(kv_heads) +
+                                   (variant == 0 ? " backend op" : " kernels");
+          std::vector<float*> gkc, gvc;
+          for (int64_t i = 0; i < B; ++i)
+            gkc.push_back(dev(kc0[size_t(i)])), gvc.push_back(dev(vc0[size_t(i)]));
+          float* out = poisoned(B * heads * hd);
+          if (variant == 0) {
+            std::vector<Backend::KvSegment> gsegs;
+            for (int64_t i = 0; i < B; ++i)
+              gsegs.push_back(
+                  {gkc[size_t(i)], t, gvc[size_t(i)], t, positions[size_t(i)], 1, ring});
+            Backend::AttentionBlock a = c;
+            a.q = dev(q), a.k = dev(k), a.v = dev(v), a.out = out, a.sinks = dsinks;
+            a.segments = gsegs;
+            backend_->begin_pass(Backend::Phase::kDecodeBatch, B);
+            backend_->rope_append_attend_batch(a);
+            ASSERT_TRUE(backend_->status().ok()) << what << ": " << backend_->status().message();
+          } else {
+            std::vector<cuda::AttnSegment> segs;
+            int64_t max_ctx = 0;
+            for (int64_t i = 0; i < B; ++i) {
+              segs.push_back({gkc[size_t(i)], gvc[size_t(i)], int32_t(positions[size_t(i)])});
+              max_ctx = std::max(max_ctx, positions[size_t(i)] + 1);
+            }
+            void* dev_segs = nullptr;
+            ASSERT_EQ(cudaMalloc(&dev_segs, segs.size() * sizeof(cuda::AttnSegment)), cudaSuccess);
+            ASSERT_EQ(cudaMemcpy(dev_segs, segs.data(), segs.size() * sizeof(segs[0]),
+                                 cudaMemcpyHostToDevice),
+                      cudaSuccess);
+            float* partials = dev(std::vector<float>(
+                size_t(cuda::attention_batch_partials_floats(B, heads, hd, max_ctx)), 0.f));
+            float *gq = dev(q), *gk = dev(k), *gv = dev(v), *freq = dev(inv);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            const auto* dsegs = static_cast<cuda::AttnSegment*>(dev_segs);
+            ASSERT_EQ(cuda::launch_rope_kv_batch(gq, heads, gk, kv_heads, gv, hd, dsegs, B, t, freq,
+                                                 1, nullptr, int(ring), mscale),
+                      cudaSuccess)
+                << what;
+            const cuda::AttnKv mask{t, t, dsinks, int(window), int(ring), softcap};
+            EXPECT_EQ(cuda::launch_attention_batch(gq, out, dsegs, B, max_ctx, heads, kv_heads, hd,
+                                                   t, c.scale, partials, nullptr, nullptr,
+                                                   cuda::BatchAttnKernel::kChunked, 0, mask),
+                      cudaErrorInvalidValue)
+                << what;
+            ASSERT_EQ(cuda::launch_attention_batch(gq, out, dsegs, B, max_ctx, heads, kv_heads, hd,
+                                                   t, c.scale, partials, nullptr, nullptr,
+                                                   cuda::BatchAttnKernel::kChosen, 0, mask),
+                      cudaSuccess)
+                << what;
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+            cudaFree(dev_segs);
+          }
+          const double row_tol = t == DType::F16 ? 1e-3 : 1e-2;
+          for (int64_t i = 0; i < B; ++i)
+            EXPECT_LT(rel_error(widen_kv_rows(t, get(gkc[size_t(i)], row_floats), ring, kvd),
+                                widen_kv_rows(t, kc[size_t(i)], ring, kvd)),
+                      row_tol)
+                << what << " k " << i;
+          EXPECT_LT(rel_error(get(out, B * heads * hd), want), 2e-3) << what;
+        }
+      }
 }
 
 TEST_F(CudaTest, DecodeBatchAttentionWritesTheFp16FormOfItsOutput) {
