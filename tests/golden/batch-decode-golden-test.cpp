@@ -26,7 +26,12 @@ struct BatchCase {
   std::string dir;   // a golden model directory under goldens/
   std::string file;  // a GGUF in it, or empty: the directory itself (Hugging Face layout)
   int batch;
+  // f32 rows by default (both sides round nothing); f16 where the GPU's batch op has forms only
+  // for 16-bit and q8_0 rows (the masked layers' decode kernels).
+  KvCacheTypes cache = test::kF32Cache;
 };
+
+const KvCacheTypes kF16Cache{DType::F16, DType::F16};
 
 std::string batch_case_name(const testing::TestParamInfo<BatchCase>& info) {
   std::string n = (info.param.file.empty() ? info.param.dir : info.param.file) + "_B" +
@@ -60,7 +65,7 @@ class BatchDecodeGoldenTest : public testing::TestWithParam<BatchCase> {
       ASSERT_LE(len, g_.input_ids.size());
       const std::vector<int32_t> prompt(g_.input_ids.begin(), g_.input_ids.begin() + long(len));
       for (auto* set : {&alone_, &batched_}) {
-        auto kv = m.new_kv_cache(kCap, test::kF32Cache);
+        auto kv = m.new_kv_cache(kCap, c.cache);
         ASSERT_TRUE(kv.is_ok()) << kv.message();
         set->push_back(std::move(kv).value());
         std::vector<float> logits;
@@ -169,13 +174,17 @@ TEST_P(BatchDecodeGoldenTest, StepMixingDecodeRowsAndPromptChunksMatchesEachAlon
 
 // B = 3 stays on the GEMV (at most 4 rows), 9 and 17 take the batched matmul on CUDA (17: its
 // fp16 form; q4_0 at 18: the same form for a dtype the int8 form also takes, as the mixed step
-// of 9 sequences does). Qwen3: the per-head q/k norms inside the batch's attention op.
+// of 9 sequences does). Qwen3: the per-head q/k norms inside the batch's attention op. Gemma 2
+// (sliding window, soft-capped scores) and gpt-oss (sinks, a 128-row window every other layer,
+// YaRN's scaled rotation): the masked forms of that op (on CUDA, the decode kernels).
 INSTANTIATE_TEST_SUITE_P(KjvQuantized, BatchDecodeGoldenTest,
                          testing::Values(BatchCase{"kjv-13m", "kjv-13m-q8_0.gguf", 3},
                                          BatchCase{"kjv-13m", "kjv-13m-q4_0.gguf", 9},
                                          BatchCase{"kjv-13m", "kjv-13m-q4_k_m.gguf", 17},
                                          BatchCase{"kjv-13m", "kjv-13m-q4_0.gguf", 18},
-                                         BatchCase{"qwen3-tiny", "", 5}),
+                                         BatchCase{"qwen3-tiny", "", 5},
+                                         BatchCase{"gemma2-tiny", "", 6, kF16Cache},
+                                         BatchCase{"gpt-oss-tiny", "", 9, kF16Cache}),
                          batch_case_name);
 
 }  // namespace
