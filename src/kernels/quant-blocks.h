@@ -67,6 +67,30 @@ struct BlockQ5_K {
   uint8_t qh[kQKK / 8];
   uint8_t qs[kQKK / 2];
 };
+// 256 elements in 16 sub-blocks of 16: x = d * (s[j] - 32) * q, q in [-4, 3] as 2 low bits
+// (qs) and a high bit (hmask, set: +0, clear: -4); s[j] 6 bits: low 4 in scales[0..7] (nibble
+// j % 8, low for j < 8), high 2 in scales[8..11]. See ref/quantize-kquants.cpp for the order.
+// No kernels compute it: the loader rewrites it as Q6_K, which holds its values exactly
+// (model/weight-transcode.h).
+struct BlockQ3_K {
+  uint8_t hmask[kQKK / 8];
+  uint8_t qs[kQKK / 4];
+  uint8_t scales[kKScaleBytes];
+  uint16_t d;
+};
+// Q3_K's 6-bit scale j (0..15), before its offset of 32.
+inline int q3_k_scale(const uint8_t* scales, int j) {
+  const int low = j < 8 ? scales[j] & 0xF : scales[j - 8] >> 4;
+  return low | ((scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4;
+}
+// Q3_K's code of element e (0..255), in [-4, 3]: two low bits from qs, the high bit from hmask
+// (clear: -4). Element e = 128 n + 32 j + l takes qs[32 n + l] >> 2 j, hmask[l] bit 4 n + j and
+// scale 8 n + 2 j + l / 16.
+inline int q3_k_code(const BlockQ3_K& b, int e) {
+  const int n = e / 128, j = (e % 128) / 32, l = e % 32;
+  const int low = (b.qs[32 * n + l] >> (2 * j)) & 3;
+  return low - ((b.hmask[l] >> (4 * n + j)) & 1 ? 0 : 4);
+}
 // 256 elements in 16 sub-blocks of 16: x = d * scales[j] * (q - 32), q in [0, 63] split into
 // 4 low bits (ql) and 2 high bits (qh); see ref/quantize-kquants.cpp for the interleave.
 struct BlockQ6_K {
@@ -108,6 +132,7 @@ static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);

@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "model/tensor-names.h"
 #include "model/weight-source.h"
+#include "model/weight-transcode.h"
 
 namespace hearth {
 
@@ -392,7 +393,8 @@ class ModelBuilder {
     HEARTH_TRY(check_model_spec(spec).with_context(path));
     adopt_spec(*m, std::move(spec));
     const ArchSpec& arch = *m->arch_;
-    Source src{[&g](const std::string& n) { return g.find_tensor(n); },
+    Transcoded transcoded;
+    Source src{[&g, &m, &transcoded](const std::string& n) { return transcoded.find(g, n, *m); },
                [&arch](TensorRole r, int64_t l) { return gguf_tensor_name(arch, r, l); }, nullptr};
     // With every layer on the GPU each weight is read from the file once, in file order: the
     // disk may run ahead of the upload. (CPU layers read the weight cache, not the file, when
@@ -403,10 +405,47 @@ class ModelBuilder {
         requested_gpu_layers(opt.gpu_layers, m->hp_.n_layer) >= m->hp_.n_layer)
       readahead.emplace(*g.mapped());
     HEARTH_TRY(take_weights(*m, src).with_context(path));
+    transcoded.report();
     m->phases_.open_ms = open.elapsed_ms();
     HEARTH_TRY(place(*m, opt, std::move(gpu)).with_context(path));
     return m;
   }
+
+  // A GGUF's tensors as the loader sees them: a tensor whose type has no kernels but whose
+  // values another type holds exactly (model/weight-transcode.h: Q3_K as Q6_K) is rewritten on
+  // its first lookup into a buffer the model owns; the rest are the file's views.
+  class Transcoded {
+   public:
+    const TensorView* find(const GgufFile& g, const std::string& name, Model& m) {
+      const TensorView* t = g.find_tensor(name);
+      if (!t) return nullptr;
+      const std::optional<DType> to = transcode_target(t->dtype);
+      if (!to) return t;
+      if (auto it = views_.find(name); it != views_.end()) return &it->second;
+      const DTypeInfo& from_info = dtype_info(t->dtype);
+      const uint64_t blocks = t->nbytes / from_info.block_bytes;
+      std::vector<uint8_t>& buf = m.owned_.emplace_back(blocks * dtype_info(*to).block_bytes);
+      transcode(t->dtype, t->data, buf.data(), int64_t(blocks));
+      TensorView v = *t;
+      v.dtype = *to;
+      v.data = buf.data();
+      v.nbytes = buf.size();
+      from_bytes_ += t->nbytes;
+      to_bytes_ += v.nbytes;
+      return &views_.emplace(name, std::move(v)).first->second;
+    }
+    void report() const {
+      if (views_.empty()) return;
+      std::fprintf(stderr,
+                   "hearth: %zu Q3_K tensors run as Q6_K, which holds their values exactly "
+                   "(%.1f MiB in the file, %.1f MiB loaded)\n",
+                   views_.size(), double(from_bytes_) / (1 << 20), double(to_bytes_) / (1 << 20));
+    }
+
+   private:
+    std::map<std::string, TensorView> views_;
+    uint64_t from_bytes_ = 0, to_bytes_ = 0;
+  };
 
   static Result<std::shared_ptr<Model>> load_hf(const std::string& dir, const LoadOptions& opt) {
     Timer open;

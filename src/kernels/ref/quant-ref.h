@@ -39,6 +39,7 @@ void dequantize_q5_0(const void* x, float* y, int64_t n);
 void dequantize_q5_1(const void* x, float* y, int64_t n);
 void dequantize_q8_0(const void* x, float* y, int64_t n);
 void dequantize_q8_1(const void* x, float* y, int64_t n);
+void dequantize_q3_k(const void* x, float* y, int64_t n);
 void dequantize_q4_k(const void* x, float* y, int64_t n);
 void dequantize_q5_k(const void* x, float* y, int64_t n);
 void dequantize_q6_k(const void* x, float* y, int64_t n);

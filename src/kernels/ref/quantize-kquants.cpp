@@ -309,6 +309,19 @@ void dequantize_q5_k(const void* in, float* y, int64_t n) {
   }
 }
 
+// The sub-block's d (s - 32) first, then the code: Q6_K's dequantizer multiplies in the same
+// order, so a Q3_K block rewritten as Q6_K (model/weight-transcode.cpp) gives the same floats.
+void dequantize_q3_k(const void* in, float* y, int64_t n) {
+  const auto* x = static_cast<const BlockQ3_K*>(in);
+  for (int64_t i = 0; i < n / kQKK; ++i, y += kQKK) {
+    const float d = fp16_to_f32(x[i].d);
+    for (int e = 0; e < kQKK; ++e) {
+      const int sub = 8 * (e / 128) + 2 * ((e % 128) / 32) + (e % 32) / 16;
+      y[e] = d * float(q3_k_scale(x[i].scales, sub) - 32) * float(q3_k_code(x[i], e));
+    }
+  }
+}
+
 void dequantize_q6_k(const void* in, float* y, int64_t n) {
   const auto* x = static_cast<const BlockQ6_K*>(in);
   for (int64_t i = 0; i < n / kQKK; ++i) {
