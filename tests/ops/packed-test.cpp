@@ -204,12 +204,17 @@ TEST(Packed, SharedInputMatchesOneCallEach) {
 }
 
 TEST(Packed, PackedBytesStayNearTheFileSize) {
+  const bool avx2 = kernels::active_kernel_table().isa == kernels::Isa::kAvx2;
   for (DType t : kTypes) {
+    // The AVX2 Q6_K layout keeps its codes as bytes: 1.31x the file's bytes, for no bit
+    // unpacking in a table without AVX-512's ternary logic (avx2-packed-q6k.cpp). Every other
+    // layout stays within 3% of the file.
+    const double bound = t == DType::Q6_K && avx2 ? 1.32 : 1.03;
     for (auto [d, n] : {std::pair<int64_t, int64_t>{2048, 5632}, {4096, 11008}, {32000, 4096}}) {
       const auto bytes = kernels::packed_size(t, d, n);
       if (!bytes) continue;
       const double file = double(*row_bytes(t, uint64_t(n))) * double(d);
-      EXPECT_LE(double(*bytes), file * 1.03) << dtype_name(t) << " " << d << "x" << n;
+      EXPECT_LE(double(*bytes), file* bound) << dtype_name(t) << " " << d << "x" << n;
     }
   }
 }
