@@ -24,6 +24,7 @@ KernelTable make_avx2_table() {
   set(t, DType::Q5_1, DType::Q8_1, dot_each_token<avx2::dot_q5_1>, ref::dequantize_q5_1);
   // Q8_0 and Q6_K take f32 activations (kernel-table.h dot_via_dequantize says why).
   set(t, DType::Q8_0, DType::F32, avx2::dot_q8_0_f32, avx2::dequantize_q8_0);
+  t.types[uint32_t(DType::Q8_0)].packed = &avx2::q8_0_packed;
   set(t, DType::Q4_K, DType::Q8_K, avx2::dot_q4_k_tiles, ref::dequantize_q4_k);
   set(t, DType::Q5_K, DType::Q8_K, avx2::dot_q5_k_tiles, ref::dequantize_q5_k);
   set(t, DType::Q6_K, DType::F32, avx2::dot_q6_k_f32, ref::dequantize_q6_k);

@@ -1,0 +1,275 @@
+// The AVX2 table's packed layouts, Q6_K and Q8_0, against int16 activations. Their bytes are
+// described above their code; bump a layout's `version` on any byte change.
+//
+// Why: the AVX2 row kernels (avx2.cpp q6_k_tile, q8_0_tile) take f32 activations and widen every
+// 8 codes to floats, two to four shuffles a 16-value group on the one port that runs them: a 1B
+// Q6_K decoded at 10.5 tok/s (14% of the roofline) and a 1B Q4_K_M lost ~30% to its Q6_K
+// tensors. Here 8 rows sit in the 8 lanes, each lane holding a row's codes for two columns as
+// int16 after one widening of 16 bytes; one `vpmaddwd` against the two columns' int16 activation
+// codes (broadcast from memory) adds both products for all 8 rows, exact in int32. The codes are
+// stored as bytes (Q6_K: q - 32, 1.31x the file's 6.56 bits a weight), so no bit unpacking runs.
+#include <immintrin.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "base/half.h"
+#include "kernels/cpu/arch/x86/x86-kernels.h"
+#include "kernels/quant-blocks.h"
+
+namespace hearth::kernels::avx2 {
+
+namespace {
+
+constexpr int kRows = 8;
+
+// x [n] -> int16 codes (in q, 2n bytes) and one f32 scale per 32-block, the bits of
+// ref::quantize_i16_blocks (amax / 32767, x / d rounded to nearest even by the instruction, not
+// the caller's MXCSR; NaN -> 0). s unused.
+void quantize_i16(const float* x, int64_t n, int8_t* q8, float* d, int32_t* s) {
+  auto* q = reinterpret_cast<int16_t*>(q8);
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t b = 0; b < n / kQK32; ++b, x += kQK32, q += kQK32) {
+    __m256 v[4], m = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(x + 8 * k);
+      m = _mm256_max_ps(m, _mm256_and_ps(v[k], abs_mask));  // a NaN lane leaves m's value
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const float dd = _mm_cvtss_f32(m4) / 32767.f;
+    const float id = dd != 0.f ? 1.f / dd : 0.f;
+    d[b] = dd;
+    s[b] = 0;
+    __m256i c[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256 y = _mm256_mul_ps(v[k], _mm256_set1_ps(id));
+      const __m256 r = _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      c[k] = _mm256_and_si256(_mm256_cvttps_epi32(r),
+                              _mm256_castps_si256(_mm256_cmp_ps(y, y, _CMP_ORD_Q)));
+    }
+    // packs interleaves 128-bit halves: [c0 lo, c1 lo, c0 hi, c1 hi] -> element order.
+    const __m256i p01 = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[0], c[1]), 0xD8);
+    const __m256i p23 = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[2], c[3]), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), p01);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 16), p23);
+  }
+}
+
+// The 256 codes q (0..63) of a Q6_K block in element order (ref::dequantize_q6_k's reading).
+void block_codes(const BlockQ6_K& b, uint8_t (&c)[kQKK]) {
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* ql = b.ql + 64 * h;
+      const int qh = b.qh[32 * h + l];
+      uint8_t* o = c + 128 * h + l;
+      o[0] = uint8_t((ql[l] & 0xF) | (qh & 3) << 4);
+      o[32] = uint8_t((ql[l + 32] & 0xF) | (qh >> 2 & 3) << 4);
+      o[64] = uint8_t((ql[l] >> 4) | (qh >> 4 & 3) << 4);
+      o[96] = uint8_t((ql[l + 32] >> 4) | (qh >> 6 & 3) << 4);
+    }
+}
+
+// Q6_K, 8 rows per group, one row per 32-bit lane. Per super-block (2208 bytes against the
+// source's 8 x 210):
+//   [8 f32 d, row r at r][16 sub-blocks j x 8 int8 scales, row r's of sub-block j at 8 j + r]
+//   [128 column pairs p x 16 bytes: row r's codes q - 32 of columns 2p, 2p + 1 at 2r, 2r + 1]
+struct Q6K {
+  static constexpr int64_t kCols = kQKK;  // columns a unit
+  static constexpr uint64_t kScalesAt = 32, kCodesAt = kScalesAt + 128;
+  static constexpr uint64_t kBytes = kCodesAt + 128 * 16;
+  static constexpr int kSubs = 16;  // sub-blocks of 16 columns, each with its scales
+
+  static void pack_unit(const BlockQ6_K* const* rows, int64_t i, uint8_t* out) {
+    for (int r = 0; r < kRows; ++r) {
+      const BlockQ6_K& b = rows[r][i];
+      const float d = fp16_to_f32(b.d);
+      std::memcpy(out + 4 * r, &d, 4);
+      for (int j = 0; j < 16; ++j) out[kScalesAt + 8 * j + r] = uint8_t(b.scales[j]);
+      uint8_t c[kQKK];
+      block_codes(b, c);
+      for (int e = 0; e < kQKK; ++e)
+        out[kCodesAt + 16 * uint64_t(e / 2) + 2 * r + e % 2] = uint8_t(int8_t(c[e] - 32));
+    }
+  }
+  // Row r's value at column e of the unit, as ref::dequantize_q6_k rounds it: fl(fl(d sc) q).
+  static float value(const uint8_t* in, int r, int e) {
+    float d;
+    std::memcpy(&d, in + 4 * r, 4);
+    const float ds = d * float(int8_t(in[kScalesAt + 8 * (e / 16) + r]));
+    return ds * float(int8_t(in[kCodesAt + 16 * (e / 2) + 2 * r + e % 2]));
+  }
+  // Sub-block j's per-row scale.
+  static __m256 sub_scale(const uint8_t* w, int j) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + kScalesAt + 8 * j))));
+  }
+  static constexpr bool kUnitScale = true;  // the rows' d, once a unit
+  static __m256 unit_scale(const uint8_t* w) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(w));
+  }
+};
+
+// Q8_0, 8 rows per group. Per 32-column block (272 bytes, the source's 8 x 34):
+//   [8 fp16 d, row r at r][16 column pairs p x 16 bytes: row r's codes of 2p, 2p + 1 at 2r, 2r+1]
+struct Q80 {
+  static constexpr int64_t kCols = kQK32;
+  static constexpr uint64_t kCodesAt = 16;
+  static constexpr uint64_t kBytes = kCodesAt + 16 * 16;
+  static constexpr int kSubs = 1;
+
+  static void pack_unit(const BlockQ8_0* const* rows, int64_t i, uint8_t* out) {
+    for (int r = 0; r < kRows; ++r) {
+      const BlockQ8_0& b = rows[r][i];
+      std::memcpy(out + 2 * r, &b.d, 2);
+      for (int e = 0; e < kQK32; ++e)
+        out[kCodesAt + 16 * uint64_t(e / 2) + 2 * r + e % 2] = uint8_t(b.qs[e]);
+    }
+  }
+  static float value(const uint8_t* in, int r, int e) {  // fl(d q), as ref::dequantize_q8_0
+    uint16_t h;
+    std::memcpy(&h, in + 2 * r, 2);
+    return fp16_to_f32(h) * float(int8_t(in[kCodesAt + 16 * (e / 2) + 2 * r + e % 2]));
+  }
+  static __m256 sub_scale(const uint8_t* w, int) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+  }
+  static constexpr bool kUnitScale = false;
+  static __m256 unit_scale(const uint8_t*) { return _mm256_set1_ps(1.0f); }
+};
+
+template <class L>
+bool can_pack(int64_t d, int64_t n) {
+  return d % kRows == 0 && n % L::kCols == 0;
+}
+
+template <class L>
+uint64_t packed_bytes(int64_t d, int64_t n) {
+  return uint64_t(d / kRows) * uint64_t(n / L::kCols) * L::kBytes;
+}
+
+template <class L, class Block>
+void pack(const void* src, uint8_t* dst, int64_t g0, int64_t g1, int64_t n) {
+  const int64_t units = n / L::kCols;
+  const auto* w = static_cast<const Block*>(src);
+  for (int64_t g = g0; g < g1; ++g) {
+    const Block* rows[kRows];
+    for (int r = 0; r < kRows; ++r) rows[r] = w + (g * kRows + r) * units;
+    uint8_t* out = dst + uint64_t(g) * uint64_t(units) * L::kBytes;
+    for (int64_t i = 0; i < units; ++i, out += L::kBytes) L::pack_unit(rows, i, out);
+  }
+}
+
+template <class L>
+void unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
+  const int64_t units = n / L::kCols;
+  const uint8_t* in = w + uint64_t(g) * uint64_t(units) * L::kBytes;
+  for (int64_t i = 0; i < units; ++i, in += L::kBytes)
+    for (int r = 0; r < kRows; ++r)
+      for (int e = 0; e < int(L::kCols); ++e) out[r * n + i * L::kCols + e] = L::value(in, r, e);
+}
+
+// NT tokens of one row group: per 16 columns and token, 8 `vpmaddwd` into an int32 sum (at most
+// 16 x 128 x 32767: exact), then one convert, the rows' scales and the activation block's
+// scale; Q6_K's rows' d once a super-block.
+template <class L, int NT>
+void group_tile(const uint8_t* w, int64_t units, int64_t n, const PackedActivations& x, int64_t t0,
+                float* y, int64_t y_stride) {
+  constexpr int kPairs = int(L::kCols) / 2 / L::kSubs;  // column pairs a sub-block
+  const int64_t nb = n / kQK32;
+  __m256 acc[NT];
+  for (__m256& a : acc) a = _mm256_setzero_ps();
+  for (int64_t s = 0; s < units; ++s, w += L::kBytes) {
+    // The next unit's bytes: the L2 streamer stops at page boundaries.
+    for (uint64_t o = 0; o < L::kBytes; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(w + 2 * L::kBytes + o), _MM_HINT_T0);
+    __m256 sum[NT];
+    for (__m256& v : sum) v = _mm256_setzero_ps();
+    for (int j = 0; j < L::kSubs; ++j) {
+      __m256i isum[NT];
+      for (__m256i& v : isum) v = _mm256_setzero_si256();
+      for (int p = 0; p < kPairs; ++p) {
+        const __m256i wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(
+            reinterpret_cast<const __m128i*>(w + L::kCodesAt + 16 * uint64_t(kPairs * j + p))));
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* a =
+              act_codes(x, t0 + t, n) + 2 * (s * L::kCols + 2 * (int64_t(kPairs) * j + p));
+          int32_t pair;
+          std::memcpy(&pair, a, 4);
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(wv, _mm256_set1_epi32(pair)));
+        }
+      }
+      const __m256 sc = L::sub_scale(w, j);
+      for (int t = 0; t < NT; ++t) {
+        const int64_t block = (s * L::kCols + int64_t(j) * 2 * kPairs) / kQK32;
+        const __m256 xd = _mm256_broadcast_ss(&x.d[(t0 + t) * nb + block]);
+        sum[t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[t]), sc), xd, sum[t]);
+      }
+    }
+    if constexpr (L::kUnitScale) {
+      const __m256 dw = L::unit_scale(w);
+      for (int t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(sum[t], dw, acc[t]);
+    } else {
+      for (int t = 0; t < NT; ++t) acc[t] = _mm256_add_ps(acc[t], sum[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    alignas(32) float lanes[kRows];
+    _mm256_store_ps(lanes, acc[t]);
+    for (int r = 0; r < kRows; ++r) y[(t0 + t) * y_stride + r] = lanes[r];
+  }
+}
+
+// Token tiles of up to 4 (outer, so a tile's activations stay in L1 across the row groups).
+template <class L>
+void gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x, float* y,
+          int64_t y_stride) {
+  const int64_t units = n / L::kCols;
+  const uint64_t group_bytes = uint64_t(units) * L::kBytes;
+  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += 4) {
+    const int64_t nt = x.n_tokens - t0 < 4 ? x.n_tokens - t0 : 4;
+    for (int64_t g = g0; g < g1; ++g) {
+      const uint8_t* wg = w + uint64_t(g) * group_bytes;
+      float* yg = y + g * kRows;
+      switch (nt) {
+        case 1:
+          group_tile<L, 1>(wg, units, n, x, t0, yg, y_stride);
+          break;
+        case 2:
+          group_tile<L, 2>(wg, units, n, x, t0, yg, y_stride);
+          break;
+        case 3:
+          group_tile<L, 3>(wg, units, n, x, t0, yg, y_stride);
+          break;
+        default:
+          group_tile<L, 4>(wg, units, n, x, t0, yg, y_stride);
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const PackedLayout q6_k_packed = {.version = 1,
+                                  .group_rows = kRows,
+                                  .can_pack = can_pack<Q6K>,
+                                  .bytes = packed_bytes<Q6K>,
+                                  .pack = pack<Q6K, BlockQ6_K>,
+                                  .gemm = gemm<Q6K>,
+                                  .quantize = quantize_i16,
+                                  .act_type = DType::I16,
+                                  .unpack_rows = unpack_rows<Q6K>};
+
+const PackedLayout q8_0_packed = {.version = 1,
+                                  .group_rows = kRows,
+                                  .can_pack = can_pack<Q80>,
+                                  .bytes = packed_bytes<Q80>,
+                                  .pack = pack<Q80, BlockQ8_0>,
+                                  .gemm = gemm<Q80>,
+                                  .quantize = quantize_i16,
+                                  .act_type = DType::I16,
+                                  .unpack_rows = unpack_rows<Q80>};
+
+}  // namespace hearth::kernels::avx2
