@@ -99,6 +99,20 @@ struct BlockQ6_K {
   int8_t scales[kQKK / 16];
   uint16_t d;
 };
+// The 256 codes q (0..63) of a Q6_K block in element order (ref::dequantize_q6_k's reading):
+// what the packed Q6_K layouts rearrange.
+inline void q6_k_codes(const BlockQ6_K& b, uint8_t (&c)[kQKK]) {
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* ql = b.ql + 64 * h;
+      const int qh = b.qh[32 * h + l];
+      uint8_t* o = c + 128 * h + l;
+      o[0] = uint8_t((ql[l] & 0xF) | (qh & 3) << 4);
+      o[32] = uint8_t((ql[l + 32] & 0xF) | (qh >> 2 & 3) << 4);
+      o[64] = uint8_t((ql[l] >> 4) | (qh >> 4 & 3) << 4);
+      o[96] = uint8_t((ql[l + 32] >> 4) | (qh >> 6 & 3) << 4);
+    }
+}
 // Activation block for K-quant dots: f32 scale, and sums of each 16 qs for the min terms.
 struct BlockQ8_K {
   float d;

@@ -57,20 +57,6 @@ void quantize_i16(const float* x, int64_t n, int8_t* q8, float* d, int32_t* s) {
   }
 }
 
-// The 256 codes q (0..63) of a Q6_K block in element order (ref::dequantize_q6_k's reading).
-void block_codes(const BlockQ6_K& b, uint8_t (&c)[kQKK]) {
-  for (int h = 0; h < 2; ++h)
-    for (int l = 0; l < 32; ++l) {
-      const uint8_t* ql = b.ql + 64 * h;
-      const int qh = b.qh[32 * h + l];
-      uint8_t* o = c + 128 * h + l;
-      o[0] = uint8_t((ql[l] & 0xF) | (qh & 3) << 4);
-      o[32] = uint8_t((ql[l + 32] & 0xF) | (qh >> 2 & 3) << 4);
-      o[64] = uint8_t((ql[l] >> 4) | (qh >> 4 & 3) << 4);
-      o[96] = uint8_t((ql[l + 32] >> 4) | (qh >> 6 & 3) << 4);
-    }
-}
-
 // Q6_K, 8 rows per group, one row per 32-bit lane. Per super-block (2208 bytes against the
 // source's 8 x 210):
 //   [8 f32 d, row r at r][16 sub-blocks j x 8 int8 scales, row r's of sub-block j at 8 j + r]
@@ -88,7 +74,7 @@ struct Q6K {
       std::memcpy(out + 4 * r, &d, 4);
       for (int j = 0; j < 16; ++j) out[kScalesAt + 8 * j + r] = uint8_t(b.scales[j]);
       uint8_t c[kQKK];
-      block_codes(b, c);
+      q6_k_codes(b, c);
       for (int e = 0; e < kQKK; ++e)
         out[kCodesAt + 16 * uint64_t(e / 2) + 2 * r + e % 2] = uint8_t(int8_t(c[e] - 32));
     }
@@ -109,6 +95,9 @@ struct Q6K {
   static __m256 unit_scale(const uint8_t* w) {
     return _mm256_loadu_ps(reinterpret_cast<const float*>(w));
   }
+  template <int NT>
+  static void tile(const uint8_t* w, int64_t units, int64_t n, const PackedActivations& x,
+                   int64_t t0, float* y, int64_t y_stride);
 };
 
 // Q8_0, 8 rows per group. Per 32-column block (272 bytes, the source's 8 x 34):
@@ -137,6 +126,126 @@ struct Q80 {
   }
   static constexpr bool kUnitScale = false;
   static __m256 unit_scale(const uint8_t*) { return _mm256_set1_ps(1.0f); }
+  template <int NT>
+  static void tile(const uint8_t* w, int64_t units, int64_t n, const PackedActivations& x,
+                   int64_t t0, float* y, int64_t y_stride);
+};
+
+// x [n] -> Q8_0 activation codes, scales and 8 x each block's code sum, the bits of
+// ref::quantize_q8_0 (round half away from zero, clamped to +-127, NaN -> 0, the scale rounded
+// through fp16) so packed and unpacked kernels agree.
+void quantize_q8_0_sums(const float* x, int64_t n, int8_t* q, float* d, int32_t* s) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 sign_mask = _mm256_castsi256_ps(_mm256_set1_epi32(int(0x80000000u)));
+  const __m256 half = _mm256_set1_ps(0.5f), lim = _mm256_set1_ps(127.f);
+  for (int64_t b = 0; b < n / kQK32; ++b, x += kQK32, q += kQK32) {
+    __m256 v[4], m = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(x + 8 * k);
+      m = _mm256_max_ps(m, _mm256_and_ps(v[k], abs_mask));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const float dd = _mm_cvtss_f32(m4) / 127.f;
+    const float id = dd != 0.f ? 1.f / dd : 0.f;
+    d[b] = fp16_to_f32(f32_to_fp16(dd));
+    __m256i c[4], total = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      const __m256 y = _mm256_mul_ps(v[k], _mm256_set1_ps(id));
+      // round(y) half away from zero: trunc(y + copysign(0.5, y)) is off for 0.49999997, so
+      // truncate and step away where the remainder is at least a half.
+      const __m256 t = _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __m256 away =
+          _mm256_cmp_ps(_mm256_and_ps(_mm256_sub_ps(y, t), abs_mask), half, _CMP_GE_OQ);
+      const __m256 step = _mm256_or_ps(_mm256_and_ps(y, sign_mask), _mm256_set1_ps(1.f));
+      __m256 r = _mm256_add_ps(t, _mm256_and_ps(away, step));
+      r = _mm256_min_ps(_mm256_max_ps(r, _mm256_sub_ps(_mm256_setzero_ps(), lim)), lim);
+      r = _mm256_and_ps(r, _mm256_cmp_ps(y, y, _CMP_ORD_Q));  // NaN -> 0
+      c[k] = _mm256_cvtps_epi32(r);
+      total = _mm256_add_epi32(total, c[k]);
+    }
+    const __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[0], c[1]), 0xD8);
+    const __m256i w16b = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[2], c[3]), 0xD8);
+    const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packs_epi16(w16, w16b), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), bytes);
+    __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+    t4 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, 0x4E));
+    t4 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, 0xB1));
+    s[b] = 8 * _mm_cvtsi128_si32(t4);
+  }
+}
+
+// Q4_0, 8 rows per group. Per 32-column block (144 bytes, the source's 8 x 18):
+//   [8 fp16 d, row r at r][4 vectors m x 32 bytes: byte 4r + e holds row r's code of column
+//   4m + e in its low nibble and of column 16 + 4m + e in its high nibble]
+// A vector's low (high) nibbles are the 4-column codes of 8 rows, one row a 32-bit lane, as
+// `vpmaddubsw` wants them against a token's 4 activation bytes broadcast; the 8 products' int16
+// sums (at most 8 x 2 x 15 x 127) add up in int16, and one `vpmaddwd` makes the block's int32
+// sum a row. The codes' offset of 8 comes back as the quantizer's 8 x sum(a).
+struct Q40 {
+  static constexpr int64_t kCols = kQK32;
+  static constexpr uint64_t kCodesAt = 16;
+  static constexpr uint64_t kBytes = kCodesAt + 4 * 32;
+
+  static void pack_unit(const BlockQ4_0* const* rows, int64_t i, uint8_t* out) {
+    std::memset(out + kCodesAt, 0, kBytes - kCodesAt);
+    for (int r = 0; r < kRows; ++r) {
+      const BlockQ4_0& b = rows[r][i];
+      std::memcpy(out + 2 * r, &b.d, 2);
+      for (int e = 0; e < kQK32; ++e) {
+        const int code = e < 16 ? b.qs[e] & 0xF : b.qs[e - 16] >> 4;  // the file's column e
+        const int m = (e % 16) / 4, shift = e < 16 ? 0 : 4;
+        out[kCodesAt + 32 * m + 4 * r + e % 4] |= uint8_t(code << shift);
+      }
+    }
+  }
+  static float value(const uint8_t* in, int r, int e) {  // fl((q - 8) d), as the reference
+    uint16_t h;
+    std::memcpy(&h, in + 2 * r, 2);
+    const int m = (e % 16) / 4;
+    const int code = (in[kCodesAt + 32 * m + 4 * r + e % 4] >> (e < 16 ? 0 : 4)) & 0xF;
+    return float(code - 8) * fp16_to_f32(h);
+  }
+
+  template <int NT>
+  static void tile(const uint8_t* w, int64_t units, int64_t n, const PackedActivations& x,
+                   int64_t t0, float* y, int64_t y_stride) {
+    const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const int64_t nb = n / kQK32;
+    __m256 acc[NT];
+    for (__m256& a : acc) a = _mm256_setzero_ps();
+    for (int64_t s = 0; s < units; ++s, w += kBytes) {
+      for (uint64_t o = 0; o < kBytes; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(w + 4 * kBytes + o), _MM_HINT_T0);
+      __m256i c[8];
+      for (int m = 0; m < 4; ++m) {
+        const __m256i v =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + kCodesAt + 32 * m));
+        c[m] = _mm256_and_si256(v, low);
+        c[4 + m] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+      }
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* a = act_codes(x, t0 + t, n) + s * kQK32;
+        __m256i p16 = _mm256_setzero_si256();
+        for (int k = 0; k < 8; ++k) {  // columns 4k .. 4k + 3 (k < 4: low nibbles)
+          int32_t four;
+          std::memcpy(&four, a + 4 * k, 4);
+          p16 = _mm256_add_epi16(p16, _mm256_maddubs_epi16(c[k], _mm256_set1_epi32(four)));
+        }
+        const __m256i sum = _mm256_sub_epi32(_mm256_madd_epi16(p16, ones),
+                                             _mm256_set1_epi32(act_sums(x, t0 + t, n)[s]));
+        const __m256 xd = _mm256_broadcast_ss(&x.d[(t0 + t) * nb + s]);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, xd), acc[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      alignas(32) float lanes[kRows];
+      _mm256_store_ps(lanes, acc[t]);
+      for (int r = 0; r < kRows; ++r) y[(t0 + t) * y_stride + r] = lanes[r];
+    }
+  }
 };
 
 template <class L>
@@ -174,8 +283,8 @@ void unpack_rows(const uint8_t* w, int64_t g, int64_t n, float* out) {
 // 16 x 128 x 32767: exact), then one convert, the rows' scales and the activation block's
 // scale; Q6_K's rows' d once a super-block.
 template <class L, int NT>
-void group_tile(const uint8_t* w, int64_t units, int64_t n, const PackedActivations& x, int64_t t0,
-                float* y, int64_t y_stride) {
+void i16_tile(const uint8_t* w, int64_t units, int64_t n, const PackedActivations& x, int64_t t0,
+              float* y, int64_t y_stride) {
   constexpr int kPairs = int(L::kCols) / 2 / L::kSubs;  // column pairs a sub-block
   const int64_t nb = n / kQK32;
   __m256 acc[NT];
@@ -221,6 +330,17 @@ void group_tile(const uint8_t* w, int64_t units, int64_t n, const PackedActivati
   }
 }
 
+template <int NT>
+void Q6K::tile(const uint8_t* w, int64_t units, int64_t n, const PackedActivations& x, int64_t t0,
+               float* y, int64_t y_stride) {
+  i16_tile<Q6K, NT>(w, units, n, x, t0, y, y_stride);
+}
+template <int NT>
+void Q80::tile(const uint8_t* w, int64_t units, int64_t n, const PackedActivations& x, int64_t t0,
+               float* y, int64_t y_stride) {
+  i16_tile<Q80, NT>(w, units, n, x, t0, y, y_stride);
+}
+
 // Token tiles of up to 4 (outer, so a tile's activations stay in L1 across the row groups).
 template <class L>
 void gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActivations& x, float* y,
@@ -234,16 +354,16 @@ void gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActiv
       float* yg = y + g * kRows;
       switch (nt) {
         case 1:
-          group_tile<L, 1>(wg, units, n, x, t0, yg, y_stride);
+          L::template tile<1>(wg, units, n, x, t0, yg, y_stride);
           break;
         case 2:
-          group_tile<L, 2>(wg, units, n, x, t0, yg, y_stride);
+          L::template tile<2>(wg, units, n, x, t0, yg, y_stride);
           break;
         case 3:
-          group_tile<L, 3>(wg, units, n, x, t0, yg, y_stride);
+          L::template tile<3>(wg, units, n, x, t0, yg, y_stride);
           break;
         default:
-          group_tile<L, 4>(wg, units, n, x, t0, yg, y_stride);
+          L::template tile<4>(wg, units, n, x, t0, yg, y_stride);
           break;
       }
     }
@@ -271,5 +391,15 @@ const PackedLayout q8_0_packed = {.version = 1,
                                   .quantize = quantize_i16,
                                   .act_type = DType::I16,
                                   .unpack_rows = unpack_rows<Q80>};
+
+const PackedLayout q4_0_packed = {.version = 1,
+                                  .group_rows = kRows,
+                                  .can_pack = can_pack<Q40>,
+                                  .bytes = packed_bytes<Q40>,
+                                  .pack = pack<Q40, BlockQ4_0>,
+                                  .gemm = gemm<Q40>,
+                                  .quantize = quantize_q8_0_sums,
+                                  .act_type = DType::Q8_0,
+                                  .unpack_rows = unpack_rows<Q40>};
 
 }  // namespace hearth::kernels::avx2

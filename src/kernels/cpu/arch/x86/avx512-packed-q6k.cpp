@@ -72,20 +72,6 @@ uint64_t q6_k_bytes(int64_t d, int64_t n) {
   return uint64_t(d / kRows) * uint64_t(n / kQKK) * kQ6KSuperBytes;
 }
 
-// The 256 codes (q + 32) of a source block in element order (ref::dequantize_q6_k's reading).
-void q6_k_codes(const BlockQ6_K& b, uint8_t (&c)[kQKK]) {
-  for (int h = 0; h < 2; ++h)
-    for (int l = 0; l < 32; ++l) {
-      const uint8_t* ql = b.ql + 64 * h;
-      const int qh = b.qh[32 * h + l];
-      uint8_t* o = c + 128 * h + l;
-      o[0] = uint8_t((ql[l] & 0xF) | (qh & 3) << 4);
-      o[32] = uint8_t((ql[l + 32] & 0xF) | (qh >> 2 & 3) << 4);
-      o[64] = uint8_t((ql[l] >> 4) | (qh >> 4 & 3) << 4);
-      o[96] = uint8_t((ql[l + 32] >> 4) | (qh >> 6 & 3) << 4);
-    }
-}
-
 // Offset, within group j's 192 bytes, of the byte holding lane r, byte e of code vector k.
 constexpr uint64_t q6_k_lane_byte(int r, int e) {
   return uint64_t(r * 4 + e);

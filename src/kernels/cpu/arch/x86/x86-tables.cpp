@@ -19,6 +19,7 @@ KernelTable make_avx2_table() {
   set(t, DType::F16, DType::F32, dot_each_token<avx2::dot_f16>, avx2::dequantize_f16);
   set(t, DType::BF16, DType::F32, dot_each_token<avx2::dot_bf16>, avx2::dequantize_bf16);
   set(t, DType::Q4_0, DType::Q8_0, avx2::dot_q4_0_tiles, avx2::dequantize_q4_0);
+  t.types[uint32_t(DType::Q4_0)].packed = &avx2::q4_0_packed;
   set(t, DType::Q4_1, DType::Q8_1, dot_each_token<avx2::dot_q4_1>, ref::dequantize_q4_1);
   set(t, DType::Q5_0, DType::Q8_0, avx2::dot_q5_0_tiles, ref::dequantize_q5_0);
   set(t, DType::Q5_1, DType::Q8_1, dot_each_token<avx2::dot_q5_1>, ref::dequantize_q5_1);
