@@ -248,6 +248,102 @@ struct Q40 {
   }
 };
 
+// Q4_K, 8 rows per group. Per super-block (1184 bytes against the source's 8 x 144):
+//   [8 fp16 d, row r at r][8 fp16 dmin][8 sub-blocks j x 8 scale bytes, row r's at 8 j + r]
+//   [8 sub-blocks j x 8 min bytes][8 sub-blocks j x 128 bytes of codes, as a Q4_0 block's]
+// A sub-block of 32 columns meets one 32-element activation block: its codes' dot with the
+// token's codes comes out of Q4_0's byte products, and the value d sc q - dmin m returns as
+// fl(d sc) sum(q a) - fl(dmin m) sum(a), sum(a) from the quantizer's sums. Activations are
+// Q8_0's (a scale per 32, finer than the row kernel's Q8_K scale per 256).
+struct Q4K {
+  static constexpr int64_t kCols = kQKK;
+  static constexpr uint64_t kScalesAt = 32, kMinsAt = kScalesAt + 64, kCodesAt = kMinsAt + 64;
+  static constexpr uint64_t kBytes = kCodesAt + 8 * 128;
+
+  static void pack_unit(const BlockQ4_K* const* rows, int64_t i, uint8_t* out) {
+    std::memset(out + kCodesAt, 0, kBytes - kCodesAt);
+    for (int r = 0; r < kRows; ++r) {
+      const BlockQ4_K& b = rows[r][i];
+      std::memcpy(out + 2 * r, &b.d, 2);
+      std::memcpy(out + 16 + 2 * r, &b.dmin, 2);
+      uint8_t sc[8], m[8];
+      kquant_scales_mins(b.scales, sc, m);
+      for (int j = 0; j < 8; ++j) {
+        out[kScalesAt + 8 * j + r] = sc[j];
+        out[kMinsAt + 8 * j + r] = m[j];
+      }
+      for (int e = 0; e < kQKK; ++e) {
+        const int k = e / 64, l = e % 32;  // element 64 k + 32 h + l: qs[32 k + l], nibble h
+        const int code = (b.qs[32 * k + l] >> (e % 64 < 32 ? 0 : 4)) & 0xF;
+        const int j = e / 32, c = e % 32, v = (c % 16) / 4;
+        out[kCodesAt + 128 * uint64_t(j) + 32 * v + 4 * r + c % 4] |=
+            uint8_t(code << (c < 16 ? 0 : 4));
+      }
+    }
+  }
+  static float value(const uint8_t* in, int r, int e) {  // fl(fl(d sc) q) - fl(dmin m)
+    uint16_t dh, mh;
+    std::memcpy(&dh, in + 2 * r, 2);
+    std::memcpy(&mh, in + 16 + 2 * r, 2);
+    const int j = e / 32, c = e % 32;
+    const float d1 = fp16_to_f32(dh) * float(in[kScalesAt + 8 * j + r]);
+    const float m1 = fp16_to_f32(mh) * float(in[kMinsAt + 8 * j + r]);
+    const int code =
+        (in[kCodesAt + 128 * j + 32 * ((c % 16) / 4) + 4 * r + c % 4] >> (c < 16 ? 0 : 4)) & 0xF;
+    return d1 * float(code) - m1;
+  }
+
+  template <int NT>
+  static void tile(const uint8_t* w, int64_t units, int64_t n, const PackedActivations& x,
+                   int64_t t0, float* y, int64_t y_stride) {
+    const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const int64_t nb = n / kQK32;
+    __m256 acc[NT];
+    for (__m256& a : acc) a = _mm256_setzero_ps();
+    for (int64_t s = 0; s < units; ++s, w += kBytes) {
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+      const __m256 dmin =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16)));
+      for (int j = 0; j < 8; ++j) {
+        const uint8_t* cj = w + kCodesAt + 128 * j;
+        for (int o = 0; o < 128; o += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(cj + 2 * kBytes + o), _MM_HINT_T0);
+        __m256i c[8];
+        for (int v = 0; v < 4; ++v) {
+          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cj + 32 * v));
+          c[v] = _mm256_and_si256(q, low);
+          c[4 + v] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
+        }
+        auto bytes8 = [&](uint64_t at) {  // 8 unsigned bytes -> 8 floats
+          return _mm256_cvtepi32_ps(
+              _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w + at))));
+        };
+        const __m256 dsc = _mm256_mul_ps(d, bytes8(kScalesAt + 8 * j));
+        const __m256 dm = _mm256_mul_ps(dmin, bytes8(kMinsAt + 8 * j));
+        const int64_t block = s * 8 + j;
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* a = act_codes(x, t0 + t, n) + block * kQK32;
+          __m256i p16 = _mm256_setzero_si256();
+          for (int k = 0; k < 8; ++k) {  // columns 4k .. 4k + 3 (k < 4: low nibbles)
+            int32_t four;
+            std::memcpy(&four, a + 4 * k, 4);
+            p16 = _mm256_add_epi16(p16, _mm256_maddubs_epi16(c[k], _mm256_set1_epi32(four)));
+          }
+          const __m256 qa = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+          const __m256 suma = _mm256_set1_ps(float(act_sums(x, t0 + t, n)[block] / 8));
+          const __m256 v = _mm256_fnmadd_ps(dm, suma, _mm256_mul_ps(dsc, qa));
+          acc[t] = _mm256_fmadd_ps(v, _mm256_broadcast_ss(&x.d[(t0 + t) * nb + block]), acc[t]);
+        }
+      }
+    }
+    for (int t = 0; t < NT; ++t) {
+      alignas(32) float lanes[kRows];
+      _mm256_store_ps(lanes, acc[t]);
+      for (int r = 0; r < kRows; ++r) y[(t0 + t) * y_stride + r] = lanes[r];
+    }
+  }
+};
+
 template <class L>
 bool can_pack(int64_t d, int64_t n) {
   return d % kRows == 0 && n % L::kCols == 0;
@@ -401,5 +497,15 @@ const PackedLayout q4_0_packed = {.version = 1,
                                   .quantize = quantize_q8_0_sums,
                                   .act_type = DType::Q8_0,
                                   .unpack_rows = unpack_rows<Q40>};
+
+const PackedLayout q4_k_packed = {.version = 1,
+                                  .group_rows = kRows,
+                                  .can_pack = can_pack<Q4K>,
+                                  .bytes = packed_bytes<Q4K>,
+                                  .pack = pack<Q4K, BlockQ4_K>,
+                                  .gemm = gemm<Q4K>,
+                                  .quantize = quantize_q8_0_sums,
+                                  .act_type = DType::Q8_0,
+                                  .unpack_rows = unpack_rows<Q4K>};
 
 }  // namespace hearth::kernels::avx2

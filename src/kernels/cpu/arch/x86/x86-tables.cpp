@@ -27,6 +27,7 @@ KernelTable make_avx2_table() {
   set(t, DType::Q8_0, DType::F32, avx2::dot_q8_0_f32, avx2::dequantize_q8_0);
   t.types[uint32_t(DType::Q8_0)].packed = &avx2::q8_0_packed;
   set(t, DType::Q4_K, DType::Q8_K, avx2::dot_q4_k_tiles, ref::dequantize_q4_k);
+  t.types[uint32_t(DType::Q4_K)].packed = &avx2::q4_k_packed;
   set(t, DType::Q5_K, DType::Q8_K, avx2::dot_q5_k_tiles, ref::dequantize_q5_k);
   set(t, DType::Q6_K, DType::F32, avx2::dot_q6_k_f32, ref::dequantize_q6_k);
   t.types[uint32_t(DType::Q6_K)].packed = &avx2::q6_k_packed;
