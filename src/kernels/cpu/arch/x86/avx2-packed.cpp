@@ -248,22 +248,32 @@ struct Q40 {
   }
 };
 
-// Q4_K, 8 rows per group. Per super-block (1184 bytes against the source's 8 x 144):
+// Q4_K (and Q5_K), 8 rows per group. Per super-block (Q4_K 1184 bytes against the source's
+// 8 x 144, Q5_K 1440 against 8 x 176):
 //   [8 fp16 d, row r at r][8 fp16 dmin][8 sub-blocks j x 8 scale bytes, row r's at 8 j + r]
-//   [8 sub-blocks j x 8 min bytes][8 sub-blocks j x 128 bytes of codes, as a Q4_0 block's]
+//   [8 sub-blocks j x 8 min bytes][8 sub-blocks j x (128 bytes of codes, as a Q4_0 block's;
+//   Q5_K: + 32 bytes H, bit k of byte 4r + e the fifth bit of code vector k's lane r, byte e)]
 // A sub-block of 32 columns meets one 32-element activation block: its codes' dot with the
 // token's codes comes out of Q4_0's byte products, and the value d sc q - dmin m returns as
 // fl(d sc) sum(q a) - fl(dmin m) sum(a), sum(a) from the quantizer's sums. Activations are
 // Q8_0's (a scale per 32, finer than the row kernel's Q8_K scale per 256).
-struct Q4K {
+template <bool kFive>
+struct KQuant {
+  using Block = std::conditional_t<kFive, BlockQ5_K, BlockQ4_K>;
   static constexpr int64_t kCols = kQKK;
   static constexpr uint64_t kScalesAt = 32, kMinsAt = kScalesAt + 64, kCodesAt = kMinsAt + 64;
-  static constexpr uint64_t kBytes = kCodesAt + 8 * 128;
+  static constexpr uint64_t kSubBytes = kFive ? 160 : 128;
+  static constexpr uint64_t kBytes = kCodesAt + 8 * kSubBytes;
 
-  static void pack_unit(const BlockQ4_K* const* rows, int64_t i, uint8_t* out) {
+  // Code vector k (0..7) of a sub-block holds column 4 (k % 4) + e (+ 16 for k >= 4) of row r
+  // at lane r, byte e; stored in vector k % 4's low (k < 4) or high nibbles.
+  static uint64_t code_at(int r, int c) { return 32 * uint64_t((c % 16) / 4) + 4 * r + c % 4; }
+  static int code_vector(int c) { return (c % 16) / 4 + (c < 16 ? 0 : 4); }
+
+  static void pack_unit(const Block* const* rows, int64_t i, uint8_t* out) {
     std::memset(out + kCodesAt, 0, kBytes - kCodesAt);
     for (int r = 0; r < kRows; ++r) {
-      const BlockQ4_K& b = rows[r][i];
+      const Block& b = rows[r][i];
       std::memcpy(out + 2 * r, &b.d, 2);
       std::memcpy(out + 16 + 2 * r, &b.dmin, 2);
       uint8_t sc[8], m[8];
@@ -273,11 +283,12 @@ struct Q4K {
         out[kMinsAt + 8 * j + r] = m[j];
       }
       for (int e = 0; e < kQKK; ++e) {
-        const int k = e / 64, l = e % 32;  // element 64 k + 32 h + l: qs[32 k + l], nibble h
-        const int code = (b.qs[32 * k + l] >> (e % 64 < 32 ? 0 : 4)) & 0xF;
-        const int j = e / 32, c = e % 32, v = (c % 16) / 4;
-        out[kCodesAt + 128 * uint64_t(j) + 32 * v + 4 * r + c % 4] |=
-            uint8_t(code << (c < 16 ? 0 : 4));
+        const int j = e / 32, c = e % 32;  // qs[32 (j / 2) + c], nibble j % 2
+        int code = (b.qs[32 * (j / 2) + c] >> (j % 2 ? 4 : 0)) & 0xF;
+        if constexpr (kFive) code |= ((b.qh[c] >> j) & 1) << 4;
+        uint8_t* sub = out + kCodesAt + kSubBytes * uint64_t(j);
+        sub[code_at(r, c)] |= uint8_t((code & 0xF) << (c < 16 ? 0 : 4));
+        if constexpr (kFive) sub[128 + 4 * r + c % 4] |= uint8_t((code >> 4) << code_vector(c));
       }
     }
   }
@@ -288,8 +299,9 @@ struct Q4K {
     const int j = e / 32, c = e % 32;
     const float d1 = fp16_to_f32(dh) * float(in[kScalesAt + 8 * j + r]);
     const float m1 = fp16_to_f32(mh) * float(in[kMinsAt + 8 * j + r]);
-    const int code =
-        (in[kCodesAt + 128 * j + 32 * ((c % 16) / 4) + 4 * r + c % 4] >> (c < 16 ? 0 : 4)) & 0xF;
+    const uint8_t* sub = in + kCodesAt + kSubBytes * j;
+    int code = (sub[code_at(r, c)] >> (c < 16 ? 0 : 4)) & 0xF;
+    if constexpr (kFive) code |= ((sub[128 + 4 * r + c % 4] >> code_vector(c)) & 1) << 4;
     return d1 * float(code) - m1;
   }
 
@@ -305,14 +317,28 @@ struct Q4K {
       const __m256 dmin =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16)));
       for (int j = 0; j < 8; ++j) {
-        const uint8_t* cj = w + kCodesAt + 128 * j;
-        for (int o = 0; o < 128; o += 64)
+        const uint8_t* cj = w + kCodesAt + kSubBytes * j;
+        for (uint64_t o = 0; o < kSubBytes; o += 64)
           _mm_prefetch(reinterpret_cast<const char*>(cj + 2 * kBytes + o), _MM_HINT_T0);
         __m256i c[8];
         for (int v = 0; v < 4; ++v) {
           const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cj + 32 * v));
           c[v] = _mm256_and_si256(q, low);
           c[4 + v] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
+        }
+        if constexpr (kFive) {
+          // Bit k of H to bit 4 of code vector k (16-bit shifts: the 0x10 mask keeps only bits
+          // that stayed inside their byte).
+          const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cj + 128));
+          const __m256i bit4 = _mm256_set1_epi8(0x10);
+          c[0] = _mm256_or_si256(c[0], _mm256_and_si256(_mm256_slli_epi16(h, 4), bit4));
+          c[1] = _mm256_or_si256(c[1], _mm256_and_si256(_mm256_slli_epi16(h, 3), bit4));
+          c[2] = _mm256_or_si256(c[2], _mm256_and_si256(_mm256_slli_epi16(h, 2), bit4));
+          c[3] = _mm256_or_si256(c[3], _mm256_and_si256(_mm256_slli_epi16(h, 1), bit4));
+          c[4] = _mm256_or_si256(c[4], _mm256_and_si256(h, bit4));
+          c[5] = _mm256_or_si256(c[5], _mm256_and_si256(_mm256_srli_epi16(h, 1), bit4));
+          c[6] = _mm256_or_si256(c[6], _mm256_and_si256(_mm256_srli_epi16(h, 2), bit4));
+          c[7] = _mm256_or_si256(c[7], _mm256_and_si256(_mm256_srli_epi16(h, 3), bit4));
         }
         auto bytes8 = [&](uint64_t at) {  // 8 unsigned bytes -> 8 floats
           return _mm256_cvtepi32_ps(
@@ -323,13 +349,18 @@ struct Q4K {
         const int64_t block = s * 8 + j;
         for (int t = 0; t < NT; ++t) {
           const int8_t* a = act_codes(x, t0 + t, n) + block * kQK32;
-          __m256i p16 = _mm256_setzero_si256();
+          // int16 sums of byte products: 4-bit codes take all 8 (at most 8 x 2 x 15 x 127),
+          // 5-bit ones 4 at a time (4 x 2 x 31 x 127).
+          __m256i p16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
           for (int k = 0; k < 8; ++k) {  // columns 4k .. 4k + 3 (k < 4: low nibbles)
             int32_t four;
             std::memcpy(&four, a + 4 * k, 4);
-            p16 = _mm256_add_epi16(p16, _mm256_maddubs_epi16(c[k], _mm256_set1_epi32(four)));
+            __m256i& p = p16[kFive ? k / 4 : 0];
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c[k], _mm256_set1_epi32(four)));
           }
-          const __m256 qa = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+          __m256i q32 = _mm256_madd_epi16(p16[0], ones);
+          if constexpr (kFive) q32 = _mm256_add_epi32(q32, _mm256_madd_epi16(p16[1], ones));
+          const __m256 qa = _mm256_cvtepi32_ps(q32);
           const __m256 suma = _mm256_set1_ps(float(act_sums(x, t0 + t, n)[block] / 8));
           const __m256 v = _mm256_fnmadd_ps(dm, suma, _mm256_mul_ps(dsc, qa));
           acc[t] = _mm256_fmadd_ps(v, _mm256_broadcast_ss(&x.d[(t0 + t) * nb + block]), acc[t]);
@@ -343,6 +374,8 @@ struct Q4K {
     }
   }
 };
+using Q4K = KQuant<false>;
+using Q5K = KQuant<true>;
 
 template <class L>
 bool can_pack(int64_t d, int64_t n) {
@@ -502,10 +535,20 @@ const PackedLayout q4_k_packed = {.version = 1,
                                   .group_rows = kRows,
                                   .can_pack = can_pack<Q4K>,
                                   .bytes = packed_bytes<Q4K>,
-                                  .pack = pack<Q4K, BlockQ4_K>,
+                                  .pack = pack<Q4K, Q4K::Block>,
                                   .gemm = gemm<Q4K>,
                                   .quantize = quantize_q8_0_sums,
                                   .act_type = DType::Q8_0,
                                   .unpack_rows = unpack_rows<Q4K>};
+
+const PackedLayout q5_k_packed = {.version = 1,
+                                  .group_rows = kRows,
+                                  .can_pack = can_pack<Q5K>,
+                                  .bytes = packed_bytes<Q5K>,
+                                  .pack = pack<Q5K, Q5K::Block>,
+                                  .gemm = gemm<Q5K>,
+                                  .quantize = quantize_q8_0_sums,
+                                  .act_type = DType::Q8_0,
+                                  .unpack_rows = unpack_rows<Q5K>};
 
 }  // namespace hearth::kernels::avx2

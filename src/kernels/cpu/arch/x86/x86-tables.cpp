@@ -29,6 +29,7 @@ KernelTable make_avx2_table() {
   set(t, DType::Q4_K, DType::Q8_K, avx2::dot_q4_k_tiles, ref::dequantize_q4_k);
   t.types[uint32_t(DType::Q4_K)].packed = &avx2::q4_k_packed;
   set(t, DType::Q5_K, DType::Q8_K, avx2::dot_q5_k_tiles, ref::dequantize_q5_k);
+  t.types[uint32_t(DType::Q5_K)].packed = &avx2::q5_k_packed;
   set(t, DType::Q6_K, DType::F32, avx2::dot_q6_k_f32, ref::dequantize_q6_k);
   t.types[uint32_t(DType::Q6_K)].packed = &avx2::q6_k_packed;
   set(t, DType::MXFP4, DType::Q8_0, avx2::dot_mxfp4_tiles, avx2::dequantize_mxfp4);
