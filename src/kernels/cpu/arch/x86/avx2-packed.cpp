@@ -176,23 +176,35 @@ void quantize_q8_0_sums(const float* x, int64_t n, int8_t* q, float* d, int32_t*
   }
 }
 
-// Q4_0, 8 rows per group. Per 32-column block (144 bytes, the source's 8 x 18):
-//   [8 fp16 d, row r at r][4 vectors m x 32 bytes: byte 4r + e holds row r's code of column
-//   4m + e in its low nibble and of column 16 + 4m + e in its high nibble]
+// Q4_0 and MXFP4, 8 rows per group. Per 32-column block (Q4_0 144 bytes, the source's 8 x 18;
+// MXFP4 136, the source's 8 x 17):
+//   [the rows' scales: Q4_0 8 fp16 d, MXFP4 8 E8M0 bytes, row r at r][4 vectors m x 32 bytes:
+//   byte 4r + e holds row r's code of column 4m + e in its low nibble and of column 16 + 4m + e
+//   in its high nibble]
 // A vector's low (high) nibbles are the 4-column codes of 8 rows, one row a 32-bit lane, as
-// `vpmaddubsw` wants them against a token's 4 activation bytes broadcast; the 8 products' int16
-// sums (at most 8 x 2 x 15 x 127) add up in int16, and one `vpmaddwd` makes the block's int32
-// sum a row. The codes' offset of 8 comes back as the quantizer's 8 x sum(a).
-struct Q40 {
+// `vpmaddubsw` wants them (unsigned) against a token's 4 activation bytes broadcast; their int16
+// sums add up (Q4_0's codes at most 8 x 2 x 15 x 127 all eight; MXFP4's looked-up E2M1 values
+// plus 12, up to 24, four at a time) and `vpmaddwd` makes the block's int32 sum a row. The
+// codes' offset (8; MXFP4's 12) comes back from the quantizer's 8 x sum(a).
+template <bool kMx>
+struct Nibbles {
+  using Block = std::conditional_t<kMx, BlockMxfp4, BlockQ4_0>;
   static constexpr int64_t kCols = kQK32;
-  static constexpr uint64_t kCodesAt = 16;
+  static constexpr uint64_t kCodesAt = kMx ? 8 : 16;
   static constexpr uint64_t kBytes = kCodesAt + 4 * 32;
+  // MXFP4's nibble -> E2M1 value (doubled, kMxfp4Values) + 12, unsigned for vpmaddubsw.
+  alignas(16) static constexpr int8_t kPlus12[16] = {12, 13, 14, 15, 16, 18, 20, 24,
+                                                     12, 11, 10, 9,  8,  6,  4,  0};
+  static_assert(kMxfp4Values[5] + 12 == 18 && kMxfp4Values[15] + 12 == 0, "the table, plus 12");
 
-  static void pack_unit(const BlockQ4_0* const* rows, int64_t i, uint8_t* out) {
+  static void pack_unit(const Block* const* rows, int64_t i, uint8_t* out) {
     std::memset(out + kCodesAt, 0, kBytes - kCodesAt);
     for (int r = 0; r < kRows; ++r) {
-      const BlockQ4_0& b = rows[r][i];
-      std::memcpy(out + 2 * r, &b.d, 2);
+      const Block& b = rows[r][i];
+      if constexpr (kMx)
+        out[r] = b.e;
+      else
+        std::memcpy(out + 2 * r, &b.d, 2);
       for (int e = 0; e < kQK32; ++e) {
         const int code = e < 16 ? b.qs[e] & 0xF : b.qs[e - 16] >> 4;  // the file's column e
         const int m = (e % 16) / 4, shift = e < 16 ? 0 : 4;
@@ -200,18 +212,32 @@ struct Q40 {
       }
     }
   }
-  static float value(const uint8_t* in, int r, int e) {  // fl((q - 8) d), as the reference
-    uint16_t h;
-    std::memcpy(&h, in + 2 * r, 2);
+  static float value(const uint8_t* in, int r, int e) {  // as the reference dequantizers round
     const int m = (e % 16) / 4;
     const int code = (in[kCodesAt + 32 * m + 4 * r + e % 4] >> (e < 16 ? 0 : 4)) & 0xF;
+    if constexpr (kMx) return float(kMxfp4Values[code]) * mxfp4_scale(in[r]);
+    uint16_t h;
+    std::memcpy(&h, in + 2 * r, 2);
     return float(code - 8) * fp16_to_f32(h);
+  }
+  // The 8 rows' scales: fp16 d, or E8M0 as mxfp4_scale (2^(e - 128), subnormal below e = 2).
+  static __m256 row_scales(const uint8_t* w) {
+    if constexpr (kMx) {
+      const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w)));
+      const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+      const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+      const __m256i below_two = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+      return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, below_two));
+    }
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
   }
 
   template <int NT>
   static void tile(const uint8_t* w, int64_t units, int64_t n, const PackedActivations& x,
                    int64_t t0, float* y, int64_t y_stride) {
     const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i lut =
+        _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kPlus12)));
     const int64_t nb = n / kQK32;
     __m256 acc[NT];
     for (__m256& a : acc) a = _mm256_setzero_ps();
@@ -224,18 +250,25 @@ struct Q40 {
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + kCodesAt + 32 * m));
         c[m] = _mm256_and_si256(v, low);
         c[4 + m] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        if constexpr (kMx) {
+          c[m] = _mm256_shuffle_epi8(lut, c[m]);
+          c[4 + m] = _mm256_shuffle_epi8(lut, c[4 + m]);
+        }
       }
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+      const __m256 dw = row_scales(w);
       for (int t = 0; t < NT; ++t) {
         const int8_t* a = act_codes(x, t0 + t, n) + s * kQK32;
-        __m256i p16 = _mm256_setzero_si256();
+        __m256i p16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         for (int k = 0; k < 8; ++k) {  // columns 4k .. 4k + 3 (k < 4: low nibbles)
           int32_t four;
           std::memcpy(&four, a + 4 * k, 4);
-          p16 = _mm256_add_epi16(p16, _mm256_maddubs_epi16(c[k], _mm256_set1_epi32(four)));
+          __m256i& p = p16[kMx ? k / 4 : 0];
+          p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c[k], _mm256_set1_epi32(four)));
         }
-        const __m256i sum = _mm256_sub_epi32(_mm256_madd_epi16(p16, ones),
-                                             _mm256_set1_epi32(act_sums(x, t0 + t, n)[s]));
+        __m256i q32 = _mm256_madd_epi16(p16[0], ones);
+        if constexpr (kMx) q32 = _mm256_add_epi32(q32, _mm256_madd_epi16(p16[1], ones));
+        const int32_t xs = act_sums(x, t0 + t, n)[s];  // 8 sum(a)
+        const __m256i sum = _mm256_sub_epi32(q32, _mm256_set1_epi32(kMx ? xs / 2 * 3 : xs));
         const __m256 xd = _mm256_broadcast_ss(&x.d[(t0 + t) * nb + s]);
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, xd), acc[t]);
       }
@@ -247,6 +280,8 @@ struct Q40 {
     }
   }
 };
+using Q40 = Nibbles<false>;
+using Mxfp4 = Nibbles<true>;
 
 // Q4_K (and Q5_K), 8 rows per group. Per super-block (Q4_K 1184 bytes against the source's
 // 8 x 144, Q5_K 1440 against 8 x 176):
@@ -525,7 +560,7 @@ const PackedLayout q4_0_packed = {.version = 1,
                                   .group_rows = kRows,
                                   .can_pack = can_pack<Q40>,
                                   .bytes = packed_bytes<Q40>,
-                                  .pack = pack<Q40, BlockQ4_0>,
+                                  .pack = pack<Q40, Q40::Block>,
                                   .gemm = gemm<Q40>,
                                   .quantize = quantize_q8_0_sums,
                                   .act_type = DType::Q8_0,
@@ -550,5 +585,15 @@ const PackedLayout q5_k_packed = {.version = 1,
                                   .quantize = quantize_q8_0_sums,
                                   .act_type = DType::Q8_0,
                                   .unpack_rows = unpack_rows<Q5K>};
+
+const PackedLayout mxfp4_packed = {.version = 1,
+                                   .group_rows = kRows,
+                                   .can_pack = can_pack<Mxfp4>,
+                                   .bytes = packed_bytes<Mxfp4>,
+                                   .pack = pack<Mxfp4, Mxfp4::Block>,
+                                   .gemm = gemm<Mxfp4>,
+                                   .quantize = quantize_q8_0_sums,
+                                   .act_type = DType::Q8_0,
+                                   .unpack_rows = unpack_rows<Mxfp4>};
 
 }  // namespace hearth::kernels::avx2

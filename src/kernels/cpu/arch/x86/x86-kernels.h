@@ -15,9 +15,10 @@ RowDot dot_f32, dot_f16, dot_bf16;
 RowDequantize dequantize_q4_0, dequantize_q8_0, dequantize_mxfp4, dequantize_f16, dequantize_bf16;
 // Q6_K and Q8_0 rows against f32 activations, dequantized in registers (token tiles).
 TileDot dot_q6_k_f32, dot_q8_0_f32;
-// Row-interleaved Q6_K and Q8_0 against int16 activations, Q4_0, Q4_K and Q5_K against Q8_0
-// ones (avx2-packed.cpp).
-extern const PackedLayout q6_k_packed, q8_0_packed, q4_0_packed, q4_k_packed, q5_k_packed;
+// Row-interleaved Q6_K and Q8_0 against int16 activations, Q4_0, Q4_K, Q5_K and MXFP4 against
+// Q8_0 ones (avx2-packed.cpp).
+extern const PackedLayout q6_k_packed, q8_0_packed, q4_0_packed, q4_k_packed, q5_k_packed,
+    mxfp4_packed;
 
 }  // namespace hearth::kernels::avx2
 

@@ -33,6 +33,7 @@ KernelTable make_avx2_table() {
   set(t, DType::Q6_K, DType::F32, avx2::dot_q6_k_f32, ref::dequantize_q6_k);
   t.types[uint32_t(DType::Q6_K)].packed = &avx2::q6_k_packed;
   set(t, DType::MXFP4, DType::Q8_0, avx2::dot_mxfp4_tiles, avx2::dequantize_mxfp4);
+  t.types[uint32_t(DType::MXFP4)].packed = &avx2::mxfp4_packed;
   return t;
 }
 
