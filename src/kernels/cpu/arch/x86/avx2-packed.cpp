@@ -62,6 +62,7 @@ void quantize_i16(const float* x, int64_t n, int8_t* q8, float* d, int32_t* s) {
 //   [8 f32 d, row r at r][16 sub-blocks j x 8 int8 scales, row r's of sub-block j at 8 j + r]
 //   [128 column pairs p x 16 bytes: row r's codes q - 32 of columns 2p, 2p + 1 at 2r, 2r + 1]
 struct Q6K {
+  using Block = BlockQ6_K;
   static constexpr int64_t kCols = kQKK;  // columns a unit
   static constexpr uint64_t kScalesAt = 32, kCodesAt = kScalesAt + 128;
   static constexpr uint64_t kBytes = kCodesAt + 128 * 16;
@@ -103,6 +104,7 @@ struct Q6K {
 // Q8_0, 8 rows per group. Per 32-column block (272 bytes, the source's 8 x 34):
 //   [8 fp16 d, row r at r][16 column pairs p x 16 bytes: row r's codes of 2p, 2p + 1 at 2r, 2r+1]
 struct Q80 {
+  using Block = BlockQ8_0;
   static constexpr int64_t kCols = kQK32;
   static constexpr uint64_t kCodesAt = 16;
   static constexpr uint64_t kBytes = kCodesAt + 16 * 16;
@@ -534,66 +536,27 @@ void gemm(const uint8_t* w, int64_t g0, int64_t g1, int64_t n, const PackedActiv
   }
 }
 
+// Every layout here: version 1, 8-row groups, its activations by `quantize`.
+template <class L>
+constexpr PackedLayout layout(DType act, decltype(PackedLayout::quantize) quantize) {
+  return {.version = 1,
+          .group_rows = kRows,
+          .can_pack = can_pack<L>,
+          .bytes = packed_bytes<L>,
+          .pack = pack<L, typename L::Block>,
+          .gemm = gemm<L>,
+          .quantize = quantize,
+          .act_type = act,
+          .unpack_rows = unpack_rows<L>};
+}
+
 }  // namespace
 
-const PackedLayout q6_k_packed = {.version = 1,
-                                  .group_rows = kRows,
-                                  .can_pack = can_pack<Q6K>,
-                                  .bytes = packed_bytes<Q6K>,
-                                  .pack = pack<Q6K, BlockQ6_K>,
-                                  .gemm = gemm<Q6K>,
-                                  .quantize = quantize_i16,
-                                  .act_type = DType::I16,
-                                  .unpack_rows = unpack_rows<Q6K>};
-
-const PackedLayout q8_0_packed = {.version = 1,
-                                  .group_rows = kRows,
-                                  .can_pack = can_pack<Q80>,
-                                  .bytes = packed_bytes<Q80>,
-                                  .pack = pack<Q80, BlockQ8_0>,
-                                  .gemm = gemm<Q80>,
-                                  .quantize = quantize_i16,
-                                  .act_type = DType::I16,
-                                  .unpack_rows = unpack_rows<Q80>};
-
-const PackedLayout q4_0_packed = {.version = 1,
-                                  .group_rows = kRows,
-                                  .can_pack = can_pack<Q40>,
-                                  .bytes = packed_bytes<Q40>,
-                                  .pack = pack<Q40, Q40::Block>,
-                                  .gemm = gemm<Q40>,
-                                  .quantize = quantize_q8_0_sums,
-                                  .act_type = DType::Q8_0,
-                                  .unpack_rows = unpack_rows<Q40>};
-
-const PackedLayout q4_k_packed = {.version = 1,
-                                  .group_rows = kRows,
-                                  .can_pack = can_pack<Q4K>,
-                                  .bytes = packed_bytes<Q4K>,
-                                  .pack = pack<Q4K, Q4K::Block>,
-                                  .gemm = gemm<Q4K>,
-                                  .quantize = quantize_q8_0_sums,
-                                  .act_type = DType::Q8_0,
-                                  .unpack_rows = unpack_rows<Q4K>};
-
-const PackedLayout q5_k_packed = {.version = 1,
-                                  .group_rows = kRows,
-                                  .can_pack = can_pack<Q5K>,
-                                  .bytes = packed_bytes<Q5K>,
-                                  .pack = pack<Q5K, Q5K::Block>,
-                                  .gemm = gemm<Q5K>,
-                                  .quantize = quantize_q8_0_sums,
-                                  .act_type = DType::Q8_0,
-                                  .unpack_rows = unpack_rows<Q5K>};
-
-const PackedLayout mxfp4_packed = {.version = 1,
-                                   .group_rows = kRows,
-                                   .can_pack = can_pack<Mxfp4>,
-                                   .bytes = packed_bytes<Mxfp4>,
-                                   .pack = pack<Mxfp4, Mxfp4::Block>,
-                                   .gemm = gemm<Mxfp4>,
-                                   .quantize = quantize_q8_0_sums,
-                                   .act_type = DType::Q8_0,
-                                   .unpack_rows = unpack_rows<Mxfp4>};
+const PackedLayout q6_k_packed = layout<Q6K>(DType::I16, quantize_i16);
+const PackedLayout q8_0_packed = layout<Q80>(DType::I16, quantize_i16);
+const PackedLayout q4_0_packed = layout<Q40>(DType::Q8_0, quantize_q8_0_sums);
+const PackedLayout q4_k_packed = layout<Q4K>(DType::Q8_0, quantize_q8_0_sums);
+const PackedLayout q5_k_packed = layout<Q5K>(DType::Q8_0, quantize_q8_0_sums);
+const PackedLayout mxfp4_packed = layout<Mxfp4>(DType::Q8_0, quantize_q8_0_sums);
 
 }  // namespace hearth::kernels::avx2
