@@ -57,6 +57,46 @@ void quantize_i16(const float* x, int64_t n, int8_t* q8, float* d, int32_t* s) {
   }
 }
 
+// A 32-column block's 8 code vectors in Q4_0's placement (4 vectors of nibbles at `codes`):
+// vector k < 4 the low nibbles of vector k, k >= 4 the high nibbles of vector k - 4.
+inline void nibble_vectors(const uint8_t* codes, __m256i (&c)[8]) {
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  for (int m = 0; m < 4; ++m) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 32 * m));
+    c[m] = _mm256_and_si256(v, low);
+    c[4 + m] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+  }
+}
+
+// Per row (lane), sum over the block's 32 columns of code x activation code: vector k's lane
+// holds columns 4k .. 4k + 3 (as nibble_vectors), a the token's 32 activation bytes. The
+// byte products add up in int16, all eight when codes stay below 16 (8 x 2 x 15 x 127), four at a
+// time when they reach 31 (kWideCodes: Q5_K's codes, MXFP4's value + 12).
+template <bool kWideCodes>
+inline __m256i byte_dot(const __m256i (&c)[8], const int8_t* a) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i p16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+  for (int k = 0; k < 8; ++k) {
+    int32_t four;
+    std::memcpy(&four, a + 4 * k, 4);
+    __m256i& p = p16[kWideCodes ? k / 4 : 0];
+    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c[k], _mm256_set1_epi32(four)));
+  }
+  __m256i q32 = _mm256_madd_epi16(p16[0], ones);
+  if constexpr (kWideCodes) q32 = _mm256_add_epi32(q32, _mm256_madd_epi16(p16[1], ones));
+  return q32;
+}
+
+// A tile's sums, a lane a row, to y rows t0 .. t0 + NT - 1 (columns: the group's 8 rows).
+template <int NT>
+inline void store_rows(const __m256 (&acc)[NT], float* y, int64_t t0, int64_t y_stride) {
+  for (int t = 0; t < NT; ++t) {
+    alignas(32) float lanes[kRows];
+    _mm256_store_ps(lanes, acc[t]);
+    for (int r = 0; r < kRows; ++r) y[(t0 + t) * y_stride + r] = lanes[r];
+  }
+}
+
 // Q6_K, 8 rows per group, one row per 32-bit lane. Per super-block (2208 bytes against the
 // source's 8 x 210):
 //   [8 f32 d, row r at r][16 sub-blocks j x 8 int8 scales, row r's of sub-block j at 8 j + r]
@@ -237,7 +277,6 @@ struct Nibbles {
   template <int NT>
   static void tile(const uint8_t* w, int64_t units, int64_t n, const PackedActivations& x,
                    int64_t t0, float* y, int64_t y_stride) {
-    const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const __m256i lut =
         _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(kPlus12)));
     const int64_t nb = n / kQK32;
@@ -247,39 +286,19 @@ struct Nibbles {
       for (uint64_t o = 0; o < kBytes; o += 64)
         _mm_prefetch(reinterpret_cast<const char*>(w + 4 * kBytes + o), _MM_HINT_T0);
       __m256i c[8];
-      for (int m = 0; m < 4; ++m) {
-        const __m256i v =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + kCodesAt + 32 * m));
-        c[m] = _mm256_and_si256(v, low);
-        c[4 + m] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-        if constexpr (kMx) {
-          c[m] = _mm256_shuffle_epi8(lut, c[m]);
-          c[4 + m] = _mm256_shuffle_epi8(lut, c[4 + m]);
-        }
-      }
+      nibble_vectors(w + kCodesAt, c);
+      if constexpr (kMx)
+        for (__m256i& v : c) v = _mm256_shuffle_epi8(lut, v);
       const __m256 dw = row_scales(w);
       for (int t = 0; t < NT; ++t) {
-        const int8_t* a = act_codes(x, t0 + t, n) + s * kQK32;
-        __m256i p16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (int k = 0; k < 8; ++k) {  // columns 4k .. 4k + 3 (k < 4: low nibbles)
-          int32_t four;
-          std::memcpy(&four, a + 4 * k, 4);
-          __m256i& p = p16[kMx ? k / 4 : 0];
-          p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c[k], _mm256_set1_epi32(four)));
-        }
-        __m256i q32 = _mm256_madd_epi16(p16[0], ones);
-        if constexpr (kMx) q32 = _mm256_add_epi32(q32, _mm256_madd_epi16(p16[1], ones));
+        const __m256i q32 = byte_dot<kMx>(c, act_codes(x, t0 + t, n) + s * kQK32);
         const int32_t xs = act_sums(x, t0 + t, n)[s];  // 8 sum(a)
         const __m256i sum = _mm256_sub_epi32(q32, _mm256_set1_epi32(kMx ? xs / 2 * 3 : xs));
         const __m256 xd = _mm256_broadcast_ss(&x.d[(t0 + t) * nb + s]);
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, xd), acc[t]);
       }
     }
-    for (int t = 0; t < NT; ++t) {
-      alignas(32) float lanes[kRows];
-      _mm256_store_ps(lanes, acc[t]);
-      for (int r = 0; r < kRows; ++r) y[(t0 + t) * y_stride + r] = lanes[r];
-    }
+    store_rows(acc, y, t0, y_stride);
   }
 };
 using Q40 = Nibbles<false>;
@@ -345,7 +364,6 @@ struct KQuant {
   template <int NT>
   static void tile(const uint8_t* w, int64_t units, int64_t n, const PackedActivations& x,
                    int64_t t0, float* y, int64_t y_stride) {
-    const __m256i low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
     const int64_t nb = n / kQK32;
     __m256 acc[NT];
     for (__m256& a : acc) a = _mm256_setzero_ps();
@@ -358,11 +376,7 @@ struct KQuant {
         for (uint64_t o = 0; o < kSubBytes; o += 64)
           _mm_prefetch(reinterpret_cast<const char*>(cj + 2 * kBytes + o), _MM_HINT_T0);
         __m256i c[8];
-        for (int v = 0; v < 4; ++v) {
-          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cj + 32 * v));
-          c[v] = _mm256_and_si256(q, low);
-          c[4 + v] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
-        }
+        nibble_vectors(cj, c);
         if constexpr (kFive) {
           // Bit k of H to bit 4 of code vector k (16-bit shifts: the 0x10 mask keeps only bits
           // that stayed inside their byte).
@@ -385,18 +399,7 @@ struct KQuant {
         const __m256 dm = _mm256_mul_ps(dmin, bytes8(kMinsAt + 8 * j));
         const int64_t block = s * 8 + j;
         for (int t = 0; t < NT; ++t) {
-          const int8_t* a = act_codes(x, t0 + t, n) + block * kQK32;
-          // int16 sums of byte products: 4-bit codes take all 8 (at most 8 x 2 x 15 x 127),
-          // 5-bit ones 4 at a time (4 x 2 x 31 x 127).
-          __m256i p16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-          for (int k = 0; k < 8; ++k) {  // columns 4k .. 4k + 3 (k < 4: low nibbles)
-            int32_t four;
-            std::memcpy(&four, a + 4 * k, 4);
-            __m256i& p = p16[kFive ? k / 4 : 0];
-            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c[k], _mm256_set1_epi32(four)));
-          }
-          __m256i q32 = _mm256_madd_epi16(p16[0], ones);
-          if constexpr (kFive) q32 = _mm256_add_epi32(q32, _mm256_madd_epi16(p16[1], ones));
+          const __m256i q32 = byte_dot<kFive>(c, act_codes(x, t0 + t, n) + block * kQK32);
           const __m256 qa = _mm256_cvtepi32_ps(q32);
           const __m256 suma = _mm256_set1_ps(float(act_sums(x, t0 + t, n)[block] / 8));
           const __m256 v = _mm256_fnmadd_ps(dm, suma, _mm256_mul_ps(dsc, qa));
@@ -404,11 +407,7 @@ struct KQuant {
         }
       }
     }
-    for (int t = 0; t < NT; ++t) {
-      alignas(32) float lanes[kRows];
-      _mm256_store_ps(lanes, acc[t]);
-      for (int r = 0; r < kRows; ++r) y[(t0 + t) * y_stride + r] = lanes[r];
-    }
+    store_rows(acc, y, t0, y_stride);
   }
 };
 using Q4K = KQuant<false>;
@@ -489,11 +488,7 @@ void i16_tile(const uint8_t* w, int64_t units, int64_t n, const PackedActivation
       for (int t = 0; t < NT; ++t) acc[t] = _mm256_add_ps(acc[t], sum[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) {
-    alignas(32) float lanes[kRows];
-    _mm256_store_ps(lanes, acc[t]);
-    for (int r = 0; r < kRows; ++r) y[(t0 + t) * y_stride + r] = lanes[r];
-  }
+  store_rows(acc, y, t0, y_stride);
 }
 
 template <int NT>
