@@ -114,6 +114,16 @@ class Backend {
   }
   virtual void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                        float eps) = 0;
+  // The sandwich norms' step between two blocks (Gemma 2/3): x [rows, n] += rmsnorm(y) w_post,
+  // then, with w_next, xn = rmsnorm(x) w_next (the next block's input). One named op so a
+  // backend can run it as one pass; the default is the three ops. xn may be y; y's contents
+  // afterwards are undefined unless it is xn.
+  virtual void post_norm_add(float* y, const float* w_post, float* x, int64_t rows, int64_t n,
+                             float eps, const float* w_next, float* xn) {
+    rmsnorm(y, w_post, y, rows, n, eps);
+    add_inplace(x, y, rows * n);
+    if (w_next) rmsnorm(x, w_next, xn, rows, n, eps);
+  }
   virtual void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                     const int32_t* host_pos, const float* host_inv_freq,
                     kernels::RopeStyle style) = 0;

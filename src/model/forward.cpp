@@ -222,8 +222,12 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
     if (hp_.embed_scale > 0) be->scale(b.x, T * E, hp_.embed_scale);
     tap("token_embd", be, b.x, T * E);
   }
-  for (int64_t l = groups_[g].first; l < groups_[g].last; ++l)
-    run_layer(l, p, b, scratch.experts, be);
+  // A sandwich layer's last step also norms x for the next layer of the group (post_norm_add).
+  bool normed = false;
+  for (int64_t l = groups_[g].first; l < groups_[g].last; ++l) {
+    const float* next_norm = l + 1 < groups_[g].last ? layers_[size_t(l + 1)].attn_norm : nullptr;
+    normed = run_layer(l, p, b, scratch.experts, be, normed, next_norm);
+  }
   if (g + 1 != groups_.size()) return;
   // LM head only on the rows whose logits are wanted: gather them to the front first.
   int64_t n_out = 0, row = 0;
@@ -240,23 +244,28 @@ void Model::run_group(size_t g, const Pass& p, ForwardScratch& scratch) const {
   if (hp_.final_softcap > 0) be->softcap(b.logits, n_out * hp_.n_vocab, hp_.final_softcap);
 }
 
-void Model::run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b,
-                      ForwardScratch::Buffers& experts, Backend* be) const {
+bool Model::run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b,
+                      ForwardScratch::Buffers& experts, Backend* be, bool attn_normed,
+                      const float* next_attn_norm) const {
   const int64_t T = p.n_tokens, E = hp_.n_embd;
   const LayerWeights& w = layers_[size_t(l)];
-  be->rmsnorm(b.x, w.attn_norm, b.xn, T, E, hp_.rms_eps);
+  if (!attn_normed) be->rmsnorm(b.x, w.attn_norm, b.xn, T, E, hp_.rms_eps);
   attention_block(l, p, b, be);
   if (debug_tap) tap("blk." + std::to_string(l) + ".attn_out", be, b.attn, T * hp_.q_dim());
-  add_block_output(w.wo, b.attn, w.post_attn_norm, b, be, T);
+  // (gpt-oss adds its O bias after the projection: its FFN norm cannot ride along)
+  const bool ffn_normed =
+      add_block_output(w.wo, b.attn, w.post_attn_norm, w.o_bias ? nullptr : w.ffn_norm, b, be, T);
   if (w.o_bias) be->add_bias(b.x, w.o_bias, T, E);  // x += W_o attn + b_o (gpt-oss)
-  be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
+  if (!ffn_normed) be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
+  bool normed = false;
   if (hp_.is_moe_layer(l)) {
     moe_block(l, b, experts, be, T);
   } else {
     ffn_block(l, b, be, T);
-    add_block_output(w.w_down, b.gate, w.post_ffn_norm, b, be, T);
+    normed = add_block_output(w.w_down, b.gate, w.post_ffn_norm, next_attn_norm, b, be, T);
   }
   if (debug_tap) tap("blk." + std::to_string(l) + ".out", be, b.x, T * E);
+  return normed;
 }
 
 void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b,
@@ -339,14 +348,17 @@ void Model::gated_activation(Backend* be, float* gate, const float* up, int64_t 
   }
 }
 
-void Model::add_block_output(const Weight& proj, const float* in, const float* post_norm,
-                             ForwardScratch::Buffers& b, Backend* be, int64_t T) const {
-  if (!post_norm) return be->matmul_add(proj, in, T, b.x, b.xn);  // b.xn: scratch
-  // Sandwich: x += norm(proj . in); the norm works in place.
-  const int64_t E = hp_.n_embd;
+bool Model::add_block_output(const Weight& proj, const float* in, const float* post_norm,
+                             const float* next_norm, ForwardScratch::Buffers& b, Backend* be,
+                             int64_t T) const {
+  if (!post_norm) {
+    be->matmul_add(proj, in, T, b.x, b.xn);  // b.xn: scratch
+    return false;
+  }
+  // Sandwich: x += norm(proj . in), and the next block's norm of x into xn, as one op.
   be->matmul(proj, in, T, b.xn);
-  be->rmsnorm(b.xn, post_norm, b.xn, T, E, hp_.rms_eps);
-  be->add_inplace(b.x, b.xn, T * E);
+  be->post_norm_add(b.xn, post_norm, b.x, T, hp_.n_embd, hp_.rms_eps, next_norm, b.xn);
+  return next_norm != nullptr;
 }
 
 Status Model::prefill(KvCache& kv, const std::vector<int32_t>& tokens, ForwardScratch& scratch,

@@ -318,9 +318,12 @@ class Model {
   DecodeStepKey step_key(size_t g, const ForwardScratch& scratch, KvCache& kv) const;
 
   // One transformer layer (attention block, FFN block) of a pass on group g's backend.
-  // experts: the --cpu-moe buffers (ForwardScratch::experts).
-  void run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b,
-                 ForwardScratch::Buffers& experts, Backend* be) const;
+  // experts: the --cpu-moe buffers (ForwardScratch::experts). attn_normed: b.xn holds this
+  // layer's attention norm of x already. Returns whether b.xn now holds the next layer's (given
+  // next_attn_norm, a sandwich layer's last step norms x for it: post_norm_add).
+  bool run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b,
+                 ForwardScratch::Buffers& experts, Backend* be, bool attn_normed,
+                 const float* next_attn_norm) const;
   void attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b, Backend* be) const;
   // The FFN block: a dense gated MLP today; an MoE FFN slots in here (same input xn, same
   // residual contract: adds its output to x).
@@ -333,9 +336,11 @@ class Model {
   void moe_block(int64_t l, ForwardScratch::Buffers& b, ForwardScratch::Buffers& experts,
                  Backend* be, int64_t T) const;
   // x += proj . in (the O or down projection), through the post-norm when the family has
-  // sandwich norms (post_norm non-null).
-  void add_block_output(const Weight& proj, const float* in, const float* post_norm,
-                        ForwardScratch::Buffers& b, Backend* be, int64_t T) const;
+  // sandwich norms (post_norm non-null), which then also norms x with next_norm into b.xn when
+  // given: returns whether it did.
+  bool add_block_output(const Weight& proj, const float* in, const float* post_norm,
+                        const float* next_norm, ForwardScratch::Buffers& b, Backend* be,
+                        int64_t T) const;
 
   HParams hp_;
   const ArchSpec* arch_ = nullptr;

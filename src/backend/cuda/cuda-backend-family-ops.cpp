@@ -66,8 +66,7 @@ void CudaBackend::rope_partial(float* x, int64_t n_tokens, int64_t n_heads, int6
 }
 
 void CudaBackend::gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) {
-  unfused_op("gelu", "gelu_tanh_gated",
-             [&] { return cuda::launch_gelu_tanh_gated(gate, up, out, n, stream_); });
+  gated(Gate::kGeluTanh, gate, up, out, n);  // (cuda-backend-ops.cpp, beside swiglu)
 }
 
 void CudaBackend::softcap(float* x, int64_t n, float cap) {

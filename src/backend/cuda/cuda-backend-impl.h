@@ -190,6 +190,9 @@ class CudaBackend final : public Backend {
 
   void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                float eps) override;
+  // Decode passes: one launch a row (post-norm.cu), writing the next matmul's x form.
+  void post_norm_add(float* y, const float* w_post, float* x, int64_t rows, int64_t n, float eps,
+                     const float* w_next, float* xn) override;
 
   void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* pos,
             const float* inv_freq, kernels::RopeStyle style) override;
@@ -215,6 +218,11 @@ class CudaBackend final : public Backend {
                         const kernels::AttentionMask& mask) override;
 
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override;
+  // swiglu and gelu_tanh_gated: the output in the form the down projection reads (int8 for a
+  // decode GEMV, fp16 for the batched matmul, split forms for a prefill GEMM where the
+  // activation has that kernel), or plain.
+  enum class Gate { kSilu, kGeluTanh };
+  void gated(Gate g, const float* gate, const float* up, float* out, int64_t n);
   void add_inplace(float* y, const float* x, int64_t n) override;
   void add_bias(float* y, const float* b, int64_t rows, int64_t n) override;
 

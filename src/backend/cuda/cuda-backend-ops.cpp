@@ -266,24 +266,63 @@ void CudaBackend::rmsnorm(const float* x, const float* w, float* y, int64_t rows
 }
 
 void CudaBackend::swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  const int m = prof("swiglu");
+  gated(Gate::kSilu, gate, up, out, n);
+}
+
+void CudaBackend::gated(Gate g, const float* gate, const float* up, float* out, int64_t n) {
+  const bool silu = g == Gate::kSilu;
+  const char* name = silu ? "swiglu" : "gelu_tanh_gated";
+  const int m = prof(silu ? "swiglu" : "gelu");
   // The output feeds the down projection's GEMV: quantize it in the same pass, as one row of n
   // (the GEMV reads the same bytes as [T, n/T]: blocks of 32 never straddle a row).
   if (quantize_output(pass_tokens_, n)) {
     if (ensure(xq_buf_, cuda::quantized_acts_bytes(1, n), "quantized activations") &&
-        check(cuda::launch_swiglu_quant(gate, up, out, 1, n, xq_buf_.ptr, stream_), "swiglu"))
+        check(silu ? cuda::launch_swiglu_quant(gate, up, out, 1, n, xq_buf_.ptr, stream_)
+                   : cuda::launch_gelu_tanh_gated_quant(gate, up, out, 1, n, xq_buf_.ptr, stream_),
+              name))
       hand_off_xq(out, 1, n);
   } else if (pass_tokens_ > 0 && n % pass_tokens_ == 0 &&
              half_output(pass_tokens_, n / pass_tokens_) &&
              ensure(batch_xh_, cuda::batch_x_half_bytes(pass_tokens_, n / pass_tokens_),
                     "batch fp16 activations")) {
-    if (check(cuda::launch_swiglu(gate, up, out, n, stream_, nullptr, batch_xh_.ptr), "swiglu"))
+    if (check(silu ? cuda::launch_swiglu(gate, up, out, n, stream_, nullptr, batch_xh_.ptr)
+                   : cuda::launch_gelu_tanh_gated(gate, up, out, n, stream_, batch_xh_.ptr),
+              name))
       hand_off_xh(out, pass_tokens_, n / pass_tokens_);
-  } else {
+  } else if (silu) {
     const cuda::XSplitOut* split = producer_split(n);
     if (split && !cuda::swiglu_split_able(gate, up, out, n, *split)) split = nullptr;
-    if (check(cuda::launch_swiglu(gate, up, out, n, stream_, split), "swiglu") && split)
+    if (check(cuda::launch_swiglu(gate, up, out, n, stream_, split), name) && split)
       hand_off_prefill_x(out, n);
+  } else {
+    check(cuda::launch_gelu_tanh_gated(gate, up, out, n, stream_), name);
+  }
+  unprof(m);
+}
+
+void CudaBackend::post_norm_add(float* y, const float* w_post, float* x, int64_t rows, int64_t n,
+                                float eps, const float* w_next, float* xn) {
+  const int64_t e = rows * n;
+  const auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  // Prefill passes keep the three ops: their norm writes the GEMM's split forms.
+  if (!opt_.fuse || !decode_pass_ || !cuda::post_norm_add_fits(n) || !aligned(x) || !aligned(y) ||
+      overlaps(x, e, y, e) ||
+      (w_next && (!aligned(xn) || overlaps(x, e, xn, e) || (xn != y && overlaps(xn, e, y, e)))))
+    return Backend::post_norm_add(y, w_post, x, rows, n, eps, w_next, xn);
+  void* qbuf = nullptr;
+  void* xh = nullptr;
+  if (w_next && quantize_output(rows, n)) {
+    if (!ensure(xq_buf_, cuda::quantized_acts_bytes(rows, n), "quantized activations")) return;
+    qbuf = xq_buf_.ptr;
+  } else if (w_next && half_output(rows, n)) {
+    if (!ensure(batch_xh_, cuda::batch_x_half_bytes(rows, n), "batch fp16 activations")) return;
+    xh = batch_xh_.ptr;
+  }
+  const int m = prof("rmsnorm + add");
+  if (check(cuda::launch_post_norm_add(y, w_post, x, rows, n, eps, w_next, xn, qbuf, xh, stream_),
+            "post_norm_add")) {
+    if (qbuf) hand_off_xq(xn, rows, n);
+    if (xh) hand_off_xh(xn, rows, n);
   }
   unprof(m);
 }

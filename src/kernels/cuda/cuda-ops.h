@@ -146,6 +146,19 @@ cudaError_t launch_rmsnorm_quant(const float* x, const float* w, float* y, int64
                                  float eps, void* qbuf, cudaStream_t s);
 cudaError_t launch_swiglu_quant(const float* gate, const float* up, float* out, int64_t rows,
                                 int64_t n, void* qbuf, cudaStream_t s);
+cudaError_t launch_gelu_tanh_gated_quant(const float* gate, const float* up, float* out,
+                                         int64_t rows, int64_t n, void* qbuf, cudaStream_t s);
+// The sandwich norms' step between blocks (post-norm.cu): x += rmsnorm(y) * w_post, then, with
+// w_next, xn = rmsnorm(x) * w_next, one block a row of n floats, bit for bit what launch_rmsnorm
+// (in place on y), launch_add_inplace and launch_rmsnorm_quant / launch_rmsnorm give for one row.
+// qbuf (quantized_acts_bytes(rows, n), n % 32 == 0) or xh (batch_x_half_bytes(rows, n)): xn's
+// int8 or fp16 form for the next matmul (w_next only). xn may be y; x may alias neither. Rows
+// must be post_norm_add_fits(n) and 16-byte aligned; y's contents afterwards are undefined
+// unless it is xn.
+bool post_norm_add_fits(int64_t n);
+cudaError_t launch_post_norm_add(float* y, const float* w_post, float* x, int64_t rows, int64_t n,
+                                 float eps, const float* w_next, float* xn, void* qbuf, void* xh,
+                                 cudaStream_t s);
 // One decode token: rope on q [nq heads] and k [nk heads] at *pos, then k -> k_cache row *pos and
 // v -> v_cache row *pos (rows of nk*head_dim floats).
 cudaError_t launch_rope_kv(float* q, int64_t nq, float* k, int64_t nk, int64_t head_dim,
@@ -318,8 +331,9 @@ cudaError_t launch_store_kv(void* cache, DType type, const float* src, const int
                             int64_t pos, int64_t row_elems, int64_t n_tokens, int64_t ring_rows,
                             cudaStream_t s);
 // ops.h gelu_tanh_gated (out may alias gate or up), softcap (cap > 0) and scale, element-wise.
+// xh (n % 4 == 0): out's fp16 copy as launch_rmsnorm's.
 cudaError_t launch_gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n,
-                                   cudaStream_t s);
+                                   cudaStream_t s, void* xh = nullptr);
 cudaError_t launch_softcap(float* x, int64_t n, float cap, cudaStream_t s);
 cudaError_t launch_scale(float* x, int64_t n, float factor, cudaStream_t s);
 cudaError_t launch_fill(float* p, float value, int64_t n, cudaStream_t s);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/gate-act.cuh"
 #include "kernels/cuda/half-mma.cuh"
 #include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -23,14 +24,15 @@ unsigned grid_for(int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
-// xh: also out's fp16 copy for the batched matmul (launch_batch_x_half's order).
-__global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n,
-                              __half* xh) {
+// act(gate) * up (gate-act.cuh). xh: also out's fp16 copy for the batched matmul
+// (launch_batch_x_half's order).
+template <class Act>
+__global__ void gated_kernel(const float* gate, const float* up, float* out, int64_t n,
+                             __half* xh) {
   pdl_trigger();
   pdl_wait();
   HEARTH_GRID_STRIDE(i, n) {
-    const float g = gate[i];
-    const float v = g / (1.0f + expf(-g)) * up[i];
+    const float v = Act{}(gate[i], up[i]);
     out[i] = v;
     if (xh) xh[batch_half_index(i)] = __float2half_rn(v);
   }
@@ -45,8 +47,8 @@ __global__ void swiglu_split_kernel(const float4* gate, const float4* up, float4
   if (blockIdx.x == 0 && threadIdx.x == 0) *lo_scale = kLoE5m2Scale;
   HEARTH_GRID_STRIDE(i, n4) {
     const float4 g = gate[i], u = up[i];
-    const float4 o = make_float4(g.x / (1.0f + expf(-g.x)) * u.x, g.y / (1.0f + expf(-g.y)) * u.y,
-                                 g.z / (1.0f + expf(-g.z)) * u.z, g.w / (1.0f + expf(-g.w)) * u.w);
+    const SiluGate act;
+    const float4 o = make_float4(act(g.x, u.x), act(g.y, u.y), act(g.z, u.z), act(g.w, u.w));
     out[i] = o;
     __align__(8) __half h[4];
     __align__(4) __nv_fp8_storage_t l[4];
@@ -76,17 +78,6 @@ __global__ void store_rows_offset_kernel(float* cache, const float* src, const i
   pdl_wait();
   float* dst = cache + int64_t(*pos) * row_floats;
   HEARTH_GRID_STRIDE(i, count) dst[i] = src[i];
-}
-
-// PyTorch's gelu(approximate="tanh") of the gate times up (ops.h gelu_tanh_gated).
-__global__ void gelu_tanh_gated_kernel(const float* gate, const float* up, float* out, int64_t n) {
-  pdl_trigger();
-  pdl_wait();
-  HEARTH_GRID_STRIDE(i, n) {
-    const float g = gate[i];
-    const float inner = 0.7978845608028654f * (g + 0.044715f * g * g * g);  // sqrt(2/pi)
-    out[i] = 0.5f * g * (1.0f + tanhf(inner)) * up[i];
-  }
 }
 
 __global__ void softcap_kernel(float* x, int64_t n, float cap) {
@@ -148,7 +139,7 @@ cudaError_t launch_swiglu(const float* gate, const float* up, float* out, int64_
                       reinterpret_cast<float4*>(out), n / 4, static_cast<uint2*>(split->hi),
                       reinterpret_cast<uint32_t*>(split->lo8), split->scale);
   }
-  return launch_pdl(swiglu_kernel, dim3(grid_for(n)), dim3(256), 0, s, gate, up, out, n,
+  return launch_pdl(gated_kernel<SiluGate>, dim3(grid_for(n)), dim3(256), 0, s, gate, up, out, n,
                     static_cast<__half*>(xh));
 }
 
@@ -172,9 +163,11 @@ cudaError_t launch_store_rows(float* cache, const float* src, const int32_t* pos
 }
 
 cudaError_t launch_gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n,
-                                   cudaStream_t s) {
+                                   cudaStream_t s, void* xh) {
   if (n <= 0) return cudaSuccess;
-  return launch_pdl(gelu_tanh_gated_kernel, dim3(grid_for(n)), dim3(256), 0, s, gate, up, out, n);
+  if (xh && n % 4 != 0) return cudaErrorInvalidValue;
+  return launch_pdl(gated_kernel<GeluTanhGate>, dim3(grid_for(n)), dim3(256), 0, s, gate, up, out,
+                    n, static_cast<__half*>(xh));
 }
 
 cudaError_t launch_softcap(float* x, int64_t n, float cap, cudaStream_t s) {

@@ -4,6 +4,7 @@
 // for the profiler. New fusion: a launcher here, matched in backend/cuda/cuda-backend-ops.cpp.
 #include "kernels/cuda/act-quant.cuh"
 #include "kernels/cuda/cuda-ops.h"
+#include "kernels/cuda/gate-act.cuh"
 #include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/rms-scale.cuh"
@@ -15,23 +16,11 @@ namespace {
 
 constexpr int kThreads = 256;
 
-struct QOut {
-  int8_t* q1;
-  int8_t* q2;
-  float4* scales;
-};
-
-QOut qout(void* buf, int64_t rows, int64_t n) {
-  const QuantizedActs v = quantized_acts_view(buf, rows, n);
-  return {const_cast<int8_t*>(v.q1), const_cast<int8_t*>(v.q2),
-          reinterpret_cast<float4*>(const_cast<float*>(v.scales))};
-}
-
 // Same arithmetic as rmsnorm.cu's kernel (so fused and unfused outputs agree bit for bit), then
 // each warp quantizes whole 32-element blocks of the normalised row.
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_quant_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                         float* __restrict__ y, int64_t n, float eps, QOut qo) {
+                         float* __restrict__ y, int64_t n, float eps, ActQuantOut qo) {
   pdl_trigger();
   // Block y of gridDim.y owns one kThreads-element slice: every block re-reads the row for the
   // sum (L2-resident), so the quantization spreads over many SMs instead of one.
@@ -52,19 +41,33 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-__global__ void swiglu_quant_kernel(const float* gate, const float* up, float* out,
-                                    int64_t n_blocks, QOut qo) {
+// act(gate) * up as elementwise.cu's gated kernel (gate-act.cuh), then each warp quantizes one
+// 32-element block.
+template <class Act>
+__global__ void gated_quant_kernel(const float* gate, const float* up, float* out, int64_t n_blocks,
+                                   ActQuantOut qo) {
   pdl_trigger();
   pdl_wait();
   const int lane = threadIdx.x & 31;
   for (int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; b < n_blocks;
        b += (int64_t(gridDim.x) * blockDim.x) >> 5) {
     const int64_t i = b * 32 + lane;
-    const float g = gate[i];
-    const float v = g / (1.0f + expf(-g)) * up[i];  // as elementwise.cu's swiglu
+    const float v = Act{}(gate[i], up[i]);
     out[i] = v;
     quant_block32(v, lane, b, qo.q1, qo.q2, qo.scales);
   }
+}
+
+template <class Act>
+cudaError_t launch_gated_quant(const float* gate, const float* up, float* out, int64_t rows,
+                               int64_t n, void* qbuf, cudaStream_t s) {
+  if (rows <= 0 || n <= 0) return cudaSuccess;
+  if (n % 32 != 0 || !qbuf) return cudaErrorInvalidValue;
+  const int64_t nb = rows * n / 32;
+  int64_t blocks = (nb + kThreads / 32 - 1) / (kThreads / 32);
+  if (blocks > 8192) blocks = 8192;
+  return launch_pdl(gated_quant_kernel<Act>, dim3(unsigned(blocks)), dim3(kThreads), 0, s, gate, up,
+                    out, nb, act_quant_out(qbuf, rows, n));
 }
 
 // Threads [0, nq*half) rotate q pairs, the next nk*half rotate k pairs and store both rotated
@@ -116,18 +119,17 @@ cudaError_t launch_rmsnorm_quant(const float* x, const float* w, float* y, int64
   if (slices > 64) slices = 64;
   if (x == y) slices = 1;  // in place: slices would race (rmsnorm.cu)
   return launch_pdl(rmsnorm_quant_kernel, dim3(unsigned(rows), unsigned(slices)), dim3(kThreads), 0,
-                    s, x, w, y, n, eps, qout(qbuf, rows, n));
+                    s, x, w, y, n, eps, act_quant_out(qbuf, rows, n));
 }
 
 cudaError_t launch_swiglu_quant(const float* gate, const float* up, float* out, int64_t rows,
                                 int64_t n, void* qbuf, cudaStream_t s) {
-  if (rows <= 0 || n <= 0) return cudaSuccess;
-  if (n % 32 != 0 || !qbuf) return cudaErrorInvalidValue;
-  const int64_t nb = rows * n / 32;
-  int64_t blocks = (nb + kThreads / 32 - 1) / (kThreads / 32);
-  if (blocks > 8192) blocks = 8192;
-  return launch_pdl(swiglu_quant_kernel, dim3(unsigned(blocks)), dim3(kThreads), 0, s, gate, up,
-                    out, nb, qout(qbuf, rows, n));
+  return launch_gated_quant<SiluGate>(gate, up, out, rows, n, qbuf, s);
+}
+
+cudaError_t launch_gelu_tanh_gated_quant(const float* gate, const float* up, float* out,
+                                         int64_t rows, int64_t n, void* qbuf, cudaStream_t s) {
+  return launch_gated_quant<GeluTanhGate>(gate, up, out, rows, n, qbuf, s);
 }
 
 cudaError_t launch_rope_kv(float* q, int64_t nq, float* k, int64_t nk, int64_t head_dim,

@@ -6,6 +6,20 @@
 
 namespace hearth::cuda {
 
+// rsqrt(mean + eps) of a row from each thread's partial sum of squares ss: the warps' sums
+// through `partial` (kThreads / 32 floats of shared memory, not reused until the block syncs
+// again), added in warp order. Every thread of the block calls it and gets the same scale.
+template <int kThreads>
+__device__ __forceinline__ float block_rms_of_sums(float ss, int64_t n, float eps, float* partial) {
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float total = 0.f;
+#pragma unroll
+  for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
+  return rsqrtf(total / float(n) + eps);
+}
+
 // Every thread of the block calls it (it synchronises the block) and gets the same scale.
 // kVec: the row's loads go out four 16-byte words per thread at once (decode rows, below);
 // without, a plain strided loop (prefill blocks, one per row, where that measured faster).
@@ -39,14 +53,8 @@ __device__ __forceinline__ float block_rms_scale(const float* __restrict__ xr, i
     done = n4 * 4;
   }
   for (int64_t i = done + threadIdx.x; i < n; i += kThreads) ss = fmaf(xr[i], xr[i], ss);
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   __shared__ float partial[kThreads / 32];
-  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  float total = 0.f;
-#pragma unroll
-  for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
-  return rsqrtf(total / float(n) + eps);
+  return block_rms_of_sums<kThreads>(ss, n, eps, partial);
 }
 
 // block_rms_scale<kThreads>'s value for a row of n <= 4 * kThreads floats (n % 4 == 0, xr

@@ -99,13 +99,8 @@ TEST_P(CudaDecodeLayerTest, FusedStepsMatchCpu) {
   const DType t = GetParam().type;
   const bool inserted = GetParam().inserted_op;
   auto cpu = make_cpu_backend(1);
-  // The reference CUDA backend runs every op as its own launch (CudaOptions::fuse off): same
-  // kernels and arithmetic, so fused decode steps must match it to rounding.
-  CudaOptions unfused;
-  unfused.fuse = false;
-  Status err;
-  auto plain = make_cuda_backend(0, unfused, &err);
-  ASSERT_TRUE(plain) << err.message();
+  auto plain = make_unfused_cuda_backend();
+  ASSERT_TRUE(plain);
   std::vector<float> norm = random_floats(size_t(kE), 11, 0.5f, 1.5f);
   std::vector<float> inv(size_t(kHd / 2));
   for (int64_t i = 0; i < kHd / 2; ++i) inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / kHd));

@@ -60,6 +60,18 @@ class CudaTest : public ::testing::Test {
   std::vector<float*> owned_;
 };
 
+// A CUDA backend that runs every op as its own launch (CudaOptions::fuse off): the same kernels
+// and arithmetic as the fused forms, so those must match it to rounding. Fails the test (null)
+// when it cannot be made.
+inline std::unique_ptr<Backend> make_unfused_cuda_backend() {
+  CudaOptions unfused;
+  unfused.fuse = false;
+  Status err;
+  auto plain = make_cuda_backend(0, unfused, &err);
+  EXPECT_TRUE(plain) << err.message();
+  return plain;
+}
+
 inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(lo, hi);
