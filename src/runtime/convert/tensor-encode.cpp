@@ -10,6 +10,7 @@
 #include "base/half.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
+#include "model/weight-transcode.h"
 
 namespace hearth::convert {
 
@@ -40,11 +41,21 @@ Status decode_to_f32(const TensorView& t, std::vector<float>& out) {
     default:
       break;
   }
-  if (!dtype_info(t.dtype).runnable)
+  // A type the loader rewrites into another (Q3_K as Q6_K: model/weight-transcode.h) decodes a
+  // row at a time through that type, which holds its values exactly.
+  const std::optional<DType> via = transcode_target(t.dtype);
+  if (!via && !dtype_info(t.dtype).runnable)
     return Status::error("tensor " + t.name + ": cannot decode type " + dtype_name(t.dtype));
   try {
-    for (int64_t r = 0; r < rows; ++r)
-      kernels::dequantize_row(t.dtype, src + uint64_t(r) * *rb, out.data() + r * cols, cols);
+    std::vector<uint8_t> row;
+    if (via)
+      row.resize(size_t(cols / dtype_info(t.dtype).block_size * dtype_info(*via).block_bytes));
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* in = src + uint64_t(r) * *rb;
+      if (via) transcode(t.dtype, in, row.data(), cols / dtype_info(t.dtype).block_size);
+      kernels::dequantize_row(via ? *via : t.dtype, via ? row.data() : in, out.data() + r * cols,
+                              cols);
+    }
   } catch (const std::exception& e) {
     return Status::error("tensor " + t.name + ": " + e.what());
   }

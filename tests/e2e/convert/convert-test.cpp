@@ -4,8 +4,12 @@
 
 #include <cstring>
 #include <fstream>
+#include <random>
 
+#include "base/half.h"
 #include "formats/gguf.h"
+#include "kernels/quant-blocks.h"
+#include "kernels/ref/quant-ref.h"
 #include "runtime/convert/convert.h"
 #include "runtime/engine.h"
 #include "runtime/session.h"
@@ -263,6 +267,36 @@ TEST(Quantize, MalformedQuantizedTensorIsAClearError) {
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("bad-q4_0.gguf"), std::string::npos) << s.message();
   EXPECT_EQ(s.message().find('\n'), std::string::npos);
+}
+
+// Q3_K input, which no kernel reads, decodes through the rewrite the loader runs it as (Q6_K,
+// model/weight-transcode.h): requantized to f32, every weight is ggml's Q3_K value, bit for bit.
+TEST(Quantize, ReadsQ3kInputAsTheLoaderRunsIt) {
+  const int64_t rows = 3, cols = 512;
+  std::vector<kernels::BlockQ3_K> q3(size_t(rows * cols / 256));
+  std::mt19937 rng(7);
+  for (auto& b : q3) {
+    auto* bytes = reinterpret_cast<uint8_t*>(&b);
+    for (size_t i = 0; i < sizeof b; ++i) bytes[i] = uint8_t(rng());
+    b.d = f32_to_fp16(std::uniform_real_distribution<float>(-0.1f, 0.1f)(rng));
+  }
+  GgufWriter w;
+  w.set_string("general.architecture", "llama");
+  const auto* raw = reinterpret_cast<const uint8_t*>(q3.data());
+  w.add_tensor("blk.0.attn_q.weight", DType::Q3_K, {rows, cols},
+               std::vector<uint8_t>(raw, raw + q3.size() * sizeof(kernels::BlockQ3_K)));
+  const std::string path = test::temp_dir() + "/q3_k-in.gguf";
+  const std::vector<uint8_t> bytes = w.to_bytes();
+  test::write_file(path, std::string(bytes.begin(), bytes.end()));
+  const std::string out = quantize_to(path, "f32");
+  GgufFile f = open_gguf(out);
+  const TensorView* t = f.find_tensor("blk.0.attn_q.weight");
+  ASSERT_NE(t, nullptr);
+  ASSERT_EQ(t->dtype, DType::F32);
+  ASSERT_EQ(t->nbytes, size_t(rows * cols * 4));
+  std::vector<float> want(size_t(rows * cols));
+  kernels::ref::dequantize_q3_k(q3.data(), want.data(), rows * cols);
+  EXPECT_EQ(std::memcmp(t->data, want.data(), t->nbytes), 0);
 }
 
 TEST(Convert, ErrorsAreOneLineAndNameTheProblem) {
