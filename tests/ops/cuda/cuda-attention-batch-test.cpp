@@ -21,6 +21,29 @@
 namespace hearth::test {
 namespace {
 
+// The batch kernels' per-segment descriptors on the device, and the longest context among them.
+struct DeviceSegments {
+  void* p = nullptr;
+  int64_t max_ctx = 0;
+  explicit DeviceSegments(const std::vector<cuda::AttnSegment>& segs) {
+    for (const auto& sg : segs) max_ctx = std::max<int64_t>(max_ctx, sg.pos + 1);
+    EXPECT_EQ(cudaMalloc(&p, segs.size() * sizeof(cuda::AttnSegment)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(p, segs.data(), segs.size() * sizeof(segs[0]), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  // Sequence i: caches kc[i] / vc[i], this token at positions[i].
+  DeviceSegments(const std::vector<float*>& kc, const std::vector<float*>& vc,
+                 const std::vector<int64_t>& positions)
+      : DeviceSegments([&] {
+          std::vector<cuda::AttnSegment> segs;
+          for (size_t i = 0; i < positions.size(); ++i)
+            segs.push_back({kc[i], vc[i], int32_t(positions[i])});
+          return segs;
+        }()) {}
+  ~DeviceSegments() { cudaFree(p); }
+  const cuda::AttnSegment* get() const { return static_cast<const cuda::AttnSegment*>(p); }
+};
+
 TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
   // Through the backend's op (the kernel it picks), then launch_rope_kv_batch and each kernel
   // launched directly (the decode kernels; the chunked kernel's warp form over 64-position
@@ -100,24 +123,14 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
               backend_->rope_append_attend_batch(a);
               ASSERT_TRUE(backend_->status().ok()) << what;
             } else {
-              std::vector<cuda::AttnSegment> segs;
-              int64_t max_ctx = 0;
-              for (int64_t i = 0; i < B; ++i) {
-                segs.push_back({gkc[size_t(i)], gvc[size_t(i)], int32_t(positions[size_t(i)])});
-                max_ctx = std::max(max_ctx, positions[size_t(i)] + 1);
-              }
-              void* dev_segs = nullptr;
-              ASSERT_EQ(cudaMalloc(&dev_segs, segs.size() * sizeof(cuda::AttnSegment)),
-                        cudaSuccess);
-              ASSERT_EQ(cudaMemcpy(dev_segs, segs.data(), segs.size() * sizeof(segs[0]),
-                                   cudaMemcpyHostToDevice),
-                        cudaSuccess);
+              const DeviceSegments ds(gkc, gvc, positions);
+              const int64_t max_ctx = ds.max_ctx;
               std::vector<float> parts(
                   size_t(cuda::attention_batch_partials_floats(B, heads, hd, max_ctx)), 0.f);
               float* partials = dev(parts);
               float *gq = dev(q), *gk = dev(k), *gv = dev(v), *freq = dev(inv);
               ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // (uploads: the backend's stream)
-              const auto* dsegs = static_cast<cuda::AttnSegment*>(dev_segs);
+              const cuda::AttnSegment* dsegs = ds.get();
               ASSERT_EQ(cuda::launch_rope_kv_batch(
                             gq, heads, gk, kv_heads, gv, hd, dsegs, B, t, freq,
                             style == kernels::RopeStyle::kInterleaved ? 0 : 1, nullptr),
@@ -130,7 +143,6 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
                         cudaSuccess)
                   << what;
               ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-              cudaFree(dev_segs);
             }
             // The GPU's rotated k may differ from the CPU's in the last f32 bit, which can move
             // a stored element by one step of the type (and a q8_0 block's scale with it).
@@ -221,22 +233,13 @@ TEST_F(CudaTest, MaskedDecodeBatchMatchesSegmentBySegment) {
             backend_->rope_append_attend_batch(a);
             ASSERT_TRUE(backend_->status().ok()) << what << ": " << backend_->status().message();
           } else {
-            std::vector<cuda::AttnSegment> segs;
-            int64_t max_ctx = 0;
-            for (int64_t i = 0; i < B; ++i) {
-              segs.push_back({gkc[size_t(i)], gvc[size_t(i)], int32_t(positions[size_t(i)])});
-              max_ctx = std::max(max_ctx, positions[size_t(i)] + 1);
-            }
-            void* dev_segs = nullptr;
-            ASSERT_EQ(cudaMalloc(&dev_segs, segs.size() * sizeof(cuda::AttnSegment)), cudaSuccess);
-            ASSERT_EQ(cudaMemcpy(dev_segs, segs.data(), segs.size() * sizeof(segs[0]),
-                                 cudaMemcpyHostToDevice),
-                      cudaSuccess);
+            const DeviceSegments ds(gkc, gvc, positions);
+            const int64_t max_ctx = ds.max_ctx;
             float* partials = dev(std::vector<float>(
                 size_t(cuda::attention_batch_partials_floats(B, heads, hd, max_ctx)), 0.f));
             float *gq = dev(q), *gk = dev(k), *gv = dev(v), *freq = dev(inv);
             ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-            const auto* dsegs = static_cast<cuda::AttnSegment*>(dev_segs);
+            const cuda::AttnSegment* dsegs = ds.get();
             ASSERT_EQ(cuda::launch_rope_kv_batch(gq, heads, gk, kv_heads, gv, hd, dsegs, B, t, freq,
                                                  1, nullptr, int(ring), mscale),
                       cudaSuccess)
@@ -253,7 +256,6 @@ TEST_F(CudaTest, MaskedDecodeBatchMatchesSegmentBySegment) {
                       cudaSuccess)
                 << what;
             ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-            cudaFree(dev_segs);
           }
           const double row_tol = t == DType::F16 ? 1e-3 : 1e-2;
           for (int64_t i = 0; i < B; ++i)
@@ -281,13 +283,8 @@ TEST_F(CudaTest, DecodeBatchAttentionWritesTheFp16FormOfItsOutput) {
     kernels::store_kv_rows(DType::F16, values.data(), rows.data(), cap, kvd);
     segs.push_back({dev(rows), dev(rows), int32_t((i * 37) % cap)});
   }
-  int64_t max_ctx = 0;
-  for (const auto& sg : segs) max_ctx = std::max<int64_t>(max_ctx, sg.pos + 1);
-  void* dev_segs = nullptr;
-  ASSERT_EQ(cudaMalloc(&dev_segs, segs.size() * sizeof(cuda::AttnSegment)), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dev_segs, segs.data(), segs.size() * sizeof(cuda::AttnSegment),
-                       cudaMemcpyHostToDevice),
-            cudaSuccess);
+  const DeviceSegments ds(segs);
+  const int64_t max_ctx = ds.max_ctx;
   float* q = dev(random_floats(size_t(B * width), 7, -2.f, 2.f));
   const int64_t n_parts = cuda::attention_batch_partials_floats(B, heads, hd, max_ctx);
   const size_t xh_bytes = cuda::batch_x_half_bytes(B, width);
@@ -309,10 +306,9 @@ TEST_F(CudaTest, DecodeBatchAttentionWritesTheFp16FormOfItsOutput) {
     ASSERT_EQ(cudaMemset(converted, 0, xh_bytes), cudaSuccess);
     // Twice: the first launch must leave the counters as it found them.
     for (int rep = 0; rep < 2; ++rep)
-      ASSERT_EQ(cuda::launch_attention_batch(q, out, static_cast<cuda::AttnSegment*>(dev_segs), B,
-                                             max_ctx, heads, kv_heads, hd, DType::F16,
-                                             1.f / std::sqrt(float(hd)), partials, nullptr, fused,
-                                             kernel, warp_chunk),
+      ASSERT_EQ(cuda::launch_attention_batch(q, out, ds.get(), B, max_ctx, heads, kv_heads, hd,
+                                             DType::F16, 1.f / std::sqrt(float(hd)), partials,
+                                             nullptr, fused, kernel, warp_chunk),
                 cudaSuccess);
     ASSERT_EQ(cuda::launch_batch_x_half(out, B, width, converted, nullptr), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -329,7 +325,6 @@ TEST_F(CudaTest, DecodeBatchAttentionWritesTheFp16FormOfItsOutput) {
   // The decode kernel's products are fp32-accurate (q and the weights as fp16 hi + lo pairs).
   EXPECT_LT(rel_error(outs[0], outs[1]), 1e-5);
   EXPECT_LT(rel_error(outs[2], outs[1]), 1e-5);
-  cudaFree(dev_segs);
 }
 
 TEST_F(CudaTest, DecodeBatchAttentionKernelsMatchAReference) {
@@ -380,13 +375,8 @@ TEST_F(CudaTest, DecodeBatchAttentionKernelsMatchAReference) {
               want[size_t((i * heads + h) * hd + e)] = float(a / sum);
             }
           }
-        int64_t max_ctx = 0;
-        for (int32_t p : positions) max_ctx = std::max<int64_t>(max_ctx, p + 1);
-        void* dev_segs = nullptr;
-        ASSERT_EQ(cudaMalloc(&dev_segs, segs.size() * sizeof(cuda::AttnSegment)), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dev_segs, segs.data(), segs.size() * sizeof(cuda::AttnSegment),
-                             cudaMemcpyHostToDevice),
-                  cudaSuccess);
+        const DeviceSegments ds(segs);
+        const int64_t max_ctx = ds.max_ctx;
         const int64_t n_parts = cuda::attention_batch_partials_floats(B, heads, hd, max_ctx);
         // (the warp form over 64-position chunks, and over one chunk of 256: no combine)
         const std::pair<cuda::BatchAttnKernel, int> kernels[] = {
@@ -399,16 +389,15 @@ TEST_F(CudaTest, DecodeBatchAttentionKernelsMatchAReference) {
           float* partials = dev(parts);
           float* out = poisoned(B * width);
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // (uploads on the backend's stream)
-          ASSERT_EQ(cuda::launch_attention_batch(
-                        dev(q), out, static_cast<cuda::AttnSegment*>(dev_segs), B, max_ctx, heads,
-                        kv_heads, hd, t, scale, partials, nullptr, nullptr, kernel, warp_chunk),
+          ASSERT_EQ(cuda::launch_attention_batch(dev(q), out, ds.get(), B, max_ctx, heads, kv_heads,
+                                                 hd, t, scale, partials, nullptr, nullptr, kernel,
+                                                 warp_chunk),
                     cudaSuccess);
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
           EXPECT_LT(rel_error(get(out, B * width), want), 1e-5)
               << dtype_name(t) << " hd " << hd << " kv heads " << kv_heads << " kernel "
               << int(kernel) << " chunk " << warp_chunk;
         }
-        cudaFree(dev_segs);
       }
 }
 
