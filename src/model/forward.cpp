@@ -295,24 +295,27 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
   for (const auto& s : p.segs)
     segs.push_back({s.kv->k_data(l), s.kv->k(l).type, s.kv->v_data(l), s.kv->v(l).type, s.pos0,
                     s.n_tokens, s.kv->ring_rows(l)});
-  // LongRoPE picks its table by each sequence's cache size: one block per segment then.
-  // Otherwise the rows go in runs: consecutive one-token segments (the decode rows of several
-  // sequences) as one batch op, each longer segment (a prompt chunk) as a block of its own. A
-  // served step that carries prompt chunks among 32 decoding streams then attends the streams in
-  // a few launches, not a chain of launches per stream (H200: ~3,000 launches a step).
-  const bool per_segment = !rope.inv_freq_long.empty();
+  // The rows go in runs: consecutive one-token segments (the decode rows of several sequences)
+  // as one batch op, each longer segment (a prompt chunk) as a block of its own. A served step
+  // that carries prompt chunks among 32 decoding streams then attends the streams in a few
+  // launches, not a chain of launches per stream (H200: ~3,000 launches a step). LongRoPE picks
+  // its table by each sequence's cache size: a run holds one table's sequences.
+  const auto long_table = [&](size_t s) {
+    return !rope.inv_freq_long.empty() && p.segs[s].kv->capacity() > rope.long_beyond;
+  };
   int64_t row = 0;
   for (size_t i = 0; i < segs.size();) {
     size_t n = 1;
-    if (!per_segment && segs[i].n_tokens == 1)
-      while (i + n < segs.size() && segs[i + n].n_tokens == 1) ++n;
+    if (segs[i].n_tokens == 1)
+      while (i + n < segs.size() && segs[i + n].n_tokens == 1 && long_table(i + n) == long_table(i))
+        ++n;
     Backend::AttentionBlock part = a;
     part.q += row * QD, part.k += row * KVD, part.v += row * KVD, part.out += row * QD;
     part.host_pos = p.pos.data() + row;
     part.segments = std::span<const Backend::KvSegment>(segs.data() + i, n);
     part.n_tokens = 0;
     for (const auto& s : part.segments) part.n_tokens += s.n_tokens;
-    if (per_segment && p.segs[i].kv->capacity() > rope.long_beyond)
+    if (long_table(i))
       part.rope.inv_freq = rope.inv_freq_long.data(), part.rope.mscale = rope.mscale_long;
     if (n > 1)
       be->rope_append_attend_batch(part);
