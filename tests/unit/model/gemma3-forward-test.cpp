@@ -1,0 +1,211 @@
+// Gemma 3 (text), which no golden covers, against a float64 forward pass written here from
+// transformers' Gemma3ForCausalLM definition: (1 + w) RMSNorms, the sandwich (pre- and
+// post-norms around attention and the MLP), per-head q/k norms before RoPE, the embedding scale
+// sqrt(hidden), query_pre_attn_scalar, five sliding layers (window 4) to one global, the local
+// RoPE base on sliding layers and the global base with linear scaling on global ones, and the
+// GELU-tanh gate. A prompt longer than the window, then decode steps through the ring cache.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <tuple>
+
+#include "model/model.h"
+#include "support/test-data.h"
+#include "tiny-model.h"
+
+namespace hearth {
+namespace {
+
+constexpr int64_t kVocab = 64, kE = 64, kLayers = 6, kHeads = 4, kKvHeads = 2, kHd = 32, kFf = 96;
+constexpr int64_t kWindow = 4, kPattern = 6;
+constexpr double kEps = 1e-6, kQueryScalar = 24, kGlobalTheta = 1e6, kLocalTheta = 1e4;
+constexpr double kLinearFactor = 8;
+
+std::string config() {
+  return R"({"model_type": "gemma3_text", "vocab_size": 64, "hidden_size": 64,
+    "intermediate_size": 96, "num_hidden_layers": 6, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 32, "max_position_embeddings": 32768,
+    "rms_norm_eps": 1e-06, "sliding_window": 4, "sliding_window_pattern": 6,
+    "query_pre_attn_scalar": 24, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+    "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "tie_word_embeddings": false,
+    "hidden_activation": "gelu_pytorch_tanh", "final_logit_softcapping": null,
+    "attn_logit_softcapping": null})";
+}
+
+test::TinyModel make_weights() {
+  test::TinyModel m;
+  std::mt19937 rng(31);
+  const int64_t qd = kHeads * kHd, kvd = kKvHeads * kHd;
+  m.add("model.embed_tokens.weight", {kVocab, kE}, rng, 1.0f);
+  m.add("lm_head.weight", {kVocab, kE}, rng, 0.3f);
+  m.add("model.norm.weight", {kE}, rng, 0.3f);  // (1 + w): weights around 0
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    for (const char* n : {"input_layernorm", "post_attention_layernorm",
+                          "pre_feedforward_layernorm", "post_feedforward_layernorm"})
+      m.add(p + n + ".weight", {kE}, rng, 0.3f);
+    m.add(p + "self_attn.q_norm.weight", {kHd}, rng, 0.3f);
+    m.add(p + "self_attn.k_norm.weight", {kHd}, rng, 0.3f);
+    m.add(p + "self_attn.q_proj.weight", {qd, kE}, rng, 0.6f);
+    m.add(p + "self_attn.k_proj.weight", {kvd, kE}, rng, 0.6f);
+    m.add(p + "self_attn.v_proj.weight", {kvd, kE}, rng, 0.3f);
+    m.add(p + "self_attn.o_proj.weight", {kE, qd}, rng, 0.3f);
+    m.add(p + "mlp.gate_proj.weight", {kFf, kE}, rng, 0.3f);
+    m.add(p + "mlp.up_proj.weight", {kFf, kE}, rng, 0.3f);
+    m.add(p + "mlp.down_proj.weight", {kE, kFf}, rng, 0.3f);
+  }
+  return m;
+}
+
+using Vec = std::vector<double>;
+
+// What to leave out of the reference, so a test can show the engine's answer depends on it.
+struct Without {
+  bool window = false, linear_scaling = false;
+};
+
+// transformers' Gemma3ForCausalLM in float64, logits [T, vocab] for positions 0..T-1.
+Vec reference(const test::TinyModel& m, const std::vector<int32_t>& ids, Without without = {}) {
+  const int64_t T = int64_t(ids.size()), half = kHd / 2;
+  auto W = [&](const std::string& n) { return m.w.at(n).data(); };
+  auto matvec = [](const float* w, const Vec& x, int64_t rows) {
+    Vec y(static_cast<size_t>(rows), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < x.size(); ++c)
+        y[size_t(r)] += double(w[r * int64_t(x.size()) + int64_t(c)]) * x[c];
+    return y;
+  };
+  // Gemma3RMSNorm: x / rms(x) * (1 + w), over n values from `at`.
+  auto norm = [](const double* x, int64_t n, const float* w, double* out) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+    const double s = 1.0 / std::sqrt(ss / double(n) + kEps);
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * s * (1.0 + double(w[i]));
+  };
+  auto normed = [&](const Vec& x, const float* w) {
+    Vec y(x.size());
+    norm(x.data(), int64_t(x.size()), w, y.data());
+    return y;
+  };
+  auto gelu_tanh = [](double g) {
+    return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+  };
+  std::vector<Vec> x(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* e = W("model.embed_tokens.weight") + ids[size_t(t)] * kE;
+    for (int64_t i = 0; i < kE; ++i) x[size_t(t)].push_back(double(e[i]) * std::sqrt(double(kE)));
+  }
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const bool sliding = (l + 1) % kPattern != 0;
+    const double theta = sliding ? kLocalTheta : kGlobalTheta;
+    const double factor = sliding || without.linear_scaling ? 1.0 : kLinearFactor;
+    std::vector<Vec> q(static_cast<size_t>(T)), k(q.size()), v(q.size());
+    for (int64_t t = 0; t < T; ++t) {
+      const Vec h = normed(x[size_t(t)], W(p + "input_layernorm.weight"));
+      q[size_t(t)] = matvec(W(p + "self_attn.q_proj.weight"), h, kHeads * kHd);
+      k[size_t(t)] = matvec(W(p + "self_attn.k_proj.weight"), h, kKvHeads * kHd);
+      v[size_t(t)] = matvec(W(p + "self_attn.v_proj.weight"), h, kKvHeads * kHd);
+      for (auto [vec, n_heads, wn] : {std::tuple{&q[size_t(t)], kHeads, "q_norm"},
+                                      std::tuple{&k[size_t(t)], kKvHeads, "k_norm"}})
+        for (int64_t hh = 0; hh < n_heads; ++hh) {
+          double* head = vec->data() + hh * kHd;
+          norm(head, kHd, W(p + "self_attn." + wn + ".weight"), head);
+          for (int64_t i = 0; i < half; ++i) {  // rotate_half: pairs (i, i + half)
+            const double f = 1.0 / std::pow(theta, double(2 * i) / double(kHd)) / factor;
+            const double c = std::cos(double(t) * f), s = std::sin(double(t) * f);
+            const double a = head[i], b = head[i + half];
+            head[i] = a * c - b * s;
+            head[i + half] = a * s + b * c;
+          }
+        }
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      Vec att(static_cast<size_t>(kHeads * kHd), 0.0);
+      const int64_t first = sliding && !without.window ? std::max<int64_t>(0, t - kWindow + 1) : 0;
+      for (int64_t hh = 0; hh < kHeads; ++hh) {
+        const int64_t kh = hh / (kHeads / kKvHeads);
+        Vec s;
+        double mx = -1e300;
+        for (int64_t j = first; j <= t; ++j) {
+          double d = 0;
+          for (int64_t i = 0; i < kHd; ++i)
+            d += q[size_t(t)][size_t(hh * kHd + i)] * k[size_t(j)][size_t(kh * kHd + i)];
+          s.push_back(d / std::sqrt(kQueryScalar));
+          mx = std::max(mx, s.back());
+        }
+        double z = 0;
+        for (double& e : s) z += (e = std::exp(e - mx));
+        for (int64_t j = first; j <= t; ++j)
+          for (int64_t i = 0; i < kHd; ++i)
+            att[size_t(hh * kHd + i)] +=
+                s[size_t(j - first)] / z * v[size_t(j)][size_t(kh * kHd + i)];
+      }
+      const Vec o = normed(matvec(W(p + "self_attn.o_proj.weight"), att, kE),
+                           W(p + "post_attention_layernorm.weight"));
+      for (int64_t i = 0; i < kE; ++i) x[size_t(t)][size_t(i)] += o[size_t(i)];
+      const Vec h = normed(x[size_t(t)], W(p + "pre_feedforward_layernorm.weight"));
+      const Vec g = matvec(W(p + "mlp.gate_proj.weight"), h, kFf);
+      const Vec u = matvec(W(p + "mlp.up_proj.weight"), h, kFf);
+      Vec a(static_cast<size_t>(kFf));
+      for (int64_t i = 0; i < kFf; ++i) a[size_t(i)] = gelu_tanh(g[size_t(i)]) * u[size_t(i)];
+      const Vec d = normed(matvec(W(p + "mlp.down_proj.weight"), a, kE),
+                           W(p + "post_feedforward_layernorm.weight"));
+      for (int64_t i = 0; i < kE; ++i) x[size_t(t)][size_t(i)] += d[size_t(i)];
+    }
+  }
+  Vec logits;
+  for (int64_t t = 0; t < T; ++t) {
+    const Vec y = matvec(W("lm_head.weight"), normed(x[size_t(t)], W("model.norm.weight")), kVocab);
+    logits.insert(logits.end(), y.begin(), y.end());
+  }
+  return logits;
+}
+
+std::vector<int32_t> tokens(int64_t n) {
+  std::mt19937 rng(9);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = int32_t(rng() % uint32_t(kVocab));
+  return ids;
+}
+
+const KvCacheTypes kF32{DType::F32, DType::F32};
+
+TEST(Gemma3Forward, PromptAndDecodeStepsMatchTheFloat64Definition) {
+  const test::TinyModel m = make_weights();
+  const std::string dir = test::temp_dir() + "/tiny-gemma3";
+  std::filesystem::create_directories(dir);
+  m.write(dir);
+  std::ofstream(dir + "/config.json") << config();  // (over TinyModel's Llama-style one)
+  LoadOptions opt;
+  opt.n_threads = 2;
+  auto model = load_model(dir, opt);
+  ASSERT_TRUE(model.is_ok()) << model.message();
+  const std::vector<int32_t> ids = tokens(20);
+  const Vec want = reference(m, ids);
+
+  // The first 14 as a prompt (every position's logits), the other 6 as decode steps.
+  auto kv = (*model)->new_kv_cache(64, kF32);
+  ASSERT_TRUE(kv.is_ok()) << kv.message();
+  ForwardScratch scratch;
+  std::vector<float> got;
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 14);
+  ASSERT_TRUE((*model)->prefill(*kv, prompt, scratch, &got, true).is_ok());
+  for (size_t t = 14; t < ids.size(); ++t) {
+    std::vector<float> step;
+    ASSERT_TRUE((*model)->decode(*kv, ids[t], scratch, &step).is_ok());
+    got.insert(got.end(), step.begin(), step.end());
+  }
+  EXPECT_LE(test::max_row_error(got, want, kVocab), 1e-4);
+  // The case can fail: without the window, or without the global layers' linear scaling, the
+  // definition gives other logits.
+  EXPECT_GT(test::max_row_error(got, reference(m, ids, {.window = true}), kVocab), 1e-2);
+  EXPECT_GT(test::max_row_error(got, reference(m, ids, {.linear_scaling = true}), kVocab), 1e-3);
+}
+
+}  // namespace
+}  // namespace hearth
