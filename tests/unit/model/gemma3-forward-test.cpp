@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "model/model.h"
+#include "reference-ops.h"
 #include "support/test-data.h"
 #include "tiny-model.h"
 
@@ -61,7 +62,7 @@ test::TinyModel make_weights() {
   return m;
 }
 
-using Vec = std::vector<double>;
+using test::ref64::Vec;
 
 // What to leave out of the reference, so a test can show the engine's answer depends on it.
 struct Without {
@@ -70,27 +71,10 @@ struct Without {
 
 // transformers' Gemma3ForCausalLM in float64, logits [T, vocab] for positions 0..T-1.
 Vec reference(const test::TinyModel& m, const std::vector<int32_t>& ids, Without without = {}) {
-  const int64_t T = int64_t(ids.size()), half = kHd / 2;
+  using namespace test::ref64;
+  const int64_t T = int64_t(ids.size());
   auto W = [&](const std::string& n) { return m.w.at(n).data(); };
-  auto matvec = [](const float* w, const Vec& x, int64_t rows) {
-    Vec y(static_cast<size_t>(rows), 0.0);
-    for (int64_t r = 0; r < rows; ++r)
-      for (size_t c = 0; c < x.size(); ++c)
-        y[size_t(r)] += double(w[r * int64_t(x.size()) + int64_t(c)]) * x[c];
-    return y;
-  };
-  // Gemma3RMSNorm: x / rms(x) * (1 + w), over n values from `at`.
-  auto norm = [](const double* x, int64_t n, const float* w, double* out) {
-    double ss = 0;
-    for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
-    const double s = 1.0 / std::sqrt(ss / double(n) + kEps);
-    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * s * (1.0 + double(w[i]));
-  };
-  auto normed = [&](const Vec& x, const float* w) {
-    Vec y(x.size());
-    norm(x.data(), int64_t(x.size()), w, y.data());
-    return y;
-  };
+  auto normed = [&](const Vec& x, const std::string& w) { return rms_norm(x, W(w), kEps, 1.0); };
   auto gelu_tanh = [](double g) {
     return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
   };
@@ -104,9 +88,12 @@ Vec reference(const test::TinyModel& m, const std::vector<int32_t>& ids, Without
     const bool sliding = (l + 1) % kPattern != 0;
     const double theta = sliding ? kLocalTheta : kGlobalTheta;
     const double factor = sliding || without.linear_scaling ? 1.0 : kLinearFactor;
+    Vec inv_freq;
+    for (int64_t i = 0; i < kHd / 2; ++i)
+      inv_freq.push_back(1.0 / std::pow(theta, double(2 * i) / double(kHd)) / factor);
     std::vector<Vec> q(static_cast<size_t>(T)), k(q.size()), v(q.size());
     for (int64_t t = 0; t < T; ++t) {
-      const Vec h = normed(x[size_t(t)], W(p + "input_layernorm.weight"));
+      const Vec h = normed(x[size_t(t)], p + "input_layernorm.weight");
       q[size_t(t)] = matvec(W(p + "self_attn.q_proj.weight"), h, kHeads * kHd);
       k[size_t(t)] = matvec(W(p + "self_attn.k_proj.weight"), h, kKvHeads * kHd);
       v[size_t(t)] = matvec(W(p + "self_attn.v_proj.weight"), h, kKvHeads * kHd);
@@ -114,53 +101,30 @@ Vec reference(const test::TinyModel& m, const std::vector<int32_t>& ids, Without
                                       std::tuple{&k[size_t(t)], kKvHeads, "k_norm"}})
         for (int64_t hh = 0; hh < n_heads; ++hh) {
           double* head = vec->data() + hh * kHd;
-          norm(head, kHd, W(p + "self_attn." + wn + ".weight"), head);
-          for (int64_t i = 0; i < half; ++i) {  // rotate_half: pairs (i, i + half)
-            const double f = 1.0 / std::pow(theta, double(2 * i) / double(kHd)) / factor;
-            const double c = std::cos(double(t) * f), s = std::sin(double(t) * f);
-            const double a = head[i], b = head[i + half];
-            head[i] = a * c - b * s;
-            head[i + half] = a * s + b * c;
-          }
+          rms_norm(head, kHd, W(p + "self_attn." + wn + ".weight"), kEps, 1.0, head);
+          rope_halves(head, kHd, inv_freq, t);
         }
     }
     for (int64_t t = 0; t < T; ++t) {
-      Vec att(static_cast<size_t>(kHeads * kHd), 0.0);
       const int64_t first = sliding && !without.window ? std::max<int64_t>(0, t - kWindow + 1) : 0;
-      for (int64_t hh = 0; hh < kHeads; ++hh) {
-        const int64_t kh = hh / (kHeads / kKvHeads);
-        Vec s;
-        double mx = -1e300;
-        for (int64_t j = first; j <= t; ++j) {
-          double d = 0;
-          for (int64_t i = 0; i < kHd; ++i)
-            d += q[size_t(t)][size_t(hh * kHd + i)] * k[size_t(j)][size_t(kh * kHd + i)];
-          s.push_back(d / std::sqrt(kQueryScalar));
-          mx = std::max(mx, s.back());
-        }
-        double z = 0;
-        for (double& e : s) z += (e = std::exp(e - mx));
-        for (int64_t j = first; j <= t; ++j)
-          for (int64_t i = 0; i < kHd; ++i)
-            att[size_t(hh * kHd + i)] +=
-                s[size_t(j - first)] / z * v[size_t(j)][size_t(kh * kHd + i)];
-      }
+      const Vec att =
+          causal_attention(q, k, v, t, first, kHeads, kKvHeads, kHd, 1.0 / std::sqrt(kQueryScalar));
       const Vec o = normed(matvec(W(p + "self_attn.o_proj.weight"), att, kE),
-                           W(p + "post_attention_layernorm.weight"));
+                           p + "post_attention_layernorm.weight");
       for (int64_t i = 0; i < kE; ++i) x[size_t(t)][size_t(i)] += o[size_t(i)];
-      const Vec h = normed(x[size_t(t)], W(p + "pre_feedforward_layernorm.weight"));
+      const Vec h = normed(x[size_t(t)], p + "pre_feedforward_layernorm.weight");
       const Vec g = matvec(W(p + "mlp.gate_proj.weight"), h, kFf);
       const Vec u = matvec(W(p + "mlp.up_proj.weight"), h, kFf);
       Vec a(static_cast<size_t>(kFf));
       for (int64_t i = 0; i < kFf; ++i) a[size_t(i)] = gelu_tanh(g[size_t(i)]) * u[size_t(i)];
       const Vec d = normed(matvec(W(p + "mlp.down_proj.weight"), a, kE),
-                           W(p + "post_feedforward_layernorm.weight"));
+                           p + "post_feedforward_layernorm.weight");
       for (int64_t i = 0; i < kE; ++i) x[size_t(t)][size_t(i)] += d[size_t(i)];
     }
   }
   Vec logits;
   for (int64_t t = 0; t < T; ++t) {
-    const Vec y = matvec(W("lm_head.weight"), normed(x[size_t(t)], W("model.norm.weight")), kVocab);
+    const Vec y = matvec(W("lm_head.weight"), normed(x[size_t(t)], "model.norm.weight"), kVocab);
     logits.insert(logits.end(), y.begin(), y.end());
   }
   return logits;
