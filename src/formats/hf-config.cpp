@@ -269,10 +269,65 @@ constexpr KeyField<std::optional<bool>> kOptionalBooleans[] = {
 
 }  // namespace
 
+namespace {
+
+// A vision-language checkpoint (Gemma 3 4B and larger, Mistral Small 3.1, LLaVA...) keeps its
+// language model's config in text_config: that is the model this engine runs, text only. Keys
+// the wrapper holds for both (token ids, tied embeddings) fill in what text_config leaves out.
+// `text` is the object to read; `wrapper` the wrapper's model_type ("" when there is none).
+Status unwrap_text_config(json& j, const std::string& source, json& text, std::string& wrapper) {
+  auto tc = j.find("text_config");
+  if (tc == j.end() || tc->is_null()) {
+    text = std::move(j);
+    return Status::ok();
+  }
+  if (!tc->is_object()) return Fields(j, source).wrong("text_config", "an object");
+  auto mt = j.find("model_type");
+  wrapper = mt != j.end() && mt->is_string() ? mt->get<std::string>() : "vision-language";
+  text = std::move(*tc);
+  if (!text.contains("model_type")) {
+    // transformers' wrapper classes name their text model's class implicitly.
+    static const std::pair<const char*, const char*> kTextTypes[] = {
+        {"gemma3", "gemma3_text"}, {"mistral3", "mistral"}, {"llava", "llama"}};
+    for (const auto& [outer, inner] : kTextTypes)
+      if (wrapper == outer) text["model_type"] = inner;
+  }
+  for (const char* key : {"tie_word_embeddings", "bos_token_id", "eos_token_id", "pad_token_id",
+                          "torch_dtype", "dtype", "transformers_version"})
+    if (j.contains(key) && !text.contains(key)) text[key] = j[key];
+  return Status::ok();
+}
+
+// transformers' config-class defaults for the keys a checkpoint of that class may leave out:
+// the class fills them in, so an omitted key means this value, not an error. (Gemma 3's
+// published vision-language configs list only a text_config's sizes that differ from these.)
+void apply_class_defaults(json& text) {
+  static const std::pair<const char*, const char*> kDefaults[] = {
+      {"gemma3_text", R"({"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
+        "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+        "head_dim": 256, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 256,
+        "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": true,
+        "hidden_activation": "gelu_pytorch_tanh"})"}};
+  auto mt = text.find("model_type");
+  if (mt == text.end() || !mt->is_string()) return;
+  for (const auto& [type, defaults] : kDefaults) {
+    if (*mt != type) continue;
+    const json table = json::parse(defaults);  // (a named object: items() refers into it)
+    for (const auto& [key, value] : table.items())
+      if (!text.contains(key)) text[key] = value;
+  }
+}
+
+}  // namespace
+
 Result<HfConfig> parse_hf_config(const std::string& json_text, const std::string& source) {
-  HEARTH_ASSIGN_OR_RETURN(json j, parse_object(json_text, source));
-  Fields f(j, source);
+  HEARTH_ASSIGN_OR_RETURN(json outer, parse_object(json_text, source));
+  json j;
   HfConfig c;
+  HEARTH_TRY(unwrap_text_config(outer, source, j, c.text_of));
+  apply_class_defaults(j);
+  Fields f(j, source, c.text_of.empty() ? "" : "text_config.");
 
   if (const json* a = f.get("architectures")) {
     if (!a->is_array()) return f.wrong("architectures", "a list of strings");

@@ -65,6 +65,10 @@ struct HfConfig {
   HfRope rope;
   std::string torch_dtype;
   int transformers_major = 0;  // major version in transformers_version (0: not given)
+  // Set when config.json wraps a language model in text_config (a vision-language checkpoint):
+  // the wrapper's model_type ("gemma3"). Everything above is then text_config's; its weights sit
+  // under the wrapper's prefixes (SafetensorsCheckpoint::keep_language_model).
+  std::string text_of;
 };
 
 // `source` names the file in error messages ("llama2-tiny/config.json: hidden_size: ...").

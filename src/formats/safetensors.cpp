@@ -9,6 +9,7 @@
 
 #include "base/atomic-file.h"
 #include "base/checked-math.h"
+#include "base/log.h"
 #include "formats/safetensors.h"
 
 namespace hearth {
@@ -261,6 +262,37 @@ Result<SafetensorsCheckpoint> SafetensorsCheckpoint::open_dir(const std::string&
 const TensorView* SafetensorsCheckpoint::find_tensor(std::string_view name) const {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : it->second;
+}
+
+Status SafetensorsCheckpoint::keep_language_model(const std::string& wrapper,
+                                                  const std::string& dir) {
+  static const std::pair<std::string_view, std::string_view> kPrefixes[] = {
+      {"language_model.model.", "model."},
+      {"model.language_model.", "model."},
+      {"language_model.lm_head.", "lm_head."}};
+  std::map<std::string, const TensorView*, std::less<>> kept;
+  for (const auto& [name, t] : index_) {
+    if (name.starts_with("lm_head.")) {  // (transformers 5 keeps the head's own name)
+      kept.emplace(name, t);
+      continue;
+    }
+    for (const auto& [from, to] : kPrefixes) {
+      if (!name.starts_with(from)) continue;
+      auto view = std::make_unique<TensorView>(*t);
+      view->name = std::string(to) + name.substr(from.size());
+      kept.emplace(view->name, view.get());
+      renamed_.push_back(std::move(view));
+      break;
+    }
+  }
+  if (kept.empty())
+    return Status::error(dir + ": a " + wrapper +
+                         " checkpoint with no language-model tensors (language_model.*)");
+  log_info(dir + ": a vision-language checkpoint (" + wrapper + "): its language model runs, " +
+           "text only (" + std::to_string(kept.size()) + " of " + std::to_string(index_.size()) +
+           " tensors)");
+  index_ = std::move(kept);
+  return Status::ok();
 }
 
 std::vector<const TensorView*> SafetensorsCheckpoint::tensors() const {

@@ -41,10 +41,18 @@ class SafetensorsCheckpoint {
   static Result<SafetensorsCheckpoint> open_dir(const std::string& dir);
   const TensorView* find_tensor(std::string_view name) const;
   std::vector<const TensorView*> tensors() const;
+  // A vision-language checkpoint's language model alone, under the names a text-only checkpoint
+  // of its family uses: "language_model.model.X" (transformers 4 saves) and
+  // "model.language_model.X" (transformers 5) become "model.X", "language_model.lm_head.weight"
+  // becomes "lm_head.weight"; the vision tower's and the projector's tensors leave the index.
+  // wrapper: the checkpoint's model_type (HfConfig::text_of), for the messages; an error when
+  // no tensor is left.
+  Status keep_language_model(const std::string& wrapper, const std::string& dir);
 
  private:
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorView*, std::less<>> index_;
+  std::vector<std::unique_ptr<TensorView>> renamed_;  // views under their new names
 };
 
 struct OwnedTensor {

@@ -454,6 +454,7 @@ class ModelBuilder {
     HEARTH_ASSIGN_OR_RETURN(std::string text, read_text_file(config_path));
     HEARTH_ASSIGN_OR_RETURN(HfConfig config, parse_hf_config(text, config_path));
     HEARTH_ASSIGN_OR_RETURN(SafetensorsCheckpoint ck, SafetensorsCheckpoint::open_dir(dir));
+    if (!config.text_of.empty()) HEARTH_TRY(ck.keep_language_model(config.text_of, dir));
     std::shared_ptr<Model> m(new Model());
     m->path_ = dir;
     m->format_ = "safetensors";

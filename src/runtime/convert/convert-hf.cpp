@@ -505,6 +505,7 @@ Status convert_hf_to_gguf(const std::string& dir, const std::string& out_path,
     HEARTH_ASSIGN_OR_RETURN(tok_cfg, parse_hf_tokenizer_config(t, dir + "/tokenizer_config.json"));
   }
   HEARTH_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open_dir(dir));
+  if (!cfg.text_of.empty()) HEARTH_TRY(ckpt.keep_language_model(cfg.text_of, dir));
   HEARTH_ASSIGN_OR_RETURN(std::vector<Planned> plan, plan_tensors(cfg, spec, ckpt, type, dir));
 
   uint64_t n_params = 0;

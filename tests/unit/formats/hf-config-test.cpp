@@ -109,6 +109,50 @@ TEST(HfConfig, Defaults) {
   EXPECT_EQ(nulls->num_key_value_heads, 8);
 }
 
+// Gemma 3 4B's published config.json, abridged: a vision-language wrapper whose text_config
+// lists only the sizes that differ from Gemma3TextConfig's defaults.
+TEST(HfConfig, VisionLanguageWrapperReadsItsTextConfigWithClassDefaults) {
+  auto c = parse_hf_config(R"({"architectures": ["Gemma3ForConditionalGeneration"],
+      "model_type": "gemma3", "eos_token_id": [1, 106], "image_token_index": 262144,
+      "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+        "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+        "sliding_window": 1024},
+      "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"}})",
+                           "config.json");
+  ASSERT_TRUE(c.is_ok()) << c.message();
+  EXPECT_EQ(c->text_of, "gemma3");
+  EXPECT_EQ(c->model_type, "gemma3_text");
+  EXPECT_EQ(c->hidden_size, 2560);
+  EXPECT_EQ(c->num_hidden_layers, 34);
+  EXPECT_EQ(c->sliding_window, 1024);
+  EXPECT_EQ(c->rope.type, "linear");
+  EXPECT_DOUBLE_EQ(c->rope.factor, 8.0);
+  // transformers' Gemma3TextConfig fills in the rest.
+  EXPECT_EQ(c->vocab_size, 262208);
+  EXPECT_EQ(c->num_attention_heads, 8);
+  EXPECT_EQ(c->num_key_value_heads, 4);
+  EXPECT_EQ(c->head_dim, 256);
+  EXPECT_EQ(c->query_pre_attn_scalar, 256.0);
+  EXPECT_EQ(c->rope_local_base_freq, 10000.0);
+  EXPECT_DOUBLE_EQ(c->rope.theta, 1e6);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{1, 106}));  // from the wrapper
+
+  // A wrapper whose text_config names no model_type: the wrapper's text class.
+  auto implied = parse_hf_config(
+      R"({"model_type": "gemma3", "text_config": {"hidden_size": 64, "num_hidden_layers": 2}})",
+      "config.json");
+  ASSERT_TRUE(implied.is_ok()) << implied.message();
+  EXPECT_EQ(implied->model_type, "gemma3_text");
+  // Errors name the nested field.
+  auto bad = parse_hf_config(
+      R"({"model_type": "llava", "text_config": {"vocab_size": 8, "hidden_size": "big"}})",
+      "config.json");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_HAS(bad.message(), "text_config.hidden_size");
+  EXPECT_FALSE(parse_hf_config(R"({"model_type": "gemma3", "text_config": 7})", "c.json").is_ok());
+}
+
 TEST(HfConfig, ExplicitFields) {
   auto c =
       config_with(R"("head_dim": 16, "num_key_value_heads": 2, "eos_token_id": [128001, 128009],

@@ -15,19 +15,23 @@
 
 #include "model/model.h"
 #include "reference-ops.h"
+#include "runtime/convert/convert.h"
 #include "support/test-data.h"
 #include "tiny-model.h"
 
 namespace hearth {
 namespace {
 
-constexpr int64_t kVocab = 64, kE = 64, kLayers = 6, kHeads = 4, kKvHeads = 2, kHd = 32, kFf = 96;
+constexpr int64_t kVocab = 32000, kE = 64, kLayers = 6, kHeads = 4, kKvHeads = 2, kHd = 32, kFf = 96;
 constexpr int64_t kWindow = 4, kPattern = 6;
 constexpr double kEps = 1e-6, kQueryScalar = 24, kGlobalTheta = 1e6, kLocalTheta = 1e4;
 constexpr double kLinearFactor = 8;
 
-std::string config() {
-  return R"({"model_type": "gemma3_text", "vocab_size": 64, "hidden_size": 64,
+// The text model's config; without the model_type as a vision-language checkpoint's
+// text_config may be.
+std::string config(bool with_model_type = true) {
+  return std::string(with_model_type ? R"({"model_type": "gemma3_text", )" : "{") +
+         R"("vocab_size": 32000, "hidden_size": 64,
     "intermediate_size": 96, "num_hidden_layers": 6, "num_attention_heads": 4,
     "num_key_value_heads": 2, "head_dim": 32, "max_position_embeddings": 32768,
     "rms_norm_eps": 1e-06, "sliding_window": 4, "sliding_window_pattern": 6,
@@ -138,6 +142,64 @@ std::vector<int32_t> tokens(int64_t n) {
 }
 
 const KvCacheTypes kF32{DType::F32, DType::F32};
+
+std::vector<float> all_logits(const std::string& dir, const std::vector<int32_t>& ids) {
+  LoadOptions opt;
+  opt.n_threads = 2;
+  auto model = load_model(dir, opt);
+  EXPECT_TRUE(model.is_ok()) << model.message();
+  if (!model.is_ok()) return {};
+  auto kv = (*model)->new_kv_cache(64, kF32);
+  EXPECT_TRUE(kv.is_ok());
+  ForwardScratch scratch;
+  std::vector<float> got;
+  EXPECT_TRUE((*model)->prefill(*kv, ids, scratch, &got, true).is_ok());
+  return got;
+}
+
+// Gemma 3 4B and larger ship as vision-language checkpoints: config.json wraps the text model's
+// config in text_config, and the language model's tensors sit under language_model.model.*
+// (transformers 4) or model.language_model.* (transformers 5) beside a vision tower. The
+// language model runs, text only, as the text checkpoint does.
+TEST(Gemma3Forward, VisionLanguageCheckpointRunsItsLanguageModel) {
+  const test::TinyModel m = make_weights();
+  const std::vector<int32_t> ids = tokens(12);
+  const Vec want = reference(m, ids);
+  for (const bool v5 : {false, true}) {
+    test::TinyModel wrapped;
+    std::mt19937 rng(2);
+    for (const auto& [name, values] : m.w) {
+      const std::string to = name == "lm_head.weight"
+                                 ? (v5 ? name : "language_model.lm_head.weight")
+                                 : (v5 ? "model.language_model." : "language_model.model.") +
+                                       name.substr(std::string("model.").size());
+      wrapped.w[to] = values;
+      wrapped.shape[to] = m.shape.at(name);
+    }
+    wrapped.add(std::string(v5 ? "model." : "") + "vision_tower.vision_model.post_layernorm.weight",
+                {16}, rng, 1.0f);
+    wrapped.add(
+        std::string(v5 ? "model." : "") + "multi_modal_projector.mm_input_projection_weight",
+        {16, kE}, rng, 1.0f);
+    const std::string dir = test::temp_dir() + "/tiny-gemma3-vl" + (v5 ? "5" : "4");
+    std::filesystem::create_directories(dir);
+    wrapped.write(dir);
+    std::ofstream(dir + "/config.json")
+        << R"({"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+              "vision_config": {"hidden_size": 16}, "text_config": )"
+        << config(false) << "}";
+    EXPECT_LE(test::max_row_error(all_logits(dir, ids), want, kVocab), 1e-4)
+        << (v5 ? "transformers 5 names" : "transformers 4 names");
+    // Converted, the GGUF holds the language model alone.
+    for (const char* f : {"tokenizer.model", "tokenizer_config.json"})
+      std::filesystem::copy_file(test::shared_path(std::string("goldens/gemma2-tiny/") + f),
+                                 dir + "/" + f, std::filesystem::copy_options::overwrite_existing);
+    const std::string gguf = dir + ".gguf";
+    const Status s = convert_hf_to_gguf(dir, gguf, "f32", nullptr, 2);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    EXPECT_LE(test::max_row_error(all_logits(gguf, ids), want, kVocab), 1e-4) << "converted";
+  }
+}
 
 TEST(Gemma3Forward, PromptAndDecodeStepsMatchTheFloat64Definition) {
   const test::TinyModel m = make_weights();
