@@ -22,7 +22,8 @@
 namespace hearth {
 namespace {
 
-constexpr int64_t kVocab = 32000, kE = 64, kLayers = 6, kHeads = 4, kKvHeads = 2, kHd = 32, kFf = 96;
+constexpr int64_t kVocab = 32000, kE = 64, kLayers = 6, kHeads = 4, kKvHeads = 2, kHd = 32,
+                  kFf = 96;
 constexpr int64_t kWindow = 4, kPattern = 6;
 constexpr double kEps = 1e-6, kQueryScalar = 24, kGlobalTheta = 1e6, kLocalTheta = 1e4;
 constexpr double kLinearFactor = 8;

@@ -10,6 +10,7 @@
 
 #include "model/model.h"
 #include "support/test-data.h"
+#include "tiny-model-load.h"
 #include "tiny-model.h"
 
 namespace hearth {
@@ -34,14 +35,7 @@ const char* kLongRope =
 
 std::shared_ptr<Model> load_longrope(test::TinyModel& m) {
   m.make(21);
-  const std::string dir = test::temp_dir() + "/tiny-longrope";
-  std::filesystem::create_directories(dir);
-  m.write(dir, kLongRope);
-  LoadOptions opt;
-  opt.n_threads = 2;
-  auto model = load_model(dir, opt);
-  EXPECT_TRUE(model.is_ok()) << model.message();
-  return model.is_ok() ? model.value() : nullptr;
+  return test::write_and_load(m, "tiny-longrope", kLongRope);
 }
 
 TEST(LongRopeBatch, MixedTablesInOneStepMatchEachSequenceAlone) {

@@ -10,21 +10,15 @@
 
 #include "model/model.h"
 #include "support/test-data.h"
+#include "tiny-model-load.h"
 #include "tiny-model.h"
 
 namespace hearth {
 namespace {
 
 std::shared_ptr<Model> load_tiny(const test::TinyModel& m, const std::string& extra = "") {
-  const std::string dir =
-      test::temp_dir() + "/tiny-" + std::to_string(m.window) + std::to_string(extra.size());
-  std::filesystem::create_directories(dir);
-  m.write(dir, extra);
-  LoadOptions opt;
-  opt.n_threads = 2;
-  auto model = load_model(dir, opt);
-  EXPECT_TRUE(model.is_ok()) << model.message();
-  return model.is_ok() ? model.value() : nullptr;
+  return test::write_and_load(m, "tiny-" + std::to_string(m.window) + std::to_string(extra.size()),
+                              extra);
 }
 
 std::vector<int32_t> prompt(int64_t n, int64_t vocab) {
