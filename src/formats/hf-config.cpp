@@ -267,10 +267,6 @@ constexpr KeyField<std::optional<bool>> kOptionalBooleans[] = {
     {"norm_topk_prob", &HfConfig::norm_topk_prob},
 };
 
-}  // namespace
-
-namespace {
-
 // A vision-language checkpoint (Gemma 3 4B and larger, Mistral Small 3.1, LLaVA...) keeps its
 // language model's config in text_config: that is the model this engine runs, text only. Keys
 // the wrapper holds for both (token ids, tied embeddings) fill in what text_config leaves out.
