@@ -270,6 +270,8 @@ constexpr KeyField<std::optional<bool>> kOptionalBooleans[] = {
 // A vision-language checkpoint (Gemma 3 4B and larger, Mistral Small 3.1, LLaVA...) keeps its
 // language model's config in text_config: that is the model this engine runs, text only. Keys
 // the wrapper holds for both (token ids, tied embeddings) fill in what text_config leaves out.
+// (Only Gemma 3's text class has its defaults below: a LLaVA text_config that leaves out
+// LlamaConfig's sizes is refused, naming the first missing field.)
 // `text` is the object to read; `wrapper` the wrapper's model_type ("" when there is none).
 Status unwrap_text_config(json& j, const std::string& source, json& text, std::string& wrapper) {
   auto tc = j.find("text_config");
