@@ -47,13 +47,13 @@ Status decode_to_f32(const TensorView& t, std::vector<float>& out) {
   if (!via && !dtype_info(t.dtype).runnable)
     return Status::error("tensor " + t.name + ": cannot decode type " + dtype_name(t.dtype));
   try {
-    std::vector<uint8_t> row;
-    if (via)
-      row.resize(size_t(cols / dtype_info(t.dtype).block_size * dtype_info(*via).block_bytes));
+    // (row_bytes above checked that cols is whole blocks of t.dtype)
+    const int64_t blocks = cols / int64_t(dtype_info(t.dtype).block_size);
+    std::vector<uint8_t> row(via ? size_t(blocks) * dtype_info(*via).block_bytes : 0);
     for (int64_t r = 0; r < rows; ++r) {
       const uint8_t* in = src + uint64_t(r) * *rb;
-      if (via) transcode(t.dtype, in, row.data(), cols / dtype_info(t.dtype).block_size);
-      kernels::dequantize_row(via ? *via : t.dtype, via ? row.data() : in, out.data() + r * cols,
+      if (via) transcode(t.dtype, in, row.data(), blocks);
+      kernels::dequantize_row(via.value_or(t.dtype), via ? row.data() : in, out.data() + r * cols,
                               cols);
     }
   } catch (const std::exception& e) {

@@ -17,6 +17,7 @@
 #include "reference-ops.h"
 #include "runtime/convert/convert.h"
 #include "support/test-data.h"
+#include "tiny-model-load.h"
 #include "tiny-model.h"
 
 namespace hearth {
@@ -142,22 +143,6 @@ std::vector<int32_t> tokens(int64_t n) {
   return ids;
 }
 
-const KvCacheTypes kF32{DType::F32, DType::F32};
-
-std::vector<float> all_logits(const std::string& dir, const std::vector<int32_t>& ids) {
-  LoadOptions opt;
-  opt.n_threads = 2;
-  auto model = load_model(dir, opt);
-  EXPECT_TRUE(model.is_ok()) << model.message();
-  if (!model.is_ok()) return {};
-  auto kv = (*model)->new_kv_cache(64, kF32);
-  EXPECT_TRUE(kv.is_ok());
-  ForwardScratch scratch;
-  std::vector<float> got;
-  EXPECT_TRUE((*model)->prefill(*kv, ids, scratch, &got, true).is_ok());
-  return got;
-}
-
 // Gemma 3 4B and larger ship as vision-language checkpoints: config.json wraps the text model's
 // config in text_config, and the language model's tensors sit under language_model.model.*
 // (transformers 4) or model.language_model.* (transformers 5) beside a vision tower. The
@@ -189,7 +174,7 @@ TEST(Gemma3Forward, VisionLanguageCheckpointRunsItsLanguageModel) {
         << R"({"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
               "vision_config": {"hidden_size": 16}, "text_config": )"
         << config(false) << "}";
-    EXPECT_LE(test::max_row_error(all_logits(dir, ids), want, kVocab), 1e-4)
+    EXPECT_LE(test::max_row_error(test::logits_of(dir, ids, ids.size()), want, kVocab), 1e-4)
         << (v5 ? "transformers 5 names" : "transformers 4 names");
     // Converted, the GGUF holds the language model alone.
     for (const char* f : {"tokenizer.model", "tokenizer_config.json"})
@@ -198,7 +183,8 @@ TEST(Gemma3Forward, VisionLanguageCheckpointRunsItsLanguageModel) {
     const std::string gguf = dir + ".gguf";
     const Status s = convert_hf_to_gguf(dir, gguf, "f32", nullptr, 2);
     ASSERT_TRUE(s.is_ok()) << s.message();
-    EXPECT_LE(test::max_row_error(all_logits(gguf, ids), want, kVocab), 1e-4) << "converted";
+    EXPECT_LE(test::max_row_error(test::logits_of(gguf, ids, ids.size()), want, kVocab), 1e-4)
+        << "converted";
   }
 }
 
@@ -208,25 +194,10 @@ TEST(Gemma3Forward, PromptAndDecodeStepsMatchTheFloat64Definition) {
   std::filesystem::create_directories(dir);
   m.write(dir);
   std::ofstream(dir + "/config.json") << config();  // (over TinyModel's Llama-style one)
-  LoadOptions opt;
-  opt.n_threads = 2;
-  auto model = load_model(dir, opt);
-  ASSERT_TRUE(model.is_ok()) << model.message();
   const std::vector<int32_t> ids = tokens(20);
   const Vec want = reference(m, ids);
-
   // The first 14 as a prompt (every position's logits), the other 6 as decode steps.
-  auto kv = (*model)->new_kv_cache(64, kF32);
-  ASSERT_TRUE(kv.is_ok()) << kv.message();
-  ForwardScratch scratch;
-  std::vector<float> got;
-  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 14);
-  ASSERT_TRUE((*model)->prefill(*kv, prompt, scratch, &got, true).is_ok());
-  for (size_t t = 14; t < ids.size(); ++t) {
-    std::vector<float> step;
-    ASSERT_TRUE((*model)->decode(*kv, ids[t], scratch, &step).is_ok());
-    got.insert(got.end(), step.begin(), step.end());
-  }
+  const std::vector<float> got = test::logits_of(dir, ids, 14);
   EXPECT_LE(test::max_row_error(got, want, kVocab), 1e-4);
   // The case can fail: without the window, or without the global layers' linear scaling, the
   // definition gives other logits.

@@ -15,6 +15,7 @@
 #include "reference-ops.h"
 #include "runtime/convert/convert.h"
 #include "support/test-data.h"
+#include "tiny-model-load.h"
 #include "tiny-model.h"
 
 namespace hearth {
@@ -127,29 +128,6 @@ Vec reference(const test::TinyModel& m, const std::vector<int32_t>& ids, Without
   return logits;
 }
 
-const KvCacheTypes kF32{DType::F32, DType::F32};
-
-// Every position's logits of `ids` from the model at `path`: a prompt of 10, then decode steps.
-std::vector<float> run(const std::string& path, const std::vector<int32_t>& ids) {
-  LoadOptions opt;
-  opt.n_threads = 2;
-  auto model = load_model(path, opt);
-  EXPECT_TRUE(model.is_ok()) << model.message();
-  if (!model.is_ok()) return {};
-  auto kv = (*model)->new_kv_cache(64, kF32);  // within the original context: short factors
-  EXPECT_TRUE(kv.is_ok());
-  ForwardScratch scratch;
-  std::vector<float> got;
-  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 10);
-  EXPECT_TRUE((*model)->prefill(*kv, prompt, scratch, &got, true).is_ok());
-  for (size_t t = 10; t < ids.size(); ++t) {
-    std::vector<float> step;
-    EXPECT_TRUE((*model)->decode(*kv, ids[t], scratch, &step).is_ok());
-    got.insert(got.end(), step.begin(), step.end());
-  }
-  return got;
-}
-
 TEST(Phi4MiniForward, HfDirAndConvertedGgufMatchTheFloat64Definition) {
   const test::TinyModel m = make_weights();
   const std::string dir = test::temp_dir() + "/tiny-phi4-mini";
@@ -165,7 +143,9 @@ TEST(Phi4MiniForward, HfDirAndConvertedGgufMatchTheFloat64Definition) {
   for (auto& id : ids) id = int32_t(rng() % uint32_t(kVocab));
   const Vec want = reference(m, ids);
 
-  const std::vector<float> hf = run(dir, ids);
+  // A prompt of 10, then decode steps; caches of 64 rows, within the original context (short
+  // factors).
+  const std::vector<float> hf = test::logits_of(dir, ids, 10);
   EXPECT_LE(test::max_row_error(hf, want, kVocab), 1e-4);
   // The case can fail: rotating whole heads, or leaving out the attention factor, gives other
   // logits.
@@ -175,7 +155,7 @@ TEST(Phi4MiniForward, HfDirAndConvertedGgufMatchTheFloat64Definition) {
   const std::string gguf = test::temp_dir() + "/tiny-phi4-mini-f32.gguf";
   Status s = convert_hf_to_gguf(dir, gguf, "f32", nullptr, 2);
   ASSERT_TRUE(s.is_ok()) << s.message();
-  EXPECT_LE(test::max_row_error(run(gguf, ids), want, kVocab), 1e-4);
+  EXPECT_LE(test::max_row_error(test::logits_of(gguf, ids, 10), want, kVocab), 1e-4);
 }
 
 }  // namespace
