@@ -111,7 +111,7 @@ TEST(KvRows, StoreRoundsAsTheQuantizers) {
 TEST(KvRows, InnerLoopsMatchFloat64) {
   for (const SmallOps* ops : tables())
     for (DType t : kTypedKinds)
-      for (int64_t hd : {32, 64, 96, 128, 256, 24, 40, 8}) {
+      for (int64_t hd : {32, 64, 96, 128, 160, 256, 512, 24, 40, 8}) {
         if (t == DType::Q8_0 && hd % 32 != 0) continue;
         for (int64_t nk : {1, 7, 16, 33}) {
           const int64_t stride = kv_row_bytes(t, hd) + (t == DType::Q8_0 ? 34 : 6);  // padded
@@ -152,6 +152,61 @@ TEST(KvRows, InnerLoopsMatchFloat64) {
           }
         }
       }
+}
+
+// The group loops (grouped-query attention: g query heads read each row once) against the
+// per-head loops of the same table: scores the same bits (the same order of products per head),
+// P.V within rounding; group sizes around the loops' head chunks, head sizes around their
+// column passes, key counts around the 16-key groups.
+TEST(KvRows, GroupLoopsMatchPerHeadLoops) {
+  int tested = 0;
+  const auto all = tables();
+  for (const SmallOps* ops : all)
+    for (DType t : kTypedKinds) {
+      const KvRowOps& rows = row_ops(*ops, t);
+      if (!rows.scores_group || !rows.accumulate_group) continue;
+      for (int64_t hd : {32, 64, 96, 128, 256, 512, 80, 24})
+        for (int64_t g : {2, 3, 4, 5, 8, 9}) {
+          if (t == DType::Q8_0 && hd % 32 != 0) continue;
+          ++tested;
+          const int64_t nk = 37, stride = kv_row_bytes(t, hd) + 34, s_stride = 40;
+          const auto x = random_vec(size_t(nk * hd), uint32_t(hd + g), -2, 2);
+          std::vector<uint8_t> kv(size_t(nk * stride) + 64);
+          for (int64_t j = 0; j < nk; ++j)
+            store_kv_rows(t, x.data() + j * hd, kv.data() + j * stride, 1, hd);
+          const auto q = random_vec(size_t(g * hd), 5);
+          const std::string what = std::string(ops->name) + " " + dtype_name(t) +
+                                   " hd=" + std::to_string(hd) + " g=" + std::to_string(g);
+          auto s = poisoned(size_t(g * s_stride));
+          rows.scores_group(q.data(), g, kv.data(), stride, nk, hd, 0.125f, s.data(), s_stride);
+          for (int64_t h = 0; h < g; ++h) {
+            std::vector<float> one(static_cast<size_t>(nk));
+            rows.scores(q.data() + h * hd, kv.data(), stride, nk, hd, 0.125f, one.data());
+            for (int64_t j = 0; j < nk; ++j)
+              ASSERT_EQ(s[size_t(h * s_stride + j)], one[size_t(j)]) << what << " head " << h;
+          }
+          const auto p = random_vec(size_t(g * s_stride), 6, 0, 1);
+          const auto c = random_vec(size_t(g), 8, 0, 1);
+          const auto acc0 = random_vec(size_t(g * hd), 7);
+          auto acc = acc0;
+          acc.resize(size_t(g * hd) + kGuard, kGuardValue);
+          rows.accumulate_group(acc.data(), c.data(), p.data(), s_stride, g, kv.data(), stride, nk,
+                                hd);
+          expect_guard(acc, size_t(g * hd), what);
+          std::vector<float> one(static_cast<size_t>(hd));
+          for (int64_t h = 0; h < g; ++h) {
+            for (int64_t i = 0; i < hd; ++i) one[size_t(i)] = acc0[size_t(h * hd + i)];
+            rows.accumulate(one.data(), c[size_t(h)], p.data() + h * s_stride, kv.data(), stride,
+                            nk, hd);
+            for (int64_t i = 0; i < hd; ++i)
+              ASSERT_NEAR(acc[size_t(h * hd + i)], one[size_t(i)],
+                          2e-6 * (1 + std::fabs(one[size_t(i)])))
+                  << what << " head " << h << " column " << i;
+          }
+        }
+    }
+  if (tested == 0) GTEST_SKIP() << "no table on this CPU has group loops (AVX-512 has)";
+  std::printf("group loops tested: %d (table, type, head size, group) cases\n", tested);
 }
 
 struct Case {

@@ -48,9 +48,10 @@ struct Job {
   int64_t kvh0, kvh1, t0, t1, k0, k1, split;
 };
 
-// Per-thread scratch, reused across calls: a decode step must not allocate.
+// Per-thread scratch, reused across calls: a decode step must not allocate. p: each query row's
+// probabilities over the current key block; c: its rescale factor for that block.
 struct Scratch {
-  std::vector<float> m, l, acc, s;
+  std::vector<float> m, l, acc, p, c;
 };
 
 // The largest of s[0..n), n >= 1: four running maxima, so no chain waits a compare per key.
@@ -78,18 +79,34 @@ const KvRowOps* typed_rows(const SmallOps& ops, DType t) {
   }
 }
 
-void score_rows(const SmallOps& ops, DType t, const float* q, const uint8_t* k, int64_t stride,
-                int64_t nk, int64_t hd, float scale, float* s) {
-  if (const KvRowOps* rows = typed_rows(ops, t))
-    return rows->scores(q, k, stride, nk, hd, scale, s);
-  ops.scores(q, reinterpret_cast<const float*>(k), stride / 4, nk, hd, scale, s);
+// The scores of the g query heads of one kv head (q: g rows of hd, s: g rows s_stride apart):
+// typed rows with a group loop read each row once for all g.
+void score_group(const SmallOps& ops, DType t, const float* q, int64_t g, const uint8_t* k,
+                 int64_t stride, int64_t nk, int64_t hd, float scale, float* s, int64_t s_stride) {
+  const KvRowOps* rows = typed_rows(ops, t);
+  if (rows && rows->scores_group && g > 1)
+    return rows->scores_group(q, g, k, stride, nk, hd, scale, s, s_stride);
+  for (int64_t h = 0; h < g; ++h, q += hd, s += s_stride) {
+    if (rows)
+      rows->scores(q, k, stride, nk, hd, scale, s);
+    else
+      ops.scores(q, reinterpret_cast<const float*>(k), stride / 4, nk, hd, scale, s);
+  }
 }
 
-void accumulate_rows(const SmallOps& ops, DType t, float* acc, float c, const float* p,
-                     const uint8_t* v, int64_t stride, int64_t nk, int64_t hd) {
-  if (const KvRowOps* rows = typed_rows(ops, t))
-    return rows->accumulate(acc, c, p, v, stride, nk, hd);
-  ops.accumulate(acc, c, p, reinterpret_cast<const float*>(v), stride / 4, nk, hd);
+// P.V for the g heads of one kv head: acc g rows of hd, c[h], p g rows p_stride apart.
+void accumulate_group(const SmallOps& ops, DType t, float* acc, const float* c, const float* p,
+                      int64_t p_stride, int64_t g, const uint8_t* v, int64_t stride, int64_t nk,
+                      int64_t hd) {
+  const KvRowOps* rows = typed_rows(ops, t);
+  if (rows && rows->accumulate_group && g > 1)
+    return rows->accumulate_group(acc, c, p, p_stride, g, v, stride, nk, hd);
+  for (int64_t h = 0; h < g; ++h, acc += hd, p += p_stride) {
+    if (rows)
+      rows->accumulate(acc, c[h], p, v, stride, nk, hd);
+    else
+      ops.accumulate(acc, c[h], p, reinterpret_cast<const float*>(v), stride / 4, nk, hd);
+  }
 }
 
 // Soft-capping inside the online softmax: the capped scores are what the max, exp and sum see.
@@ -122,63 +139,118 @@ void read_ahead(const void* p, int64_t from, int64_t to) {
   asm volatile("" : : "r"(any));
 }
 
+// Issues a prefetch for each cache line of bytes [0, n) of p: rows a later phase of this job reads.
+// Unlike read_ahead's loads these never stall the core, so they suit data wanted soon but not now.
+void prefetch_rows(const void* p, int64_t n) {
+  const auto* b = static_cast<const char*>(p);
+  for (int64_t o = 0; o < n; o += 64) __builtin_prefetch(b + o);
+}
+
+// Keys per softmax block: their K and V rows (~64 KiB) stay in L1/L2 while every head of the job
+// reads them; at least 16 (the scores loops reduce 16 keys at once), at most kKeyBlock.
+int64_t keys_per_block(const Shape& sh) {
+  return std::clamp<int64_t>((int64_t(64) << 10) / (sh.k_row + sh.v_row) / 16 * 16, 16, kKeyBlock);
+}
+
+// The whole rows [block, end) of the cache (a ring never wraps inside a block).
+KvRowsAhead block_rows(const Shape& sh, int64_t block, int64_t end) {
+  const int64_t r = sh.row(block), n = end - block;
+  return {sh.k + r * sh.k_row, sh.v + r * sh.v_row, n * sh.k_row, n * sh.v_row};
+}
+
 // Runs one job. Each query row (kv head, token t, head h of the group) keeps a running max m,
 // sum l and unnormalised output acc; every key block rescales them once. With `partial` set the
 // (m, l, acc) triple is written for the merge; else the normalised row goes to out.
+//
+// A job of every kv head (decode) reads each block's rows whole and in order before the heads
+// take their slices: a head's slice of each row is a strided read that the L2 streamer does not
+// follow (10-20 GB/s on one core against 26-38 GB/s in order, Zen 5), so the K rows are loaded
+// in order first (plain loads: they train the streamer), the V rows and the next block's K rows
+// prefetched while the scores and then P.V run. Every row's scores and softmax come first, then
+// every row's P.V, so the V rows have the whole scores phase to arrive.
 void run_job(const SmallOps& ops, const Shape& sh, const Job& job, Scratch& sc, float* partial) {
   const int64_t tokens = job.t1 - job.t0, hd = sh.hd;
   const int64_t rows = (job.kvh1 - job.kvh0) * tokens * sh.group;
   sc.m.assign(size_t(rows), -INFINITY);
   sc.l.assign(size_t(rows), 0.0f);
   sc.acc.assign(size_t(rows * hd), 0.0f);
-  sc.s.resize(size_t(kKeyBlock));
+  sc.p.resize(size_t(rows * kKeyBlock));
+  sc.c.resize(size_t(rows));
+  const bool whole_rows = job.kvh0 == 0 && job.kvh1 * sh.group == sh.H;
+  const int64_t block_keys = whole_rows ? keys_per_block(sh) : kKeyBlock;
   const int64_t last_ctx = std::min(job.k1, sh.pos0 + job.t1);   // keys the last token sees
   const int64_t first = std::max(job.k0, sh.first_key(job.t0));  // ... and the first token
   // Read-ahead: the next sequence's rows, a share per key block (rows in this call's order).
   const int64_t span = std::max<int64_t>(1, last_ctx - first);
+  // The key range [kb, kb + nk) of token t in [block, block_end), and query row r's index.
+  auto keys_of = [&](int64_t t, int64_t block, int64_t block_end, int64_t& kb) {
+    kb = std::max(block, sh.first_key(t));
+    return std::min(block_end, sh.pos0 + t + 1) - kb;  // causal
+  };
+  auto row_of = [&](int64_t kvh, int64_t t, int64_t g) {
+    return ((kvh - job.kvh0) * tokens + (t - job.t0)) * sh.group + g;
+  };
+  // The block from `block`: consecutive positions whose rows are consecutive too (a ring wraps
+  // between blocks, never inside one).
+  auto end_of = [&](int64_t block) {
+    const int64_t end = std::min(last_ctx, block + block_keys);
+    return sh.mask.ring_rows > 0 ? std::min(end, block + sh.mask.ring_rows - sh.row(block)) : end;
+  };
   for (int64_t block = first; block < last_ctx;) {
-    // A block of consecutive positions whose rows are consecutive too (a ring wraps between
-    // blocks, never inside one).
-    int64_t block_end = std::min(last_ctx, block + kKeyBlock);
-    if (sh.mask.ring_rows > 0)
-      block_end = std::min(block_end, block + sh.mask.ring_rows - sh.row(block));
+    const int64_t block_end = end_of(block);
     if (sh.ahead.k) {
       const auto share = [&](int64_t bytes, int64_t at) { return bytes * (at - first) / span; };
       read_ahead(sh.ahead.k, share(sh.ahead.k_bytes, block), share(sh.ahead.k_bytes, block_end));
       read_ahead(sh.ahead.v, share(sh.ahead.v_bytes, block), share(sh.ahead.v_bytes, block_end));
     }
-    for (int64_t kvh = job.kvh0; kvh < job.kvh1; ++kvh) {
-      for (int64_t t = job.t0; t < job.t1; ++t) {
-        const int64_t kb = std::max(block, sh.first_key(t));
-        const int64_t nk = std::min(block_end, sh.pos0 + t + 1) - kb;  // causal
-        if (nk <= 0) continue;
-        const uint8_t* kblk = sh.k + sh.row(kb) * sh.k_row + kvh * sh.k_head;
-        const uint8_t* vblk = sh.v + sh.row(kb) * sh.v_row + kvh * sh.v_head;
-        for (int64_t g = 0; g < sh.group; ++g) {
-          const int64_t h = kvh * sh.group + g;
-          const int64_t r = ((kvh - job.kvh0) * tokens + (t - job.t0)) * sh.group + g;
-          score_rows(ops, sh.k_type, sh.q + (t * sh.H + h) * hd, kblk, sh.k_row, nk, hd, sh.scale,
-                     sc.s.data());
-          if (sh.mask.softcap > 0) cap_scores(sc.s.data(), nk, sh.mask.softcap);
-          const float mx = max_of(sc.s.data(), nk);
-          const float m_old = sc.m[size_t(r)];
-          const float m_new = std::max(m_old, mx);
-          const float c = m_old == -INFINITY ? 0.0f : std::exp(m_old - m_new);
-          const float sum = ops.exp_sum(sc.s.data(), nk, m_new);
-          sc.l[size_t(r)] = sc.l[size_t(r)] * c + sum;
-          sc.m[size_t(r)] = m_new;
-          accumulate_rows(ops, sh.v_type, sc.acc.data() + r * hd, c, sc.s.data(), vblk, sh.v_row,
-                          nk, hd);
-        }
-      }
+    if (whole_rows) {
+      const KvRowsAhead here = block_rows(sh, block, block_end);
+      read_ahead(here.k, 0, here.k_bytes);
+      prefetch_rows(here.v, here.v_bytes);
     }
+    // f(kvh, t, kb, nk) for each (kv head, token) of the job with keys [kb, kb + nk) here.
+    auto each_query = [&](auto&& f) {
+      for (int64_t kvh = job.kvh0; kvh < job.kvh1; ++kvh)
+        for (int64_t t = job.t0; t < job.t1; ++t) {
+          int64_t kb = 0;
+          const int64_t nk = keys_of(t, block, block_end, kb);
+          if (nk > 0) f(kvh, t, kb, nk);
+        }
+    };
+    each_query([&](int64_t kvh, int64_t t, int64_t kb, int64_t nk) {
+      const uint8_t* kblk = sh.k + sh.row(kb) * sh.k_row + kvh * sh.k_head;
+      score_group(ops, sh.k_type, sh.q + (t * sh.H + kvh * sh.group) * hd, sh.group, kblk, sh.k_row,
+                  nk, hd, sh.scale, sc.p.data() + row_of(kvh, t, 0) * kKeyBlock, kKeyBlock);
+      for (int64_t g = 0; g < sh.group; ++g) {
+        const int64_t r = row_of(kvh, t, g);
+        float* s = sc.p.data() + r * kKeyBlock;
+        if (sh.mask.softcap > 0) cap_scores(s, nk, sh.mask.softcap);
+        const float mx = max_of(s, nk);
+        const float m_old = sc.m[size_t(r)];
+        const float m_new = std::max(m_old, mx);
+        const float c = m_old == -INFINITY ? 0.0f : std::exp(m_old - m_new);
+        const float sum = ops.exp_sum(s, nk, m_new);
+        sc.l[size_t(r)] = sc.l[size_t(r)] * c + sum;
+        sc.m[size_t(r)] = m_new;
+        sc.c[size_t(r)] = c;
+      }
+    });
+    if (whole_rows && block_end < last_ctx) {
+      const KvRowsAhead next = block_rows(sh, block_end, end_of(block_end));
+      prefetch_rows(next.k, next.k_bytes);
+    }
+    each_query([&](int64_t kvh, int64_t t, int64_t kb, int64_t nk) {
+      const uint8_t* vblk = sh.v + sh.row(kb) * sh.v_row + kvh * sh.v_head;
+      const int64_t r = row_of(kvh, t, 0);
+      accumulate_group(ops, sh.v_type, sc.acc.data() + r * hd, sc.c.data() + r,
+                       sc.p.data() + r * kKeyBlock, kKeyBlock, sh.group, vblk, sh.v_row, nk, hd);
+    });
     block = block_end;
   }
   for (int64_t kvh = job.kvh0; kvh < job.kvh1; ++kvh) {
     for (int64_t t = job.t0; t < job.t1; ++t) {
       for (int64_t g = 0; g < sh.group; ++g) {
-        const int64_t h = kvh * sh.group + g;
-        const int64_t r = ((kvh - job.kvh0) * tokens + (t - job.t0)) * sh.group + g;
+        const int64_t h = kvh * sh.group + g, r = row_of(kvh, t, g);
         const float* a = sc.acc.data() + r * hd;
         if (partial) {  // [split][t][h] x (m, l, acc[hd])
           float* p = partial + ((job.split * sh.T + t) * sh.H + h) * (hd + 2);

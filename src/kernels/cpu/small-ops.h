@@ -29,6 +29,15 @@ struct KvRowOps {
   // the reference itself. Every token's K and V pass through it: the scalar f16 rounding took
   // 7% of an 8-client CPU server's time (kjv-13m).
   void (*store)(const float* x, void* row, int64_t n) = nullptr;
+  // The two loops for the g query heads of one kv head (grouped-query attention), each row
+  // read and widened once for all of them: query h is q + h * hd, its scores go to
+  // s + h * s_stride; accumulate_group updates acc + h * hd with c[h] and p + h * p_stride.
+  // Each head's result is what scores / accumulate give it within rounding. nullptr: the
+  // per-head loops (attention.cpp falls back to them).
+  void (*scores_group)(const float* q, int64_t g, const void* k, int64_t k_stride, int64_t nk,
+                       int64_t hd, float scale, float* s, int64_t s_stride) = nullptr;
+  void (*accumulate_group)(float* acc, const float* c, const float* p, int64_t p_stride, int64_t g,
+                           const void* v, int64_t v_stride, int64_t nk, int64_t hd) = nullptr;
 };
 
 // All pointers are plain f32 arrays; no alignment is assumed; n may be any length (tails).
@@ -172,7 +181,7 @@ struct KvRowsOrPortable {
 }  // namespace hearth::kernels
 
 // Per-ISA tables, each defined in its own file: cpu/arch/x86/avx512-ops.cpp,
-// cpu/arch/x86/avx2-kv-rows.cpp, cpu/arch/arm/neon-kv-rows.cpp.
+// cpu/arch/x86/avx2-ops.cpp, cpu/arch/arm/neon-kv-rows.cpp.
 namespace hearth::kernels::avx512 {
 extern const SmallOps small_ops;
 }

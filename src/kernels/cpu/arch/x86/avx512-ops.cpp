@@ -5,7 +5,9 @@
 #include <immintrin.h>
 
 #include <type_traits>
+#include <utility>
 
+#include "kernels/cpu/arch/x86/row-loop-table.h"
 #include "kernels/cpu/small-ops.h"
 #include "kernels/quant-blocks.h"
 
@@ -79,35 +81,6 @@ inline __m512 sum_each_16(const __m512 (&v)[16]) {
                        _mm512_shuffle_f32x4(d0, d1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// Decode attention costs about as much from cache as from memory (session 13: TinyLlama's 22
-// layers at 250 positions, 1.0 ms a step from cache, 1.5 ms cold), and one horizontal reduction
-// per key was the largest part of it: the common head size now reduces 16 keys at once (64
-// keys from L1: 2.3 -> 1.6 ns a key). Only the summation order changes.
-void scores(const float* q, const float* k, int64_t k_stride, int64_t nk, int64_t hd, float scale,
-            float* s) {
-  if (hd == 64) {  // the common head size: q stays in four registers across all keys
-    const __m512 q0 = _mm512_loadu_ps(q), q1 = _mm512_loadu_ps(q + 16);
-    const __m512 q2 = _mm512_loadu_ps(q + 32), q3 = _mm512_loadu_ps(q + 48);
-    const __m512 sv = _mm512_set1_ps(scale);
-    auto partial = [&](const float* kj) {  // 16 lanes whose sum is q . k_j
-      const __m512 a =
-          _mm512_fmadd_ps(q2, _mm512_loadu_ps(kj + 32), _mm512_mul_ps(q0, _mm512_loadu_ps(kj)));
-      const __m512 b = _mm512_fmadd_ps(q3, _mm512_loadu_ps(kj + 48),
-                                       _mm512_mul_ps(q1, _mm512_loadu_ps(kj + 16)));
-      return _mm512_add_ps(a, b);
-    };
-    int64_t j = 0;
-    for (; j + 16 <= nk; j += 16) {
-      __m512 v[16];
-      for (int i = 0; i < 16; ++i) v[i] = partial(k + (j + i) * k_stride);
-      _mm512_storeu_ps(s + j, _mm512_mul_ps(sum_each_16(v), sv));
-    }
-    for (; j < nk; ++j) s[j] = _mm512_reduce_add_ps(partial(k + j * k_stride)) * scale;
-    return;
-  }
-  for (int64_t j = 0; j < nk; ++j) s[j] = dot(q, k + j * k_stride, hd) * scale;
-}
-
 float exp_sum(float* s, int64_t n, float m) {
   const __m512 mv = _mm512_set1_ps(m);
   __m512 sum = _mm512_setzero_ps();
@@ -118,48 +91,6 @@ float exp_sum(float* s, int64_t n, float m) {
     sum = _mm512_mask_add_ps(sum, mk, sum, e);
   }
   return _mm512_reduce_add_ps(sum);
-}
-
-// acc row of hd floats kept in registers while the keys stream by, 64 columns at a time.
-void accumulate(float* acc, float c, const float* p, const float* v, int64_t v_stride, int64_t nk,
-                int64_t hd) {
-  const __m512 cv = _mm512_set1_ps(c);
-  // The common head size with plain loads: a masked load costs a uop on the port the FMAs
-  // use too (64 keys from L1: 2.0-2.6 -> 1.6 ns a key).
-  if (hd == 64) {
-    __m512 a[4];
-    for (int r = 0; r < 4; ++r) a[r] = _mm512_mul_ps(cv, _mm512_loadu_ps(acc + 16 * r));
-    for (int64_t j = 0; j < nk; ++j) {
-      const __m512 pj = _mm512_set1_ps(p[j]);
-      const float* vj = v + j * v_stride;
-      for (int r = 0; r < 4; ++r) a[r] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vj + 16 * r), a[r]);
-    }
-    for (int r = 0; r < 4; ++r) _mm512_storeu_ps(acc + 16 * r, a[r]);
-    return;
-  }
-  for (int64_t i = 0; i < hd; i += 64) {
-    const int64_t w = hd - i;
-    const __mmask16 m0 = tail_mask(w), m1 = tail_mask(w - 16 > 0 ? w - 16 : 0);
-    const __mmask16 m2 = tail_mask(w - 32 > 0 ? w - 32 : 0);
-    const __mmask16 m3 = tail_mask(w - 48 > 0 ? w - 48 : 0);
-    __m512 a0 = _mm512_mul_ps(cv, _mm512_maskz_loadu_ps(m0, acc + i));
-    __m512 a1 = _mm512_mul_ps(cv, _mm512_maskz_loadu_ps(m1, acc + i + 16));
-    __m512 a2 = _mm512_mul_ps(cv, _mm512_maskz_loadu_ps(m2, acc + i + 32));
-    __m512 a3 = _mm512_mul_ps(cv, _mm512_maskz_loadu_ps(m3, acc + i + 48));
-    const float* vi = v + i;
-    for (int64_t j = 0; j < nk; ++j) {
-      const __m512 pj = _mm512_set1_ps(p[j]);
-      const float* vj = vi + j * v_stride;
-      a0 = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m0, vj), a0);
-      a1 = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m1, vj + 16), a1);
-      a2 = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m2, vj + 32), a2);
-      a3 = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(m3, vj + 48), a3);
-    }
-    _mm512_mask_storeu_ps(acc + i, m0, a0);
-    _mm512_mask_storeu_ps(acc + i + 16, m1, a1);
-    _mm512_mask_storeu_ps(acc + i + 32, m2, a2);
-    _mm512_mask_storeu_ps(acc + i + 48, m3, a3);
-  }
 }
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
@@ -209,18 +140,33 @@ void add(float* y, const float* x, int64_t n) {
 // Each loader returns elements [i, i + 16) of a row as f32 (i % 16 == 0): f16 through the F16C
 // conversion, bf16 by a shift (exact; AVX512-BF16's dot product would round q to bf16 too),
 // q8_0 as d * q of its block. Head sizes that are not whole vectors go to the portable loops.
+// offset(i): where element i of a row starts (i % 32 == 0 for q8_0); kQ8: blocks of 32, so a
+// row's vector count is even.
+struct LoadF32 {
+  static constexpr int64_t offset(int64_t i) { return 4 * i; }
+  static constexpr bool kQ8 = false;
+  __m512 operator()(const uint8_t* row, int64_t i) const {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  }
+};
 struct LoadF16 {
+  static constexpr int64_t offset(int64_t i) { return 2 * i; }
+  static constexpr bool kQ8 = false;
   __m512 operator()(const uint8_t* row, int64_t i) const {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
   }
 };
 struct LoadBF16 {
+  static constexpr int64_t offset(int64_t i) { return 2 * i; }
+  static constexpr bool kQ8 = false;
   __m512 operator()(const uint8_t* row, int64_t i) const {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
 };
 struct LoadQ8_0 {
+  static constexpr int64_t offset(int64_t i) { return i / kQK32 * int64_t(sizeof(BlockQ8_0)); }
+  static constexpr bool kQ8 = true;
   __m512 operator()(const uint8_t* row, int64_t i) const {
     const auto* b = reinterpret_cast<const BlockQ8_0*>(row) + i / kQK32;
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + i % kQK32));
@@ -229,85 +175,317 @@ struct LoadQ8_0 {
   }
 };
 
-// 16 lanes whose sum is q . row (hd % 16 == 0).
-template <class Load>
-inline __m512 partial_dot(const float* q, const uint8_t* row, int64_t hd, Load load) {
-  __m512 a = _mm512_mul_ps(_mm512_loadu_ps(q), load(row, 0)), b = _mm512_setzero_ps();
-  int64_t i = 16;
-  for (; i + 32 <= hd; i += 32) {
-    b = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load(row, i), b);
-    a = _mm512_fmadd_ps(_mm512_loadu_ps(q + i + 16), load(row, i + 16), a);
-  }
-  if (i < hd) b = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load(row, i), b);
-  return _mm512_add_ps(a, b);
-}
+// The row loops below are templates on C = hd / 16 (vectors per head row), dispatched once per
+// call (kChunkTable, x86/row-loop-table.h). One decode step's attention from L2
+// (hearth-attention-bench's shapes, Zen 5): hd 128 f16 8.5 -> 6.3 ns a (position, head), hd 64 3.6
+// -> 3.2, hd 256 5.8 -> 4.4.
+constexpr int kMaxChunks = 16;  // head_dim 256 (Gemma); larger heads take the generic loops
 
-// q8_0: a block's 32 products summed before its one scale (instead of scaling every value).
+// q8_0: a block's 32 values widened to f32 as integers; its scale applies to their products' sum.
 inline __m512 widen_q8(const int8_t* qs) {
   return _mm512_cvtepi32_ps(
       _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))));
 }
-inline __m512 partial_dot(const float* q, const uint8_t* row, int64_t hd, LoadQ8_0) {
-  const auto* b = reinterpret_cast<const BlockQ8_0*>(row);
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t i = 0; i < hd; i += kQK32, ++b) {
-    const __m512 block = _mm512_fmadd_ps(_mm512_loadu_ps(q + i + 16), widen_q8(b->qs + 16),
-                                         _mm512_mul_ps(_mm512_loadu_ps(q + i), widen_q8(b->qs)));
-    acc = _mm512_fmadd_ps(_mm512_set1_ps(_cvtsh_ss(b->d)), block, acc);
+
+// One row of C vectors widened to f32 in registers, so several query heads can share it (GQA).
+template <class Load, int C>
+struct WideRow {
+  __m512 v[C];
+  float d[(C + 1) / 2];  // q8_0: the scale of block b (v[2b], v[2b + 1] hold its integers)
+  void read(const uint8_t* row) {
+    if constexpr (Load::kQ8) {
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
+      for (int b = 0; b < C / 2; ++b, ++blk) {
+        v[2 * b] = widen_q8(blk->qs);
+        v[2 * b + 1] = widen_q8(blk->qs + 16);
+        d[b] = _cvtsh_ss(blk->d);
+      }
+    } else {
+      for (int c = 0; c < C; ++c) v[c] = Load{}(row, 16 * c);
+    }
   }
-  return acc;
+  // 16 lanes whose sum is q . row. f16/bf16/f32: two chains (even and odd vectors); q8_0: a
+  // block's 32 products summed before its one scale.
+  __m512 dot(const float* q) const {
+    if constexpr (Load::kQ8) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int b = 0; b < C / 2; ++b) {
+        const __m512 block = _mm512_fmadd_ps(_mm512_loadu_ps(q + 32 * b + 16), v[2 * b + 1],
+                                             _mm512_mul_ps(_mm512_loadu_ps(q + 32 * b), v[2 * b]));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d[b]), block, acc);
+      }
+      return acc;
+    } else if constexpr (C == 1) {
+      return _mm512_mul_ps(_mm512_loadu_ps(q), v[0]);
+    } else {
+      __m512 a = _mm512_mul_ps(_mm512_loadu_ps(q), v[0]);
+      __m512 b = _mm512_mul_ps(_mm512_loadu_ps(q + 16), v[1]);
+      for (int c = 2; c < C; ++c) {
+        __m512& acc = c % 2 == 0 ? a : b;
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * c), v[c], acc);
+      }
+      return _mm512_add_ps(a, b);
+    }
+  }
+};
+
+template <int C, class Load>
+inline __m512 partial_dot(const float* q, const uint8_t* row, Load) {
+  WideRow<Load, C> w;
+  w.read(row);
+  return w.dot(q);
 }
 
-// As scores: 16 keys reduced at once (sum_each_16).
+// s[j] = scale * q . row j, 16 keys reduced at once (sum_each_16).
+template <class Load, int C>
+void scores_c(const float* q, const uint8_t* kb, int64_t k_stride, int64_t nk, float scale,
+              float* s) {
+  const __m512 sv = _mm512_set1_ps(scale);
+  int64_t j = 0;
+  for (; j + 16 <= nk; j += 16) {
+    __m512 v[16];
+    for (int i = 0; i < 16; ++i) v[i] = partial_dot<C>(q, kb + (j + i) * k_stride, Load{});
+    _mm512_storeu_ps(s + j, _mm512_mul_ps(sum_each_16(v), sv));
+  }
+  for (; j < nk; ++j)
+    s[j] = _mm512_reduce_add_ps(partial_dot<C>(q, kb + j * k_stride, Load{})) * scale;
+}
+
+// acc[0, 16 C) = acc * c + sum_j p[j] row j. Each accumulator vector is a chain of dependent
+// FMAs (4 cycles each), so a row of fewer than 8 vectors takes K keys at a time into K sets of
+// accumulators, added at the end: 8 chains keep both FMA pipes busy.
+template <class Load, int C>
+void accumulate_c(float* acc, float c, const float* p, const uint8_t* vb, int64_t v_stride,
+                  int64_t nk) {
+  constexpr int K = C >= 8 ? 1 : (8 + C - 1) / C;
+  const Load load;
+  __m512 a[K][C];
+  for (int r = 0; r < C; ++r) {
+    a[0][r] = _mm512_mul_ps(_mm512_set1_ps(c), _mm512_loadu_ps(acc + 16 * r));
+    for (int k = 1; k < K; ++k) a[k][r] = _mm512_setzero_ps();
+  }
+  auto add_row = [&](__m512(&set)[C], const uint8_t* row, float pj) {
+    if constexpr (std::is_same_v<Load, LoadQ8_0>) {  // p[j] and the block scale folded once
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
+      for (int r = 0; r < C; r += 2, ++blk) {
+        const __m512 w = _mm512_set1_ps(pj * _cvtsh_ss(blk->d));
+        set[r] = _mm512_fmadd_ps(w, widen_q8(blk->qs), set[r]);
+        set[r + 1] = _mm512_fmadd_ps(w, widen_q8(blk->qs + 16), set[r + 1]);
+      }
+    } else {
+      const __m512 w = _mm512_set1_ps(pj);
+      for (int r = 0; r < C; ++r) set[r] = _mm512_fmadd_ps(w, load(row, 16 * r), set[r]);
+    }
+  };
+  int64_t j = 0;
+  for (; j + K <= nk; j += K)
+    for (int k = 0; k < K; ++k) add_row(a[k], vb + (j + k) * v_stride, p[j + k]);
+  for (; j < nk; ++j) add_row(a[0], vb + j * v_stride, p[j]);
+  for (int r = 0; r < C; ++r) {
+    __m512 sum = a[0][r];
+    for (int k = 1; k < K; ++k) sum = _mm512_add_ps(sum, a[k][r]);
+    _mm512_storeu_ps(acc + 16 * r, sum);
+  }
+}
+
+// The whole row in passes of at most 8 vectors (q8_0 rows: 8, so a pass starts on a block).
+template <class Load, int C>
+void accumulate_row(float* acc, float c, const float* p, const uint8_t* vb, int64_t v_stride,
+                    int64_t nk) {
+  if constexpr (C <= 8) {
+    accumulate_c<Load, C>(acc, c, p, vb, v_stride, nk);
+  } else {
+    accumulate_c<Load, 8>(acc, c, p, vb, v_stride, nk);
+    accumulate_row<Load, C - 8>(acc + 128, c, p, vb + Load::offset(128), v_stride, nk);
+  }
+}
+
+// Scores of g heads sharing the rows: each row is widened once, every head's 16-key partials go
+// to a scratch (the single-head loop spills them too) and are reduced per head.
+template <class Load, int C>
+void scores_group_c(const float* q, int64_t g, const uint8_t* kb, int64_t k_stride, int64_t nk,
+                    float scale, float* s, int64_t s_stride) {
+  constexpr int64_t kHeads = 8;  // heads a pass: their partials take 8 KiB of stack
+  const __m512 sv = _mm512_set1_ps(scale);
+  alignas(64) __m512 part[kHeads][16];
+  for (int64_t h0 = 0; h0 < g; h0 += kHeads) {
+    const int64_t gh = std::min(kHeads, g - h0);
+    const float* qh = q + h0 * 16 * C;
+    int64_t j = 0;
+    for (; j + 16 <= nk; j += 16) {
+      for (int i = 0; i < 16; ++i) {
+        WideRow<Load, C> w;
+        w.read(kb + (j + i) * k_stride);
+        for (int64_t h = 0; h < gh; ++h) part[h][i] = w.dot(qh + h * 16 * C);
+      }
+      for (int64_t h = 0; h < gh; ++h)
+        _mm512_storeu_ps(s + (h0 + h) * s_stride + j, _mm512_mul_ps(sum_each_16(part[h]), sv));
+    }
+    for (; j < nk; ++j) {
+      WideRow<Load, C> w;
+      w.read(kb + j * k_stride);
+      for (int64_t h = 0; h < gh; ++h)
+        s[(h0 + h) * s_stride + j] = _mm512_reduce_add_ps(w.dot(qh + h * 16 * C)) * scale;
+    }
+  }
+}
+
+// P.V of GH heads over CP vectors of the rows (columns from col): each vector is widened once
+// for the GH heads' GH x CP accumulators.
+template <class Load, int GH, int CP>
+void accumulate_heads(float* acc, int64_t hd, const float* c, const float* p, int64_t p_stride,
+                      const uint8_t* vb, int64_t v_stride, int64_t nk, int64_t col) {
+  __m512 a[GH][CP];
+  for (int h = 0; h < GH; ++h)
+    for (int r = 0; r < CP; ++r)
+      a[h][r] = _mm512_mul_ps(_mm512_set1_ps(c[h]), _mm512_loadu_ps(acc + h * hd + col + 16 * r));
+  for (int64_t j = 0; j < nk; ++j) {
+    WideRow<Load, CP> w;
+    w.read(vb + j * v_stride + Load::offset(col));
+    for (int h = 0; h < GH; ++h) {
+      const float pj = p[h * p_stride + j];
+      for (int r = 0; r < CP; ++r) {
+        const float scale = Load::kQ8 ? pj * w.d[r / 2] : pj;
+        a[h][r] = _mm512_fmadd_ps(_mm512_set1_ps(scale), w.v[r], a[h][r]);
+      }
+    }
+  }
+  for (int h = 0; h < GH; ++h)
+    for (int r = 0; r < CP; ++r) _mm512_storeu_ps(acc + h * hd + col + 16 * r, a[h][r]);
+}
+
+// Heads in groups of up to 4 and columns in passes of 4 vectors: 16 accumulators, at least 8
+// independent chains whenever two heads share the rows.
+template <class Load, int GH>
+void accumulate_head_group(float* acc, int64_t hd, const float* c, const float* p, int64_t p_stride,
+                           const uint8_t* vb, int64_t v_stride, int64_t nk) {
+  int64_t col = 0;
+  for (; col + 64 <= hd; col += 64)
+    accumulate_heads<Load, GH, 4>(acc, hd, c, p, p_stride, vb, v_stride, nk, col);
+  const int64_t left = (hd - col) / 16;  // q8_0: hd % 32 == 0, so 0 or 2
+  if (left == 2)
+    return accumulate_heads<Load, GH, 2>(acc, hd, c, p, p_stride, vb, v_stride, nk, col);
+  if constexpr (!Load::kQ8) {
+    if (left == 1) accumulate_heads<Load, GH, 1>(acc, hd, c, p, p_stride, vb, v_stride, nk, col);
+    if (left == 3) accumulate_heads<Load, GH, 3>(acc, hd, c, p, p_stride, vb, v_stride, nk, col);
+  }
+}
+
+template <class Load>
+void accumulate_group_any(float* acc, const float* c, const float* p, int64_t p_stride, int64_t g,
+                          const uint8_t* vb, int64_t v_stride, int64_t nk, int64_t hd) {
+  for (int64_t h0 = 0; h0 < g; h0 += 4) {
+    float* a = acc + h0 * hd;
+    const float* ph = p + h0 * p_stride;
+    switch (std::min<int64_t>(4, g - h0)) {
+      case 1:
+        accumulate_head_group<Load, 1>(a, hd, c + h0, ph, p_stride, vb, v_stride, nk);
+        break;
+      case 2:
+        accumulate_head_group<Load, 2>(a, hd, c + h0, ph, p_stride, vb, v_stride, nk);
+        break;
+      case 3:
+        accumulate_head_group<Load, 3>(a, hd, c + h0, ph, p_stride, vb, v_stride, nk);
+        break;
+      default:
+        accumulate_head_group<Load, 4>(a, hd, c + h0, ph, p_stride, vb, v_stride, nk);
+    }
+  }
+}
+
+template <class Load, int C>
+struct RowLoops {
+  static constexpr bool kValid = !Load::kQ8 || C % 2 == 0;
+  static constexpr auto scores() { return scores_c<Load, C>; }
+  static constexpr auto accumulate() { return accumulate_row<Load, C>; }
+  static constexpr auto scores_group() { return scores_group_c<Load, C>; }
+};
+template <class Load>
+constexpr x86::RowLoopTable<RowLoops, Load, kMaxChunks> kChunkTable{};
+
+// The generic loops: any hd % 16 == 0 (q8_0: % 32), no unrolling.
+template <class Load>
+__m512 partial_dot_any(const float* q, const uint8_t* row, int64_t hd) {
+  __m512 a = _mm512_setzero_ps();
+  for (int64_t i = 0; i < hd; i += 16)
+    a = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), Load{}(row, i), a);
+  return a;
+}
+
 template <class Load, KvRowFn Fallback>
 void scores_typed(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
                   float scale, float* s) {
   if (hd % 16 != 0) return Fallback(q, k, k_stride, nk, hd, scale, s);
   const auto* kb = static_cast<const uint8_t*>(k);
-  const __m512 sv = _mm512_set1_ps(scale);
-  int64_t j = 0;
-  for (; j + 16 <= nk; j += 16) {
-    __m512 v[16];
-    for (int i = 0; i < 16; ++i) v[i] = partial_dot(q, kb + (j + i) * k_stride, hd, Load{});
-    _mm512_storeu_ps(s + j, _mm512_mul_ps(sum_each_16(v), sv));
-  }
-  for (; j < nk; ++j)
-    s[j] = _mm512_reduce_add_ps(partial_dot(q, kb + j * k_stride, hd, Load{})) * scale;
+  if (const auto loop = kChunkTable<Load>.scores_for(hd, 16))
+    return loop(q, kb, k_stride, nk, scale, s);
+  for (int64_t j = 0; j < nk; ++j)
+    s[j] = _mm512_reduce_add_ps(partial_dot_any<Load>(q, kb + j * k_stride, hd)) * scale;
 }
 
-// As accumulate: 64 columns of acc in registers while the rows stream by (hd % 16 == 0).
 template <class Load, KvAccFn Fallback>
 void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_t v_stride,
                       int64_t nk, int64_t hd) {
   if (hd % 16 != 0) return Fallback(acc, c, p, v, v_stride, nk, hd);
   const auto* vb = static_cast<const uint8_t*>(v);
-  const __m512 cv = _mm512_set1_ps(c);
-  const Load load;
-  int64_t i = 0;
-  for (; i + 64 <= hd; i += 64) {
-    __m512 a[4];
-    for (int r = 0; r < 4; ++r) a[r] = _mm512_mul_ps(cv, _mm512_loadu_ps(acc + i + 16 * r));
-    for (int64_t j = 0; j < nk; ++j) {
-      const uint8_t* row = vb + j * v_stride;
-      if constexpr (std::is_same_v<Load, LoadQ8_0>) {  // p[j] and the block scale folded once
-        const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + i / kQK32;
-        for (int b = 0; b < 2; ++b) {
-          const __m512 w = _mm512_set1_ps(p[j] * _cvtsh_ss(blk[b].d));
-          a[2 * b] = _mm512_fmadd_ps(w, widen_q8(blk[b].qs), a[2 * b]);
-          a[2 * b + 1] = _mm512_fmadd_ps(w, widen_q8(blk[b].qs + 16), a[2 * b + 1]);
-        }
-      } else {
-        const __m512 pj = _mm512_set1_ps(p[j]);
-        for (int r = 0; r < 4; ++r) a[r] = _mm512_fmadd_ps(pj, load(row, i + 16 * r), a[r]);
-      }
-    }
-    for (int r = 0; r < 4; ++r) _mm512_storeu_ps(acc + i + 16 * r, a[r]);
-  }
-  for (; i < hd; i += 16) {  // 16, 32 or 48 columns left
-    __m512 a = _mm512_mul_ps(cv, _mm512_loadu_ps(acc + i));
+  if (const auto loop = kChunkTable<Load>.accumulate_for(hd, 16))
+    return loop(acc, c, p, vb, v_stride, nk);
+  for (int64_t i = 0; i < hd; i += 16) {
+    __m512 a = _mm512_mul_ps(_mm512_set1_ps(c), _mm512_loadu_ps(acc + i));
     for (int64_t j = 0; j < nk; ++j)
-      a = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), load(vb + j * v_stride, i), a);
+      a = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), Load{}(vb + j * v_stride, i), a);
     _mm512_storeu_ps(acc + i, a);
+  }
+}
+
+// The group entries (KvRowOps::scores_group, accumulate_group); other head sizes loop the
+// per-head entries.
+template <class Load, KvRowFn PerHead>
+void scores_group_typed(const float* q, int64_t g, const void* k, int64_t k_stride, int64_t nk,
+                        int64_t hd, float scale, float* s, int64_t s_stride) {
+  const auto* kb = static_cast<const uint8_t*>(k);
+  if (const auto loop = kChunkTable<Load>.scores_group_for(hd, 16))
+    return loop(q, g, kb, k_stride, nk, scale, s, s_stride);
+  for (int64_t h = 0; h < g; ++h) PerHead(q + h * hd, k, k_stride, nk, hd, scale, s + h * s_stride);
+}
+
+template <class Load, KvAccFn PerHead>
+void accumulate_group_typed(float* acc, const float* c, const float* p, int64_t p_stride, int64_t g,
+                            const void* v, int64_t v_stride, int64_t nk, int64_t hd) {
+  if (hd % 16 == 0 && (!Load::kQ8 || hd % 32 == 0))
+    return accumulate_group_any<Load>(acc, c, p, p_stride, g, static_cast<const uint8_t*>(v),
+                                      v_stride, nk, hd);
+  for (int64_t h = 0; h < g; ++h)
+    PerHead(acc + h * hd, c[h], p + h * p_stride, v, v_stride, nk, hd);
+}
+
+template <class Load, KvRowFn ScoresFallback, KvAccFn AccFallback>
+constexpr KvRowOps kRowOps{scores_typed<Load, ScoresFallback>, accumulate_typed<Load, AccFallback>,
+                           nullptr, scores_group_typed<Load, scores_typed<Load, ScoresFallback>>,
+                           accumulate_group_typed<Load, accumulate_typed<Load, AccFallback>>};
+
+// f32 rows: whole vectors through the typed templates (element strides as bytes); other head
+// sizes by masked tails. Decode attention costs about as much from cache as from memory
+// (session 13), and one horizontal reduction per key was the largest part of it: 16 keys are
+// reduced at once (sum_each_16).
+void scores(const float* q, const float* k, int64_t k_stride, int64_t nk, int64_t hd, float scale,
+            float* s) {
+  if (const auto loop = kChunkTable<LoadF32>.scores_for(hd, 16))
+    return loop(q, reinterpret_cast<const uint8_t*>(k), k_stride * 4, nk, scale, s);
+  for (int64_t j = 0; j < nk; ++j) s[j] = dot(q, k + j * k_stride, hd) * scale;
+}
+
+void accumulate(float* acc, float c, const float* p, const float* v, int64_t v_stride, int64_t nk,
+                int64_t hd) {
+  if (const auto loop = kChunkTable<LoadF32>.accumulate_for(hd, 16))
+    return loop(acc, c, p, reinterpret_cast<const uint8_t*>(v), v_stride * 4, nk);
+  const __m512 cv = _mm512_set1_ps(c);
+  for (int64_t i = 0; i < hd; i += 16) {
+    const __mmask16 m = tail_mask(hd - i);
+    __m512 a = _mm512_mul_ps(cv, _mm512_maskz_loadu_ps(m, acc + i));
+    for (int64_t j = 0; j < nk; ++j)
+      a = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(m, v + j * v_stride + i), a);
+    _mm512_mask_storeu_ps(acc + i, m, a);
   }
 }
 
@@ -330,19 +508,23 @@ void store_f16(const float* x, void* row, int64_t n) {
 
 }  // namespace
 
-const SmallOps small_ops{"avx512",
-                         scores,
-                         exp_sum,
-                         accumulate,
-                         swiglu,
-                         sum_squares,
-                         scale_mul,
-                         add,
-                         {scores_typed<LoadF16, portable::scores_f16>,
-                          accumulate_typed<LoadF16, portable::accumulate_f16>, store_f16},
-                         {scores_typed<LoadBF16, portable::scores_bf16>,
-                          accumulate_typed<LoadBF16, portable::accumulate_bf16>},
-                         {scores_typed<LoadQ8_0, portable::scores_q8_0>,
-                          accumulate_typed<LoadQ8_0, portable::accumulate_q8_0>}};
+// constinit: built by the compiler, so no code compiled with this file's flags runs at startup
+// (where the CPU may lack them).
+constinit const SmallOps small_ops{
+    "avx512",
+    scores,
+    exp_sum,
+    accumulate,
+    swiglu,
+    sum_squares,
+    scale_mul,
+    add,
+    [] {
+      KvRowOps ops = kRowOps<LoadF16, portable::scores_f16, portable::accumulate_f16>;
+      ops.store = store_f16;
+      return ops;
+    }(),
+    kRowOps<LoadBF16, portable::scores_bf16, portable::accumulate_bf16>,
+    kRowOps<LoadQ8_0, portable::scores_q8_0, portable::accumulate_q8_0>};
 
 }  // namespace hearth::kernels::avx512

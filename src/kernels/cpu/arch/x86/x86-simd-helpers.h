@@ -1,4 +1,4 @@
-// Small AVX2/F16C helpers the x86 kernel files share (avx2.cpp, avx2-kv-rows.cpp, avx512.cpp).
+// Small AVX2/F16C helpers the x86 kernel files share (avx2.cpp, avx2-ops.cpp, avx512.cpp).
 // Each is inline in an unnamed namespace on purpose: every ISA file gets its own copy compiled
 // with its own flags. One shared inline symbol would let the linker keep the AVX-512 build of it
 // for the AVX2 path, which would then fault on a CPU without AVX-512.

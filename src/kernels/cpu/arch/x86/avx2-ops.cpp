@@ -1,0 +1,288 @@
+// AVX2 + FMA + F16C inner loops of the small ops (SmallOps, cpu/small-ops.h): attention over
+// typed KV cache rows (f16 through the F16C conversion, bf16 by a shift, q8_0 as d * q of each
+// block), the softmax exponentials and SwiGLU; the avx2 table at the end pairs them with the
+// portable f32 loops. Compiled with AVX2 flags; reached only after cpuid says yes. Head sizes
+// that are not whole vectors of 8 go to the portable loops.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include <type_traits>
+#include <utility>
+
+#include "kernels/cpu/arch/x86/row-loop-table.h"
+#include "kernels/cpu/arch/x86/x86-simd-helpers.h"
+#include "kernels/cpu/small-ops.h"
+#include "kernels/quant-blocks.h"
+#include "kernels/ref/quant-ref.h"
+
+namespace hearth::kernels::avx2 {
+
+namespace {
+
+// Elements [i, i + 8) of a row as f32 (i % 8 == 0).
+// kBytesPer64: the bytes of 64 elements (a pass of accumulate_row).
+struct LoadF16 {
+  static constexpr DType kRows = DType::F16;
+  static constexpr int64_t kBytesPer64 = 128;
+  __m256 operator()(const uint8_t* row, int64_t i) const {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  }
+};
+struct LoadBF16 {
+  static constexpr DType kRows = DType::BF16;
+  static constexpr int64_t kBytesPer64 = 128;
+  __m256 operator()(const uint8_t* row, int64_t i) const {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+};
+struct LoadQ8_0 {
+  static constexpr DType kRows = DType::Q8_0;
+  static constexpr int64_t kBytesPer64 = 2 * int64_t(sizeof(BlockQ8_0));
+  __m256 operator()(const uint8_t* row, int64_t i) const {
+    const auto* b = reinterpret_cast<const BlockQ8_0*>(row) + i / kQK32;
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + i % kQK32));
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)),
+                         _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+  }
+};
+
+inline __m256 widen_q8(const int8_t* qs) {
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(qs))));
+}
+
+using x86::hsum;
+
+// e^x for 8 lanes, as exp512 in the AVX-512 file (degree-6 polynomial, ~2 ulp; 0 below -87,
+// so no result is denormal), with 2^n built in the exponent bits: x is capped at 88.3 so n stays
+// <= 127 (e^88.3 ~ 2.1e38, finite, which keeps silu(x) = x / (1 + e^-x) exact enough for
+// x << 0). The portable loop's libm expf per element was a third of a decode step's attention.
+inline __m256 exp256(__m256 x) {
+  const __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+  x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.3f)), _mm256_set1_ps(-87.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // ln2 split hi + lo
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), normal);
+}
+
+// Lanes [0, left) of a vector: the tails' masked loads and stores.
+inline __m256i lanes(int64_t left) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(std::min<int64_t>(left, 8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+float exp_sum(float* s, int64_t n, float m) {
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256i mk = lanes(n - j);
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_maskload_ps(s + j, mk), mv));
+    _mm256_maskstore_ps(s + j, mk, e);
+    sum = _mm256_add_ps(sum, _mm256_and_ps(e, _mm256_castsi256_ps(mk)));
+  }
+  return hsum(sum);
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i mk = lanes(n - i);
+    const __m256 g = _mm256_maskload_ps(gate + i, mk);
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_maskstore_ps(out + i, mk, _mm256_mul_ps(silu, _mm256_maskload_ps(up + i, mk)));
+  }
+}
+
+// The row loops are templates on C = hd / 8 (vectors per head row), dispatched once per call
+// (kChunkTable, x86/row-loop-table.h), as in the AVX-512 file: a row is straight-line code, 8 keys
+// are reduced at once and the P.V accumulators form at least 8 independent chains.
+constexpr int kMaxChunks = 32;  // head_dim 256; larger heads take the generic loops
+
+// 8 vectors in, one out: lane j = the sum of v[j]'s 8 lanes.
+inline __m256 sum_each_8(const __m256 (&v)[8]) {
+  const __m256 a = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  const __m256 b = _mm256_hadd_ps(_mm256_hadd_ps(v[4], v[5]), _mm256_hadd_ps(v[6], v[7]));
+  // a: [v0..v3 low halves | v0..v3 high halves], b likewise for v4..v7.
+  return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+
+// 8 lanes whose sum is q . row (two chains).
+template <int C, class Load>
+inline __m256 partial_dot(const float* q, const uint8_t* row, Load load) {
+  if constexpr (std::is_same_v<Load, LoadQ8_0>) {  // a block's products summed, scaled once
+    const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
+    __m256 acc = _mm256_setzero_ps();
+    for (int c = 0; c < C; c += 4, ++blk, q += kQK32) {
+      __m256 sum = _mm256_mul_ps(_mm256_loadu_ps(q), widen_q8(blk->qs));
+      for (int i = 8; i < kQK32; i += 8)
+        sum = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), widen_q8(blk->qs + i), sum);
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(blk->d)), sum, acc);
+    }
+    return acc;
+  } else if constexpr (C == 1) {
+    return _mm256_mul_ps(_mm256_loadu_ps(q), load(row, 0));
+  } else {
+    __m256 a = _mm256_mul_ps(_mm256_loadu_ps(q), load(row, 0));
+    __m256 b = _mm256_mul_ps(_mm256_loadu_ps(q + 8), load(row, 8));
+    for (int c = 2; c < C; ++c) {
+      __m256& acc = c % 2 == 0 ? a : b;
+      acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * c), load(row, 8 * c), acc);
+    }
+    return _mm256_add_ps(a, b);
+  }
+}
+
+template <class Load, int C>
+void scores_c(const float* q, const uint8_t* kb, int64_t k_stride, int64_t nk, float scale,
+              float* s) {
+  const __m256 sv = _mm256_set1_ps(scale);
+  int64_t j = 0;
+  for (; j + 8 <= nk; j += 8) {
+    __m256 v[8];
+    for (int i = 0; i < 8; ++i) v[i] = partial_dot<C>(q, kb + (j + i) * k_stride, Load{});
+    _mm256_storeu_ps(s + j, _mm256_mul_ps(sum_each_8(v), sv));
+  }
+  for (; j < nk; ++j) s[j] = hsum(partial_dot<C>(q, kb + j * k_stride, Load{})) * scale;
+}
+
+// acc[0, 8 C) = acc * c + sum_j p[j] row j, C <= 8: K keys at a time into K sets of
+// accumulators when a row has fewer than 8 vectors (see the AVX-512 file).
+template <class Load, int C>
+void accumulate_c(float* acc, float c, const float* p, const uint8_t* vb, int64_t v_stride,
+                  int64_t nk) {
+  constexpr int K = C >= 8 ? 1 : (8 + C - 1) / C;
+  const Load load;
+  __m256 a[K][C];
+  for (int r = 0; r < C; ++r) {
+    a[0][r] = _mm256_mul_ps(_mm256_set1_ps(c), _mm256_loadu_ps(acc + 8 * r));
+    for (int k = 1; k < K; ++k) a[k][r] = _mm256_setzero_ps();
+  }
+  auto add_row = [&](__m256(&set)[C], const uint8_t* row, float pj) {
+    if constexpr (std::is_same_v<Load, LoadQ8_0>) {  // p[j] and the block scale folded once
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
+      for (int r = 0; r < C; r += 4, ++blk) {
+        const __m256 w = _mm256_set1_ps(pj * _cvtsh_ss(blk->d));
+        for (int i = 0; i < 4; ++i)
+          set[r + i] = _mm256_fmadd_ps(w, widen_q8(blk->qs + 8 * i), set[r + i]);
+      }
+    } else {
+      const __m256 w = _mm256_set1_ps(pj);
+      for (int r = 0; r < C; ++r) set[r] = _mm256_fmadd_ps(w, load(row, 8 * r), set[r]);
+    }
+  };
+  int64_t j = 0;
+  for (; j + K <= nk; j += K)
+    for (int k = 0; k < K; ++k) add_row(a[k], vb + (j + k) * v_stride, p[j + k]);
+  for (; j < nk; ++j) add_row(a[0], vb + j * v_stride, p[j]);
+  for (int r = 0; r < C; ++r) {
+    __m256 sum = a[0][r];
+    for (int k = 1; k < K; ++k) sum = _mm256_add_ps(sum, a[k][r]);
+    _mm256_storeu_ps(acc + 8 * r, sum);
+  }
+}
+
+// The whole row in passes of at most 8 vectors (q8_0: two blocks a pass).
+template <class Load, int C>
+void accumulate_row(float* acc, float c, const float* p, const uint8_t* vb, int64_t v_stride,
+                    int64_t nk) {
+  if constexpr (C <= 8) {
+    accumulate_c<Load, C>(acc, c, p, vb, v_stride, nk);
+  } else {
+    accumulate_c<Load, 8>(acc, c, p, vb, v_stride, nk);
+    accumulate_row<Load, C - 8>(acc + 64, c, p, vb + Load::kBytesPer64, v_stride, nk);
+  }
+}
+
+template <class Load, int C>
+struct RowLoops {
+  static constexpr bool kValid = Load::kRows != DType::Q8_0 || C % 4 == 0;
+  static constexpr auto scores() { return scores_c<Load, C>; }
+  static constexpr auto accumulate() { return accumulate_row<Load, C>; }
+};
+template <class Load>
+constexpr x86::RowLoopTable<RowLoops, Load, kMaxChunks> kChunkTable{};
+
+template <class Load>
+void scores_typed(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                  float scale, float* s) {
+  const auto* kb = static_cast<const uint8_t*>(k);
+  if (const auto loop = kChunkTable<Load>.scores_for(hd, 8))
+    return loop(q, kb, k_stride, nk, scale, s);
+  const Load load;
+  for (int64_t j = 0; j < nk; ++j) {  // larger heads: the generic loop
+    __m256 a = _mm256_setzero_ps();
+    for (int64_t i = 0; i < hd; i += 8)
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load(kb + j * k_stride, i), a);
+    s[j] = hsum(a) * scale;
+  }
+}
+
+template <class Load>
+void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_t v_stride,
+                      int64_t nk, int64_t hd) {
+  const auto* vb = static_cast<const uint8_t*>(v);
+  if (const auto loop = kChunkTable<Load>.accumulate_for(hd, 8))
+    return loop(acc, c, p, vb, v_stride, nk);
+  const Load load;
+  for (int64_t i = 0; i < hd; i += 8) {  // larger heads: the generic loop
+    __m256 a = _mm256_mul_ps(_mm256_set1_ps(c), _mm256_loadu_ps(acc + i));
+    for (int64_t j = 0; j < nk; ++j)
+      a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), load(vb + j * v_stride, i), a);
+    _mm256_storeu_ps(acc + i, a);
+  }
+}
+
+// A row type's table entry (head sizes in whole groups of 8; the others: the portable loops).
+template <class Load>
+constexpr KvRowOps kRowOps =
+    KvRowsOrPortable<Load, scores_typed<Load>, accumulate_typed<Load>, 8>::ops;
+
+// f32 -> f16 rows by F16C, rounding to nearest even like ref::quantize_f16; a group of 8 with a
+// NaN (whose payload the instruction keeps) and the tail take the reference.
+void store_f16(const float* x, void* row, int64_t n) {
+  auto* y = static_cast<uint16_t*>(row);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0) {
+      ref::quantize_f16(x + i, y + i, 8);
+      continue;
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  if (i < n) ref::quantize_f16(x + i, y + i, n - i);
+}
+
+constexpr KvRowOps with_store(KvRowOps ops, void (*store)(const float*, void*, int64_t)) {
+  ops.store = store;
+  return ops;
+}
+
+}  // namespace
+
+// constinit: built by the compiler, so no code compiled with this file's flags runs at startup
+// (where the CPU may lack them).
+constinit const SmallOps small_ops = [] {
+  SmallOps ops = portable_with_rows("avx2", with_store(kRowOps<LoadF16>, store_f16),
+                                    kRowOps<LoadBF16>, kRowOps<LoadQ8_0>);
+  ops.exp_sum = exp_sum;
+  ops.swiglu = swiglu;
+  return ops;
+}();
+
+}  // namespace hearth::kernels::avx2
