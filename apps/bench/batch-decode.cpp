@@ -5,11 +5,14 @@
 
 namespace hearth::bench {
 
-Result<std::vector<KvCache>> new_batch_caches(const Model& m, int batch, int64_t capacity) {
+Result<std::vector<KvCache>> new_batch_caches(const Model& m, int batch, int64_t capacity,
+                                              const KvCacheTypes& types, const KvCache& filled,
+                                              int64_t depth) {
   std::vector<KvCache> caches;
   caches.reserve(size_t(batch));
   for (int i = 0; i < batch; ++i) {
-    HEARTH_ASSIGN_OR_RETURN(KvCache kv, m.new_kv_cache(capacity));
+    HEARTH_ASSIGN_OR_RETURN(KvCache kv, m.new_kv_cache(capacity, types));
+    if (depth > 0) HEARTH_TRY(kv.copy_prefix_from(filled, depth));
     caches.push_back(std::move(kv));
   }
   return caches;

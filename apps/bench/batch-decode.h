@@ -11,7 +11,12 @@ namespace hearth::bench {
 // One run: B caches each holding `depth` + 1 prompt token, then n_gen lockstep steps (token 1
 // fed to every sequence: the figure is the step time, not the text). Returns B * n_gen / seconds.
 // The caches are made once by the caller (new_batch_caches) and reused across repetitions.
-Result<std::vector<KvCache>> new_batch_caches(const Model& m, int batch, int64_t capacity);
+// new_batch_caches: B caches of `capacity` positions and `types`, each holding a copy of the
+// first `depth` positions of `filled` (a cache of the same capacity and types). Rows left
+// unwritten would all read the kernel's one shared zero page, which a served cache never does.
+Result<std::vector<KvCache>> new_batch_caches(const Model& m, int batch, int64_t capacity,
+                                              const KvCacheTypes& types, const KvCache& filled,
+                                              int64_t depth);
 Result<double> batch_decode_tok_s(const Model& m, std::vector<KvCache>& caches, int n_gen,
                                   int64_t depth, ForwardScratch& scratch);
 

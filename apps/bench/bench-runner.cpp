@@ -600,10 +600,11 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
     if (B <= 0 || o.n_gen <= 0) continue;
     const std::string name = "tg" + std::to_string(o.n_gen) + " x " + std::to_string(B);
     say(name + at_depth + " (lockstep, aggregate)");
-    // Default caches (the first row's types are the bench's own); depth left unwritten: the
-    // figure is the step time over that many positions, not the text.
+    // The first cache types listed (the default f16 unless -ctk/-ctv say otherwise), each
+    // sequence holding a copy of the filled depth.
     HEARTH_ASSIGN_OR_RETURN(std::vector<KvCache> batch,
-                            new_batch_caches(*model, B, depth + o.n_gen + 8));
+                            new_batch_caches(*model, B, int64_t(max_p) + o.n_gen + 8 + depth,
+                                             o.kv_types.front(), caches.front().kv, depth));
     HEARTH_TRY(batch_decode_tok_s(*model, batch, 2, depth, scratch).status());  // warm-up
     Measured mb;
     for (int r = 0; r < o.reps; ++r) {
