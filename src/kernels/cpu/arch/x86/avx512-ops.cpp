@@ -176,9 +176,9 @@ struct LoadQ8_0 {
 };
 
 // The row loops below are templates on C = hd / 16 (vectors per head row), dispatched once per
-// call (kChunkTable, x86/row-loop-table.h). One decode step's attention from L2
-// (hearth-attention-bench's shapes, Zen 5): hd 128 f16 8.5 -> 6.3 ns a (position, head), hd 64 3.6
-// -> 3.2, hd 256 5.8 -> 4.4.
+// call (kChunkTable, x86/row-loop-table.h). hearth-attention-bench on a Zen 5, f16 rows, with the
+// group loops below: a 7B GQA layer's decode step 3.9 -> 2.7 ms, Gemma 2 9B's 2.8 -> 1.7 ms
+// (performance.md).
 constexpr int kMaxChunks = 16;  // head_dim 256 (Gemma); larger heads take the generic loops
 
 // q8_0: a block's 32 values widened to f32 as integers; its scale applies to their products' sum.
@@ -354,8 +354,8 @@ void accumulate_heads(float* acc, int64_t hd, const float* c, const float* p, in
     for (int r = 0; r < CP; ++r) _mm512_storeu_ps(acc + h * hd + col + 16 * r, a[h][r]);
 }
 
-// Heads in groups of up to 4 and columns in passes of 4 vectors: 16 accumulators, at least 8
-// independent chains whenever two heads share the rows.
+// 2-4 heads, columns in passes of 4 vectors: up to 16 accumulators, at least 8 independent
+// chains.
 template <class Load, int GH>
 void accumulate_head_group(float* acc, int64_t hd, const float* c, const float* p, int64_t p_stride,
                            const uint8_t* vb, int64_t v_stride, int64_t nk) {
@@ -371,25 +371,17 @@ void accumulate_head_group(float* acc, int64_t hd, const float* c, const float* 
   }
 }
 
+// Two to four heads from `acc` (rows hd apart) through accumulate_head_group.
 template <class Load>
-void accumulate_group_any(float* acc, const float* c, const float* p, int64_t p_stride, int64_t g,
-                          const uint8_t* vb, int64_t v_stride, int64_t nk, int64_t hd) {
-  for (int64_t h0 = 0; h0 < g; h0 += 4) {
-    float* a = acc + h0 * hd;
-    const float* ph = p + h0 * p_stride;
-    switch (std::min<int64_t>(4, g - h0)) {
-      case 1:
-        accumulate_head_group<Load, 1>(a, hd, c + h0, ph, p_stride, vb, v_stride, nk);
-        break;
-      case 2:
-        accumulate_head_group<Load, 2>(a, hd, c + h0, ph, p_stride, vb, v_stride, nk);
-        break;
-      case 3:
-        accumulate_head_group<Load, 3>(a, hd, c + h0, ph, p_stride, vb, v_stride, nk);
-        break;
-      default:
-        accumulate_head_group<Load, 4>(a, hd, c + h0, ph, p_stride, vb, v_stride, nk);
-    }
+void accumulate_heads_of(int64_t n, float* acc, int64_t hd, const float* c, const float* p,
+                         int64_t p_stride, const uint8_t* vb, int64_t v_stride, int64_t nk) {
+  switch (n) {
+    case 2:
+      return accumulate_head_group<Load, 2>(acc, hd, c, p, p_stride, vb, v_stride, nk);
+    case 3:
+      return accumulate_head_group<Load, 3>(acc, hd, c, p, p_stride, vb, v_stride, nk);
+    default:
+      return accumulate_head_group<Load, 4>(acc, hd, c, p, p_stride, vb, v_stride, nk);
   }
 }
 
@@ -452,10 +444,15 @@ void scores_group_typed(const float* q, int64_t g, const void* k, int64_t k_stri
 template <class Load, KvAccFn PerHead>
 void accumulate_group_typed(float* acc, const float* c, const float* p, int64_t p_stride, int64_t g,
                             const void* v, int64_t v_stride, int64_t nk, int64_t hd) {
+  int64_t h = 0;
   if (hd % 16 == 0 && (!Load::kQ8 || hd % 32 == 0))
-    return accumulate_group_any<Load>(acc, c, p, p_stride, g, static_cast<const uint8_t*>(v),
-                                      v_stride, nk, hd);
-  for (int64_t h = 0; h < g; ++h)
+    while (g - h >= 2) {  // chunks of 2-4 heads
+      const int64_t n = std::min<int64_t>(4, g - h);
+      accumulate_heads_of<Load>(n, acc + h * hd, hd, c + h, p + h * p_stride, p_stride,
+                                static_cast<const uint8_t*>(v), v_stride, nk);
+      h += n;
+    }
+  for (; h < g; ++h)  // a last single head (its own loop keeps 8 chains), or other head sizes
     PerHead(acc + h * hd, c[h], p + h * p_stride, v, v_stride, nk, hd);
 }
 
