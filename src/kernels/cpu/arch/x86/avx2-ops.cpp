@@ -108,8 +108,8 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
 }
 
 // The row loops are templates on C = hd / 8 (vectors per head row), dispatched once per call
-// (kChunkTable, x86/row-loop-table.h), as in the AVX-512 file: a row is straight-line code, 8 keys
-// are reduced at once and the P.V accumulators form at least 8 independent chains.
+// (kChunkTable, x86/row-loop-table.h), as in the AVX-512 file: a row is straight-line code and 8
+// keys are reduced at once.
 constexpr int kMaxChunks = 32;  // head_dim 256; larger heads take the generic loops
 
 // 8 vectors in, one out: lane j = the sum of v[j]'s 8 lanes.
@@ -159,40 +159,29 @@ void scores_c(const float* q, const uint8_t* kb, int64_t k_stride, int64_t nk, f
   for (; j < nk; ++j) s[j] = hsum(partial_dot<C>(q, kb + j * k_stride, Load{})) * scale;
 }
 
-// acc[0, 8 C) = acc * c + sum_j p[j] row j, C <= 8: K keys at a time into K sets of
-// accumulators when a row has fewer than 8 vectors (see the AVX-512 file).
+// acc[0, 8 C) = acc * c + sum_j p[j] row j, C <= 8, the keys in order into one accumulator a
+// vector (see the AVX-512 file for why not interleaved).
 template <class Load, int C>
 void accumulate_c(float* acc, float c, const float* p, const uint8_t* vb, int64_t v_stride,
                   int64_t nk) {
-  constexpr int K = C >= 8 ? 1 : (8 + C - 1) / C;
   const Load load;
-  __m256 a[K][C];
-  for (int r = 0; r < C; ++r) {
-    a[0][r] = _mm256_mul_ps(_mm256_set1_ps(c), _mm256_loadu_ps(acc + 8 * r));
-    for (int k = 1; k < K; ++k) a[k][r] = _mm256_setzero_ps();
-  }
-  auto add_row = [&](__m256(&set)[C], const uint8_t* row, float pj) {
+  __m256 a[C];
+  for (int r = 0; r < C; ++r) a[r] = _mm256_mul_ps(_mm256_set1_ps(c), _mm256_loadu_ps(acc + 8 * r));
+  for (int64_t j = 0; j < nk; ++j) {
+    const uint8_t* row = vb + j * v_stride;
     if constexpr (std::is_same_v<Load, LoadQ8_0>) {  // p[j] and the block scale folded once
       const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
       for (int r = 0; r < C; r += 4, ++blk) {
-        const __m256 w = _mm256_set1_ps(pj * _cvtsh_ss(blk->d));
+        const __m256 w = _mm256_set1_ps(p[j] * _cvtsh_ss(blk->d));
         for (int i = 0; i < 4; ++i)
-          set[r + i] = _mm256_fmadd_ps(w, widen_q8(blk->qs + 8 * i), set[r + i]);
+          a[r + i] = _mm256_fmadd_ps(w, widen_q8(blk->qs + 8 * i), a[r + i]);
       }
     } else {
-      const __m256 w = _mm256_set1_ps(pj);
-      for (int r = 0; r < C; ++r) set[r] = _mm256_fmadd_ps(w, load(row, 8 * r), set[r]);
+      const __m256 w = _mm256_set1_ps(p[j]);
+      for (int r = 0; r < C; ++r) a[r] = _mm256_fmadd_ps(w, load(row, 8 * r), a[r]);
     }
-  };
-  int64_t j = 0;
-  for (; j + K <= nk; j += K)
-    for (int k = 0; k < K; ++k) add_row(a[k], vb + (j + k) * v_stride, p[j + k]);
-  for (; j < nk; ++j) add_row(a[0], vb + j * v_stride, p[j]);
-  for (int r = 0; r < C; ++r) {
-    __m256 sum = a[0][r];
-    for (int k = 1; k < K; ++k) sum = _mm256_add_ps(sum, a[k][r]);
-    _mm256_storeu_ps(acc + 8 * r, sum);
   }
+  for (int r = 0; r < C; ++r) _mm256_storeu_ps(acc + 8 * r, a[r]);
 }
 
 // The whole row in passes of at most 8 vectors (q8_0: two blocks a pass).

@@ -251,41 +251,33 @@ void scores_c(const float* q, const uint8_t* kb, int64_t k_stride, int64_t nk, f
     s[j] = _mm512_reduce_add_ps(partial_dot<C>(q, kb + j * k_stride, Load{})) * scale;
 }
 
-// acc[0, 16 C) = acc * c + sum_j p[j] row j. Each accumulator vector is a chain of dependent
-// FMAs (4 cycles each), so a row of fewer than 8 vectors takes K keys at a time into K sets of
-// accumulators, added at the end: 8 chains keep both FMA pipes busy.
+// acc[0, 16 C) = acc * c + sum_j p[j] row j, C <= 8, the keys in order into one accumulator a
+// vector. Interleaving the keys over two sets of accumulators (8 chains for C = 4) was no faster
+// (the f16 widening bounds these loops) and made the rounding depend on where a call's keys
+// start, which let a served stream's greedy tokens differ from its run alone (the scheduler
+// golden test failed 8 runs in 40).
 template <class Load, int C>
 void accumulate_c(float* acc, float c, const float* p, const uint8_t* vb, int64_t v_stride,
                   int64_t nk) {
-  constexpr int K = C >= 8 ? 1 : (8 + C - 1) / C;
   const Load load;
-  __m512 a[K][C];
-  for (int r = 0; r < C; ++r) {
-    a[0][r] = _mm512_mul_ps(_mm512_set1_ps(c), _mm512_loadu_ps(acc + 16 * r));
-    for (int k = 1; k < K; ++k) a[k][r] = _mm512_setzero_ps();
-  }
-  auto add_row = [&](__m512(&set)[C], const uint8_t* row, float pj) {
-    if constexpr (std::is_same_v<Load, LoadQ8_0>) {  // p[j] and the block scale folded once
+  __m512 a[C];
+  for (int r = 0; r < C; ++r)
+    a[r] = _mm512_mul_ps(_mm512_set1_ps(c), _mm512_loadu_ps(acc + 16 * r));
+  for (int64_t j = 0; j < nk; ++j) {
+    const uint8_t* row = vb + j * v_stride;
+    if constexpr (Load::kQ8) {  // p[j] and the block scale folded once
       const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
       for (int r = 0; r < C; r += 2, ++blk) {
-        const __m512 w = _mm512_set1_ps(pj * _cvtsh_ss(blk->d));
-        set[r] = _mm512_fmadd_ps(w, widen_q8(blk->qs), set[r]);
-        set[r + 1] = _mm512_fmadd_ps(w, widen_q8(blk->qs + 16), set[r + 1]);
+        const __m512 w = _mm512_set1_ps(p[j] * _cvtsh_ss(blk->d));
+        a[r] = _mm512_fmadd_ps(w, widen_q8(blk->qs), a[r]);
+        a[r + 1] = _mm512_fmadd_ps(w, widen_q8(blk->qs + 16), a[r + 1]);
       }
     } else {
-      const __m512 w = _mm512_set1_ps(pj);
-      for (int r = 0; r < C; ++r) set[r] = _mm512_fmadd_ps(w, load(row, 16 * r), set[r]);
+      const __m512 w = _mm512_set1_ps(p[j]);
+      for (int r = 0; r < C; ++r) a[r] = _mm512_fmadd_ps(w, load(row, 16 * r), a[r]);
     }
-  };
-  int64_t j = 0;
-  for (; j + K <= nk; j += K)
-    for (int k = 0; k < K; ++k) add_row(a[k], vb + (j + k) * v_stride, p[j + k]);
-  for (; j < nk; ++j) add_row(a[0], vb + j * v_stride, p[j]);
-  for (int r = 0; r < C; ++r) {
-    __m512 sum = a[0][r];
-    for (int k = 1; k < K; ++k) sum = _mm512_add_ps(sum, a[k][r]);
-    _mm512_storeu_ps(acc + 16 * r, sum);
   }
+  for (int r = 0; r < C; ++r) _mm512_storeu_ps(acc + 16 * r, a[r]);
 }
 
 // The whole row in passes of at most 8 vectors (q8_0 rows: 8, so a pass starts on a block).
@@ -354,8 +346,7 @@ void accumulate_heads(float* acc, int64_t hd, const float* c, const float* p, in
     for (int r = 0; r < CP; ++r) _mm512_storeu_ps(acc + h * hd + col + 16 * r, a[h][r]);
 }
 
-// 2-4 heads, columns in passes of 4 vectors: up to 16 accumulators, at least 8 independent
-// chains.
+// 2-4 heads, columns in passes of 4 vectors: up to 16 accumulators, each over the keys in order.
 template <class Load, int GH>
 void accumulate_head_group(float* acc, int64_t hd, const float* c, const float* p, int64_t p_stride,
                            const uint8_t* vb, int64_t v_stride, int64_t nk) {
@@ -452,7 +443,7 @@ void accumulate_group_typed(float* acc, const float* c, const float* p, int64_t 
                                 static_cast<const uint8_t*>(v), v_stride, nk);
       h += n;
     }
-  for (; h < g; ++h)  // a last single head (its own loop keeps 8 chains), or other head sizes
+  for (; h < g; ++h)  // a last single head, or other head sizes
     PerHead(acc + h * hd, c[h], p + h * p_stride, v, v_stride, nk, hd);
 }
 
