@@ -251,47 +251,6 @@ void scores_c(const float* q, const uint8_t* kb, int64_t k_stride, int64_t nk, f
     s[j] = _mm512_reduce_add_ps(partial_dot<C>(q, kb + j * k_stride, Load{})) * scale;
 }
 
-// acc[0, 16 C) = acc * c + sum_j p[j] row j, C <= 8, the keys in order into one accumulator a
-// vector. Interleaving the keys over two sets of accumulators (8 chains for C = 4) was no faster
-// (the f16 widening bounds these loops) and made the rounding depend on where a call's keys
-// start, which let a served stream's greedy tokens differ from its run alone (the scheduler
-// golden test failed 8 runs in 40).
-template <class Load, int C>
-void accumulate_c(float* acc, float c, const float* p, const uint8_t* vb, int64_t v_stride,
-                  int64_t nk) {
-  const Load load;
-  __m512 a[C];
-  for (int r = 0; r < C; ++r)
-    a[r] = _mm512_mul_ps(_mm512_set1_ps(c), _mm512_loadu_ps(acc + 16 * r));
-  for (int64_t j = 0; j < nk; ++j) {
-    const uint8_t* row = vb + j * v_stride;
-    if constexpr (Load::kQ8) {  // p[j] and the block scale folded once
-      const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
-      for (int r = 0; r < C; r += 2, ++blk) {
-        const __m512 w = _mm512_set1_ps(p[j] * _cvtsh_ss(blk->d));
-        a[r] = _mm512_fmadd_ps(w, widen_q8(blk->qs), a[r]);
-        a[r + 1] = _mm512_fmadd_ps(w, widen_q8(blk->qs + 16), a[r + 1]);
-      }
-    } else {
-      const __m512 w = _mm512_set1_ps(p[j]);
-      for (int r = 0; r < C; ++r) a[r] = _mm512_fmadd_ps(w, load(row, 16 * r), a[r]);
-    }
-  }
-  for (int r = 0; r < C; ++r) _mm512_storeu_ps(acc + 16 * r, a[r]);
-}
-
-// The whole row in passes of at most 8 vectors (q8_0 rows: 8, so a pass starts on a block).
-template <class Load, int C>
-void accumulate_row(float* acc, float c, const float* p, const uint8_t* vb, int64_t v_stride,
-                    int64_t nk) {
-  if constexpr (C <= 8) {
-    accumulate_c<Load, C>(acc, c, p, vb, v_stride, nk);
-  } else {
-    accumulate_c<Load, 8>(acc, c, p, vb, v_stride, nk);
-    accumulate_row<Load, C - 8>(acc + 128, c, p, vb + Load::offset(128), v_stride, nk);
-  }
-}
-
 // Scores of g heads sharing the rows: each row is widened once, every head's 16-key partials go
 // to a scratch (the single-head loop spills them too) and are reduced per head.
 template <class Load, int C>
@@ -323,7 +282,11 @@ void scores_group_c(const float* q, int64_t g, const uint8_t* kb, int64_t k_stri
 }
 
 // P.V of GH heads over CP vectors of the rows (columns from col): each vector is widened once
-// for the GH heads' GH x CP accumulators.
+// for the GH heads' GH x CP accumulators, the keys in order into one accumulator a vector.
+// Interleaving the keys over two sets of accumulators (8 chains for one head of 64) was no
+// faster (the f16 widening bounds these loops) and made the rounding depend on where a call's
+// keys start, which let a served stream's greedy tokens differ from its run alone (the
+// scheduler golden test failed 8 runs in 40).
 template <class Load, int GH, int CP>
 void accumulate_heads(float* acc, int64_t hd, const float* c, const float* p, int64_t p_stride,
                       const uint8_t* vb, int64_t v_stride, int64_t nk, int64_t col) {
@@ -344,6 +307,16 @@ void accumulate_heads(float* acc, int64_t hd, const float* c, const float* p, in
   }
   for (int h = 0; h < GH; ++h)
     for (int r = 0; r < CP; ++r) _mm512_storeu_ps(acc + h * hd + col + 16 * r, a[h][r]);
+}
+
+// One head's whole row in passes of at most 8 vectors (q8_0 rows: 8, so a pass starts on a block).
+template <class Load, int C>
+void accumulate_row(float* acc, float c, const float* p, const uint8_t* vb, int64_t v_stride,
+                    int64_t nk) {
+  constexpr int kPass = C < 8 ? C : 8;
+  accumulate_heads<Load, 1, kPass>(acc, 16 * C, &c, p, 0, vb, v_stride, nk, 0);
+  if constexpr (C > 8)
+    accumulate_row<Load, C - 8>(acc + 128, c, p, vb + Load::offset(128), v_stride, nk);
 }
 
 // 2-4 heads, columns in passes of 4 vectors: up to 16 accumulators, each over the keys in order.
