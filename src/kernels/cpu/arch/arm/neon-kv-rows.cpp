@@ -1,8 +1,11 @@
 // NEON attention loops over typed KV cache rows (KvRowOps, cpu/small-ops.h) for baseline
-// ARMv8-A: f16 through the FCVTL conversion, bf16 by a shift, q8_0 as d * q of each block. The
-// neon SmallOps table at the end pairs them with the portable f32 loops. Head sizes that
-// are not whole groups of 8 go to the portable loops.
+// ARMv8-A: f16 through the FCVTL conversion, bf16 by a shift, q8_0 as d * q of each block; and
+// the softmax exponentials and SwiGLU on a vector exp. The neon SmallOps table at the end pairs
+// them with the portable f32 loops. Head sizes that are not whole groups of 8 go to the
+// portable loops.
 #include <arm_neon.h>
+
+#include <cmath>
 
 #include "kernels/cpu/small-ops.h"
 #include "kernels/quant-blocks.h"
@@ -93,11 +96,70 @@ template <class Load>
 constexpr KvRowOps kRowOps =
     KvRowsOrPortable<Load, scores_typed<Load>, accumulate_typed<Load>, 8>::ops;
 
+// e^x for 4 lanes, the x86 files' algorithm (degree-6 polynomial after a two-part ln 2
+// reduction, ~2 ulp; 0 below -87 so no result is denormal; x capped at 88.3 so 2^n stays a
+// normal exponent). The portable loops' libm expf per element was a third of a decode step's
+// attention on AVX2 (x86/avx2-ops.cpp); softmax and SwiGLU call it per element here too.
+inline float32x4_t exp4(float32x4_t x) {
+  const uint32x4_t normal = vcgeq_f32(x, vdupq_n_f32(-87.0f));
+  x = vmaxq_f32(vminq_f32(x, vdupq_n_f32(88.3f)), vdupq_n_f32(-87.0f));
+  const float32x4_t n = vrndnq_f32(vmulq_n_f32(x, 1.44269504f));
+  float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));  // x - n ln2, ln2 as hi + lo
+  r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+  float32x4_t p = vdupq_n_f32(1.0f / 720);
+  for (const float c : {1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f})
+    p = vfmaq_f32(vdupq_n_f32(c), p, r);
+  const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+  const float32x4_t y = vmulq_f32(p, vreinterpretq_f32_s32(e));
+  return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(y), normal));
+}
+
+float exp_sum(float* s, int64_t n, float m) {
+  const float32x4_t mv = vdupq_n_f32(m);
+  float32x4_t sum = vdupq_n_f32(0);
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float32x4_t e = exp4(vsubq_f32(vld1q_f32(s + j), mv));
+    vst1q_f32(s + j, e);
+    sum = vaddq_f32(sum, e);
+  }
+  if (j < n) {  // the tail through a padded vector (-inf lanes give 0)
+    float t[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    for (int64_t i = j; i < n; ++i) t[i - j] = s[i];
+    const float32x4_t e = exp4(vsubq_f32(vld1q_f32(t), mv));
+    vst1q_f32(t, e);
+    for (int64_t i = j; i < n; ++i) s[i] = t[i - j];
+    sum = vaddq_f32(sum, e);
+  }
+  return vaddvq_f32(sum);
+}
+
+// silu(g) * u = g / (1 + e^-g) * u.
+inline float32x4_t swiglu4(float32x4_t g, float32x4_t u) {
+  const float32x4_t e = exp4(vnegq_f32(g));
+  return vmulq_f32(vdivq_f32(g, vaddq_f32(vdupq_n_f32(1.0f), e)), u);
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(out + i, swiglu4(vld1q_f32(gate + i), vld1q_f32(up + i)));
+  if (i < n) {
+    float g[4] = {}, u[4] = {}, o[4];
+    for (int64_t k = i; k < n; ++k) g[k - i] = gate[k], u[k - i] = up[k];
+    vst1q_f32(o, swiglu4(vld1q_f32(g), vld1q_f32(u)));
+    for (int64_t k = i; k < n; ++k) out[k] = o[k - i];
+  }
+}
+
 }  // namespace
 
 // constinit: built by the compiler, so no code compiled with this file's flags runs at startup
 // (where the CPU may lack them).
-constinit const SmallOps small_ops =
-    portable_with_rows("neon", kRowOps<LoadF16>, kRowOps<LoadBF16>, kRowOps<LoadQ8_0>);
+constinit const SmallOps small_ops = [] {
+  SmallOps ops = portable_with_rows("neon", kRowOps<LoadF16>, kRowOps<LoadBF16>, kRowOps<LoadQ8_0>);
+  ops.exp_sum = exp_sum;
+  ops.swiglu = swiglu;
+  return ops;
+}();
 
 }  // namespace hearth::kernels::neon
