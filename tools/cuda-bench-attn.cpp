@@ -140,11 +140,11 @@ struct BatchVariant {
   int warp_chunk;
 };
 constexpr BatchVariant kBatchVariants[] = {
-    {cuda::BatchAttnKernel::kDecode, 0},    {cuda::BatchAttnKernel::kChunked, 0},
-    {cuda::BatchAttnKernel::kChosen, 0},    {cuda::BatchAttnKernel::kChunkedBlocks, 0},
-    {cuda::BatchAttnKernel::kChunked, 64},  {cuda::BatchAttnKernel::kChunked, 128},
-    {cuda::BatchAttnKernel::kChunked, 256}, {cuda::BatchAttnKernel::kChunked, 512},
-    {cuda::BatchAttnKernel::kChunked, 1024}};
+    {cuda::BatchAttnKernel::kDecode, 0},     {cuda::BatchAttnKernel::kChunked, 0},
+    {cuda::BatchAttnKernel::kChosen, 0},     {cuda::BatchAttnKernel::kChunkedBlocks, 0},
+    {cuda::BatchAttnKernel::kChunked, 64},   {cuda::BatchAttnKernel::kChunked, 128},
+    {cuda::BatchAttnKernel::kChunked, 256},  {cuda::BatchAttnKernel::kChunked, 512},
+    {cuda::BatchAttnKernel::kChunked, 1024}, {cuda::BatchAttnKernel::kMerged, 0}};
 constexpr int kNumBatchVariants = int(sizeof(kBatchVariants) / sizeof(kBatchVariants[0]));
 
 // Seconds per batched decode attention (launch_attention_batch: B segments, each at position
@@ -281,13 +281,14 @@ bool decode_attention_table(cudaStream_t s, double copy_gbs, const AttnFilter& o
 
 bool batch_attention_table(cudaStream_t s, double copy_gbs, const AttnFilter& only) {
   const Shape shapes[] = {{"llama2-7b 32x128", 32, 32, 128}, {"llama3-8b 32/8x128", 32, 8, 128}};
-  std::vector<int64_t> batches = {8, 32, 64}, depths = {150, 512, 2048};
+  std::vector<int64_t> batches = {8, 32, 64}, depths = {100, 150, 228, 512, 2048};
   if (only.batch > 0) batches = {only.batch};
   if (only.depth > 0) depths = {only.depth};
   std::printf(
       "\n== decode attention of B sequences, one layer (attention + combine): us a launch, GB/s "
       "of K+V read (copy %.0f GB/s r+w), decode kernels | chunked (a warp a chunk) | the one "
-      "chosen | chunked, a block a chunk | a warp 64, 128, 256, 512, 1024 positions ==\n",
+      "chosen | chunked, a block a chunk | a warp 64, 128, 256, 512, 1024 positions | merged "
+      "blocks ==\n",
       copy_gbs);
   for (int si = 0; si < 2; ++si)
     for (DType t : {DType::F16, DType::Q8_0})

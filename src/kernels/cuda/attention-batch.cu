@@ -8,7 +8,9 @@
 // segment). The chunked kernel takes a chunk a warp where a warp's 16-byte loads cover a row
 // (f32 up to head size 128, f16 and bf16), else a 64-position chunk a block (a warp's dot and
 // butterfly per key, ~45 warp instructions per query head and cached row, issue-bound at 2.0-2.4
-// TB/s).
+// TB/s). Steps of many sequences over one query head a KV head take that warp form as merged
+// blocks instead (merged_takes): a block a segment's head, its warps splitting the positions and
+// merging in shared memory, so no partials and no combine launch.
 // Cache rows hold any of the cache element types (kv-rows.cuh): f32, f16 and bf16 ones take their
 // k and v in the RoPE launch, q8_0 ones from a warp-collective store launch (a 32-element block
 // per warp); attention reads them in place (KvRaw).
@@ -258,7 +260,10 @@ __device__ __forceinline__ void widen16(const uint4& raw, float (&out)[E]) {
 // query head x * kWarps + w over positions c*chunk .. of segment s up to its pos, and writes the
 // partial (acc[hd], max, sum) the block form writes, or with one chunk (chunks == 1, every
 // position in it) the output itself, and its fp16 form to xh if given (no combine launch).
-template <KvForm F, int HD>
+// kMerged: grid (n_heads, 1, segments) instead, every warp of block (h, 0, s) on query head h,
+// warp w taking rounds w, w + kWarps, ... of the segment's positions; the warps' states merge in
+// shared memory into the output (no partials, no combine launch).
+template <KvForm F, int HD, bool kMerged>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_batch_warp_kernel(const float* q, const AttnSegment* segs, int n_heads,
                                 int n_kv_heads, float scale, int chunk, int chunks, float* partials,
@@ -268,11 +273,16 @@ __global__ void __launch_bounds__(kWarps * 32)
   pdl_trigger();
   pdl_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int h = blockIdx.x * kWarps + warp, c = blockIdx.y, s = blockIdx.z;
-  if (h >= n_heads) return;
+  const int h = kMerged ? int(blockIdx.x) : int(blockIdx.x) * kWarps + warp, c = blockIdx.y,
+            s = blockIdx.z;
+  if (!kMerged && h >= n_heads) return;
   const AttnSegment seg = segs[s];
-  const int begin = c * chunk, end = min(begin + chunk, seg.pos + 1);
+  const int begin = kMerged ? 0 : c * chunk,
+            end = kMerged ? seg.pos + 1 : min(begin + chunk, seg.pos + 1);
   if (begin >= end) return;  // (the combine reads only chunks that hold positions)
+  // A warp's rounds: every one of its chunk, or (kMerged) every kWarps-th of the segment's.
+  const int first = begin + (kMerged ? warp * L::kKeysPerRound : 0);
+  const int stride = kMerged ? kWarps * L::kKeysPerRound : L::kKeysPerRound;
   const int part = lane % L::kLanesPerKey, sub = lane / L::kLanesPerKey;
   const int kvh = h / (n_heads / n_kv_heads);
   const int64_t row_bytes = int64_t(n_kv_heads) * HD * L::kElemBytes;
@@ -294,7 +304,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   float m = -INFINITY, l = 0.f, acc[E];
 #pragma unroll
   for (int i = 0; i < E; ++i) acc[i] = 0.f;
-  for (int p0 = begin; p0 < end; p0 += L::kKeysPerRound) {
+  for (int p0 = first; p0 < end; p0 += stride) {
     uint4 kr[L::kLoads], vr[L::kLoads];
 #pragma unroll
     for (int u = 0; u < L::kLoads; ++u) {
@@ -351,6 +361,33 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int i = 0; i < E; ++i)
       acc[i] = acc[i] * c1 + __shfl_xor_sync(0xffffffffu, acc[i], off) * c2;
     m = mn;
+  }
+  if constexpr (kMerged) {
+    // (a warp with no rounds holds m = -inf, l = 0 and adds nothing)
+    __shared__ float wm[kWarps], wl[kWarps], wacc[kWarps][HD];
+    if (sub == 0)
+#pragma unroll
+      for (int i = 0; i < E; ++i) wacc[warp][part * E + i] = acc[i];
+    if (lane == 0) wm[warp] = m, wl[warp] = l;
+    __syncthreads();
+    float top = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) top = fmaxf(top, wm[w]);
+    float wt[kWarps], sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      wt[w] = wm[w] == -INFINITY ? 0.f : __expf(wm[w] - top);
+      sum += wl[w] * wt[w];
+    }
+    const int64_t row0 = (int64_t(s) * n_heads + h) * HD;
+    for (int d = threadIdx.x; d < HD; d += kWarps * 32) {
+      float a = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) a += wacc[w][d] * wt[w];
+      out_rows[row0 + d] = a / sum;
+      if (xh) xh[batch_half_index(row0 + d)] = __float2half_rn(a / sum);
+    }
+    return;
   }
   if (chunks == 1) {
     if (sub != 0) return;
@@ -427,6 +464,23 @@ int chosen_warp_chunk(int64_t n_segs, int64_t n_heads, int64_t max_ctx) {
   return int(chunk);
 }
 
+// Whether the warp form's merged blocks (a block a segment's query head, no combine launch)
+// take a step: one query head a KV head, rows the warp form reads, at least 256 (segment, head)
+// blocks and up to 2,048 positions. There they beat every other kernel (H100, hearth-cuda-bench
+// --attention-batch-only, llama2-7b f16, us, merged against the kernel chosen before: 8 x 150
+// 11.2 / 12.2 and 8 x 2048 96.2 / 102.3 (the decode kernels); 32 x 150 30.8 / 37.6, 32 x 512
+// 91.7 / 99.5, 32 x 2048 351.1 / 363.7; 64 x 150 58.1 / 73.3, 64 x 2048 695.9 / 711.9 (the
+// chunked warp form and its combine)). Fewer blocks over longer rows leave SMs idle (the split
+// forms keep them busy); deeper rows were not measured.
+bool merged_takes(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                  DType cache_type, int64_t max_ctx) {
+  const bool rows = cache_type == DType::F16 || cache_type == DType::BF16 ||
+                    (cache_type == DType::F32 && head_dim < 256);
+  return rows && n_heads == n_kv_heads &&
+         attention_batch_supported(head_dim, n_heads, n_kv_heads) && n_segs * n_heads >= 256 &&
+         max_ctx <= 2048;
+}
+
 int chunks_for(int64_t max_ctx) {
   return int((max_ctx + kChunk - 1) / kChunk);
 }
@@ -478,6 +532,9 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
   if (n_segs <= 0) return cudaSuccess;
   // Sinks, a window, a ring or a soft-cap: only the decode kernels take them.
   const bool masked = mask.masked() || mask.sinks;
+  if (kernel == BatchAttnKernel::kChosen && !masked &&
+      merged_takes(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx))
+    kernel = BatchAttnKernel::kMerged;
   const bool decode =
       kernel == BatchAttnKernel::kDecode || (kernel == BatchAttnKernel::kChosen && masked)
           ? attention_decode_batch_supported(head_dim, cache_type)
@@ -500,6 +557,7 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
                                      : chosen_warp_chunk(n_segs, n_heads, max_ctx);
   if (chunk % kChunk != 0) return cudaErrorInvalidValue;
   const int chunks = int((max_ctx + chunk - 1) / chunk);
+  const bool merged = warps && kernel == BatchAttnKernel::kMerged;
   cudaError_t e = cudaErrorInvalidValue;
   dispatch_kv_form(cache_type, cache_type, [&](auto form) {
     constexpr KvForm F = decltype(form)::value;
@@ -509,24 +567,30 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
         e = launch_pdl(kernel, grid, block, 0, s, q, segs, int(n_heads), int(n_kv_heads), scale,
                        chunks, partials);
       };
-      const auto run_warps = [&](auto kernel) {
-        const dim3 grid{unsigned((n_heads + kWarps - 1) / kWarps), unsigned(chunks),
-                        unsigned(n_segs)};
-        e = launch_pdl(kernel, grid, block, 0, s, q, segs, int(n_heads), int(n_kv_heads), scale,
-                       chunk, chunks, partials, out, static_cast<__half*>(xh));
+      const auto run_warps = [&](auto plain, auto merged_kernel) {
+        const dim3 grid = merged ? dim3{unsigned(n_heads), 1u, unsigned(n_segs)}
+                                 : dim3{unsigned((n_heads + kWarps - 1) / kWarps), unsigned(chunks),
+                                        unsigned(n_segs)};
+        e = launch_pdl(merged ? merged_kernel : plain, grid, block, 0, s, q, segs, int(n_heads),
+                       int(n_kv_heads), scale, chunk, chunks, partials, out,
+                       static_cast<__half*>(xh));
       };
       if constexpr (F != KvForm::kQ8_0)
         if (warps) {
           switch (head_dim) {
             case 32:
-              return run_warps(attention_batch_warp_kernel<F, 32>);
+              return run_warps(attention_batch_warp_kernel<F, 32, false>,
+                               attention_batch_warp_kernel<F, 32, true>);
             case 64:
-              return run_warps(attention_batch_warp_kernel<F, 64>);
+              return run_warps(attention_batch_warp_kernel<F, 64, false>,
+                               attention_batch_warp_kernel<F, 64, true>);
             case 128:
-              return run_warps(attention_batch_warp_kernel<F, 128>);
+              return run_warps(attention_batch_warp_kernel<F, 128, false>,
+                               attention_batch_warp_kernel<F, 128, true>);
             default:
               if constexpr (F != KvForm::kF32)
-                return run_warps(attention_batch_warp_kernel<F, 256>);
+                return run_warps(attention_batch_warp_kernel<F, 256, false>,
+                                 attention_batch_warp_kernel<F, 256, true>);
           }
         }
       switch (head_dim) {
@@ -541,7 +605,8 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
       }
     }
   });
-  if (e != cudaSuccess || (warps && chunks == 1)) return e;  // (one chunk: written directly)
+  // (one chunk, or merged blocks: written directly)
+  if (e != cudaSuccess || (warps && (chunks == 1 || merged))) return e;
   return launch_pdl(attention_batch_combine_kernel, dim3(unsigned(n_heads), unsigned(n_segs)),
                     dim3(128), 0, s, segs, int(n_heads), int(head_dim), chunk, chunks,
                     static_cast<const float*>(partials), out, static_cast<__half*>(xh));

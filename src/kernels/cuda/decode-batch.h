@@ -85,10 +85,13 @@ int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t
                                         int64_t max_ctx);
 // Which kernel: the faster for the step (the default), or one of them wherever it applies
 // (hearth-cuda-bench's comparison): the decode kernels, the chunked kernel (a warp a chunk
-// where the rows allow, else a block a 64-position chunk), or its block form always.
+// where the rows allow, else a block a 64-position chunk), its block form always, or the warp
+// form's merged blocks (a block a segment's query head, its warps splitting the positions and
+// merging in shared memory: no combine launch; where the warp form does not apply, the chunked
+// kernel).
 // warp_chunk (a multiple of 64; 0: chosen from the step's shape): the warp form's positions a
 // warp.
-enum class BatchAttnKernel { kChosen, kDecode, kChunked, kChunkedBlocks };
+enum class BatchAttnKernel { kChosen, kDecode, kChunked, kChunkedBlocks, kMerged };
 cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment* segs,
                                    int64_t n_segs, int64_t max_ctx, int64_t n_heads,
                                    int64_t n_kv_heads, int64_t head_dim, DType cache_type,

@@ -55,7 +55,8 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
       {cuda::BatchAttnKernel::kDecode, 0},
       {cuda::BatchAttnKernel::kChunked, 64},
       {cuda::BatchAttnKernel::kChunked, 256},
-      {cuda::BatchAttnKernel::kChunkedBlocks, 0}};
+      {cuda::BatchAttnKernel::kChunkedBlocks, 0},
+      {cuda::BatchAttnKernel::kMerged, 0}};
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0})
     for (int64_t hd : {64, 128, 256})
       for (int64_t kv_heads : {2, 8})
@@ -383,7 +384,8 @@ TEST_F(CudaTest, DecodeBatchAttentionKernelsMatchAReference) {
             {cuda::BatchAttnKernel::kDecode, 0},
             {cuda::BatchAttnKernel::kChunked, 64},
             {cuda::BatchAttnKernel::kChunked, 256},
-            {cuda::BatchAttnKernel::kChunkedBlocks, 0}};
+            {cuda::BatchAttnKernel::kChunkedBlocks, 0},
+            {cuda::BatchAttnKernel::kMerged, 0}};
         for (const auto& [kernel, warp_chunk] : kernels) {
           std::vector<float> parts(static_cast<size_t>(n_parts), 0.f);
           float* partials = dev(parts);
