@@ -1,8 +1,9 @@
 // AVX2 + FMA + F16C inner loops of the small ops (SmallOps, cpu/small-ops.h): attention over
 // typed KV cache rows (f16 through the F16C conversion, bf16 by a shift, q8_0 as d * q of each
-// block), the softmax exponentials and SwiGLU; the avx2 table at the end pairs them with the
-// portable f32 loops. Compiled with AVX2 flags; reached only after cpuid says yes. Head sizes
-// that are not whole vectors of 8 go to the portable loops.
+// block; per head, and per group of query heads sharing a kv head), the softmax exponentials and
+// SwiGLU; the avx2 table at the end pairs them with the portable f32 loops. Compiled with AVX2
+// flags; reached only after cpuid says yes. Head sizes that are not whole vectors of 8 go to the
+// portable loops.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -136,12 +137,16 @@ inline __m256 partial_dot(const float* q, const uint8_t* row, Load load) {
   } else if constexpr (C == 1) {
     return _mm256_mul_ps(_mm256_loadu_ps(q), load(row, 0));
   } else {
+    // Stepping by two, so a and b stay registers where the loop is not unrolled (a reference
+    // chosen by c % 2 kept them in memory: head size 256 ran 2.5x slower than two of 128).
     __m256 a = _mm256_mul_ps(_mm256_loadu_ps(q), load(row, 0));
     __m256 b = _mm256_mul_ps(_mm256_loadu_ps(q + 8), load(row, 8));
-    for (int c = 2; c < C; ++c) {
-      __m256& acc = c % 2 == 0 ? a : b;
-      acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * c), load(row, 8 * c), acc);
+    for (int c = 2; c + 1 < C; c += 2) {
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * c), load(row, 8 * c), a);
+      b = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * c + 8), load(row, 8 * c + 8), b);
     }
+    if constexpr (C % 2 == 1)
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * (C - 1)), load(row, 8 * (C - 1)), a);
     return _mm256_add_ps(a, b);
   }
 }
@@ -196,11 +201,185 @@ void accumulate_row(float* acc, float c, const float* p, const uint8_t* vb, int6
   }
 }
 
+// Grouped-query attention: the g query heads of one kv head read each row once. With 16
+// registers a widened row does not fit beside the accumulators (the AVX-512 file keeps one
+// whole), so each 8-element piece is widened once and used at once by every head of a pass of
+// up to kGroupHeads. Each head keeps partial_dot's chains (q8_0: its one chain of block sums)
+// and accumulate_c's key order, so both loops give the per-head loops' bits.
+constexpr int kGroupHeads = 4;
+constexpr bool kQ8(DType t) {
+  return t == DType::Q8_0;
+}
+
+// The GH heads' 8-lane partial dots with one row (q: GH rows of 8 C floats).
+template <class Load, int C, int GH>
+inline void group_dots(const float* q, const uint8_t* row, __m256 (&out)[GH]) {
+  if constexpr (kQ8(Load::kRows)) {
+    const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
+    for (int h = 0; h < GH; ++h) out[h] = _mm256_setzero_ps();
+    for (int b = 0; b < C / 4; ++b, ++blk) {
+      __m256 w[4];
+      for (int i = 0; i < 4; ++i) w[i] = widen_q8(blk->qs + 8 * i);
+      const __m256 d = _mm256_set1_ps(_cvtsh_ss(blk->d));
+      for (int h = 0; h < GH; ++h) {
+        const float* qb = q + h * 8 * C + kQK32 * b;
+        __m256 sum = _mm256_mul_ps(_mm256_loadu_ps(qb), w[0]);
+        for (int i = 1; i < 4; ++i) sum = _mm256_fmadd_ps(_mm256_loadu_ps(qb + 8 * i), w[i], sum);
+        out[h] = _mm256_fmadd_ps(d, sum, out[h]);
+      }
+    }
+  } else {
+    // partial_dot's two chains per head: even vectors into a, odd into b.
+    __m256 a[GH], b[GH];
+    const __m256 w0 = Load{}(row, 0);
+    for (int h = 0; h < GH; ++h) a[h] = _mm256_mul_ps(_mm256_loadu_ps(q + h * 8 * C), w0);
+    if constexpr (C > 1) {
+      const __m256 w1 = Load{}(row, 8);
+      for (int h = 0; h < GH; ++h) b[h] = _mm256_mul_ps(_mm256_loadu_ps(q + h * 8 * C + 8), w1);
+    }
+    for (int c = 2; c + 1 < C; c += 2) {  // (by two, as partial_dot)
+      const __m256 we = Load{}(row, 8 * c), wo = Load{}(row, 8 * c + 8);
+      for (int h = 0; h < GH; ++h) {
+        a[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * 8 * C + 8 * c), we, a[h]);
+        b[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * 8 * C + 8 * c + 8), wo, b[h]);
+      }
+    }
+    if constexpr (C > 2 && C % 2 == 1) {
+      const __m256 w = Load{}(row, 8 * (C - 1));
+      for (int h = 0; h < GH; ++h)
+        a[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * 8 * C + 8 * (C - 1)), w, a[h]);
+    }
+    for (int h = 0; h < GH; ++h) out[h] = C == 1 ? a[h] : _mm256_add_ps(a[h], b[h]);
+  }
+}
+
+// scores_c for GH heads (s: GH rows s_stride apart).
+template <class Load, int C, int GH>
+void scores_heads(const float* q, const uint8_t* kb, int64_t k_stride, int64_t nk, float scale,
+                  float* s, int64_t s_stride) {
+  const __m256 sv = _mm256_set1_ps(scale);
+  __m256 part[GH][8];
+  int64_t j = 0;
+  for (; j + 8 <= nk; j += 8) {
+    for (int i = 0; i < 8; ++i) {
+      __m256 d[GH];
+      group_dots<Load, C, GH>(q, kb + (j + i) * k_stride, d);
+      for (int h = 0; h < GH; ++h) part[h][i] = d[h];
+    }
+    for (int h = 0; h < GH; ++h)
+      _mm256_storeu_ps(s + h * s_stride + j, _mm256_mul_ps(sum_each_8(part[h]), sv));
+  }
+  for (; j < nk; ++j) {
+    __m256 d[GH];
+    group_dots<Load, C, GH>(q, kb + j * k_stride, d);
+    for (int h = 0; h < GH; ++h) s[h * s_stride + j] = hsum(d[h]) * scale;
+  }
+}
+
+template <class Load, int C>
+void scores_group_c(const float* q, int64_t g, const uint8_t* kb, int64_t k_stride, int64_t nk,
+                    float scale, float* s, int64_t s_stride) {
+  for (int64_t h0 = 0; h0 < g; h0 += kGroupHeads) {
+    const float* qh = q + h0 * 8 * C;
+    float* sh = s + h0 * s_stride;
+    switch (std::min<int64_t>(kGroupHeads, g - h0)) {
+      case 1:
+        scores_c<Load, C>(qh, kb, k_stride, nk, scale, sh);
+        break;
+      case 2:
+        scores_heads<Load, C, 2>(qh, kb, k_stride, nk, scale, sh, s_stride);
+        break;
+      case 3:
+        scores_heads<Load, C, 3>(qh, kb, k_stride, nk, scale, sh, s_stride);
+        break;
+      default:
+        scores_heads<Load, C, 4>(qh, kb, k_stride, nk, scale, sh, s_stride);
+    }
+  }
+}
+
+// P.V of GH heads (acc: GH rows of 8 C floats) over CP vectors of the rows from vector v0: each
+// vector is widened once for the GH heads' accumulators (GH x CP of them, plus a weight a head:
+// at most 13 registers for the shapes below).
+template <class Load, int C, int GH, int CP>
+void accumulate_heads(float* acc, const float* c, const float* p, int64_t p_stride,
+                      const uint8_t* vb, int64_t v_stride, int64_t nk, int v0) {
+  __m256 a[GH][CP];
+  for (int h = 0; h < GH; ++h)
+    for (int r = 0; r < CP; ++r)
+      a[h][r] =
+          _mm256_mul_ps(_mm256_set1_ps(c[h]), _mm256_loadu_ps(acc + h * 8 * C + 8 * (v0 + r)));
+  for (int64_t j = 0; j < nk; ++j) {
+    const uint8_t* row = vb + j * v_stride;
+    if constexpr (kQ8(Load::kRows)) {  // p[j] and the block scale folded, as accumulate_c
+      for (int r = 0; r < CP; ++r) {
+        const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + (v0 + r) / 4;
+        const float d = _cvtsh_ss(blk->d);
+        const __m256 v = widen_q8(blk->qs + 8 * ((v0 + r) % 4));
+        for (int h = 0; h < GH; ++h)
+          a[h][r] = _mm256_fmadd_ps(_mm256_set1_ps(p[h * p_stride + j] * d), v, a[h][r]);
+      }
+    } else {
+      __m256 w[GH];
+      for (int h = 0; h < GH; ++h) w[h] = _mm256_set1_ps(p[h * p_stride + j]);
+      for (int r = 0; r < CP; ++r) {
+        const __m256 v = Load{}(row, 8 * (v0 + r));
+        for (int h = 0; h < GH; ++h) a[h][r] = _mm256_fmadd_ps(w[h], v, a[h][r]);
+      }
+    }
+  }
+  for (int h = 0; h < GH; ++h)
+    for (int r = 0; r < CP; ++r) _mm256_storeu_ps(acc + h * 8 * C + 8 * (v0 + r), a[h][r]);
+}
+
+// GH heads' whole rows in column passes of CP vectors (and the C % CP left).
+template <class Load, int C, int GH, int CP>
+void accumulate_passes(float* acc, const float* c, const float* p, int64_t p_stride,
+                       const uint8_t* vb, int64_t v_stride, int64_t nk) {
+  int v0 = 0;
+  for (; v0 + CP <= C; v0 += CP)
+    accumulate_heads<Load, C, GH, CP>(acc, c, p, p_stride, vb, v_stride, nk, v0);
+  if constexpr (C % CP != 0)
+    accumulate_heads<Load, C, GH, C % CP>(acc, c, p, p_stride, vb, v_stride, nk, v0);
+}
+
+// Heads in chunks of 2-4 (8, 9 or 6 accumulators), a last single head by accumulate_row.
+template <class Load, int C>
+void accumulate_group_c(float* acc, const float* c, const float* p, int64_t p_stride, int64_t g,
+                        const uint8_t* vb, int64_t v_stride, int64_t nk) {
+  int64_t h = 0;
+  for (; g - h >= 2; h += std::min<int64_t>(kGroupHeads, g - h)) {
+    float* ah = acc + h * 8 * C;
+    const float* ph = p + h * p_stride;
+    switch (std::min<int64_t>(kGroupHeads, g - h)) {
+      case 2:
+        accumulate_passes<Load, C, 2, 4>(ah, c + h, ph, p_stride, vb, v_stride, nk);
+        break;
+      case 3:
+        accumulate_passes<Load, C, 3, 3>(ah, c + h, ph, p_stride, vb, v_stride, nk);
+        break;
+      default:
+        accumulate_passes<Load, C, 4, 2>(ah, c + h, ph, p_stride, vb, v_stride, nk);
+    }
+  }
+  if (h < g) accumulate_row<Load, C>(acc + h * 8 * C, c[h], p + h * p_stride, vb, v_stride, nk);
+}
+
+// The group loops for the common head sizes (32, 64, 96, 128, 256; others loop the per-head
+// ones): every C would multiply this file's instantiations.
+constexpr bool kGroupSize(int c) {
+  return c == 4 || c == 8 || c == 12 || c == 16 || c == 32;
+}
+
 template <class Load, int C>
 struct RowLoops {
   static constexpr bool kValid = Load::kRows != DType::Q8_0 || C % 4 == 0;
   static constexpr auto scores() { return scores_c<Load, C>; }
   static constexpr auto accumulate() { return accumulate_row<Load, C>; }
+  static constexpr auto scores_group() requires(kGroupSize(C)) { return scores_group_c<Load, C>; }
+  static constexpr auto accumulate_group() requires(kGroupSize(C)) {
+    return accumulate_group_c<Load, C>;
+  }
 };
 template <class Load>
 constexpr x86::RowLoopTable<RowLoops, Load, kMaxChunks> kChunkTable{};
@@ -235,10 +414,33 @@ void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_
   }
 }
 
-// A row type's table entry (head sizes in whole groups of 8; the others: the portable loops).
+// The per-head entries: head sizes in whole groups of 8, the others the portable loops.
 template <class Load>
-constexpr KvRowOps kRowOps =
+constexpr KvRowOps kPerHead =
     KvRowsOrPortable<Load, scores_typed<Load>, accumulate_typed<Load>, 8>::ops;
+
+// The group entries: the group loops where the table has them, else the per-head entries.
+template <class Load>
+void scores_group_typed(const float* q, int64_t g, const void* k, int64_t k_stride, int64_t nk,
+                        int64_t hd, float scale, float* s, int64_t s_stride) {
+  if (const auto loop = kChunkTable<Load>.scores_group_for(hd, 8))
+    return loop(q, g, static_cast<const uint8_t*>(k), k_stride, nk, scale, s, s_stride);
+  for (int64_t h = 0; h < g; ++h)
+    kPerHead<Load>.scores(q + h * hd, k, k_stride, nk, hd, scale, s + h * s_stride);
+}
+
+template <class Load>
+void accumulate_group_typed(float* acc, const float* c, const float* p, int64_t p_stride, int64_t g,
+                            const void* v, int64_t v_stride, int64_t nk, int64_t hd) {
+  if (const auto loop = kChunkTable<Load>.accumulate_group_for(hd, 8))
+    return loop(acc, c, p, p_stride, g, static_cast<const uint8_t*>(v), v_stride, nk);
+  for (int64_t h = 0; h < g; ++h)
+    kPerHead<Load>.accumulate(acc + h * hd, c[h], p + h * p_stride, v, v_stride, nk, hd);
+}
+
+template <class Load>
+constexpr KvRowOps kRowOps{kPerHead<Load>.scores, kPerHead<Load>.accumulate, nullptr,
+                           scores_group_typed<Load>, accumulate_group_typed<Load>};
 
 // f32 -> f16 rows by F16C, rounding to nearest even like ref::quantize_f16; a group of 8 with a
 // NaN (whose payload the instruction keeps) and the tail take the reference.

@@ -13,7 +13,8 @@ namespace {
 
 // Loops<Load, C> for the row type Load and C vectors a row: kValid (q8_0 rows take whole
 // blocks only), and functions returning the loops, scores(), accumulate() and optionally
-// scores_group() (GQA): functions, so that only the valid sizes are instantiated.
+// scores_group() and accumulate_group() (GQA): functions, so that only the valid sizes are
+// instantiated.
 template <template <class, int> class Loops, class Load, int kMax>
 struct RowLoopTable {
   using Scores = void (*)(const float* q, const uint8_t* k, int64_t k_stride, int64_t nk,
@@ -22,9 +23,12 @@ struct RowLoopTable {
                               int64_t v_stride, int64_t nk);
   using ScoresGroup = void (*)(const float* q, int64_t g, const uint8_t* k, int64_t k_stride,
                                int64_t nk, float scale, float* s, int64_t s_stride);
+  using AccumulateGroup = void (*)(float* acc, const float* c, const float* p, int64_t p_stride,
+                                   int64_t g, const uint8_t* v, int64_t v_stride, int64_t nk);
   Scores scores[kMax + 1] = {};
   Accumulate accumulate[kMax + 1] = {};
   ScoresGroup scores_group[kMax + 1] = {};
+  AccumulateGroup accumulate_group[kMax + 1] = {};
 
   constexpr RowLoopTable() { fill(std::make_integer_sequence<int, kMax + 1>{}); }
   template <int... Cs>
@@ -39,6 +43,8 @@ struct RowLoopTable {
         scores[C] = L::scores();
         accumulate[C] = L::accumulate();
         if constexpr (requires { L::scores_group(); }) scores_group[C] = L::scores_group();
+        if constexpr (requires { L::accumulate_group(); })
+          accumulate_group[C] = L::accumulate_group();
       }
     }
   }
@@ -46,6 +52,9 @@ struct RowLoopTable {
   Scores scores_for(int64_t hd, int width) const { return at(scores, hd, width); }
   Accumulate accumulate_for(int64_t hd, int width) const { return at(accumulate, hd, width); }
   ScoresGroup scores_group_for(int64_t hd, int width) const { return at(scores_group, hd, width); }
+  AccumulateGroup accumulate_group_for(int64_t hd, int width) const {
+    return at(accumulate_group, hd, width);
+  }
 
  private:
   template <class F>
