@@ -138,7 +138,7 @@ inline __m256 partial_dot(const float* q, const uint8_t* row, Load load) {
     return _mm256_mul_ps(_mm256_loadu_ps(q), load(row, 0));
   } else {
     // Stepping by two, so a and b stay registers where the loop is not unrolled (a reference
-    // chosen by c % 2 kept them in memory: head size 256 ran 2.5x slower than two of 128).
+    // chosen by c % 2 kept them in memory: head size 256 ran 5x slower than two heads of 128).
     __m256 a = _mm256_mul_ps(_mm256_loadu_ps(q), load(row, 0));
     __m256 b = _mm256_mul_ps(_mm256_loadu_ps(q + 8), load(row, 8));
     for (int c = 2; c + 1 < C; c += 2) {
