@@ -22,17 +22,14 @@ namespace hearth::kernels::avx2 {
 namespace {
 
 // Elements [i, i + 8) of a row as f32 (i % 8 == 0).
-// kBytesPer64: the bytes of 64 elements (a pass of accumulate_row).
 struct LoadF16 {
   static constexpr DType kRows = DType::F16;
-  static constexpr int64_t kBytesPer64 = 128;
   __m256 operator()(const uint8_t* row, int64_t i) const {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
   }
 };
 struct LoadBF16 {
   static constexpr DType kRows = DType::BF16;
-  static constexpr int64_t kBytesPer64 = 128;
   __m256 operator()(const uint8_t* row, int64_t i) const {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -40,7 +37,6 @@ struct LoadBF16 {
 };
 struct LoadQ8_0 {
   static constexpr DType kRows = DType::Q8_0;
-  static constexpr int64_t kBytesPer64 = 2 * int64_t(sizeof(BlockQ8_0));
   __m256 operator()(const uint8_t* row, int64_t i) const {
     const auto* b = reinterpret_cast<const BlockQ8_0*>(row) + i / kQK32;
     const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b->qs + i % kQK32));
@@ -121,100 +117,21 @@ inline __m256 sum_each_8(const __m256 (&v)[8]) {
   return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
 }
 
-// 8 lanes whose sum is q . row (two chains).
-template <int C, class Load>
-inline __m256 partial_dot(const float* q, const uint8_t* row, Load load) {
-  if constexpr (std::is_same_v<Load, LoadQ8_0>) {  // a block's products summed, scaled once
-    const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
-    __m256 acc = _mm256_setzero_ps();
-    for (int c = 0; c < C; c += 4, ++blk, q += kQK32) {
-      __m256 sum = _mm256_mul_ps(_mm256_loadu_ps(q), widen_q8(blk->qs));
-      for (int i = 8; i < kQK32; i += 8)
-        sum = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), widen_q8(blk->qs + i), sum);
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(blk->d)), sum, acc);
-    }
-    return acc;
-  } else if constexpr (C == 1) {
-    return _mm256_mul_ps(_mm256_loadu_ps(q), load(row, 0));
-  } else {
-    // Stepping by two, so a and b stay registers where the loop is not unrolled (a reference
-    // chosen by c % 2 kept them in memory: head size 256 ran 5x slower than two heads of 128).
-    __m256 a = _mm256_mul_ps(_mm256_loadu_ps(q), load(row, 0));
-    __m256 b = _mm256_mul_ps(_mm256_loadu_ps(q + 8), load(row, 8));
-    for (int c = 2; c + 1 < C; c += 2) {
-      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * c), load(row, 8 * c), a);
-      b = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * c + 8), load(row, 8 * c + 8), b);
-    }
-    if constexpr (C % 2 == 1)
-      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * (C - 1)), load(row, 8 * (C - 1)), a);
-    return _mm256_add_ps(a, b);
-  }
-}
-
-template <class Load, int C>
-void scores_c(const float* q, const uint8_t* kb, int64_t k_stride, int64_t nk, float scale,
-              float* s) {
-  const __m256 sv = _mm256_set1_ps(scale);
-  int64_t j = 0;
-  for (; j + 8 <= nk; j += 8) {
-    __m256 v[8];
-    for (int i = 0; i < 8; ++i) v[i] = partial_dot<C>(q, kb + (j + i) * k_stride, Load{});
-    _mm256_storeu_ps(s + j, _mm256_mul_ps(sum_each_8(v), sv));
-  }
-  for (; j < nk; ++j) s[j] = hsum(partial_dot<C>(q, kb + j * k_stride, Load{})) * scale;
-}
-
-// acc[0, 8 C) = acc * c + sum_j p[j] row j, C <= 8, the keys in order into one accumulator a
-// vector (see the AVX-512 file for why not interleaved).
-template <class Load, int C>
-void accumulate_c(float* acc, float c, const float* p, const uint8_t* vb, int64_t v_stride,
-                  int64_t nk) {
-  const Load load;
-  __m256 a[C];
-  for (int r = 0; r < C; ++r) a[r] = _mm256_mul_ps(_mm256_set1_ps(c), _mm256_loadu_ps(acc + 8 * r));
-  for (int64_t j = 0; j < nk; ++j) {
-    const uint8_t* row = vb + j * v_stride;
-    if constexpr (std::is_same_v<Load, LoadQ8_0>) {  // p[j] and the block scale folded once
-      const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
-      for (int r = 0; r < C; r += 4, ++blk) {
-        const __m256 w = _mm256_set1_ps(p[j] * _cvtsh_ss(blk->d));
-        for (int i = 0; i < 4; ++i)
-          a[r + i] = _mm256_fmadd_ps(w, widen_q8(blk->qs + 8 * i), a[r + i]);
-      }
-    } else {
-      const __m256 w = _mm256_set1_ps(p[j]);
-      for (int r = 0; r < C; ++r) a[r] = _mm256_fmadd_ps(w, load(row, 8 * r), a[r]);
-    }
-  }
-  for (int r = 0; r < C; ++r) _mm256_storeu_ps(acc + 8 * r, a[r]);
-}
-
-// The whole row in passes of at most 8 vectors (q8_0: two blocks a pass).
-template <class Load, int C>
-void accumulate_row(float* acc, float c, const float* p, const uint8_t* vb, int64_t v_stride,
-                    int64_t nk) {
-  if constexpr (C <= 8) {
-    accumulate_c<Load, C>(acc, c, p, vb, v_stride, nk);
-  } else {
-    accumulate_c<Load, 8>(acc, c, p, vb, v_stride, nk);
-    accumulate_row<Load, C - 8>(acc + 64, c, p, vb + Load::kBytesPer64, v_stride, nk);
-  }
-}
-
 // Grouped-query attention: the g query heads of one kv head read each row once. With 16
 // registers a widened row does not fit beside the accumulators (the AVX-512 file keeps one
 // whole), so each 8-element piece is widened once and used at once by every head of a pass of
-// up to kGroupHeads. Each head keeps partial_dot's chains (q8_0: its one chain of block sums)
-// and accumulate_c's key order, so both loops give the per-head loops' bits.
+// up to kGroupHeads. One head is the per-head loop (GH = 1), so the group loops give the
+// per-head loops' bits.
 constexpr int kGroupHeads = 4;
-constexpr bool kQ8(DType t) {
-  return t == DType::Q8_0;
-}
+template <class Load>
+constexpr bool kQ8 = std::is_same_v<Load, LoadQ8_0>;
 
-// The GH heads' 8-lane partial dots with one row (q: GH rows of 8 C floats).
+// The GH heads' 8-lane partial dots with one row (q: GH rows of 8 C floats): per head two
+// chains, even and odd vectors; q8_0 rows one chain of block sums, each block's 32 products
+// summed before its one scale.
 template <class Load, int C, int GH>
 inline void group_dots(const float* q, const uint8_t* row, __m256 (&out)[GH]) {
-  if constexpr (kQ8(Load::kRows)) {
+  if constexpr (kQ8<Load>) {
     const auto* blk = reinterpret_cast<const BlockQ8_0*>(row);
     for (int h = 0; h < GH; ++h) out[h] = _mm256_setzero_ps();
     for (int b = 0; b < C / 4; ++b, ++blk) {
@@ -229,7 +146,8 @@ inline void group_dots(const float* q, const uint8_t* row, __m256 (&out)[GH]) {
       }
     }
   } else {
-    // partial_dot's two chains per head: even vectors into a, odd into b.
+    // Stepping by two, so a and b stay registers where the loop is not unrolled (a reference
+    // chosen by c % 2 kept them in memory: head size 256 ran 5x slower than two heads of 128).
     __m256 a[GH], b[GH];
     const __m256 w0 = Load{}(row, 0);
     for (int h = 0; h < GH; ++h) a[h] = _mm256_mul_ps(_mm256_loadu_ps(q + h * 8 * C), w0);
@@ -237,7 +155,7 @@ inline void group_dots(const float* q, const uint8_t* row, __m256 (&out)[GH]) {
       const __m256 w1 = Load{}(row, 8);
       for (int h = 0; h < GH; ++h) b[h] = _mm256_mul_ps(_mm256_loadu_ps(q + h * 8 * C + 8), w1);
     }
-    for (int c = 2; c + 1 < C; c += 2) {  // (by two, as partial_dot)
+    for (int c = 2; c + 1 < C; c += 2) {
       const __m256 we = Load{}(row, 8 * c), wo = Load{}(row, 8 * c + 8);
       for (int h = 0; h < GH; ++h) {
         a[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * 8 * C + 8 * c), we, a[h]);
@@ -251,6 +169,27 @@ inline void group_dots(const float* q, const uint8_t* row, __m256 (&out)[GH]) {
     }
     for (int h = 0; h < GH; ++h) out[h] = C == 1 ? a[h] : _mm256_add_ps(a[h], b[h]);
   }
+}
+
+// 8 lanes whose sum is q . row: one head's group_dots.
+template <int C, class Load>
+inline __m256 partial_dot(const float* q, const uint8_t* row, Load) {
+  __m256 out[1];
+  group_dots<Load, C, 1>(q, row, out);
+  return out[0];
+}
+
+template <class Load, int C>
+void scores_c(const float* q, const uint8_t* kb, int64_t k_stride, int64_t nk, float scale,
+              float* s) {
+  const __m256 sv = _mm256_set1_ps(scale);
+  int64_t j = 0;
+  for (; j + 8 <= nk; j += 8) {
+    __m256 v[8];
+    for (int i = 0; i < 8; ++i) v[i] = partial_dot<C>(q, kb + (j + i) * k_stride, Load{});
+    _mm256_storeu_ps(s + j, _mm256_mul_ps(sum_each_8(v), sv));
+  }
+  for (; j < nk; ++j) s[j] = hsum(partial_dot<C>(q, kb + j * k_stride, Load{})) * scale;
 }
 
 // scores_c for GH heads (s: GH rows s_stride apart).
@@ -311,7 +250,7 @@ void accumulate_heads(float* acc, const float* c, const float* p, int64_t p_stri
           _mm256_mul_ps(_mm256_set1_ps(c[h]), _mm256_loadu_ps(acc + h * 8 * C + 8 * (v0 + r)));
   for (int64_t j = 0; j < nk; ++j) {
     const uint8_t* row = vb + j * v_stride;
-    if constexpr (kQ8(Load::kRows)) {  // p[j] and the block scale folded, as accumulate_c
+    if constexpr (kQ8<Load>) {  // p[j] and the block scale folded
       for (int r = 0; r < CP; ++r) {
         const auto* blk = reinterpret_cast<const BlockQ8_0*>(row) + (v0 + r) / 4;
         const float d = _cvtsh_ss(blk->d);
@@ -341,6 +280,13 @@ void accumulate_passes(float* acc, const float* c, const float* p, int64_t p_str
     accumulate_heads<Load, C, GH, CP>(acc, c, p, p_stride, vb, v_stride, nk, v0);
   if constexpr (C % CP != 0)
     accumulate_heads<Load, C, GH, C % CP>(acc, c, p, p_stride, vb, v_stride, nk, v0);
+}
+
+// One head's whole row in passes of at most 8 vectors.
+template <class Load, int C>
+void accumulate_row(float* acc, float c, const float* p, const uint8_t* vb, int64_t v_stride,
+                    int64_t nk) {
+  accumulate_passes<Load, C, 1, (C < 8 ? C : 8)>(acc, &c, p, 0, vb, v_stride, nk);
 }
 
 // Heads in chunks of 2-4 (8, 9 or 6 accumulators), a last single head by accumulate_row.
