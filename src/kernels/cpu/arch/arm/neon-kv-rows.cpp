@@ -1,10 +1,12 @@
 // NEON attention loops over typed KV cache rows (KvRowOps, cpu/small-ops.h) for baseline
-// ARMv8-A: f16 through the FCVTL conversion, bf16 by a shift, q8_0 as d * q of each block; and
-// the softmax exponentials and SwiGLU on a vector exp. The neon SmallOps table at the end pairs
+// ARMv8-A: f16 through the FCVTL conversion, bf16 by a shift, q8_0 as d * q of each block, with
+// group loops for grouped-query attention; and the softmax exponentials and SwiGLU on a vector
+// exp. The neon SmallOps table at the end pairs
 // them with the portable f32 loops. Head sizes that are not whole groups of 8 go to the
 // portable loops.
 #include <arm_neon.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/small-ops.h"
@@ -91,10 +93,130 @@ void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_
   }
 }
 
-// A row type's table entry (head sizes in whole groups of 8; the others: the portable loops).
+// Grouped-query attention: G query heads of one kv head (G <= kGroupHeads) over the same rows,
+// each 8-element piece of a row loaded and widened once for all of them. Per head, the products
+// and sums run in the per-head loops' order, so each head's scores and outputs are their bits.
+constexpr int64_t kGroupHeads = 4;
+
+template <class Load, int G>
+void scores_heads(const float* q, int64_t hd, const uint8_t* kb, int64_t k_stride, int64_t nk,
+                  float scale, float* s, int64_t s_stride) {
+  const Load load;
+  for (int64_t j = 0; j < nk; ++j) {
+    const uint8_t* row = kb + j * k_stride;
+    float32x4_t a[G], b[G];
+    for (int h = 0; h < G; ++h) a[h] = b[h] = vdupq_n_f32(0);
+    for (int64_t i = 0; i < hd; i += 8) {
+      const float32x4x2_t x = load(row, i);
+      for (int h = 0; h < G; ++h) {
+        a[h] = vfmaq_f32(a[h], vld1q_f32(q + h * hd + i), x.val[0]);
+        b[h] = vfmaq_f32(b[h], vld1q_f32(q + h * hd + i + 4), x.val[1]);
+      }
+    }
+    for (int h = 0; h < G; ++h) s[h * s_stride + j] = vaddvq_f32(vaddq_f32(a[h], b[h])) * scale;
+  }
+}
+
+// P.V in passes of 8 columns (16 where they divide the head: fewer passes over the rows), the
+// G heads' accumulators of a pass in registers.
+template <class Load, int G, int kCols>
+void accumulate_heads(float* acc, const float* c, const float* p, int64_t p_stride,
+                      const uint8_t* vb, int64_t v_stride, int64_t nk, int64_t hd) {
+  constexpr int R = kCols / 4;  // registers a head
+  const Load load;
+  for (int64_t i = 0; i < hd; i += kCols) {
+    float32x4_t a[G][R];
+    for (int h = 0; h < G; ++h)
+      for (int r = 0; r < R; ++r) a[h][r] = vmulq_n_f32(vld1q_f32(acc + h * hd + i + 4 * r), c[h]);
+    for (int64_t j = 0; j < nk; ++j) {
+      const uint8_t* row = vb + j * v_stride;
+      for (int r = 0; r < R; r += 2) {
+        const float32x4x2_t x = load(row, i + 4 * r);
+        for (int h = 0; h < G; ++h) {
+          const float pj = p[h * p_stride + j];
+          a[h][r] = vfmaq_n_f32(a[h][r], x.val[0], pj);
+          a[h][r + 1] = vfmaq_n_f32(a[h][r + 1], x.val[1], pj);
+        }
+      }
+    }
+    for (int h = 0; h < G; ++h)
+      for (int r = 0; r < R; ++r) vst1q_f32(acc + h * hd + i + 4 * r, a[h][r]);
+  }
+}
+
+// A row type's table entry: head sizes in whole groups of 8, with group loops; the others go to
+// the portable loops (per head).
 template <class Load>
-constexpr KvRowOps kRowOps =
-    KvRowsOrPortable<Load, scores_typed<Load>, accumulate_typed<Load>, 8>::ops;
+struct NeonRows {
+  using Rows = KvRowsOrPortable<Load, scores_typed<Load>, accumulate_typed<Load>, 8>;
+
+  static void scores_group(const float* q, int64_t g, const void* k, int64_t k_stride, int64_t nk,
+                           int64_t hd, float scale, float* s, int64_t s_stride) {
+    const auto* kb = static_cast<const uint8_t*>(k);
+    for (int64_t h = 0; h < g;) {
+      const int64_t n = hd % 8 != 0 ? 1 : std::min(kGroupHeads, g - h);
+      const float* qh = q + h * hd;
+      float* sh = s + h * s_stride;
+      switch (n) {
+        case 4:
+          scores_heads<Load, 4>(qh, hd, kb, k_stride, nk, scale, sh, s_stride);
+          break;
+        case 3:
+          scores_heads<Load, 3>(qh, hd, kb, k_stride, nk, scale, sh, s_stride);
+          break;
+        case 2:
+          scores_heads<Load, 2>(qh, hd, kb, k_stride, nk, scale, sh, s_stride);
+          break;
+        default:
+          Rows::scores(qh, k, k_stride, nk, hd, scale, sh);
+      }
+      h += n;
+    }
+  }
+
+  template <int G>
+  static void accumulate_pick(float* acc, const float* c, const float* p, int64_t p_stride,
+                              const uint8_t* vb, int64_t v_stride, int64_t nk, int64_t hd) {
+    if (hd % 16 == 0)
+      accumulate_heads<Load, G, 16>(acc, c, p, p_stride, vb, v_stride, nk, hd);
+    else
+      accumulate_heads<Load, G, 8>(acc, c, p, p_stride, vb, v_stride, nk, hd);
+  }
+
+  static void accumulate_group(float* acc, const float* c, const float* p, int64_t p_stride,
+                               int64_t g, const void* v, int64_t v_stride, int64_t nk, int64_t hd) {
+    const auto* vb = static_cast<const uint8_t*>(v);
+    for (int64_t h = 0; h < g;) {
+      const int64_t n = hd % 8 != 0 ? 1 : std::min(kGroupHeads, g - h);
+      float* ah = acc + h * hd;
+      const float* ph = p + h * p_stride;
+      switch (n) {
+        case 4:
+          accumulate_pick<4>(ah, c + h, ph, p_stride, vb, v_stride, nk, hd);
+          break;
+        case 3:
+          accumulate_pick<3>(ah, c + h, ph, p_stride, vb, v_stride, nk, hd);
+          break;
+        case 2:
+          accumulate_pick<2>(ah, c + h, ph, p_stride, vb, v_stride, nk, hd);
+          break;
+        default:
+          Rows::accumulate(ah, c[h], ph, v, v_stride, nk, hd);
+      }
+      h += n;
+    }
+  }
+
+  static constexpr KvRowOps ops = [] {
+    KvRowOps o = Rows::ops;
+    o.scores_group = scores_group;
+    o.accumulate_group = accumulate_group;
+    return o;
+  }();
+};
+
+template <class Load>
+constexpr KvRowOps kRowOps = NeonRows<Load>::ops;
 
 // e^x for 4 lanes, the x86 files' algorithm (degree-6 polynomial after a two-part ln 2
 // reduction, ~2 ulp; 0 below -87 so no result is denormal; x capped at 88.3 so 2^n stays a
