@@ -364,6 +364,9 @@ void q6_k_tile(int64_t n, const BlockQ6_K* w, const uint8_t* x, uint64_t x_strid
     alignas(32) float scale[16];
     __m256i v[8];
     x86::q6_k_block(b, scale, v);
+    // Unrolled so that g % kChains is a constant (one token: the chains on the stack otherwise,
+    // as avx512.cpp's tile).
+#pragma GCC unroll 16
     for (int g = 0; g < 16; ++g) {
       const __m128i q =
           g % 2 == 0 ? _mm256_castsi256_si128(v[g / 2]) : _mm256_extracti128_si256(v[g / 2], 1);
@@ -395,6 +398,7 @@ void q8_0_tile(int64_t n, const BlockQ8_0* w, const uint8_t* x, uint64_t x_strid
   for (int t = 0; t < NT; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kQK32; ++i) {
     const __m256 d = _mm256_set1_ps(x86::h2f(w[i].d));
+#pragma GCC unroll 4  // (k % 2 a constant: both chains in registers)
     for (int k = 0; k < 4; ++k) {
       const __m256 wv = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
                                              reinterpret_cast<const __m128i*>(w[i].qs + 8 * k)))));

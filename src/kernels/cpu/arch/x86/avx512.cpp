@@ -203,6 +203,10 @@ void q6_k_tile(int64_t n, const BlockQ6_K* w, const uint8_t* x, uint64_t x_strid
     alignas(64) float scale[16];
     __m256i v[8];
     x86::q6_k_block(b, scale, v);
+    // Unrolled so that g % kChains is a constant: where GCC kept the loop (NT <= 2) the chains
+    // lived on the stack, each FMA behind a store and a load (2048 x 2048, one thread: 2 tokens
+    // 280 us a token against 206 for one).
+#pragma GCC unroll 16
     for (int g = 0; g < 16; ++g) {
       const __m128i q =
           g % 2 == 0 ? _mm256_castsi256_si128(v[g / 2]) : _mm256_extracti128_si256(v[g / 2], 1);
