@@ -16,6 +16,7 @@
 #include "backend/weight-cache.h"
 #include "base/half.h"
 #include "base/log.h"
+#include "base/mapped-file.h"
 #include "base/reserved-memory.h"
 #include "kernels/cpu/small-ops.h"
 
@@ -99,8 +100,10 @@ class CpuBackend final : public Backend {
 
   // Matrices whose kernels want another layout are packed once: from the on-disk cache when it
   // holds them (mmapped, so RSS is not doubled), else packed now and appended to the cache.
+  // Either way the source bytes are not read again, so their pages leave this process (a first
+  // load held the file and the packed copy at once: 1B Q4_0 1.20 GB for a 0.62 GB file).
   // Embedding tables are only gathered by row, so they keep the file's layout (a tied LM head
-  // comes under its own name, model/loader.cpp, and is packed).
+  // comes under its own name, model/loader.cpp, and is packed; its rows fault back in as read).
   Status prepare_weight(Weight& w) override {
     if (w.backend_data || !w.host.data || w.host.shape.size() != 2) return Status::ok();
     if (w.host.name.rfind("token_embd", 0) == 0) return Status::ok();
@@ -110,6 +113,7 @@ class CpuBackend final : public Backend {
     if (WeightCache* cache = open_cache()) {
       if (const uint8_t* hit = cache->find(w.host.name, *bytes, &pool_)) {
         w.backend_data = std::make_shared<Packed>(Packed{hit, nullptr, cache_});
+        MappedFile::release_pages(w.host.data, w.host.nbytes);
         return Status::ok();
       }
     }
@@ -125,6 +129,7 @@ class CpuBackend final : public Backend {
       if (!st.is_ok()) disable_cache(st.message());
     }
     w.backend_data = std::make_shared<Packed>(Packed{owned.get(), owned, nullptr});
+    MappedFile::release_pages(w.host.data, w.host.nbytes);
     return Status::ok();
   }
 

@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 namespace hearth {
 
@@ -45,7 +47,41 @@ void* map_huge_aligned(int fd, uint64_t size) {
   return p;
 }
 
+// The live mappings (start -> size), for release_pages: only their pages may be dropped.
+struct LiveMappings {
+  std::mutex mu;
+  std::map<uintptr_t, uint64_t> spans;
+};
+LiveMappings& live_mappings() {
+  static LiveMappings* m = new LiveMappings;  // (never destroyed: files may outlive statics)
+  return *m;
+}
+
+void unmap(const uint8_t* data, uint64_t size) {
+  {
+    LiveMappings& m = live_mappings();
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.spans.erase(uintptr_t(data));
+  }
+  munmap(const_cast<uint8_t*>(data), size);
+}
+
 }  // namespace
+
+void MappedFile::release_pages(const void* p, uint64_t bytes) {
+  if (!p || bytes == 0) return;
+  const uintptr_t begin = uintptr_t(p);
+  if (begin + bytes < begin) return;
+  LiveMappings& m = live_mappings();
+  std::lock_guard<std::mutex> lock(m.mu);  // (the mapping stays while its pages are dropped)
+  auto it = m.spans.upper_bound(begin);
+  if (it == m.spans.begin()) return;
+  --it;
+  if (begin + bytes > it->first + it->second) return;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page, last = (begin + bytes) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), size_t(last - first), MADV_DONTNEED);
+}
 
 MappedFile::MappedFile(MappedFile&& o) noexcept {
   *this = std::move(o);
@@ -53,7 +89,7 @@ MappedFile::MappedFile(MappedFile&& o) noexcept {
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
-    if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+    if (data_) unmap(data_, size_);
     data_ = o.data_;
     size_ = o.size_;
     path_ = std::move(o.path_);
@@ -65,7 +101,7 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
 }
 
 MappedFile::~MappedFile() {
-  if (data_) munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_) unmap(data_, size_);
 }
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
@@ -95,6 +131,9 @@ Result<MappedFile> MappedFile::open(const std::string& path) {
       return Status::error(path + ": mmap failed: " + std::strerror(e));
     }
     f.data_ = static_cast<const uint8_t*>(p);
+    LiveMappings& m = live_mappings();
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.spans[uintptr_t(p)] = f.size_;
   }
   ::close(fd);
   return f;

@@ -30,6 +30,12 @@ class MappedFile {
   // Asks the kernel to read ahead (MADV_WILLNEED) or to keep pages (used before a decode loop).
   void advise_willneed() const;
 
+  // Drops this process's pages of [p, p + bytes) where the range lies in a live MappedFile
+  // (whole pages inside it; anything else is left alone). Nothing is lost: the mapping is
+  // read-only, so a later read faults a page back from the page cache or the file. For source
+  // bytes a load has copied elsewhere (packed weights): without it a first load held both.
+  static void release_pages(const void* p, uint64_t bytes);
+
  private:
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;

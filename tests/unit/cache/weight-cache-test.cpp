@@ -1,7 +1,8 @@
 // The prepacked-weight cache (backend/weight-cache.h): hits and misses, keys that must not
 // match (another ISA or layout, a touched source), damaged files rebuilt without a crash, what
 // each verify mode (full, sampled, lazy) catches and when, and whole-model loads whose logits
-// must be bit-identical with the cache cold, warm and off.
+// must be bit-identical with the cache cold, warm and off, without the packed source's pages
+// left in the process (MappedFile::release_pages).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <vector>
 
 #include "backend/weight-cache.h"
@@ -38,6 +40,29 @@ Source make_source(const std::string& dir, const std::string& name) {
   std::ofstream(s.path) << "weights of " << name;
   s.identity = MappedFile::open(s.path).value().identity();
   return s;
+}
+
+// Resident bytes ("Rss:" in /proc/self/smaps) of this process's mappings of `path`.
+uint64_t resident_bytes_of(const std::string& path) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool ours = false;
+  uint64_t kb = 0;
+  while (std::getline(smaps, line)) {
+    std::istringstream fields(line);
+    std::string first;
+    fields >> first;
+    if (first.find('-') != std::string::npos && first.find(':') == std::string::npos) {
+      std::string perms, offset, dev, inode, name;
+      fields >> perms >> offset >> dev >> inode >> name;
+      ours = name == path;  // a mapping's header line
+    } else if (ours && first == "Rss:") {
+      uint64_t v = 0;
+      fields >> v;
+      kb += v;
+    }
+  }
+  return kb * 1024;
 }
 
 std::shared_ptr<WeightCache> open_ok(const std::string& dir, const std::string& key,
@@ -384,6 +409,37 @@ TEST(WeightCache, UnwritableFolderIsAnErrorNotACrash) {
   EXPECT_FALSE(c.is_ok());
 }
 
+// release_pages drops a mapped file's pages from the process and nothing else: the bytes read
+// back the same (faulted in again), and memory outside a mapping, or a range past its end, is
+// left alone.
+TEST(MappedFilePages, ReleaseDropsOnlyMappedPagesAndTheBytesReadBack) {
+  const std::string path = test::temp_dir() + "/release-pages.bin";
+  constexpr size_t kMiB = 1u << 20;
+  const auto bytes = pattern(8 * kMiB, 7);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  const MappedFile f = MappedFile::open(path).value();
+  ASSERT_EQ(f.size(), bytes.size());
+  EXPECT_EQ(std::memcmp(f.data(), bytes.data(), bytes.size()), 0);
+  const uint64_t all = resident_bytes_of(path);
+  EXPECT_GE(all, 8 * kMiB - 64 * 1024);
+
+  MappedFile::release_pages(f.data() + 2 * kMiB, 4 * kMiB);
+  EXPECT_LE(resident_bytes_of(path), all - 4 * kMiB + 64 * 1024);
+  // A range that runs past the mapping is not the mapping's: nothing is dropped.
+  const uint64_t now = resident_bytes_of(path);
+  MappedFile::release_pages(f.data() + f.size() - 4096, 8192);
+  EXPECT_EQ(resident_bytes_of(path), now);
+
+  EXPECT_EQ(std::memcmp(f.data(), bytes.data(), bytes.size()), 0) << "bytes after release";
+  EXPECT_GE(resident_bytes_of(path), 8 * kMiB - 64 * 1024);
+
+  // Heap memory is never a mapping's: its contents stay.
+  std::vector<uint8_t> heap = pattern(2 * kMiB, 9);
+  MappedFile::release_pages(heap.data(), heap.size());
+  EXPECT_EQ(heap, pattern(2 * kMiB, 9));
+}
+
 // Whole-model loads: logits must be identical with the cache cold (pack + write), warm (mapped),
 // off, after the source is touched (new key, rebuilt) and after the cache file is damaged.
 class ModelCacheTest : public testing::Test {
@@ -399,7 +455,10 @@ class ModelCacheTest : public testing::Test {
   }
   void TearDown() override { unsetenv("HEARTH_CACHE_DIR"); }
 
-  std::vector<float> logits(bool use_cache, CacheVerify::Mode verify = CpuOptions{}.cache_verify) {
+  // The logits of a fixed prompt; *resident: the model file's bytes still in this process
+  // after the load and the prompt (the packed matrices' source pages are dropped).
+  std::vector<float> logits(bool use_cache, CacheVerify::Mode verify = CpuOptions{}.cache_verify,
+                            uint64_t* resident = nullptr) {
     LoadOptions opt;
     opt.n_threads = 2;
     opt.use_weight_cache = use_cache;
@@ -413,6 +472,7 @@ class ModelCacheTest : public testing::Test {
     std::vector<float> out;
     EXPECT_TRUE((*m)->prefill(*kv, {1, 450, 3186, 310, 278, 1095, 29892, 7339}, scratch, &out, true)
                     .is_ok());
+    if (resident) *resident = resident_bytes_of(model_);
     return out;
   }
   std::vector<std::string> cache_files() const {
@@ -431,17 +491,26 @@ TEST_F(ModelCacheTest, LogitsIdenticalColdWarmOffTouchedAndCorrupt) {
   ASSERT_FALSE(off.empty());
   EXPECT_TRUE(cache_files().empty()) << "--no-cache must not write a cache";
 
-  EXPECT_EQ(logits(true), off) << "cold cache (packed in memory, written to disk)";
+  uint64_t resident = 0;
+  EXPECT_EQ(logits(true, CpuOptions{}.cache_verify, &resident), off)
+      << "cold cache (packed in memory, written to disk)";
   const auto files = cache_files();
   if (!packs) {  // this ISA has no packed layout: nothing to cache
     EXPECT_TRUE(files.empty());
     return;
   }
+  // Every matrix of kjv-13m is packed (its tied LM head from the embedding table's bytes): what
+  // stays is the metadata (the vocabulary), the norms and the embedding rows the prompt read,
+  // each touched region a 2 MiB page where the file is mapped with huge pages. Before the
+  // source pages were dropped, a cold load held the whole file.
+  const uint64_t file_bytes = fs::file_size(model_);
+  EXPECT_LT(resident, file_bytes / 2) << "a cold load kept the packed source's pages";
   ASSERT_EQ(files.size(), 1u);
   const auto size = fs::file_size(files[0]);
   EXPECT_GT(size, 1000u);
 
-  EXPECT_EQ(logits(true), off) << "warm cache (mapped)";
+  EXPECT_EQ(logits(true, CpuOptions{}.cache_verify, &resident), off) << "warm cache (mapped)";
+  EXPECT_LT(resident, file_bytes / 2) << "a warm load read the source's matrices";
   EXPECT_EQ(fs::file_size(files[0]), size) << "a warm load must not append";
 
   // Touching the source changes its identity: a new cache file is built, the stale one swept.
