@@ -382,7 +382,7 @@ void q8_0_streams(const uint8_t* w, uint64_t stride_bytes, int64_t stride_units,
             _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(wg + half * 32)));
         const uint8_t* qp = wg + 64 + half * kQ8ColBytes;
         // The k loop below is unrolled so that k % kChains is a constant: where GCC kept it
-        // (NT <= 2), both chains lived on the stack and every vpdpwssd waited on a store and a
+        // (two tokens), both chains lived on the stack and every vpdpwssd waited on a store and a
         // load (32000 x 256, 2 tokens, one thread: 365-498 us against 141-163 for one token).
         __m512i isum[kChains][NT];
         for (int c = 0; c < kChains; ++c)

@@ -203,7 +203,7 @@ void q6_k_tile(int64_t n, const BlockQ6_K* w, const uint8_t* x, uint64_t x_strid
     alignas(64) float scale[16];
     __m256i v[8];
     x86::q6_k_block(b, scale, v);
-    // Unrolled so that g % kChains is a constant: where GCC kept the loop (NT <= 2) the chains
+    // Unrolled so that g % kChains is a constant: where GCC kept the loop (two tokens) the chains
     // lived on the stack, each FMA behind a store and a load (2048 x 2048, one thread: 2 tokens
     // 280 us a token against 206 for one).
 #pragma GCC unroll 16
