@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/cpu/small-ops.h"
 #include "kernels/quant-blocks.h"
@@ -44,21 +45,35 @@ struct LoadQ8_0 {
   }
 };
 
-template <class Load>
-void scores_typed(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
-                  float scale, float* s) {
-  const auto* kb = static_cast<const uint8_t*>(k);
+// The scores of G query heads of one kv head over the same rows (G > 1: grouped-query
+// attention, G <= kGroupHeads), each 8-element piece of a row loaded and widened once for all of
+// them; per head the products and sums run in the same order whatever G is, so a group gives
+// each head its one-head bits.
+constexpr int64_t kGroupHeads = 4;
+
+template <class Load, int G>
+void scores_heads(const float* q, int64_t hd, const uint8_t* kb, int64_t k_stride, int64_t nk,
+                  float scale, float* s, int64_t s_stride) {
   const Load load;
   for (int64_t j = 0; j < nk; ++j) {
     const uint8_t* row = kb + j * k_stride;
-    float32x4_t a = vdupq_n_f32(0), b = vdupq_n_f32(0);
+    float32x4_t a[G], b[G];
+    for (int h = 0; h < G; ++h) a[h] = b[h] = vdupq_n_f32(0);
     for (int64_t i = 0; i < hd; i += 8) {
       const float32x4x2_t x = load(row, i);
-      a = vfmaq_f32(a, vld1q_f32(q + i), x.val[0]);
-      b = vfmaq_f32(b, vld1q_f32(q + i + 4), x.val[1]);
+      for (int h = 0; h < G; ++h) {
+        a[h] = vfmaq_f32(a[h], vld1q_f32(q + h * hd + i), x.val[0]);
+        b[h] = vfmaq_f32(b[h], vld1q_f32(q + h * hd + i + 4), x.val[1]);
+      }
     }
-    s[j] = vaddvq_f32(vaddq_f32(a, b)) * scale;
+    for (int h = 0; h < G; ++h) s[h * s_stride + j] = vaddvq_f32(vaddq_f32(a[h], b[h])) * scale;
   }
+}
+
+template <class Load>
+void scores_typed(const float* q, const void* k, int64_t k_stride, int64_t nk, int64_t hd,
+                  float scale, float* s) {
+  scores_heads<Load, 1>(q, hd, static_cast<const uint8_t*>(k), k_stride, nk, scale, s, 0);
 }
 
 template <class Load>
@@ -93,32 +108,7 @@ void accumulate_typed(float* acc, float c, const float* p, const void* v, int64_
   }
 }
 
-// Grouped-query attention: G query heads of one kv head (G <= kGroupHeads) over the same rows,
-// each 8-element piece of a row loaded and widened once for all of them. Per head, the products
-// and sums run in the per-head loops' order, so each head's scores and outputs are their bits.
-constexpr int64_t kGroupHeads = 4;
-
-template <class Load, int G>
-void scores_heads(const float* q, int64_t hd, const uint8_t* kb, int64_t k_stride, int64_t nk,
-                  float scale, float* s, int64_t s_stride) {
-  const Load load;
-  for (int64_t j = 0; j < nk; ++j) {
-    const uint8_t* row = kb + j * k_stride;
-    float32x4_t a[G], b[G];
-    for (int h = 0; h < G; ++h) a[h] = b[h] = vdupq_n_f32(0);
-    for (int64_t i = 0; i < hd; i += 8) {
-      const float32x4x2_t x = load(row, i);
-      for (int h = 0; h < G; ++h) {
-        a[h] = vfmaq_f32(a[h], vld1q_f32(q + h * hd + i), x.val[0]);
-        b[h] = vfmaq_f32(b[h], vld1q_f32(q + h * hd + i + 4), x.val[1]);
-      }
-    }
-    for (int h = 0; h < G; ++h) s[h * s_stride + j] = vaddvq_f32(vaddq_f32(a[h], b[h])) * scale;
-  }
-}
-
-// P.V in passes of 8 columns (16 where they divide the head: fewer passes over the rows), the
-// G heads' accumulators of a pass in registers.
+// P.V for G heads in passes of kCols columns, the G heads' accumulators of a pass in registers.
 template <class Load, int G, int kCols>
 void accumulate_heads(float* acc, const float* c, const float* p, int64_t p_stride,
                       const uint8_t* vb, int64_t v_stride, int64_t nk, int64_t hd) {
@@ -150,61 +140,55 @@ template <class Load>
 struct NeonRows {
   using Rows = KvRowsOrPortable<Load, scores_typed<Load>, accumulate_typed<Load>, 8>;
 
-  static void scores_group(const float* q, int64_t g, const void* k, int64_t k_stride, int64_t nk,
-                           int64_t hd, float scale, float* s, int64_t s_stride) {
-    const auto* kb = static_cast<const uint8_t*>(k);
+  // f(h, G) for the heads of a group in chunks of up to kGroupHeads; G = 1 (a last single head,
+  // or a head size the loops lack) is the per-head entry's.
+  template <class F>
+  static void by_head_chunks(int64_t g, int64_t hd, F&& f) {
     for (int64_t h = 0; h < g;) {
       const int64_t n = hd % 8 != 0 ? 1 : std::min(kGroupHeads, g - h);
-      const float* qh = q + h * hd;
-      float* sh = s + h * s_stride;
       switch (n) {
         case 4:
-          scores_heads<Load, 4>(qh, hd, kb, k_stride, nk, scale, sh, s_stride);
+          f(h, std::integral_constant<int, 4>{});
           break;
         case 3:
-          scores_heads<Load, 3>(qh, hd, kb, k_stride, nk, scale, sh, s_stride);
+          f(h, std::integral_constant<int, 3>{});
           break;
         case 2:
-          scores_heads<Load, 2>(qh, hd, kb, k_stride, nk, scale, sh, s_stride);
+          f(h, std::integral_constant<int, 2>{});
           break;
         default:
-          Rows::scores(qh, k, k_stride, nk, hd, scale, sh);
+          f(h, std::integral_constant<int, 1>{});
       }
       h += n;
     }
   }
 
-  template <int G>
-  static void accumulate_pick(float* acc, const float* c, const float* p, int64_t p_stride,
-                              const uint8_t* vb, int64_t v_stride, int64_t nk, int64_t hd) {
-    if (hd % 16 == 0)
-      accumulate_heads<Load, G, 16>(acc, c, p, p_stride, vb, v_stride, nk, hd);
-    else
-      accumulate_heads<Load, G, 8>(acc, c, p, p_stride, vb, v_stride, nk, hd);
+  static void scores_group(const float* q, int64_t g, const void* k, int64_t k_stride, int64_t nk,
+                           int64_t hd, float scale, float* s, int64_t s_stride) {
+    by_head_chunks(g, hd, [&](int64_t h, auto heads) {
+      constexpr int G = decltype(heads)::value;
+      if constexpr (G == 1)
+        Rows::scores(q + h * hd, k, k_stride, nk, hd, scale, s + h * s_stride);
+      else
+        scores_heads<Load, G>(q + h * hd, hd, static_cast<const uint8_t*>(k), k_stride, nk, scale,
+                              s + h * s_stride, s_stride);
+    });
   }
 
   static void accumulate_group(float* acc, const float* c, const float* p, int64_t p_stride,
                                int64_t g, const void* v, int64_t v_stride, int64_t nk, int64_t hd) {
-    const auto* vb = static_cast<const uint8_t*>(v);
-    for (int64_t h = 0; h < g;) {
-      const int64_t n = hd % 8 != 0 ? 1 : std::min(kGroupHeads, g - h);
+    by_head_chunks(g, hd, [&](int64_t h, auto heads) {
+      constexpr int G = decltype(heads)::value;
       float* ah = acc + h * hd;
       const float* ph = p + h * p_stride;
-      switch (n) {
-        case 4:
-          accumulate_pick<4>(ah, c + h, ph, p_stride, vb, v_stride, nk, hd);
-          break;
-        case 3:
-          accumulate_pick<3>(ah, c + h, ph, p_stride, vb, v_stride, nk, hd);
-          break;
-        case 2:
-          accumulate_pick<2>(ah, c + h, ph, p_stride, vb, v_stride, nk, hd);
-          break;
-        default:
-          Rows::accumulate(ah, c[h], ph, v, v_stride, nk, hd);
-      }
-      h += n;
-    }
+      const auto* vb = static_cast<const uint8_t*>(v);
+      if constexpr (G == 1)
+        Rows::accumulate(ah, c[h], ph, v, v_stride, nk, hd);
+      else if (hd % 16 == 0)  // (16 columns a pass where they divide the head: fewer passes)
+        accumulate_heads<Load, G, 16>(ah, c + h, ph, p_stride, vb, v_stride, nk, hd);
+      else
+        accumulate_heads<Load, G, 8>(ah, c + h, ph, p_stride, vb, v_stride, nk, hd);
+    });
   }
 
   static constexpr KvRowOps ops = [] {
