@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/mapped-file.h"
 #include "tensor/dtype.h"
 
 namespace hearth {
@@ -25,6 +26,7 @@ WeightUploader::~WeightUploader() {
     }
     (void)end_batch();
   }
+  if (releaser_.joinable()) releaser_.join();
   for (cudaEvent_t e : done_)
     if (e) cudaEventDestroy(e);
   if (ring_) cudaFreeHost(ring_);
@@ -74,9 +76,31 @@ Status WeightUploader::end_batch() {
   cudaFree(scratch_);
   scratch_ = nullptr;
   scratch_bytes_ = 0;
+  if (st.is_ok()) release_sources();
   jobs_.clear();
   chunks_.clear();
   return st;
+}
+
+void WeightUploader::release_sources() {
+  // Every chunk was copied into the ring (the DMAs read only the ring), so nothing reads these
+  // bytes for the upload any more; a later host read faults them back in.
+  std::vector<std::pair<const uint8_t*, uint64_t>> ranges;
+  uint64_t total = 0;
+  for (const Job& j : jobs_) {
+    ranges.emplace_back(j.src, j.raw_bytes);
+    total += j.raw_bytes;
+  }
+  if (releaser_.joinable()) releaser_.join();
+  auto release = [ranges = std::move(ranges)] {
+    for (const auto& [p, n] : ranges) MappedFile::release_pages(p, n);
+  };
+  // A lone weight (an upload outside a batch) is not worth a thread.
+  if (total < kSlotBytes * kSlots) {
+    release();
+  } else {
+    releaser_ = std::thread(std::move(release));
+  }
 }
 
 void WeightUploader::fail(const Status& st) {
@@ -122,9 +146,9 @@ Result<std::shared_ptr<PreparedWeight>> WeightUploader::upload(const TensorView&
       stopped = error_;
     } else {
       const auto job = uint32_t(jobs_.size());
-      jobs_.push_back({h.name, h.dtype, rows, cols, static_cast<uint8_t*>(pw->mem), raw_bytes,
-                       layout.needs_repack});
       const auto* src = static_cast<const uint8_t*>(h.data);
+      jobs_.push_back({h.name, src, h.dtype, rows, cols, static_cast<uint8_t*>(pw->mem), raw_bytes,
+                       layout.needs_repack});
       for (uint64_t off = 0; off < raw_bytes; off += kSlotBytes) {
         const auto n = uint32_t(std::min<uint64_t>(kSlotBytes, raw_bytes - off));
         chunks_.push_back({src + off, off, n, job, off + n == raw_bytes});

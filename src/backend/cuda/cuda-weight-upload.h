@@ -2,6 +2,9 @@
 // of pinned slots while one issuer thread queues each filled slot's DMA (and, after a weight's
 // last slot, its repack) on the upload stream. A batch keeps it running across weights, so no
 // weight waits for the one before it. New per-weight step: in WeightUploader::issue.
+// Once a batch is done its weights' source pages leave the process (MappedFile::release_pages)
+// on a background thread: a model on the GPU does not keep its file resident in the host's
+// memory, and the release (a few hundred ms for a 7B) stays off the first token's path.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -30,7 +33,7 @@ class WeightUploader {
   WeightUploader() = default;
   WeightUploader(const WeightUploader&) = delete;
   WeightUploader& operator=(const WeightUploader&) = delete;
-  ~WeightUploader();  // ends an open batch (its error is dropped) and frees the ring
+  ~WeightUploader();  // ends an open batch (its error is dropped), waits for a release, frees
 
   // threads: host threads filling the slots (the memcpy out of the page cache is what limits a
   // warm load: one thread moves ~5-10 GB/s, the PCIe link takes ~50).
@@ -48,6 +51,7 @@ class WeightUploader {
  private:
   struct Job {  // one weight
     std::string name;
+    const uint8_t* src = nullptr;  // its host bytes (released once the batch is done)
     DType dtype = DType::F32;
     int64_t rows = 0, cols = 0;
     uint8_t* packed = nullptr;  // its device memory (the kernels' layout)
@@ -66,6 +70,7 @@ class WeightUploader {
   void issue_loop();  // the issuer: filled slot -> DMA (+ repack)
   Status issue(const Chunk& c, const Job& job, int slot);
   void fail(const Status& st);  // under mu_: stops the batch, keeps the first error
+  void release_sources();       // the finished batch's host pages, in the background
 
   int device_ = 0;
   int threads_ = 1;
@@ -90,6 +95,7 @@ class WeightUploader {
   int64_t filled_[kSlots] = {};
   std::vector<std::thread> workers_;
   std::thread issuer_;
+  std::thread releaser_;  // the last batch's release_sources
 };
 
 }  // namespace hearth
