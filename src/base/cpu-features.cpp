@@ -106,6 +106,7 @@ std::string CpuFeatures::summary() const {
   add(avx512bw, "avx512bw");
   add(avx512_vnni, "avx512vnni");
   add(avx512_bf16, "avx512bf16");
+  add(avx_vnni, "avxvnni");
   add(amx_bf16, "amx-bf16");
   add(amx_int8, "amx-int8");
   add(neon, "neon");

@@ -1,5 +1,5 @@
 // What the processor can do, read once (cpuid on x86, hwcaps on ARM). Kernels pick their ISA
-// from this at start-up; HEARTH_ISA=ref|avx2|avx512|neon forces a lower one for tests.
+// from this at start-up; HEARTH_ISA names a table or caps the level for tests (dispatch.cpp).
 #pragma once
 
 #include <string>

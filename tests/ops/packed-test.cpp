@@ -5,7 +5,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
+#include <string_view>
 #include <vector>
 
 #include "base/half.h"
@@ -138,6 +140,71 @@ TEST(Packed, MatchesReferenceAndUnpackedMatmul) {
   }
   std::printf("  packed layouts on %s: %s (%d shapes tested)\n", active.name,
               kernels::packed_layouts_signature().c_str(), packed_types);
+}
+
+// The AVX-VNNI table runs AVX2's packed layouts with `vpdpbusd` / `vpdpwssd` in place of
+// `vpmaddubsw` + `vpmaddwd`: every integer sum is exact either way, so the packed bytes, the
+// activation codes and every output must be the AVX2 table's bits, at each token tile size.
+TEST(Packed, AvxVnniLayoutsGiveTheAvx2TablesBits) {
+  const kernels::KernelTable *vnni = nullptr, *avx2 = nullptr;
+  for (const kernels::KernelTable* t : kernels::supported_kernel_tables()) {
+    if (std::string_view(t->name) == "avx-vnni") vnni = t;
+    if (std::string_view(t->name) == "avx2") avx2 = t;
+  }
+  if (!vnni || !avx2) GTEST_SKIP() << "this CPU has no AVX-VNNI (or no AVX2)";
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  int compared = 0;
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::MXFP4}) {
+    const kernels::PackedLayout *a = avx2->of(t).packed, *b = vnni->of(t).packed;
+    ASSERT_TRUE(a && b) << dtype_name(t);
+    ASSERT_NE(a, b) << dtype_name(t) << ": the VNNI table should have its own kernels";
+    constexpr int64_t d = 48, n = 768;
+    ASSERT_TRUE(a->can_pack(d, n) && b->can_pack(d, n));
+    ASSERT_EQ(a->bytes(d, n), b->bytes(d, n));
+    const std::vector<uint8_t> wq = random_matrix(t, d, n, rng);
+    const int64_t groups = d / a->group_rows;
+    std::vector<uint8_t> pa(a->bytes(d, n) + 64), pb(pa.size());
+    auto* wa = reinterpret_cast<uint8_t*>((uintptr_t(pa.data()) + 63) / 64 * 64);
+    auto* wb = reinterpret_cast<uint8_t*>((uintptr_t(pb.data()) + 63) / 64 * 64);
+    a->pack(wq.data(), wa, 0, groups, n);
+    b->pack(wq.data(), wb, 0, groups, n);
+    ASSERT_EQ(std::memcmp(wa, wb, a->bytes(d, n)), 0) << dtype_name(t) << ": packed bytes";
+    for (int64_t T = 1; T <= 9; ++T) {
+      std::vector<float> x(size_t(T * n));
+      for (float& v : x) v = nd(rng);
+      struct Act {
+        std::vector<int8_t> q;
+        std::vector<float> d;
+        std::vector<int32_t> s;
+      } act[2];
+      const kernels::PackedLayout* l[2] = {a, b};
+      std::vector<float> y[2];
+      for (int k = 0; k < 2; ++k) {
+        act[k].q.assign(size_t(T * kernels::kMaxActCodeBytes * n), 0);
+        act[k].d.assign(size_t(T * n / 32), 0.f);
+        act[k].s.assign(size_t(T * kernels::kActSumsPer32 * n / 32), 0);
+        for (int64_t i = 0; i < T; ++i)
+          l[k]->quantize(x.data() + i * n, n, act[k].q.data() + i * kernels::kMaxActCodeBytes * n,
+                         act[k].d.data() + i * n / 32,
+                         act[k].s.data() + i * kernels::kActSumsPer32 * n / 32);
+        const kernels::PackedActivations pxa{act[k].q.data(), act[k].d.data(), act[k].s.data(), T,
+                                             x.data()};
+        y[k].assign(size_t(T * d), -777.f);
+        l[k]->gemm(k == 0 ? wa : wb, 0, groups, n, pxa, y[k].data(), d);
+      }
+      ASSERT_EQ(act[0].q, act[1].q) << dtype_name(t);
+      ASSERT_EQ(std::memcmp(act[0].d.data(), act[1].d.data(), act[0].d.size() * 4), 0);
+      ASSERT_EQ(act[0].s, act[1].s) << dtype_name(t);
+      for (size_t i = 0; i < y[0].size(); ++i) {
+        ASSERT_NE(y[0][i], -777.f) << dtype_name(t) << " T=" << T << ": output " << i;
+        ASSERT_EQ(std::memcmp(&y[0][i], &y[1][i], 4), 0)
+            << dtype_name(t) << " T=" << T << " at " << i << ": " << y[0][i] << " vs " << y[1][i];
+      }
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 6 * 9);
 }
 
 // Packed bytes stay within a few % of the file's (the RSS budget counts the file's size).

@@ -1,5 +1,7 @@
 // Picks the kernel table once per process: the best ISA this CPU supports, optionally capped by
-// HEARTH_ISA=ref|avx2|avx512|neon (tests and A/B runs). Tables themselves live in cpu/arch/.
+// HEARTH_ISA (tests and A/B runs): a supported table's own name picks that table
+// (ref|avx2|avx-vnni|avx512|neon|neon-dotprod), and an ISA level's name (ref|avx2|avx512|neon)
+// otherwise caps the choice at that level. Tables themselves live in cpu/arch/.
 #include <cstdlib>
 #include <cstring>
 
@@ -47,6 +49,8 @@ const KernelTable& pick_table() {
   const std::vector<const KernelTable*> tables = supported_kernel_tables();
   const char* want = std::getenv("HEARTH_ISA");
   if (!want || !*want) return *tables.front();
+  for (const KernelTable* t : tables)
+    if (std::strcmp(t->name, want) == 0) return *t;
   for (Isa cap : {Isa::kRef, Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
     if (std::strcmp(isa_name(cap), want) != 0) continue;
     // Tables are best first: the first one at or below the cap, in the cap's family, wins.
@@ -55,8 +59,10 @@ const KernelTable& pick_table() {
       if (family_ok && isa_level(t->isa) <= isa_level(cap)) return *t;
     }
   }
-  log_warn(std::string("HEARTH_ISA=") + want + " is not one of ref|avx2|avx512|neon; using " +
-           tables.front()->name);
+  std::string names;
+  for (const KernelTable* t : tables) names += std::string(names.empty() ? "" : "|") + t->name;
+  log_warn(std::string("HEARTH_ISA=") + want + " is not a table this CPU runs (" + names +
+           ") nor an ISA level; using " + tables.front()->name);
   return *tables.front();
 }
 

@@ -22,6 +22,15 @@ extern const PackedLayout q6_k_packed, q8_0_packed, q4_0_packed, q4_k_packed, q5
 
 }  // namespace hearth::kernels::avx2
 
+// AVX2 + AVX-VNNI: the AVX2 packed layouts on `vpdpbusd` / `vpdpwssd` (avx-vnni-packed.cpp);
+// everything else is the AVX2 table's.
+namespace hearth::kernels::avx_vnni {
+
+extern const PackedLayout q6_k_packed, q8_0_packed, q4_0_packed, q4_k_packed, q5_k_packed,
+    mxfp4_packed;
+
+}  // namespace hearth::kernels::avx_vnni
+
 // AVX-512 (F/BW/VL/DQ + VNNI) specialisations; other types reuse the AVX2 kernels.
 namespace hearth::kernels::avx512 {
 
