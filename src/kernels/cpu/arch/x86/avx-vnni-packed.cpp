@@ -36,6 +36,11 @@ inline __m256i byte_dot(const __m256i (&c)[8], const int8_t* a) {
 inline __m256i dot_i16_pairs(__m256i acc, __m256i w, __m256i a) {
   return _mm256_dpwssd_avx_epi32(acc, w, a);
 }
+// Each vpdpwssd waits for its sum (a latency of ~4-5 cycles): with one chain a token, a one- or
+// four-token tile ran at its latency, slower than AVX2's vpmaddwd + vpaddd.
+constexpr int i16_chains(int tokens) {
+  return tokens <= 2 ? 4 : 2;
+}
 
 }  // namespace
 
