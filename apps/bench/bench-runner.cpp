@@ -276,7 +276,7 @@ Result<BenchReport> run_bench(const BenchOptions& o) {
   cpu.backend = "cpu";
   cpu.name = cpu_model_name() + " (" + cpu_features().summary() + ")";
   cpu.bandwidth_gbs = measure_read_bandwidth(rep.threads, probe_bytes);
-  const PeakCompute peak = measure_peak_compute(rep.threads);
+  const PeakCompute peak = measure_peak_compute(rep.threads, rep.kernel_isa);
   cpu.peak_f32_gflops = peak.f32_gflops;
   cpu.peak_int8_gops = peak.int8_gops;
   cpu.peak_amx_bf16_gflops = peak.amx_bf16_gflops;

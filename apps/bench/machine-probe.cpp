@@ -18,6 +18,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "base/cpu-features.h"
@@ -119,6 +120,19 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int vnni_avx512(int64_t i
   return _mm512_reduce_add_epi32(t);
 }
 
+__attribute__((target("avx2,avxvnni"))) int vnni_avx2(int64_t iters) {
+  __m256i acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_epi32(i);
+  const __m256i u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_dpbusd_avx_epi32(acc[i], u, s);
+  alignas(32) int32_t out[8];
+  __m256i t = acc[0];
+  for (int i = 1; i < 12; ++i) t = _mm256_add_epi32(t, acc[i]);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), t);
+  return out[0] + out[7];
+}
+
 // AMX: 4 independent TDPBF16PS (16 x 16 x 32 bf16 products each) per iteration on register-
 // resident tiles; the tile state is configured and released inside, per calling thread.
 struct alignas(64) AmxTileConfig {
@@ -201,11 +215,11 @@ double measure_read_bandwidth(int threads, uint64_t bytes, int passes) {
   return best;
 }
 
-PeakCompute measure_peak_compute(int threads) {
+PeakCompute measure_peak_compute(int threads, std::string_view kernels) {
   ThreadPool pool(std::max(1, threads));
   const CpuFeatures& f = cpu_features();
   PeakCompute p;
-  if (f.avx512f) {
+  if (f.avx512f && kernels == "avx512") {
     p.isa = "avx512";
     p.f32_gflops = aggregate_rate(pool, 12 * 16 * 2, [](int64_t n) { return fma_avx512(n); });
     if (f.avx512bw && f.avx512_vnni)
@@ -213,9 +227,13 @@ PeakCompute measure_peak_compute(int threads) {
     if (f.amx_tile && f.amx_bf16 && request_amx_permission())
       p.amx_bf16_gflops =
           aggregate_rate(pool, 4 * 16 * 16 * 32 * 2, [](int64_t n) { return amx_bf16(n); });
-  } else if (f.avx2 && f.fma) {
+  } else if (f.avx2 && f.fma && (kernels == "avx2" || kernels == "avx-vnni")) {
     p.isa = "avx2";
     p.f32_gflops = aggregate_rate(pool, 12 * 8 * 2, [](int64_t n) { return fma_avx2(n); });
+    if (f.avx_vnni && kernels == "avx-vnni") {
+      p.isa = "avx-vnni";
+      p.int8_gops = aggregate_rate(pool, 12 * 32 * 2, [](int64_t n) { return vnni_avx2(n); });
+    }
   } else {
     p.isa = "scalar";
     p.f32_gflops = aggregate_rate(pool, 2, [](int64_t n) {

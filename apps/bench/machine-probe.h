@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace hearth::bench {
 
@@ -15,14 +16,16 @@ double measure_read_bandwidth(int threads, uint64_t bytes, int passes = 3);
 
 // Peak arithmetic on `threads` threads from short register-resident loops: f32 FLOP/s with
 // FMA (2 per lane) and int8 op/s with VNNI dot products (2 per multiply-add), in G/s.
-// The widest instruction set the CPU has is used; 0 when it has none (int8 without VNNI).
+// The instructions are those of the kernel table the run uses (`kernels`: its name, so a run
+// capped with HEARTH_ISA=avx2 is measured against ymm peaks); 0 where it has none (int8 on
+// plain AVX2).
 struct PeakCompute {
   double f32_gflops = 0;
   double int8_gops = 0;
   double amx_bf16_gflops = 0;  // AMX TDPBF16PS (bf16 x bf16 -> f32), 0 without usable AMX
-  std::string isa;             // "avx512", "avx2", "scalar"
+  std::string isa;             // "avx512", "avx-vnni", "avx2", "scalar"
 };
-PeakCompute measure_peak_compute(int threads);
+PeakCompute measure_peak_compute(int threads, std::string_view kernels);
 
 // Cumulative package energy in joules from RAPL powercap (intel-rapl:N domains summed), or
 // nullopt when the machine does not expose it readably. Wrap-around is handled by the caller

@@ -11,11 +11,13 @@
 #include <set>
 #include <tuple>
 
+#include "base/cpu-features.h"
 #include "base/mapped-file.h"
 #include "batch-decode.h"
 #include "bench-report.h"
 #include "bench-runner.h"
 #include "formats/gguf.h"
+#include "kernels/cpu/kernel-table.h"
 #include "machine-probe.h"
 #include "model/model.h"
 #include "support/test-data.h"
@@ -446,9 +448,25 @@ TEST(Report, StatsAndFormats) {
 
 TEST(Probes, ReturnSaneValues) {
   EXPECT_GT(measure_read_bandwidth(2, 64u << 20, 1), 0.1);
-  const PeakCompute p = measure_peak_compute(1);
+  const PeakCompute p = measure_peak_compute(1, kernels::active_kernel_table().name);
   EXPECT_GT(p.f32_gflops, 0.1);
   EXPECT_FALSE(p.isa.empty());
+  // Each x86 table is measured with its own instructions (int8 wherever it has VNNI).
+  const CpuFeatures& cpu = cpu_features();
+  if (cpu.avx2 && cpu.fma) {
+    EXPECT_EQ(measure_peak_compute(1, "avx2").isa, "avx2");
+    EXPECT_EQ(measure_peak_compute(1, "avx2").int8_gops, 0.0);
+  }
+  if (cpu.avx2 && cpu.fma && cpu.avx_vnni) {
+    const PeakCompute v = measure_peak_compute(1, "avx-vnni");
+    EXPECT_EQ(v.isa, "avx-vnni");
+    EXPECT_GT(v.int8_gops, 0.1);
+  }
+  if (cpu.avx512f && cpu.avx512bw && cpu.avx512_vnni) {
+    const PeakCompute w = measure_peak_compute(1, "avx512");
+    EXPECT_EQ(w.isa, "avx512");
+    EXPECT_GT(w.int8_gops, 0.1);
+  }
   EXPECT_GT(current_rss_bytes(), 0u);
   // Read the current value first: RSS may grow between the two reads, the peak never shrinks.
   const uint64_t current = current_rss_bytes();
