@@ -142,6 +142,18 @@ TEST(Packed, MatchesReferenceAndUnpackedMatmul) {
               kernels::packed_layouts_signature().c_str(), packed_types);
 }
 
+// HEARTH_ISA names a table this CPU runs (the avx2/ and avx-vnni/ runs of these tests set it):
+// that table is the active one, so those runs test the layouts they say they test.
+TEST(Packed, HearthIsaPicksTheTableItNames) {
+  const char* want = std::getenv("HEARTH_ISA");
+  if (!want || !*want) GTEST_SKIP() << "HEARTH_ISA not set: the best table is active";
+  bool supported = false;
+  for (const kernels::KernelTable* t : kernels::supported_kernel_tables())
+    supported = supported || std::string_view(t->name) == want;
+  if (!supported) GTEST_SKIP() << "this CPU has no " << want << " table";
+  EXPECT_STREQ(kernels::active_kernel_table().name, want);
+}
+
 // The AVX-VNNI table runs AVX2's packed layouts with `vpdpbusd` / `vpdpwssd` in place of
 // `vpmaddubsw` + `vpmaddwd`: every integer sum is exact either way, so the packed bytes, the
 // activation codes and every output must be the AVX2 table's bits, at each token tile size.
