@@ -4,10 +4,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
+#include "backend/gpu-backend.h"
+#include "base/cpu-features.h"
 #include "base/log.h"
 #include "base/process-memory.h"
 #include "command.h"
+#include "kernels/cpu/kernel-table.h"
 
 namespace hearth::cli {
 
@@ -98,7 +102,13 @@ int main(int argc, char** argv) {
   hearth::log_debug(hearth::limit_huge_pages_to_advised_regions());
   CLI::App app{"hearth: run large language models locally"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "hearth 0.1.0");
+  // What a bug report needs beside the version: the CPU's features, the kernel table this
+  // process runs (HEARTH_ISA may cap it) and whether the CUDA backend is built in.
+  app.set_version_flag("--version", [] {
+    return std::string("hearth 0.1.0\ncpu: ") + hearth::cpu_features().summary() +
+           "; kernels: " + hearth::kernels::active_kernel_table().name +
+           "\ncuda: " + (hearth::gpu_backend_compiled() ? "built in" : "not built");
+  });
   auto& registry = command_registry();
   std::sort(registry.begin(), registry.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -119,6 +119,20 @@ TEST(CliInfo, DescribesModel) {
   EXPECT_NE(text.out.find("qwen2"), std::string::npos);
 }
 
+// --version names the CPU's features and the kernel table the process runs (for bug reports),
+// which HEARTH_ISA changes.
+TEST(CliVersion, NamesTheKernelTable) {
+  auto r = run_command({test::hearth_cli(), "--version"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("hearth ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\ncpu: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("; kernels: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\ncuda: "), std::string::npos) << r.out;
+  auto ref = run_command({"/usr/bin/env", "HEARTH_ISA=ref", test::hearth_cli(), "--version"});
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  EXPECT_NE(ref.out.find("; kernels: ref\n"), std::string::npos) << ref.out;
+}
+
 TEST(CliRun, GpuLayersWithoutGpuFallsBackToCpu) {
   auto r = run_command({test::hearth_cli(), "run", "-m",
                         shared_path("goldens/kjv-13m/kjv-13m-q8_0.gguf"), "-p", "And", "-n", "4",
