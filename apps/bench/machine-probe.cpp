@@ -130,7 +130,7 @@ __attribute__((target("avx2,avxvnni"))) int vnni_avx2(int64_t iters) {
   __m256i t = acc[0];
   for (int i = 1; i < 12; ++i) t = _mm256_add_epi32(t, acc[i]);
   _mm256_store_si256(reinterpret_cast<__m256i*>(out), t);
-  return out[0] + out[7];
+  return int(uint32_t(out[0]) + uint32_t(out[7]));  // (the sums wrap: only kept alive)
 }
 
 // AMX: 4 independent TDPBF16PS (16 x 16 x 32 bf16 products each) per iteration on register-
