@@ -151,7 +151,7 @@ Result<std::shared_ptr<PreparedWeight>> WeightUploader::upload(const TensorView&
                        layout.needs_repack});
       for (uint64_t off = 0; off < raw_bytes; off += kSlotBytes) {
         const auto n = uint32_t(std::min<uint64_t>(kSlotBytes, raw_bytes - off));
-        chunks_.push_back({src + off, off, n, job, off + n == raw_bytes});
+        chunks_.push_back({off, n, job, off + n == raw_bytes});
       }
     }
   }
@@ -169,13 +169,14 @@ void WeightUploader::fill_loop() {
     if (abort_ || next_chunk_ >= chunks_.size()) return;  // (closed and every chunk taken)
     const auto j = int64_t(next_chunk_++);
     const Chunk c = chunks_[size_t(j)];
+    const uint8_t* src = jobs_[c.job].src + c.offset;
     const int slot = int(j % kSlots);
     cv_.wait(lk, [&] { return abort_ || issued_[slot] == j - kSlots; });
     if (abort_) return;
     lk.unlock();
     // The slot's previous DMA must have read it before its bytes are overwritten.
     const cudaError_t e = j >= kSlots ? cudaEventSynchronize(done_[slot]) : cudaSuccess;
-    if (e == cudaSuccess) std::memcpy(ring_ + size_t(slot) * kSlotBytes, c.src, c.bytes);
+    if (e == cudaSuccess) std::memcpy(ring_ + size_t(slot) * kSlotBytes, src, c.bytes);
     lk.lock();
     if (e != cudaSuccess) return fail(cuda_status(e, "staging"));
     filled_[slot] = j;

@@ -58,9 +58,8 @@ class WeightUploader {
     uint64_t raw_bytes = 0;
     bool repack = false;  // raw bytes go to scratch_, then launch_repack into packed
   };
-  struct Chunk {  // one slot's worth of one weight
-    const uint8_t* src = nullptr;
-    uint64_t offset = 0;  // into the weight's raw bytes
+  struct Chunk {          // one slot's worth of one weight
+    uint64_t offset = 0;  // into the weight's raw bytes (jobs_[job].src + offset)
     uint32_t bytes = 0;
     uint32_t job = 0;
     bool last = false;
