@@ -93,11 +93,13 @@ export async function getJson(url, init = {}) {
   return { status: r.status, headers: r.headers, body };
 }
 
-export function postJson(url, payload, headers = {}) {
+// init: more fetch options (e.g. a `signal` that bounds the request).
+export function postJson(url, payload, headers = {}, init = {}) {
   return getJson(url, {
     method: "POST",
     headers: { "Content-Type": "application/json", ...headers },
     body: typeof payload === "string" ? payload : JSON.stringify(payload),
+    ...init,
   });
 }
 

@@ -140,10 +140,7 @@ test("200 slowloris and 200 idle keep-alive sockets do not delay a completion by
   const start = performance.now();
   const timed = async (phase) => {
     const t0 = performance.now();
-    const r = await getJson(`${srv.base}/v1/completions`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(body),
+    const r = await postJson(`${srv.base}/v1/completions`, body, {}, {
       signal: AbortSignal.timeout(45000),
     }).catch((e) => {
       throw new Error(`${phase} completion at +${(t0 - start).toFixed(0)} ms: ${e.message}`);
