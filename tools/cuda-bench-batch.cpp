@@ -97,6 +97,20 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
               cuda::launch_matmul_batch(&job, 1, xa, ws, ws_bytes, s);
           }
         });
+        const double streamed_s = !half || !batched ? 0.0 : time_graph(s, launches, [&] {
+          for (int i = 0; i < launches; ++i) {
+            const cuda::GemvJob job{w[size_t(i % replicas)], y, nullptr};
+            cuda::launch_matmul_batch_half_streamed(&job, 1, xh, B, cols, ws, ws_bytes, s);
+          }
+        });
+        const cuda::GemvJob tma_job{w[0], y, nullptr};
+        const bool tma = half && cuda::matmul_batch_tma_takes(&tma_job, 1, B, cols);
+        const double tma_s = !tma ? 0.0 : time_graph(s, launches, [&] {
+          for (int i = 0; i < launches; ++i) {
+            const cuda::GemvJob job{w[size_t(i % replicas)], y, nullptr};
+            cuda::launch_matmul_batch_half_tma(&job, 1, xh, B, cols, s);
+          }
+        });
         const double staged_s = !half || !batched ? 0.0 : time_graph(s, launches, [&] {
           for (int i = 0; i < launches; ++i) {
             const cuda::GemvJob job{w[size_t(i % replicas)], y, nullptr};
@@ -117,11 +131,11 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
         const auto per_s = [](double v, double secs) { return secs > 0 ? v / secs : 0.0; };
         std::printf(
             "%-5s %5lldx%-5lld %4lld | %9.2f %8.0f %7.2f | %9.2f %7.2f | %9.2f %7.2f | staged "
-            "%7.2f%s\n",
+            "%7.2f streamed %7.2f tma %7.2f%s\n",
             dtype_name(t), (long long)rows, (long long)cols, (long long)B, dec_s * 1e6,
             per_s(double(raw), dec_s) / 1e9, per_s(ops, dec_s) / 1e12, gemm_s * 1e6,
             ops / gemm_s / 1e12, half_s * 1e6, per_s(ops, half_s) / 1e12, staged_s * 1e6,
-            err == cudaSuccess ? "" : " ERROR");
+            streamed_s * 1e6, tma_s * 1e6, err == cudaSuccess ? "" : " ERROR");
         if (err != cudaSuccess) {
           std::fprintf(stderr, "cuda-bench: %s\n", cudaGetErrorString(err));
           return false;

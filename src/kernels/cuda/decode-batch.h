@@ -45,6 +45,17 @@ cudaError_t launch_batch_x_half(const float* x, int64_t n_tokens, int64_t cols, 
 cudaError_t launch_matmul_batch_half(const GemvJob* jobs, int n_jobs, const void* xh,
                                      int64_t n_tokens, int64_t cols, void* workspace,
                                      size_t workspace_bytes, cudaStream_t s);
+// The same product with W and x brought into shared memory by the copy engine (TMA) in a ring
+// of stages (matmul-batch-tma.cu; sm_90): Q4_0 and Q4_K, cols % 256 == 0, 17-32 tokens, and
+// 33-64 where the row tiles of two token groups fill the SMs; no workspace.
+// launch_matmul_batch_half takes it wherever matmul_batch_tma_takes().
+bool matmul_batch_tma_takes(const GemvJob* jobs, int n_jobs, int64_t n_tokens, int64_t cols);
+cudaError_t launch_matmul_batch_half_tma(const GemvJob* jobs, int n_jobs, const void* xh,
+                                         int64_t n_tokens, int64_t cols, cudaStream_t s);
+// launch_matmul_batch_half without the copy-engine form (hearth-cuda-bench's comparison).
+cudaError_t launch_matmul_batch_half_streamed(const GemvJob* jobs, int n_jobs, const void* xh,
+                                              int64_t n_tokens, int64_t cols, void* workspace,
+                                              size_t workspace_bytes, cudaStream_t s);
 cudaError_t launch_matmul_batch_half_staged(const GemvJob* jobs, int n_jobs, const void* xh,
                                             int64_t n_tokens, int64_t cols, void* workspace,
                                             size_t workspace_bytes, cudaStream_t s);

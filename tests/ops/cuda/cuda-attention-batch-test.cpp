@@ -379,6 +379,9 @@ TEST_F(CudaTest, DecodeBatchAttentionKernelsMatchAReference) {
         const DeviceSegments ds(segs);
         const int64_t max_ctx = ds.max_ctx;
         const int64_t n_parts = cuda::attention_batch_partials_floats(B, heads, hd, max_ctx);
+        // (uploaded before the synchronize below: the backend's stream does not order itself
+        // with the default stream the launches use, and a small upload returns before it lands)
+        float* dq = dev(q);
         // (the warp form over 64-position chunks, and over one chunk of 256: no combine)
         const std::pair<cuda::BatchAttnKernel, int> kernels[] = {
             {cuda::BatchAttnKernel::kDecode, 0},
@@ -391,10 +394,10 @@ TEST_F(CudaTest, DecodeBatchAttentionKernelsMatchAReference) {
           float* partials = dev(parts);
           float* out = poisoned(B * width);
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // (uploads on the backend's stream)
-          ASSERT_EQ(cuda::launch_attention_batch(dev(q), out, ds.get(), B, max_ctx, heads, kv_heads,
-                                                 hd, t, scale, partials, nullptr, nullptr, kernel,
-                                                 warp_chunk),
-                    cudaSuccess);
+          ASSERT_EQ(
+              cuda::launch_attention_batch(dq, out, ds.get(), B, max_ctx, heads, kv_heads, hd, t,
+                                           scale, partials, nullptr, nullptr, kernel, warp_chunk),
+              cudaSuccess);
           ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
           EXPECT_LT(rel_error(get(out, B * width), want), 1e-5)
               << dtype_name(t) << " hd " << hd << " kv heads " << kv_heads << " kernel "

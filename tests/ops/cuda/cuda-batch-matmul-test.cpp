@@ -1,13 +1,13 @@
 // The batched decode matmul (matmul-batch.cu) through the backend in a Phase::kDecodeBatch pass:
 // every B of a decode step of many sequences against the CPU-dequantized product in float64,
-// outputs poisoned first: the int8 form (B 5-16), the streamed fp16 form (17-64: 17 and 40 fill
-// part of a token group; 128 columns, too few steps for the deep kernel's splits), the staged
-// fp16 form's deep kernel (40 and 64 over longer rows: few row tiles) and its plain one (256;
-// 96, 100 and 160 in balanced token groups of 48, 56 and 56). Row
-// counts leave partial row tiles; column counts give one split of one or two stages (128, 256),
-// several whole splits (2048, 2304) and a partial last split (2176, 2560); 96 columns (not whole
-// stages of 4 blocks) must take the GEMM instead. Dtypes the batched matmul lacks (Q6_K, F16) must
-// still be right through the GEMM.
+// outputs poisoned first: the int8 form (B 5-16), the fp16 forms at 17-64 tokens (the copy-engine
+// form for Q4_0 and Q4_K over whole stages of 256 columns: 2048, 2304, 2560, with K splits; the
+// streamed form elsewhere: 128 and 2176 columns, and Q8_0), the staged fp16 form's deep kernel
+// (40 and 64 over longer rows: few row tiles) and its plain one (256; 96, 100 and 160 in
+// balanced token groups of 48, 56 and 56). Row counts leave partial row tiles; column counts
+// give one split of one or two stages (128, 256), several whole splits (2048, 2304) and a
+// partial last split (2176, 2560); 96 columns (not whole stages of 4 blocks) must take the GEMM
+// instead. Dtypes the batched matmul lacks (Q6_K, F16) must still be right through the GEMM.
 #include <gtest/gtest.h>
 
 #include "cuda-test-util.h"
@@ -66,23 +66,53 @@ TEST_P(CudaBatchMatmul, EveryBatchSizeMatchesCpu) {
 }
 
 // Q/K/V-like matrices of one x in one launch (row counts of 1, 2 and 3 tiles, one partial), and
-// the residual add of matmul_add, in the int8 form (B = 12), the streamed fp16 one (B = 24:
-// its K splits meet in a cluster) and the staged one, deep at one token group (B = 40: six row
-// tiles) and plain at two (100).
+// the residual add of matmul_add, in the int8 form (B = 12), the copy-engine fp16 one (B = 24
+// over 1024 columns: K splits meeting in a cluster), the streamed one (B = 24 over 1152, 33), the
+// staged one, deep at one token group (B = 40, 64: six row tiles) and plain at two (100).
+// Enough row tiles (67 of 128 rows, the last partial) that 33-64 tokens take the copy-engine
+// form as two token groups of 32 (the second group partly empty at 40), with the residual add.
+TEST_P(CudaBatchMatmul, ManyRowTilesInTwoTokenGroups) {
+  const DType t = GetParam();
+  const int64_t rows = 66 * 128 + 37, cols = 512;
+  auto bytes = random_weight_bytes(t, rows, cols, 91);
+  Weight w = make_weight(t, rows, cols, bytes);
+  ASSERT_TRUE(backend_->prepare_weight(w).is_ok()) << backend_->status().message();
+  const auto wf = cpu_dequant(w);
+  for (int64_t B : {33, 40, 64}) {
+    const auto x = random_floats(size_t(B * cols), uint32_t(B + 3));
+    const auto res = random_floats(size_t(B * rows), uint32_t(B + 4), -2.f, 2.f);
+    auto want = reference_matmul(wf, x, rows, cols, B);
+    float* y = poisoned(B * rows);
+    backend_->begin_pass(Backend::Phase::kDecodeBatch, B);
+    backend_->matmul(w, dev(x), B, y);
+    EXPECT_LT(rel_error(get(y, B * rows), want), tolerance(t, cols, B))
+        << dtype_name(t) << " B=" << B;
+    float* dres = dev(res);
+    backend_->matmul_add(w, dev(x), B, dres, poisoned(B * rows));
+    for (size_t i = 0; i < want.size(); ++i) want[i] += res[i];
+    EXPECT_LT(rel_error(get(dres, B * rows), want), tolerance(t, cols, B))
+        << dtype_name(t) << " add, B=" << B;
+  }
+}
+
+// 1024 columns (whole stages of 256) take the copy-engine form from 17 to 32 tokens (Q4_0, Q4_K),
+// 1152 the streamed and staged ones.
 TEST_P(CudaBatchMatmul, SharedXAndResidualAdd) {
   const DType t = GetParam();
-  const int64_t cols = dtype_info(t).block_size == 256 ? 1024 : 1152;
   const int64_t rows[3] = {37, 130, 300};
-  std::vector<std::vector<uint8_t>> keep;
-  std::vector<Weight> ws;
-  keep.reserve(3);
-  ws.reserve(3);
-  for (int i = 0; i < 3; ++i) {
-    keep.push_back(random_weight_bytes(t, rows[i], cols, uint32_t(50 + i)));
-    ws.push_back(make_weight(t, rows[i], cols, keep.back()));
-    ASSERT_TRUE(backend_->prepare_weight(ws.back()).is_ok()) << backend_->status().message();
+  for (int64_t cols : dtype_info(t).block_size == 256 ? std::vector<int64_t>{1024}
+                                                      : std::vector<int64_t>{1024, 1152}) {
+    std::vector<std::vector<uint8_t>> keep;
+    std::vector<Weight> ws;
+    keep.reserve(3);
+    ws.reserve(3);
+    for (int i = 0; i < 3; ++i) {
+      keep.push_back(random_weight_bytes(t, rows[i], cols, uint32_t(50 + i)));
+      ws.push_back(make_weight(t, rows[i], cols, keep.back()));
+      ASSERT_TRUE(backend_->prepare_weight(ws.back()).is_ok()) << backend_->status().message();
+    }
+    for (int64_t B : {12, 24, 33, 40, 64, 100}) check_shared_x(ws, rows, cols, B);
   }
-  for (int64_t B : {12, 24, 40, 100}) check_shared_x(ws, rows, cols, B);
 }
 
 void CudaBatchMatmul::check_shared_x(const std::vector<Weight>& ws, const int64_t (&rows)[3],
