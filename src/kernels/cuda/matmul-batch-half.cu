@@ -258,9 +258,13 @@ HalfPlan make_plan(const GemvJob* jobs, int n_jobs, int64_t n_tokens, const Half
 cudaError_t launch_matmul_batch_half(const GemvJob* jobs, int n_jobs, const void* xh,
                                      int64_t n_tokens, int64_t cols, void* workspace,
                                      size_t workspace_bytes, cudaStream_t s) {
+  // (a tensor map the driver refuses to encode leaves the streamed form to run)
   if (matmul_batch_tma_takes(jobs, n_jobs, n_tokens, cols) &&
-      reinterpret_cast<uintptr_t>(xh) % 16 == 0)
-    return launch_matmul_batch_half_tma(jobs, n_jobs, xh, n_tokens, cols, s);
+      reinterpret_cast<uintptr_t>(xh) % 16 == 0) {
+    const cudaError_t e = launch_matmul_batch_half_tma(jobs, n_jobs, xh, n_tokens, cols, s);
+    if (e != cudaErrorInvalidValue) return e;
+    (void)cudaGetLastError();
+  }
   return launch_matmul_batch_half_streamed(jobs, n_jobs, xh, n_tokens, cols, workspace,
                                            workspace_bytes, s);
 }

@@ -208,6 +208,8 @@ __global__ void __launch_bounds__(kThreads, 3)
         copy_w(k);
         copy_x(k);
       }
+    } else {
+      pdl_wait();  // (the split epilogue has every thread write y)
     }
   } else {
     pdl_wait();  // (the epilogue writes y and adds to the residual earlier kernels wrote)
