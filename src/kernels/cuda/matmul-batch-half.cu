@@ -33,8 +33,7 @@ constexpr int kThreads = kWarps * 32;
 // Three blocks an SM (12 warps): at most 168 registers a thread. More registers (fewer blocks)
 // and fewer (spilling, or fewer weight steps in flight) were both slower on the H200.
 constexpr int kMinBlocksPerSm = 3;
-constexpr int kStages = 3;                  // x stages in flight
-constexpr int kMaxSplits = kMaxTileSplits;  // K splits: the blocks of a portable cluster
+constexpr int kStages = 3;  // x stages in flight
 
 // Up to three matrices of one x (Q/K/V, gate/up) in one launch: row tiles of kRows.
 struct HalfPlan {
@@ -224,15 +223,14 @@ HalfKernel pick_kernel(DType t, int64_t n_tokens) {
   }
 }
 
-using Fit = SplitFit;
-Fit fit_of(const HalfKernel& k) {
+SplitFit fit_of(const HalfKernel& k) {
   return split_fit(k.fn, kThreads, k.smem);
 }
 
 // K splits so that the row tiles times the splits fill the SMs' resident blocks once (each
 // split at least two steps).
 HalfPlan make_plan(const GemvJob* jobs, int n_jobs, int64_t n_tokens, const HalfKernel& k,
-                   const Fit& f) {
+                   const SplitFit& f) {
   HalfPlan p;
   p.n_jobs = n_jobs;
   unsigned end = 0;
@@ -247,7 +245,7 @@ HalfPlan make_plan(const GemvJob* jobs, int n_jobs, int64_t n_tokens, const Half
   const int64_t tiles = int64_t(end) * groups;
   const int steps = int(jobs[0].w.cols / 32 / k.blocks_per_step);
   int64_t splits = f.clusters ? int64_t(f.blocks_per_sm) * device_sm_count() / tiles : 1;
-  splits = std::max<int64_t>(1, std::min<int64_t>({splits, kMaxSplits, steps / 2}));
+  splits = std::max<int64_t>(1, std::min<int64_t>({splits, kMaxTileSplits, steps / 2}));
   p.split_steps = int((steps + splits - 1) / splits);
   p.splits = (steps + p.split_steps - 1) / p.split_steps;
   return p;
@@ -258,13 +256,11 @@ HalfPlan make_plan(const GemvJob* jobs, int n_jobs, int64_t n_tokens, const Half
 cudaError_t launch_matmul_batch_half(const GemvJob* jobs, int n_jobs, const void* xh,
                                      int64_t n_tokens, int64_t cols, void* workspace,
                                      size_t workspace_bytes, cudaStream_t s) {
-  // (a tensor map the driver refuses to encode leaves the streamed form to run)
-  if (matmul_batch_tma_takes(jobs, n_jobs, n_tokens, cols) &&
-      reinterpret_cast<uintptr_t>(xh) % 16 == 0) {
-    const cudaError_t e = launch_matmul_batch_half_tma(jobs, n_jobs, xh, n_tokens, cols, s);
-    if (e != cudaErrorInvalidValue) return e;
-    (void)cudaGetLastError();
-  }
+  // The copy-engine form checks what it takes (and the tensor maps it encodes) before it
+  // launches: where it refuses, the streamed form runs.
+  const cudaError_t e = launch_matmul_batch_half_tma(jobs, n_jobs, xh, n_tokens, cols, s);
+  if (e != cudaErrorInvalidValue) return e;
+  (void)cudaGetLastError();
   return launch_matmul_batch_half_streamed(jobs, n_jobs, xh, n_tokens, cols, workspace,
                                            workspace_bytes, s);
 }
@@ -287,12 +283,12 @@ cudaError_t launch_matmul_batch_half_streamed(const GemvJob* jobs, int n_jobs, c
   if (!k.fn) return cudaErrorInvalidValue;
   // Asked of the device once (a function-local static is initialized once, thread-safely): each
   // dtype's two kernels.
-  static const Fit fits[3][2] = {
+  static const SplitFit fits[3][2] = {
       {fit_of(pick_kernel(DType::Q4_0, 32)), fit_of(pick_kernel(DType::Q4_0, 64))},
       {fit_of(pick_kernel(DType::Q8_0, 32)), fit_of(pick_kernel(DType::Q8_0, 64))},
       {fit_of(pick_kernel(DType::Q4_K, 32)), fit_of(pick_kernel(DType::Q4_K, 64))}};
   const DType dt = jobs[0].w.dtype;
-  const Fit f = fits[dt == DType::Q4_0 ? 0 : dt == DType::Q8_0 ? 1 : 2][n_tokens > 32 ? 1 : 0];
+  const SplitFit f = fits[dt == DType::Q4_0 ? 0 : dt == DType::Q8_0 ? 1 : 2][n_tokens > 32 ? 1 : 0];
   if (f.blocks_per_sm == 0) return cudaErrorInvalidValue;
   const HalfPlan p = make_plan(jobs, n_jobs, n_tokens, k, f);
   const dim3 grid(p.tile_end[n_jobs - 1], unsigned((n_tokens + k.tokens - 1) / k.tokens),

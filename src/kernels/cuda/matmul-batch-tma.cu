@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
-  const bool live = tile_row0 + warp * (kMT * 16) < d;
+  const bool live = tile_row0 + warp * kWarpRows < d;
 
   if (warp == kMmaWarps) {
     if (lane == 0) {
@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, 3)
           for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              R::load(wr[mt][h], body, st + Sh::kAuxOffset, warp * (kMT * 16) + mt * 16 + h * 8 + g,
+              R::load(wr[mt][h], body, st + Sh::kAuxOffset, warp * kWarpRows + mt * 16 + h * 8 + g,
                       s, t);
               kr[mt][h] = H::prep(wr[mt][h], t);
             }
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
   if (plan.splits > 1) __syncthreads();  // every stage consumed: the ring takes the partial sums
   store_tile_sums<kMT, NT, kRows, kTokens, kThreads>(acc, live && warp < kMmaWarps,
-                                                     warp < kMmaWarps ? warp * (kMT * 16) : -1,
+                                                     warp < kMmaWarps ? warp * kWarpRows : -1,
                                                      tile_row0, tok0, d, n_tok,
                                                      j == 0   ? plan.y[0]
                                                      : j == 1 ? plan.y[1]
