@@ -3,6 +3,7 @@
 // `|` to continue the rule above.
 #include <cstring>
 
+#include "base/printable.h"
 #include "grammar/grammar-builder.h"
 
 namespace hearth {
@@ -10,7 +11,8 @@ namespace {
 
 class GbnfParser {
  public:
-  GbnfParser(std::string_view text, const GrammarLimits& limits) : s_(text), b_(limits) {}
+  GbnfParser(std::string_view text, const GrammarLimits& limits)
+      : s_(text), limits_(limits), b_(limits) {}
 
   Result<Grammar> parse() {
     skip_space(true);
@@ -121,10 +123,15 @@ class GbnfParser {
         if (Status st = b_.append_class(normalize_ranges({}, true), seq); !st)
           return error(st.message());
       } else if (c == '(') {
+        if (depth_ >= limits_.max_nesting)
+          return error("groups nested deeper than " + std::to_string(limits_.max_nesting));
         ++pos_;
         skip_space(true);
         std::vector<GrammarBuilder::Sequence> alts;
-        HEARTH_TRY(parse_alternatives(true, &alts));
+        ++depth_;
+        const Status inner = parse_alternatives(true, &alts);
+        --depth_;
+        HEARTH_TRY(inner);
         if (peek() != ')') return error("expected ')'");
         ++pos_;
         seq->push_back(b_.group(std::move(alts)));
@@ -265,14 +272,19 @@ class GbnfParser {
   }
 
   std::string_view s_;
+  GrammarLimits limits_;
   size_t pos_ = 0;
+  uint32_t depth_ = 0;  // ( ) groups open around pos_
   GrammarBuilder b_;
 };
 
 }  // namespace
 
 Result<Grammar> parse_gbnf(std::string_view text, const GrammarLimits& limits) {
-  return GbnfParser(text, limits).parse();
+  auto g = GbnfParser(text, limits).parse();
+  // Errors quote the grammar (an escape, a rule name): one line, whatever it holds.
+  if (!g.is_ok()) return Status::error(printable(g.message()));
+  return g;
 }
 
 }  // namespace hearth

@@ -44,6 +44,7 @@ struct Grammar {
 struct GrammarLimits {
   uint32_t max_repetition = 10000;  // the m and n of x{m,n}
   uint32_t max_elements = 4u << 20;
+  uint32_t max_nesting = 200;  // ( ) groups inside each other (the parser recurses into each)
 };
 
 // Parses GBNF (rules `name ::= ...`, `|`, `( )`, `* + ? {m} {m,} {m,n}`, "literals", [classes]

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/printable.h"
 #include "grammar/json-schema-parts.h"
 
 namespace hearth {
@@ -136,7 +137,19 @@ class SchemaConverter {
     return Status::ok();
   }
 
+  // Every nested schema passes here: a bound keeps a hostile one (a CLI file; an HTTP body
+  // is held to 64 levels of JSON before it gets here) from overflowing the stack.
+  static constexpr int kMaxDepth = 100;
   Result<std::string> visit(const Json& s, const std::string& path) {
+    if (depth_ >= kMaxDepth)
+      return error(path, "the schema nests deeper than " + std::to_string(kMaxDepth) + " levels");
+    ++depth_;
+    auto expr = visit_schema(s, path);
+    --depth_;
+    return expr;
+  }
+
+  Result<std::string> visit_schema(const Json& s, const std::string& path) {
     if (s.is_boolean()) {
       if (s.get<bool>()) return any_value();
       return error(path, "the schema 'false' matches nothing");
@@ -225,17 +238,14 @@ class SchemaConverter {
     return alternatives(alts);
   }
 
-  Result<std::string> visit_ref(const std::string& ref, const std::string& path) {
-    auto it = ref_rules_.find(ref);
-    if (it != ref_rules_.end()) return it->second;
-    if (ref.empty() || ref[0] != '#')
-      return Status(error(path, "'$ref' " + ref + " is not a local reference (#/...)"));
+  // The node a local reference ("#", "#/a/b~1c/0": a JSON pointer with its ~0 and ~1
+  // escapes) names, or null: one walk for every use, which throws on no input (a client's
+  // schema reaches it).
+  const Json* find_ref(const std::string& ref) const {
+    if (ref.empty() || ref[0] != '#' || (ref.size() > 1 && ref[1] != '/')) return nullptr;
     const Json* target = &root_;
-    std::string pointer = ref.substr(1);
-    size_t i = 0;
-    if (!pointer.empty() && pointer[0] != '/')
-      return Status(error(path, "'$ref' " + ref + " is not a JSON pointer"));
-    while (i < pointer.size()) {
+    const std::string pointer = ref.substr(1);
+    for (size_t i = 0; i < pointer.size();) {
       size_t j = pointer.find('/', i + 1);
       if (j == std::string::npos) j = pointer.size();
       std::string token = pointer.substr(i + 1, j - i - 1);
@@ -243,15 +253,35 @@ class SchemaConverter {
         token.replace(k, 2, token.compare(k, 2, "~1") == 0 ? "/" : "~");
       if (target->is_object() && target->contains(token)) {
         target = &(*target)[token];
-      } else if (target->is_array() && !token.empty() &&
+      } else if (target->is_array() && !token.empty() && token.size() <= 9 &&
                  token.find_first_not_of("0123456789") == std::string::npos &&
-                 std::stoull(token.substr(0, 9)) < target->size()) {
-        target = &(*target)[std::stoull(token.substr(0, 9))];
+                 std::stoull(token) < target->size()) {
+        target = &(*target)[std::stoull(token)];
       } else {
-        return Status(error(path, "'$ref' " + ref + " points at nothing"));
+        return nullptr;
       }
       i = j;
     }
+    return target;
+  }
+  // A branch with its $ref chain followed (at most 32 hops); null where a reference is not
+  // find_ref's (kBadRef).
+  static constexpr const char* kBadRef = "a '$ref' names no schema here (#/... pointer)";
+  const Json* follow_refs(const Json* b) const {
+    for (int hops = 0; b && b->is_object() && b->contains("$ref") && hops < 32; ++hops)
+      b = (*b)["$ref"].is_string() ? find_ref((*b)["$ref"].get<std::string>()) : nullptr;
+    return b;
+  }
+
+  Result<std::string> visit_ref(const std::string& ref, const std::string& path) {
+    auto it = ref_rules_.find(ref);
+    if (it != ref_rules_.end()) return it->second;
+    if (ref.empty() || ref[0] != '#')
+      return Status(error(path, "'$ref' " + ref + " is not a local reference (#/...)"));
+    if (ref.size() > 1 && ref[1] != '/')
+      return Status(error(path, "'$ref' " + ref + " is not a JSON pointer"));
+    const Json* target = find_ref(ref);
+    if (!target) return Status(error(path, "'$ref' " + ref + " points at nothing"));
     // Named before visiting, so a recursive reference finds the rule.
     const size_t slash = ref.rfind('/');
     const std::string name =
@@ -288,13 +318,8 @@ class SchemaConverter {
   Status check_disjoint(const Json& branches, const std::string& path) {
     std::vector<std::set<std::string>> keys;
     for (size_t i = 0; i < branches.size(); ++i) {
-      const Json* b = &branches[i];
-      for (int hops = 0; b->is_object() && b->contains("$ref") && hops < 32; ++hops) {
-        const std::string ref = (*b)["$ref"].is_string() ? (*b)["$ref"].get<std::string>() : "";
-        const Json::json_pointer ptr(ref.size() > 1 ? ref.substr(1) : "");
-        if (ref.empty() || ref[0] != '#' || !root_.contains(ptr)) break;
-        b = &root_[ptr];
-      }
+      const Json* b = follow_refs(&branches[i]);
+      if (!b) return error(path + "/oneOf/" + std::to_string(i), kBadRef);
       std::set<std::string> k;
       if (b->is_object() && (b->contains("const") || b->contains("enum"))) {
         if (b->contains("const"))
@@ -333,14 +358,8 @@ class SchemaConverter {
     for (const auto& [k, v] : s.items())
       if (k != "allOf") parts.push_back(Json{{k, v}});
     for (const auto& b : branches) {
-      const Json* r = &b;
-      for (int hops = 0; r->is_object() && r->contains("$ref") && hops < 32; ++hops) {
-        const std::string ref = (*r)["$ref"].is_string() ? (*r)["$ref"].get<std::string>() : "";
-        const Json::json_pointer ptr(ref.size() > 1 && ref[0] == '#' ? ref.substr(1) : "/\x01");
-        if (!root_.contains(ptr))
-          return Status(error(path + "/allOf", "'$ref' " + ref + " points at nothing"));
-        r = &root_[ptr];
-      }
+      const Json* r = follow_refs(&b);
+      if (!r) return Status(error(path + "/allOf", kBadRef));
       if (r->is_boolean()) {
         if (!r->get<bool>())
           return Status(error(path + "/allOf", "a 'false' branch matches nothing"));
@@ -405,6 +424,7 @@ class SchemaConverter {
   const Json& root_;
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> ref_rules_;
+  int depth_ = 0;  // schemas being visited around the current one
 };
 
 Result<int64_t> SchemaConverter::count_keyword(const Json& s, const char* key,
@@ -657,7 +677,10 @@ Result<std::string> SchemaConverter::visit_number(bool integer, const Json& s,
 Result<std::string> json_schema_to_gbnf(std::string_view schema_json) {
   Json schema = Json::parse(schema_json, nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded()) return Status::error("JSON Schema: not valid JSON");
-  return SchemaConverter(schema).convert();
+  auto gbnf = SchemaConverter(schema).convert();
+  // Errors quote the schema (keys, patterns): one line, whatever they hold.
+  if (!gbnf.is_ok()) return Status::error(printable(gbnf.message()));
+  return gbnf;
 }
 
 std::string json_object_gbnf() {

@@ -122,7 +122,12 @@ class PatternParser {
       if (j < p_.size() && p_[j] == ',') {
         ++j;
         op += ",";
-        if (number(&hi)) op += std::to_string(hi);
+        if (number(&hi)) {
+          if (hi < lo && j < p_.size() && p_[j] == '}')
+            return error("repetition {" + std::to_string(lo) + "," + std::to_string(hi) +
+                         "} has its maximum below its minimum");
+          op += std::to_string(hi);
+        }
       }
       if (j >= p_.size() || p_[j] != '}') return atom;
       op += "}";

@@ -28,6 +28,8 @@ struct Node {
 
 class Parser {
  public:
+  static constexpr int kMaxGroupDepth = 64;
+
   Parser(std::string_view p, Program& prog) : p_(p), prog_(prog) {}
 
   Result<Node> parse() {
@@ -129,7 +131,9 @@ class Parser {
   }
 
   Result<Node> quantified(Node a) {
-    while (!at_end()) {
+    // One quantifier (with its lazy '?' or possessive '+'), as Python's re: a second one is
+    // its "multiple repeat" error (each would also double the program: a+++... grew as 2^n).
+    for (int count = 0; !at_end(); ++count) {
       int min, max;
       const char c = peek();
       if (c == '?') {
@@ -144,6 +148,7 @@ class Parser {
       } else {
         break;
       }
+      if (count > 0) return error("multiple repeat");
       if (a.kind == Node::kAnchor || a.kind == Node::kLook) {
         return error("quantifier after an assertion");
       }
@@ -162,6 +167,18 @@ class Parser {
   }
 
   Result<std::optional<Node>> group() {
+    // Groups recurse (group -> alternation -> atom -> group), and a model's files bring the
+    // pattern: a bound keeps a hostile one from overflowing the stack. Published patterns nest
+    // two or three deep.
+    if (depth_ >= kMaxGroupDepth)
+      return error("groups nested deeper than " + std::to_string(kMaxGroupDepth));
+    ++depth_;
+    auto g = group_body();
+    --depth_;
+    return g;
+  }
+
+  Result<std::optional<Node>> group_body() {
     ++pos_;  // '('
     Node n;
     bool wrap = false;
@@ -412,6 +429,7 @@ class Parser {
   Program& prog_;
   size_t pos_ = 0;
   bool icase_ = false;
+  int depth_ = 0;  // groups open around pos_
 };
 
 bool can_be_empty(const Node& n) {
@@ -441,7 +459,15 @@ class Emitter {
  public:
   explicit Emitter(Program& p) : code_(p.code) {}
 
+  // Repeats copy their bodies ({2,3} of x is x x x?), so nested ones multiply: a bound on the
+  // program keeps a hostile pattern from growing it without end. Published patterns compile to
+  // a few hundred instructions.
+  static constexpr size_t kMaxInstructions = size_t(1) << 16;
+
   Status emit(const Node& n) {
+    if (code_.size() > kMaxInstructions)
+      return Status::error("regex: the pattern compiles to more than " +
+                           std::to_string(kMaxInstructions) + " instructions");
     switch (n.kind) {
       case Node::kEmpty:
         return Status::ok();

@@ -6,6 +6,7 @@
 #include <unicode/uchar.h>
 #include <unicode/uscript.h>
 
+#include "base/printable.h"
 #include "tokenizer/utf8.h"
 
 namespace hearth {
@@ -92,8 +93,9 @@ using split_regex::Op;
 Result<SplitRegex> SplitRegex::compile(std::string_view pattern) {
   auto prog = split_regex::parse_and_compile(pattern);
   if (!prog.is_ok()) {
-    return Status::error(prog.message() + " in pre-tokenizer pattern \"" + std::string(pattern) +
-                         "\"");
+    // The pattern comes from the model's files: quoted as one line, whatever it holds.
+    return Status::error(
+        printable(prog.message() + " in pre-tokenizer pattern \"" + std::string(pattern) + "\""));
   }
   return SplitRegex(std::string(pattern), std::move(prog).value());
 }

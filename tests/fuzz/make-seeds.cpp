@@ -1,16 +1,21 @@
-// Writes the fuzz seed corpus (small GGUF and safetensors files made by Hearth's own writers)
-// into OUT/seeds/{gguf,safetensors,http}, and empty work dirs OUT/corpus/{...} for
-// libFuzzer's new inputs. Usage: make-seeds OUT. A new seed: one more put_*() call below.
+// Writes the fuzz seed corpus (small GGUF and safetensors files made by Hearth's own writers,
+// HTTP requests, chat templates, grammars and schemas, tokenizer data) into
+// OUT/seeds/{gguf,safetensors,http,jinja,grammar,tokenizer}, and empty work dirs
+// OUT/corpus/{...} for libFuzzer's new inputs. Usage: make-seeds OUT. A new seed: one more
+// put_*() call or list entry below.
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
+#include "runtime/chat/chat-template.h"
 
 namespace {
 
@@ -125,6 +130,90 @@ bool http_seeds(const std::string& dir) {
   return true;
 }
 
+// Text seeds, each behind a first byte that picks the target's parser (fuzz-grammar.cpp,
+// fuzz-tokenizer.cpp; none for fuzz-jinja.cpp).
+bool put_texts(const std::string& dir, const std::vector<std::pair<int, std::string>>& texts) {
+  int i = 0;
+  for (const auto& [pick, text] : texts) {
+    std::vector<uint8_t> bytes;
+    if (pick >= 0) bytes.push_back(uint8_t(pick));
+    bytes.insert(bytes.end(), text.begin(), text.end());
+    if (!put(dir + "/seed-" + std::to_string(i++), bytes)) return false;
+  }
+  return true;
+}
+
+bool jinja_seeds(const std::string& dir) {
+  std::vector<std::pair<int, std::string>> texts;
+  for (std::string_view name : builtin_chat_template_names())
+    texts.emplace_back(-1, std::string(*builtin_chat_template(name)));
+  for (const char* t :
+       {"{% macro f(x, y=2) %}{{ x ~ y }}{% endmacro %}{{ f(1) }}{% for i in range(3) %}"
+        "{{ loop.index }}{% endfor %}",
+        "{% set ns = namespace(a=0) %}{% for m in messages %}{% set ns.a = ns.a + 1 %}"
+        "{% endfor %}{{ ns.a }}{{ messages|tojson }}",
+        "{{ tools | map(attribute='name') | join(', ') }}{{ 'abc'[::-1] }}"
+        "{{ {'a': 1}.items() | list }}{{ '%s-%d' % ('x', 3) }}",
+        "{%- for m in messages -%}{%- if m.role == 'user' -%}{{ m.content | upper }}"
+        "{%- elif m.role is defined -%}{{ m['content'][:3] }}{%- endif -%}{%- endfor -%}"
+        "{{ strftime_now('%Y') }}{% raw %}{{ q }}{% endraw %}"})
+    texts.emplace_back(-1, t);
+  return put_texts(dir, texts);
+}
+
+bool grammar_seeds(const std::string& dir) {  // 0: GBNF, 1: JSON Schema
+  return put_texts(
+      dir, {{0, R"(root ::= "yes" | "no")"},
+            {0, R"(root ::= object
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}"
+value ::= object | string | [0-9]{1,4} | ("true" | "null")
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" ["\\nt] )* "\""
+ws ::= | " " | "\n" [ \t]{0,20}  # comment
+)"},
+            {0, R"(root ::= item{2,5} [^a-z]* . "\u00e9" [\U0001F600-\U0001F64F]+
+item ::= "a" | "b" (item)?
+)"},
+            {1, R"({"type":"object","properties":{"name":{"type":"string","minLength":1,)"
+                R"("maxLength":20},"age":{"type":"integer","minimum":0,"maximum":150}},)"
+                R"("required":["name"],"additionalProperties":false})"},
+            {1, R"({"type":"array","items":{"enum":["a","b",1,null,true]},"minItems":1,)"
+                R"("maxItems":4})"},
+            {1, R"({"oneOf":[{"type":"number","exclusiveMinimum":-1.5},{"type":"string",)"
+                R"("pattern":"^[a-z]{2,3}(x|y)?$"}]})"},
+            {1, R"({"type":"object","properties":{"a":{"$ref":"#/$defs/n"},"b":{"anyOf":[)"
+                R"({"type":"boolean"},{"type":"null"}]},"c":{"type":"string","format":"date"}},)"
+                R"("$defs":{"n":{"type":"integer","minimum":-10,"maximum":1000}}})"}});
+}
+
+bool tokenizer_seeds(const std::string& dir) {  // 0: SentencePiece model, 1: JSON, 2: regex
+  // A SentencePiece ModelProto: pieces <unk> (type 2), <s> and </s> (type 3) and "a", a BPE
+  // trainer_spec with byte fallback on, an identity normalizer.
+  const std::string spm = std::string("\x0a\x0e\x0a\x05<unk>\x15\0\0\0\0\x18\x02", 16) +
+                          std::string("\x0a\x0c\x0a\x03<s>\x15\0\0\0\0\x18\x03", 14) +
+                          std::string("\x0a\x0d\x0a\x04</s>\x15\0\0\0\0\x18\x03", 15) +
+                          std::string(
+                              "\x0a\x08\x0a\x01"
+                              "a"
+                              "\x15\0\0\x80\xbf",
+                              10) +
+                          std::string("\x12\x05\x18\x02\x98\x02\x01", 7) +
+                          std::string("\x1a\x02\x18\x01", 4);
+  const std::string json =
+      R"({"added_tokens":[{"id":5,"content":"<|endoftext|>","special":true}],)"
+      R"("normalizer":null,"pre_tokenizer":{"type":"Sequence","pretokenizers":[)"
+      R"({"type":"Split","pattern":{"Regex":"\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+|\\s+"},)"
+      R"("behavior":"Isolated","invert":false},{"type":"ByteLevel","add_prefix_space":false,)"
+      R"("use_regex":false}]},"decoder":{"type":"ByteLevel"},"model":{"type":"BPE",)"
+      R"("vocab":{"a":0,"b":1,"ab":2,"\u0120":3,"\u0120a":4},"merges":["a b","\u0120 a"]}})";
+  return put_texts(
+      dir, {{0, spm},
+            {1, json},
+            {2, R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)"},
+            {2, R"((?i:'s|'t|'re)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|)"
+                R"(\s*[\r\n]+|\s+(?!\S)|\s+)"},
+            {2, R"([\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t)?|\p{N})"}});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -133,11 +222,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string out = argv[1];
-  for (const char* sub : {"", "/seeds", "/seeds/gguf", "/seeds/safetensors", "/seeds/http",
-                          "/corpus", "/corpus/gguf", "/corpus/safetensors", "/corpus/http"})
-    mkdir((out + sub).c_str(), 0755);  // existing dirs are fine
+  mkdir(out.c_str(), 0755);  // existing dirs are fine
+  for (const char* top : {"/seeds", "/corpus"}) {
+    mkdir((out + top).c_str(), 0755);
+    for (const char* sub : {"/gguf", "/safetensors", "/http", "/jinja", "/grammar", "/tokenizer"})
+      mkdir((out + top + sub).c_str(), 0755);
+  }
   if (!gguf_seeds(out + "/seeds/gguf") || !safetensors_seeds(out + "/seeds/safetensors") ||
-      !http_seeds(out + "/seeds/http")) {
+      !http_seeds(out + "/seeds/http") || !jinja_seeds(out + "/seeds/jinja") ||
+      !grammar_seeds(out + "/seeds/grammar") || !tokenizer_seeds(out + "/seeds/tokenizer")) {
     std::fprintf(stderr, "%s: cannot write seeds under %s\n", argv[0], out.c_str());
     return 1;
   }

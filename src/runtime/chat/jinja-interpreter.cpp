@@ -6,10 +6,6 @@
 
 namespace hearth::jinja {
 
-struct NodeListHolder {
-  NodeList nodes;
-};
-
 namespace {
 
 Status at_line(int line, const Status& s) {
@@ -150,6 +146,13 @@ Status Interpreter::exec_set(const Node& n) {
   if (!target.is_namespace())
     return at_line(n.line, Status::error("cannot assign attribute '" + n.attr + "' on '" + n.text +
                                          "' (" + kind_name(target) + "): use namespace()"));
+  uint64_t walked = 0;
+  const Nesting nest = nesting_of(v, target.dict_storage(), kMaxNamespaceNesting, &walked);
+  HEARTH_TRY(step(1 + walked / 16));
+  if (nest.holds_dict || nest.depth >= kMaxNamespaceNesting)
+    return at_line(n.line, Status::error("cannot store that in '" + n.text + "." + n.attr +
+                                         (nest.holds_dict ? "': it holds the namespace itself"
+                                                          : "': it nests too deep")));
   target.entries().set(n.attr, std::move(v));
   return Status::ok();
 }
@@ -612,7 +615,9 @@ Result<Value> Interpreter::binary(const std::string& op, const Value& a, const V
       const int64_t times = std::max<int64_t>(0, int_of(a));
       const uint64_t unit = b.is_string() ? b.as_string().size() : b.items().size();
       const uint64_t cap = b.is_string() ? limits_.max_output_bytes : limits_.max_list_items;
-      if (unit != 0 && uint64_t(times) > cap / unit)
+      // Nothing repeated is nothing, however many times (a loop of 10^14 turns otherwise).
+      if (unit == 0) return b.is_string() ? Value::string("") : Value::list();
+      if (uint64_t(times) > cap / unit)
         return Status::error(std::string(b.is_string() ? "string" : "list") +
                              " repetition would exceed the limit of " + std::to_string(cap));
       HEARTH_TRY(step(1 + uint64_t(times) * unit / 16));
@@ -669,31 +674,6 @@ Result<Value> Interpreter::binary(const std::string& op, const Value& a, const V
     return Value::number(std::pow(a.as_double(), b.as_double()));
   }
   return type_error();
-}
-
-Result<Template> Template::parse(std::string_view source, const Limits& limits) {
-  if (source.size() > limits.max_template_bytes)
-    return Status::error("template is " + std::to_string(source.size()) +
-                         " bytes, over the limit of " + std::to_string(limits.max_template_bytes));
-  ParseLimits pl;
-  pl.max_nesting = limits.max_nesting;
-  HEARTH_ASSIGN_OR_RETURN(NodeList nodes, parse_template(source, pl));
-  auto holder = std::make_shared<NodeListHolder>();
-  holder->nodes = std::move(nodes);
-  Template t;
-  t.nodes_ = std::move(holder);
-  t.limits_ = limits;
-  return t;
-}
-
-Result<std::string> Template::render(const Variables& vars) const {
-  Interpreter in(limits_, vars);
-  return in.run(nodes_->nodes);
-}
-
-Result<std::string> render(std::string_view source, const Variables& vars, const Limits& limits) {
-  HEARTH_ASSIGN_OR_RETURN(Template t, Template::parse(source, limits));
-  return t.render(vars);
 }
 
 }  // namespace hearth::jinja

@@ -41,6 +41,8 @@ class Interpreter {
   // Bounds native recursion (expressions inside recursive macros) so the stack cannot overflow.
   Status enter();
   static constexpr int kMaxEvalDepth = 256;
+  // Lists and dicts a value stored in a namespace may nest (nesting_of, jinja-value.h).
+  static constexpr uint32_t kMaxNamespaceNesting = 64;
   Result<Flow> exec_for(const Node& node);
   Status exec_set(const Node& node);
   Result<Value> eval(const Expr& e);

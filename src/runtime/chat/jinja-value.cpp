@@ -2,6 +2,7 @@
 // Printing follows CPython so templates that print lists or floats match Hugging Face exactly.
 #include "runtime/chat/jinja-value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -294,6 +295,26 @@ std::string Value::to_output() const {
       return "<function " + s_ + ">";
   }
   return "";
+}
+
+Nesting nesting_of(const Value& v, const Dict* dict, uint32_t limit, uint64_t* visited) {
+  // Iterative, as the values it guards against are the ones too deep to recurse through.
+  Nesting n;
+  std::vector<std::pair<const Value*, uint32_t>> todo = {{&v, 0}};
+  while (!todo.empty() && n.depth <= limit && !n.holds_dict) {
+    const auto [x, d] = todo.back();
+    todo.pop_back();
+    ++*visited;
+    if (x->is_list()) {
+      n.depth = std::max(n.depth, d + 1);
+      for (const Value& item : x->items()) todo.emplace_back(&item, d + 1);
+    } else if (x->is_dict()) {
+      n.depth = std::max(n.depth, d + 1);
+      n.holds_dict = n.holds_dict || x->dict_storage() == dict;
+      for (const auto& [key, item] : x->entries().entries) todo.emplace_back(&item, d + 1);
+    }
+  }
+  return n;
 }
 
 bool values_equal(const Value& a, const Value& b) {

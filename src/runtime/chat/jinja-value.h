@@ -79,6 +79,7 @@ class Value {
   std::vector<Value>& items() { return *list_; }
   const Dict& entries() const { return *dict_; }
   Dict& entries() { return *dict_; }
+  const Dict* dict_storage() const { return dict_.get(); }  // what namespaces share
   const NativeFunction& function() const { return *fn_; }
 
   bool truthy() const;
@@ -103,6 +104,17 @@ class Value {
 
 // Python's == across kinds (1 == 1.0, True == 1; lists and dicts compare element-wise).
 bool values_equal(const Value& a, const Value& b);
+
+// How deep v nests lists and dicts (a scalar 0, [1] 1, [[1]] 2), counted up to limit + 1, and
+// whether `dict` (a namespace about to hold v) is among them. A namespace is the one value a
+// template can change after making it, so it is where a value could come to hold itself (a
+// cycle: shared storage never freed) or nest without bound (a chain that overflows the stack
+// when freed); exec_set asks before each attribute store. *visited counts the values walked.
+struct Nesting {
+  uint32_t depth = 0;
+  bool holds_dict = false;
+};
+Nesting nesting_of(const Value& v, const Dict* dict, uint32_t limit, uint64_t* visited);
 
 // Python's bool is an int subclass: True + 1, x % 2 on a flag and range(flag) all take it.
 inline bool is_intlike(const Value& v) {

@@ -35,6 +35,36 @@ TEST(HostileTemplate, RunawayLoopsHitTheStepBudget) {
             std::string::npos);
 }
 
+// A namespace is the one value a template changes after making it: it may not come to hold
+// itself (a cycle that was never freed) nor nest lists without bound (a chain that overflowed
+// the stack when freed).
+TEST(HostileTemplate, NamespacesHoldNeitherThemselvesNorEndlessNesting) {
+  EXPECT_NE(expect_error("{% set ns = namespace(a=0) %}{% set ns.a = [1, {'k': ns}] %}")
+                .find("holds the namespace itself"),
+            std::string::npos);
+  EXPECT_NE(expect_error("{% set ns = namespace(x=[]) %}{% for i in range(100) %}"
+                         "{% for j in range(10) %}{% set ns.x = [ns.x] %}{% endfor %}{% endfor %}",
+                         Limits{})
+                .find("nests too deep"),
+            std::string::npos);
+  // What templates do with namespaces still works: counters, flags, growing flat lists.
+  auto r = render(
+      "{% set ns = namespace(n=0, seen=[], inner=namespace(v=1)) %}{% for i in range(5) %}"
+      "{% set ns.n = ns.n + i %}{% set ns.seen = ns.seen + [i] %}{% endfor %}"
+      "{{ ns.n }}/{{ ns.seen | length }}/{{ ns.inner.v }}",
+      {}, small_limits());
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_EQ(*r, "10/5/1");
+}
+
+// Repeating nothing a huge number of times is nothing, at once (it was 10^14 loop turns).
+TEST(HostileTemplate, EmptyRepetitionIsImmediate) {
+  auto r = render("[{{ '' * 99999999999990 }}|{{ ([] * 99999999999990) | length }}]", {},
+                  small_limits());
+  ASSERT_TRUE(r.is_ok()) << r.message();
+  EXPECT_EQ(*r, "[|0]");
+}
+
 TEST(HostileTemplate, HugeOutputIsRefused) {
   EXPECT_NE(expect_error("{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}").find("bytes"),
             std::string::npos);
@@ -114,6 +144,21 @@ TEST(HostileTemplate, OversizedTemplateIsRefused) {
 }
 
 // Random token soup: every outcome is fine except a crash or a hang.
+// Errors carry the template's own text to logs and HTTP error bodies: one line, bounded.
+TEST(HostileTemplate, ErrorsAreOneBoundedLine) {
+  const std::string m = expect_error("{{ raise_exception('first\nsecond\x01' ~ 'y' * 5000) }}");
+  EXPECT_EQ(m.find('\n'), std::string::npos) << m.substr(0, 200);
+  EXPECT_NE(m.find("first\\nsecond\\x01yyy"), std::string::npos) << m.substr(0, 200);
+  EXPECT_LT(m.size(), 1100u);
+  // A filter named by a string (map's argument) with a line break in it.
+  const std::string f = expect_error("{{ [1] | map('no\nsuch') | list }}");
+  EXPECT_EQ(f.find('\n'), std::string::npos) << f;
+  EXPECT_NE(f.find("no\\nsuch"), std::string::npos) << f;
+  EXPECT_NE(expect_error("{{ raise_exception('System role not supported') }}")
+                .find("raise_exception: System role not supported"),
+            std::string::npos);
+}
+
 TEST(HostileTemplate, RandomTemplatesNeverCrash) {
   const char* pieces[] = {
       "{{",     "}}",   "{%",    "%}",        "{#",      "#}",    "-",      "+",       "for",

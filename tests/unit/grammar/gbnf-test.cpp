@@ -196,12 +196,15 @@ TEST(Gbnf, MalformedGrammarsNameTheProblem) {
       {"root ::= \"\xff\"", "invalid UTF-8"},
       {"root ::= \"\\ud800\"", "surrogate"},
       {"root ::= [\\U00110000]", "beyond U+10FFFF"},
+      // The message quotes the grammar as one line: a control byte is escaped.
+      {"root ::= \"\\\n\"", "unknown escape '\\\\n'"},
   };
   for (const auto& [text, want] : cases) {
     auto g = parse_gbnf(text);
     ASSERT_FALSE(g.is_ok()) << text;
     EXPECT_NE(g.message().find(want), std::string::npos) << text << " -> " << g.message();
     EXPECT_EQ(g.message().rfind("grammar: ", 0), 0u) << g.message();
+    EXPECT_EQ(g.message().find('\n'), std::string::npos) << g.message();
   }
 }
 
@@ -221,6 +224,18 @@ TEST(Gbnf, NestedRepetitionSharesItsRulesAndNullableLoopsEnd) {
   EXPECT_TRUE(grammar_matches(star, "!"));
   EXPECT_TRUE(grammar_matches(star, "abba!"));
   EXPECT_FALSE(grammar_matches(star, "abc!"));
+}
+
+// A request's grammar is a string: its nesting is bounded here, not by the HTTP layer's JSON
+// limits, so deep groups must be an error rather than a stack overflow.
+TEST(Gbnf, DeepGroupsAreAnError) {
+  const std::string deep =
+      "root ::= " + std::string(100000, '(') + "\"a\"" + std::string(100000, ')');
+  auto g = parse_gbnf(deep);
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.message().find("groups nested deeper than 200"), std::string::npos) << g.message();
+  EXPECT_TRUE(
+      parse_gbnf("root ::= " + std::string(150, '(') + "\"a\"" + std::string(150, ')')).is_ok());
 }
 
 TEST(Gbnf, ElementLimitStopsHugeGrammars) {

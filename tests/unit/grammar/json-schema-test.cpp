@@ -291,6 +291,8 @@ TEST(JsonSchema, RefusalsNameTheKeyword) {
       {R"({"type":"string","pattern":"^(?=a)b$"})", "lookaround"},
       {R"({"type":"string","pattern":"^(a)\\1$"})", "unsupported escape '\\1'"},
       {R"({"type":"string","pattern":"^[a-$"})", "missing ']'"},
+      {R"({"type":"string","pattern":"^[a-z]{4,3}$"})",
+       "repetition {4,3} has its maximum below its minimum"},
       {R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":3}]})",
        "oneOf branches overlap"},
       {R"({"oneOf":[{"minimum":1},{"maximum":3}]})", "must differ in type"},
@@ -300,6 +302,19 @@ TEST(JsonSchema, RefusalsNameTheKeyword) {
       {R"({"enum":[]})", "'enum' must be a non-empty array"},
       {R"({"type":"number","minimum":"1"})", "must be a number at #/minimum"},
       {"[1,2]", "a schema must be an object or a boolean"},
+      {[] {  // a schema file nested past the converter's bound (its recursion)
+         std::string deep;
+         for (int i = 0; i < 5000; ++i) deep += R"({"type":"array","items":)";
+         return deep + "true" + std::string(5000, '}');
+       }(),
+       "the schema nests deeper than 100 levels"},
+      // References that are not JSON pointers, inside oneOf and allOf (followed there first).
+      {R"({"oneOf":[{"$ref":"number"},{"type":"string"}]})",
+       "names no schema here (#/... pointer) at #/oneOf/0"},
+      {R"({"oneOf":[{"type":"string"},{"$ref":"#number"}]})",
+       "names no schema here (#/... pointer) at #/oneOf/1"},
+      {R"({"allOf":[{"$ref":"#x~2/0"},{"type":"string"}]})",
+       "names no schema here (#/... pointer) at #/allOf"},
       {"{\"type\":", "not valid JSON"},
   };
   for (const auto& [schema, want] : cases) {

@@ -74,6 +74,43 @@ TEST(SplitRegex, UnsupportedIsAnErrorNamingIt) {
   }
 }
 
+// Deeply nested groups (a hostile tokenizer.json) are an error, not a stack overflow.
+TEST(SplitRegex, DeepNestingIsAnError) {
+  const std::string deep = std::string(5000, '(') + "a" + std::string(5000, ')');
+  auto re = SplitRegex::compile(deep);
+  ASSERT_FALSE(re.is_ok());
+  EXPECT_NE(re.message().find("nested deeper than"), std::string::npos) << re.message();
+  EXPECT_TRUE(SplitRegex::compile(std::string(60, '(') + "a" + std::string(60, ')')).is_ok());
+}
+
+// Quantifiers that would multiply the program: a second one in a row is Python's "multiple
+// repeat" error, and nested repeats past the program bound are refused, both at once.
+TEST(SplitRegex, RepeatsThatMultiplyTheProgramAreErrors) {
+  for (const std::string bad :
+       {std::string("\\s") + std::string(60, '+'), std::string("a{2}{3}"), std::string("a*+?")}) {
+    auto re = SplitRegex::compile(bad);
+    ASSERT_FALSE(re.is_ok()) << bad;
+    EXPECT_NE(re.message().find("multiple repeat"), std::string::npos) << re.message();
+  }
+  std::string nested = "a";
+  for (int i = 0; i < 12; ++i) nested = "(?:" + nested + "){1,9}";
+  auto re = SplitRegex::compile(nested);
+  ASSERT_FALSE(re.is_ok());
+  EXPECT_NE(re.message().find("more than 65536 instructions"), std::string::npos) << re.message();
+  // Lazy and possessive suffixes stay one quantifier.
+  for (const char* ok : {"a+?", "a*+", "a{1,3}?", "\\p{L}++"})
+    EXPECT_TRUE(SplitRegex::compile(ok).is_ok()) << ok;
+}
+
+// The pattern comes from a model's files: the error quotes it as one line.
+TEST(SplitRegex, ErrorsQuoteThePatternAsOneLine) {
+  auto re = SplitRegex::compile("a\n\\p{\x01}");
+  ASSERT_FALSE(re.is_ok());
+  EXPECT_EQ(re.message().find('\n'), std::string::npos) << re.message();
+  EXPECT_EQ(re.message().find('\x01'), std::string::npos) << re.message();
+  EXPECT_NE(re.message().find("\"a\\n\\p{\\x01}\""), std::string::npos) << re.message();
+}
+
 TEST(SplitRegex, InvalidUtf8IsOnlyInNegatedClasses) {
   EXPECT_EQ(match(R"([^\s\p{L}]+)",
                   "\xFF\xFE"
