@@ -34,8 +34,12 @@ std::string escape_literal(const std::string& s) {
   return out;
 }
 
-Status read_pre(const json& p, BpeVocab& v, const std::string& source) {
+// Sequences nest (a Sequence of Sequences ...): bounded, as the file is the model's.
+constexpr int kMaxSequenceDepth = 16;
+
+Status read_pre(const json& p, BpeVocab& v, const std::string& source, int depth = 0) {
   if (p.is_null()) return Status::ok();
+  if (depth > kMaxSequenceDepth) return bad(source, "pre_tokenizer: Sequences nested too deep");
   if (!p.is_object() || !p.contains("type") || !p["type"].is_string()) {
     return bad(source, "pre_tokenizer: not an object with a type");
   }
@@ -44,7 +48,7 @@ Status read_pre(const json& p, BpeVocab& v, const std::string& source) {
     if (!p.contains("pretokenizers") || !p["pretokenizers"].is_array()) {
       return bad(source, "pre_tokenizer.pretokenizers: missing");
     }
-    for (const json& s : p["pretokenizers"]) HEARTH_TRY(read_pre(s, v, source));
+    for (const json& s : p["pretokenizers"]) HEARTH_TRY(read_pre(s, v, source, depth + 1));
     return Status::ok();
   }
   if (type == "ByteLevel") {
@@ -87,15 +91,16 @@ Status read_pre(const json& p, BpeVocab& v, const std::string& source) {
   return bad(source, "pre_tokenizer: unsupported type '" + type + "'");
 }
 
-Status read_normalizer(const json& n, BpeVocab& v, const std::string& source) {
+Status read_normalizer(const json& n, BpeVocab& v, const std::string& source, int depth = 0) {
   if (n.is_null()) return Status::ok();
+  if (depth > kMaxSequenceDepth) return bad(source, "normalizer: Sequences nested too deep");
   const std::string type = n.value("type", std::string());
   if (type == "NFC") {
     v.nfc = true;
     return Status::ok();
   }
   if (type == "Sequence" && n.contains("normalizers") && n["normalizers"].is_array()) {
-    for (const json& s : n["normalizers"]) HEARTH_TRY(read_normalizer(s, v, source));
+    for (const json& s : n["normalizers"]) HEARTH_TRY(read_normalizer(s, v, source, depth + 1));
     return Status::ok();
   }
   return bad(source, "normalizer: unsupported type '" + type + "'");
@@ -283,12 +288,7 @@ Result<WordPieceVocab> read_wordpiece(const json& j, const json& m, const std::s
   return v;
 }
 
-}  // namespace
-
-Result<HfTokenizerModel> parse_hf_tokenizer_json_model(const std::string& text,
-                                                       const std::string& source) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return bad(source, "not valid JSON");
+Result<HfTokenizerModel> read_model(const json& j, const std::string& source) {
   if (!j.contains("model") || !j["model"].is_object()) return bad(source, "model: missing");
   const json& m = j["model"];
   const std::string type = m.value("type", std::string("BPE"));
@@ -301,6 +301,21 @@ Result<HfTokenizerModel> parse_hf_tokenizer_json_model(const std::string& text,
     return bad(source, "model.type '" + type + "' is not BPE or WordPiece");
   }
   return out;
+}
+
+}  // namespace
+
+Result<HfTokenizerModel> parse_hf_tokenizer_json_model(const std::string& text,
+                                                       const std::string& source) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return bad(source, "not valid JSON");
+  // The readers check what they rely on; a field of another type than the one its reader
+  // converts to (json::value and get throw then) is the file's error, not a crash.
+  try {
+    return read_model(j, source);
+  } catch (const json::exception& e) {
+    return bad(source, std::string("a field has the wrong type (") + e.what() + ")");
+  }
 }
 
 Result<BpeVocab> parse_hf_tokenizer_json(const std::string& text, const std::string& source) {
