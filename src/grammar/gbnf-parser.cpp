@@ -12,7 +12,7 @@ namespace {
 class GbnfParser {
  public:
   GbnfParser(std::string_view text, const GrammarLimits& limits)
-      : s_(text), limits_(limits), b_(limits) {}
+      : s_(text), max_nesting_(limits.max_nesting), b_(limits) {}
 
   Result<Grammar> parse() {
     skip_space(true);
@@ -123,8 +123,8 @@ class GbnfParser {
         if (Status st = b_.append_class(normalize_ranges({}, true), seq); !st)
           return error(st.message());
       } else if (c == '(') {
-        if (depth_ >= limits_.max_nesting)
-          return error("groups nested deeper than " + std::to_string(limits_.max_nesting));
+        if (depth_ >= max_nesting_)
+          return error("groups nested deeper than " + std::to_string(max_nesting_));
         ++pos_;
         skip_space(true);
         std::vector<GrammarBuilder::Sequence> alts;
@@ -272,7 +272,7 @@ class GbnfParser {
   }
 
   std::string_view s_;
-  GrammarLimits limits_;
+  uint32_t max_nesting_;  // GrammarLimits::max_nesting (the builder keeps the rest)
   size_t pos_ = 0;
   uint32_t depth_ = 0;  // ( ) groups open around pos_
   GrammarBuilder b_;
