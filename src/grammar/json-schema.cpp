@@ -239,8 +239,8 @@ class SchemaConverter {
   }
 
   // The node a local reference ("#", "#/a/b~1c/0": a JSON pointer with its ~0 and ~1
-  // escapes) names, or null: one walk for every use, which throws on no input (a client's
-  // schema reaches it).
+  // escapes) names, or null: one walk for every use, and it never throws, whatever the
+  // input (a client's schema reaches it).
   const Json* find_ref(const std::string& ref) const {
     if (ref.empty() || ref[0] != '#' || (ref.size() > 1 && ref[1] != '/')) return nullptr;
     const Json* target = &root_;
