@@ -76,6 +76,10 @@ bool parse_json_object(const std::string& body, const JsonLimits& limits, nlohma
   } catch (const nlohmann::json::parse_error& e) {
     *error = "the request body is not valid JSON (at byte " + std::to_string(e.byte) + ")";
     return false;
+  } catch (const nlohmann::json::out_of_range&) {
+    // A number past double's range (1E400) is a client's error too, not the server's 500.
+    *error = "the request body holds a number out of range";
+    return false;
   }
   if (!out->is_object()) {
     *error = std::string("the request body must be a JSON object, not ") + kind_of(*out);

@@ -4,6 +4,7 @@
 // * + ? {n} {n,} {n,m} (lazy forms too: for a whole-string match they accept the same strings),
 // `^` at the start and `$` at the end. A pattern without them matches anywhere in the string, as
 // JSON Schema says. Backreferences, lookaround, \b and named groups are refused.
+#include "base/printable.h"
 #include "grammar/json-schema-parts.h"
 
 namespace hearth::schema {
@@ -17,6 +18,8 @@ const std::vector<CodepointRange> kSpace = {
 const std::vector<CodepointRange> kLineTerminators = {{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}};
 
 class PatternParser {
+  static constexpr int kMaxGroupDepth = 64;
+
  public:
   explicit PatternParser(const std::string& p) : p_(p) {}
 
@@ -40,8 +43,9 @@ class PatternParser {
   }
 
  private:
+  // The pattern quoted short, so the reason after it survives the message's length cap.
   Status error(const std::string& what) const {
-    return Status::error("pattern '" + p_ + "': " + what);
+    return Status::error("pattern '" + printable(p_, 80) + "': " + what);
   }
   bool more() const { return i_ < p_.size(); }
 
@@ -72,13 +76,21 @@ class PatternParser {
   Result<std::string> parse_atom() {
     const char c = p_[i_];
     if (c == '(') {
+      // Groups recurse (atom -> alternatives -> sequence -> atom), and a client sends the
+      // pattern: a bound keeps a hostile one from overflowing the server's stack (200,000 '('
+      // did). Real patterns nest a few groups deep.
+      if (depth_ >= kMaxGroupDepth)
+        return error("groups nested deeper than " + std::to_string(kMaxGroupDepth));
       ++i_;
       if (p_.compare(i_, 2, "?:") == 0) {
         i_ += 2;
       } else if (more() && p_[i_] == '?') {
         return error("lookaround and named groups are not supported");
       }
-      HEARTH_ASSIGN_OR_RETURN(std::string inner, parse_alternatives());
+      ++depth_;
+      auto inner = parse_alternatives();
+      --depth_;
+      if (!inner.is_ok()) return inner;
       if (!more() || p_[i_] != ')') return error("missing ')'");
       ++i_;
       return inner;
@@ -251,6 +263,7 @@ class PatternParser {
 
   std::string p_;
   size_t i_ = 0;
+  int depth_ = 0;  // ( ) groups open around i_
 };
 
 }  // namespace

@@ -119,6 +119,8 @@ bool http_seeds(const std::string& dir) {
       "OPTIONS /v1/completions HTTP/1.1\r\nHost: 127.0.0.1.evil.com\r\nOrigin: "
       "http://app.example:3000\r\nAccess-Control-Request-Method: POST\r\n\r\n",
       "POST /v1/embeddings HTTP/1.0\r\nContent-Length: 12\r\n\r\n[[[[[[[[[[[[",
+      // A number past double's range (nlohmann's out_of_range, once a 500).
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n{\"max_tokens\":1E400}",
   };
   int i = 0;
   for (const auto& s : seeds) {
@@ -182,7 +184,10 @@ item ::= "a" | "b" (item)?
                 R"("pattern":"^[a-z]{2,3}(x|y)?$"}]})"},
             {1, R"({"type":"object","properties":{"a":{"$ref":"#/$defs/n"},"b":{"anyOf":[)"
                 R"({"type":"boolean"},{"type":"null"}]},"c":{"type":"string","format":"date"}},)"
-                R"("$defs":{"n":{"type":"integer","minimum":-10,"maximum":1000}}})"}});
+                R"("$defs":{"n":{"type":"integer","minimum":-10,"maximum":1000}}})"},
+            // A pattern nested past the pattern parser's bound (it once overflowed the stack).
+            {1, R"({"type":"string","pattern":")" + std::string(100000, '(') + "a" +
+                    std::string(100000, ')') + R"("})"}});
 }
 
 bool tokenizer_seeds(const std::string& dir) {  // 0: SentencePiece model, 1: JSON, 2: regex

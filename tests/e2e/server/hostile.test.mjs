@@ -70,6 +70,32 @@ test("a holder of the API key cannot crash it either", async () => {
   }
 });
 
+test("a client's JSON Schema pattern of 200,000 nested groups and a number past double are 400s", async () => {
+  // The pattern parser recursed once a group: this request overflowed the server's stack.
+  const deep = "(".repeat(200000) + "a" + ")".repeat(200000);
+  const schema = (pattern) => ({
+    messages: [{ role: "user", content: "hi" }], max_tokens: 2,
+    response_format: { type: "json_schema", json_schema: { name: "p", schema: { type: "string", pattern } } },
+  });
+  const r = await postJson(`${srv.base}/v1/chat/completions`, schema(deep));
+  assert.equal(r.status, 400);
+  assertErrorShape(r.body);
+  assert.match(r.body.error.message, /pattern '\(+\.\.\.': groups nested deeper than 64/);
+  await alive();
+  // As deep as the parser goes still constrains: the only string it allows is "a".
+  const only = schema("^" + "(".repeat(64) + "a" + ")".repeat(64) + "$");
+  only.max_tokens = 16;
+  const ok = await postJson(`${srv.base}/v1/chat/completions`, only);
+  assert.equal(ok.status, 200);
+  assert.equal(JSON.parse(ok.body.choices[0].message.content), "a");
+  // nlohmann throws out_of_range, not parse_error, for 1E400: it was a 500.
+  const big = await postJson(`${srv.base}/v1/completions`, '{"prompt": "And", "max_tokens": 1E400}');
+  assert.equal(big.status, 400);
+  assertErrorShape(big.body);
+  assert.match(big.body.error.message, /number out of range/);
+  await alive();
+});
+
 test("Host must be exactly an allowed name", async () => {
   for (const [host, status] of [["127.0.0.1.evil.com", 403], ["localhost.", 403], ["evil.com:80", 403],
                                 ["127.0.0.2", 403], ["localhost:99999", 403], ["user@localhost", 403],

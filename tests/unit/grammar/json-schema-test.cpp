@@ -151,7 +151,9 @@ TEST(JsonSchema, PatternsAgreeWithStdRegex) {
       "^[A-Z][a-z]{1,4}$",  "^(ab|c)+$",     "^a.c$",    "b",
       "^\\d{2,3}-\\w+$",    "^[^a-c]*$",     "^x?y*z+$", "^(?:q|r)(s|t){2}$",
       "^\"\\\\[a\\-z]$",    "^\\s\\S$",      "a$",       "^[\\d.]+$",
-      "^\\x41\\u0042{1,}$", "^[a-c\\n]{2}$", "^(a|)b$",  "^a{2,}?$"};
+      "^\\x41\\u0042{1,}$", "^[a-c\\n]{2}$", "^(a|)b$",  "^a{2,}?$",
+      // groups as deep as the parser takes (64)
+      "^" + std::string(64, '(') + "ab|c" + std::string(64, ')') + "$"};
   std::mt19937 rng(5);
   const std::string alphabet = "abcqrstxyzAB09.-\"\\ \n_";
   for (const auto& p : patterns) {
@@ -293,6 +295,11 @@ TEST(JsonSchema, RefusalsNameTheKeyword) {
       {R"({"type":"string","pattern":"^[a-$"})", "missing ']'"},
       {R"({"type":"string","pattern":"^[a-z]{4,3}$"})",
        "repetition {4,3} has its maximum below its minimum"},
+      // A client's pattern nested past the pattern parser's bound (its recursion: 200,000
+      // groups overflowed the server's stack).
+      {R"({"type":"string","pattern":")" + std::string(200000, '(') + "a" +
+           std::string(200000, ')') + R"("})",
+       "groups nested deeper than 64"},
       {R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":3}]})",
        "oneOf branches overlap"},
       {R"({"oneOf":[{"minimum":1},{"maximum":3}]})", "must differ in type"},
