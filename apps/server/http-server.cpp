@@ -317,7 +317,7 @@ struct Server::Impl {
       if (fallback && !err.fallback_reason.empty()) {
         forwarded++;
         const json j = json::parse(req.body, nullptr, false);
-        const bool stream = j.is_object() && j.value("stream", false) == true;
+        const bool stream = j.is_object() && j.contains("stream") && j["stream"] == true;
         return fallback->forward(req.body, ex, path, stream, err.fallback_reason);
       }
       bad_requests++;

@@ -256,7 +256,9 @@ bool message_text(const json& content, size_t index, const ApiLimits& limits, st
   if (!content.is_array())
     return invalid_request(err, param, "'" + param + "' must be a string or an array");
   for (const auto& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text"))
+    // (compared as JSON: value("type", "") would throw on a non-string type, a 500)
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+        !part.contains("text"))
       return invalid_request(err, param,
                              "'" + param + "' may only hold text parts ({\"type\":\"text\"})");
     if (!check_string(part["text"], param, limits.max_string_bytes, err)) return false;
@@ -380,7 +382,13 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
     if (!it->is_object())
       return invalid_request(err, "stream_options", "'stream_options' must be an object"),
              std::nullopt;
-    req.include_usage = it->value("include_usage", false) == true;
+    if (auto u = it->find("include_usage"); u != it->end() && !u->is_null()) {
+      if (!u->is_boolean())
+        return invalid_request(err, "stream_options.include_usage",
+                               "'stream_options.include_usage' must be a boolean"),
+               std::nullopt;
+      req.include_usage = u->get<bool>();
+    }
   }
   std::optional<int64_t> max_tokens;
   if (!parse_common(j, cfg, &job, &max_tokens, err) || !parse_logprobs(j, chat, &job, err) ||

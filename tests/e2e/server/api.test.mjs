@@ -151,6 +151,16 @@ test("errors come in the OpenAI shape with the right status", async () => {
   assert.equal(junk.status, 400);
   assertErrorShape(junk.body, "invalid_request_error");
 
+  // Fields of the wrong JSON type are the client's 400 (each was a 500: the parser threw).
+  const usage = await postJson(`${srv.base}/v1/chat/completions`, {
+    messages: [{ role: "user", content: "hi" }], stream: true, stream_options: { include_usage: "yes" } });
+  assert.equal(usage.status, 400);
+  assert.equal(usage.body.error.param, "stream_options.include_usage");
+  const part = await postJson(`${srv.base}/v1/chat/completions`, {
+    messages: [{ role: "user", content: [{ type: 5, text: "hi" }] }] });
+  assert.equal(part.status, 400);
+  assert.match(part.body.error.message, /may only hold text parts/);
+
   const unknown = await postJson(`${srv.base}/v1/nothing`, {});
   assert.equal(unknown.status, 404);
   assertErrorShape(unknown.body);
