@@ -219,6 +219,41 @@ bool tokenizer_seeds(const std::string& dir) {  // 0: SentencePiece model, 1: JS
             {2, R"([\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t)?|\p{N})"}});
 }
 
+// Request bodies behind the route byte fuzz-api.cpp reads: 0 chat, 1 completions, 2 embeddings,
+// 3 /api/generate, 4 /api/chat, 5 /api/embed, 6 /api/show.
+bool api_seeds(const std::string& dir) {
+  return put_texts(
+      dir,
+      {{0, R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":)"
+           R"([{"type":"text","text":"hi"}]}],"max_tokens":4,"temperature":0.7,"top_p":0.9,)"
+           R"("stop":["\n"],"n":2,"seed":3,"logprobs":true,"top_logprobs":2,"stream":true,)"
+           R"("stream_options":{"include_usage":true}})"},
+       {0, R"({"messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":)"
+           R"("","tool_calls":[{"id":"c1","type":"function","function":{"name":"get",)"
+           R"("arguments":"{\"city\":\"Rome\"}"}}]},{"role":"tool","tool_call_id":"c1",)"
+           R"("content":"sunny"}],"tools":[{"type":"function","function":{"name":"get",)"
+           R"("parameters":{"type":"object","properties":{"city":{"type":"string"}},)"
+           R"("required":["city"]}}}],"tool_choice":"auto"})"},
+       {0, R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":)"
+           R"("json_schema","json_schema":{"name":"s","schema":{"type":"object","properties":)"
+           R"({"a":{"type":"string","pattern":"^[a-z]+$"},"b":{"type":"integer","minimum":0}}}}},)"
+           R"("logit_bias":{"29871":-100},"reasoning_format":"none"})"},
+       {1, R"({"prompt":"And the king","max_tokens":8,"grammar":"root ::= \"yes\" | \"no\"",)"
+           R"("frequency_penalty":0.5,"presence_penalty":0.1,"min_p":0.05,"top_k":40})"},
+       {1, R"({"prompt":[1,1126,278],"max_tokens":2,"logprobs":2,)"
+           R"("response_format":{"type":"json_object"}})"},
+       {2, R"({"input":["In the beginning","God"],"encoding_format":"base64"})"},
+       {3, R"({"model":"kjv","prompt":"a","system":"s","stream":false,"raw":false,)"
+           R"("context":[1,2,3],"format":"json","options":{"num_predict":-2,"temperature":0,)"
+           R"("repeat_penalty":1.1,"repeat_last_n":64,"stop":["x"],"num_ctx":512},"think":false})"},
+       {4, R"({"model":"kjv","messages":[{"role":"user","content":"hi"}],"tools":[{"type":)"
+           R"("function","function":{"name":"f","parameters":{"type":"object"}}}],)"
+           R"("format":{"type":"object","properties":{"x":{"enum":[1,"a",null]}}},)"
+           R"("keep_alive":"5m","options":{"seed":1,"top_k":5}})"},
+       {5, R"({"model":"kjv","input":["a","b"],"truncate":true,"dimensions":16})"},
+       {6, R"({"model":"kjv","verbose":true})"}});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -230,12 +265,14 @@ int main(int argc, char** argv) {
   mkdir(out.c_str(), 0755);  // existing dirs are fine
   for (const char* top : {"/seeds", "/corpus"}) {
     mkdir((out + top).c_str(), 0755);
-    for (const char* sub : {"/gguf", "/safetensors", "/http", "/jinja", "/grammar", "/tokenizer"})
+    for (const char* sub :
+         {"/gguf", "/safetensors", "/http", "/jinja", "/grammar", "/tokenizer", "/api"})
       mkdir((out + top + sub).c_str(), 0755);
   }
   if (!gguf_seeds(out + "/seeds/gguf") || !safetensors_seeds(out + "/seeds/safetensors") ||
       !http_seeds(out + "/seeds/http") || !jinja_seeds(out + "/seeds/jinja") ||
-      !grammar_seeds(out + "/seeds/grammar") || !tokenizer_seeds(out + "/seeds/tokenizer")) {
+      !grammar_seeds(out + "/seeds/grammar") || !tokenizer_seeds(out + "/seeds/tokenizer") ||
+      !api_seeds(out + "/seeds/api")) {
     std::fprintf(stderr, "%s: cannot write seeds under %s\n", argv[0], out.c_str());
     return 1;
   }
