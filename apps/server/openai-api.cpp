@@ -99,6 +99,16 @@ const Unimplemented kUnimplemented[] = {
     {"modalities", [](const json& v) { return v == json::array({"text"}); }},
     {"audio", [](const json&) { return false; }},
     {"prediction", [](const json&) { return false; }},
+    // Samplers of llama-server's and vLLM's extensions that this server does not run (its
+    // `repeat_penalty` / `repeat_last_n` it does; vLLM's `repetition_penalty` counts prompt and
+    // answer alike, a different window).
+    {"repetition_penalty", [](const json& v) { return v == 1; }},
+    {"mirostat", [](const json& v) { return v == 0; }},
+    {"typical_p", [](const json& v) { return v == 1; }},
+    {"tfs_z", [](const json& v) { return v == 1; }},
+    {"dynatemp_range", [](const json& v) { return v == 0; }},
+    {"xtc_probability", [](const json& v) { return v == 0; }},
+    {"dry_multiplier", [](const json& v) { return v == 0; }},
 };
 
 bool reject_unimplemented(const json& j, ApiError* err) {
@@ -139,7 +149,18 @@ bool parse_common(const json& j, const ApiConfig& cfg, Job* job, std::optional<i
   v = s.frequency_penalty;
   if (!get_number(j, "frequency_penalty", -2, 2, &v, err)) return false;
   s.frequency_penalty = float(v);
+  // llama-server's repetition penalty: 1 is off; the window is the last repeat_last_n tokens
+  // (-1: all), as `hearth run --repeat-penalty / --repeat-last-n` and Ollama's options.
+  v = s.repeat_penalty;
+  if (!get_number(j, "repeat_penalty", 0, 10, &v, err)) return false;
+  if (!(v > 0))
+    return invalid_request(err, "repeat_penalty",
+                           "'repeat_penalty' must be above 0 (1 turns it off)");
+  s.repeat_penalty = float(v);
   std::optional<int64_t> iv;
+  if (!get_int(j, "repeat_last_n", -1, 1 << 20, &iv, err)) return false;
+  if (iv) s.repeat_last_n = int32_t(*iv);
+  iv.reset();
   if (!get_int(j, "top_k", 0, 1 << 20, &iv, err)) return false;
   if (iv) s.top_k = int32_t(*iv);
   iv.reset();

@@ -95,6 +95,31 @@ test("greedy output over the API equals `hearth run --temp 0`", async () => {
   assert.ok(expected.text.length > 20);
 });
 
+test("llama-server's repeat_penalty / repeat_last_n equal `hearth run`'s; samplers it lacks are 400s", async () => {
+  const prompt = "And the king said";
+  const cli = await run(HEARTH, ["run", "-m", MODEL, "-p", prompt, "--temp", "0", "-n", "40", "-c", "512",
+                                 "--repeat-penalty", "1.5", "--repeat-last-n", "16", "--json"]);
+  assert.equal(cli.code, 0, cli.stderr);
+  const expected = JSON.parse(cli.stdout).text;
+  const body = { model: "kjv", prompt, max_tokens: 40, temperature: 0, repeat_penalty: 1.5, repeat_last_n: 16 };
+  const r = await postJson(`${srv.base}/v1/completions`, body);
+  assert.equal(r.status, 200);
+  assert.equal(r.body.choices[0].text, expected);
+  const plain = await postJson(`${srv.base}/v1/completions`, { ...body, repeat_penalty: 1 });
+  assert.notEqual(plain.body.choices[0].text, expected);  // (the penalty changed the answer)
+  for (const [field, value] of [["repeat_penalty", 0], ["repeat_last_n", -2], ["mirostat", 2],
+                                ["repetition_penalty", 1.2], ["typical_p", 0.5], ["dry_multiplier", 0.8]]) {
+    const bad = await postJson(`${srv.base}/v1/completions`, { ...body, [field]: value });
+    assert.equal(bad.status, 400, field);
+    assert.equal(bad.body.error.param, field);
+  }
+  // Their no-op values, as clients send them by default, pass.
+  const noop = await postJson(`${srv.base}/v1/completions`,
+                              { ...body, mirostat: 0, typical_p: 1, tfs_z: 1, repetition_penalty: 1 });
+  assert.equal(noop.status, 200);
+  assert.equal(noop.body.choices[0].text, expected);
+});
+
 test("seeded sampling repeats; stop strings cut the text", async () => {
   const body = { model: "kjv", prompt: "And God said", max_tokens: 20, temperature: 1.0,
                  top_p: 0.9, top_k: 50, min_p: 0.01, seed: 1234, presence_penalty: 0.5,
