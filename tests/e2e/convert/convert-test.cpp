@@ -31,8 +31,11 @@ std::string convert_to(const std::string& model, const std::string& type) {
   return out;
 }
 
+// Into the test's temp dir whatever folder `in` is in: the shared test data is read-only.
 std::string quantize_to(const std::string& in, const std::string& type) {
-  const std::string out = in.substr(0, in.size() - 5) + "-to-" + type + ".gguf";
+  const std::string name = in.substr(in.find_last_of('/') + 1);
+  const std::string out =
+      test::temp_dir() + "/" + name.substr(0, name.size() - 5) + "-to-" + type + ".gguf";
   Status s = quantize_gguf(in, out, type, nullptr, 2);
   EXPECT_TRUE(s.is_ok()) << s.message();
   return out;
