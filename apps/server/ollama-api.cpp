@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "base/printable.h"
 #include "formats/gguf.h"
 #include "json-body.h"
 #include "runtime/reasoning-split.h"
@@ -24,9 +25,10 @@ json ollama_error_body(const OllamaError& e) {
 
 namespace {
 
+// (messages quote the client's field names and values: one printable line each)
 bool fail(OllamaError* err, const std::string& message, int status = 400) {
   err->status = status;
-  err->message = message;
+  err->message = printable(message);
   return false;
 }
 

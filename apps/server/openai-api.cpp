@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "base/printable.h"
 #include "choices.h"
 #include "json-body.h"
 #include "logprobs.h"
@@ -21,8 +22,8 @@ bool invalid_request(ApiError* err, const std::string& param, const std::string&
                      const std::string& code) {
   err->status = 400;
   err->type = "invalid_request_error";
-  err->param = param;
-  err->message = message;
+  err->param = printable(param);
+  err->message = printable(message);  // (it may quote the client's keys and values)
   err->code = code;
   return false;
 }

@@ -251,7 +251,9 @@ bool api_seeds(const std::string& dir) {
            R"("format":{"type":"object","properties":{"x":{"enum":[1,"a",null]}}},)"
            R"("keep_alive":"5m","options":{"seed":1,"top_k":5}})"},
        {5, R"({"model":"kjv","input":["a","b"],"truncate":true,"dimensions":16})"},
-       {6, R"({"model":"kjv","verbose":true})"}});
+       {6, R"({"model":"kjv","verbose":true})"},
+       // A key with a newline, quoted back in the error (which must stay one line).
+       {4, R"({"model":"kjv","messages":[{"role":"user","content":"hi"}],"opt\nions":{}})"}});
 }
 
 }  // namespace
