@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -58,8 +59,11 @@ std::string json_type_of(const Json& v) {
   if (v.is_string()) return "string";
   if (v.is_boolean()) return "boolean";
   if (v.is_null()) return "null";
+  // A float with no fraction is an integer (JSON Schema); std::trunc, not a cast to int64_t,
+  // which is undefined past 2^63 (an enum's 4.5e46 was).
+  const auto integral = [](double d) { return std::isfinite(d) && std::trunc(d) == d; };
   return v.is_number_integer() || v.is_number_unsigned() ||
-                 (v.is_number_float() && v.get<double>() == double(int64_t(v.get<double>())))
+                 (v.is_number_float() && integral(v.get<double>()))
              ? "integer"
              : "number";
 }
