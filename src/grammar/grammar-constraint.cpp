@@ -133,6 +133,11 @@ Status GrammarConstraint::accept(int32_t token) {
   const std::string& bytes = vocab_->bytes[size_t(token)];
   const GrammarMatcher::StateId next =
       bytes.empty() ? GrammarMatcher::kDead : matcher_.step(state_, bytes);
+  // A step past the matcher's bound refused some continuations the grammar allows: the output
+  // would be silently narrower than asked, so the generation stops with this error instead.
+  if (matcher_.too_large())
+    return Status::error("grammar: too large to match past this point (a step reaches more than " +
+                         std::to_string(GrammarMatcher::kMaxClosure) + " parser configurations)");
   if (next == GrammarMatcher::kDead)
     return Status::error("grammar: token " + std::to_string(token) +
                          " is not allowed by the grammar here");

@@ -55,8 +55,9 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar) : g_(std:
   frame_distance_.push_back(0);
   std::vector<uint32_t> stacks;
   expanded_.clear();
+  closure_over_ = false;
   for (uint32_t alt : g_->alternatives[g_->root]) expand(alt, 0, &stacks);
-  start_ = intern_state(std::move(stacks));
+  start_ = closure_over_ ? kDead : intern_state(std::move(stacks));
 }
 
 uint32_t GrammarMatcher::intern_frame(uint32_t pos, uint32_t parent) {
@@ -70,26 +71,40 @@ uint32_t GrammarMatcher::intern_frame(uint32_t pos, uint32_t parent) {
 }
 
 void GrammarMatcher::expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>* out) {
-  // A configuration seen before in this closure adds nothing (x?* loops back to itself).
-  if (!expanded_.insert((uint64_t(pos) << 32) | parent).second) return;
-  const GrammarElement& e = g_->elements[pos];
-  switch (e.kind) {
-    case GrammarElement::Kind::kBytes:
-      out->push_back(intern_frame(pos, parent));
+  // A worklist, not recursion: a client's x{0,9999} nested a few deep chains hundreds of
+  // thousands of optional elements, and the closure walked them one stack frame each (it
+  // overflowed a server thread's stack). The set of stacks reached is the same in any order.
+  std::vector<Frame>& work = expand_work_;
+  work.clear();
+  work.push_back({pos, parent});
+  while (!work.empty()) {
+    const Frame at = work.back();
+    work.pop_back();
+    // A configuration seen before in this closure adds nothing (x?* loops back to itself).
+    if (!expanded_.insert((uint64_t(at.pos) << 32) | at.parent).second) continue;
+    if (expanded_.size() > kMaxClosure || frames_.size() > kMaxFrames) {
+      closure_over_ = too_large_ = true;
+      work.clear();
       return;
-    case GrammarElement::Kind::kEnd:
-      if (parent == 0) {
-        out->push_back(0);
-      } else {
-        const Frame f = frames_[parent];
-        expand(f.pos, f.parent, out);
+    }
+    const GrammarElement& e = g_->elements[at.pos];
+    switch (e.kind) {
+      case GrammarElement::Kind::kBytes:
+        out->push_back(intern_frame(at.pos, at.parent));
+        break;
+      case GrammarElement::Kind::kEnd:
+        if (at.parent == 0)
+          out->push_back(0);
+        else
+          work.push_back(frames_[at.parent]);
+        break;
+      case GrammarElement::Kind::kRule: {
+        const bool tail = g_->elements[at.pos + 1].kind == GrammarElement::Kind::kEnd;
+        const uint32_t below = tail ? at.parent : intern_frame(at.pos + 1, at.parent);
+        const auto& alts = g_->alternatives[e.arg];
+        for (auto a = alts.rbegin(); a != alts.rend(); ++a) work.push_back({*a, below});
+        break;
       }
-      return;
-    case GrammarElement::Kind::kRule: {
-      const bool tail = g_->elements[pos + 1].kind == GrammarElement::Kind::kEnd;
-      const uint32_t below = tail ? parent : intern_frame(pos + 1, parent);
-      for (uint32_t alt : g_->alternatives[e.arg]) expand(alt, below, out);
-      return;
     }
   }
 }
@@ -115,12 +130,14 @@ GrammarMatcher::StateId GrammarMatcher::intern_state(std::vector<uint32_t> stack
 GrammarMatcher::StateId GrammarMatcher::compute_step(StateId s, uint8_t byte) {
   std::vector<uint32_t> out;
   expanded_.clear();
+  closure_over_ = false;
   for (uint32_t stack : states_[size_t(s)].stacks) {
     if (stack == 0) continue;
     const Frame f = frames_[stack];
     if (g_->byte_sets[g_->elements[f.pos].arg].has(byte)) expand(f.pos + 1, f.parent, &out);
+    if (closure_over_) break;
   }
-  const StateId next = intern_state(std::move(out));
+  const StateId next = closure_over_ ? kDead : intern_state(std::move(out));
   State& st = states_[size_t(s)];
   if (!st.next) {
     st.next = std::make_unique<int32_t[]>(256);
@@ -132,12 +149,13 @@ GrammarMatcher::StateId GrammarMatcher::compute_step(StateId s, uint8_t byte) {
 
 GrammarMatcher::StateId GrammarMatcher::rebase(StateId keep) {
   std::vector<uint32_t> kept = states_[size_t(keep)].stacks;
-  std::vector<uint32_t> start = states_[size_t(start_)].stacks;
+  std::vector<uint32_t> start;
+  if (start_ != kDead) start = states_[size_t(start_)].stacks;
   states_.clear();
   state_ids_.clear();
   distances_.clear();
   // Frames are small and shared by the kept stacks; they stay.
-  start_ = intern_state(std::move(start));
+  start_ = start_ == kDead ? kDead : intern_state(std::move(start));
   return intern_state(std::move(kept));
 }
 

@@ -18,8 +18,19 @@ class GrammarMatcher {
   using StateId = int32_t;
   static constexpr StateId kDead = -1;
 
+  // The most (position, stack) configurations one step's closure may visit, and the most stack
+  // frames a matcher keeps. Real grammars stay far below (a JSON Schema's closures are tens);
+  // optional repetitions of items that can themselves match nothing, nested ((a{0,100}){0,100}
+  // ...), multiply their lengths in a closure. Past the bound the step is refused (kDead) and
+  // too_large() says so, rather than one request computing for minutes.
+  static constexpr size_t kMaxClosure = size_t(1) << 18;
+  static constexpr size_t kMaxFrames = size_t(1) << 22;
+
   explicit GrammarMatcher(std::shared_ptr<const Grammar> grammar);
 
+  // True once a closure ran past kMaxClosure or kMaxFrames (the start state's included: then
+  // start() is kDead).
+  bool too_large() const { return too_large_; }
   StateId start() const { return start_; }
   // The state after `byte`, or kDead when the grammar does not allow it.
   StateId step(StateId s, uint8_t byte) {
@@ -76,7 +87,8 @@ class GrammarMatcher {
   StateId intern_state(std::vector<uint32_t> stacks);
   uint32_t intern_frame(uint32_t pos, uint32_t parent);
   // Adds the stacks reachable from "at pos, with `parent` below" whose top is a byte element
-  // (or 0 when the grammar can end there). Callers clear expanded_ first.
+  // (or 0 when the grammar can end there). Callers clear expanded_ and closure_over_ first;
+  // closure_over_ set after means the closure passed a bound and its stacks must be dropped.
   void expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>* out);
 
   std::shared_ptr<const Grammar> g_;
@@ -85,6 +97,9 @@ class GrammarMatcher {
   std::vector<uint32_t> suffix_length_;   // fewest bytes from an element to its sequence's end
   std::unordered_map<uint64_t, uint32_t> frame_ids_;
   std::unordered_set<uint64_t> expanded_;  // (pos, parent) seen in the current closure
+  std::vector<Frame> expand_work_;         // expand()'s worklist, kept to reuse its memory
+  bool closure_over_ = false;              // the current closure passed a bound: discard it
+  bool too_large_ = false;
   std::deque<State> states_;
   std::vector<uint32_t> distances_;  // State::distance, flat for the trie walk's inner loop  //
                                      // deque: references stay valid while states are added

@@ -2,6 +2,8 @@
 // against std::regex (an independent matcher) and malformed grammars against their messages.
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
 #include <random>
 #include <regex>
 
@@ -236,6 +238,48 @@ TEST(Gbnf, DeepGroupsAreAnError) {
   EXPECT_NE(g.message().find("groups nested deeper than 200"), std::string::npos) << g.message();
   EXPECT_TRUE(
       parse_gbnf("root ::= " + std::string(150, '(') + "\"a\"" + std::string(150, ')')).is_ok());
+}
+
+// A client's optional repetition of optional parts: the closure walks the whole chain without
+// consuming a byte. It must not recurse once an element (a server thread has a smaller stack
+// than the main one), and nested chains that multiply past the matcher's bound are refused.
+TEST(Gbnf, LongNullableChainsRunOnASmallStack) {
+  auto chain = compile("root ::= (\"a\"?){0,9999} \"!\"");
+  ASSERT_TRUE(chain);
+  struct Run {
+    std::shared_ptr<const Grammar> g;
+    bool ok = false;
+  } run{chain};
+  // A thread of 256 KiB (the recursive closure needed ~2 MB for this chain).
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 << 10);
+  pthread_t t;
+  ASSERT_EQ(pthread_create(
+                &t, &attr,
+                [](void* p) -> void* {
+                  auto* r = static_cast<Run*>(p);
+                  // (each step's closure walks the rest of the chain: a few bytes suffice)
+                  r->ok = grammar_matches(r->g, "aaa!") && grammar_matches(r->g, "!") &&
+                          !grammar_matches(r->g, "a!a");
+                  return nullptr;
+                },
+                &run),
+            0);
+  pthread_join(t, nullptr);
+  pthread_attr_destroy(&attr);
+  EXPECT_TRUE(run.ok);
+
+  auto nested = compile("root ::= (((\"a\"?){0,200}){0,200}){0,200} \"!\"");
+  ASSERT_TRUE(nested);
+  GrammarMatcher m(nested);
+  EXPECT_TRUE(m.too_large());
+  EXPECT_EQ(m.start(), GrammarMatcher::kDead);
+  // Below the bound the same shape matches as it should.
+  auto small = compile("root ::= ((\"a\"?){0,20}){0,20} \"!\"");
+  ASSERT_TRUE(small);
+  EXPECT_TRUE(grammar_matches(small, std::string(400, 'a') + "!"));
+  EXPECT_FALSE(grammar_matches(small, std::string(401, 'a') + "!"));
 }
 
 TEST(Gbnf, ElementLimitStopsHugeGrammars) {
