@@ -56,6 +56,16 @@ bool get_number(const json& j, const char* key, double lo, double hi, double* ou
   return true;
 }
 
+// A boolean field of object j (absent or null: *out untouched); `param` names it in the error
+// (a nested field's full path, "stream_options.include_usage").
+bool get_bool(const json& j, const char* key, const std::string& param, bool* out, ApiError* err) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return true;
+  if (!it->is_boolean()) return invalid_request(err, param, "'" + param + "' must be a boolean");
+  *out = it->get<bool>();
+  return true;
+}
+
 bool get_int(const json& j, const char* key, int64_t lo, int64_t hi, std::optional<int64_t>* out,
              ApiError* err) {
   auto it = j.find(key);
@@ -170,11 +180,7 @@ bool parse_common(const json& j, const ApiConfig& cfg, Job* job, std::optional<i
   iv.reset();
   if (!get_int(j, "max_completion_tokens", 1, INT32_MAX, max_tokens, err)) return false;
   if (!get_int(j, "max_tokens", 1, INT32_MAX, max_tokens, err)) return false;
-  if (auto it = j.find("ignore_eos"); it != j.end() && !it->is_null()) {
-    if (!it->is_boolean())
-      return invalid_request(err, "ignore_eos", "'ignore_eos' must be a boolean");
-    job->generate.ignore_eos = it->get<bool>();
-  }
+  if (!get_bool(j, "ignore_eos", "ignore_eos", &job->generate.ignore_eos, err)) return false;
   if (auto it = j.find("stop"); it != j.end() && !it->is_null()) {
     json list = it->is_array() ? *it : json::array({*it});
     if (list.size() > cfg.limits.max_stop)
@@ -395,22 +401,13 @@ std::optional<CompletionRequest> parse_completion(const ApiConfig& cfg, const En
   Job& job = *req.job;
   if (auto it = j.find("model"); it != j.end() && !check_string(*it, "model", 256, err))
     return std::nullopt;
-  if (auto it = j.find("stream"); it != j.end() && !it->is_null()) {
-    if (!it->is_boolean())
-      return invalid_request(err, "stream", "'stream' must be a boolean"), std::nullopt;
-    req.stream = it->get<bool>();
-  }
+  if (!get_bool(j, "stream", "stream", &req.stream, err)) return std::nullopt;
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
     if (!it->is_object())
       return invalid_request(err, "stream_options", "'stream_options' must be an object"),
              std::nullopt;
-    if (auto u = it->find("include_usage"); u != it->end() && !u->is_null()) {
-      if (!u->is_boolean())
-        return invalid_request(err, "stream_options.include_usage",
-                               "'stream_options.include_usage' must be a boolean"),
-               std::nullopt;
-      req.include_usage = u->get<bool>();
-    }
+    if (!get_bool(*it, "include_usage", "stream_options.include_usage", &req.include_usage, err))
+      return std::nullopt;
   }
   std::optional<int64_t> max_tokens;
   if (!parse_common(j, cfg, &job, &max_tokens, err) || !parse_logprobs(j, chat, &job, err) ||

@@ -48,22 +48,23 @@ Result<std::shared_ptr<const Grammar>> compile_output_format(const OutputFormat&
       break;
     }
   }
+  // The grammar's own errors as they are; what a converter's output meets (a repetition over
+  // the parser's limit, a grammar too large to match, ...) said as the schema's.
+  const auto refuse = [&](const std::string& message) {
+    return Status::error(format.kind == OutputFormat::Kind::kGbnf ? message
+                                                                  : "JSON Schema: " + message);
+  };
   auto grammar = parse_gbnf(gbnf);
-  if (!grammar) {
-    if (format.kind == OutputFormat::Kind::kGbnf) return grammar.status();
-    // A converter output the parser refuses (a repetition over the limit, ...).
-    return Status::error("JSON Schema: " + grammar.message());
-  }
+  if (!grammar) return refuse(grammar.message());
   auto compiled = std::make_shared<const Grammar>(std::move(grammar.value()));
   // The start state's closure and those of the first two bytes, computed once here so that a
   // grammar too large to match is the caller's error now (a 400), not a request that fails
   // after its first tokens (a JSON Schema's string pattern starts after the opening quote).
   if (probe_too_large(compiled))
-    return Status::error(std::string(format.kind == OutputFormat::Kind::kGbnf ? "" : "JSON Schema: ") +
-                         "grammar: too large to match (its start reaches more than " +
-                         std::to_string(GrammarMatcher::kMaxClosure) +
-                         " parser configurations; optional repetitions of optional parts, "
-                         "nested, such as (a{0,100}){0,100}, multiply)");
+    return refuse("grammar: too large to match (its start reaches more than " +
+                  std::to_string(GrammarMatcher::kMaxClosure) +
+                  " parser configurations; optional repetitions of optional parts, nested, "
+                  "such as (a{0,100}){0,100}, multiply)");
   return std::shared_ptr<const Grammar>(std::move(compiled));
 }
 

@@ -13,7 +13,7 @@
 
 #include "ollama-api.h"
 #include "openai-api.h"
-#include "runtime/chat/chat-template.h"
+#include "runtime/chat-format.h"
 
 using namespace hearth;
 using namespace hearth::server;
@@ -48,9 +48,11 @@ const Setup& setup() {
     out.cfg.slots = 4;
     // ChatML renders any sequence of roles (tool turns included), so more bodies get through
     // to the checks after the prompt.
-    out.cfg.chat_template = std::string(*builtin_chat_template("chatml"));
-    out.cfg.chat_stops = {"<|im_end|>", "<|im_start|>"};
-    out.cfg.chat_tokenizer = std::make_shared<const ChatTokenizer>(out.engine->tokenizer());
+    auto format = resolve_chat_format(*out.engine, "", "chatml");
+    if (!format.is_ok()) std::abort();
+    out.cfg.chat_template = format->template_text;
+    out.cfg.chat_stops = format->stops;
+    out.cfg.chat_tokenizer = format->tokenizer;
     return out;
   }();
   return s;

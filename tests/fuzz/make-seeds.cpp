@@ -120,7 +120,8 @@ bool http_seeds(const std::string& dir) {
       "http://app.example:3000\r\nAccess-Control-Request-Method: POST\r\n\r\n",
       "POST /v1/embeddings HTTP/1.0\r\nContent-Length: 12\r\n\r\n[[[[[[[[[[[[",
       // A number past double's range (nlohmann's out_of_range, once a 500).
-      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n{\"max_tokens\":1E400}",
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: "
+      "20\r\n\r\n{\"max_tokens\":1E400}",
   };
   int i = 0;
   for (const auto& s : seeds) {

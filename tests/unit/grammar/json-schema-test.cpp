@@ -148,10 +148,9 @@ std::string nlohmann_escape(const std::string& p) {
 
 TEST(JsonSchema, PatternsAgreeWithStdRegex) {
   const std::vector<std::string> patterns = {
-      "^[A-Z][a-z]{1,4}$",  "^(ab|c)+$",     "^a.c$",    "b",
-      "^\\d{2,3}-\\w+$",    "^[^a-c]*$",     "^x?y*z+$", "^(?:q|r)(s|t){2}$",
-      "^\"\\\\[a\\-z]$",    "^\\s\\S$",      "a$",       "^[\\d.]+$",
-      "^\\x41\\u0042{1,}$", "^[a-c\\n]{2}$", "^(a|)b$",  "^a{2,}?$",
+      "^[A-Z][a-z]{1,4}$", "^(ab|c)+$", "^a.c$", "b", "^\\d{2,3}-\\w+$", "^[^a-c]*$", "^x?y*z+$",
+      "^(?:q|r)(s|t){2}$", "^\"\\\\[a\\-z]$", "^\\s\\S$", "a$", "^[\\d.]+$", "^\\x41\\u0042{1,}$",
+      "^[a-c\\n]{2}$", "^(a|)b$", "^a{2,}?$",
       // groups as deep as the parser takes (64)
       "^" + std::string(64, '(') + "ab|c" + std::string(64, ')') + "$"};
   std::mt19937 rng(5);
