@@ -25,8 +25,12 @@ class Status {
   const std::string& message() const { return message_; }
 
   // Prefixes the message with where it happened: "model.gguf: tensor count 9e18 exceeds ...".
+  // (A message that already names `where` first, as a GGUF getter's names its file, keeps it once.)
   Status with_context(const std::string& where) const {
     if (!failed_) return *this;
+    if (message_.size() > where.size() + 1 && message_.compare(0, where.size(), where) == 0 &&
+        message_.compare(where.size(), 2, ": ") == 0)
+      return *this;
     return error(where + ": " + message_);
   }
 

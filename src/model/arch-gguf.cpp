@@ -55,6 +55,11 @@ Result<ModelSpec> read_gguf_spec(const GgufFile& f) {
   HParams& hp = s.hp;
   HEARTH_TRY(need_int("embedding_length", &hp.n_embd));
   HEARTH_TRY(need_int("block_count", &hp.n_layer));
+  // Each layer has tensors of its own, so a count past the file's tensors cannot be true.
+  if (hp.n_layer > kMaxLayers || uint64_t(hp.n_layer) > f.tensors().size())
+    return Status::error("key " + a + "block_count " + std::to_string(hp.n_layer) +
+                         " exceeds what the file holds (" + std::to_string(f.tensors().size()) +
+                         " tensors)");
   HEARTH_TRY(need_int("feed_forward_length", &hp.n_ff));
   HEARTH_TRY(need_int("attention.head_count", &hp.n_head));
   HEARTH_ASSIGN_OR_RETURN(auto kv, f.get_int(a + "attention.head_count_kv"));

@@ -171,6 +171,9 @@ Result<ModelSpec> read_hf_spec(const HfConfig& c) {
   hp.n_vocab = c.vocab_size;
   hp.n_embd = c.hidden_size;
   hp.n_layer = c.num_hidden_layers;
+  if (hp.n_layer > kMaxLayers)
+    return Status::error("num_hidden_layers: " + std::to_string(hp.n_layer) + " is more than " +
+                         std::to_string(kMaxLayers) + " layers");
   hp.n_head = c.num_attention_heads;
   hp.n_head_kv = c.num_key_value_heads;
   hp.head_dim = c.head_dim;

@@ -22,6 +22,10 @@ struct ModelSpec {
   kernels::RopeStyle rope_style = kernels::RopeStyle::kHalves;
 };
 
+// More layers than any model has (the largest have a few hundred): a count past it is a file's
+// lie, refused before per-layer tables are sized by it.
+constexpr int64_t kMaxLayers = int64_t(1) << 16;
+
 Result<ModelSpec> read_gguf_spec(const GgufFile& f);
 Result<ModelSpec> read_hf_spec(const HfConfig& c);
 

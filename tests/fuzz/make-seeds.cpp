@@ -257,6 +257,24 @@ bool api_seeds(const std::string& dir) {
        {4, R"({"model":"kjv","messages":[{"role":"user","content":"hi"}],"opt\nions":{}})"}});
 }
 
+// Edit scripts for fuzz-model.cpp: its first byte picks the base (below 0x80 a GGUF, from 0x80 a
+// checkpoint directory), each edit after it is an op byte and its choices. One seed per base as
+// it is, then a few edits.
+bool model_seeds(const std::string& dir) {
+  std::vector<std::vector<uint8_t>> scripts;
+  for (uint8_t base = 0; base < 10; ++base) scripts.push_back({base});
+  for (uint8_t base = 0; base < 7; ++base) scripts.push_back({uint8_t(0x80 + base)});
+  scripts.push_back({0x81, 0, 0, 0, 0, 0, 0, 9});  // a config.json field set to an integer
+  scripts.push_back({0x85, 5, 0, 0, 0, 6});        // an object where a field was
+  scripts.push_back({0, 0, 5, 0, 0, 0, 0, 3});     // an integer metadata value replaced
+  scripts.push_back({1, 3, 40, 0, 0, 0, 1, 128});  // an array cut short
+  scripts.push_back({3, 7, 2, 0, 0, 0, 0, 1});     // a tensor dimension doubled
+  scripts.push_back({6, 6, 9, 0, 0, 0, 20});       // another family's key
+  for (size_t i = 0; i < scripts.size(); ++i)
+    if (!put(dir + "/seed-" + std::to_string(i), scripts[i])) return false;
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -269,13 +287,13 @@ int main(int argc, char** argv) {
   for (const char* top : {"/seeds", "/corpus"}) {
     mkdir((out + top).c_str(), 0755);
     for (const char* sub :
-         {"/gguf", "/safetensors", "/http", "/jinja", "/grammar", "/tokenizer", "/api"})
+         {"/gguf", "/safetensors", "/http", "/jinja", "/grammar", "/tokenizer", "/api", "/model"})
       mkdir((out + top + sub).c_str(), 0755);
   }
   if (!gguf_seeds(out + "/seeds/gguf") || !safetensors_seeds(out + "/seeds/safetensors") ||
       !http_seeds(out + "/seeds/http") || !jinja_seeds(out + "/seeds/jinja") ||
       !grammar_seeds(out + "/seeds/grammar") || !tokenizer_seeds(out + "/seeds/tokenizer") ||
-      !api_seeds(out + "/seeds/api")) {
+      !api_seeds(out + "/seeds/api") || !model_seeds(out + "/seeds/model")) {
     std::fprintf(stderr, "%s: cannot write seeds under %s\n", argv[0], out.c_str());
     return 1;
   }

@@ -123,6 +123,29 @@ TEST(BadInput, WrongTensorShape) {
   expect_clean_error(path, "output_norm.weight has shape [128], expected [256]");
 }
 
+// Per-layer tables are sized by block_count: a count the file's tensors cannot back is refused
+// before that (2^31 layers asked for 32 GB).
+TEST(BadInput, LayerCountPastTheFile) {
+  GgufWriter w = tiny_llama_header();
+  w.set_u32("llama.block_count", 0x80000000u);
+  w.add_tensor("token_embd.weight", DType::F32, {8, 256}, std::vector<uint8_t>(8 * 256 * 4));
+  const std::string path = test::temp_dir() + "/layers.gguf";
+  ASSERT_TRUE(w.write(path).is_ok());
+  expect_clean_error(path, "key llama.block_count 2147483648 exceeds what the file holds");
+}
+
+// The GGUF getters name the file themselves; the loader's context must not name it again.
+TEST(BadInput, KeyOfTheWrongTypeNamesTheFileOnce) {
+  GgufWriter w = tiny_llama_header();
+  w.set_string("llama.context_length", "4096");
+  w.add_tensor("token_embd.weight", DType::F32, {8, 256}, std::vector<uint8_t>(8 * 256 * 4));
+  const std::string path = test::temp_dir() + "/key-type.gguf";
+  ASSERT_TRUE(w.write(path).is_ok());
+  expect_clean_error(path, "metadata key 'llama.context_length' has type STRING");
+  const auto r = run_command({test::hearth_cli(), "info", "-m", path});
+  EXPECT_EQ(r.err.find(path), r.err.rfind(path)) << "names the file twice: " << r.err;
+}
+
 TEST(BadInput, MalformedConfigJson) {
   const std::string dir = test::temp_dir() + "/badconfig";
   ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);

@@ -35,6 +35,12 @@ TEST(ArchBadInput, TheCleanTinyModelLoads) {
   EXPECT_EQ(load_error({}, ""), "");
 }
 
+// Per-layer tables are sized by the count: a trillion layers must be refused before that.
+TEST(ArchBadInput, LayerCountPastAnyModel) {
+  expect_error(load_error({}, ", \"num_hidden_layers\": 1000000000000"),
+               "num_hidden_layers: 1000000000000 is more than 65536 layers");
+}
+
 TEST(ArchBadInput, UnknownActivation) {
   expect_error(load_error({}, ", \"hidden_activation\": \"relu\""),
                "hidden_activation: activation 'relu' is not supported");
