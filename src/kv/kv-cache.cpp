@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 
+#include "base/checked-math.h"
 #include "base/log.h"
 
 namespace hearth {
@@ -52,6 +53,13 @@ Result<KvCache> KvCache::create(const std::vector<Backend*>& layer_backends, int
                                 int64_t max_pass_tokens, const KvCacheTypes& types,
                                 std::shared_ptr<KvPool> pool) {
   if (capacity <= 0 || kv_dim <= 0) return Status::error("KV cache: invalid size");
+  // Buffers are sized from capacity below (a row of slack included): a capacity whose bytes
+  // cannot be counted (a file's context_length may say 2^63) is refused before any sum wraps.
+  const uint64_t widest = std::max(uint64_t(kernels::kv_row_bytes(DType::F32, kv_dim)),
+                                   bytes_per_position(kv_dim, types));
+  if (capacity > kMaxPositions || !checked_mul(uint64_t(capacity) + 1, widest))
+    return Status::error("KV cache: " + std::to_string(capacity) + " positions is more than " +
+                         std::to_string(kMaxPositions) + " a cache can hold");
   if (!windows.empty() && windows.size() != layer_backends.size())
     return Status::error("KV cache: one window per layer expected");
   for (const auto& [what, t] : {std::pair{"K", types.k}, std::pair{"V", types.v}}) {

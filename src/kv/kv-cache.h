@@ -38,6 +38,8 @@ inline constexpr const char* kKvTypeChoices = "f32|f16|bf16|q8_0";
 
 class KvCache {
  public:
+  // Positions a cache may have (no model's context comes near; a file's may claim more).
+  static constexpr int64_t kMaxPositions = int64_t(1) << 40;
   // layer_backends[l] is the backend that runs layer l (and so holds its cache).
   // windows[l] > 0 makes layer l a sliding layer of that window (empty: every layer full); a
   // forward pass appends at most max_pass_tokens positions per call. A layer whose backend

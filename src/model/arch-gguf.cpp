@@ -65,6 +65,8 @@ Result<ModelSpec> read_gguf_spec(const GgufFile& f) {
   HEARTH_ASSIGN_OR_RETURN(auto kv, f.get_int(a + "attention.head_count_kv"));
   hp.n_head_kv = kv ? *kv : hp.n_head;
   HEARTH_ASSIGN_OR_RETURN(auto ctx, f.get_int(a + "context_length"));
+  if (ctx && *ctx <= 0)
+    return Status::error("key " + a + "context_length has invalid value " + std::to_string(*ctx));
   hp.n_ctx_train = ctx ? *ctx : 2048;
   HEARTH_ASSIGN_OR_RETURN(auto key_len, f.get_int(a + "attention.key_length"));
   hp.head_dim = key_len ? *key_len : (hp.n_embd / hp.n_head);

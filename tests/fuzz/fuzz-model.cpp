@@ -32,6 +32,7 @@
 #include "formats/gguf.h"
 #include "runtime/convert/convert.h"
 #include "runtime/engine.h"
+#include "runtime/session.h"
 
 using namespace hearth;
 
@@ -480,6 +481,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<float> logits;
   Status st = model.prefill(*cache, ids, scratch, &logits);
   if (st.is_ok()) st = model.decode(*cache, ids[0], scratch, &logits);
+  if (!st.is_ok()) check_message(st.message());
+  // A session of the model's own context (the C API's n_ctx 0), however long the file says it
+  // is: its cache comes from the engine's pool, committed as it is used.
+  Session session(*engine, 0);
+  st = session.init();
+  if (st.is_ok()) st = session.evaluate(ids, &logits);
   if (!st.is_ok()) check_message(st.message());
   return 0;
 }

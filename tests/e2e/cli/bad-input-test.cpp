@@ -134,6 +134,15 @@ TEST(BadInput, LayerCountPastTheFile) {
   expect_clean_error(path, "key llama.block_count 2147483648 exceeds what the file holds");
 }
 
+TEST(BadInput, ContextLengthNotPositive) {
+  GgufWriter w = tiny_llama_header();
+  w.set_i32("llama.context_length", -1);
+  w.add_tensor("token_embd.weight", DType::F32, {8, 256}, std::vector<uint8_t>(8 * 256 * 4));
+  const std::string path = test::temp_dir() + "/ctx.gguf";
+  ASSERT_TRUE(w.write(path).is_ok());
+  expect_clean_error(path, "key llama.context_length has invalid value -1");
+}
+
 // The GGUF getters name the file themselves; the loader's context must not name it again.
 TEST(BadInput, KeyOfTheWrongTypeNamesTheFileOnce) {
   GgufWriter w = tiny_llama_header();

@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
 #include "backend/backend.h"
 #include "kernels/ops.h"
 #include "kv/kv-cache.h"
+#include "kv/kv-pool.h"
 
 namespace hearth {
 namespace {
@@ -448,6 +450,19 @@ TEST_F(KvCacheTest, BadCacheTypesAreErrors) {
 #define HEARTH_TEST_ASAN 1
 #endif
 #endif
+
+// A capacity from a file's context_length can be 2^63 - 1: refused before any size is counted
+// (the sums below it would wrap), with or without a pool.
+TEST_F(KvCacheTest, PositionsPastWhatCanBeCountedAreErrors) {
+  for (int64_t cap : {KvCache::kMaxPositions + 1, std::numeric_limits<int64_t>::max()}) {
+    for (bool pooled : {false, true}) {
+      auto kv = KvCache::create(layers(2), cap, 64, {}, 0, kF32,
+                                pooled ? KvPool::create(KvPool::kUnbounded, 16) : nullptr);
+      ASSERT_FALSE(kv.is_ok()) << cap;
+      EXPECT_NE(kv.message().find("positions is more than"), std::string::npos) << kv.message();
+    }
+  }
+}
 
 TEST_F(KvCacheTest, OutOfMemoryIsAnError) {
 #ifdef HEARTH_TEST_ASAN
