@@ -149,6 +149,10 @@ Result<ModelSpec> read_gguf_spec(const GgufFile& f) {
   }
 
   // RoPE: the global table, and Gemma 3's local one.
+  if (hp.head_dim <= 0 || hp.head_dim > kMaxHeadDim)
+    return Status::error("head dimension " + std::to_string(hp.head_dim) + " (" + a +
+                         (key_len ? "attention.key_length" : "embedding_length / head_count") +
+                         ") is not in 1.." + std::to_string(kMaxHeadDim));
   if (hp.n_rot <= 0 || hp.n_rot % 2 != 0 || hp.n_rot > hp.head_dim)
     return Status::error("key " + a + "rope.dimension_count " + std::to_string(hp.n_rot) +
                          " must be even and at most the head dimension " +
@@ -228,9 +232,9 @@ Status check_model_spec(const ModelSpec& s) {
   if (hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0)
     return Status::error("head counts " + std::to_string(hp.n_head) + "/" +
                          std::to_string(hp.n_head_kv) + " are not a valid GQA grouping");
-  if (hp.head_dim <= 0 || hp.head_dim % 2 != 0 || hp.head_dim > 1024)
+  if (hp.head_dim <= 0 || hp.head_dim % 2 != 0 || hp.head_dim > kMaxHeadDim)
     return Status::error("invalid head dimension " + std::to_string(hp.head_dim));
-  if (hp.n_layer <= 0 || hp.n_layer > 4096) return Status::error("invalid layer count");
+  if (hp.n_layer <= 0 || hp.n_layer > kMaxLayers) return Status::error("invalid layer count");
   if (hp.n_rot <= 0 || hp.n_rot % 2 != 0 || hp.n_rot > hp.head_dim)
     return Status::error("rotary dims " + std::to_string(hp.n_rot) +
                          " must be even and at most head_dim " + std::to_string(hp.head_dim));

@@ -202,6 +202,9 @@ Result<ModelSpec> read_hf_spec(const HfConfig& c) {
   if (!(partial > 0 && partial <= 1))
     return Status::error("partial_rotary_factor: must be in (0, 1], got " +
                          std::to_string(partial));
+  if (hp.head_dim <= 0 || hp.head_dim > kMaxHeadDim)
+    return Status::error("head_dim: " + std::to_string(hp.head_dim) + " is not in 1.." +
+                         std::to_string(kMaxHeadDim));
   hp.n_rot = int64_t(double(hp.head_dim) * partial);  // transformers: int(head_dim * factor)
 
   if (c.query_pre_attn_scalar) {

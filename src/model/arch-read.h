@@ -22,9 +22,11 @@ struct ModelSpec {
   kernels::RopeStyle rope_style = kernels::RopeStyle::kHalves;
 };
 
-// More layers than any model has (the largest have a few hundred): a count past it is a file's
-// lie, refused before per-layer tables are sized by it.
-constexpr int64_t kMaxLayers = int64_t(1) << 16;
+// More layers, and wider heads, than any model has (the largest have a few hundred layers and
+// heads of 256): a count past them is a file's lie, refused before per-layer and RoPE tables are
+// sized by it (both readers, then check_model_spec).
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxHeadDim = 1024;
 
 Result<ModelSpec> read_gguf_spec(const GgufFile& f);
 Result<ModelSpec> read_hf_spec(const HfConfig& c);

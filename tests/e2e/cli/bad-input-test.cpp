@@ -134,6 +134,16 @@ TEST(BadInput, LayerCountPastTheFile) {
   expect_clean_error(path, "key llama.block_count 2147483648 exceeds what the file holds");
 }
 
+TEST(BadInput, HeadWiderThanAnyModel) {
+  GgufWriter w = tiny_llama_header();
+  w.set_u64("llama.attention.key_length", uint64_t(1) << 40);
+  w.set_u64("llama.rope.dimension_count", uint64_t(1) << 40);
+  w.add_tensor("token_embd.weight", DType::F32, {8, 256}, std::vector<uint8_t>(8 * 256 * 4));
+  const std::string path = test::temp_dir() + "/head.gguf";
+  ASSERT_TRUE(w.write(path).is_ok());
+  expect_clean_error(path, "head dimension 1099511627776 (llama.attention.key_length) is not in");
+}
+
 TEST(BadInput, ContextLengthNotPositive) {
   GgufWriter w = tiny_llama_header();
   w.set_i32("llama.context_length", -1);

@@ -35,10 +35,13 @@ TEST(ArchBadInput, TheCleanTinyModelLoads) {
   EXPECT_EQ(load_error({}, ""), "");
 }
 
-// Per-layer tables are sized by the count: a trillion layers must be refused before that.
-TEST(ArchBadInput, LayerCountPastAnyModel) {
+// Per-layer and RoPE tables are sized by these: a trillion layers, or heads a trillion wide, must
+// be refused before that.
+TEST(ArchBadInput, LayerCountOrHeadWidthPastAnyModel) {
   expect_error(load_error({}, ", \"num_hidden_layers\": 1000000000000"),
-               "num_hidden_layers: 1000000000000 is more than 65536 layers");
+               "num_hidden_layers: 1000000000000 is more than 4096 layers");
+  expect_error(load_error({}, ", \"head_dim\": 1000000000000"),
+               "head_dim: 1000000000000 is not in 1..1024");
 }
 
 TEST(ArchBadInput, UnknownActivation) {
