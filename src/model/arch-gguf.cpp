@@ -3,6 +3,7 @@
 // embedding scale, Gemma 3's local RoPE base, LongRoPE as rope_factors_* tensors).
 #include <cmath>
 
+#include "base/printable.h"
 #include "formats/gguf.h"
 #include "model/arch-read.h"
 #include "model/tensor-names.h"
@@ -34,7 +35,7 @@ Result<ModelSpec> read_gguf_spec(const GgufFile& f) {
   if (!arch_name) return Status::error("missing key general.architecture");
   s.arch = find_arch_by_gguf_name(*arch_name);
   if (!s.arch)
-    return Status::error("unknown architecture '" + *arch_name +
+    return Status::error("unknown architecture '" + printable(*arch_name, 80) +
                          "' (general.architecture); supported: " + join_names(known_arch_names()));
   const ArchSpec& arch = *s.arch;
   const std::string a = *arch_name + ".";
@@ -198,7 +199,8 @@ Result<ModelSpec> read_gguf_spec(const GgufFile& f) {
     hp.rope_scaling = "yarn";
     hp.rope_factor = y.factor;
   } else {
-    return Status::error("unsupported RoPE scaling '" + type + "' (" + a + "rope.scaling.type)");
+    return Status::error("unsupported RoPE scaling '" + printable(type, 80) + "' (" + a +
+                         "rope.scaling.type)");
   }
   // llama.cpp stores llama3-style scaling as per-frequency divisors.
   if (f.find_tensor(gguf_tensor_name(TensorRole::kRopeFreqs))) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/half.h"
+#include "base/printable.h"
 #include "formats/hf-config.h"
 #include "model/arch-read.h"
 
@@ -66,7 +67,7 @@ Result<RopeTable> rope_table(const HfRope& r, int64_t n_rot, int64_t max_pos,
     return longrope_table(n_rot, r.theta, shorts, longs, r.attention_factor.value_or(0), max_pos,
                           orig);
   }
-  return Status::error(where + ": rope type '" + r.type +
+  return Status::error(where + ": rope type '" + printable(r.type, 80) +
                        "' is not supported (default, linear, llama3, yarn, longrope)");
 }
 
@@ -81,7 +82,7 @@ Status read_layer_windows(const HfConfig& c, const ArchSpec& arch, HParams& hp) 
     for (size_t l = 0; l < sliding.size(); ++l) {
       const std::string& t = c.layer_types[l];
       if (t != "full_attention" && t != "sliding_attention")
-        return Status::error("layer_types[" + std::to_string(l) + "]: '" + t +
+        return Status::error("layer_types[" + std::to_string(l) + "]: '" + printable(t, 80) +
                              "' is not supported (full_attention, sliding_attention)");
       sliding[l] = t == "sliding_attention";
     }
@@ -156,7 +157,7 @@ Result<FfnActivation> activation_from_hf(const std::string& name, const std::str
   if (name == "gelu_pytorch_tanh" || name == "gelu_new" || name == "gelu_fast" ||
       name == "gelu_tanh")
     return FfnActivation::kGeluTanh;
-  return Status::error(field + ": activation '" + name +
+  return Status::error(field + ": activation '" + printable(name, 80) +
                        "' is not supported (silu, gelu_pytorch_tanh)");
 }
 
@@ -164,7 +165,7 @@ Result<ModelSpec> read_hf_spec(const HfConfig& c) {
   ModelSpec s;
   s.arch = find_arch_by_hf(c.model_type, c.architectures);
   if (!s.arch)
-    return Status::error("model_type: unknown architecture '" + c.model_type +
+    return Status::error("model_type: unknown architecture '" + printable(c.model_type, 80) +
                          "'; supported: " + join_names(known_hf_model_types()));
   const ArchSpec& arch = *s.arch;
   HParams& hp = s.hp;

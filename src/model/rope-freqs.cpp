@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/half.h"
+#include "base/printable.h"
 #include "model/model.h"
 
 namespace hearth {
@@ -109,7 +110,8 @@ RopeTable longrope_table(int64_t n_rot, double theta, const std::vector<float>& 
 Status round_rope_freqs(RopeTable& t, const std::string& type) {
   if (type == "f32") return Status::ok();
   if (type != "bf16" && type != "f16")
-    return Status::error("RoPE frequency type '" + type + "' is not supported (f32, bf16, f16)");
+    return Status::error("RoPE frequency type '" + printable(type, 80) +
+                         "' is not supported (f32, bf16, f16)");
   for (auto* v : {&t.inv_freq, &t.inv_freq_long})
     for (float& x : *v)
       x = type == "bf16" ? bf16_to_f32(f32_to_bf16(x)) : fp16_to_f32(f32_to_fp16(x));

@@ -8,6 +8,8 @@
 
 #include <cctype>
 
+#include "base/printable.h"
+
 namespace hearth {
 namespace {
 
@@ -68,7 +70,8 @@ Status read_pre(const json& p, BpeVocab& v, const std::string& source, int depth
   const std::string behavior = p.value("behavior", std::string("Isolated"));
   if (type == "Punctuation") {  // ASCII punctuation and Unicode P, as tokenizers' is_punctuation
     if (behavior != "Isolated" && behavior != "Contiguous") {
-      return bad(source, "pre_tokenizer: Punctuation behavior '" + behavior + "' is unsupported");
+      return bad(source, "pre_tokenizer: Punctuation behavior '" + printable(behavior, 80) +
+                             "' is unsupported");
     }
     return add_split(
         behavior == "Isolated" ? R"([\p{P}!-/:-@\[-`{-~])" : R"([\p{P}!-/:-@\[-`{-~]+)", v, source);
@@ -84,11 +87,12 @@ Status read_pre(const json& p, BpeVocab& v, const std::string& source, int depth
       return bad(source, "pre_tokenizer: Split without a Regex or String pattern");
     }
     if (behavior != "Isolated" || p.value("invert", false)) {
-      return bad(source, "pre_tokenizer: Split behavior '" + behavior + "' is unsupported");
+      return bad(source,
+                 "pre_tokenizer: Split behavior '" + printable(behavior, 80) + "' is unsupported");
     }
     return add_split(regex, v, source);
   }
-  return bad(source, "pre_tokenizer: unsupported type '" + type + "'");
+  return bad(source, "pre_tokenizer: unsupported type '" + printable(type, 80) + "'");
 }
 
 Status read_normalizer(const json& n, BpeVocab& v, const std::string& source, int depth = 0) {
@@ -103,7 +107,7 @@ Status read_normalizer(const json& n, BpeVocab& v, const std::string& source, in
     for (const json& s : n["normalizers"]) HEARTH_TRY(read_normalizer(s, v, source, depth + 1));
     return Status::ok();
   }
-  return bad(source, "normalizer: unsupported type '" + type + "'");
+  return bad(source, "normalizer: unsupported type '" + printable(type, 80) + "'");
 }
 
 struct TokenTable {
@@ -259,7 +263,8 @@ Result<WordPieceVocab> read_wordpiece(const json& j, const json& m, const std::s
   HEARTH_ASSIGN_OR_RETURN(TokenTable t, read_token_table(j, m, source));
   const std::string unk = m.value("unk_token", std::string("[UNK]"));
   v.unk_id = t.find(unk);
-  if (v.unk_id < 0) return bad(source, "model.unk_token '" + unk + "' is not in the vocabulary");
+  if (v.unk_id < 0)
+    return bad(source, "model.unk_token '" + printable(unk, 80) + "' is not in the vocabulary");
   if (m.contains("continuing_subword_prefix") && m["continuing_subword_prefix"].is_string())
     v.continuation_prefix = m["continuing_subword_prefix"].get<std::string>();
   if (m.contains("max_input_chars_per_word") && m["max_input_chars_per_word"].is_number_unsigned())
@@ -298,7 +303,7 @@ Result<HfTokenizerModel> read_model(const json& j, const std::string& source) {
   } else if (type == "WordPiece") {
     HEARTH_ASSIGN_OR_RETURN(out.wordpiece, read_wordpiece(j, m, source));
   } else {
-    return bad(source, "model.type '" + type + "' is not BPE or WordPiece");
+    return bad(source, "model.type '" + printable(type, 80) + "' is not BPE or WordPiece");
   }
   return out;
 }

@@ -3,6 +3,7 @@
 // here.
 #include <string>
 
+#include "base/printable.h"
 #include "formats/gguf.h"
 #include "tokenizer/bpe-tokenizer.h"
 #include "tokenizer/pre-tokenizer.h"
@@ -129,15 +130,17 @@ Result<std::unique_ptr<Tokenizer>> bpe_from_gguf(const GgufFile& g, Common c) {
     const std::string& m = (*merges)[i];
     const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
     if (sp == std::string::npos) {
-      return Status::error("tokenizer.ggml.merges[" + std::to_string(i) + "]: \"" + m +
-                           "\" is not two tokens separated by a space");
+      return Status::error("tokenizer.ggml.merges[" + std::to_string(i) + "]: \"" +
+                           printable(m, 80) + "\" is not two tokens separated by a space");
     }
     v.merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
   }
   HEARTH_ASSIGN_OR_RETURN(auto pre_name, g.get_string("tokenizer.ggml.pre"));
   const std::string pre = pre_name.value_or("gpt-2");
   auto p = pre_tokenizer_for_gguf(pre);
-  if (!p) return Status::error("tokenizer.ggml.pre: unsupported pre-tokenizer '" + pre + "'");
+  if (!p)
+    return Status::error("tokenizer.ggml.pre: unsupported pre-tokenizer '" + printable(pre, 80) +
+                         "'");
   v.pre = std::move(*p);
   v.ignore_merges = v.pre.ignore_merges;  // e.g. Llama 3's tokenizer.json sets ignore_merges
   v.tokens = std::move(c.tokens);
@@ -186,7 +189,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const GgufFile& gguf) {
     if (*model == "llama") return spm_from_gguf(gguf, std::move(c));
     if (*model == "gpt2") return bpe_from_gguf(gguf, std::move(c));
     if (*model == "bert") return wordpiece_from_gguf(gguf, std::move(c));
-    return Status::error("tokenizer.ggml.model: unsupported tokenizer model '" + *model + "'");
+    return Status::error("tokenizer.ggml.model: unsupported tokenizer model '" +
+                         printable(*model, 80) + "'");
   };
   auto r = run();
   if (!r.is_ok()) return r.status().with_context(gguf.path());

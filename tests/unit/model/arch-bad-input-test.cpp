@@ -49,6 +49,13 @@ TEST(ArchBadInput, UnknownActivation) {
                "hidden_activation: activation 'relu' is not supported");
 }
 
+// A field's text is quoted escaped: the error stays one line whatever the file holds.
+TEST(ArchBadInput, QuotedFieldsStayOneLine) {
+  expect_error(load_error({}, ", \"rope_scaling\": {\"rope_type\": \"x\\ny\", \"factor\": 2.0}"),
+               "rope type 'x\\ny'");
+  expect_error(load_error({}, ", \"hidden_act\": \"\\n\""), "activation '\\n'");
+}
+
 TEST(ArchBadInput, UnknownRopeType) {
   expect_error(load_error({}, ", \"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 2.0}"),
                "rope type 'dynamic' is not supported");
