@@ -25,10 +25,16 @@ std::string StopStringFilter::push(const std::string& text) {
     out.swap(held_);
     return out;
   }
-  size_t cut = std::string::npos;
+  // The stop that completes first cuts (of two completing together, the longer): where text
+  // arrives byte by byte that is the only one seen, so any split into pieces cuts the same. (The
+  // earliest start would not: with stops "abcd" and "bc", pieces "ab", "c" end at "bc", while
+  // "abcd" in one piece would cut before "a".)
+  size_t cut = std::string::npos, cut_end = std::string::npos;
   for (const auto& s : stops_) {
     const size_t at = held_.find(s);
-    if (at != std::string::npos) cut = std::min(cut, at);
+    if (at == std::string::npos) continue;
+    const size_t end = at + s.size();
+    if (end < cut_end || (end == cut_end && at < cut)) cut = at, cut_end = end;
   }
   if (cut != std::string::npos) {
     matched_ = true;

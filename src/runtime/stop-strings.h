@@ -1,5 +1,7 @@
 // Stop strings over streamed text: emits text as soon as it cannot be the start of a stop string,
-// holds back a possible partial match, and cuts the output where a stop string begins.
+// holds back a possible partial match, and cuts the output where the first stop string to
+// complete begins (of two completing at once, the longer), so the output is the same however the
+// text was split into pieces (tokens, stream chunks).
 #pragma once
 
 #include <string>

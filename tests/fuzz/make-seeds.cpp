@@ -275,6 +275,46 @@ bool model_seeds(const std::string& dir) {
   return true;
 }
 
+// Model output for fuzz-output.cpp: a family byte (fuzz-output.cpp's kFamilies order), a flags
+// byte (1: the prompt opened the reasoning), a cut seed, a stop count and length-prefixed stops,
+// then the text.
+bool output_seeds(const std::string& dir) {
+  struct Seed {
+    uint8_t family, flags;
+    std::vector<std::string> stops;
+    std::string text;
+  };
+  const std::vector<Seed> seeds = {
+      {0, 0, {}, R"({"tool_calls":[{"name":"f","arguments":{"a":1}}]})"},
+      {1,
+       0,
+       {},
+       "<think>\nplan\n</think>\n\nSure.<tool_call>\n{\"name\": \"get_weather\", "
+       "\"arguments\": {\"city\": \"Rome\"}}\n</tool_call>"},
+      {2, 0, {}, R"({"name": "search", "parameters": {"q": "x"}})"},
+      {2, 0, {}, "<|python_tag|>search.call(q=\"x\")"},
+      {3, 0, {}, R"([TOOL_CALLS][{"name": "f", "arguments": {}}])"},
+      {4, 0, {}, R"([TOOL_CALLS]get_weather[ARGS]{"city": "Paris"})"},
+      {5, 1, {}, "reasoning</think>answer<\uff5ctool\u2581calls\u2581begin\uff5c>"},
+      {6, 0, {}, R"(<function=f>{"a": [1, 2]}</function>)"},
+      {7, 0, {}, ">>>get_weather\n{\"city\": \"Oslo\"}"},
+      {8, 0, {}, R"(functools[{"name": "f", "arguments": {"x": null}}])"},
+      {1, 0, {"</s>", "\n\n"}, "one line\n\ntwo</s> more"},
+      {0, 1, {"ab", "b"}, "x abab <think> y"},
+  };
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    const Seed& sd = seeds[i];
+    std::vector<uint8_t> b = {sd.family, sd.flags, uint8_t(i * 37), uint8_t(sd.stops.size())};
+    for (const std::string& st : sd.stops) {
+      b.push_back(uint8_t(st.size()));
+      b.insert(b.end(), st.begin(), st.end());
+    }
+    b.insert(b.end(), sd.text.begin(), sd.text.end());
+    if (!put(dir + "/seed-" + std::to_string(i), b)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -286,14 +326,15 @@ int main(int argc, char** argv) {
   mkdir(out.c_str(), 0755);  // existing dirs are fine
   for (const char* top : {"/seeds", "/corpus"}) {
     mkdir((out + top).c_str(), 0755);
-    for (const char* sub :
-         {"/gguf", "/safetensors", "/http", "/jinja", "/grammar", "/tokenizer", "/api", "/model"})
+    for (const char* sub : {"/gguf", "/safetensors", "/http", "/jinja", "/grammar", "/tokenizer",
+                            "/api", "/model", "/output"})
       mkdir((out + top + sub).c_str(), 0755);
   }
   if (!gguf_seeds(out + "/seeds/gguf") || !safetensors_seeds(out + "/seeds/safetensors") ||
       !http_seeds(out + "/seeds/http") || !jinja_seeds(out + "/seeds/jinja") ||
       !grammar_seeds(out + "/seeds/grammar") || !tokenizer_seeds(out + "/seeds/tokenizer") ||
-      !api_seeds(out + "/seeds/api") || !model_seeds(out + "/seeds/model")) {
+      !api_seeds(out + "/seeds/api") || !model_seeds(out + "/seeds/model") ||
+      !output_seeds(out + "/seeds/output")) {
     std::fprintf(stderr, "%s: cannot write seeds under %s\n", argv[0], out.c_str());
     return 1;
   }
