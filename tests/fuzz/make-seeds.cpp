@@ -315,6 +315,26 @@ bool output_seeds(const std::string& dir) {
   return true;
 }
 
+// Text for fuzz-encode.cpp: a vocabulary byte (fuzz-encode.cpp's order; bit 7: parse control
+// texts), then the text.
+bool encode_seeds(const std::string& dir) {
+  const std::vector<std::string> texts = {"Hello world",
+                                          " leading space and  two",
+                                          "caf\u00e9 \u65e5\u672c\u8a9e \U0001F600!",
+                                          "tabs\tand\nnewlines\r\n",
+                                          "don't 12345 3.14",
+                                          "<s>[INST] x [/INST]</s>",
+                                          "\u0300\u0301 combining",
+                                          "    indented code()",
+                                          "ALLCAPS and MixedCase"};
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::vector<uint8_t> b = {uint8_t(i * 5 + (i == 5 ? 0x80 : 0))};
+    b.insert(b.end(), texts[i].begin(), texts[i].end());
+    if (!put(dir + "/seed-" + std::to_string(i), b)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -327,14 +347,14 @@ int main(int argc, char** argv) {
   for (const char* top : {"/seeds", "/corpus"}) {
     mkdir((out + top).c_str(), 0755);
     for (const char* sub : {"/gguf", "/safetensors", "/http", "/jinja", "/grammar", "/tokenizer",
-                            "/api", "/model", "/output"})
+                            "/api", "/model", "/output", "/encode"})
       mkdir((out + top + sub).c_str(), 0755);
   }
   if (!gguf_seeds(out + "/seeds/gguf") || !safetensors_seeds(out + "/seeds/safetensors") ||
       !http_seeds(out + "/seeds/http") || !jinja_seeds(out + "/seeds/jinja") ||
       !grammar_seeds(out + "/seeds/grammar") || !tokenizer_seeds(out + "/seeds/tokenizer") ||
       !api_seeds(out + "/seeds/api") || !model_seeds(out + "/seeds/model") ||
-      !output_seeds(out + "/seeds/output")) {
+      !output_seeds(out + "/seeds/output") || !encode_seeds(out + "/seeds/encode")) {
     std::fprintf(stderr, "%s: cannot write seeds under %s\n", argv[0], out.c_str());
     return 1;
   }
