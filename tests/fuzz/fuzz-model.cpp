@@ -47,6 +47,10 @@ struct Base {
   std::vector<TensorView> tensors;
 };
 
+// An input's file and directory, removed at exit. (Namespace scope: destroyed after the exit
+// handler that reads them, unlike setup()'s static.)
+std::string g_input_path, g_input_dir;
+
 std::string shared_dir() {
   const char* env = std::getenv("HEARTH_SHARED");
   return env && *env ? env : HEARTH_SHARED_DEFAULT_DIR;
@@ -192,6 +196,12 @@ const Setup& setup() {
     }
     out.hf_keys.assign(hf_keys.begin(), hf_keys.end());
     out.hf_dir = "/tmp/hearth-fuzz-model-" + std::to_string(getpid()) + "-hf";
+    g_input_path = out.path, g_input_dir = out.hf_dir;
+    std::atexit([] {  // (libFuzzer and the replay driver both leave through exit())
+      std::error_code ec;
+      std::filesystem::remove(g_input_path, ec);
+      std::filesystem::remove_all(g_input_dir, ec);
+    });
     return out;
   }();
   return s;
