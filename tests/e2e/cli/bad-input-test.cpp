@@ -123,43 +123,44 @@ TEST(BadInput, WrongTensorShape) {
   expect_clean_error(path, "output_norm.weight has shape [128], expected [256]");
 }
 
-// Per-layer tables are sized by block_count: a count the file's tensors cannot back is refused
-// before that (2^31 layers asked for 32 GB).
-TEST(BadInput, LayerCountPastTheFile) {
+// The tiny header with `edit` applied and one embedding tensor, written as `name`: its path.
+template <class Edit>
+std::string header_edited(const std::string& name, Edit&& edit) {
   GgufWriter w = tiny_llama_header();
-  w.set_u32("llama.block_count", 0x80000000u);
+  edit(w);
   w.add_tensor("token_embd.weight", DType::F32, {8, 256}, std::vector<uint8_t>(8 * 256 * 4));
-  const std::string path = test::temp_dir() + "/layers.gguf";
-  ASSERT_TRUE(w.write(path).is_ok());
-  expect_clean_error(path, "key llama.block_count 2147483648 exceeds what the file holds");
+  const std::string path = test::temp_dir() + "/" + name;
+  EXPECT_TRUE(w.write(path).is_ok());
+  return path;
+}
+
+// Per-layer and RoPE tables are sized by these keys: counts the file cannot back are refused
+// before that (2^31 layers asked for 32 GB, heads 2^40 wide for 2 TB).
+TEST(BadInput, LayerCountPastTheFile) {
+  expect_clean_error(
+      header_edited("layers.gguf", [](GgufWriter& w) { w.set_u32("llama.block_count", 1u << 31); }),
+      "key llama.block_count 2147483648 exceeds what the file holds");
 }
 
 TEST(BadInput, HeadWiderThanAnyModel) {
-  GgufWriter w = tiny_llama_header();
-  w.set_u64("llama.attention.key_length", uint64_t(1) << 40);
-  w.set_u64("llama.rope.dimension_count", uint64_t(1) << 40);
-  w.add_tensor("token_embd.weight", DType::F32, {8, 256}, std::vector<uint8_t>(8 * 256 * 4));
-  const std::string path = test::temp_dir() + "/head.gguf";
-  ASSERT_TRUE(w.write(path).is_ok());
-  expect_clean_error(path, "head dimension 1099511627776 (llama.attention.key_length) is not in");
+  expect_clean_error(header_edited("head.gguf",
+                                   [](GgufWriter& w) {
+                                     w.set_u64("llama.attention.key_length", uint64_t(1) << 40);
+                                     w.set_u64("llama.rope.dimension_count", uint64_t(1) << 40);
+                                   }),
+                     "head dimension 1099511627776 (llama.attention.key_length) is not in");
 }
 
 TEST(BadInput, ContextLengthNotPositive) {
-  GgufWriter w = tiny_llama_header();
-  w.set_i32("llama.context_length", -1);
-  w.add_tensor("token_embd.weight", DType::F32, {8, 256}, std::vector<uint8_t>(8 * 256 * 4));
-  const std::string path = test::temp_dir() + "/ctx.gguf";
-  ASSERT_TRUE(w.write(path).is_ok());
-  expect_clean_error(path, "key llama.context_length has invalid value -1");
+  expect_clean_error(
+      header_edited("ctx.gguf", [](GgufWriter& w) { w.set_i32("llama.context_length", -1); }),
+      "key llama.context_length has invalid value -1");
 }
 
 // The GGUF getters name the file themselves; the loader's context must not name it again.
 TEST(BadInput, KeyOfTheWrongTypeNamesTheFileOnce) {
-  GgufWriter w = tiny_llama_header();
-  w.set_string("llama.context_length", "4096");
-  w.add_tensor("token_embd.weight", DType::F32, {8, 256}, std::vector<uint8_t>(8 * 256 * 4));
-  const std::string path = test::temp_dir() + "/key-type.gguf";
-  ASSERT_TRUE(w.write(path).is_ok());
+  const std::string path = header_edited(
+      "key-type.gguf", [](GgufWriter& w) { w.set_string("llama.context_length", "4096"); });
   expect_clean_error(path, "metadata key 'llama.context_length' has type STRING");
   const auto r = run_command({test::hearth_cli(), "info", "-m", path});
   EXPECT_EQ(r.err.find(path), r.err.rfind(path)) << "names the file twice: " << r.err;
