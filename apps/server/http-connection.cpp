@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 namespace hearth::server {
 
@@ -530,14 +531,21 @@ void Session::linger_close() {
 
 bool HttpListener::Impl::admit(const std::shared_ptr<Session>& s) {
   std::shared_ptr<Session> victim;
+  // Every session locked below stays owned here until the lock is released: one whose other
+  // owners let go meanwhile is destroyed when `seen` is, and its destructor takes `mu`
+  // (forget()). Destroyed under the lock, it deadlocked the listener, and with it every later
+  // accept and close (seen under ASan with 400 sockets churning at the per-address limit).
+  std::vector<std::shared_ptr<Session>> seen;
   {
     std::lock_guard<std::mutex> lock(mu);
     const bool ip_full = per_ip[s->ip()] >= limits.max_connections_per_ip;
     const bool all_full = sessions.size() >= limits.max_connections;
     if (ip_full || all_full) {
       int64_t oldest = INT64_MAX;
+      seen.reserve(sessions.size());
       for (auto& [p, w] : sessions) {
-        auto c = w.lock();
+        seen.push_back(w.lock());
+        const std::shared_ptr<Session>& c = seen.back();
         if (!c) continue;
         const auto ph = c->phase();
         if (ph != Session::Phase::kWaiting && ph != Session::Phase::kReading) continue;
@@ -653,10 +661,11 @@ void HttpListener::stop() {
 void HttpListener::Impl::stop_when_quiet(Clock::time_point deadline) {
   std::vector<std::shared_ptr<Session>> left;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<std::mutex> lock(mu);  // (released before a closed one is let go: admit())
     for (auto& [p, w] : sessions)
-      if (auto s = w.lock(); s && s->phase() != Session::Phase::kClosed) left.push_back(s);
+      if (auto s = w.lock()) left.push_back(std::move(s));
   }
+  std::erase_if(left, [](const auto& s) { return s->phase() == Session::Phase::kClosed; });
   if (left.empty() || Clock::now() >= deadline) {
     for (auto& s : left) asio::post(s->executor(), [s] { s->close(); });
     asio::post(ioc, [self = shared_from_this()] { self->ioc.stop(); });

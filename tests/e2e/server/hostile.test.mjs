@@ -169,7 +169,8 @@ test("--cors-origin and --allowed-host: preflight and answers carry CORS for the
 test("200 slowloris and 200 idle keep-alive sockets do not delay a completion by more than 2 s", { timeout: 120000 }, async () => {
   const body = { prompt: "And the king said", max_tokens: 16, temperature: 0 };
   // Each completion is bounded and logged, so a stuck one fails naming its phase instead of
-  // running into the test's timeout (seen once under ASan on a loaded host: 120 s, no detail).
+  // running into the test's timeout. (Seen twice under ASan on a loaded host: the listener's
+  // deadlock when a session died under its registry lock, fixed 2026-12-06.)
   const start = performance.now();
   const timed = async (phase) => {
     const t0 = performance.now();
