@@ -255,6 +255,46 @@ test("a chat message containing </s> tokenizes as plain text (opt-in: as the con
   }
 });
 
+// Connections churning at both limits (256 an address, 1,024 in all) from five addresses: every
+// admission at a limit looks at every connection while others close. One that closed as it was
+// looked at used to be destroyed under the listener's lock, which deadlocked every later accept
+// (a server wedged for good). Probabilistic: the old listener wedged within 42 s of a heavier
+// churn; this bounds CI time, and ASan's slower closes widen the window.
+test("1,300 connections churning at the limits never wedge the listener", { timeout: 60000 }, async () => {
+  let stop = false;
+  const open = new Set();
+  const churner = (ip) => {
+    if (stop) return;
+    const s = net.connect({ port: srv.port, host: "127.0.0.1", localAddress: ip }, () =>
+      s.write(request("GET", "/health")));
+    open.add(s);
+    s.on("error", () => {});
+    s.on("data", () => {});
+    s.on("close", () => { open.delete(s); setImmediate(() => churner(ip)); });
+    setTimeout(() => s.destroy(), 10 + Math.random() * 200);
+  };
+  for (let i = 0; i < 1300; i++) churner(`127.0.0.${2 + (i % 5)}`);
+  let answered = 0, failed = 0;
+  const t0 = Date.now();
+  try {
+    while (Date.now() - t0 < 15000) {
+      const probe = request("GET", "/health", { headers: { Connection: "close" } });
+      const r = await rawExchange(srv.port, probe, { timeoutMs: 5000 }).catch(() => null);
+      if (r?.final[0]?.status === 200) answered++; else failed++;
+      await new Promise((res) => setTimeout(res, 250));
+    }
+  } finally {
+    stop = true;
+    for (const s of open) s.destroy();
+  }
+  console.log(`under churn: ${answered} health checks answered, ${failed} not`);
+  // The listener still accepts and answers after the churn (bounded: a wedged one never does).
+  const after = await rawExchange(srv.port, request("GET", "/health", { headers: { Connection: "close" } }),
+                                  { timeoutMs: 10000 });
+  assert.equal(after.final[0]?.status, 200, "the listener no longer answers");
+  assert.ok(answered > 0, "no health check was answered under churn");
+});
+
 test("1,000 bodies of 1M-deep JSON are each a 400 and RSS comes back within 64 MiB", { timeout: 300000 }, async () => {
   const deep = "[".repeat(1 << 20);
   const rss0 = srv.rssKiB();
