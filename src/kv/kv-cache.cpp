@@ -55,8 +55,8 @@ Result<KvCache> KvCache::create(const std::vector<Backend*>& layer_backends, int
   if (capacity <= 0 || kv_dim <= 0) return Status::error("KV cache: invalid size");
   // Buffers are sized from capacity below (a row of slack included): a capacity whose bytes
   // cannot be counted (a file's context_length may say 2^63) is refused before any sum wraps.
-  const uint64_t widest = std::max(uint64_t(kernels::kv_row_bytes(DType::F32, kv_dim)),
-                                   bytes_per_position(kv_dim, types));
+  // (f32 rows are the widest a layer can hold: what a backend without `types` keeps.)
+  const uint64_t widest = bytes_per_position(kv_dim, {DType::F32, DType::F32});
   if (capacity > kMaxPositions || !checked_mul(uint64_t(capacity) + 1, widest))
     return Status::error("KV cache: " + std::to_string(capacity) + " positions is more than " +
                          std::to_string(kMaxPositions) + " a cache can hold");

@@ -42,7 +42,7 @@ constexpr int64_t kVocab = 512;  // tokens a base keeps
 
 struct Base {
   std::string name;
-  std::vector<uint8_t> bytes;  // the file the tensors point into
+  std::shared_ptr<const GgufFile> file;  // mapped: the tensors point into it (a copy shares it)
   std::vector<std::pair<std::string, GgufValue>> kv;
   std::vector<TensorView> tensors;
 };
@@ -56,25 +56,19 @@ std::string shared_dir() {
   return env && *env ? env : HEARTH_SHARED_DEFAULT_DIR;
 }
 
-std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 [[noreturn]] void setup_failed(const std::string& what) {
   std::fprintf(stderr, "fuzz_model: %s\n", what.c_str());
   std::abort();  // a target that loads nothing must not pass
 }
 
-// The file at `path` as a base: its metadata and tensor views (over bytes it keeps).
-Base parse_base(const std::string& name, const std::string& path) {
-  Base b;
-  b.name = name;
-  b.bytes = read_file(path);
-  auto g = GgufFile::parse(b.bytes.data(), b.bytes.size(), name);
+// The file at `path` as a base: its metadata and tensor views (into the mapping it keeps, which
+// outlives the file's removal).
+Base open_base(const std::string& name, const std::string& path) {
+  auto g = GgufFile::open(path);
   if (!g.is_ok()) setup_failed(g.message());
-  b.kv = g->metadata();
-  b.tensors = g->tensors();
+  Base b{name, std::make_shared<const GgufFile>(std::move(*g)), {}, {}};
+  b.kv = b.file->metadata();
+  b.tensors = b.file->tensors();
   return b;
 }
 
@@ -161,18 +155,18 @@ const Setup& setup() {
     char tmpl[] = "/tmp/hearth-fuzz-model-XXXXXX";
     if (!mkdtemp(tmpl)) setup_failed("mkdtemp failed");
     const std::string tmp = tmpl;
-    out.bases.push_back(parse_base("llama2-tiny-q8_0", g + "llama2-tiny/llama2-tiny-q8_0.gguf"));
-    out.bases.push_back(parse_base("kjv-13m-q4_k_m", g + "kjv-13m/kjv-13m-q4_k_m.gguf"));
-    out.bases.push_back(parse_base("llama3-tiny-q4_0", g + "llama3-tiny/llama3-tiny-q4_0.gguf"));
+    out.bases.push_back(open_base("llama2-tiny-q8_0", g + "llama2-tiny/llama2-tiny-q8_0.gguf"));
+    out.bases.push_back(open_base("kjv-13m-q4_k_m", g + "kjv-13m/kjv-13m-q4_k_m.gguf"));
+    out.bases.push_back(open_base("llama3-tiny-q4_0", g + "llama3-tiny/llama3-tiny-q4_0.gguf"));
     // Every other family from its golden checkpoint (the converter's own output).
     for (const char* dir : {"qwen3-tiny", "gemma2-tiny", "phi3-tiny", "mixtral-tiny",
                             "gpt-oss-tiny", "qwen2-yarn-tiny"}) {
       const std::string file = tmp + "/" + dir + ".gguf";
       const Status st = convert_hf_to_gguf(g + dir, file, "q8_0", nullptr, 1);
       if (!st.is_ok()) setup_failed(st.message());
-      out.bases.push_back(parse_base(dir, file));
+      out.bases.push_back(open_base(dir, file));
     }
-    const Base gpt2 = parse_base("gpt-2", shared + "/models/vocab/ggml-vocab-gpt-2.gguf");
+    const Base gpt2 = open_base("gpt-2", shared + "/models/vocab/ggml-vocab-gpt-2.gguf");
     out.bases.push_back(with_tokenizer_of(out.bases[0], gpt2, "llama2-tiny-gpt2-vocab"));
     for (Base& b : out.bases) cut_vocab(b);
     std::set<std::string> keys;
@@ -186,7 +180,7 @@ const Setup& setup() {
     out.path = "/tmp/hearth-fuzz-model-" + std::to_string(getpid()) + ".gguf";
     std::set<std::string> hf_keys;
     for (const char* dir : kHfDirs) {
-      HfBase h{dir, g + dir, nlohmann::json::parse(read_file(g + dir + "/config.json"))};
+      HfBase h{dir, g + dir, nlohmann::json::parse(std::ifstream(g + dir + "/config.json"))};
       for (const auto& [k, v] : h.config.items()) {
         hf_keys.insert(k);
         if (v.is_object())
