@@ -45,7 +45,8 @@ if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   # One real architecture is enough to prove the code compiles; the release build's default
   # adds a PTX copy for newer GPUs, which would double nvcc's time here for nothing.
   cmake --preset cuda -DCMAKE_CUDA_ARCHITECTURES=90a-real >/dev/null
-  cmake --build --preset cuda -j "$jobs" --target hearth cuda_ops_test golden_test
+  cmake --build --preset cuda -j "$jobs" --target hearth cuda_ops_test golden_test \
+    hearth-persistent-probe
 fi
 
 section "ARM NEON kernels under qemu"
