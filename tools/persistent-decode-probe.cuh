@@ -8,7 +8,13 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/bulk-copy.cuh"  // the engine's bulk copies (TMA) and their barriers
+
 namespace {
+
+using hearth::cuda::bulk_copy_to_shared;
+using hearth::cuda::bulk_expect_bytes;
+using hearth::cuda::smem_addr;
 
 constexpr int kHidden = 4096, kFf = 11008, kVocab = 32000;
 constexpr int kConsumerWarps = 16;
@@ -73,19 +79,11 @@ __host__ __device__ void block_share(const Phase& p, int b, int nb, int& r0, int
   r1 = int(int64_t(units) * (b + 1) / nb) * p.rows_per_unit;
 }
 
-__device__ __forceinline__ uint32_t shared_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void barrier_init(uint64_t* b, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_addr(b)), "r"(count));
-}
-__device__ __forceinline__ void expect_bytes(uint64_t* b, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_addr(b)),
-               "r"(bytes)
-               : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(b)), "r"(count));
 }
 __device__ __forceinline__ void arrive(uint64_t* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_addr(b)) : "memory");
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(b)) : "memory");
 }
 // A wait that never ends is a bug here (a chunk or a word nobody sends): stop the kernel with an
 // error after 4M spins (a legitimate wait is at most a token, ~2 ms) instead of hanging the call.
@@ -102,17 +100,9 @@ __device__ __forceinline__ void wait_parity(uint64_t* b, uint32_t parity) {
         "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
         " selp.u32 %0, 1, 0, p;\n}"
         : "=r"(done)
-        : "r"(shared_addr(b)), "r"(parity)
+        : "r"(smem_addr(b)), "r"(parity)
         : "memory");
   }
-}
-__device__ __forceinline__ void copy_to_shared(void* dst, const void* src, uint32_t bytes,
-                                               uint64_t* b) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(shared_addr(dst)),
-      "l"(src), "r"(bytes), "r"(shared_addr(b))
-      : "memory");
 }
 // The consumer warps only (named barrier 1).
 __device__ __forceinline__ void consumers_sync() {
@@ -442,8 +432,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           ahead.next(phases, n_phases, b, nb, ring.stage_bytes, later, later_bytes))
         prefetch_l2(later, later_bytes);
       wait_parity(&empty[s], parity);
-      expect_bytes(&full[s], bytes);
-      copy_to_shared(stages + s * ring.stage_bytes, at, bytes, &full[s]);
+      bulk_expect_bytes(&full[s], bytes);
+      bulk_copy_to_shared(stages + s * ring.stage_bytes, at, bytes, &full[s]);
       if (++s == ring.stages) s = 0, parity ^= 1;
     }
     return;
