@@ -19,13 +19,15 @@
 //     with their sums of squares; h goes as fp16 pairs), and a reader's load of those words is
 //     its wait.
 //
-// Usage: hearth-persistent-probe [--layers N] [--reps R] [--stages S] [--l2-ahead D]
+// Usage: hearth-persistent-probe [--layers N] [--reps R] [--stages S] [--l2-ahead D] [--depth P]
 // Prints a check of both forms against a one-kernel-per-step reference (same arithmetic), the
 // read bandwidth, then ms/token for each variant, alternating R rounds: "stream" (no dots, no
 // x, no waits: the ceiling), "dots" (+ the dot products), "dots+x" (+ each block's x
 // preparation), "full" (+ the grid barriers), "full-relaxed" (barrier arrivals without release
 // order: NOT a correct barrier, it only measures what the release costs), "dataflow" and
-// "dataflow-nodots" (its boundaries alone).
+// "dataflow-nodots" (its boundaries alone). With --depth P the dataflow rows also stream P
+// positions of f16 K and V a layer through the ring (the bytes of attention at that depth,
+// without its math), for comparison with `hearth bench -d P`.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -119,20 +121,22 @@ struct Matrix {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int layers = 32, reps = 2, stages = 4, l2_ahead = 0;
+  int layers = 32, reps = 2, stages = 4, l2_ahead = 0, depth = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--stages"))
       stages = std::clamp(std::atoi(argv[i + 1]), 2, kMaxStages);
     if (!std::strcmp(argv[i], "--l2-ahead")) l2_ahead = std::clamp(std::atoi(argv[i + 1]), 0, 16);
     if (!std::strcmp(argv[i], "--layers")) layers = std::max(1, std::atoi(argv[i + 1]));
     if (!std::strcmp(argv[i], "--reps")) reps = std::max(1, std::atoi(argv[i + 1]));
+    if (!std::strcmp(argv[i], "--depth")) depth = std::clamp(std::atoi(argv[i + 1]), 0, 32768);
   }
   int sms = 0;
   PROBE_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaDeviceProp prop;
   PROBE_CHECK(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device %s, %d SMs, %d layers, ring %d x %d KiB, L2 prefetch %d chunks ahead\n",
-              prop.name, sms, layers, stages, kRingBytes / stages / 1024, l2_ahead);
+  std::printf(
+      "device %s, %d SMs, %d layers, ring %d x %d KiB, L2 prefetch %d chunks ahead, depth %d\n",
+      prop.name, sms, layers, stages, kRingBytes / stages / 1024, l2_ahead, depth);
 
   auto make = [](int rows, int cols, uint32_t seed) {
     Matrix m;
@@ -176,20 +180,35 @@ int main(int argc, char** argv) {
 
   // Dataflow: the residual's owners take whole groups of 32 rows (the embedding, attention
   // stand-in, O and down phases share that split), and a gate/up unit is the 4 rows of a word.
+  // --depth D (dataflow only): each layer's attention phase streams D positions of f16 K and V
+  // (llama2-7b: 32 heads of 128) through the ring, as a real one would read them.
+  constexpr int kKvRowBytes = 128 * 2;
+  std::vector<uint8_t*> kv(layers, nullptr);
+  const size_t kv_rows = size_t(2) * 32 * depth;
+  for (uint8_t*& layer_kv : kv)
+    if (depth > 0) {
+      PROBE_CHECK(cudaMalloc(&layer_kv, kv_rows * kKvRowBytes));
+      PROBE_CHECK(cudaMemset(layer_kv, 0, kv_rows * kKvRowBytes));
+    }
   auto build = [&](int n_layers, bool dataflow) {
     const int owned = dataflow ? 32 : 1, pairs = dataflow ? 4 : 2;
     std::vector<Phase> ph;
-    if (dataflow) ph.push_back({nullptr, kHidden, 0, kEmbed, kNone, owned, nullptr, norm_w});
+    auto add = [&](const uint8_t* w, int rows, int cols, int kind, int x_source, int unit,
+                   const float* norm, const float* next_norm, int kv_row_bytes = 0) {
+      ph.push_back({w, rows, cols, kind, x_source, unit, norm, next_norm, kv_row_bytes});
+    };
+    if (dataflow) add(nullptr, kHidden, 0, kEmbed, kNone, owned, nullptr, norm_w);
     for (int l = 0; l < n_layers; ++l) {
-      ph.push_back({qkv[l].w, 3 * kHidden, kHidden, kQkv, kNormedResidual, 1, norm_w, nullptr});
-      ph.push_back(
-          {nullptr, dataflow ? kHidden : 0, 0, kAttention, kNone, owned, nullptr, nullptr});
-      ph.push_back({out[l].w, kHidden, kHidden, kOut, kAttentionOut, owned, nullptr, norm_w});
-      ph.push_back(
-          {gate_up[l].w, 2 * kFf, kHidden, kGateUp, kNormedResidual, pairs, norm_w, nullptr});
-      ph.push_back({down[l].w, kHidden, kFf, kDown, kFfn, owned, nullptr, norm_w});
+      add(qkv[l].w, 3 * kHidden, kHidden, kQkv, kNormedResidual, 1, norm_w, nullptr);
+      if (dataflow && depth > 0)
+        add(kv[l], int(kv_rows), 0, kAttention, kNone, 1, nullptr, nullptr, kKvRowBytes);
+      else
+        add(nullptr, 0, 0, kAttention, kNone, 1, nullptr, nullptr);
+      add(out[l].w, kHidden, kHidden, kOut, kAttentionOut, owned, nullptr, norm_w);
+      add(gate_up[l].w, 2 * kFf, kHidden, kGateUp, kNormedResidual, pairs, norm_w, nullptr);
+      add(down[l].w, kHidden, kFf, kDown, kFfn, owned, nullptr, norm_w);
     }
-    ph.push_back({head.w, kVocab, kHidden, kHead, kNormedResidual, 1, norm_w, nullptr});
+    add(head.w, kVocab, kHidden, kHead, kNormedResidual, 1, norm_w, nullptr);
     return ph;
   };
   const size_t smem = size_t(kRingBytes) + kFf + 2 * (kFf / 32) * 4 + 2 * kMaxShare * 4 + 32 * 4 +
@@ -204,7 +223,7 @@ int main(int argc, char** argv) {
   }
   for (const Phase& p : flow) {  // every chunk fits a stage, every share the accumulators
     if (p.w && (chunk_rows(p, ring.stage_bytes) < 1 ||
-                (p.rows + sms - 1) / sms + p.rows_per_unit > kMaxShare)) {
+                (!p.kv_row_bytes && (p.rows + sms - 1) / sms + p.rows_per_unit > kMaxShare))) {
       std::fprintf(stderr, "a %d x %d phase does not fit %d-byte stages or %d rows a block\n",
                    p.rows, p.cols, ring.stage_bytes, kMaxShare);
       return 1;
@@ -311,9 +330,13 @@ int main(int argc, char** argv) {
 
   upload(d_phases, phases);
   upload(d_flow, flow);
-  size_t weight_bytes = 0;
-  for (const Phase& p : phases)
-    if (p.w) weight_bytes += size_t(p.rows) * row_bytes(p.cols);
+  auto streamed_bytes = [](const std::vector<Phase>& list) {
+    size_t bytes = 0;
+    for (const Phase& p : list)
+      if (p.w) bytes += size_t(p.rows) * phase_row_bytes(p);
+    return bytes;
+  };
+  const size_t weight_bytes = streamed_bytes(phases), flow_bytes = streamed_bytes(flow);
   struct Variant {
     const char* name;
     int flags;
@@ -325,7 +348,8 @@ int main(int argc, char** argv) {
                               {"full-relaxed", kRelaxed},
                               {"dataflow", kDataflow},
                               {"dataflow-nodots", kDataflow | kNoDots}};
-  std::printf("%zu MB of weights a token, %zu phases\n", weight_bytes >> 20, phases.size());
+  std::printf("%zu MB of weights a token, %zu phases; dataflow: %zu MB with the K/V at depth %d\n",
+              weight_bytes >> 20, phases.size(), flow_bytes >> 20, depth);
   for (int rep = 0; rep < reps; ++rep) {
     for (const Variant& v : variants) {
       PROBE_CHECK(cudaMemcpy(bufs.residual, residual0.data(), kHidden * 4, cudaMemcpyHostToDevice));
@@ -340,7 +364,7 @@ int main(int argc, char** argv) {
       PROBE_CHECK(cudaEventSynchronize(t1));
       float ms;
       PROBE_CHECK(cudaEventElapsedTime(&ms, t0, t1));
-      const double gbps = weight_bytes / (ms / kTokens) / 1e6;
+      const double gbps = (v.flags & kDataflow ? flow_bytes : weight_bytes) / (ms / kTokens) / 1e6;
       std::printf("%-15s %.3f ms/token  %5.0f GB/s  %3.0f%% of the read bandwidth\n", v.name,
                   ms / kTokens, gbps, 100 * gbps / read_gbps);
     }

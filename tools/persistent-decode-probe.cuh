@@ -42,6 +42,9 @@ struct Phase {
   int rows, cols, kind, x_source, rows_per_unit;
   const float* norm_w;       // the rmsnorm weight of this phase's x
   const float* next_norm_w;  // dataflow: the norm of the x this phase's residual feeds
+  // > 0: w holds K/V cache rows of this many bytes (dataflow's attention at a depth), streamed
+  // through the ring like weights; the attention math on them is not done
+  int kv_row_bytes;
 };
 
 // The ring's shape and how far ahead the producer asks L2 for chunks (0: no L2 prefetch).
@@ -65,9 +68,13 @@ __host__ __device__ int warps_per_row(int cols) {
   const int blocks = cols / 32;
   return blocks <= 128 ? 1 : blocks <= 256 ? 2 : blocks <= 512 ? 4 : 8;
 }
+__host__ __device__ int phase_row_bytes(const Phase& p) {
+  return p.kv_row_bytes > 0 ? p.kv_row_bytes : row_bytes(p.cols);
+}
 // Rows a stage holds: a multiple of the rows the consumer warps take at once.
 // (At least one row: a stage smaller than the rows taken at once leaves warps idle.)
 __host__ __device__ int chunk_rows(const Phase& p, int stage_bytes) {
+  if (p.kv_row_bytes > 0) return stage_bytes / p.kv_row_bytes;
   const int at_once = kConsumerWarps / warps_per_row(p.cols), rb = row_bytes(p.cols);
   const int sets = stage_bytes / (at_once * rb);
   return sets > 0 ? at_once * sets : stage_bytes / rb;
@@ -77,6 +84,12 @@ __host__ __device__ void block_share(const Phase& p, int b, int nb, int& r0, int
   const int units = p.rows / p.rows_per_unit;
   r0 = int(int64_t(units) * b / nb) * p.rows_per_unit;
   r1 = int(int64_t(units) * (b + 1) / nb) * p.rows_per_unit;
+}
+// Dataflow: the residual's rows block b owns (whole groups of 32; the same for every phase).
+__host__ __device__ void owned_rows(int b, int nb, int& r0, int& r1) {
+  Phase groups{};
+  groups.rows = kHidden, groups.rows_per_unit = 32;
+  block_share(groups, b, nb, r0, r1);
 }
 
 __device__ __forceinline__ void barrier_init(uint64_t* b, int count) {
@@ -325,7 +338,7 @@ __device__ void publish_rows(const Phase& ph, int r0, int r1, const float* acc, 
       for (int i = ct; i < r1 - r0; i += kConsumers)
         publish(bufs.qkv_words + r0 + i, __float_as_uint(acc[i]), epoch);
       break;
-    case kOut:
+    case kOut:  // (these phases' rows are the block's owned rows)
     case kDown:
       for (int g = warp; g < (r1 - r0) / 32; g += kConsumerWarps) {
         const int i = g * 32 + lane;
@@ -383,7 +396,7 @@ struct ChunkCursor {
         r = r1 = 0;
     }
     const Phase& ph = phases[p];
-    const int rb = row_bytes(ph.cols), n = min(chunk_rows(ph, stage_bytes), r1 - r);
+    const int rb = phase_row_bytes(ph), n = min(chunk_rows(ph, stage_bytes), r1 - r);
     at = ph.w + size_t(r) * rb;
     bytes = uint32_t(n * rb);
     r += n;
@@ -460,7 +473,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       consumers_sync();
     }
     int r0 = 0, r1 = 0;
-    if (ph.w) {
+    if (ph.w && !ph.kv_row_bytes) {
       block_share(ph, b, nb, r0, r1);
       if (dataflow) {
         if (ph.x_source == kNormedResidual)
@@ -534,7 +547,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       else
         store_rows(ph, r0, r1, acc, bufs, ct);
     } else if (dataflow) {
-      block_share(ph, b, nb, r0, r1);
+      if (ph.w) {  // the block's K/V rows pass through the ring (no attention math on them)
+        block_share(ph, b, nb, r0, r1);
+        for (int r = r0; r < r1; r += chunk_rows(ph, ring.stage_bytes)) {
+          wait_parity(&full[s], parity);
+          __syncwarp();
+          if (lane == 0) arrive(&empty[s]);
+          if (++s == ring.stages) s = 0, parity ^= 1;
+        }
+      }
+      owned_rows(b, nb, r0, r1);
       publish_unweighted(ph, r0, r1, resid, bufs, epoch_in, epoch, ct);
     } else if (ph.kind == kAttention) {
       // The stand-in: the block's share of the query passed through.
