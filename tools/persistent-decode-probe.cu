@@ -167,10 +167,10 @@ int main(int argc, char** argv) {
   // The dataflow words start at epoch 0; a launch's epochs start at 1024.
   PROBE_CHECK(cudaMalloc(&bufs.qkv_words, 3 * kHidden * 8));
   PROBE_CHECK(cudaMalloc(&bufs.attention_words, kGroups * kAttentionWords * 8));
-  PROBE_CHECK(cudaMalloc(&bufs.ffn_words, kFf / 2 * 8));
+  PROBE_CHECK(cudaMalloc(&bufs.ffn_words, 2 * (kFf / 2) * 8));
   PROBE_CHECK(cudaMemset(bufs.qkv_words, 0, 3 * kHidden * 8));
   PROBE_CHECK(cudaMemset(bufs.attention_words, 0, kGroups * kAttentionWords * 8));
-  PROBE_CHECK(cudaMemset(bufs.ffn_words, 0, kFf / 2 * 8));
+  PROBE_CHECK(cudaMemset(bufs.ffn_words, 0, 2 * (kFf / 2) * 8));
   for (uint64_t*& words : bufs.residual_words) {
     PROBE_CHECK(cudaMalloc(&words, kGroups * kResidualWords * 8));
     PROBE_CHECK(cudaMemset(words, 0, kGroups * kResidualWords * 8));
@@ -194,8 +194,9 @@ int main(int argc, char** argv) {
     const int owned = dataflow ? 32 : 1, pairs = dataflow ? 4 : 2;
     std::vector<Phase> ph;
     auto add = [&](const uint8_t* w, int rows, int cols, int kind, int x_source, int unit,
-                   const float* norm, const float* next_norm, int kv_row_bytes = 0) {
-      ph.push_back({w, rows, cols, kind, x_source, unit, norm, next_norm, kv_row_bytes});
+                   const float* norm, const float* next_norm, int kv_row_bytes = 0,
+                   int ffn_half = 0) {
+      ph.push_back({w, rows, cols, kind, x_source, unit, norm, next_norm, kv_row_bytes, ffn_half});
     };
     if (dataflow) add(nullptr, kHidden, 0, kEmbed, kNone, owned, nullptr, norm_w);
     for (int l = 0; l < n_layers; ++l) {
@@ -205,8 +206,9 @@ int main(int argc, char** argv) {
       else
         add(nullptr, 0, 0, kAttention, kNone, 1, nullptr, nullptr);
       add(out[l].w, kHidden, kHidden, kOut, kAttentionOut, owned, nullptr, norm_w);
-      add(gate_up[l].w, 2 * kFf, kHidden, kGateUp, kNormedResidual, pairs, norm_w, nullptr);
-      add(down[l].w, kHidden, kFf, kDown, kFfn, owned, nullptr, norm_w);
+      add(gate_up[l].w, 2 * kFf, kHidden, kGateUp, kNormedResidual, pairs, norm_w, nullptr, 0,
+          l & 1);
+      add(down[l].w, kHidden, kFf, kDown, kFfn, owned, nullptr, norm_w, 0, l & 1);
     }
     add(head.w, kVocab, kHidden, kHead, kNormedResidual, 1, norm_w, nullptr);
     return ph;
@@ -274,10 +276,11 @@ int main(int argc, char** argv) {
     PROBE_CHECK(cudaMemcpy(want.data(), bufs.logits, kVocab * 4, cudaMemcpyDeviceToHost));
     for (const bool dataflow : {false, true}) {
       const std::vector<Phase>& list = dataflow ? two_flow : two;
-      upload(d_phases, list);
+      Phase* d = dataflow ? d_flow : d_phases;  // each holds its form's whole phase list
+      upload(d, list);
       PROBE_CHECK(cudaMemcpy(bufs.residual, residual0.data(), kHidden * 4, cudaMemcpyHostToDevice));
       PROBE_CHECK(cudaMemset(bufs.logits, 0, kVocab * 4));
-      launch(d_phases, int(list.size()), dataflow ? kDataflow : 0);
+      launch(d, int(list.size()), dataflow ? kDataflow : 0);
       PROBE_CHECK(cudaDeviceSynchronize());
       PROBE_CHECK(cudaMemcpy(got.data(), bufs.logits, kVocab * 4, cudaMemcpyDeviceToHost));
       double num = 0, den = 0;

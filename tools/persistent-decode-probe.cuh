@@ -45,6 +45,11 @@ struct Phase {
   // > 0: w holds K/V cache rows of this many bytes (dataflow's attention at a depth), streamed
   // through the ring like weights; the attention math on them is not done
   int kv_row_bytes;
+  // dataflow: the half of ffn_words the gate/up phase writes and the down phase reads (the
+  // layer's parity). With one buffer a block that owns no residual group (nothing later waits
+  // for it until the next layer's gate/up) could still be reading h when the next layer's h
+  // overwrites it.
+  int ffn_half;
 };
 
 // The ring's shape and how far ahead the producer asks L2 for chunks (0: no L2 prefetch).
@@ -56,7 +61,8 @@ struct Buffers {
   float *residual, *qkv, *attention, *ffn, *logits;
   unsigned* arrivals;  // the grid barrier's counter
   // dataflow words (payload low, epoch high): q/k/v rows; the residual's x for attention and
-  // for the FFN (groups of kResidualWords); the attention's x; h as fp16 pairs
+  // for the FFN (groups of kResidualWords); the attention's x; h as fp16 pairs, two halves of
+  // kFf / 2 words (Phase::ffn_half)
   uint64_t *qkv_words, *residual_words[2], *attention_words, *ffn_words;
 };
 
@@ -352,7 +358,8 @@ __device__ void publish_rows(const Phase& ph, int r0, int r1, const float* acc, 
       for (int i = 4 * ct; i < r1 - r0; i += 4 * kConsumers) {
         const __half2 h =
             __floats2half2_rn(silu(acc[i]) * acc[i + 1], silu(acc[i + 2]) * acc[i + 3]);
-        publish(bufs.ffn_words + (r0 + i) / 4, *reinterpret_cast<const uint32_t*>(&h), epoch);
+        publish(bufs.ffn_words + ph.ffn_half * (kFf / 2) + (r0 + i) / 4,
+                *reinterpret_cast<const uint32_t*>(&h), epoch);
       }
       break;
     case kHead:
@@ -482,7 +489,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         else if (ph.x_source == kAttentionOut)
           read_groups<kAttentionWords>(bufs.attention_words, epoch_in, xq, xd, xs, red, ct);
         else
-          read_ffn(bufs.ffn_words, epoch_in, xq, xd, xs, ct);
+          read_ffn(bufs.ffn_words + ph.ffn_half * (kFf / 2), epoch_in, xq, xd, xs, ct);
       } else if (!(variant & kNoX)) {
         if (ph.x_source == kNormedResidual)
           prepare_x(bufs.residual, kHidden, ph.norm_w, xq, xd, xs, red, ct);
