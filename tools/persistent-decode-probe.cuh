@@ -128,6 +128,24 @@ __device__ __forceinline__ void consumers_sync() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
 }
 
+// N values (N % 4 == 0) scaled by inv and rounded to int8, four to a word; returns their sum
+// (for Q4_0's -8 offset). Every form that quantizes x rounds through here or as publish_group
+// does, lane by lane, with the same __float2int_rn(v * inv).
+template <int N>
+__device__ __forceinline__ int pack_int8(const float (&v)[N], float inv,
+                                         uint32_t (&packed)[N / 4]) {
+  int sum = 0;
+#pragma unroll
+  for (int k = 0; k < N / 4; ++k) packed[k] = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int q = __float2int_rn(v[i] * inv);
+    sum += q;
+    packed[i / 4] |= uint32_t(q & 0xff) << (8 * (i % 4));
+  }
+  return sum;
+}
+
 // n values of src (n % 256 == 0), rms-normalised with w when w is given, to int8 groups of 32:
 // xq, xd (the group's scale), xs (the sum of its int8 values, for Q4_0's -8 offset). Run by the
 // kConsumers threads (index ct); uses red[kConsumerWarps]. The int8 values come from src * w
@@ -165,14 +183,8 @@ __device__ void prepare_x(const float* src, int n, const float* w, int8_t* xq, f
     amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, 1));
     amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, 2));
     const float inv = amax > 0.f ? 127.f / amax : 0.f;
-    int sum = 0;
-    uint32_t packed[2] = {0, 0};
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int q = __float2int_rn(v[i] * inv);
-      sum += q;
-      packed[i / 4] |= uint32_t(q & 0xff) << (8 * (i % 4));
-    }
+    uint32_t packed[2];
+    int sum = pack_int8(v, inv, packed);
     *reinterpret_cast<uint2*>(xq + e) = make_uint2(packed[0], packed[1]);
     sum += __shfl_xor_sync(~0u, sum, 1);
     sum += __shfl_xor_sync(~0u, sum, 2);
@@ -318,14 +330,8 @@ __device__ void read_ffn(const uint64_t* words, uint32_t epoch, int8_t* xq, floa
       amax = fmaxf(amax, fmaxf(fabsf(v[2 * k]), fabsf(v[2 * k + 1])));
     }
     const float inv = amax > 0.f ? 127.f / amax : 0.f;
-    int sum = 0;
-    uint32_t packed[8] = {};
-#pragma unroll
-    for (int i = 0; i < 32; ++i) {
-      const int q = __float2int_rn(v[i] * inv);
-      sum += q;
-      packed[i / 4] |= uint32_t(q & 0xff) << (8 * (i % 4));
-    }
+    uint32_t packed[8];
+    const int sum = pack_int8(v, inv, packed);
 #pragma unroll
     for (int k = 0; k < 8; ++k) reinterpret_cast<uint32_t*>(xq + g * 32)[k] = packed[k];
     xd[g] = amax / 127.f;
