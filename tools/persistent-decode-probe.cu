@@ -2,7 +2,8 @@
 // kernel instead of a graph of launches. A design probe for the "persistent layer kernel" that
 // docs/performance-cuda.md (Known gaps) names as the lever left for single-stream decode; it is
 // not used by the engine. The figures it gave, and what they mean: docs/history/cuda.md,
-// 2026-12-06 (session 57).
+// 2026-12-06 (sessions 57 and 58: every form of a phase boundary cost 4 us or more, so the route
+// is closed; the probe stays to re-measure it on another GPU).
 //
 // The model is llama2-7b's weight stream in Q4_0 (32 layers of Q/K/V, O, gate/up and down, then
 // the LM head), random weights, stored row-contiguous (each row: cols/2 bytes of nibbles, then
@@ -25,9 +26,10 @@
 // x, no waits: the ceiling), "dots" (+ the dot products), "dots+x" (+ each block's x
 // preparation), "full" (+ the grid barriers), "full-relaxed" (barrier arrivals without release
 // order: NOT a correct barrier, it only measures what the release costs), "dataflow" and
-// "dataflow-nodots" (its boundaries alone). With --depth P the dataflow rows also stream P
-// positions of f16 K and V a layer through the ring (the bytes of attention at that depth,
-// without its math), for comparison with `hearth bench -d P`.
+// "dataflow-nodots" (its boundaries alone), "dataflow-counted" (+ a grid barrier before each
+// phase's reads: the words read once, ready) and "dataflow-backoff" (a sleep between polls). With
+// --depth P the dataflow rows also stream P positions of f16 K and V a layer through the ring (the
+// bytes of attention at that depth, without its math), for comparison with `hearth bench -d P`.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -240,6 +242,8 @@ int main(int argc, char** argv) {
   };
   auto launch = [&](Phase* d, int n_phases, int variant) {
     PROBE_CHECK(cudaMemsetAsync(bufs.arrivals, 0, 4));
+    const int backoff_ns = variant & kBackoff ? 64 : 0;
+    PROBE_CHECK(cudaMemcpyToSymbolAsync(g_backoff_ns, &backoff_ns, sizeof backoff_ns));
     Ring r = ring;
     uint32_t t = ++token;
     void* args[] = {&d, &n_phases, &bufs, &r, &variant, &t};
@@ -350,7 +354,9 @@ int main(int argc, char** argv) {
                               {"full", 0},
                               {"full-relaxed", kRelaxed},
                               {"dataflow", kDataflow},
-                              {"dataflow-nodots", kDataflow | kNoDots}};
+                              {"dataflow-nodots", kDataflow | kNoDots},
+                              {"dataflow-counted", kDataflow | kCounted},
+                              {"dataflow-backoff", kDataflow | kBackoff}};
   std::printf("%zu MB of weights a token, %zu phases; dataflow: %zu MB with the K/V at depth %d\n",
               weight_bytes >> 20, phases.size(), flow_bytes >> 20, depth);
   for (int rep = 0; rep < reps; ++rep) {

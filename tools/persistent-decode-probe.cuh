@@ -33,7 +33,18 @@ enum Kind { kEmbed, kQkv, kAttention, kOut, kGateUp, kDown, kHead };
 enum XSource { kNormedResidual, kAttentionOut, kFfn, kNone };
 // Variant switches. kDataflow: no grid barrier; each phase publishes its output in words that
 // carry the phase's epoch, and a reader's load of them is also its wait.
-enum : int { kNoDots = 1, kNoWait = 2, kNoX = 4, kRelaxed = 8, kDataflow = 16 };
+// kCounted (with kDataflow): each phase also waits at the grid barrier before reading its words,
+// so the words are read once, ready (what the polling of the words itself costs). kBackoff (with
+// kDataflow): a word that is not ready yet is polled again only after a short sleep.
+enum : int {
+  kNoDots = 1,
+  kNoWait = 2,
+  kNoX = 4,
+  kRelaxed = 8,
+  kDataflow = 16,
+  kCounted = 32,
+  kBackoff = 64
+};
 
 struct Phase {
   const uint8_t* w;  // nullptr: a phase without weights
@@ -246,6 +257,7 @@ __device__ __forceinline__ uint64_t peek(const uint64_t* at) {
   asm volatile("ld.relaxed.gpu.global.b64 %0, [%1];" : "=l"(word) : "l"(at) : "memory");
   return word;
 }
+__device__ int g_backoff_ns;  // kBackoff: set by the host before each launch (0: spin)
 // The payloads of at[0..N) once each word carries `epoch` (every load issued before any wait).
 template <int N>
 __device__ void await_words(const uint64_t* at, uint32_t epoch, uint32_t (&out)[N]) {
@@ -258,7 +270,10 @@ __device__ void await_words(const uint64_t* at, uint32_t epoch, uint32_t (&out)[
 #pragma unroll
     for (int k = 0; k < N; ++k)
       if (uint32_t(word[k] >> 32) != epoch) all = false, word[k] = peek(at + k);
-    if (!all) count_spin(spins);
+    if (!all) {
+      count_spin(spins);
+      if (g_backoff_ns) __nanosleep(g_backoff_ns);
+    }
   }
 #pragma unroll
   for (int k = 0; k < N; ++k) out[k] = uint32_t(word[k]);
@@ -466,12 +481,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   const int ct = threadIdx.x - 32, cw = warp - 1;
   const bool dataflow = variant & kDataflow;
+  const bool barrier = !dataflow || (variant & kCounted);
   int s = 0;
   uint32_t parity = 0;
   for (int p = 0; p < n_phases; ++p) {
     const Phase ph = phases[p];
     const uint32_t epoch_in = token * 1024u + uint32_t(p - 1), epoch = token * 1024u + uint32_t(p);
-    if (p > 0 && !dataflow) {
+    if (p > 0 && barrier) {
       if (ct == 0 && !(variant & kNoWait)) {
         unsigned seen;
         uint32_t spins = 0;
@@ -577,7 +593,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int e = e0 + ct; e < e1; e += kConsumers) bufs.attention[e] = __ldcg(bufs.qkv + e);
     }
     consumers_sync();
-    if (ct == 0 && !dataflow) {
+    if (ct == 0 && barrier) {
       if (variant & kRelaxed) {
         asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(bufs.arrivals) : "memory");
       } else {
