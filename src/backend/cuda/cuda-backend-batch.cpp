@@ -2,9 +2,11 @@
 // rows of a prefill pass that also carries prompt chunks): rope_append_attend_batch runs every
 // segment's RoPE and K/V append as one launch and their attention as one (plus its combine,
 // which in a decode step also writes the O projection's fp16 x; sliding, soft-capped and
-// sink layers on the decode kernels), from
-// per-segment descriptors (cache rows, position) staged to device memory once per layer. The
-// batched matmuls are cuda-backend-ops.cpp's (launch_gemvs).
+// sink layers on the decode kernels), from per-segment descriptors (cache rows, position)
+// staged to device memory once per layer. Where the step runs on the decode kernels (GQA, q8_0
+// rows, masked layers) they also take the q / k norms, the RoPE and the append, as a single
+// sequence's decode step does: one launch a layer instead of two to four. The batched matmuls
+// are cuda-backend-ops.cpp's (launch_gemvs).
 #include "backend/cuda/cuda-backend-impl.h"
 #include "kernels/cuda/attention-decode.cuh"
 
@@ -56,14 +58,23 @@ void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
     batch_partials_rows_ = rows;
   }
   const int style = a.rope.style == kernels::RopeStyle::kInterleaved ? 0 : 1;
-  norm_heads(a);
-  int m = prof("rope+kv store");
-  const bool ok =
-      check(cuda::launch_rope_kv_batch(a.q, a.n_heads, a.k, a.n_kv_heads, a.v, a.head_dim, dev_segs,
-                                       n, type, freq, style, stream_, int(ring), a.rope.mscale),
-            "rope+kv (decode batch)");
-  unprof(m);
-  if (!ok) return;
+  const bool fused = cuda::attention_rope_fusable(1, a.head_dim, style) && !a.q_norm == !a.k_norm &&
+                     cuda::attention_batch_on_decode_kernels(n, a.n_heads, a.n_kv_heads, a.head_dim,
+                                                             type, max_ctx, masked);
+  cuda::AttnRope rope;
+  if (fused) {
+    rope = {a.k, a.v, freq, style, a.q_norm, a.k_norm, a.norm_eps};
+    rope.mscale = a.rope.mscale;
+  } else {
+    norm_heads(a);
+    const int m = prof("rope+kv store");
+    const bool ok = check(
+        cuda::launch_rope_kv_batch(a.q, a.n_heads, a.k, a.n_kv_heads, a.v, a.head_dim, dev_segs, n,
+                                   type, freq, style, stream_, int(ring), a.rope.mscale),
+        "rope+kv (decode batch)");
+    unprof(m);
+    if (!ok) return;
+  }
   // The output feeds the O projection: in a decode step whose matmuls take the fp16 batched
   // form, the combine also writes that form (no conversion launch before the O projection).
   const int64_t width = a.n_heads * a.head_dim;
@@ -71,11 +82,11 @@ void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
   if (batch_pass_ && n == pass_tokens_ && half_output(n, width) &&
       ensure(batch_xh_, cuda::batch_x_half_bytes(n, width), "batch fp16 activations"))
     xh = batch_xh_.ptr;
-  m = prof("attention");
+  const int m = prof("attention");
   if (check(cuda::launch_attention_batch(
                 a.q, a.out, dev_segs, n, max_ctx, a.n_heads, a.n_kv_heads, a.head_dim, type,
                 a.scale, batch_partials_.as<float>(), stream_, xh, cuda::BatchAttnKernel::kChosen,
-                0, cuda::AttnKv{type, type, a.sinks, int(a.window), int(ring), a.softcap}),
+                0, cuda::AttnKv{type, type, a.sinks, int(a.window), int(ring), a.softcap}, rope),
             "attention (decode batch)") &&
       xh)
     hand_off_xh(a.out, n, width);

@@ -524,26 +524,35 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
                     ring_rows);
 }
 
+bool attention_batch_on_decode_kernels(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads,
+                                       int64_t head_dim, DType cache_type, int64_t max_ctx,
+                                       bool masked, BatchAttnKernel kernel) {
+  if (kernel == BatchAttnKernel::kChosen && !masked &&
+      merged_takes(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx))
+    return false;
+  return kernel == BatchAttnKernel::kDecode || (kernel == BatchAttnKernel::kChosen && masked)
+             ? attention_decode_batch_supported(head_dim, cache_type)
+             : kernel == BatchAttnKernel::kChosen &&
+                   decode_kernels_take(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx);
+}
+
 cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment* segs,
                                    int64_t n_segs, int64_t max_ctx, int64_t n_heads,
                                    int64_t n_kv_heads, int64_t head_dim, DType cache_type,
                                    float scale, float* partials, cudaStream_t s, void* xh,
-                                   BatchAttnKernel kernel, int warp_chunk, const AttnKv& mask) {
+                                   BatchAttnKernel kernel, int warp_chunk, const AttnKv& mask,
+                                   const AttnRope& rope) {
   if (n_segs <= 0) return cudaSuccess;
   // Sinks, a window, a ring or a soft-cap: only the decode kernels take them.
   const bool masked = mask.masked() || mask.sinks;
-  if (kernel == BatchAttnKernel::kChosen && !masked &&
+  if (attention_batch_on_decode_kernels(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx,
+                                        masked, kernel))
+    return launch_attention_decode_batch(q, segs, n_segs, out, xh, max_ctx, n_heads, n_kv_heads,
+                                         head_dim, cache_type, scale, partials, s, mask, rope);
+  if (masked || rope.k) return cudaErrorInvalidValue;
+  if (kernel == BatchAttnKernel::kChosen &&
       merged_takes(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx))
     kernel = BatchAttnKernel::kMerged;
-  const bool decode =
-      kernel == BatchAttnKernel::kDecode || (kernel == BatchAttnKernel::kChosen && masked)
-          ? attention_decode_batch_supported(head_dim, cache_type)
-          : kernel == BatchAttnKernel::kChosen &&
-                decode_kernels_take(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx);
-  if (decode)
-    return launch_attention_decode_batch(q, segs, n_segs, out, xh, max_ctx, n_heads, n_kv_heads,
-                                         head_dim, cache_type, scale, partials, s, mask);
-  if (masked) return cudaErrorInvalidValue;
   if (!attention_batch_supported(head_dim, n_heads, n_kv_heads) || max_ctx <= 0 || n_segs > 65535 ||
       !is_cuda_kv_type(cache_type))
     return cudaErrorInvalidValue;

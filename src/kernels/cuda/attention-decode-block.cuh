@@ -114,20 +114,24 @@ __device__ __forceinline__ DecodeTiles decode_tiles(int kT, int n_heads, int n_k
 }
 
 // A step of many sequences (DecodeSegments): the kernel's pointers moved to block z's segment,
-// after the PDL wait (this step's kernels wrote q, the descriptors and the rows before). Returns
-// the flat index of the segment's first output (0 for one sequence).
-__device__ __forceinline__ int64_t take_segment(const DecodeSegments& sg, int n_heads, int hd,
-                                                const float* __restrict__& q, uint8_t*& kc,
-                                                uint8_t*& vc, const int32_t*& pos0_dev,
-                                                float* __restrict__& out,
-                                                float* __restrict__& partials,
-                                                unsigned* __restrict__& counters) {
+// after the PDL wait (this step's kernels wrote q, the descriptors and the rows before), and
+// with the rope fused (rope.k set) its k and v rows to the segment's ([n_segs, n_kv_heads, hd]).
+// Returns the flat index of the segment's first output (0 for one sequence).
+__device__ __forceinline__ int64_t take_segment(
+    const DecodeSegments& sg, int n_heads, int n_kv_heads, int hd, const float* __restrict__& q,
+    uint8_t*& kc, uint8_t*& vc, const int32_t*& pos0_dev, float* __restrict__& out,
+    float* __restrict__& partials, unsigned* __restrict__& counters, AttnRope& rope) {
   if (!sg.segs) return 0;
   const AttnSegment* seg = sg.segs + blockIdx.z;
   kc = static_cast<uint8_t*>(seg->k_cache);
   vc = static_cast<uint8_t*>(seg->v_cache);
   pos0_dev = &seg->pos;
   const int64_t row0 = int64_t(blockIdx.z) * n_heads * hd;
+  if (rope.k) {
+    const int64_t kv0 = int64_t(blockIdx.z) * n_kv_heads * hd;
+    rope.k += kv0;
+    rope.v += kv0;
+  }
   q += row0;
   out += row0;
   partials += int64_t(blockIdx.z) * n_heads * gridDim.y * (hd + 2);

@@ -107,9 +107,11 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
   // As the scalar kernel: with the append fused, no row read here was written by this step's
   // kernels before it, so the first tiles go out before the wait.
   const bool fused = rope.k != nullptr;
-  if (!fused) pdl_wait();
-  const int64_t out0 =
-      take_segment(segs, n_heads, HD, q, kc, vc, pos0_dev, out, partials, counters);
+  // A step of many sequences reads its descriptors first: the kernel before (the table's
+  // upload, a kernel in the same PDL chain) writes them.
+  if (!fused || segs.segs) pdl_wait();
+  const int64_t out0 = take_segment(segs, n_heads, n_kv_heads, HD, q, kc, vc, pos0_dev, out,
+                                    partials, counters, rope);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;  // MMA fragment row (query head) and column pair
   const DecodeTiles b = decode_tiles<G>(kT, n_heads, n_kv_heads, pos0_host, pos0_dev, runs, kv);

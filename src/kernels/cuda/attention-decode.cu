@@ -142,9 +142,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
   // written before the step's first kernel. Without the fusion row pcur is stored by the
   // kernel just before: wait first.
   const bool fused = rope.k != nullptr;
-  if (!fused) pdl_wait();
-  const int64_t out0 =
-      take_segment(segs, n_heads, hd, q, kc, vc, pos0_dev, out, partials, counters);
+  // A step of many sequences reads its descriptors first: the kernel before (the table's
+  // upload, a kernel in the same PDL chain) writes them.
+  if (!fused || segs.segs) pdl_wait();
+  const int64_t out0 = take_segment(segs, n_heads, n_kv_heads, hd, q, kc, vc, pos0_dev, out,
+                                    partials, counters, rope);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const DecodeTiles b = decode_tiles<G>(kT, n_heads, n_kv_heads, pos0_host, pos0_dev, runs, kv);
   if (!b.live()) return;
@@ -422,16 +424,17 @@ cudaError_t launch_attention_decode_batch(const float* q, const AttnSegment* seg
                                           float* out, void* xh, int64_t max_ctx, int64_t n_heads,
                                           int64_t n_kv_heads, int64_t head_dim, DType cache_type,
                                           float scale, float* partials, cudaStream_t s,
-                                          const AttnKv& mask) {
+                                          const AttnKv& mask, const AttnRope& rope) {
   if (n_segs <= 0) return cudaSuccess;
   if (!attention_decode_batch_supported(head_dim, cache_type) || n_segs > 65535 || max_ctx <= 0 ||
-      n_kv_heads <= 0 || n_heads % n_kv_heads != 0)
+      n_kv_heads <= 0 || n_heads % n_kv_heads != 0 ||
+      (rope.k && (!rope.v || !rope.inv_freq || !attention_rope_fusable(1, head_dim, rope.style) ||
+                  !rope.q_norm != !rope.k_norm)))
     return cudaErrorInvalidValue;
   auto* counters = reinterpret_cast<unsigned*>(partials);
   return launch_attention_decode(
       q, nullptr, nullptr, out, max_ctx - 1, nullptr, max_ctx, n_heads, n_kv_heads, head_dim, scale,
-      partials + attention_counter_slots(n_segs, n_heads), counters, s, DecodeQuantOut{},
-      AttnRope{},
+      partials + attention_counter_slots(n_segs, n_heads), counters, s, DecodeQuantOut{}, rope,
       AttnKv{cache_type, cache_type, mask.sinks, mask.window, mask.ring_rows, mask.softcap},
       DecodeProbe{}, n_segs, DecodeSegments{segs, xh});
 }

@@ -81,12 +81,13 @@ int64_t attention_decode_batch_floats(int64_t n_segs, int64_t n_heads, int64_t h
 // Each segment's one query over its cache rows 0..pos (segs in device memory, pos < max_ctx),
 // counters at the front of partials (zero before the first launch; every launch leaves them
 // zero). xh: as DecodeSegments.
-// mask: sinks, window, ring rows and soft-cap (AttnKv's; its types unused).
+// mask: sinks, window, ring rows and soft-cap (AttnKv's; its types unused). rope: as
+// launch_attention_batch's (rope.k / rope.v [n_segs, n_kv_heads, head_dim]).
 cudaError_t launch_attention_decode_batch(const float* q, const AttnSegment* segs, int64_t n_segs,
                                           float* out, void* xh, int64_t max_ctx, int64_t n_heads,
                                           int64_t n_kv_heads, int64_t head_dim, DType cache_type,
                                           float scale, float* partials, cudaStream_t s,
-                                          const AttnKv& mask = {});
+                                          const AttnKv& mask = {}, const AttnRope& rope = {});
 
 // One decode token through the decode kernel wherever it applies (f16 / bf16 / q8_0, head_dim
 // 64 / 128 / 256; else as launch_attention), its grid probed: decode_splits per row (0: its

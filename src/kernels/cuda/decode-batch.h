@@ -91,7 +91,11 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
 // zero). xh (optional, batch_x_half_bytes(n_segs, n_heads * head_dim)): out's fp16 form is also
 // written, as launch_batch_x_half would. mask: AttnKv's sinks, window, ring rows and soft-cap
 // (its types unused: cache_type), which only the decode kernels take: a masked step runs them
-// (kChosen), and asking another kernel for one is an error.
+// (kChosen), and asking another kernel for one is an error. rope (rope.k set): each segment's
+// q and k rows not yet rotated (and normed, with q_norm / k_norm), k and v not yet in the caches
+// (rope.k / rope.v: [n_segs, n_kv_heads, head_dim]); the decode kernels rotate them and append k
+// and v as launch_rope_kv_batch would, in the attention launch. Only where
+// attention_batch_fuses_rope(); q's contents are undefined afterwards.
 int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t head_dim,
                                         int64_t max_ctx);
 // Which kernel: the faster for the step (the default), or one of them wherever it applies
@@ -108,6 +112,14 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
                                    int64_t n_kv_heads, int64_t head_dim, DType cache_type,
                                    float scale, float* partials, cudaStream_t s, void* xh = nullptr,
                                    BatchAttnKernel kernel = BatchAttnKernel::kChosen,
-                                   int warp_chunk = 0, const AttnKv& mask = {});
+                                   int warp_chunk = 0, const AttnKv& mask = {},
+                                   const AttnRope& rope = {});
+// Whether `kernel` runs a step on the decode kernels (for kChosen: the faster pick, every
+// masked step), which then take the RoPE and K/V append too (launch_attention_batch's rope)
+// where attention_rope_fusable(1, head_dim, style).
+bool attention_batch_on_decode_kernels(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads,
+                                       int64_t head_dim, DType cache_type, int64_t max_ctx,
+                                       bool masked,
+                                       BatchAttnKernel kernel = BatchAttnKernel::kChosen);
 
 }  // namespace hearth::cuda

@@ -5,7 +5,8 @@
 // styles, head sizes 32-256, and every cache element type. The fp16 copy of the output (the O
 // projection's x in a decode step) against the batched matmul's own conversion of that output;
 // each kernel against attention computed in double. A sliding, soft-capped, sink, YaRN layer's
-// step on the decode kernels.
+// step on the decode kernels. The decode kernels also with the RoPE and K/V append fused into
+// them (the backend's op wherever it runs them).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include "cuda-test-util.h"
+#include "kernels/cuda/attention-decode.cuh"
 #include "kernels/cuda/decode-batch.h"
 
 namespace hearth::test {
@@ -45,9 +47,11 @@ struct DeviceSegments {
 };
 
 TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
-  // Through the backend's op (the kernel it picks), then launch_rope_kv_batch and each kernel
-  // launched directly (the decode kernels; the chunked kernel's warp form over 64-position
-  // chunks and over one chunk, and its block form), each from the same caches.
+  // Through the backend's op (the kernel it picks; on the decode kernels with the RoPE and
+  // append inside), then launch_rope_kv_batch and each kernel launched directly (the decode
+  // kernels; the chunked kernel's warp form over 64-position chunks and over one chunk, and its
+  // block form), and last the decode kernels with the RoPE and append fused
+  // (launch_attention_batch's rope), each from the same caches.
   auto cpu = make_cpu_backend(1);
   const std::vector<int64_t> positions = {0, 1, 63, 64, 200, 17};
   const int64_t B = int64_t(positions.size()), heads = 8, cap = 256;
@@ -100,13 +104,19 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
           c.segments = csegs;
           cpu->rope_append_attend(c);
 
-          for (size_t variant = 0; variant <= std::size(direct); ++variant) {
+          const int style_code = style == kernels::RopeStyle::kInterleaved ? 0 : 1;
+          const bool fusable = cuda::attention_decode_batch_supported(hd, t) &&
+                               cuda::attention_rope_fusable(1, hd, style_code);
+          for (size_t variant = 0; variant <= std::size(direct) + 1; ++variant) {
+            const bool fused = variant == std::size(direct) + 1;
+            if (fused && !fusable) continue;
             std::string what = std::string(dtype_name(t)) + " hd " + std::to_string(hd) +
                                " kv heads " + std::to_string(kv_heads) + " style " +
-                               std::to_string(int(style)) + " ";
+                               std::to_string(style_code) + " ";
             what += variant == 0 ? "backend op"
+                    : fused      ? "decode kernels, rope fused"
                                  : "kernel " + std::to_string(int(direct[variant - 1].first)) +
-                                       " chunk " + std::to_string(direct[variant - 1].second);
+                                  " chunk " + std::to_string(direct[variant - 1].second);
             std::vector<float*> gkc, gvc;
             for (int64_t i = 0; i < B; ++i) {
               gkc.push_back(dev(kc0[size_t(i)]));
@@ -132,17 +142,26 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
               float *gq = dev(q), *gk = dev(k), *gv = dev(v), *freq = dev(inv);
               ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // (uploads: the backend's stream)
               const cuda::AttnSegment* dsegs = ds.get();
-              ASSERT_EQ(cuda::launch_rope_kv_batch(
-                            gq, heads, gk, kv_heads, gv, hd, dsegs, B, t, freq,
-                            style == kernels::RopeStyle::kInterleaved ? 0 : 1, nullptr),
-                        cudaSuccess)
-                  << what;
-              ASSERT_EQ(cuda::launch_attention_batch(gq, out, dsegs, B, max_ctx, heads, kv_heads,
-                                                     hd, t, c.scale, partials, nullptr, nullptr,
-                                                     direct[variant - 1].first,
-                                                     direct[variant - 1].second),
-                        cudaSuccess)
-                  << what;
+              if (fused) {
+                cuda::AttnRope rope;
+                rope.k = gk, rope.v = gv, rope.inv_freq = freq, rope.style = style_code;
+                ASSERT_EQ(cuda::launch_attention_batch(gq, out, dsegs, B, max_ctx, heads, kv_heads,
+                                                       hd, t, c.scale, partials, nullptr, nullptr,
+                                                       cuda::BatchAttnKernel::kDecode, 0, {}, rope),
+                          cudaSuccess)
+                    << what;
+              } else {
+                ASSERT_EQ(cuda::launch_rope_kv_batch(gq, heads, gk, kv_heads, gv, hd, dsegs, B, t,
+                                                     freq, style_code, nullptr),
+                          cudaSuccess)
+                    << what;
+                ASSERT_EQ(cuda::launch_attention_batch(gq, out, dsegs, B, max_ctx, heads, kv_heads,
+                                                       hd, t, c.scale, partials, nullptr, nullptr,
+                                                       direct[variant - 1].first,
+                                                       direct[variant - 1].second),
+                          cudaSuccess)
+                    << what;
+              }
               ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
             }
             // The GPU's rotated k may differ from the CPU's in the last f32 bit, which can move
