@@ -176,12 +176,15 @@ TEST_P(BatchDecodeGoldenTest, StepMixingDecodeRowsAndPromptChunksMatchesEachAlon
 // fp16 form; q4_0 at 18: the same form for a dtype the int8 form also takes, as the mixed step
 // of 9 sequences does). Qwen3: the per-head q/k norms inside the batch's attention op. Gemma 2
 // (sliding window, soft-capped scores) and gpt-oss (sinks, a 128-row window every other layer,
-// YaRN's scaled rotation): the masked forms of that op (on CUDA, the decode kernels).
+// YaRN's scaled rotation): the masked forms of that op (on CUDA, the decode kernels). 64
+// sequences of kjv-13m's 4 heads over f16 rows: on CUDA the merged blocks of the batch's warp
+// form, with the rotation and append inside (the decode kernels take the smaller steps).
 INSTANTIATE_TEST_SUITE_P(KjvQuantized, BatchDecodeGoldenTest,
                          testing::Values(BatchCase{"kjv-13m", "kjv-13m-q8_0.gguf", 3},
                                          BatchCase{"kjv-13m", "kjv-13m-q4_0.gguf", 9},
                                          BatchCase{"kjv-13m", "kjv-13m-q4_k_m.gguf", 17},
                                          BatchCase{"kjv-13m", "kjv-13m-q4_0.gguf", 18},
+                                         BatchCase{"kjv-13m", "kjv-13m-q8_0.gguf", 64, kF16Cache},
                                          BatchCase{"qwen3-tiny", "", 5},
                                          BatchCase{"gemma2-tiny", "", 6, kF16Cache},
                                          BatchCase{"gpt-oss-tiny", "", 9, kF16Cache}),

@@ -1,12 +1,12 @@
 // The CUDA backend's decode rows of many sequences (a Phase::kDecodeBatch step, or the decode
 // rows of a prefill pass that also carries prompt chunks): rope_append_attend_batch runs every
-// segment's RoPE and K/V append as one launch and their attention as one (plus its combine,
-// which in a decode step also writes the O projection's fp16 x; sliding, soft-capped and
-// sink layers on the decode kernels), from per-segment descriptors (cache rows, position)
-// staged to device memory once per layer. Where the step runs on the decode kernels (GQA, q8_0
-// rows, masked layers) they also take the q / k norms, the RoPE and the append, as a single
-// sequence's decode step does: one launch a layer instead of two to four. The batched matmuls
-// are cuda-backend-ops.cpp's (launch_gemvs).
+// segment's RoPE, K/V append and attention from per-segment descriptors (cache rows, position)
+// staged to device memory once per layer, as one launch where the attention kernel takes the
+// rotation and the append too (attention_batch_takes_rope: the decode kernels, with Qwen3's
+// q / k norms, for GQA, q8_0 rows and sliding, soft-capped and sink layers; the merged warp
+// form for MHA), else a RoPE + append launch and the attention (plus the chunked kernel's
+// combine). In a decode step the attention also writes the O projection's fp16 x. The batched
+// matmuls are cuda-backend-ops.cpp's (launch_gemvs).
 #include "backend/cuda/cuda-backend-impl.h"
 #include "kernels/cuda/attention-decode.cuh"
 
@@ -58,14 +58,12 @@ void CudaBackend::rope_append_attend_batch(const AttentionBlock& a) {
     batch_partials_rows_ = rows;
   }
   const int style = a.rope.style == kernels::RopeStyle::kInterleaved ? 0 : 1;
-  const bool fused = cuda::attention_rope_fusable(1, a.head_dim, style) && !a.q_norm == !a.k_norm &&
-                     cuda::attention_batch_on_decode_kernels(n, a.n_heads, a.n_kv_heads, a.head_dim,
-                                                             type, max_ctx, masked);
-  cuda::AttnRope rope;
-  if (fused) {
-    rope = {a.k, a.v, freq, style, a.q_norm, a.k_norm, a.norm_eps};
-    rope.mscale = a.rope.mscale;
-  } else {
+  cuda::AttnRope rope{a.k, a.v, freq, style, a.q_norm, a.k_norm, a.norm_eps};
+  rope.mscale = a.rope.mscale;
+  const bool fused = cuda::attention_batch_takes_rope(n, a.n_heads, a.n_kv_heads, a.head_dim, type,
+                                                      max_ctx, masked, rope);
+  if (!fused) {
+    rope = {};
     norm_heads(a);
     const int m = prof("rope+kv store");
     const bool ok = check(

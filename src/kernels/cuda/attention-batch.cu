@@ -10,7 +10,9 @@
 // butterfly per key, ~45 warp instructions per query head and cached row, issue-bound at 2.0-2.4
 // TB/s). Steps of many sequences over one query head a KV head take that warp form as merged
 // blocks instead (merged_takes): a block a segment's head, its warps splitting the positions and
-// merging in shared memory, so no partials and no combine launch.
+// merging in shared memory, so no partials and no combine launch. Given the step's rotation
+// (launch_attention_batch's rope), the merged blocks and the decode kernels also rotate q and k
+// and append k and v themselves, so such a step's attention is one launch.
 // Cache rows hold any of the cache element types (kv-rows.cuh): f32, f16 and bf16 ones take their
 // k and v in the RoPE launch, q8_0 ones from a warp-collective store launch (a 32-element block
 // per warp); attention reads them in place (KvRaw).
@@ -263,11 +265,17 @@ __device__ __forceinline__ void widen16(const uint4& raw, float (&out)[E]) {
 // kMerged: grid (n_heads, 1, segments) instead, every warp of block (h, 0, s) on query head h,
 // warp w taking rounds w, w + kWarps, ... of the segment's positions; the warps' states merge in
 // shared memory into the output (no partials, no combine launch).
-template <KvForm F, int HD, bool kMerged>
+// kRope (merged only, one query head a KV head): q, k not yet rotated and k, v not yet in the
+// caches (launch_attention_batch's rope); the block rotates its head's q and k, appends k and
+// v to row pos as launch_rope_kv_batch would, and attends to that row from shared memory (the
+// rows read from the cache stop before it: the non-coherent loads must not see this launch's
+// stores).
+template <KvForm F, int HD, bool kMerged, bool kRope = false>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_batch_warp_kernel(const float* q, const AttnSegment* segs, int n_heads,
                                 int n_kv_heads, float scale, int chunk, int chunks, float* partials,
-                                float* out_rows, __half* xh) {
+                                float* out_rows, __half* xh, AttnRope rope) {
+  static_assert(!kRope || kMerged, "the append is the merged form's");
   using L = RowLanes<F, HD>;
   constexpr int E = L::kPerLane;
   pdl_trigger();
@@ -278,8 +286,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (!kMerged && h >= n_heads) return;
   const AttnSegment seg = segs[s];
   const int begin = kMerged ? 0 : c * chunk,
-            end = kMerged ? seg.pos + 1 : min(begin + chunk, seg.pos + 1);
-  if (begin >= end) return;  // (the combine reads only chunks that hold positions)
+            end = kMerged ? seg.pos + (kRope ? 0 : 1) : min(begin + chunk, seg.pos + 1);
+  // (the combine reads only chunks that hold positions; with the append, row pos always counts)
+  if (!kRope && begin >= end) return;
   // A warp's rounds: every one of its chunk, or (kMerged) every kWarps-th of the segment's.
   const int first = begin + (kMerged ? warp * L::kKeysPerRound : 0);
   const int stride = kMerged ? kWarps * L::kKeysPerRound : L::kKeysPerRound;
@@ -289,9 +298,43 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t col = (int64_t(kvh) * HD + part * E) * L::kElemBytes;
   const uint8_t* kc = static_cast<const uint8_t*>(seg.k_cache) + col;
   const uint8_t* vc = static_cast<const uint8_t*>(seg.v_cache) + col;
+  // kRope: this head's q rotated, and k and v as the cache now holds them (row pos).
+  __shared__ __align__(16) float sm_q[kRope ? HD : 4], sm_k[kRope ? HD : 1], sm_v[kRope ? HD : 1];
+  if constexpr (kRope) {
+    constexpr DType kType = kv_form_dtype<F>();
+    const int64_t kvd = int64_t(n_kv_heads) * HD;
+    const float* qr = q + (int64_t(s) * n_heads + h) * HD;
+    const float* kr = rope.k + int64_t(s) * kvd + int64_t(kvh) * HD;
+    const float* vr = rope.v + int64_t(s) * kvd + int64_t(kvh) * HD;
+    const int64_t e0 = int64_t(seg.pos) * kvd + int64_t(kvh) * HD;
+    auto* kcache = static_cast<uint8_t*>(seg.k_cache);
+    auto* vcache = static_cast<uint8_t*>(seg.v_cache);
+    const auto rounded = [](float x) {
+      return kType == DType::F16    ? __half2float(__float2half_rn(x))
+             : kType == DType::BF16 ? __bfloat162float(__float2bfloat16_rn(x))
+                                    : x;
+    };
+    for (int p = threadIdx.x; p < HD / 2; p += blockDim.x) {
+      const float2 cs = rope_cos_sin(seg.pos, __ldg(rope.inv_freq + p));
+      const float cn = cs.x * rope.mscale, sn = cs.y * rope.mscale;  // (x 1 is exact)
+      const int a = rope.style == 0 ? 2 * p : p, b = rope.style == 0 ? 2 * p + 1 : p + HD / 2;
+      // (rope_rotate_pair's arithmetic, so the same bits as launch_rope_kv_batch)
+      const float q0 = qr[a], q1 = qr[b], k0 = kr[a], k1 = kr[b];
+      sm_q[a] = q0 * cn - q1 * sn, sm_q[b] = q0 * sn + q1 * cn;
+      const float r0 = k0 * cn - k1 * sn, r1 = k0 * sn + k1 * cn;
+      kv_store_plain(kcache, e0 + a, r0, kType);
+      kv_store_plain(kcache, e0 + b, r1, kType);
+      sm_k[a] = rounded(r0), sm_k[b] = rounded(r1);
+    }
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) {
+      kv_store_plain(vcache, e0 + d, vr[d], kType);
+      sm_v[d] = rounded(vr[d]);
+    }
+    __syncthreads();
+  }
   float qv[E];
   {
-    const float* qr = q + (int64_t(s) * n_heads + h) * HD + part * E;
+    const float* qr = kRope ? sm_q + part * E : q + (int64_t(s) * n_heads + h) * HD + part * E;
 #pragma unroll
     for (int i = 0; i < E; i += 4) {
       const float4 v = *reinterpret_cast<const float4*>(qr + i);
@@ -347,8 +390,27 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     m = mx;
   }
+  if constexpr (kRope) {
+    // Row pos, attended once: by warp 0's first group of lanes.
+    if (warp == 0) {
+      float d = 0.f;
+#pragma unroll
+      for (int i = 0; i < E; ++i) d = fmaf(qv[i], sm_k[part * E + i], d);
+#pragma unroll
+      for (int off = L::kLanesPerKey / 2; off > 0; off >>= 1)
+        d += __shfl_xor_sync(0xffffffffu, d, off);
+      if (sub == 0) {
+        const float mx = fmaxf(m, d);
+        const float corr = m == -INFINITY ? 0.f : __expf(m - mx), w = __expf(d - mx);
+        l = l * corr + w;
+#pragma unroll
+        for (int i = 0; i < E; ++i) acc[i] = fmaf(w, sm_v[part * E + i], acc[i] * corr);
+        m = mx;
+      }
+    }
+  }
   // The groups' states merged across the warp (the chunk's first row is in range, so the merged
-  // max is finite).
+  // max is finite; with the append, warp 0's first group holds row pos).
 #pragma unroll
   for (int off = L::kLanesPerKey; off < 32; off <<= 1) {
     const float mo = __shfl_xor_sync(0xffffffffu, m, off);
@@ -485,6 +547,17 @@ int chunks_for(int64_t max_ctx) {
   return int((max_ctx + kChunk - 1) / kChunk);
 }
 
+// Whether a step on the merged warp form (kernel after kChosen's pick) takes the RoPE and
+// append: one query head a KV head (a block appends its own head), rows the warp form reads, no
+// per-head norms.
+bool merged_rope_takes(int64_t n_heads, int64_t n_kv_heads, DType cache_type,
+                       BatchAttnKernel kernel, const AttnRope& rope) {
+  return kernel == BatchAttnKernel::kMerged && n_heads == n_kv_heads &&
+         (cache_type == DType::F16 || cache_type == DType::BF16 || cache_type == DType::F32) &&
+         rope.v && rope.inv_freq && !rope.q_norm && !rope.k_norm &&
+         (rope.style == 0 || rope.style == 1);
+}
+
 }  // namespace
 
 bool attention_batch_supported(int64_t head_dim, int64_t n_heads, int64_t n_kv_heads) {
@@ -524,9 +597,9 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
                     ring_rows);
 }
 
-bool attention_batch_on_decode_kernels(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads,
-                                       int64_t head_dim, DType cache_type, int64_t max_ctx,
-                                       bool masked, BatchAttnKernel kernel) {
+namespace {
+bool on_decode_kernels(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                       DType cache_type, int64_t max_ctx, bool masked, BatchAttnKernel kernel) {
   if (kernel == BatchAttnKernel::kChosen && !masked &&
       merged_takes(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx))
     return false;
@@ -534,6 +607,20 @@ bool attention_batch_on_decode_kernels(int64_t n_segs, int64_t n_heads, int64_t 
              ? attention_decode_batch_supported(head_dim, cache_type)
              : kernel == BatchAttnKernel::kChosen &&
                    decode_kernels_take(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx);
+}
+}  // namespace
+
+bool attention_batch_takes_rope(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads,
+                                int64_t head_dim, DType cache_type, int64_t max_ctx, bool masked,
+                                const AttnRope& rope, BatchAttnKernel kernel) {
+  if (on_decode_kernels(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx, masked, kernel))
+    return attention_rope_fusable(1, head_dim, rope.style) && !rope.q_norm == !rope.k_norm;
+  if (masked) return false;
+  if (kernel == BatchAttnKernel::kChosen &&
+      merged_takes(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx))
+    kernel = BatchAttnKernel::kMerged;
+  return merged_rope_takes(n_heads, n_kv_heads, cache_type, kernel, rope) &&
+         (cache_type != DType::F32 || head_dim < 256);
 }
 
 cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment* segs,
@@ -545,11 +632,10 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
   if (n_segs <= 0) return cudaSuccess;
   // Sinks, a window, a ring or a soft-cap: only the decode kernels take them.
   const bool masked = mask.masked() || mask.sinks;
-  if (attention_batch_on_decode_kernels(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx,
-                                        masked, kernel))
+  if (on_decode_kernels(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx, masked, kernel))
     return launch_attention_decode_batch(q, segs, n_segs, out, xh, max_ctx, n_heads, n_kv_heads,
                                          head_dim, cache_type, scale, partials, s, mask, rope);
-  if (masked || rope.k) return cudaErrorInvalidValue;
+  if (masked) return cudaErrorInvalidValue;
   if (kernel == BatchAttnKernel::kChosen &&
       merged_takes(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx))
     kernel = BatchAttnKernel::kMerged;
@@ -567,6 +653,9 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
   if (chunk % kChunk != 0) return cudaErrorInvalidValue;
   const int chunks = int((max_ctx + chunk - 1) / chunk);
   const bool merged = warps && kernel == BatchAttnKernel::kMerged;
+  // (the rotation and append: only the merged blocks, of one query head a KV head, take them)
+  if (rope.k && !(merged && merged_rope_takes(n_heads, n_kv_heads, cache_type, kernel, rope)))
+    return cudaErrorInvalidValue;
   cudaError_t e = cudaErrorInvalidValue;
   dispatch_kv_form(cache_type, cache_type, [&](auto form) {
     constexpr KvForm F = decltype(form)::value;
@@ -576,30 +665,34 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
         e = launch_pdl(kernel, grid, block, 0, s, q, segs, int(n_heads), int(n_kv_heads), scale,
                        chunks, partials);
       };
-      const auto run_warps = [&](auto plain, auto merged_kernel) {
+      const auto run_warps = [&](auto plain, auto merged_kernel, auto merged_rope) {
         const dim3 grid = merged ? dim3{unsigned(n_heads), 1u, unsigned(n_segs)}
                                  : dim3{unsigned((n_heads + kWarps - 1) / kWarps), unsigned(chunks),
                                         unsigned(n_segs)};
-        e = launch_pdl(merged ? merged_kernel : plain, grid, block, 0, s, q, segs, int(n_heads),
-                       int(n_kv_heads), scale, chunk, chunks, partials, out,
-                       static_cast<__half*>(xh));
+        e = launch_pdl(merged ? (rope.k ? merged_rope : merged_kernel) : plain, grid, block, 0, s,
+                       q, segs, int(n_heads), int(n_kv_heads), scale, chunk, chunks, partials, out,
+                       static_cast<__half*>(xh), rope);
       };
       if constexpr (F != KvForm::kQ8_0)
         if (warps) {
           switch (head_dim) {
             case 32:
               return run_warps(attention_batch_warp_kernel<F, 32, false>,
-                               attention_batch_warp_kernel<F, 32, true>);
+                               attention_batch_warp_kernel<F, 32, true>,
+                               attention_batch_warp_kernel<F, 32, true, true>);
             case 64:
               return run_warps(attention_batch_warp_kernel<F, 64, false>,
-                               attention_batch_warp_kernel<F, 64, true>);
+                               attention_batch_warp_kernel<F, 64, true>,
+                               attention_batch_warp_kernel<F, 64, true, true>);
             case 128:
               return run_warps(attention_batch_warp_kernel<F, 128, false>,
-                               attention_batch_warp_kernel<F, 128, true>);
+                               attention_batch_warp_kernel<F, 128, true>,
+                               attention_batch_warp_kernel<F, 128, true, true>);
             default:
               if constexpr (F != KvForm::kF32)
                 return run_warps(attention_batch_warp_kernel<F, 256, false>,
-                                 attention_batch_warp_kernel<F, 256, true>);
+                                 attention_batch_warp_kernel<F, 256, true>,
+                                 attention_batch_warp_kernel<F, 256, true, true>);
           }
         }
       switch (head_dim) {

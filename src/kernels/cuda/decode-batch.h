@@ -93,9 +93,9 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
 // (its types unused: cache_type), which only the decode kernels take: a masked step runs them
 // (kChosen), and asking another kernel for one is an error. rope (rope.k set): each segment's
 // q and k rows not yet rotated (and normed, with q_norm / k_norm), k and v not yet in the caches
-// (rope.k / rope.v: [n_segs, n_kv_heads, head_dim]); the decode kernels rotate them and append k
-// and v as launch_rope_kv_batch would, in the attention launch. Only where
-// attention_batch_fuses_rope(); q's contents are undefined afterwards.
+// (rope.k / rope.v: [n_segs, n_kv_heads, head_dim]); the kernel rotates them and appends k and
+// v as launch_rope_kv_batch would, in the attention launch. Only where
+// attention_batch_takes_rope(); q's contents are undefined afterwards.
 int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t head_dim,
                                         int64_t max_ctx);
 // Which kernel: the faster for the step (the default), or one of them wherever it applies
@@ -114,12 +114,14 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
                                    BatchAttnKernel kernel = BatchAttnKernel::kChosen,
                                    int warp_chunk = 0, const AttnKv& mask = {},
                                    const AttnRope& rope = {});
-// Whether `kernel` runs a step on the decode kernels (for kChosen: the faster pick, every
-// masked step), which then take the RoPE and K/V append too (launch_attention_batch's rope)
-// where attention_rope_fusable(1, head_dim, style).
-bool attention_batch_on_decode_kernels(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads,
-                                       int64_t head_dim, DType cache_type, int64_t max_ctx,
-                                       bool masked,
-                                       BatchAttnKernel kernel = BatchAttnKernel::kChosen);
+// Whether launch_attention_batch takes the RoPE and K/V append for such a step (its rope, with
+// rope's style and norms set; the pointers are not looked at): on the decode kernels (for
+// kChosen: the faster pick, every masked step) where attention_rope_fusable(1, head_dim, style),
+// and on the warp form's merged blocks (one query head a KV head, f32 / f16 / bf16 rows) where
+// there are no per-head norms.
+bool attention_batch_takes_rope(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads,
+                                int64_t head_dim, DType cache_type, int64_t max_ctx, bool masked,
+                                const AttnRope& rope,
+                                BatchAttnKernel kernel = BatchAttnKernel::kChosen);
 
 }  // namespace hearth::cuda

@@ -5,8 +5,8 @@
 // styles, head sizes 32-256, and every cache element type. The fp16 copy of the output (the O
 // projection's x in a decode step) against the batched matmul's own conversion of that output;
 // each kernel against attention computed in double. A sliding, soft-capped, sink, YaRN layer's
-// step on the decode kernels. The decode kernels also with the RoPE and K/V append fused into
-// them (the backend's op wherever it runs them).
+// step on the decode kernels. The decode kernels and the merged warp form also with the RoPE and
+// K/V append fused into them (the backend's op wherever they run).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,8 +50,8 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
   // Through the backend's op (the kernel it picks; on the decode kernels with the RoPE and
   // append inside), then launch_rope_kv_batch and each kernel launched directly (the decode
   // kernels; the chunked kernel's warp form over 64-position chunks and over one chunk, and its
-  // block form), and last the decode kernels with the RoPE and append fused
-  // (launch_attention_batch's rope), each from the same caches.
+  // block form), and last the decode kernels and the merged warp form with the RoPE and append
+  // fused (launch_attention_batch's rope), each from the same caches.
   auto cpu = make_cpu_backend(1);
   const std::vector<int64_t> positions = {0, 1, 63, 64, 200, 17};
   const int64_t B = int64_t(positions.size()), heads = 8, cap = 256;
@@ -105,16 +105,24 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
           cpu->rope_append_attend(c);
 
           const int style_code = style == kernels::RopeStyle::kInterleaved ? 0 : 1;
-          const bool fusable = cuda::attention_decode_batch_supported(hd, t) &&
-                               cuda::attention_rope_fusable(1, hd, style_code);
-          for (size_t variant = 0; variant <= std::size(direct) + 1; ++variant) {
-            const bool fused = variant == std::size(direct) + 1;
-            if (fused && !fusable) continue;
+          // The fused variants: the decode kernels, then the merged warp form, where each takes
+          // the rotation and append.
+          cuda::AttnRope shape;  // (style and norms: what attention_batch_takes_rope looks at)
+          shape.style = style_code;
+          const cuda::BatchAttnKernel fused_kernels[] = {cuda::BatchAttnKernel::kDecode,
+                                                         cuda::BatchAttnKernel::kMerged};
+          for (size_t variant = 0; variant <= std::size(direct) + 2; ++variant) {
+            const bool fused = variant > std::size(direct);
+            const cuda::BatchAttnKernel fused_kernel =
+                fused_kernels[fused ? variant - std::size(direct) - 1 : 0];
+            if (fused && !cuda::attention_batch_takes_rope(B, heads, kv_heads, hd, t, int64_t(cap),
+                                                           false, shape, fused_kernel))
+              continue;
             std::string what = std::string(dtype_name(t)) + " hd " + std::to_string(hd) +
                                " kv heads " + std::to_string(kv_heads) + " style " +
                                std::to_string(style_code) + " ";
             what += variant == 0 ? "backend op"
-                    : fused      ? "decode kernels, rope fused"
+                    : fused      ? "kernel " + std::to_string(int(fused_kernel)) + ", rope fused"
                                  : "kernel " + std::to_string(int(direct[variant - 1].first)) +
                                   " chunk " + std::to_string(direct[variant - 1].second);
             std::vector<float*> gkc, gvc;
@@ -147,7 +155,7 @@ TEST_F(CudaTest, DecodeBatchAttentionMatchesSegmentBySegment) {
                 rope.k = gk, rope.v = gv, rope.inv_freq = freq, rope.style = style_code;
                 ASSERT_EQ(cuda::launch_attention_batch(gq, out, dsegs, B, max_ctx, heads, kv_heads,
                                                        hd, t, c.scale, partials, nullptr, nullptr,
-                                                       cuda::BatchAttnKernel::kDecode, 0, {}, rope),
+                                                       fused_kernel, 0, {}, rope),
                           cudaSuccess)
                     << what;
               } else {
