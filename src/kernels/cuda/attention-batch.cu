@@ -309,26 +309,23 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int64_t e0 = int64_t(seg.pos) * kvd + int64_t(kvh) * HD;
     auto* kcache = static_cast<uint8_t*>(seg.k_cache);
     auto* vcache = static_cast<uint8_t*>(seg.v_cache);
-    const auto rounded = [](float x) {
-      return kType == DType::F16    ? __half2float(__float2half_rn(x))
-             : kType == DType::BF16 ? __bfloat162float(__float2bfloat16_rn(x))
-                                    : x;
-    };
+    // A thread a pair: rotated in place as launch_rope_kv_batch does (rope_rotate_pair), k
+    // stored, then kept as stored.
     for (int p = threadIdx.x; p < HD / 2; p += blockDim.x) {
       const float2 cs = rope_cos_sin(seg.pos, __ldg(rope.inv_freq + p));
       const float cn = cs.x * rope.mscale, sn = cs.y * rope.mscale;  // (x 1 is exact)
       const int a = rope.style == 0 ? 2 * p : p, b = rope.style == 0 ? 2 * p + 1 : p + HD / 2;
-      // (rope_rotate_pair's arithmetic, so the same bits as launch_rope_kv_batch)
-      const float q0 = qr[a], q1 = qr[b], k0 = kr[a], k1 = kr[b];
-      sm_q[a] = q0 * cn - q1 * sn, sm_q[b] = q0 * sn + q1 * cn;
-      const float r0 = k0 * cn - k1 * sn, r1 = k0 * sn + k1 * cn;
-      kv_store_plain(kcache, e0 + a, r0, kType);
-      kv_store_plain(kcache, e0 + b, r1, kType);
-      sm_k[a] = rounded(r0), sm_k[b] = rounded(r1);
+      sm_q[a] = qr[a], sm_q[b] = qr[b], sm_k[a] = kr[a], sm_k[b] = kr[b];
+      rope_rotate_pair(sm_q, p, HD / 2, rope.style, cn, sn);
+      rope_rotate_pair(sm_k, p, HD / 2, rope.style, cn, sn);
+      for (const int d : {a, b}) {
+        kv_store_plain(kcache, e0 + d, sm_k[d], kType);
+        sm_k[d] = kv_round_plain(sm_k[d], kType);
+      }
     }
     for (int d = threadIdx.x; d < HD; d += blockDim.x) {
       kv_store_plain(vcache, e0 + d, vr[d], kType);
-      sm_v[d] = rounded(vr[d]);
+      sm_v[d] = kv_round_plain(vr[d], kType);
     }
     __syncthreads();
   }
@@ -547,14 +544,16 @@ int chunks_for(int64_t max_ctx) {
   return int((max_ctx + kChunk - 1) / kChunk);
 }
 
-// Whether a step on the merged warp form (kernel after kChosen's pick) takes the RoPE and
-// append: one query head a KV head (a block appends its own head), rows the warp form reads, no
-// per-head norms.
-bool merged_rope_takes(int64_t n_heads, int64_t n_kv_heads, DType cache_type,
-                       BatchAttnKernel kernel, const AttnRope& rope) {
-  return kernel == BatchAttnKernel::kMerged && n_heads == n_kv_heads &&
-         (cache_type == DType::F16 || cache_type == DType::BF16 || cache_type == DType::F32) &&
-         rope.v && rope.inv_freq && !rope.q_norm && !rope.k_norm &&
+// Whether the chunked kernel's warp form reads these rows (a warp's 16-byte loads cover a row:
+// all but f32 at head size 256, and q8_0); elsewhere its block form.
+bool warp_form_reads(DType cache_type, int64_t head_dim) {
+  return cache_type != DType::Q8_0 && (cache_type != DType::F32 || head_dim < 256);
+}
+
+// Whether the warp form's merged blocks take the RoPE and append: one query head a KV head (a
+// block appends its own head), no per-head norms.
+bool merged_rope_takes(int64_t n_heads, int64_t n_kv_heads, const AttnRope& rope) {
+  return n_heads == n_kv_heads && !rope.q_norm && !rope.k_norm &&
          (rope.style == 0 || rope.style == 1);
 }
 
@@ -598,29 +597,38 @@ cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, con
 }
 
 namespace {
-bool on_decode_kernels(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
-                       DType cache_type, int64_t max_ctx, bool masked, BatchAttnKernel kernel) {
-  if (kernel == BatchAttnKernel::kChosen && !masked &&
-      merged_takes(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx))
-    return false;
-  return kernel == BatchAttnKernel::kDecode || (kernel == BatchAttnKernel::kChosen && masked)
-             ? attention_decode_batch_supported(head_dim, cache_type)
-             : kernel == BatchAttnKernel::kChosen &&
-                   decode_kernels_take(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx);
+// The kernel that runs a step asked for `kernel`: the decode kernels (kDecode) where they take
+// it (kChosen: the faster pick, every masked step), the merged blocks (kMerged) where kChosen
+// finds merged_takes, else the kernel asked for, kChosen and a kDecode the decode kernels
+// cannot run as the chunked kernel.
+BatchAttnKernel resolve_kernel(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads,
+                               int64_t head_dim, DType cache_type, int64_t max_ctx, bool masked,
+                               BatchAttnKernel kernel) {
+  const bool chosen = kernel == BatchAttnKernel::kChosen;
+  if (chosen && !masked && merged_takes(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx))
+    return BatchAttnKernel::kMerged;
+  const bool decode = kernel == BatchAttnKernel::kDecode || (chosen && masked)
+                          ? attention_decode_batch_supported(head_dim, cache_type)
+                          : chosen && decode_kernels_take(n_segs, n_heads, n_kv_heads, head_dim,
+                                                          cache_type, max_ctx);
+  if (decode) return BatchAttnKernel::kDecode;
+  return chosen || kernel == BatchAttnKernel::kDecode ? BatchAttnKernel::kChunked : kernel;
 }
 }  // namespace
 
 bool attention_batch_takes_rope(int64_t n_segs, int64_t n_heads, int64_t n_kv_heads,
                                 int64_t head_dim, DType cache_type, int64_t max_ctx, bool masked,
                                 const AttnRope& rope, BatchAttnKernel kernel) {
-  if (on_decode_kernels(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx, masked, kernel))
-    return attention_rope_fusable(1, head_dim, rope.style) && !rope.q_norm == !rope.k_norm;
-  if (masked) return false;
-  if (kernel == BatchAttnKernel::kChosen &&
-      merged_takes(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx))
-    kernel = BatchAttnKernel::kMerged;
-  return merged_rope_takes(n_heads, n_kv_heads, cache_type, kernel, rope) &&
-         (cache_type != DType::F32 || head_dim < 256);
+  switch (
+      resolve_kernel(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx, masked, kernel)) {
+    case BatchAttnKernel::kDecode:
+      return attention_rope_fusable(1, head_dim, rope.style) && !rope.q_norm == !rope.k_norm;
+    case BatchAttnKernel::kMerged:
+      return !masked && warp_form_reads(cache_type, head_dim) &&
+             merged_rope_takes(n_heads, n_kv_heads, rope);
+    default:
+      return false;
+  }
 }
 
 cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment* segs,
@@ -632,21 +640,19 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
   if (n_segs <= 0) return cudaSuccess;
   // Sinks, a window, a ring or a soft-cap: only the decode kernels take them.
   const bool masked = mask.masked() || mask.sinks;
-  if (on_decode_kernels(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx, masked, kernel))
+  kernel =
+      resolve_kernel(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx, masked, kernel);
+  if (kernel == BatchAttnKernel::kDecode)
     return launch_attention_decode_batch(q, segs, n_segs, out, xh, max_ctx, n_heads, n_kv_heads,
                                          head_dim, cache_type, scale, partials, s, mask, rope);
   if (masked) return cudaErrorInvalidValue;
-  if (kernel == BatchAttnKernel::kChosen &&
-      merged_takes(n_segs, n_heads, n_kv_heads, head_dim, cache_type, max_ctx))
-    kernel = BatchAttnKernel::kMerged;
   if (!attention_batch_supported(head_dim, n_heads, n_kv_heads) || max_ctx <= 0 || n_segs > 65535 ||
       !is_cuda_kv_type(cache_type))
     return cudaErrorInvalidValue;
   partials += attention_counter_slots(n_segs, n_heads);
   const dim3 block{kWarps * 32};
-  // The warp form where its lanes fit a row (all but f32 at head size 256, and q8_0).
-  const bool warps = kernel != BatchAttnKernel::kChunkedBlocks && cache_type != DType::Q8_0 &&
-                     (cache_type != DType::F32 || head_dim < 256);
+  const bool warps =
+      kernel != BatchAttnKernel::kChunkedBlocks && warp_form_reads(cache_type, head_dim);
   const int chunk = !warps           ? kChunk
                     : warp_chunk > 0 ? warp_chunk
                                      : chosen_warp_chunk(n_segs, n_heads, max_ctx);
@@ -654,7 +660,8 @@ cudaError_t launch_attention_batch(const float* q, float* out, const AttnSegment
   const int chunks = int((max_ctx + chunk - 1) / chunk);
   const bool merged = warps && kernel == BatchAttnKernel::kMerged;
   // (the rotation and append: only the merged blocks, of one query head a KV head, take them)
-  if (rope.k && !(merged && merged_rope_takes(n_heads, n_kv_heads, cache_type, kernel, rope)))
+  if (rope.k &&
+      !(merged && rope.v && rope.inv_freq && merged_rope_takes(n_heads, n_kv_heads, rope)))
     return cudaErrorInvalidValue;
   cudaError_t e = cudaErrorInvalidValue;
   dispatch_kv_form(cache_type, cache_type, [&](auto form) {

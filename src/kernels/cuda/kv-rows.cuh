@@ -208,6 +208,13 @@ __device__ __forceinline__ void kv_store_plain(uint8_t* base, int64_t e, float v
     reinterpret_cast<float*>(base)[e] = v;
 }
 
+// v as rows of plain type t hold it once kv_store_plain stored it, read back as f32.
+__device__ __forceinline__ float kv_round_plain(float v, DType t) {
+  if (t == DType::F16) return __half2float(__float2half_rn(v));
+  if (t == DType::BF16) return __bfloat162float(__float2bfloat16_rn(v));
+  return v;
+}
+
 // Warp-collective q8_0 quantization of a 32-element block, lane l holding element l, as the
 // CPU's quantize_q8_0: d = amax / 127 (stored as fp16), q = round(x * (1 / d)), each step
 // IEEE-rounded as on the CPU.
@@ -238,16 +245,12 @@ __device__ __forceinline__ void kv_store_warp(uint8_t* base, int64_t e, float v,
 // same warp conditions.
 __device__ __forceinline__ float kv_round_warp(float v, DType t) {
   switch (t) {
-    case DType::F16:
-      return __half2float(__float2half_rn(v));
-    case DType::BF16:
-      return __bfloat162float(__float2bfloat16_rn(v));
     case DType::Q8_0: {
       const Q8Lane x = q8_quantize_warp(v);
       return __half2float(__float2half_rn(x.d)) * float(x.q);
     }
     default:
-      return v;
+      return kv_round_plain(v, t);
   }
 }
 
