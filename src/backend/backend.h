@@ -112,6 +112,30 @@ class Backend {
     matmul(w, x, n_tokens, scratch);
     add_inplace(y, scratch, n_tokens * w.host.rows());
   }
+  // The FFN's gated half: out [T, n_ff] = act(x . W_gate^T) * (x . W_up^T), act that of swiglu,
+  // gelu_tanh_gated or swiglu_clamped (alpha, limit). One named op so a backend can run both
+  // products and the activation as one pass; the default is matmul_shared into out and up_rows,
+  // then the activation's op. up_rows [T, n_ff] is scratch: undefined afterwards.
+  struct GatedFfn {
+    const Weight* gate = nullptr;
+    const Weight* up = nullptr;
+    kernels::GatedAct act = kernels::GatedAct::kSilu;
+    float alpha = 0, limit = 0;  // kSwigluClamped's
+  };
+  virtual void matmul_gated(const float* x, int64_t n_tokens, const GatedFfn& f, float* out,
+                            float* up_rows) {
+    const MatmulOut outs[] = {{f.gate, out}, {f.up, up_rows}};
+    matmul_shared(x, n_tokens, outs);
+    const int64_t n = n_tokens * f.gate->host.rows();
+    switch (f.act) {
+      case kernels::GatedAct::kSilu:
+        return swiglu(out, up_rows, out, n);
+      case kernels::GatedAct::kGeluTanh:
+        return gelu_tanh_gated(out, up_rows, out, n);
+      case kernels::GatedAct::kSwigluClamped:
+        return swiglu_clamped(out, up_rows, out, n, f.alpha, f.limit);
+    }
+  }
   virtual void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                        float eps) = 0;
   // The sandwich norms' step between two blocks (Gemma 2/3): x [rows, n] += rmsnorm(y) w_post,

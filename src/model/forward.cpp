@@ -335,20 +335,20 @@ void Model::attention_block(int64_t l, const Pass& p, ForwardScratch::Buffers& b
 
 void Model::ffn_block(int64_t l, ForwardScratch::Buffers& b, Backend* be, int64_t T) const {
   const LayerWeights& w = layers_[size_t(l)];
-  const Backend::MatmulOut gate_up[] = {{&w.w_gate, b.gate}, {&w.w_up, b.up}};
-  be->matmul_shared(b.xn, T, gate_up);
-  gated_activation(be, b.gate, b.up, T * hp_.n_ff);
-}
-
-void Model::gated_activation(Backend* be, float* gate, const float* up, int64_t n) const {
+  Backend::GatedFfn f{&w.w_gate, &w.w_up};
   switch (hp_.activation) {
     case FfnActivation::kGeluTanh:
-      return be->gelu_tanh_gated(gate, up, gate, n);
+      f.act = kernels::GatedAct::kGeluTanh;
+      break;
     case FfnActivation::kSwigluClamped:
-      return be->swiglu_clamped(gate, up, gate, n, hp_.swiglu_alpha, hp_.swiglu_limit);
+      f.act = kernels::GatedAct::kSwigluClamped;
+      f.alpha = hp_.swiglu_alpha, f.limit = hp_.swiglu_limit;
+      break;
     case FfnActivation::kSilu:
-      return be->swiglu(gate, up, gate, n);
+      f.act = kernels::GatedAct::kSilu;
+      break;
   }
+  be->matmul_gated(b.xn, T, f, b.gate, b.up);
 }
 
 bool Model::add_block_output(const Weight& proj, const float* in, const float* post_norm,

@@ -329,7 +329,6 @@ class Model {
   // residual contract: adds its output to x).
   void ffn_block(int64_t l, ForwardScratch::Buffers& b, Backend* be, int64_t T) const;
   // gate = act(gate) * up over n values, act the family's (SiLU or GELU-tanh).
-  void gated_activation(Backend* be, float* gate, const float* up, int64_t n) const;
   // The MoE FFN block (model/moe.cpp): x += sum over each token's top-k experts of
   // weight * down_e(act(gate_e xn) * up_e xn), through the post-norm when there is one. Layers
   // whose experts run on another backend (--cpu-moe) hand xn across through `experts`.

@@ -82,6 +82,7 @@ class CudaBackend final : public Backend {
     cudaFree(xq_buf_.ptr);
     cudaFree(batch_ws_.ptr);
     cudaFree(batch_xh_.ptr);
+    cudaFree(batch_xh_spare_.ptr);
     cudaFree(batch_partials_.ptr);
     cudaFree(ring_dev_);
     cudaFreeHost(ring_host_);
@@ -183,6 +184,10 @@ class CudaBackend final : public Backend {
   // Decode: one GEMV launch for up to three matrices of the same dtype and width (Q/K/V,
   // gate/up). Prefill: one GEMM each, converting the shared x once (prefill_x_).
   void matmul_shared(const float* x, int64_t n_tokens, std::span<const MatmulOut> outs) override;
+  // A decode step's gate/up on the copy-engine form: both products and the activation in one
+  // launch; elsewhere (and for the clamped SwiGLU) the default's ops.
+  void matmul_gated(const float* x, int64_t n_tokens, const GatedFfn& f, float* out,
+                    float* up_rows) override;
   // Decode: the residual add in the GEMV's store. Prefill: y += x . W^T in the GEMM itself
   // (beta = 1), no product buffer and no add kernel.
   void matmul_add(const Weight& w, const float* x, int64_t n_tokens, float* y,
@@ -402,6 +407,8 @@ class CudaBackend final : public Backend {
     return opt_.fuse && int8_model_ && rows >= cuda::kMatmulBatchHalfMinTokens && rows <= most &&
            n % 128 == 0;
   }
+  // Converts x into batch_xh_ unless its producer handed that form over; false on a failure.
+  bool batch_x_half(const float* x, int64_t rows, int64_t cols);
   bool xh_ready(const float* x, int64_t rows, int64_t cols) const {
     return xh_at_ == stream_ops_ && xh_src_ == x && xh_elems_ == rows * cols;
   }
@@ -488,6 +495,9 @@ class CudaBackend final : public Backend {
   // The batched decode matmul's partial sums (rows split over several blocks), and its fp16 x.
   DeviceScratch batch_ws_;
   DeviceScratch batch_xh_;
+  // An op that reads one fp16 x and writes the next (matmul_gated) writes here, then the two
+  // swap: its blocks still read x while the first ones store.
+  DeviceScratch batch_xh_spare_;
   // The batched decode attention's split partials (attention-batch.cu).
   DeviceScratch batch_partials_;
   int64_t batch_partials_rows_ = -1;  // segments x heads its counters were zeroed for

@@ -133,6 +133,18 @@ bool CudaBackend::writes_over(const cuda::GemvJob* jobs, int n_jobs, const float
   return false;
 }
 
+// x's fp16 form in batch_xh_ (sized by the caller): Q/K/V and gate/up share one conversion,
+// made here or by x's producer (hand_off_xh).
+bool CudaBackend::batch_x_half(const float* x, int64_t n_tokens, int64_t cols) {
+  if (xh_ready(x, n_tokens, cols)) return true;
+  const int m = prof("quantize x");
+  const bool ok = check(cuda::launch_batch_x_half(x, n_tokens, cols, batch_xh_.ptr, stream_),
+                        "batch fp16 activations");
+  unprof(m);
+  if (ok) hand_off_xh(x, n_tokens, cols);
+  return ok;
+}
+
 // A decode step of many sequences on the fp16 form of the batched matmul: x converted once for
 // the jobs (Q/K/V or gate/up share it).
 void CudaBackend::launch_batch_half(const float* x, int64_t n_tokens, const cuda::GemvJob* jobs,
@@ -142,15 +154,7 @@ void CudaBackend::launch_batch_half(const float* x, int64_t n_tokens, const cuda
               "batch workspace") ||
       !ensure(batch_xh_, cuda::batch_x_half_bytes(n_tokens, cols), "batch fp16 activations"))
     return;
-  // Q/K/V and gate/up share one conversion, made here or by x's producer (hand_off_xh).
-  if (!xh_ready(x, n_tokens, cols)) {
-    const int m = prof("quantize x");
-    const bool ok = check(cuda::launch_batch_x_half(x, n_tokens, cols, batch_xh_.ptr, stream_),
-                          "batch fp16 activations");
-    unprof(m);
-    if (!ok) return;
-    hand_off_xh(x, n_tokens, cols);
-  }
+  if (!batch_x_half(x, n_tokens, cols)) return;
   const int m = prof("matmul (decode batch)");
   const bool ok = check(cuda::launch_matmul_batch_half(jobs, n_jobs, batch_xh_.ptr, n_tokens, cols,
                                                        batch_ws_.ptr, batch_ws_.bytes, stream_),
@@ -184,6 +188,36 @@ void CudaBackend::matmul_shared(const float* x, int64_t n_tokens, std::span<cons
   if (one_launch) return launch_gemvs(x, n_tokens, jobs, int(outs.size()));
   // Prefill GEMMs (or mixed shapes): one each; the GEMMs share x's conversion (prefill_x_).
   Backend::matmul_shared(x, n_tokens, outs);
+}
+
+void CudaBackend::matmul_gated(const float* x, int64_t n_tokens, const GatedFfn& f, float* out,
+                               float* up_rows) {
+  const PreparedWeight* pg = prepared(*f.gate, "matmul");
+  const PreparedWeight* pu = pg ? prepared(*f.up, "matmul") : nullptr;
+  if (!pu) return;
+  const int64_t n_ff = pg->dw.rows, cols = pg->dw.cols;
+  // Where matmul_shared would run both products as one copy-engine launch and the activation
+  // would hand its fp16 form to the down projection (half_output).
+  const bool fused = opt_.fuse && f.act != kernels::GatedAct::kSwigluClamped &&
+                     n_tokens >= cuda::kMatmulBatchHalfMinTokens && gemv_able(*pg, n_tokens) &&
+                     gemv_able(*pu, n_tokens) && half_output(n_tokens, n_ff) &&
+                     cuda::matmul_batch_tma_gated_takes(pg->dw, pu->dw, n_tokens);
+  if (!fused ||
+      !ensure(batch_xh_, cuda::batch_x_half_bytes(n_tokens, cols), "batch fp16 activations") ||
+      !ensure(batch_xh_spare_, cuda::batch_x_half_bytes(n_tokens, n_ff), "batch fp16 activations"))
+    return Backend::matmul_gated(x, n_tokens, f, out, up_rows);
+  if (!batch_x_half(x, n_tokens, cols)) return;
+  const int m = prof("matmul + act (decode batch)");
+  const cuda::GatedForm form =
+      f.act == kernels::GatedAct::kGeluTanh ? cuda::GatedForm::kGeluTanh : cuda::GatedForm::kSilu;
+  const bool ok =
+      check(cuda::launch_matmul_batch_tma_gated(pg->dw, pu->dw, form, batch_xh_.ptr, n_tokens, out,
+                                                batch_xh_spare_.ptr, stream_),
+            "decode batch gate/up");
+  unprof(m);
+  if (!ok) return;
+  std::swap(batch_xh_, batch_xh_spare_);
+  hand_off_xh(out, n_tokens, n_ff);
 }
 
 void CudaBackend::matmul_add(const Weight& w, const float* x, int64_t n_tokens, float* y,

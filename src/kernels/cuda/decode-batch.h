@@ -52,6 +52,17 @@ cudaError_t launch_matmul_batch_half(const GemvJob* jobs, int n_jobs, const void
 bool matmul_batch_tma_takes(const GemvJob* jobs, int n_jobs, int64_t n_tokens, int64_t cols);
 cudaError_t launch_matmul_batch_half_tma(const GemvJob* jobs, int n_jobs, const void* xh,
                                          int64_t n_tokens, int64_t cols, cudaStream_t s);
+// The FFN's gated half in the copy-engine form: out [T, n_ff] = act(x . W_gate^T) * (x . W_up^T),
+// each block's row tile 64 rows of W_gate over the same 64 of W_up so one epilogue has both
+// sums (the plain form's bits), and out's fp16 form for the down projection in out_xh
+// (launch_batch_x_half's order). Where the plain form would take both jobs, W_gate and W_up of
+// one shape, n_ff % 4 == 0.
+enum class GatedForm { kSilu, kGeluTanh };
+bool matmul_batch_tma_gated_takes(const DeviceWeight& gate, const DeviceWeight& up,
+                                  int64_t n_tokens);
+cudaError_t launch_matmul_batch_tma_gated(const DeviceWeight& gate, const DeviceWeight& up,
+                                          GatedForm act, const void* xh, int64_t n_tokens,
+                                          float* out, void* out_xh, cudaStream_t s);
 // launch_matmul_batch_half without the copy-engine form (hearth-cuda-bench's comparison).
 cudaError_t launch_matmul_batch_half_streamed(const GemvJob* jobs, int n_jobs, const void* xh,
                                               int64_t n_tokens, int64_t cols, void* workspace,

@@ -19,17 +19,22 @@
 // warps: half of x's reads, but two blocks an SM), one block an SM with a deeper ring, and
 // warpgroup MMAs (wgmma, A from registers, x straight from the swizzled box): 17.6 against
 // 17.3, as session 42 found for the streamed form.
+// The gated form (launch_matmul_batch_tma_gated) is the same loop over W_gate and W_up at once:
+// a block's 128 rows are 64 of each (two boxes a stage), a warp's two row tiles the same rows of
+// both, and the epilogue writes act(gate) * up and its fp16 form, not the two products.
 // New dtype: one TmaRows<> specialization (its step's bytes in a stage, its scales' box).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 
 #include "kernels/cuda/bulk-copy.cuh"
 #include "kernels/cuda/decode-batch.h"
 #include "kernels/cuda/driver-entry.h"
+#include "kernels/cuda/gate-act.cuh"
 #include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/matmul-half-rows.cuh"
@@ -95,7 +100,18 @@ struct TmaPlan {
   int splits = 1;        // gridDim.z: K ranges, the blocks of one cluster
   int split_stages = 0;  // stages of K per split (the last split may have fewer)
   int stages = 0;        // cols / kStageCols
+  // The gated form (launch_matmul_batch_tma_gated): body / aux [0] W_gate's, [1] W_up's maps of
+  // kPairRows rows, rows[0] n_ff; the epilogue writes act(gate) * up to act_out and its fp16 form
+  // for the down projection to act_xh (launch_batch_x_half's order).
+  float* act_out = nullptr;
+  __half* act_xh = nullptr;
 };
+
+// The gated form's row tile: kPairRows rows of W_gate over the same rows of W_up.
+constexpr int kPairRows = kRows / 2;
+
+// The plain product's epilogue tag; the gated form takes gate-act.cuh's functors.
+struct NoGate {};
 
 // A block's stage: the row tile's body for two steps of 128 columns (Q4_0) or one of 256 (Q4_K),
 // the tokens' x for them, and the scales.
@@ -139,15 +155,89 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, i
       : "memory");
 }
 
+// The gated form's epilogue. Warp w's tile 0 holds W_gate's rows w*16.. of the block's 64 and
+// its tile 1 W_up's same rows, so without K splits a lane has both sums of its outputs; with
+// them, every MMA warp's sums go through the ring (a token's line: W_gate's rows at 0..63, W_up's
+// at 64..127) and the cluster's blocks each take a share of the (token, 4 rows), adding the
+// splits' parts in rank order: store_tile_sums' order, so the sums are the plain form's bits.
+template <class Gate>
+__device__ __forceinline__ void store_gated(const float (&acc)[kMT][kNT][4], bool live, int warp,
+                                            int64_t row0, int tok0, int64_t d, int n_tok,
+                                            float* out, __half* xh, int splits, float* part) {
+  static_assert(kMT == 2, "a warp's two row tiles are its W_gate and W_up rows");
+  namespace cg = cooperative_groups;
+  constexpr int kStride = kRows + 4;
+  const int tid = int(threadIdx.x), lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const Gate act;
+  if (splits == 1) {
+    if (!live) return;
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = row0 + warp * 16 + (i >> 1) * 8 + g;
+        const int tok = tok0 + nt * 8 + 2 * t + (i & 1);
+        if (row >= d || tok >= n_tok) continue;
+        const float v = act(acc[0][nt][i], acc[1][nt][i]);
+        out[tok * d + row] = v;
+        xh[tok * d + batch_half_index(row)] = __float2half_rn(v);
+      }
+    return;
+  }
+  if (warp >= 0)
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          part[(nt * 8 + 2 * t + (i & 1)) * kStride + mt * kPairRows + warp * 16 + (i >> 1) * 8 +
+               g] = acc[mt][nt][i];
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int rank = int(cluster.block_rank());
+  constexpr int kQuads = kTokens * kPairRows / 4;
+  for (int e = rank * kThreads + tid; e < kQuads; e += splits * kThreads) {
+    const int tl = e / (kPairRows / 4), r = e % (kPairRows / 4) * 4;
+    float4 gs = make_float4(0.f, 0.f, 0.f, 0.f), us = gs;
+    for (int q = 0; q < splits; ++q) {
+      const float* pq = cluster.map_shared_rank(part, q) + tl * kStride + r;
+      const float4 a = *reinterpret_cast<const float4*>(pq);
+      const float4 b = *reinterpret_cast<const float4*>(pq + kPairRows);
+      if (q == 0) {
+        gs = a, us = b;
+      } else {
+        gs.x += a.x, gs.y += a.y, gs.z += a.z, gs.w += a.w;
+        us.x += b.x, us.y += b.y, us.z += b.z, us.w += b.w;
+      }
+    }
+    const int tok = tok0 + tl;
+    const int64_t row = row0 + r;
+    if (tok >= n_tok || row >= d) continue;  // (d % 4 == 0: a quad is whole or absent)
+    const float4 v =
+        make_float4(act(gs.x, us.x), act(gs.y, us.y), act(gs.z, us.z), act(gs.w, us.w));
+    *reinterpret_cast<float4*>(out + tok * d + row) = v;
+    // (batch_half_index: a quad's fp16 as v0 v2 v1 v3)
+    const __half2 lo = __floats2half2_rn(v.x, v.z), hi = __floats2half2_rn(v.y, v.w);
+    uint2 packed;
+    packed.x = *reinterpret_cast<const uint32_t*>(&lo);
+    packed.y = *reinterpret_cast<const uint32_t*>(&hi);
+    *reinterpret_cast<uint2*>(xh + tok * d + row) = packed;
+  }
+  cluster.sync();  // no block leaves while another still reads its shared memory
+}
+
 // grid (row tiles, token groups of 32, K splits), clusters of (1, 1, splits) when split.
 // Warps 0-3: rows warp*32.. of the tile, every token of the group; warp 4: the copies.
-template <DType T>
+// Gate (not NoGate): the gated form, warp w's row tiles rows w*16.. of W_gate's and W_up's 64.
+template <DType T, class Gate>
 __global__ void __launch_bounds__(kThreads, 3)
     matmul_tma_kernel(const __grid_constant__ TmaPlan plan, int n_tok) {
   using H = HalfRows<T>;
   using R = TmaRows<T>;
   using Sh = TmaShape<T>;
   constexpr int S = kStages, NT = kNT;
+  constexpr bool kGated = !std::is_same_v<Gate, NoGate>;
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[S], empty[S];
   pdl_trigger();
@@ -158,7 +248,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int j = blockIdx.x < plan.tile_end[0] ? 0 : blockIdx.x < plan.tile_end[1] ? 1 : 2;
   const int64_t d = plan.rows[j];
   const int tile = int(blockIdx.x - (j == 0 ? 0u : plan.tile_end[j - 1]));
-  const int tile_row0 = tile * kRows, tok0 = int(blockIdx.y) * kTokens;
+  const int tile_row0 = tile * (kGated ? kPairRows : kRows), tok0 = int(blockIdx.y) * kTokens;
   const int s0 = int(blockIdx.z) * plan.split_stages;  // first stage of this split
   const int n = min(plan.split_stages, plan.stages - s0);
   if (tid == 0) {
@@ -174,7 +264,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
-  const bool live = tile_row0 + warp * kWarpRows < d;
+  const bool live = tile_row0 + warp * (kGated ? 16 : kWarpRows) < d;
 
   if (warp == kMmaWarps) {
     if (lane == 0) {
@@ -185,11 +275,17 @@ __global__ void __launch_bounds__(kThreads, 3)
         uint8_t* st = ring + (k % S) * Sh::kStageBytes;
         const int stage = s0 + k;
         bulk_expect_bytes(&full[k % S], Sh::kStageTx);
+        // (the gated form: W_up's rows under W_gate's, both maps' boxes kPairRows rows)
+        constexpr int kMaps = kGated ? 2 : 1;
 #pragma unroll
-        for (int s = 0; s < Sh::kSteps; ++s)
-          tma_load_2d(st + s * Sh::kBodyBytes, body, (stage * Sh::kSteps + s) * R::kBodyStep,
+        for (int m = 0; m < kMaps; ++m) {
+#pragma unroll
+          for (int s = 0; s < Sh::kSteps; ++s)
+            tma_load_2d(st + s * Sh::kBodyBytes + m * kPairRows * R::kBodyStep, body + m,
+                        (stage * Sh::kSteps + s) * R::kBodyStep, tile_row0, &full[k % S]);
+          tma_load_2d(st + Sh::kAuxOffset + m * kPairRows * 16, aux + m, stage * R::kAuxStage,
                       tile_row0, &full[k % S]);
-        tma_load_2d(st + Sh::kAuxOffset, aux, stage * R::kAuxStage, tile_row0, &full[k % S]);
+        }
       };
       auto copy_x = [&](int k) {
         uint8_t* st = ring + (k % S) * Sh::kStageBytes + Sh::kSteps * Sh::kBodyBytes;
@@ -227,8 +323,10 @@ __global__ void __launch_bounds__(kThreads, 3)
           for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              R::load(wr[mt][h], body, st + Sh::kAuxOffset, warp * kWarpRows + mt * 16 + h * 8 + g,
-                      s, t);
+              // (gated: tile 0 of a warp's two is W_gate's rows, tile 1 W_up's same rows)
+              const int row = kGated ? mt * kPairRows + warp * 16 + h * 8 + g
+                                     : warp * kWarpRows + mt * 16 + h * 8 + g;
+              R::load(wr[mt][h], body, st + Sh::kAuxOffset, row, s, t);
               kr[mt][h] = H::prep(wr[mt][h], t);
             }
 #pragma unroll
@@ -264,6 +362,12 @@ __global__ void __launch_bounds__(kThreads, 3)
     }
   }
   if (plan.splits > 1) __syncthreads();  // every stage consumed: the ring takes the partial sums
+  if constexpr (kGated) {
+    store_gated<Gate>(acc, live && warp < kMmaWarps, warp < kMmaWarps ? warp : -1, tile_row0, tok0,
+                      d, n_tok, plan.act_out, plan.act_xh, plan.splits,
+                      reinterpret_cast<float*>(ring));
+    return;
+  }
   store_tile_sums<kMT, NT, kRows, kTokens, kThreads>(acc, live && warp < kMmaWarps,
                                                      warp < kMmaWarps ? warp * kWarpRows : -1,
                                                      tile_row0, tok0, d, n_tok,
@@ -298,19 +402,19 @@ bool encode_map(CUtensorMap* m, CUtensorMapDataType type, uint32_t rank, const v
            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// A weight's two maps: its body's rows (a step's bytes by kRows rows) and its scales' (16 bytes
-// by kRows rows). Rows past the end of W come as zeros (scale 0: products of 0).
+// A weight's two maps: its body's rows (a step's bytes by box_rows rows) and its scales' (16
+// bytes by box_rows rows). Rows past the end of W come as zeros (scale 0: products of 0).
 template <DType T>
-bool encode_weight(const DeviceWeight& w, CUtensorMap* body, CUtensorMap* aux) {
+bool encode_weight(const DeviceWeight& w, CUtensorMap* body, CUtensorMap* aux, int box_rows) {
   using R = TmaRows<T>;
   const uint64_t bpr = uint64_t(w.blocks_per_row), rows = uint64_t(w.rows);
   const uint64_t row_bytes = bpr * (T == DType::Q4_0 ? 16 : 128);
   const cuuint64_t body_dims[2] = {row_bytes, rows}, body_stride[1] = {row_bytes};
-  const cuuint32_t body_box[2] = {uint32_t(R::kBodyStep), uint32_t(kRows)};
+  const cuuint32_t body_box[2] = {uint32_t(R::kBodyStep), uint32_t(box_rows)};
   if (!encode_map(body, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, w.body, body_dims, body_stride, body_box,
                   R::kSwizzled))
     return false;
-  const cuuint32_t aux_box[2] = {uint32_t(R::kAuxStage), uint32_t(kRows)};
+  const cuuint32_t aux_box[2] = {uint32_t(R::kAuxStage), uint32_t(box_rows)};
   if (T == DType::Q4_K) {
     const cuuint64_t dims[2] = {bpr * 16, rows}, stride[1] = {bpr * 16};
     return encode_map(aux, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, w.aux_head, dims, stride, aux_box,
@@ -320,17 +424,18 @@ bool encode_weight(const DeviceWeight& w, CUtensorMap* body, CUtensorMap* aux) {
   return encode_map(aux, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, w.aux16, dims, stride, aux_box, false);
 }
 
-// Encoded once per weight (a decode step would otherwise encode hundreds of maps on the host):
-// keyed by the body's address, re-encoded when what is there has another shape or scales.
+// Encoded once per weight and box (a decode step would otherwise encode hundreds of maps on the
+// host): keyed by the body's address, re-encoded when what is there has another shape or scales.
 struct WeightMaps {
   const void* aux = nullptr;
   int64_t rows = 0, cols = 0;
   DType dtype = DType::F32;
   CUtensorMap body, scales;
 };
-bool weight_maps(const DeviceWeight& w, CUtensorMap* body, CUtensorMap* aux) {
+bool weight_maps(const DeviceWeight& w, CUtensorMap* body, CUtensorMap* aux, int box_rows = kRows) {
   static std::mutex mu;
-  static std::unordered_map<const void*, WeightMaps> cache;
+  static std::unordered_map<const void*, WeightMaps> caches[2];  // kRows, kPairRows
+  std::unordered_map<const void*, WeightMaps>& cache = caches[box_rows == kRows ? 0 : 1];
   const void* aux_ptr = w.dtype == DType::Q4_K ? static_cast<const void*>(w.aux_head) : w.aux16;
   std::lock_guard<std::mutex> lock(mu);
   auto it = cache.find(w.body);
@@ -338,9 +443,10 @@ bool weight_maps(const DeviceWeight& w, CUtensorMap* body, CUtensorMap* aux) {
       it->second.cols != w.cols || it->second.dtype != w.dtype) {
     WeightMaps m;
     m.aux = aux_ptr, m.rows = w.rows, m.cols = w.cols, m.dtype = w.dtype;
-    const bool ok = w.dtype == DType::Q4_0   ? encode_weight<DType::Q4_0>(w, &m.body, &m.scales)
-                    : w.dtype == DType::Q4_K ? encode_weight<DType::Q4_K>(w, &m.body, &m.scales)
-                                             : false;
+    const bool ok =
+        w.dtype == DType::Q4_0   ? encode_weight<DType::Q4_0>(w, &m.body, &m.scales, box_rows)
+        : w.dtype == DType::Q4_K ? encode_weight<DType::Q4_K>(w, &m.body, &m.scales, box_rows)
+                                 : false;
     if (!ok) return false;
     if (cache.size() >= 4096) cache.clear();  // (weights of models long unloaded)
     it = cache.insert_or_assign(w.body, m).first;
@@ -365,17 +471,33 @@ struct TmaKernel {
   SplitFit fit;  // (asked of the device)
 };
 
-template <DType T>
+template <DType T, class Gate = NoGate>
 TmaKernel tma_kernel() {
   using Sh = TmaShape<T>;
-  return {matmul_tma_kernel<T>, Sh::kPieces, Sh::kSmem,
-          split_fit(matmul_tma_kernel<T>, kThreads, Sh::kSmem)};
+  return {matmul_tma_kernel<T, Gate>, Sh::kPieces, Sh::kSmem,
+          split_fit(matmul_tma_kernel<T, Gate>, kThreads, Sh::kSmem)};
 }
 
 // Each dtype's kernel, asked of the device once.
 const TmaKernel& pick(DType t) {
   static const TmaKernel q4_0 = tma_kernel<DType::Q4_0>(), q4_k = tma_kernel<DType::Q4_K>();
   return t == DType::Q4_0 ? q4_0 : q4_k;
+}
+const TmaKernel& pick_gated(DType t, GatedForm act) {
+  static const TmaKernel k[2][2] = {
+      {tma_kernel<DType::Q4_0, SiluGate>(), tma_kernel<DType::Q4_0, GeluTanhGate>()},
+      {tma_kernel<DType::Q4_K, SiluGate>(), tma_kernel<DType::Q4_K, GeluTanhGate>()}};
+  return k[t == DType::Q4_0 ? 0 : 1][act == GatedForm::kSilu ? 0 : 1];
+}
+
+bool hopper() {
+  static const bool yes = [] {
+    int dev = 0, major = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+           major >= 9;
+  }();
+  return yes;
 }
 
 // K splits: the count whose waves of blocks, each with its share of the stages plus a fixed
@@ -394,16 +516,18 @@ void plan_splits(TmaPlan& p, int64_t tiles, const TmaKernel& k) {
 
 }  // namespace
 
-bool matmul_batch_tma_takes(const GemvJob* jobs, int n_jobs, int64_t n_tokens, int64_t cols) {
-  if (n_jobs < 1 || n_jobs > 3 || n_tokens < kMatmulBatchHalfMinTokens || n_tokens > 64 ||
+namespace {
+
+// The weights (one dtype and cols) the copy-engine form takes at n_tokens.
+bool tma_takes(const DeviceWeight* const* ws, int n, int64_t n_tokens, int64_t cols) {
+  if (n < 1 || n > 3 || n_tokens < kMatmulBatchHalfMinTokens || n_tokens > 64 ||
       cols % kStageCols != 0 || cols > (int64_t(1) << 30) || !encode_fn())
     return false;
   int64_t tiles = 0;
-  for (int i = 0; i < n_jobs; ++i) {
-    const DeviceWeight& w = jobs[i].w;
-    if (w.cols != cols || w.dtype != jobs[0].w.dtype || w.rows <= 0 || w.rows > (1 << 30) ||
-        !jobs[i].y || !matmul_batch_supports(w) ||
-        (w.dtype != DType::Q4_0 && w.dtype != DType::Q4_K))
+  for (int i = 0; i < n; ++i) {
+    const DeviceWeight& w = *ws[i];
+    if (w.cols != cols || w.dtype != ws[0]->dtype || w.rows <= 0 || w.rows > (1 << 30) ||
+        !matmul_batch_supports(w) || (w.dtype != DType::Q4_0 && w.dtype != DType::Q4_K))
       return false;
     tiles += (w.rows + kRows - 1) / kRows;
   }
@@ -412,13 +536,53 @@ bool matmul_batch_tma_takes(const GemvJob* jobs, int n_jobs, int64_t n_tokens, i
   // 26.1 / 30.4 against the streamed form's 30.5 / 35.8), a loss over 4096 rows (4096x4096
   // 17.6 / 20.2 against 15.5 / 17.7, 4096x11008 34.7 / 42.3 against 29.8 / 35.9).
   if (n_tokens > 32 && tiles * 2 < device_sm_count()) return false;
-  static const bool hopper = [] {
-    int dev = 0, major = 0;
-    return cudaGetDevice(&dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-           major >= 9;
-  }();
-  return hopper;
+  return hopper();
+}
+
+}  // namespace
+
+bool matmul_batch_tma_takes(const GemvJob* jobs, int n_jobs, int64_t n_tokens, int64_t cols) {
+  if (n_jobs < 1 || n_jobs > 3) return false;
+  const DeviceWeight* ws[3];
+  for (int i = 0; i < n_jobs; ++i) {
+    if (!jobs[i].y) return false;
+    ws[i] = &jobs[i].w;
+  }
+  return tma_takes(ws, n_jobs, n_tokens, cols);
+}
+
+bool matmul_batch_tma_gated_takes(const DeviceWeight& gate, const DeviceWeight& up,
+                                  int64_t n_tokens) {
+  // (the same work as the plain form's two jobs, so the same choice at 33-64 tokens)
+  const DeviceWeight* ws[2] = {&gate, &up};
+  return gate.rows == up.rows && gate.rows % 4 == 0 && tma_takes(ws, 2, n_tokens, gate.cols);
+}
+
+cudaError_t launch_matmul_batch_tma_gated(const DeviceWeight& gate, const DeviceWeight& up,
+                                          GatedForm act, const void* xh, int64_t n_tokens,
+                                          float* out, void* out_xh, cudaStream_t s) {
+  if (!xh || reinterpret_cast<uintptr_t>(xh) % 16 != 0 || !out || !out_xh ||
+      reinterpret_cast<uintptr_t>(out) % 16 != 0 || reinterpret_cast<uintptr_t>(out_xh) % 8 != 0 ||
+      !matmul_batch_tma_gated_takes(gate, up, n_tokens))
+    return cudaErrorInvalidValue;
+  const TmaKernel& k = pick_gated(gate.dtype, act);
+  if (!k.fn || k.fit.blocks_per_sm == 0) return cudaErrorInvalidValue;
+  TmaPlan p;
+  if (!weight_maps(gate, &p.body[0], &p.aux[0], kPairRows) ||
+      !weight_maps(up, &p.body[1], &p.aux[1], kPairRows))
+    return cudaErrorInvalidValue;
+  p.rows[0] = gate.rows;
+  const unsigned tiles = unsigned((gate.rows + kPairRows - 1) / kPairRows);
+  p.tile_end[0] = p.tile_end[1] = p.tile_end[2] = tiles;
+  p.act_out = out;
+  p.act_xh = static_cast<__half*>(out_xh);
+  if (!encode_x(&p.x, xh, n_tokens, gate.cols, k.pieces, kTokens)) return cudaErrorInvalidValue;
+  p.stages = int(gate.cols / kStageCols);
+  const int64_t groups = (n_tokens + kTokens - 1) / kTokens;
+  plan_splits(p, int64_t(tiles) * groups, k);
+  const dim3 grid(tiles, unsigned(groups), unsigned(p.splits));
+  return launch_pdl_clusters(k.fn, grid, dim3(kThreads), size_t(k.smem), s, grid.z, p,
+                             int(n_tokens));
 }
 
 cudaError_t launch_matmul_batch_half_tma(const GemvJob* jobs, int n_jobs, const void* xh,

@@ -200,6 +200,83 @@ TEST_P(CudaBatchMatmul, ProducersHandTheirFp16CopyToTheMatmul) {
   }
 }
 
+// The FFN's gated half as one named op (matmul_gated): Q4_0 and Q4_K take the copy-engine form
+// with the activation in its epilogue from 17 to 64 tokens where n_ff has enough row tiles
+// (4352: 68 of 64 rows, whole K-quant blocks for the down projection), over 256 columns (one stage,
+// no K split) and 1024 (K splits meeting in a cluster); the other dtypes take the default's ops.
+// Against the float64 product, against the same products and activation run as separate ops (the
+// same sums: within float rounding of the activation), and through the fp16 form it hands the down
+// projection, with its f32 output written over first so the down matmul must take that form.
+TEST_P(CudaBatchMatmul, GatedFfnMatchesItsOps) {
+  const DType t = GetParam();
+  const int64_t n_ff = 68 * 64, n_out = 256;
+  for (int64_t cols : {256, 1024}) {
+    auto gate_bytes = random_weight_bytes(t, n_ff, cols, 31);
+    auto up_bytes = random_weight_bytes(t, n_ff, cols, 32);
+    auto down_bytes = random_weight_bytes(t, n_out, n_ff, 33);
+    Weight gate = make_weight(t, n_ff, cols, gate_bytes), up = make_weight(t, n_ff, cols, up_bytes),
+           down = make_weight(t, n_out, n_ff, down_bytes);
+    for (Weight* w : {&gate, &up, &down})
+      ASSERT_TRUE(backend_->prepare_weight(*w).is_ok()) << backend_->status().message();
+    const auto gf = cpu_dequant(gate), uf = cpu_dequant(up), df = cpu_dequant(down);
+    for (int64_t B : {24, 40, 64}) {
+      // (x small enough that act(gate) * up stays inside fp16, as a model's does: the fp16
+      // form the down projection reads would hold infinities otherwise)
+      const auto x = random_floats(size_t(B * cols), uint32_t(B + 40), -0.1f, 0.1f);
+      const auto g_want = reference_matmul(gf, x, n_ff, cols, B);
+      const auto u_want = reference_matmul(uf, x, n_ff, cols, B);
+      for (kernels::GatedAct act : {kernels::GatedAct::kSilu, kernels::GatedAct::kGeluTanh}) {
+        const bool silu = act == kernels::GatedAct::kSilu;
+        std::vector<float> want(g_want.size());
+        for (size_t i = 0; i < want.size(); ++i) {
+          const double g = g_want[i], u = u_want[i];
+          want[i] = float(
+              silu ? g / (1.0 + std::exp(-g)) * u
+                   : 0.5 * g * (1.0 + std::tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))) *
+                         u);
+        }
+        const std::string what = std::string(dtype_name(t)) + " cols " + std::to_string(cols) +
+                                 " B " + std::to_string(B) + (silu ? " silu" : " gelu");
+        float most = 0;
+        for (float v : want) most = std::max(most, std::fabs(v));
+        ASSERT_LT(most, 3e4f) << what;
+        float* dx = dev(x);
+        float *out = poisoned(B * n_ff), *ups = poisoned(B * n_ff);
+        backend_->begin_pass(Backend::Phase::kDecodeBatch, B);
+        backend_->matmul_gated(dx, B, {&gate, &up, act}, out, ups);
+        const auto got = get(out, B * n_ff);
+        EXPECT_LT(rel_error(got, want), 4 * tolerance(t, cols, B)) << what;
+        // The same products and activation as separate ops.
+        float *g_ops = poisoned(B * n_ff), *u_ops = poisoned(B * n_ff);
+        backend_->begin_pass(Backend::Phase::kDecodeBatch, B);
+        const Backend::MatmulOut outs[] = {{&gate, g_ops}, {&up, u_ops}};
+        backend_->matmul_shared(dx, B, outs);
+        if (silu)
+          backend_->swiglu(g_ops, u_ops, g_ops, B * n_ff);
+        else
+          backend_->gelu_tanh_gated(g_ops, u_ops, g_ops, B * n_ff);
+        EXPECT_LT(rel_error(got, get(g_ops, B * n_ff)), 1e-6) << what << " against the ops";
+        // The down projection reads the fp16 form matmul_gated handed it. A first down matmul
+        // sizes the backend's buffers and y is made before: a buffer grown or an upload between
+        // the two ends the hand-off (a conversion more, still right, but not what this pins).
+        float* y = poisoned(B * n_out);
+        backend_->matmul(down, out, B, y);
+        backend_->begin_pass(Backend::Phase::kDecodeBatch, B);
+        backend_->matmul_gated(dx, B, {&gate, &up, act}, out, ups);
+        if (cuda::matmul_batch_supports(t)) {
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          ASSERT_EQ(cudaMemset(out, 0x7f, size_t(B * n_ff) * sizeof(float)), cudaSuccess);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        }
+        backend_->matmul(down, out, B, y);
+        EXPECT_LT(rel_error(get(y, B * n_out), reference_matmul(df, want, n_out, n_ff, B)),
+                  4 * tolerance(t, n_ff, B))
+            << what << " down";
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, CudaBatchMatmul,
                          ::testing::Values(DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K,
                                            DType::F16),
