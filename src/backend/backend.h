@@ -138,6 +138,16 @@ class Backend {
   }
   virtual void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                        float eps) = 0;
+  // matmul_add, then xn = rmsnorm(y) * norm_w [T, rows] for the next block: one named op so a
+  // backend can fold the norm into this product and the next. xn then holds the normed rows
+  // only for the matmuls that read it next (matmul, matmul_shared, matmul_gated) while y is
+  // unchanged: a backend may hand them the rows in another form and never write xn's floats.
+  // The default: matmul_add, then rmsnorm. scratch as matmul_add's (it may be xn).
+  virtual void matmul_add_norm(const Weight& w, const float* x, int64_t n_tokens, float* y,
+                               float* scratch, const float* norm_w, float eps, float* xn) {
+    matmul_add(w, x, n_tokens, y, scratch);
+    rmsnorm(y, norm_w, xn, n_tokens, w.host.rows(), eps);
+  }
   // The sandwich norms' step between two blocks (Gemma 2/3): x [rows, n] += rmsnorm(y) w_post,
   // then, with w_next, xn = rmsnorm(x) w_next (the next block's input). One named op so a
   // backend can run it as one pass; the default is the three ops. xn may be y; y's contents

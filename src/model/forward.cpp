@@ -252,9 +252,11 @@ bool Model::run_layer(int64_t l, const Pass& p, ForwardScratch::Buffers& b,
   if (!attn_normed) be->rmsnorm(b.x, w.attn_norm, b.xn, T, E, hp_.rms_eps);
   attention_block(l, p, b, be);
   if (debug_tap) tap("blk." + std::to_string(l) + ".attn_out", be, b.attn, T * hp_.q_dim());
-  // (gpt-oss adds its O bias after the projection: its FFN norm cannot ride along)
-  const bool ffn_normed =
-      add_block_output(w.wo, b.attn, w.post_attn_norm, w.o_bias ? nullptr : w.ffn_norm, b, be, T);
+  // (gpt-oss adds its O bias after the projection: its FFN norm cannot ride along; a MoE
+  // layer's experts read the normed rows as floats, which matmul_add_norm may not write)
+  const bool ffn_normed = add_block_output(
+      w.wo, b.attn, w.post_attn_norm,
+      w.o_bias || (!w.post_attn_norm && hp_.is_moe_layer(l)) ? nullptr : w.ffn_norm, b, be, T);
   if (w.o_bias) be->add_bias(b.x, w.o_bias, T, E);  // x += W_o attn + b_o (gpt-oss)
   if (!ffn_normed) be->rmsnorm(b.x, w.ffn_norm, b.xn, T, E, hp_.rms_eps);
   bool normed = false;
@@ -354,9 +356,13 @@ void Model::ffn_block(int64_t l, ForwardScratch::Buffers& b, Backend* be, int64_
 bool Model::add_block_output(const Weight& proj, const float* in, const float* post_norm,
                              const float* next_norm, ForwardScratch::Buffers& b, Backend* be,
                              int64_t T) const {
-  if (!post_norm) {
+  if (!post_norm && !next_norm) {
     be->matmul_add(proj, in, T, b.x, b.xn);  // b.xn: scratch
     return false;
+  }
+  if (!post_norm) {  // x += proj . in, then the next block's norm of x into xn
+    be->matmul_add_norm(proj, in, T, b.x, b.xn, next_norm, hp_.rms_eps, b.xn);
+    return true;
   }
   // Sandwich: x += norm(proj . in), and the next block's norm of x into xn, as one op.
   be->matmul(proj, in, T, b.xn);

@@ -335,8 +335,9 @@ class Model {
   void moe_block(int64_t l, ForwardScratch::Buffers& b, ForwardScratch::Buffers& experts,
                  Backend* be, int64_t T) const;
   // x += proj . in (the O or down projection), through the post-norm when the family has
-  // sandwich norms (post_norm non-null), which then also norms x with next_norm into b.xn when
-  // given: returns whether it did.
+  // sandwich norms (post_norm non-null); with next_norm, also the next block's norm of x into
+  // b.xn (post_norm_add or matmul_add_norm, whose xn only the next matmuls read): returns
+  // whether it did.
   bool add_block_output(const Weight& proj, const float* in, const float* post_norm,
                         const float* next_norm, ForwardScratch::Buffers& b, Backend* be,
                         int64_t T) const;

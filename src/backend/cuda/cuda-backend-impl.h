@@ -83,6 +83,8 @@ class CudaBackend final : public Backend {
     cudaFree(batch_ws_.ptr);
     cudaFree(batch_xh_.ptr);
     cudaFree(batch_xh_spare_.ptr);
+    cudaFree(norm_ss_.ptr);
+    cudaFree(norm_scale_.ptr);
     cudaFree(batch_partials_.ptr);
     cudaFree(ring_dev_);
     cudaFreeHost(ring_host_);
@@ -150,6 +152,7 @@ class CudaBackend final : public Backend {
   void pick_rows(const float* logits, int64_t rows, int64_t n_vocab, std::span<const RowDraw> draws,
                  int32_t* ids) override;
   void copy(float* dst, const float* src, int64_t n) override {
+    if (src == folded_.xn) settle_folded_norm();
     check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
           "copy");
   }
@@ -178,6 +181,8 @@ class CudaBackend final : public Backend {
     decode_pass_ = phase != Phase::kPrefill;
     batch_pass_ = phase == Phase::kDecodeBatch;
     pass_tokens_ = n_tokens;
+    folded_ = {};
+    norm_scale_rows_ = -1;
   }
 
   void matmul(const Weight& w, const float* x, int64_t n_tokens, float* y) override;
@@ -195,6 +200,10 @@ class CudaBackend final : public Backend {
 
   void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                float eps) override;
+  // A decode step's O or down projection on the copy-engine form with the next block's norm
+  // folded into it and into the next matmuls (cuda::FoldedNorm); elsewhere the default's ops.
+  void matmul_add_norm(const Weight& w, const float* x, int64_t n_tokens, float* y, float* scratch,
+                       const float* norm_w, float eps, float* xn) override;
   // Decode passes: one launch a row (post-norm.cu), writing the next matmul's x form.
   void post_norm_add(float* y, const float* w_post, float* x, int64_t rows, int64_t n, float eps,
                      const float* w_next, float* xn) override;
@@ -407,6 +416,28 @@ class CudaBackend final : public Backend {
     return opt_.fuse && int8_model_ && rows >= cuda::kMatmulBatchHalfMinTokens && rows <= most &&
            n % 128 == 0;
   }
+  // A folded norm (matmul_add_norm): xn's rows exist only as batch_xh_ (handed off for xn) at
+  // the per-row scale in norm_scale_'s half norm_scale_at_, with norm_ss_ the sums the matmuls
+  // that read xn finish them from (they write this norm's scale to the other half). xn null:
+  // none pending. Anything else that reads xn settles it first: the plain rmsnorm from y.
+  struct FoldedRows {
+    const float* xn = nullptr;
+    const float* y = nullptr;
+    const float* w = nullptr;
+    float eps = 0;
+    int64_t rows = 0, n = 0;
+    int tiles = 0;
+    bool scaled = false;  // a matmul wrote this norm's scale
+  };
+  void settle_folded_norm();
+  // The next block's norm is done with (a new residual add): its scale becomes the latest.
+  void retire_folded_norm();
+  // The FoldedNorm a matmul of x (rows, cols) passes on, or null where x is not folded rows.
+  const cuda::FoldedNorm* folded_input(const float* x, int64_t rows, int64_t cols,
+                                       cuda::FoldedNorm& fn);
+  float* norm_scale(int half) {
+    return norm_scale_.as<float>() + half * cuda::kMatmulBatchMaxTokens;
+  }
   // Converts x into batch_xh_ unless its producer handed that form over; false on a failure.
   bool batch_x_half(const float* x, int64_t rows, int64_t cols);
   bool xh_ready(const float* x, int64_t rows, int64_t cols) const {
@@ -498,6 +529,11 @@ class CudaBackend final : public Backend {
   // An op that reads one fp16 x and writes the next (matmul_gated) writes here, then the two
   // swap: its blocks still read x while the first ones store.
   DeviceScratch batch_xh_spare_;
+  FoldedRows folded_;
+  DeviceScratch norm_ss_;         // [rows, tiles]
+  DeviceScratch norm_scale_;      // two halves of kMatmulBatchMaxTokens floats
+  int norm_scale_at_ = 0;         // the half with the latest norm's rsqrt per row
+  int64_t norm_scale_rows_ = -1;  // its rows this pass (-1: none; a fold needs it)
   // The batched decode attention's split partials (attention-batch.cu).
   DeviceScratch batch_partials_;
   int64_t batch_partials_rows_ = -1;  // segments x heads its counters were zeroed for

@@ -126,6 +126,7 @@ const cuda::MoeExperts* CudaBackend::moe_experts(const MoeBlock& m) {
 }
 
 void CudaBackend::moe_ffn(const MoeBlock& m) {
+  if (m.x == folded_.xn) settle_folded_norm();
   const int64_t T = m.n_tokens, F = m.n_ff, NE = m.n_expert, K = m.n_used;
   if (T <= 0) return;
   if (!moe_on_device(m)) {

@@ -81,6 +81,7 @@ void CudaBackend::launch_gemvs(const float* x, int64_t n_tokens, const cuda::Gem
   const cuda::DeviceWeight& dw = jobs[0].w;
   if (n_tokens >= cuda::kMatmulBatchHalfMinTokens)
     return launch_batch_half(x, n_tokens, jobs, n_jobs);
+  if (x == folded_.xn) settle_folded_norm();
   const bool int8 = cuda::uses_int8_gemv(dw.dtype);
   cuda::QuantizedActs xa;
   if (int8) {
@@ -154,11 +155,21 @@ void CudaBackend::launch_batch_half(const float* x, int64_t n_tokens, const cuda
               "batch workspace") ||
       !ensure(batch_xh_, cuda::batch_x_half_bytes(n_tokens, cols), "batch fp16 activations"))
     return;
+  // (x as the rows of a folded norm: only the copy-engine form finishes them)
+  cuda::FoldedNorm fn;
+  const cuda::FoldedNorm* folded = nullptr;
+  if (cuda::matmul_batch_tma_takes(jobs, n_jobs, n_tokens, cols))
+    folded = folded_input(x, n_tokens, cols, fn);
+  else if (x == folded_.xn)
+    settle_folded_norm();
   if (!batch_x_half(x, n_tokens, cols)) return;
   const int m = prof("matmul (decode batch)");
-  const bool ok = check(cuda::launch_matmul_batch_half(jobs, n_jobs, batch_xh_.ptr, n_tokens, cols,
-                                                       batch_ws_.ptr, batch_ws_.bytes, stream_),
-                        "decode batch matmul");
+  const bool ok =
+      check(folded ? cuda::launch_matmul_batch_half_tma(jobs, n_jobs, batch_xh_.ptr, n_tokens, cols,
+                                                        stream_, folded)
+                   : cuda::launch_matmul_batch_half(jobs, n_jobs, batch_xh_.ptr, n_tokens, cols,
+                                                    batch_ws_.ptr, batch_ws_.bytes, stream_),
+            "decode batch matmul");
   unprof(m);
   // The copy stays good for the next matrix of the same x unless this one wrote over x.
   if (ok && !writes_over(jobs, n_jobs, x, n_tokens * cols)) xh_at_ = stream_ops_;
@@ -204,15 +215,20 @@ void CudaBackend::matmul_gated(const float* x, int64_t n_tokens, const GatedFfn&
                      cuda::matmul_batch_tma_gated_takes(pg->dw, pu->dw, n_tokens);
   if (!fused ||
       !ensure(batch_xh_, cuda::batch_x_half_bytes(n_tokens, cols), "batch fp16 activations") ||
-      !ensure(batch_xh_spare_, cuda::batch_x_half_bytes(n_tokens, n_ff), "batch fp16 activations"))
+      !ensure(batch_xh_spare_, cuda::batch_x_half_bytes(n_tokens, n_ff),
+              "batch fp16 activations")) {
+    if (x == folded_.xn) settle_folded_norm();
     return Backend::matmul_gated(x, n_tokens, f, out, up_rows);
+  }
+  cuda::FoldedNorm fn;
+  const cuda::FoldedNorm* folded = folded_input(x, n_tokens, cols, fn);
   if (!batch_x_half(x, n_tokens, cols)) return;
   const int m = prof("matmul + act (decode batch)");
   const cuda::GatedForm form =
       f.act == kernels::GatedAct::kGeluTanh ? cuda::GatedForm::kGeluTanh : cuda::GatedForm::kSilu;
   const bool ok =
       check(cuda::launch_matmul_batch_tma_gated(pg->dw, pu->dw, form, batch_xh_.ptr, n_tokens, out,
-                                                batch_xh_spare_.ptr, stream_),
+                                                batch_xh_spare_.ptr, stream_, folded),
             "decode batch gate/up");
   unprof(m);
   if (!ok) return;
@@ -220,8 +236,82 @@ void CudaBackend::matmul_gated(const float* x, int64_t n_tokens, const GatedFfn&
   hand_off_xh(out, n_tokens, n_ff);
 }
 
+void CudaBackend::matmul_add_norm(const Weight& w, const float* x, int64_t n_tokens, float* y,
+                                  float* scratch, const float* norm_w, float eps, float* xn) {
+  retire_folded_norm();
+  const PreparedWeight* pw = prepared(w, "matmul_add_norm");
+  if (!pw) return;
+  const int64_t rows = pw->dw.rows, cols = pw->dw.cols;
+  const cuda::GemvJob job{pw->dw, scratch, y};
+  // Where the product takes the copy-engine form, the rows the batched matmul's fp16 form, and
+  // the last norm of these rows left its scale (norm_scale_rows_).
+  const bool fold = opt_.fuse && n_tokens >= cuda::kMatmulBatchHalfMinTokens &&
+                    gemv_able(*pw, n_tokens) && half_output(n_tokens, rows) &&
+                    norm_scale_rows_ == n_tokens &&
+                    !overlaps(y, n_tokens * rows, x, n_tokens * cols) &&
+                    !overlaps(scratch, n_tokens * rows, x, n_tokens * cols) &&
+                    !overlaps(y, n_tokens * rows, scratch, n_tokens * rows) &&
+                    cuda::matmul_batch_tma_norm_takes(job, n_tokens);
+  const int tiles = int((rows + 127) / 128);
+  if (!fold ||
+      !ensure(batch_xh_, cuda::batch_x_half_bytes(n_tokens, cols), "batch fp16 activations") ||
+      !ensure(batch_xh_spare_, cuda::batch_x_half_bytes(n_tokens, rows),
+              "batch fp16 activations") ||
+      !ensure(norm_ss_, size_t(n_tokens) * size_t(tiles) * sizeof(float), "norm sums"))
+    return Backend::matmul_add_norm(w, x, n_tokens, y, scratch, norm_w, eps, xn);
+  if (!batch_x_half(x, n_tokens, cols)) return;
+  cuda::FoldedNorm fn;
+  fn.w = norm_w;
+  fn.s = norm_scale(norm_scale_at_);
+  fn.next_xh = batch_xh_spare_.ptr;
+  fn.ss = norm_ss_.as<float>();
+  const int m = prof("matmul + add + norm (decode batch)");
+  const bool ok = check(
+      cuda::launch_matmul_batch_half_tma(&job, 1, batch_xh_.ptr, n_tokens, cols, stream_, &fn),
+      "decode batch matmul + norm");
+  unprof(m);
+  if (!ok) return;
+  std::swap(batch_xh_, batch_xh_spare_);
+  hand_off_xh(xn, n_tokens, rows);
+  folded_ = {xn, y, norm_w, eps, n_tokens, rows, tiles, false};
+}
+
+const cuda::FoldedNorm* CudaBackend::folded_input(const float* x, int64_t rows, int64_t cols,
+                                                  cuda::FoldedNorm& fn) {
+  if (!folded_.xn || x != folded_.xn) return nullptr;
+  if (!xh_ready(x, rows, cols) || rows != folded_.rows || cols != folded_.n) {
+    settle_folded_norm();
+    return nullptr;
+  }
+  fn.ss_in = norm_ss_.as<float>();
+  fn.ss_tiles = folded_.tiles;
+  fn.s_in = norm_scale(norm_scale_at_);
+  fn.r_out = norm_scale(1 - norm_scale_at_);
+  fn.n = int(folded_.n);
+  fn.eps = folded_.eps;
+  folded_.scaled = true;
+  return &fn;
+}
+
+void CudaBackend::settle_folded_norm() {
+  if (!folded_.xn) return;
+  const FoldedRows f = folded_;
+  folded_ = {};
+  rmsnorm(f.y, f.w, const_cast<float*>(f.xn), f.rows, f.n, f.eps);
+}
+
+void CudaBackend::retire_folded_norm() {
+  if (!folded_.xn) return;
+  if (folded_.scaled)
+    norm_scale_at_ = 1 - norm_scale_at_;
+  else
+    norm_scale_rows_ = -1;
+  folded_ = {};
+}
+
 void CudaBackend::matmul_add(const Weight& w, const float* x, int64_t n_tokens, float* y,
                              float* scratch) {
+  retire_folded_norm();
   const PreparedWeight* pw = prepared(w, "matmul_add");
   if (!pw) return;
   const int64_t rows = pw->dw.rows, cols = pw->dw.cols;
@@ -239,6 +329,7 @@ void CudaBackend::matmul_add(const Weight& w, const float* x, int64_t n_tokens, 
 
 void CudaBackend::launch_gemm(const Weight& w, const PreparedWeight& pw, const float* x,
                               int64_t n_tokens, float* y, bool accumulate) {
+  if (x == folded_.xn) settle_folded_norm();
   // Read the hand-off before this op's own allocations count as stream work.
   if (prefill_x_at_ != stream_ops_) prefill_x_ = {};
   if (!pw.copies_made) {
@@ -279,6 +370,8 @@ const cuda::XSplitOut* CudaBackend::producer_split(int64_t n) {
 
 void CudaBackend::rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                           float eps) {
+  if (x == folded_.xn) settle_folded_norm();
+  retire_folded_norm();
   const int m = prof("rmsnorm");
   if (quantize_output(rows, n)) {
     if (ensure(xq_buf_, cuda::quantized_acts_bytes(rows, n), "quantized activations") &&
@@ -286,9 +379,16 @@ void CudaBackend::rmsnorm(const float* x, const float* w, float* y, int64_t rows
       hand_off_xq(y, rows, n);
   } else if (half_output(rows, n) &&
              ensure(batch_xh_, cuda::batch_x_half_bytes(rows, n), "batch fp16 activations")) {
-    if (check(cuda::launch_rmsnorm(x, w, y, rows, n, eps, stream_, nullptr, batch_xh_.ptr),
-              "rmsnorm"))
+    // (and each row's scale, which a norm folded after this one carries: matmul_add_norm)
+    const bool scale =
+        rows <= cuda::kMatmulBatchMaxTokens &&
+        ensure(norm_scale_, 2 * cuda::kMatmulBatchMaxTokens * sizeof(float), "norm scales");
+    if (check(cuda::launch_rmsnorm(x, w, y, rows, n, eps, stream_, nullptr, batch_xh_.ptr,
+                                   scale ? norm_scale(1 - norm_scale_at_) : nullptr),
+              "rmsnorm")) {
       hand_off_xh(y, rows, n);
+      if (scale) norm_scale_at_ = 1 - norm_scale_at_, norm_scale_rows_ = rows;
+    }
   } else {
     // (a GEMV of at most kGemvMaxTokens rows takes no split forms; producer_split also refuses
     // decode passes)

@@ -44,6 +44,7 @@ void CudaBackend::upload(float* dst, const float* src, int64_t n) {
 }
 
 void CudaBackend::download(float* dst, const float* src, int64_t n) {
+  if (src == folded_.xn) settle_folded_norm();
   if (capturing()) return fail("download inside a captured decode step");
   check(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost, stream_),
         "download");

@@ -213,10 +213,10 @@ cudaError_t launch_weight_half_copy(const DeviceWeight& w, void* out, cudaStream
 
 // split: also write y's kHiLo8 forms (prefill rows only, rows > kGemvMaxTokens). xh (rows >
 // kGemvMaxTokens, n % 4 == 0; not with split): also y's fp16 copy in launch_batch_x_half's
-// layout, for the batched matmul's fp16 form.
+// layout, for the batched matmul's fp16 form. r_out [rows]: also each row's rsqrt(mean + eps).
 cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                            float eps, cudaStream_t s, const XSplitOut* split = nullptr,
-                           void* xh = nullptr);
+                           void* xh = nullptr, float* r_out = nullptr);
 
 // pos: device int32 [T]; inv_freq: device f32 [head_dim/2]. style: 0 interleaved, 1 halves.
 cudaError_t launch_rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim,

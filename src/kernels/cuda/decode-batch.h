@@ -45,13 +45,36 @@ cudaError_t launch_batch_x_half(const float* x, int64_t n_tokens, int64_t cols, 
 cudaError_t launch_matmul_batch_half(const GemvJob* jobs, int n_jobs, const void* xh,
                                      int64_t n_tokens, int64_t cols, void* workspace,
                                      size_t workspace_bytes, cudaStream_t s);
+// An RMSNorm between two matmuls of a decode step folded into both copy-engine launches. The
+// first (one job adding to the residual: the O or down projection) writes, besides y and the
+// residual, next_xh = fp16(residual * w * s) (launch_batch_x_half's order; s per token: the
+// last norm's rsqrt, so the rows stay near unit scale) and ss [n_tok, tiles of 128 rows]: each
+// tile's sum of squares of the new residual. The next (x = that next_xh: Q/K/V, gate/up)
+// multiplies its sums by rsqrt(sum of the token's ss_in / n + eps) / s_in and writes that rsqrt
+// to r_out (the s of the norm after). The residual's normed floats are never written.
+struct FoldedNorm {
+  const float* w = nullptr;      // first: the norm's weight [d]
+  const float* s = nullptr;      // first: [n_tok]
+  void* next_xh = nullptr;       // first: [n_tok, d] fp16
+  float* ss = nullptr;           // first: [n_tok, tiles]
+  const float* ss_in = nullptr;  // next: [n_tok, ss_tiles]
+  const float* s_in = nullptr;   // next: [n_tok]
+  float* r_out = nullptr;        // next: [n_tok]
+  int ss_tiles = 0;              // next
+  int n = 0;                     // next: the norm's width
+  float eps = 0;                 // next
+};
+// Whether the first matmul of a folded norm takes this job (17-64 tokens, Q4_0 / Q4_K, rows % 4).
+bool matmul_batch_tma_norm_takes(const GemvJob& job, int64_t n_tokens);
+
 // The same product with W and x brought into shared memory by the copy engine (TMA) in a ring
 // of stages (matmul-batch-tma.cu; sm_90): Q4_0 and Q4_K, cols % 256 == 0, 17-32 tokens, and
 // 33-64 where the row tiles of two token groups fill the SMs; no workspace.
 // launch_matmul_batch_half takes it wherever matmul_batch_tma_takes().
 bool matmul_batch_tma_takes(const GemvJob* jobs, int n_jobs, int64_t n_tokens, int64_t cols);
 cudaError_t launch_matmul_batch_half_tma(const GemvJob* jobs, int n_jobs, const void* xh,
-                                         int64_t n_tokens, int64_t cols, cudaStream_t s);
+                                         int64_t n_tokens, int64_t cols, cudaStream_t s,
+                                         const FoldedNorm* norm = nullptr);
 // The FFN's gated half in the copy-engine form: out [T, n_ff] = act(x . W_gate^T) * (x . W_up^T),
 // each block's row tile 64 rows of W_gate over the same 64 of W_up so one epilogue has both
 // sums (the plain form's bits), and out's fp16 form for the down projection in out_xh
@@ -62,7 +85,8 @@ bool matmul_batch_tma_gated_takes(const DeviceWeight& gate, const DeviceWeight& 
                                   int64_t n_tokens);
 cudaError_t launch_matmul_batch_tma_gated(const DeviceWeight& gate, const DeviceWeight& up,
                                           GatedForm act, const void* xh, int64_t n_tokens,
-                                          float* out, void* out_xh, cudaStream_t s);
+                                          float* out, void* out_xh, cudaStream_t s,
+                                          const FoldedNorm* norm = nullptr);
 // launch_matmul_batch_half without the copy-engine form (hearth-cuda-bench's comparison).
 cudaError_t launch_matmul_batch_half_streamed(const GemvJob* jobs, int n_jobs, const void* xh,
                                               int64_t n_tokens, int64_t cols, void* workspace,

@@ -38,21 +38,13 @@
 #include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/matmul-half-rows.cuh"
+#include "kernels/cuda/matmul-tma-store.cuh"
 
 namespace hearth::cuda {
 
 namespace {
 
-constexpr int kMT = 2;  // 16-row MMA tiles a warp
-constexpr int kWarpRows = kMT * 16;
-constexpr int kMmaWarps = 4;
-constexpr int kThreads = (kMmaWarps + 1) * 32;  // + the copy warp
-constexpr int kRows = kMmaWarps * kWarpRows;    // a block's row tile: one box of W
-constexpr int kTokens = 32;                     // a block's token group: 4 MMA tiles of 8
-constexpr int kNT = kTokens / 8;
-constexpr int kStages = 2;       // the ring: 2 x ~34 KB, three blocks an SM (12 MMA warps)
-constexpr int kStageCols = 256;  // a stage: one box of scales (16 bytes a row)
-constexpr int kLine = 128;       // x's boxes: 64 halves a line, swizzled
+using namespace tma_form;  // (the block's shape and epilogues: matmul-tma-store.cuh)
 
 // A dtype's step in a stage: kBodyStep bytes a row (the body's box width), swizzled in 16-byte
 // chunks by row when a row is a whole 128-byte line (Q4_0's 64-byte rows are conflict-free as
@@ -105,13 +97,8 @@ struct TmaPlan {
   // for the down projection to act_xh (launch_batch_x_half's order).
   float* act_out = nullptr;
   __half* act_xh = nullptr;
+  FoldedNorm norm;  // (decode-batch.h)
 };
-
-// The gated form's row tile: kPairRows rows of W_gate over the same rows of W_up.
-constexpr int kPairRows = kRows / 2;
-
-// The plain product's epilogue tag; the gated form takes gate-act.cuh's functors.
-struct NoGate {};
 
 // A block's stage: the row tile's body for two steps of 128 columns (Q4_0) or one of 256 (Q4_K),
 // the tokens' x for them, and the scales.
@@ -155,78 +142,6 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, i
       : "memory");
 }
 
-// The gated form's epilogue. Warp w's tile 0 holds W_gate's rows w*16.. of the block's 64 and
-// its tile 1 W_up's same rows, so without K splits a lane has both sums of its outputs; with
-// them, every MMA warp's sums go through the ring (a token's line: W_gate's rows at 0..63, W_up's
-// at 64..127) and the cluster's blocks each take a share of the (token, 4 rows), adding the
-// splits' parts in rank order: store_tile_sums' order, so the sums are the plain form's bits.
-template <class Gate>
-__device__ __forceinline__ void store_gated(const float (&acc)[kMT][kNT][4], bool live, int warp,
-                                            int64_t row0, int tok0, int64_t d, int n_tok,
-                                            float* out, __half* xh, int splits, float* part) {
-  static_assert(kMT == 2, "a warp's two row tiles are its W_gate and W_up rows");
-  namespace cg = cooperative_groups;
-  constexpr int kStride = kRows + 4;
-  const int tid = int(threadIdx.x), lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const Gate act;
-  if (splits == 1) {
-    if (!live) return;
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int64_t row = row0 + warp * 16 + (i >> 1) * 8 + g;
-        const int tok = tok0 + nt * 8 + 2 * t + (i & 1);
-        if (row >= d || tok >= n_tok) continue;
-        const float v = act(acc[0][nt][i], acc[1][nt][i]);
-        out[tok * d + row] = v;
-        xh[tok * d + batch_half_index(row)] = __float2half_rn(v);
-      }
-    return;
-  }
-  if (warp >= 0)
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          part[(nt * 8 + 2 * t + (i & 1)) * kStride + mt * kPairRows + warp * 16 + (i >> 1) * 8 +
-               g] = acc[mt][nt][i];
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
-  const int rank = int(cluster.block_rank());
-  constexpr int kQuads = kTokens * kPairRows / 4;
-  for (int e = rank * kThreads + tid; e < kQuads; e += splits * kThreads) {
-    const int tl = e / (kPairRows / 4), r = e % (kPairRows / 4) * 4;
-    float4 gs = make_float4(0.f, 0.f, 0.f, 0.f), us = gs;
-    for (int q = 0; q < splits; ++q) {
-      const float* pq = cluster.map_shared_rank(part, q) + tl * kStride + r;
-      const float4 a = *reinterpret_cast<const float4*>(pq);
-      const float4 b = *reinterpret_cast<const float4*>(pq + kPairRows);
-      if (q == 0) {
-        gs = a, us = b;
-      } else {
-        gs.x += a.x, gs.y += a.y, gs.z += a.z, gs.w += a.w;
-        us.x += b.x, us.y += b.y, us.z += b.z, us.w += b.w;
-      }
-    }
-    const int tok = tok0 + tl;
-    const int64_t row = row0 + r;
-    if (tok >= n_tok || row >= d) continue;  // (d % 4 == 0: a quad is whole or absent)
-    const float4 v =
-        make_float4(act(gs.x, us.x), act(gs.y, us.y), act(gs.z, us.z), act(gs.w, us.w));
-    *reinterpret_cast<float4*>(out + tok * d + row) = v;
-    // (batch_half_index: a quad's fp16 as v0 v2 v1 v3)
-    const __half2 lo = __floats2half2_rn(v.x, v.z), hi = __floats2half2_rn(v.y, v.w);
-    uint2 packed;
-    packed.x = *reinterpret_cast<const uint32_t*>(&lo);
-    packed.y = *reinterpret_cast<const uint32_t*>(&hi);
-    *reinterpret_cast<uint2*>(xh + tok * d + row) = packed;
-  }
-  cluster.sync();  // no block leaves while another still reads its shared memory
-}
-
 // grid (row tiles, token groups of 32, K splits), clusters of (1, 1, splits) when split.
 // Warps 0-3: rows warp*32.. of the tile, every token of the group; warp 4: the copies.
 // Gate (not NoGate): the gated form, warp w's row tiles rows w*16.. of W_gate's and W_up's 64.
@@ -240,6 +155,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   constexpr bool kGated = !std::is_same_v<Gate, NoGate>;
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[S], empty[S];
+  __shared__ float tok_scale[kTokens];  // (a folded norm's: each token's factor on the sums)
   pdl_trigger();
   // (an offset from smem_raw, not a rounded integer address: the compiler then still knows the
   // ring is shared memory and reads it with LDS, not generic loads)
@@ -267,46 +183,59 @@ __global__ void __launch_bounds__(kThreads, 3)
   const bool live = tile_row0 + warp * (kGated ? 16 : kWarpRows) < d;
 
   if (warp == kMmaWarps) {
-    if (lane == 0) {
-      const CUtensorMap* body = &plan.body[j];
-      const CUtensorMap* aux = &plan.aux[j];
-      // The weights are constant: the first stages' copies start before x's producer is done.
-      auto copy_w = [&](int k) {
-        uint8_t* st = ring + (k % S) * Sh::kStageBytes;
-        const int stage = s0 + k;
-        bulk_expect_bytes(&full[k % S], Sh::kStageTx);
-        // (the gated form: W_up's rows under W_gate's, both maps' boxes kPairRows rows)
-        constexpr int kMaps = kGated ? 2 : 1;
+    const CUtensorMap* body = &plan.body[j];
+    const CUtensorMap* aux = &plan.aux[j];
+    // The weights are constant: the first stages' copies start before x's producer is done.
+    auto copy_w = [&](int k) {
+      uint8_t* st = ring + (k % S) * Sh::kStageBytes;
+      const int stage = s0 + k;
+      bulk_expect_bytes(&full[k % S], Sh::kStageTx);
+      // (the gated form: W_up's rows under W_gate's, both maps' boxes kPairRows rows)
+      constexpr int kMaps = kGated ? 2 : 1;
 #pragma unroll
-        for (int m = 0; m < kMaps; ++m) {
-#pragma unroll
-          for (int s = 0; s < Sh::kSteps; ++s)
-            tma_load_2d(st + s * Sh::kBodyBytes + m * kPairRows * R::kBodyStep, body + m,
-                        (stage * Sh::kSteps + s) * R::kBodyStep, tile_row0, &full[k % S]);
-          tma_load_2d(st + Sh::kAuxOffset + m * kPairRows * 16, aux + m, stage * R::kAuxStage,
-                      tile_row0, &full[k % S]);
-        }
-      };
-      auto copy_x = [&](int k) {
-        uint8_t* st = ring + (k % S) * Sh::kStageBytes + Sh::kSteps * Sh::kBodyBytes;
-        const int stage = s0 + k;
+      for (int m = 0; m < kMaps; ++m) {
 #pragma unroll
         for (int s = 0; s < Sh::kSteps; ++s)
-          tma_load_3d(st + s * Sh::kXBytes, &plan.x, 0, (stage * Sh::kSteps + s) * Sh::kPieces,
-                      tok0, &full[k % S]);
-      };
-      const int pre = min(n, S);
+          tma_load_2d(st + s * Sh::kBodyBytes + m * kPairRows * R::kBodyStep, body + m,
+                      (stage * Sh::kSteps + s) * R::kBodyStep, tile_row0, &full[k % S]);
+        tma_load_2d(st + Sh::kAuxOffset + m * kPairRows * 16, aux + m, stage * R::kAuxStage,
+                    tile_row0, &full[k % S]);
+      }
+    };
+    auto copy_x = [&](int k) {
+      uint8_t* st = ring + (k % S) * Sh::kStageBytes + Sh::kSteps * Sh::kBodyBytes;
+      const int stage = s0 + k;
+#pragma unroll
+      for (int s = 0; s < Sh::kSteps; ++s)
+        tma_load_3d(st + s * Sh::kXBytes, &plan.x, 0, (stage * Sh::kSteps + s) * Sh::kPieces, tok0,
+                    &full[k % S]);
+    };
+    const int pre = min(n, S);
+    if (lane == 0)
       for (int k = 0; k < pre; ++k) copy_w(k);
-      pdl_wait();
+    pdl_wait();  // (and the split epilogue has every thread write y)
+    if (lane == 0)
       for (int k = 0; k < pre; ++k) copy_x(k);
+    // x carries a folded norm: its rows' scales while the first stages' copies fly.
+    if (plan.norm.ss_in) {
+      const int tok = tok0 + lane;
+      float f = 0.f;
+      if (tok < n_tok) {
+        const float* ss = plan.norm.ss_in + int64_t(tok) * plan.norm.ss_tiles;
+        float sum = 0.f;
+        for (int i = 0; i < plan.norm.ss_tiles; ++i) sum += ss[i];
+        const float r = rsqrtf(sum / float(plan.norm.n) + plan.norm.eps);
+        f = r / plan.norm.s_in[tok];
+        if (blockIdx.x == 0 && blockIdx.z == 0) plan.norm.r_out[tok] = r;
+      }
+      tok_scale[lane] = f;
+    }
+    if (lane == 0)
       for (int k = S; k < n; ++k) {
         bulk_wait(&empty[k % S], uint32_t((k / S - 1) & 1));
         copy_w(k);
         copy_x(k);
       }
-    } else {
-      pdl_wait();  // (the split epilogue has every thread write y)
-    }
   } else {
     pdl_wait();  // (the epilogue writes y and adds to the residual earlier kernels wrote)
     for (int k = 0; k < n; ++k) {
@@ -361,7 +290,23 @@ __global__ void __launch_bounds__(kThreads, 3)
       if (lane == 0) barrier_arrive(&empty[k % S]);
     }
   }
-  if (plan.splits > 1) __syncthreads();  // every stage consumed: the ring takes the partial sums
+  if (plan.norm.ss_in) {  // (tok_scale written by the copy warp)
+    __syncthreads();
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float f = tok_scale[nt * 8 + 2 * t + (i & 1)];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) acc[mt][nt][i] *= f;
+      }
+  }
+  if (plan.splits > 1 || plan.norm.next_xh) __syncthreads();  // the ring takes the partial sums
+  if (plan.norm.next_xh) {
+    store_norm_sums(acc, warp < kMmaWarps ? warp * kWarpRows : -1, tile, tile_row0, tok0, d, n_tok,
+                    plan.y[0], plan.add[0], plan.norm, plan.splits, reinterpret_cast<float*>(ring));
+    return;
+  }
   if constexpr (kGated) {
     store_gated<Gate>(acc, live && warp < kMmaWarps, warp < kMmaWarps ? warp : -1, tile_row0, tok0,
                       d, n_tok, plan.act_out, plan.act_xh, plan.splits,
@@ -519,7 +464,8 @@ void plan_splits(TmaPlan& p, int64_t tiles, const TmaKernel& k) {
 namespace {
 
 // The weights (one dtype and cols) the copy-engine form takes at n_tokens.
-bool tma_takes(const DeviceWeight* const* ws, int n, int64_t n_tokens, int64_t cols) {
+bool tma_takes(const DeviceWeight* const* ws, int n, int64_t n_tokens, int64_t cols,
+               bool any_tiles = false) {
   if (n < 1 || n > 3 || n_tokens < kMatmulBatchHalfMinTokens || n_tokens > 64 ||
       cols % kStageCols != 0 || cols > (int64_t(1) << 30) || !encode_fn())
     return false;
@@ -535,11 +481,19 @@ bool tma_takes(const DeviceWeight* const* ws, int n, int64_t n_tokens, int64_t c
   // where the row tiles of both fill the SMs (H100, us, Q4_0 / Q4_K at 64 tokens: 11008x4096
   // 26.1 / 30.4 against the streamed form's 30.5 / 35.8), a loss over 4096 rows (4096x4096
   // 17.6 / 20.2 against 15.5 / 17.7, 4096x11008 34.7 / 42.3 against 29.8 / 35.9).
-  if (n_tokens > 32 && tiles * 2 < device_sm_count()) return false;
+  if (n_tokens > 32 && tiles * 2 < device_sm_count() && !any_tiles) return false;
   return hopper();
 }
 
 }  // namespace
+
+bool matmul_batch_tma_norm_takes(const GemvJob& job, int64_t n_tokens) {
+  // (at 33-64 tokens whatever its row tiles: there the norm's launch costs more than the
+  // few-tile form gives up)
+  const DeviceWeight* w = &job.w;
+  return job.y && job.add_to && job.w.rows % 4 == 0 &&
+         tma_takes(&w, 1, n_tokens, job.w.cols, /*any_tiles=*/true);
+}
 
 bool matmul_batch_tma_takes(const GemvJob* jobs, int n_jobs, int64_t n_tokens, int64_t cols) {
   if (n_jobs < 1 || n_jobs > 3) return false;
@@ -560,7 +514,11 @@ bool matmul_batch_tma_gated_takes(const DeviceWeight& gate, const DeviceWeight& 
 
 cudaError_t launch_matmul_batch_tma_gated(const DeviceWeight& gate, const DeviceWeight& up,
                                           GatedForm act, const void* xh, int64_t n_tokens,
-                                          float* out, void* out_xh, cudaStream_t s) {
+                                          float* out, void* out_xh, cudaStream_t s,
+                                          const FoldedNorm* norm) {
+  if (norm && (norm->next_xh || !norm->ss_in || !norm->s_in || !norm->r_out ||
+               norm->ss_tiles <= 0 || norm->n <= 0))
+    return cudaErrorInvalidValue;
   if (!xh || reinterpret_cast<uintptr_t>(xh) % 16 != 0 || !out || !out_xh ||
       reinterpret_cast<uintptr_t>(out) % 16 != 0 || reinterpret_cast<uintptr_t>(out_xh) % 8 != 0 ||
       !matmul_batch_tma_gated_takes(gate, up, n_tokens))
@@ -576,6 +534,7 @@ cudaError_t launch_matmul_batch_tma_gated(const DeviceWeight& gate, const Device
   p.tile_end[0] = p.tile_end[1] = p.tile_end[2] = tiles;
   p.act_out = out;
   p.act_xh = static_cast<__half*>(out_xh);
+  if (norm) p.norm = *norm;
   if (!encode_x(&p.x, xh, n_tokens, gate.cols, k.pieces, kTokens)) return cudaErrorInvalidValue;
   p.stages = int(gate.cols / kStageCols);
   const int64_t groups = (n_tokens + kTokens - 1) / kTokens;
@@ -586,9 +545,15 @@ cudaError_t launch_matmul_batch_tma_gated(const DeviceWeight& gate, const Device
 }
 
 cudaError_t launch_matmul_batch_half_tma(const GemvJob* jobs, int n_jobs, const void* xh,
-                                         int64_t n_tokens, int64_t cols, cudaStream_t s) {
-  if (!xh || reinterpret_cast<uintptr_t>(xh) % 16 != 0 ||
-      !matmul_batch_tma_takes(jobs, n_jobs, n_tokens, cols))
+                                         int64_t n_tokens, int64_t cols, cudaStream_t s,
+                                         const FoldedNorm* norm) {
+  const bool first = norm && norm->next_xh, next = norm && norm->ss_in;
+  if (!xh || reinterpret_cast<uintptr_t>(xh) % 16 != 0 || (first && next) ||
+      (first ? n_jobs != 1 || !matmul_batch_tma_norm_takes(jobs[0], n_tokens) || !norm->w ||
+                   !norm->s || !norm->ss || reinterpret_cast<uintptr_t>(norm->next_xh) % 8 != 0 ||
+                   reinterpret_cast<uintptr_t>(norm->w) % 16 != 0
+             : !matmul_batch_tma_takes(jobs, n_jobs, n_tokens, cols)) ||
+      (next && (!norm->s_in || !norm->r_out || norm->ss_tiles <= 0 || norm->n <= 0)))
     return cudaErrorInvalidValue;
   const TmaKernel& k = pick(jobs[0].w.dtype);
   if (!k.fn || k.fit.blocks_per_sm == 0) return cudaErrorInvalidValue;
@@ -605,6 +570,7 @@ cudaError_t launch_matmul_batch_half_tma(const GemvJob* jobs, int n_jobs, const 
     p.tile_end[i] = end;
   }
   if (!encode_x(&p.x, xh, n_tokens, cols, k.pieces, kTokens)) return cudaErrorInvalidValue;
+  if (norm) p.norm = *norm;
   p.stages = int(cols / kStageCols);
   const int64_t groups = (n_tokens + kTokens - 1) / kTokens;
   plan_splits(p, int64_t(end) * groups, k);

@@ -21,7 +21,7 @@ constexpr int64_t kSlicedNormMaxRows = 64;
 // With xh, y's fp16 copy for the batched matmul too (launch_batch_x_half's order).
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
-                   int64_t n, float eps, __half* __restrict__ xh) {
+                   int64_t n, float eps, __half* __restrict__ xh, float* __restrict__ r_out) {
   pdl_trigger();
   // Block y of gridDim.y writes one slice of the row (all of them re-read it for the sum), so a
   // decode row spreads over several SMs. The weight does not come from the previous kernel: the
@@ -32,6 +32,7 @@ __global__ void __launch_bounds__(kThreads)
   const float* xr = x + int64_t(blockIdx.x) * n;
   float* yr = y + int64_t(blockIdx.x) * n;
   const float scale = block_rms_scale<kThreads>(xr, n, eps);
+  if (r_out && blockIdx.y == 0 && threadIdx.x == 0) r_out[blockIdx.x] = scale;
   for (int64_t i = first; i < n; i += int64_t(gridDim.y) * kThreads) {
     const float v = xr[i] * scale * (i == first ? w_first : w[i]);
     yr[i] = v;
@@ -47,13 +48,14 @@ __global__ void __launch_bounds__(kThreads)
     rmsnorm_rows_kernel(const float* __restrict__ x, const float* __restrict__ w,
                         float* __restrict__ y, int64_t n, float eps, __half* __restrict__ hi,
                         __nv_fp8_storage_t* __restrict__ lo8, float* lo_scale,
-                        __half* __restrict__ xh) {
+                        __half* __restrict__ xh, float* __restrict__ r_out) {
   pdl_trigger();
   pdl_wait();
   const int64_t row = int64_t(blockIdx.x) * n;
   const float* xr = x + row;
   float* yr = y + row;
   const float scale = block_rms_scale<kThreads, false>(xr, n, eps);
+  if (r_out && threadIdx.x == 0) r_out[blockIdx.x] = scale;
   if (!hi) {
     for (int64_t i = threadIdx.x; i < n; i += kThreads) {
       const float v = xr[i] * scale * w[i];
@@ -73,14 +75,15 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
-                           float eps, cudaStream_t s, const XSplitOut* split, void* xh) {
+                           float eps, cudaStream_t s, const XSplitOut* split, void* xh,
+                           float* r_out) {
   if (rows <= 0 || n <= 0) return cudaSuccess;
   if (split) {
     if (rows <= kGemvMaxTokens || !split->hi || !split->lo8 || !split->scale || xh)
       return cudaErrorInvalidValue;
     return launch_pdl(rmsnorm_rows_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, s, x, w, y, n,
                       eps, static_cast<__half*>(split->hi), split->lo8, split->scale,
-                      static_cast<__half*>(nullptr));
+                      static_cast<__half*>(nullptr), r_out);
   }
   if (xh && (rows <= kGemvMaxTokens || n % 4 != 0)) return cudaErrorInvalidValue;
   // A decode step's rows with their fp16 copy: in slices of ~1024 elements, so 32 rows of 4096
@@ -88,13 +91,13 @@ cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t row
   if (xh && rows <= kSlicedNormMaxRows && x != y) {
     const int64_t slices = std::clamp<int64_t>(n / (4 * kThreads), 1, 64);
     return launch_pdl(rmsnorm_kernel, dim3(unsigned(rows), unsigned(slices)), dim3(kThreads), 0, s,
-                      x, w, y, n, eps, static_cast<__half*>(xh));
+                      x, w, y, n, eps, static_cast<__half*>(xh), r_out);
   }
   // Prefill rows: one block per row.
   if (rows > kGemvMaxTokens)
     return launch_pdl(rmsnorm_rows_kernel, dim3(unsigned(rows)), dim3(kThreads), 0, s, x, w, y, n,
                       eps, static_cast<__half*>(nullptr), static_cast<__nv_fp8_storage_t*>(nullptr),
-                      static_cast<float*>(nullptr), static_cast<__half*>(xh));
+                      static_cast<float*>(nullptr), static_cast<__half*>(xh), r_out);
   // Decode-sized batches: each row in slices, so a few rows still spread over the SMs.
   // In place (a sandwich post-norm, a per-head norm), one slice: another slice's writes would
   // race with this one's reading the row for its sum.
@@ -102,7 +105,7 @@ cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t row
   if (slices > 64) slices = 64;
   if (x == y) slices = 1;
   return launch_pdl(rmsnorm_kernel, dim3(unsigned(rows), unsigned(slices)), dim3(kThreads), 0, s, x,
-                    w, y, n, eps, static_cast<__half*>(nullptr));
+                    w, y, n, eps, static_cast<__half*>(nullptr), r_out);
 }
 
 }  // namespace hearth::cuda

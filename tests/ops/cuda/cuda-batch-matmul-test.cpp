@@ -277,6 +277,88 @@ TEST_P(CudaBatchMatmul, GatedFfnMatchesItsOps) {
   }
 }
 
+// The next block's RMSNorm folded into the O / down projection and the matmuls after it
+// (matmul_add_norm): the residual, and what Q/K-like matrices of one launch (68 row tiles, so
+// the copy-engine form reads the folded rows at 33-64 tokens too), the gated pair and a lone
+// 40-row matrix (that form up to 32 tokens; above, another, which has the plain norm settle the
+// rows first) compute from the normed rows,
+// against float64; and the normed rows themselves when something downloads them. A plain norm
+// first leaves the per-row scale a fold carries (a pass's first norm is plain).
+TEST_P(CudaBatchMatmul, FoldedNormMatchesTheOps) {
+  const DType t = GetParam();
+  const int64_t E = 512, n_q = 68 * 64, n_ff = 68 * 64;
+  std::vector<std::vector<uint8_t>> keep;
+  std::vector<Weight> ws;
+  keep.reserve(6);
+  ws.reserve(6);
+  const int64_t shapes[6][2] = {{E, E}, {n_q, E}, {n_q, E}, {n_ff, E}, {n_ff, E}, {40, E}};
+  for (int i = 0; i < 6; ++i) {
+    keep.push_back(random_weight_bytes(t, shapes[i][0], shapes[i][1], uint32_t(70 + i)));
+    ws.push_back(make_weight(t, shapes[i][0], shapes[i][1], keep.back()));
+    ASSERT_TRUE(backend_->prepare_weight(ws.back()).is_ok()) << backend_->status().message();
+  }
+  std::vector<std::vector<float>> wf;
+  for (const Weight& w : ws) wf.push_back(cpu_dequant(w));
+  for (int64_t B : {24, 32, 40, 64}) {
+    const std::string what = std::string(dtype_name(t)) + " B " + std::to_string(B);
+    const auto x0 = random_floats(size_t(B * E), uint32_t(B + 1), -1.f, 1.f);
+    const auto a = random_floats(size_t(B * E), uint32_t(B + 2), -0.2f, 0.2f);
+    const auto g0 = random_floats(size_t(E), uint32_t(B + 3), 0.5f, 1.5f);
+    const auto g1 = random_floats(size_t(E), uint32_t(B + 4), 0.5f, 1.5f);
+    // resid = x0 + a . Wo^T, then xn = rmsnorm(resid) * g1
+    auto resid = reference_matmul(wf[0], a, E, E, B);
+    for (size_t i = 0; i < resid.size(); ++i) resid[i] += x0[i];
+    std::vector<float> xn(resid.size());
+    for (int64_t r = 0; r < B; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < E; ++i) ss += double(resid[size_t(r * E + i)]) * resid[size_t(r * E + i)];
+      const double sc = 1.0 / std::sqrt(ss / double(E) + 1e-5);
+      for (int64_t i = 0; i < E; ++i)
+        xn[size_t(r * E + i)] = float(resid[size_t(r * E + i)] * sc * g1[size_t(i)]);
+    }
+    const auto q_want = reference_matmul(wf[1], xn, n_q, E, B);
+    const auto k_want = reference_matmul(wf[2], xn, n_q, E, B);
+    const auto g_want = reference_matmul(wf[3], xn, n_ff, E, B);
+    const auto u_want = reference_matmul(wf[4], xn, n_ff, E, B);
+    const auto s_want = reference_matmul(wf[5], xn, 40, E, B);
+    std::vector<float> act_want(g_want.size());
+    for (size_t i = 0; i < act_want.size(); ++i) {
+      const double gv = g_want[i];
+      act_want[i] = float(gv / (1.0 + std::exp(-gv)) * u_want[i]);
+    }
+    float *dres = dev(x0), *da = dev(a), *dg0 = dev(g0), *dg1 = dev(g1);
+    float *dxn = poisoned(B * E), *scratch = poisoned(B * E), *first = poisoned(B * E);
+    float *q = poisoned(B * n_q), *k = poisoned(B * n_q), *act = poisoned(B * n_ff),
+          *ups = poisoned(B * n_ff), *small = poisoned(B * 40);
+    const double tol = 4 * tolerance(t, E, B);
+    // (a first round sizes the backend's buffers: one grown mid-way settles the fold, still
+    // right, but not what this pins)
+    for (int round = 0; round < 2; ++round) {
+      ASSERT_EQ(cudaMemcpy(dres, x0.data(), x0.size() * sizeof(float), cudaMemcpyHostToDevice),
+                cudaSuccess);
+      backend_->begin_pass(Backend::Phase::kDecodeBatch, B);
+      backend_->rmsnorm(dres, dg0, first, B, E, 1e-5f);
+      backend_->matmul_add_norm(ws[0], da, B, dres, scratch, dg1, 1e-5f, dxn);
+      const Backend::MatmulOut qk[] = {{&ws[1], q}, {&ws[2], k}};
+      backend_->matmul_shared(dxn, B, qk);
+      backend_->matmul_gated(dxn, B, {&ws[3], &ws[4], kernels::GatedAct::kSilu}, act, ups);
+      backend_->matmul(ws[5], dxn, B, small);
+    }
+    EXPECT_LT(rel_error(get(dres, B * E), resid), tol) << what << " residual";
+    EXPECT_LT(rel_error(get(q, B * n_q), q_want), tol) << what << " q";
+    EXPECT_LT(rel_error(get(k, B * n_q), k_want), tol) << what << " k";
+    EXPECT_LT(rel_error(get(act, B * n_ff), act_want), 2 * tol) << what << " gated";
+    EXPECT_LT(rel_error(get(small, B * 40), s_want), tol) << what << " small matrix";
+    // The normed rows as floats: a download settles the fold.
+    ASSERT_EQ(cudaMemcpy(dres, x0.data(), x0.size() * sizeof(float), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    backend_->begin_pass(Backend::Phase::kDecodeBatch, B);
+    backend_->rmsnorm(dres, dg0, first, B, E, 1e-5f);
+    backend_->matmul_add_norm(ws[0], da, B, dres, scratch, dg1, 1e-5f, dxn);
+    EXPECT_LT(rel_error(get(dxn, B * E), xn), tol) << what << " rows";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Types, CudaBatchMatmul,
                          ::testing::Values(DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K,
                                            DType::F16),
