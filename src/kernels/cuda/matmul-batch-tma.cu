@@ -459,10 +459,6 @@ void plan_splits(TmaPlan& p, int64_t tiles, const TmaKernel& k) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // The weights (one dtype and cols) the copy-engine form takes at n_tokens.
 bool tma_takes(const DeviceWeight* const* ws, int n, int64_t n_tokens, int64_t cols,
                bool any_tiles = false) {

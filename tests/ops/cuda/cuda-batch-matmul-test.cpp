@@ -156,18 +156,11 @@ TEST_P(CudaBatchMatmul, ProducersHandTheirFp16CopyToTheMatmul) {
     const auto x = random_floats(size_t(B * cols), uint32_t(B), -2.f, 2.f);
     const auto nw = random_floats(size_t(cols), 5, 0.5f, 1.5f);
     const auto up = random_floats(size_t(B * cols), 6, -2.f, 2.f);
-    std::vector<float> normed(x.size()), act(x.size());
-    for (int64_t r = 0; r < B; ++r) {
-      double ss = 0;
-      for (int64_t i = 0; i < cols; ++i)
-        ss += double(x[size_t(r * cols + i)]) * x[size_t(r * cols + i)];
-      const double scale = 1.0 / std::sqrt(ss / double(cols) + 1e-5);
-      for (int64_t i = 0; i < cols; ++i) {
-        const size_t k = size_t(r * cols + i);
-        normed[k] = float(x[k] * scale * nw[size_t(i)]);
-        const double g = x[k];
-        act[k] = float(g / (1.0 + std::exp(-g)) * up[k]);
-      }
+    const auto normed = reference_rmsnorm(x, nw, B, cols, 1e-5);
+    std::vector<float> act(x.size());
+    for (size_t k = 0; k < act.size(); ++k) {
+      const double g = x[k];
+      act[k] = float(g / (1.0 + std::exp(-g)) * up[k]);
     }
     const struct {
       const char* op;
@@ -308,14 +301,7 @@ TEST_P(CudaBatchMatmul, FoldedNormMatchesTheOps) {
     // resid = x0 + a . Wo^T, then xn = rmsnorm(resid) * g1
     auto resid = reference_matmul(wf[0], a, E, E, B);
     for (size_t i = 0; i < resid.size(); ++i) resid[i] += x0[i];
-    std::vector<float> xn(resid.size());
-    for (int64_t r = 0; r < B; ++r) {
-      double ss = 0;
-      for (int64_t i = 0; i < E; ++i) ss += double(resid[size_t(r * E + i)]) * resid[size_t(r * E + i)];
-      const double sc = 1.0 / std::sqrt(ss / double(E) + 1e-5);
-      for (int64_t i = 0; i < E; ++i)
-        xn[size_t(r * E + i)] = float(resid[size_t(r * E + i)] * sc * g1[size_t(i)]);
-    }
+    const auto xn = reference_rmsnorm(resid, g1, B, E, 1e-5);
     const auto q_want = reference_matmul(wf[1], xn, n_q, E, B);
     const auto k_want = reference_matmul(wf[2], xn, n_q, E, B);
     const auto g_want = reference_matmul(wf[3], xn, n_ff, E, B);

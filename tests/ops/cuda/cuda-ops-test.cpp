@@ -173,16 +173,12 @@ class CudaFusedNorm : public CudaTest {
     const auto wf = cpu_dequant(w), wf2 = cpu_dequant(w2);
     std::vector<float> want_res(static_cast<size_t>(rows)), want_norm(static_cast<size_t>(rows));
     std::vector<float> want_z(static_cast<size_t>(rows2));
-    double ss = 0;
     for (int64_t r = 0; r < rows; ++r) {
       double s = 0;
       for (int64_t i = 0; i < cols; ++i) s += double(wf[size_t(r * cols + i)]) * x[size_t(i)];
       want_res[size_t(r)] = float(res[size_t(r)] + s);
-      ss += double(want_res[size_t(r)]) * want_res[size_t(r)];
     }
-    const double scale = 1.0 / std::sqrt(ss / double(rows) + 1e-5);
-    for (int64_t r = 0; r < rows; ++r)
-      want_norm[size_t(r)] = float(want_res[size_t(r)] * scale * nw[size_t(r)]);
+    want_norm = reference_rmsnorm(want_res, nw, 1, rows, 1e-5);
     for (int64_t r = 0; r < rows2; ++r) {
       double s = 0;
       for (int64_t i = 0; i < rows; ++i)

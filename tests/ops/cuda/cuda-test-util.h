@@ -117,6 +117,22 @@ inline std::vector<float> reference_matmul(const std::vector<float>& w, const st
   return y;
 }
 
+// Each of x's rows [rows, n] over its rms, times w [n], in float64: the reference every norm
+// test compares against.
+inline std::vector<float> reference_rmsnorm(const std::vector<float>& x,
+                                            const std::vector<float>& w, int64_t rows, int64_t n,
+                                            double eps) {
+  std::vector<float> y(size_t(rows * n));
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += double(x[size_t(r * n + i)]) * x[size_t(r * n + i)];
+    const double s = 1.0 / std::sqrt(ss / double(n) + eps);
+    for (int64_t i = 0; i < n; ++i)
+      y[size_t(r * n + i)] = float(x[size_t(r * n + i)] * s * w[size_t(i)]);
+  }
+  return y;
+}
+
 // A host Weight over `bytes` (kept alive by the caller), named after its dtype.
 inline Weight make_weight(DType t, int64_t rows, int64_t cols, std::vector<uint8_t>& bytes) {
   Weight w;
