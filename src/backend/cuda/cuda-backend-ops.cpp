@@ -259,6 +259,13 @@ void CudaBackend::matmul_add_norm(const Weight& w, const float* x, int64_t n_tok
               "batch fp16 activations") ||
       !ensure(norm_ss_, size_t(n_tokens) * size_t(tiles) * sizeof(float), "norm sums"))
     return Backend::matmul_add_norm(w, x, n_tokens, y, scratch, norm_w, eps, xn);
+  // The staged form where it is the plain product's (33-64 sequences over few row tiles: the
+  // O and down projections): its K splits' reduction pass writes the fold.
+  const bool staged = !cuda::matmul_batch_tma_takes(&job, 1, n_tokens, cols) &&
+                      cuda::matmul_batch_staged_norm_takes(job, n_tokens);
+  if (staged &&
+      !ensure(batch_ws_, cuda::matmul_batch_workspace_bytes(&job, 1, n_tokens), "batch workspace"))
+    return;
   if (!batch_x_half(x, n_tokens, cols)) return;
   cuda::FoldedNorm fn;
   fn.w = norm_w;
@@ -267,7 +274,10 @@ void CudaBackend::matmul_add_norm(const Weight& w, const float* x, int64_t n_tok
   fn.ss = norm_ss_.as<float>();
   const int m = prof("matmul + add + norm (decode batch)");
   const bool ok = check(
-      cuda::launch_matmul_batch_half_tma(&job, 1, batch_xh_.ptr, n_tokens, cols, stream_, &fn),
+      staged ? cuda::launch_matmul_batch_half_staged(&job, 1, batch_xh_.ptr, n_tokens, cols,
+                                                     batch_ws_.ptr, batch_ws_.bytes, stream_, &fn)
+             : cuda::launch_matmul_batch_half_tma(&job, 1, batch_xh_.ptr, n_tokens, cols, stream_,
+                                                  &fn),
       "decode batch matmul + norm");
   unprof(m);
   if (!ok) return;

@@ -45,11 +45,12 @@ cudaError_t launch_batch_x_half(const float* x, int64_t n_tokens, int64_t cols, 
 cudaError_t launch_matmul_batch_half(const GemvJob* jobs, int n_jobs, const void* xh,
                                      int64_t n_tokens, int64_t cols, void* workspace,
                                      size_t workspace_bytes, cudaStream_t s);
-// An RMSNorm between two matmuls of a decode step folded into both copy-engine launches. The
-// first (one job adding to the residual: the O or down projection) writes, besides y and the
-// residual, next_xh = fp16(residual * w * s) (launch_batch_x_half's order; s per token: the
-// last norm's rsqrt, so the rows stay near unit scale) and ss [n_tok, tiles of 128 rows]: each
-// tile's sum of squares of the new residual. The next (x = that next_xh: Q/K/V, gate/up)
+// An RMSNorm between two matmuls of a decode step folded into both launches. The first (one job
+// adding to the residual: the O or down projection; the copy-engine form, or the staged form's
+// K-split reduction, folded-norm.cuh either way) writes, besides y and the residual, next_xh =
+// fp16(residual * w * s) (launch_batch_x_half's order; s per token: the last norm's rsqrt, so
+// the rows stay near unit scale) and ss [n_tok, tiles of 128 rows]: each tile's sum of squares
+// of the new residual. The next (x = that next_xh: Q/K/V, gate/up)
 // multiplies its sums by rsqrt(sum of the token's ss_in / n + eps) / s_in and writes that rsqrt
 // to r_out (the s of the norm after). The residual's normed floats are never written.
 struct FoldedNorm {
@@ -93,7 +94,12 @@ cudaError_t launch_matmul_batch_half_streamed(const GemvJob* jobs, int n_jobs, c
                                               size_t workspace_bytes, cudaStream_t s);
 cudaError_t launch_matmul_batch_half_staged(const GemvJob* jobs, int n_jobs, const void* xh,
                                             int64_t n_tokens, int64_t cols, void* workspace,
-                                            size_t workspace_bytes, cudaStream_t s);
+                                            size_t workspace_bytes, cudaStream_t s,
+                                            const FoldedNorm* norm = nullptr);
+// Whether the staged form (where matmul_batch_half_staged() picks it) takes this job as the
+// first matmul of a folded norm: K splits, whose reduction pass then writes the residual,
+// next_xh and ss as the copy-engine form does (one job adding to the residual, rows % 4).
+bool matmul_batch_staged_norm_takes(const GemvJob& job, int64_t n_tokens);
 
 // A decode step of many sequences, one query each (attention-batch.cu). Segment i's rows of q,
 // k, v and out are row i of [n_segs, heads * head_dim]; its descriptor (device memory) names its

@@ -485,7 +485,8 @@ bool tma_takes(const DeviceWeight* const* ws, int n, int64_t n_tokens, int64_t c
 
 bool matmul_batch_tma_norm_takes(const GemvJob& job, int64_t n_tokens) {
   // (at 33-64 tokens whatever its row tiles: there the norm's launch costs more than the
-  // few-tile form gives up)
+  // few-tile form gives up; the backend takes the staged form instead where that is the plain
+  // product's and has K splits, matmul_batch_staged_norm_takes)
   const DeviceWeight* w = &job.w;
   return job.y && job.add_to && job.w.rows % 4 == 0 &&
          tma_takes(&w, 1, n_tokens, job.w.cols, /*any_tiles=*/true);

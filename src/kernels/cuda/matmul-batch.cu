@@ -13,22 +13,27 @@
 // once for all the tokens, x comes as fp16 (launch_batch_x_half), and no per-block scale
 // epilogue is left, which at 16+ tokens is what bounded the int8 form (3 FP32 instructions per
 // row, token and block).
-// New dtype: one BT<> specialization (what a row's step of 4 blocks is in memory, and how a
-// lane's int8 fragment, scale and min, or its fp16 fragment, come out of its staged bytes).
+// New dtype: one BT<> specialization in matmul-batch-stage.cuh (what a row's step of 4 blocks
+// is in memory, and how a lane's int8 fragment, scale and min, or its fp16 fragment, come out of
+// its staged bytes).
 #include <cuda_fp16.h>
 
 #include <algorithm>
 
 #include "kernels/cuda/cp-async.cuh"
 #include "kernels/cuda/decode-batch.h"
-#include "kernels/cuda/dequantize.cuh"
+#include "kernels/cuda/folded-norm.cuh"
 #include "kernels/cuda/half-mma.cuh"
 #include "kernels/cuda/kernel-modules.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/matmul-batch-stage.cuh"
 
 namespace hearth::cuda {
 
 namespace {
+
+using batch_stage::AFrag;
+using batch_stage::BT;
 
 constexpr int kWarps = 4;  // warps per block, each on its own rows
 constexpr int kThreads = kWarps * 32;
@@ -44,131 +49,6 @@ constexpr int kMaxSplits = 8;  // K splits (blocks over one row tile), summed by
 constexpr int kXqStride = 144;
 constexpr int kXsStride = 80;
 constexpr int kXhStride = 288;
-
-// The fp16 fragment of one row's block for the two m16n8k16 MMAs over its 32 elements: lane
-// (g, t) holds h[0] = elements (4t, 4t+2), h[1] = (4t+1, 4t+3), h[2], h[3] the same 16 further
-// on. MMA 1 takes h[0] in k slots 2t, 2t+1 and h[1] in 2t+8, 2t+9; MMA 2 h[2] and h[3]. x's
-// halves are stored in that order (launch_batch_x_half swaps the middle two of every four), so a
-// lane's B fragments are one 8-byte read each.
-// One 32-element block of one row as an MMA A fragment: lane (g, t) holds the s8 values of k
-// positions 4t..4t+3 (lo) and 16+4t..16+4t+3 (hi) of row g (or g + 8), which are the block's
-// elements 4t.. and 16+4t.. in ggml order; x's B fragment reads the same positions.
-struct AFrag {
-  uint32_t lo, hi;
-  float d, m;  // value = d * q - m (m: Q4_K's min, times x's block sum)
-};
-
-template <DType T>
-struct BT;
-
-// A row's stage (4 blocks from block b0, b0 % 4 == 0) in shared memory: kBody bytes of quants,
-// then its scales (kStride - kBody >= what they need). kStride / 4 words is 4 mod 8, so the 8
-// rows a fragment read touches start in different banks.
-// Q4_0: 16 body bytes per block, element j in the low nibble of byte j, element j+16 in the high;
-// four f16 scales.
-template <>
-struct BT<DType::Q4_0> {
-  static constexpr bool kTwoLevel = false;
-  static constexpr bool kMin = false;  // value = d * q - m
-  static constexpr int kBody = 64, kStride = 80;
-  static __device__ const uint8_t* body(const DeviceWeight& w, int64_t row, int b0) {
-    return w.body + (size_t(row) * w.blocks_per_row + b0) * 16;
-  }
-  static __device__ void stage_aux(uint8_t* dst, const DeviceWeight& w, int64_t row, int b0) {
-    cp_async8(dst, w.aux16 + size_t(row) * w.blocks_per_row + b0);
-  }
-  static __device__ AFrag frag(const uint8_t* s, int u, int t, int) {
-    const uint32_t q = *reinterpret_cast<const uint32_t*>(s + u * 16 + 4 * t);
-    const uint16_t d = *reinterpret_cast<const uint16_t*>(s + kBody + 2 * u);
-    return {__vsub4(q & 0x0F0F0F0Fu, 0x08080808u), __vsub4((q >> 4) & 0x0F0F0F0Fu, 0x08080808u),
-            half_bits(d), 0.f};
-  }
-  static __device__ void frag_h(const uint8_t* s, int u, int t, int, __half2 (&h)[4]) {
-    const uint32_t q = *reinterpret_cast<const uint32_t*>(s + u * 16 + 4 * t);
-    const uint16_t d = *reinterpret_cast<const uint16_t*>(s + kBody + 2 * u);
-    const __half2 dd = h2_bits(uint32_t(d) * 0x10001u), k = __float2half2_rn(1032.f);
-    // (1024 + n - 1032) is n - 8 exactly; one rounding, in the multiply.
-    h[0] = __hmul2(__hsub2(nibbles_h2(q), k), dd);
-    h[1] = __hmul2(__hsub2(nibbles_h2(q >> 8), k), dd);
-    h[2] = __hmul2(__hsub2(nibbles_h2(q >> 4), k), dd);
-    h[3] = __hmul2(__hsub2(nibbles_h2(q >> 12), k), dd);
-  }
-};
-
-// Q8_0: 32 body bytes, element j = byte j. Two-level x (as the GEMV: one level doubles the KLD).
-template <>
-struct BT<DType::Q8_0> {
-  static constexpr bool kTwoLevel = true;
-  static constexpr bool kMin = false;  // value = d * q - m
-  static constexpr int kBody = 128, kStride = 144;
-  static __device__ const uint8_t* body(const DeviceWeight& w, int64_t row, int b0) {
-    return w.body + (size_t(row) * w.blocks_per_row + b0) * 32;
-  }
-  static __device__ void stage_aux(uint8_t* dst, const DeviceWeight& w, int64_t row, int b0) {
-    cp_async8(dst, w.aux16 + size_t(row) * w.blocks_per_row + b0);
-  }
-  static __device__ AFrag frag(const uint8_t* s, int u, int t, int) {
-    const uint8_t* p = s + u * 32 + 4 * t;
-    const uint16_t d = *reinterpret_cast<const uint16_t*>(s + kBody + 2 * u);
-    return {*reinterpret_cast<const uint32_t*>(p), *reinterpret_cast<const uint32_t*>(p + 16),
-            half_bits(d), 0.f};
-  }
-  static __device__ void frag_h(const uint8_t* s, int u, int t, int, __half2 (&h)[4]) {
-    const uint8_t* p = s + u * 32 + 4 * t;
-    const uint16_t d = *reinterpret_cast<const uint16_t*>(s + kBody + 2 * u);
-    const __half2 dd = h2_bits(uint32_t(d) * 0x10001u), k = __float2half2_rn(1152.f);
-    // Bytes b + 128 (the sign bit flipped) under 0x64: the halves 1152 + b, b exactly after the
-    // subtraction.
-    const uint32_t lo = *reinterpret_cast<const uint32_t*>(p) ^ 0x80808080u;
-    const uint32_t hi = *reinterpret_cast<const uint32_t*>(p + 16) ^ 0x80808080u;
-    h[0] = __hmul2(__hsub2(h2_bits(__byte_perm(lo, 0x64u, 0x4240)), k), dd);
-    h[1] = __hmul2(__hsub2(h2_bits(__byte_perm(lo, 0x64u, 0x4341)), k), dd);
-    h[2] = __hmul2(__hsub2(h2_bits(__byte_perm(hi, 0x64u, 0x4240)), k), dd);
-    h[3] = __hmul2(__hsub2(h2_bits(__byte_perm(hi, 0x64u, 0x4341)), k), dd);
-  }
-};
-
-// Q4_K (packed: 128 quant bytes per super-block, heads apart): block b is sub-block j = b % 8,
-// in chunk j / 2 of 32 bytes, low nibbles for even j, high for odd; a stage's 4 blocks are one
-// half of a super-block (64 bytes), then its 16-byte head (scales and mins).
-template <>
-struct BT<DType::Q4_K> {
-  static constexpr bool kTwoLevel = false;
-  static constexpr bool kMin = true;  // value = d * q - m
-  static constexpr int kBody = 64, kStride = 80;
-  static __device__ const uint8_t* body(const DeviceWeight& w, int64_t row, int b0) {
-    return w.body + (size_t(row) * w.blocks_per_row + (b0 >> 3)) * 128 + (b0 & 7) * 16;
-  }
-  static __device__ void stage_aux(uint8_t* dst, const DeviceWeight& w, int64_t row, int b0) {
-    cp_async16(dst, w.aux_head + size_t(row) * w.blocks_per_row + (b0 >> 3));
-  }
-  static __device__ AFrag frag(const uint8_t* s, int u, int t, int b0) {
-    const int j = (b0 & 7) + u, sh = 4 * (u & 1);
-    const uint8_t* p = s + (u >> 1) * 32 + 4 * t;
-    const uint4 h = *reinterpret_cast<const uint4*>(s + kBody);
-    float sc, mn;
-    k_scale_min(h, j, sc, mn);
-    return {(*reinterpret_cast<const uint32_t*>(p) >> sh) & 0x0F0F0F0Fu,
-            (*reinterpret_cast<const uint32_t*>(p + 16) >> sh) & 0x0F0F0F0Fu, half_bits(h.x) * sc,
-            half_bits(h.x >> 16) * mn};
-  }
-  static __device__ void frag_h(const uint8_t* s, int u, int t, int b0, __half2 (&h)[4]) {
-    const int j = (b0 & 7) + u, sh = 4 * (u & 1);
-    const uint8_t* p = s + (u >> 1) * 32 + 4 * t;
-    const uint4 hd = *reinterpret_cast<const uint4*>(s + kBody);
-    float sc, mn;
-    k_scale_min(hd, j, sc, mn);
-    const __half2 sd = __float2half2_rn(half_bits(hd.x) * sc);
-    const __half2 om = __float2half2_rn(-half_bits(hd.x >> 16) * mn);
-    const __half2 k = __float2half2_rn(1024.f);
-    const uint32_t lo = *reinterpret_cast<const uint32_t*>(p) >> sh;
-    const uint32_t hi = *reinterpret_cast<const uint32_t*>(p + 16) >> sh;
-    h[0] = __hfma2(__hsub2(nibbles_h2(lo), k), sd, om);
-    h[1] = __hfma2(__hsub2(nibbles_h2(lo >> 8), k), sd, om);
-    h[2] = __hfma2(__hsub2(nibbles_h2(hi), k), sd, om);
-    h[3] = __hfma2(__hsub2(nibbles_h2(hi >> 8), k), sd, om);
-  }
-};
 
 // The accumulator starts at 0x4B400000 (1.5 * 2^23 as a float's bits): the s32 result then reads
 // as the float 1.5 * 2^23 + dot exactly (|dot| <= 32 * 128 * 127 < 2^22), and one full-rate add
@@ -427,6 +307,35 @@ __global__ void reduce_kernel(BatchPlan plan, int64_t n_tok) {
   }
 }
 
+// reduce_kernel for the first matmul of a folded RMSNorm (decode-batch.h FoldedNorm; one job
+// adding to the residual): per (token, 4 rows) the splits' sum in split order (reduce_kernel's
+// bits), the residual and next_xh as the copy-engine form's store_norm_sums writes them. A warp's
+// 32 quads are one token's 128-row tile, so its shuffle sum is the tile's sum of squares.
+__global__ void reduce_norm_kernel(BatchPlan plan, int64_t n_tok, FoldedNorm nm) {
+  pdl_trigger();
+  pdl_wait();
+  constexpr int kTileRows = 128;
+  const int64_t d = plan.jobs[0].w.rows;
+  const int64_t tiles = (d + kTileRows - 1) / kTileRows;
+  const int64_t warp = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = int(threadIdx.x) & 31;
+  if (warp >= n_tok * tiles) return;  // (whole warps)
+  const int64_t tok = warp / tiles, tile = warp % tiles;
+  const int64_t row = tile * kTileRows + lane * 4;
+  float ss = 0.f;
+  if (row < d) {  // (d % 4 == 0: a quad is whole or absent)
+    const int64_t e = tok * d + row, n = n_tok * d;
+    float4 v = *reinterpret_cast<const float4*>(plan.partials + e);
+    for (int s = 1; s < plan.splits; ++s) {
+      const float4 o = *reinterpret_cast<const float4*>(plan.partials + int64_t(s) * n + e);
+      v.x += o.x, v.y += o.y, v.z += o.z, v.w += o.w;
+    }
+    ss = store_norm_quad(v, tok, row, d, plan.jobs[0].y, plan.jobs[0].add_to, nm);
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) nm.ss[tok * tiles + tile] = ss;
+}
+
 // 8-token tiles a token group takes. Above one group (64 tokens) the groups are balanced: 96
 // tokens are two groups of 48, not 64 and 32 (the second group's blocks did a 64-token group's
 // MMAs for 32 tokens: H200, Q4_0, 96 tokens took 27.4 us at 4096x4096 against 24.8 for 128).
@@ -589,6 +498,21 @@ cudaError_t launch_dtype(DType t, const BatchPlan& p, const QuantizedActs& xa, c
   }
 }
 
+bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
+// What reduce_norm_kernel needs of a plan: K splits, one job adding to the residual, whole
+// 4-row quads, 16-byte rows (float4 / 8-byte fp16 stores).
+bool staged_norm_takes(const BatchPlan& p, const GemvJob& job) {
+  return p.n_jobs == 1 && p.splits > 1 && job.y && job.add_to && job.w.rows % 4 == 0 &&
+         aligned16(job.y) && aligned16(job.add_to);
+}
+bool norm_first_ok(const FoldedNorm& nm) {
+  return nm.w && aligned16(nm.w) && nm.s && nm.next_xh &&
+         reinterpret_cast<uintptr_t>(nm.next_xh) % 8 == 0 && nm.ss && !nm.ss_in;
+}
+
 // x's halves in the fp16 fragments' order (batch_half_index(), four at a time: of every 4, the
 // middle two swapped).
 __global__ void batch_x_half_kernel(const float4* __restrict__ x, int64_t n4,
@@ -601,9 +525,11 @@ __global__ void batch_x_half_kernel(const float4* __restrict__ x, int64_t n4,
   }
 }
 
-// The checks and plan shared by both forms; xh set: the fp16 one.
+// The checks and plan shared by both forms; xh set: the fp16 one. norm: the first matmul of a
+// folded RMSNorm, which only a plan with K splits takes (its reduction writes the fold).
 cudaError_t launch_batch(const GemvJob* jobs, int n_jobs, const QuantizedActs& xa, const __half* xh,
-                         void* workspace, size_t workspace_bytes, cudaStream_t s) {
+                         void* workspace, size_t workspace_bytes, cudaStream_t s,
+                         const FoldedNorm* norm = nullptr) {
   if (n_jobs < 1 || n_jobs > 3 || xa.n_tokens < 1 || xa.n_tokens > kMatmulBatchMaxTokens ||
       (xh && xa.n_tokens < kMatmulBatchHalfMinTokens))
     return cudaErrorInvalidValue;
@@ -617,6 +543,8 @@ cudaError_t launch_batch(const GemvJob* jobs, int n_jobs, const QuantizedActs& x
   for (int i = 0; i < n_jobs; ++i)
     if (jobs[i].w.rows * jobs[i].w.blocks_per_row * 8 >= kIntMax) return cudaErrorInvalidValue;
   BatchPlan p = make_plan(jobs, n_jobs, xa.n_tokens, xh != nullptr);
+  if (norm && (!staged_norm_takes(p, jobs[0]) || !norm_first_ok(*norm)))
+    return cudaErrorInvalidValue;
   if (p.splits > 1) {
     if (workspace_bytes < split_partials_bytes(p, xa.n_tokens) || !workspace)
       return cudaErrorInvalidValue;
@@ -625,6 +553,11 @@ cudaError_t launch_batch(const GemvJob* jobs, int n_jobs, const QuantizedActs& x
   const cudaError_t e = xh ? launch_dtype<true>(jobs[0].w.dtype, p, xa, xh, s)
                            : launch_dtype<false>(jobs[0].w.dtype, p, xa, nullptr, s);
   if (e != cudaSuccess || p.splits == 1) return e;
+  if (norm) {
+    const int64_t warps = xa.n_tokens * ((jobs[0].w.rows + 127) / 128);
+    return launch_pdl(reduce_norm_kernel, dim3(unsigned((warps + 7) / 8)), dim3(256), 0, s, p,
+                      xa.n_tokens, *norm);
+  }
   int64_t total = 0;
   for (int i = 0; i < n_jobs; ++i) total += xa.n_tokens * jobs[i].w.rows;
   return launch_pdl(reduce_kernel, dim3(unsigned((total + 255) / 256)), dim3(256), 0, s, p,
@@ -681,12 +614,20 @@ cudaError_t launch_batch_x_half(const float* x, int64_t n_tokens, int64_t cols, 
 
 cudaError_t launch_matmul_batch_half_staged(const GemvJob* jobs, int n_jobs, const void* xh,
                                             int64_t n_tokens, int64_t cols, void* workspace,
-                                            size_t workspace_bytes, cudaStream_t s) {
+                                            size_t workspace_bytes, cudaStream_t s,
+                                            const FoldedNorm* norm) {
   if (!xh) return cudaErrorInvalidValue;
   QuantizedActs shape;
   shape.n_tokens = n_tokens, shape.cols = cols;
   return launch_batch(jobs, n_jobs, shape, static_cast<const __half*>(xh), workspace,
-                      workspace_bytes, s);
+                      workspace_bytes, s, norm);
+}
+
+bool matmul_batch_staged_norm_takes(const GemvJob& job, int64_t n_tokens) {
+  if (n_tokens < kMatmulBatchHalfMinTokens || n_tokens > kMatmulBatchMaxTokens ||
+      !matmul_batch_supports(job.w) || !matmul_batch_half_staged(&job, 1, n_tokens))
+    return false;
+  return staged_norm_takes(make_plan(&job, 1, n_tokens, true), job);
 }
 
 }  // namespace hearth::cuda

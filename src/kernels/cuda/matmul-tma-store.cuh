@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/decode-batch.h"
+#include "kernels/cuda/folded-norm.cuh"
 #include "kernels/cuda/half-mma.cuh"
 
 namespace hearth::cuda::tma_form {
@@ -138,24 +139,8 @@ __device__ __forceinline__ void store_norm_sums(const float (&acc)[kMT][kNT][4],
     }
     const int tok = tok0 + tl;
     const int64_t row = row0 + r;
-    float ss = 0.f;
-    if (tok < n_tok && row < d) {  // (d % 4 == 0: a quad is whole or absent)
-      *reinterpret_cast<float4*>(y + tok * d + row) = v;
-      float4* a = reinterpret_cast<float4*>(add + tok * d + row);
-      const float4 o = *a;
-      const float4 x = make_float4(o.x + v.x, o.y + v.y, o.z + v.z, o.w + v.w);
-      *a = x;
-      ss = x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
-      const float sc = nm.s[tok];
-      const float4 w = *reinterpret_cast<const float4*>(nm.w + row);
-      // (batch_half_index: a quad's fp16 as x0 x2 x1 x3)
-      const __half2 lo = __floats2half2_rn(x.x * w.x * sc, x.z * w.z * sc);
-      const __half2 hi = __floats2half2_rn(x.y * w.y * sc, x.w * w.w * sc);
-      uint2 packed;
-      packed.x = *reinterpret_cast<const uint32_t*>(&lo);
-      packed.y = *reinterpret_cast<const uint32_t*>(&hi);
-      *reinterpret_cast<uint2*>(static_cast<__half*>(nm.next_xh) + tok * d + row) = packed;
-    }
+    // (d % 4 == 0: a quad is whole or absent)
+    float ss = tok < n_tok && row < d ? store_norm_quad(v, tok, row, d, y, add, nm) : 0.f;
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     if (lane == 0 && tok < n_tok) nm.ss[int64_t(tok) * tiles + tile] = ss;
   }

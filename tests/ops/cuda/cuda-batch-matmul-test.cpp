@@ -270,7 +270,8 @@ TEST_P(CudaBatchMatmul, GatedFfnMatchesItsOps) {
   }
 }
 
-// The next block's RMSNorm folded into the O / down projection and the matmuls after it
+// The next block's RMSNorm folded into the O / down projection (the copy-engine form up to 32
+// tokens, the staged form's K-split reduction at 40 and 64) and the matmuls after it
 // (matmul_add_norm): the residual, and what Q/K-like matrices of one launch (68 row tiles, so
 // the copy-engine form reads the folded rows at 33-64 tokens too), the gated pair and a lone
 // 40-row matrix (that form up to 32 tokens; above, another, which has the plain norm settle the
@@ -279,12 +280,15 @@ TEST_P(CudaBatchMatmul, GatedFfnMatchesItsOps) {
 // first leaves the per-row scale a fold carries (a pass's first norm is plain).
 TEST_P(CudaBatchMatmul, FoldedNormMatchesTheOps) {
   const DType t = GetParam();
-  const int64_t E = 512, n_q = 68 * 64, n_ff = 68 * 64;
+  // The producer: an O projection of A columns (4 row tiles, 8 stages: the staged form's deep
+  // kernel has K splits at 33-64 tokens; which form folds is pinned below for the dtypes that
+  // fold).
+  const int64_t E = 512, A = 1024, n_q = 68 * 64, n_ff = 68 * 64;
   std::vector<std::vector<uint8_t>> keep;
   std::vector<Weight> ws;
   keep.reserve(6);
   ws.reserve(6);
-  const int64_t shapes[6][2] = {{E, E}, {n_q, E}, {n_q, E}, {n_ff, E}, {n_ff, E}, {40, E}};
+  const int64_t shapes[6][2] = {{E, A}, {n_q, E}, {n_q, E}, {n_ff, E}, {n_ff, E}, {40, E}};
   for (int i = 0; i < 6; ++i) {
     keep.push_back(random_weight_bytes(t, shapes[i][0], shapes[i][1], uint32_t(70 + i)));
     ws.push_back(make_weight(t, shapes[i][0], shapes[i][1], keep.back()));
@@ -295,11 +299,11 @@ TEST_P(CudaBatchMatmul, FoldedNormMatchesTheOps) {
   for (int64_t B : {24, 32, 40, 64}) {
     const std::string what = std::string(dtype_name(t)) + " B " + std::to_string(B);
     const auto x0 = random_floats(size_t(B * E), uint32_t(B + 1), -1.f, 1.f);
-    const auto a = random_floats(size_t(B * E), uint32_t(B + 2), -0.2f, 0.2f);
+    const auto a = random_floats(size_t(B * A), uint32_t(B + 2), -0.2f, 0.2f);
     const auto g0 = random_floats(size_t(E), uint32_t(B + 3), 0.5f, 1.5f);
     const auto g1 = random_floats(size_t(E), uint32_t(B + 4), 0.5f, 1.5f);
     // resid = x0 + a . Wo^T, then xn = rmsnorm(resid) * g1
-    auto resid = reference_matmul(wf[0], a, E, E, B);
+    auto resid = reference_matmul(wf[0], a, E, A, B);
     for (size_t i = 0; i < resid.size(); ++i) resid[i] += x0[i];
     const auto xn = reference_rmsnorm(resid, g1, B, E, 1e-5);
     const auto q_want = reference_matmul(wf[1], xn, n_q, E, B);
@@ -314,6 +318,16 @@ TEST_P(CudaBatchMatmul, FoldedNormMatchesTheOps) {
     }
     float *dres = dev(x0), *da = dev(a), *dg0 = dev(g0), *dg1 = dev(g1);
     float *dxn = poisoned(B * E), *scratch = poisoned(B * E), *first = poisoned(B * E);
+    if (t == DType::Q4_0 || t == DType::Q4_K) {
+      cuda::GemvJob job;  // (the shape and aligned stand-ins: what the choice reads)
+      job.w.dtype = t, job.w.rows = E, job.w.cols = A;
+      job.w.blocks_per_row = A / dtype_info(t).block_size;
+      job.w.body = reinterpret_cast<const uint8_t*>(da);
+      job.w.aux16 = reinterpret_cast<const uint16_t*>(da);
+      job.w.aux_head = reinterpret_cast<const uint4*>(da);
+      job.y = scratch, job.add_to = dres;
+      EXPECT_EQ(cuda::matmul_batch_staged_norm_takes(job, B), B > 32) << what;
+    }
     float *q = poisoned(B * n_q), *k = poisoned(B * n_q), *act = poisoned(B * n_ff),
           *ups = poisoned(B * n_ff), *small = poisoned(B * 40);
     const double tol = 4 * tolerance(t, E, B);
