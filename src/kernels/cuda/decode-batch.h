@@ -50,9 +50,9 @@ cudaError_t launch_matmul_batch_half(const GemvJob* jobs, int n_jobs, const void
 // K-split reduction, folded-norm.cuh either way) writes, besides y and the residual, next_xh =
 // fp16(residual * w * s) (launch_batch_x_half's order; s per token: the last norm's rsqrt, so
 // the rows stay near unit scale) and ss [n_tok, tiles of 128 rows]: each tile's sum of squares
-// of the new residual. The next (x = that next_xh: Q/K/V, gate/up)
-// multiplies its sums by rsqrt(sum of the token's ss_in / n + eps) / s_in and writes that rsqrt
-// to r_out (the s of the norm after). The residual's normed floats are never written.
+// of the new residual. The next (x = that next_xh: Q/K/V, gate/up) multiplies its sums by
+// rsqrt(sum of the token's ss_in / n + eps) / s_in and writes that rsqrt to r_out (the s of the
+// norm after). The residual's normed floats are never written.
 struct FoldedNorm {
   const float* w = nullptr;      // first: the norm's weight [d]
   const float* s = nullptr;      // first: [n_tok]

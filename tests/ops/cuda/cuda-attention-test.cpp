@@ -140,52 +140,65 @@ TEST_F(CudaTest, PrefillRopeMatchesCpu) {
 // (launch_rope_rows_kv), then attention. Against the CPU backend's default (the plain ops):
 // rotated q and k, the cache (rows outside [pos0, pos0 + T) untouched) and the output. Start
 // positions 7, 7, 20, 20: the angle table (one per pass) is reused, then must follow new
-// positions.
+// positions. f32 and f16 caches (both written by the rope launch itself).
 TEST_F(CudaTest, PrefillRopeAppendAttendMatchesCpu) {
   auto cpu = make_cpu_backend(2);
   // Both pair layouts; head_dim 128 and 80 take the rope kernel's 16-byte form, 6 (pairs not a
   // multiple of two) the one-pair form.
-  for (auto style : {kernels::RopeStyle::kInterleaved, kernels::RopeStyle::kHalves})
-    for (int64_t hd : {int64_t(128), int64_t(80), int64_t(6)})
-      for (int step = 0; step < 4; ++step) {
-        const int64_t T = 40, heads = 8, kv_heads = 2, pos0 = step < 2 ? 7 : 20, cap = 64,
-                      kvd = kv_heads * hd;
-        auto q = random_floats(size_t(T * heads * hd), uint32_t(hd + step), -3.f, 3.f);
-        auto k = random_floats(size_t(T * kvd), uint32_t(hd + 10 + step), -3.f, 3.f);
-        const auto v = random_floats(size_t(T * kvd), uint32_t(hd + 20 + step), -3.f, 3.f);
-        auto kc = random_floats(size_t(cap * kvd), 5, -1.f, 1.f);
-        auto vc = random_floats(size_t(cap * kvd), 6, -1.f, 1.f);
-        std::vector<float> inv(size_t(hd / 2));
-        for (int64_t i = 0; i < hd / 2; ++i)
-          inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / hd));
-        std::vector<int32_t> pos(static_cast<size_t>(T));
-        for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(pos0 + t);
-        float *gpu_kc = dev(kc), *gpu_vc = dev(vc);
-        const Backend::KvSegment gpu_seg{gpu_kc, DType::F32, gpu_vc, DType::F32, pos0, T, 0};
-        Backend::AttentionBlock a;
-        a.q = dev(q), a.k = dev(k), a.v = dev(v), a.out = poisoned(T * heads * hd);
-        a.host_pos = pos.data();
-        a.n_tokens = T, a.n_heads = heads, a.n_kv_heads = kv_heads, a.head_dim = hd;
-        a.scale = 1.f / std::sqrt(float(hd));
-        a.rope = {inv.data(), style, hd, 1.f, false};
-        a.segments = {&gpu_seg, 1};
-        backend_->begin_pass(Backend::Phase::kPrefill, T);
-        backend_->rope_append_attend(a);
+  for (DType ct : {DType::F32, DType::F16})
+    for (auto style : {kernels::RopeStyle::kInterleaved, kernels::RopeStyle::kHalves})
+      for (int64_t hd : {int64_t(128), int64_t(80), int64_t(6)})
+        for (int step = 0; step < 4; ++step) {
+          const int64_t T = 40, heads = 8, kv_heads = 2, pos0 = step < 2 ? 7 : 20, cap = 64,
+                        kvd = kv_heads * hd;
+          auto q = random_floats(size_t(T * heads * hd), uint32_t(hd + step), -3.f, 3.f);
+          auto k = random_floats(size_t(T * kvd), uint32_t(hd + 10 + step), -3.f, 3.f);
+          const auto v = random_floats(size_t(T * kvd), uint32_t(hd + 20 + step), -3.f, 3.f);
+          // The caches' rows as the CPU stores them (f16: packed into the floats' bytes).
+          const auto cache_rows = [&](uint32_t seed) {
+            const auto values = random_floats(size_t(cap * kvd), seed, -1.f, 1.f);
+            std::vector<float> rows(size_t(floats_for(cap * kernels::kv_row_bytes(ct, kvd))));
+            kernels::store_kv_rows(ct, values.data(), rows.data(), cap, kvd);
+            return rows;
+          };
+          auto kc = cache_rows(5), vc = cache_rows(6);
+          std::vector<float> inv(size_t(hd / 2));
+          for (int64_t i = 0; i < hd / 2; ++i)
+            inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / hd));
+          std::vector<int32_t> pos(static_cast<size_t>(T));
+          for (int64_t t = 0; t < T; ++t) pos[size_t(t)] = int32_t(pos0 + t);
+          float *gpu_kc = dev(kc), *gpu_vc = dev(vc);
+          const Backend::KvSegment gpu_seg{gpu_kc, ct, gpu_vc, ct, pos0, T, 0};
+          Backend::AttentionBlock a;
+          a.q = dev(q), a.k = dev(k), a.v = dev(v), a.out = poisoned(T * heads * hd);
+          a.host_pos = pos.data();
+          a.n_tokens = T, a.n_heads = heads, a.n_kv_heads = kv_heads, a.head_dim = hd;
+          a.scale = 1.f / std::sqrt(float(hd));
+          a.rope = {inv.data(), style, hd, 1.f, false};
+          a.segments = {&gpu_seg, 1};
+          backend_->begin_pass(Backend::Phase::kPrefill, T);
+          backend_->rope_append_attend(a);
 
-        std::vector<float> out(size_t(T * heads * hd));
-        const Backend::KvSegment cpu_seg{kc.data(), DType::F32, vc.data(), DType::F32, pos0, T, 0};
-        Backend::AttentionBlock c = a;
-        c.q = q.data(), c.k = k.data(), c.v = v.data(), c.out = out.data();
-        c.segments = {&cpu_seg, 1};
-        cpu->rope_append_attend(c);
-        const std::string what = "hd " + std::to_string(hd) + " pos0 " + std::to_string(pos0) +
-                                 " style " + std::to_string(int(style));
-        EXPECT_LT(rel_error(get(a.q, T * heads * hd), q), 1e-6) << what;
-        EXPECT_LT(rel_error(get(a.k, T * kvd), k), 1e-6) << what;
-        EXPECT_LT(rel_error(get(gpu_kc, cap * kvd), kc), 1e-6) << what;
-        EXPECT_EQ(get(gpu_vc, cap * kvd), vc) << what;
-        EXPECT_LT(rel_error(get(a.out, T * heads * hd), out), kTolerance) << what;
-      }
+          std::vector<float> out(size_t(T * heads * hd));
+          const Backend::KvSegment cpu_seg{kc.data(), ct, vc.data(), ct, pos0, T, 0};
+          Backend::AttentionBlock c = a;
+          c.q = q.data(), c.k = k.data(), c.v = v.data(), c.out = out.data();
+          c.segments = {&cpu_seg, 1};
+          cpu->rope_append_attend(c);
+          const std::string what = std::string(dtype_name(ct)) + " hd " + std::to_string(hd) +
+                                   " pos0 " + std::to_string(pos0) + " style " +
+                                   std::to_string(int(style));
+          EXPECT_LT(rel_error(get(a.q, T * heads * hd), q), 1e-6) << what;
+          EXPECT_LT(rel_error(get(a.k, T * kvd), k), 1e-6) << what;
+          // (f16: a rope ulp may flip an element's rounding; v is stored alike, bit for bit)
+          const int64_t n = int64_t(kc.size());
+          EXPECT_LT(rel_error(widen_kv_rows(ct, get(gpu_kc, n), cap, kvd),
+                              widen_kv_rows(ct, kc, cap, kvd)),
+                    ct == DType::F32 ? 1e-6 : 1e-3)
+              << what;
+          EXPECT_EQ(get(gpu_vc, n), vc) << what;
+          EXPECT_LT(rel_error(get(a.out, T * heads * hd), out), kTolerance) << what;
+        }
 }
 
 }  // namespace

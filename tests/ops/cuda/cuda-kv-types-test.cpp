@@ -33,10 +33,6 @@ std::string pair_name(const TypePair& p) {
   return std::string(dtype_name(p.k)) + "/" + dtype_name(p.v);
 }
 
-int64_t floats_for(int64_t bytes) {
-  return (bytes + 3) / 4;
-}
-
 bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }

@@ -80,6 +80,12 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.f
   return v;
 }
 
+// Floats that hold `bytes` (KV cache rows of any type live in float vectors, as Backend moves
+// them).
+inline int64_t floats_for(int64_t bytes) {
+  return (bytes + 3) / 4;
+}
+
 // KV cache rows [rows, n] of type t (held in floats, as Backend moves them) back to f32 (the
 // CPU's load_kv_row).
 inline std::vector<float> widen_kv_rows(DType t, const std::vector<float>& bytes, int64_t rows,
