@@ -200,9 +200,9 @@ class CudaBackend final : public Backend {
 
   void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                float eps) override;
-  // A decode step's O or down projection on the copy-engine form (or the staged form where the
-  // plain product takes it: its K splits' reduction) with the next block's norm folded into it
-  // and into the next matmuls (cuda::FoldedNorm); elsewhere the default's ops.
+  // A decode step's O or down projection with the next block's norm folded into it and into
+  // the next matmuls (cuda::FoldedNorm, launch_matmul_batch_half_norm); elsewhere the
+  // default's ops.
   void matmul_add_norm(const Weight& w, const float* x, int64_t n_tokens, float* y, float* scratch,
                        const float* norm_w, float eps, float* xn) override;
   // Decode passes: one launch a row (post-norm.cu), writing the next matmul's x form.

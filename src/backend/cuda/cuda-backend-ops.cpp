@@ -257,15 +257,9 @@ void CudaBackend::matmul_add_norm(const Weight& w, const float* x, int64_t n_tok
       !ensure(batch_xh_, cuda::batch_x_half_bytes(n_tokens, cols), "batch fp16 activations") ||
       !ensure(batch_xh_spare_, cuda::batch_x_half_bytes(n_tokens, rows),
               "batch fp16 activations") ||
-      !ensure(norm_ss_, size_t(n_tokens) * size_t(tiles) * sizeof(float), "norm sums"))
-    return Backend::matmul_add_norm(w, x, n_tokens, y, scratch, norm_w, eps, xn);
-  // The staged form where it is the plain product's (33-64 sequences over few row tiles: the
-  // O and down projections): its K splits' reduction pass writes the fold.
-  const bool staged = !cuda::matmul_batch_tma_takes(&job, 1, n_tokens, cols) &&
-                      cuda::matmul_batch_staged_norm_takes(job, n_tokens);
-  if (staged &&
+      !ensure(norm_ss_, size_t(n_tokens) * size_t(tiles) * sizeof(float), "norm sums") ||
       !ensure(batch_ws_, cuda::matmul_batch_workspace_bytes(&job, 1, n_tokens), "batch workspace"))
-    return;
+    return Backend::matmul_add_norm(w, x, n_tokens, y, scratch, norm_w, eps, xn);
   if (!batch_x_half(x, n_tokens, cols)) return;
   cuda::FoldedNorm fn;
   fn.w = norm_w;
@@ -273,12 +267,10 @@ void CudaBackend::matmul_add_norm(const Weight& w, const float* x, int64_t n_tok
   fn.next_xh = batch_xh_spare_.ptr;
   fn.ss = norm_ss_.as<float>();
   const int m = prof("matmul + add + norm (decode batch)");
-  const bool ok = check(
-      staged ? cuda::launch_matmul_batch_half_staged(&job, 1, batch_xh_.ptr, n_tokens, cols,
-                                                     batch_ws_.ptr, batch_ws_.bytes, stream_, &fn)
-             : cuda::launch_matmul_batch_half_tma(&job, 1, batch_xh_.ptr, n_tokens, cols, stream_,
-                                                  &fn),
-      "decode batch matmul + norm");
+  const bool ok =
+      check(cuda::launch_matmul_batch_half_norm(job, batch_xh_.ptr, n_tokens, cols, batch_ws_.ptr,
+                                                batch_ws_.bytes, stream_, fn),
+            "decode batch matmul + norm");
   unprof(m);
   if (!ok) return;
   std::swap(batch_xh_, batch_xh_spare_);

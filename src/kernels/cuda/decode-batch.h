@@ -67,6 +67,13 @@ struct FoldedNorm {
 };
 // Whether the first matmul of a folded norm takes this job (17-64 tokens, Q4_0 / Q4_K, rows % 4).
 bool matmul_batch_tma_norm_takes(const GemvJob& job, int64_t n_tokens);
+// The first matmul of a folded norm where matmul_batch_tma_norm_takes(): the staged form where
+// the plain product takes it and it has K splits (matmul_batch_staged_norm_takes; its
+// workspace: matmul_batch_workspace_bytes), else the copy-engine form. One job adding to the
+// residual; norm's first-matmul fields set.
+cudaError_t launch_matmul_batch_half_norm(const GemvJob& job, const void* xh, int64_t n_tokens,
+                                          int64_t cols, void* workspace, size_t workspace_bytes,
+                                          cudaStream_t s, const FoldedNorm& norm);
 
 // The same product with W and x brought into shared memory by the copy engine (TMA) in a ring
 // of stages (matmul-batch-tma.cu; sm_90): Q4_0 and Q4_K, cols % 256 == 0, 17-32 tokens, and

@@ -265,6 +265,18 @@ cudaError_t launch_matmul_batch_half(const GemvJob* jobs, int n_jobs, const void
                                            workspace_bytes, s);
 }
 
+cudaError_t launch_matmul_batch_half_norm(const GemvJob& job, const void* xh, int64_t n_tokens,
+                                          int64_t cols, void* workspace, size_t workspace_bytes,
+                                          cudaStream_t s, const FoldedNorm& norm) {
+  // The staged form where the plain product takes it (33-64 tokens over few row tiles: the O
+  // and down projections), its K splits' reduction writing the fold; else the copy-engine form.
+  if (!matmul_batch_tma_takes(&job, 1, n_tokens, cols) &&
+      matmul_batch_staged_norm_takes(job, n_tokens))
+    return launch_matmul_batch_half_staged(&job, 1, xh, n_tokens, cols, workspace, workspace_bytes,
+                                           s, &norm);
+  return launch_matmul_batch_half_tma(&job, 1, xh, n_tokens, cols, s, &norm);
+}
+
 cudaError_t launch_matmul_batch_half_streamed(const GemvJob* jobs, int n_jobs, const void* xh,
                                               int64_t n_tokens, int64_t cols, void* workspace,
                                               size_t workspace_bytes, cudaStream_t s) {

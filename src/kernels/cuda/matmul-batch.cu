@@ -498,19 +498,19 @@ cudaError_t launch_dtype(DType t, const BatchPlan& p, const QuantizedActs& xa, c
   }
 }
 
-bool aligned16(const void* p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+bool aligned(const void* p, uintptr_t a) {
+  return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0;
 }
 
 // What reduce_norm_kernel needs of a plan: K splits, one job adding to the residual, whole
 // 4-row quads, 16-byte rows (float4 / 8-byte fp16 stores).
 bool staged_norm_takes(const BatchPlan& p, const GemvJob& job) {
   return p.n_jobs == 1 && p.splits > 1 && job.y && job.add_to && job.w.rows % 4 == 0 &&
-         aligned16(job.y) && aligned16(job.add_to);
+         aligned(job.y, 16) && aligned(job.add_to, 16);
 }
 bool norm_first_ok(const FoldedNorm& nm) {
-  return nm.w && aligned16(nm.w) && nm.s && nm.next_xh &&
-         reinterpret_cast<uintptr_t>(nm.next_xh) % 8 == 0 && nm.ss && !nm.ss_in;
+  return nm.w && aligned(nm.w, 16) && nm.s && nm.next_xh && aligned(nm.next_xh, 8) && nm.ss &&
+         !nm.ss_in;
 }
 
 // x's halves in the fp16 fragments' order (batch_half_index(), four at a time: of every 4, the
@@ -572,9 +572,6 @@ bool matmul_batch_supports(DType t) {
 
 bool matmul_batch_supports(const DeviceWeight& w) {
   // Whole stages of 4 blocks per row, and the 16-byte (scales: 8-byte) copies aligned.
-  const auto aligned = [](const void* p, uintptr_t a) {
-    return (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0;
-  };
   if (!matmul_batch_supports(w.dtype) || w.cols % 128 != 0 || !aligned(w.body, 16)) return false;
   return w.dtype == DType::Q4_K ? aligned(w.aux_head, 16) : aligned(w.aux16, 8);
 }
