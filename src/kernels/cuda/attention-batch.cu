@@ -1,21 +1,23 @@
-// A decode step of many sequences in few launches (cuda-ops.h AttnSegment): RoPE on every
-// segment's q and k with the K/V append into each segment's own cache (one launch), then causal
-// attention of each segment's one query over its own rows 0..pos (one launch, split-K over
-// chunks of positions, and one combine launch unless one chunk held them all). Segments may have
-// any lengths; the grid covers the longest and chunks past a segment's end exit at once. Steps
-// the single-token decode kernels do faster (decode_kernels_take: GQA, q8_0 rows, few
-// sequences over short contexts) go to those instead, a block per (KV head's query heads, split,
-// segment). The chunked kernel takes a chunk a warp where a warp's 16-byte loads cover a row
-// (f32 up to head size 128, f16 and bf16), else a 64-position chunk a block (a warp's dot and
-// butterfly per key, ~45 warp instructions per query head and cached row, issue-bound at 2.0-2.4
-// TB/s). Steps of many sequences over one query head a KV head take that warp form as merged
-// blocks instead (merged_takes): a block a segment's head, its warps splitting the positions and
-// merging in shared memory, so no partials and no combine launch. Given the step's rotation
-// (launch_attention_batch's rope), the merged blocks and the decode kernels also rotate q and k
-// and append k and v themselves, so such a step's attention is one launch.
-// Cache rows hold any of the cache element types (kv-rows.cuh): f32, f16 and bf16 ones take their
-// k and v in the RoPE launch, q8_0 ones from a warp-collective store launch (a 32-element block
-// per warp); attention reads them in place (KvRaw).
+// A decode step of many sequences in few launches (cuda-ops.h AttnSegment): after RoPE and the K/V
+// append (rope-batch.cu, one launch), causal attention of each segment's one query over its own
+// rows 0..pos (one launch, split-K over chunks of positions, and one combine launch unless one
+// chunk held them all). Segments may have any lengths; the grid covers the longest and chunks past
+// a segment's end exit at once. Steps the single-token decode kernels do faster
+// (decode_kernels_take: GQA, q8_0 rows, few sequences over short contexts) go to those instead, a
+// block per (KV head's query heads, split, segment). The chunked kernel takes a chunk a warp where
+// a warp's 16-byte loads cover a row (f32 up to head size 128, f16 and bf16), else a 64-position
+// chunk a block (a warp's dot and butterfly per key, ~45 warp instructions per query head and
+// cached row, issue-bound at 2.0-2.4 TB/s). Steps of many sequences over one query head a KV head
+// take that warp form as merged blocks instead (merged_takes): a block a segment's head, its warps
+// splitting the positions and merging in shared memory, so no partials and no combine launch.
+// Given the step's rotation (launch_attention_batch's rope), the merged blocks and the decode
+// kernels also rotate q and k and append k and v themselves, so such a step's attention is one
+// launch. What bounds the merged blocks (H100, ncu, llama2-7b f16, 64 sequences at depth 150):
+// 126 registers a thread, so four blocks (16 warps) an SM, DRAM 76% busy. Tried and no faster
+// (session 61, history/cuda.md): the first round's loads issued before the rotation, rounds
+// double-buffered (168-228 registers), and register caps of 80-128 (spills).
+// Cache rows hold any of the cache element types (kv-rows.cuh); attention reads them in place
+// (KvRaw).
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -53,79 +55,6 @@ __device__ __forceinline__ void load_cache_row(const uint8_t* rows, int64_t e0, 
                                                KvRaw<F> (&v)[EPT]) {
 #pragma unroll
   for (int i = 0; i < EPT; ++i) v[i].load(rows, e0, i, lane, DType::F32);
-}
-
-// The cache row of position pos: a ring's (ring_rows > 0) wraps.
-__device__ __forceinline__ int64_t cache_row(int32_t pos, int ring_rows) {
-  return ring_rows > 0 ? pos % ring_rows : pos;
-}
-
-// One thread per rotated pair (q heads then k heads, every segment) and, for the plain cache
-// types (F32, F16, BF16), per v element, k and v stored to row pos of each segment's cache in
-// kv_store_plain's rounding; q8_0 caches get k and v from store_kv_batch_kernel (its blocks'
-// scales need a warp).
-__global__ void rope_kv_batch_kernel(float* q, int nq, float* k, int nk, const float* v, int hd,
-                                     const AttnSegment* segs, int n_segs, const float* inv_freq,
-                                     int style, DType type, int ring_rows, float mscale) {
-  pdl_trigger();
-  pdl_wait();
-  const bool store = type != DType::Q8_0;
-  const int half = hd / 2, kvd = nk * hd;
-  const int64_t pairs = int64_t(n_segs) * (nq + nk) * half;
-  const int64_t total = pairs + (store ? int64_t(n_segs) * kvd : 0);
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    if (i < pairs) {
-      const int p = int(i % half);
-      const int64_t hs = i / half;
-      const int h = int(hs % (nq + nk)), s = int(hs / (nq + nk));
-      const AttnSegment seg = segs[s];
-      const float2 cs = rope_cos_sin(seg.pos, __ldg(inv_freq + p));
-      const float c = cs.x * mscale, sn = cs.y * mscale;  // (x 1 is exact)
-      if (h < nq) {
-        rope_rotate_pair(q + (int64_t(s) * nq + h) * hd, p, half, style, c, sn);
-      } else {
-        const int kh = h - nq;
-        float* row = k + (int64_t(s) * nk + kh) * hd;
-        rope_rotate_pair(row, p, half, style, c, sn);
-        if (store) {
-          const int a = style == 0 ? 2 * p : p, b = style == 0 ? 2 * p + 1 : p + half;
-          const int64_t e0 = cache_row(seg.pos, ring_rows) * kvd + kh * hd;
-          auto* cache = static_cast<uint8_t*>(seg.k_cache);
-          kv_store_plain(cache, e0 + a, row[a], type);
-          kv_store_plain(cache, e0 + b, row[b], type);
-        }
-      }
-    } else {
-      const int64_t e = i - pairs;
-      const int s = int(e / kvd), c = int(e % kvd);
-      const AttnSegment seg = segs[s];
-      kv_store_plain(static_cast<uint8_t*>(seg.v_cache), cache_row(seg.pos, ring_rows) * kvd + c,
-                     v[e], type);
-    }
-  }
-}
-
-// One warp per 32 elements of a segment's k or v row: row pos of its cache, rounded and packed
-// as `type` (kv_store_warp: the CPU's rounding).
-__global__ void store_kv_batch_kernel(const float* k, const float* v, int kvd,
-                                      const AttnSegment* segs, int n_segs, DType type,
-                                      int ring_rows) {
-  pdl_trigger();
-  pdl_wait();
-  const int lane = threadIdx.x & 31;
-  const int64_t warps = int64_t(n_segs) * 2 * (kvd / 32);
-  for (int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; w < warps;
-       w += (int64_t(gridDim.x) * blockDim.x) >> 5) {
-    const int block = int(w % (kvd / 32));
-    const int64_t sv = w / (kvd / 32);
-    const int s = int(sv / 2);
-    const bool is_v = sv % 2;
-    const AttnSegment seg = segs[s];
-    const int64_t e = cache_row(seg.pos, ring_rows) * kvd + block * 32 + lane;
-    const float x = (is_v ? v : k)[int64_t(s) * kvd + block * 32 + lane];
-    kv_store_warp(static_cast<uint8_t*>(is_v ? seg.v_cache : seg.k_cache), e, x, type, lane);
-  }
 }
 
 // grid (n_heads, chunks, segments), kWarps warps. Block (h, c, s) takes positions
@@ -571,29 +500,6 @@ int64_t attention_batch_partials_floats(int64_t n_segs, int64_t n_heads, int64_t
   return std::max(attention_counter_slots(n_segs, n_heads) +
                       n_segs * n_heads * chunks_for(max_ctx) * (head_dim + 2),
                   attention_decode_batch_floats(n_segs, n_heads, head_dim, max_ctx));
-}
-
-cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, const float* v,
-                                 int64_t head_dim, const AttnSegment* segs, int64_t n_segs,
-                                 DType cache_type, const float* inv_freq, int style, cudaStream_t s,
-                                 int ring_rows, float mscale) {
-  if (n_segs <= 0) return cudaSuccess;
-  if (head_dim % 2 != 0 || !is_cuda_kv_type(cache_type) || ring_rows < 0)
-    return cudaErrorInvalidValue;
-  const bool plain = cache_type != DType::Q8_0;
-  const int64_t kvd = nk * head_dim;
-  if (!plain && kvd % 32 != 0) return cudaErrorInvalidValue;
-  const int64_t total = n_segs * ((nq + nk) * (head_dim / 2) + (plain ? kvd : 0));
-  const unsigned grid = unsigned(std::min<int64_t>((total + 255) / 256, 65535));
-  cudaError_t e =
-      launch_pdl(rope_kv_batch_kernel, dim3(grid), dim3(256), 0, s, q, int(nq), k, int(nk), v,
-                 int(head_dim), segs, int(n_segs), inv_freq, style, cache_type, ring_rows, mscale);
-  if (e != cudaSuccess || plain) return e;
-  const int64_t threads = n_segs * 2 * kvd;  // a lane per element
-  return launch_pdl(store_kv_batch_kernel,
-                    dim3(unsigned(std::min<int64_t>((threads + 255) / 256, 65535))), dim3(256), 0,
-                    s, static_cast<const float*>(k), v, int(kvd), segs, int(n_segs), cache_type,
-                    ring_rows);
 }
 
 namespace {

@@ -118,10 +118,10 @@ struct AttnSegment {
   int32_t pos = 0;  // this token's position: appended at row pos, attends rows 0..pos
 };
 bool attention_batch_supported(int64_t head_dim, int64_t n_heads, int64_t n_kv_heads);
-// RoPE (full, head_dim even) on every segment's q [nq heads] and k [nk heads] at its position,
-// then k and v stored to its cache row pos: one launch for all segments (f32, f16 and bf16
-// rows), two for q8_0 (its store is warp-collective). ring_rows > 0: a sliding layer's ring,
-// position p in row p % ring_rows; mscale: cos and sin times it (YaRN, LongRoPE).
+// RoPE (full, head_dim even; rope-batch.cu) on every segment's q [nq heads] and k [nk heads]
+// at its position, then k and v stored to its cache row pos: one launch for all segments (f32,
+// f16 and bf16 rows), two for q8_0 (its store is warp-collective). ring_rows > 0: a sliding
+// layer's ring, position p in row p % ring_rows; mscale: cos and sin times it (YaRN, LongRoPE).
 cudaError_t launch_rope_kv_batch(float* q, int64_t nq, float* k, int64_t nk, const float* v,
                                  int64_t head_dim, const AttnSegment* segs, int64_t n_segs,
                                  DType cache_type, const float* inv_freq, int style, cudaStream_t s,
