@@ -1,5 +1,6 @@
 // The decode step of many sequences (Phase::kDecodeBatch) on CUDA: the batched int8 matmul
-// (matmul-batch.cu) and the multi-segment RoPE + K/V append + attention (attention-batch.cu).
+// (matmul-batch.cu) and the multi-segment RoPE + K/V append (rope-batch.cu) and attention
+// (attention-batch.cu).
 // Apart from cuda-ops.h so the other kernels do not rebuild when these change.
 #pragma once
 
