@@ -14,8 +14,9 @@
 // kernels also rotate q and k and append k and v themselves, so such a step's attention is one
 // launch. What bounds the merged blocks (H100, ncu, llama2-7b f16, 64 sequences at depth 150):
 // 126 registers a thread, so four blocks (16 warps) an SM, DRAM 76% busy. Tried and no faster
-// (session 61, history/cuda.md): the first round's loads issued before the rotation, rounds
-// double-buffered (168-228 registers), and register caps of 80-128 (spills).
+// (sessions 61-62, history/cuda.md): the first round's loads issued before the rotation, rounds
+// double-buffered (168-228 registers), register caps of 80-128 (spills), and five blocks an SM
+// without spills (96 registers: +3%).
 // Cache rows hold any of the cache element types (kv-rows.cuh); attention reads them in place
 // (KvRaw).
 #include <cuda_fp16.h>
