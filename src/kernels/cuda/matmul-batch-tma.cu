@@ -19,8 +19,9 @@
 // warps: half of x's reads, but two blocks an SM), one block an SM with a deeper ring, and
 // warpgroup MMAs (wgmma, A from registers, x straight from the swizzled box): 17.6 against
 // 17.3, as session 42 found for the streamed form; and wgmma with W dequantized into shared
-// memory, 64 tokens a block (35.2 / 55.8 at 32 / 64 tokens: the unpacking, the same in both,
-// is most of a stage's instructions; session 62).
+// memory, 64 tokens a block (35.2 / 55.8 at 32 / 64 tokens: the unpacking is still most of a
+// stage's instructions, and the shared-memory A buffers leave one or two blocks an SM;
+// session 62).
 // The gated form (launch_matmul_batch_tma_gated) is the same loop over W_gate and W_up at once:
 // a block's 128 rows are 64 of each (two boxes a stage), a warp's two row tiles the same rows of
 // both, and the epilogue writes act(gate) * up and its fp16 form, not the two products.
