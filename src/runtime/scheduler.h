@@ -143,10 +143,13 @@ struct SchedulerOptions {
   int64_t kv_pool_tokens = 0;
   int max_queue = 64;          // jobs waiting for a slot before submit() says kQueueFull
   int64_t batch_tokens = 512;  // tokens per forward pass (decode tokens first, then prompt chunks)
-  // Prompt tokens one step computes while other sequences decode (--step-prompt-tokens): a long
-  // prompt is prefilled in chunks of this size, each sharing a forward pass with every running
-  // sequence's next token, so those streams pause for a chunk's compute, not the whole prompt's.
-  // A step with no decoding sequence takes up to batch_tokens. 0: batch_tokens always.
+  // Prompt tokens computed between two tokens of a running sequence (--step-prompt-tokens): a
+  // long prompt is prefilled in chunks of this size, each sharing a forward pass with every
+  // running sequence's next token, so those streams pause for a chunk's compute, not the whole
+  // prompt's. Above batch_tokens the chunk spans several passes: while more prompt tokens wait
+  // than the next shared pass can take, passes of prompts alone run first (the running streams
+  // wait for all of them at once: one long gap instead of a slow token per pass). A step with
+  // no decoding sequence takes up to batch_tokens. 0: batch_tokens always.
   int64_t step_prompt_tokens = 128;
   // A pass run by start() before any request, shaped like the largest step the server runs (a
   // prompt chunk of up to this many tokens among one-token rows of every other slot, then every
@@ -319,6 +322,9 @@ class Scheduler {
   // fault per 4 KiB every step (scheduler thread only).
   std::vector<float> logits_;
   std::vector<int32_t> picked_;  // the step's picks on the backend, one per output row
+  // Prompt tokens computed by prompt-only passes since the running sequences last took a token
+  // (step_prompt_tokens above batch_tokens). Scheduler thread only.
+  int64_t paused_prompt_tokens_ = 0;
   std::thread thread_;
   JobNotifier notifier_;  // runs the jobs' listeners off this thread, one wake-up a step
 

@@ -441,12 +441,14 @@ TEST_F(SchedulerTest, ReturningPromptsAdoptTheirCachesWithoutMakingNewOnes) {
 // request's tokens came out while the long prompt was being computed (the steps from the one
 // that computed its first chunk to the one that computed its last that also carried a decode
 // token: the running request is the only one decoding then), and checks both answers equal cold
-// runs and that no step carrying a decode token computed more prompt tokens than the budget.
-static int64_t decode_tokens_during_long_prefill(int64_t step_prompt_tokens, int64_t long_prompt) {
+// runs and that no more prompt tokens than the budget were computed between two of the running
+// request's tokens (in the step carrying its token and the prompt-only steps before it).
+static int64_t decode_tokens_during_long_prefill(int64_t step_prompt_tokens, int64_t long_prompt,
+                                                 int64_t batch_tokens = 512) {
   SchedulerOptions o;
   o.parallel = 2;
   o.ctx_size = 1024;
-  o.batch_tokens = 512;
+  o.batch_tokens = batch_tokens;
   o.step_prompt_tokens = step_prompt_tokens;
   std::vector<StepRecord> steps;  // appended on the scheduler thread, read after stop()
   o.on_step = [&steps](const StepRecord& r) { steps.push_back(r); };
@@ -468,14 +470,19 @@ static int64_t decode_tokens_during_long_prefill(int64_t step_prompt_tokens, int
   EXPECT_EQ(arriving->output_tokens(), SchedulerTest::cold_greedy(long_ids, 4, o.ctx_size));
 
   // Prompt tokens computed so far, step by step: the running request's own prompt comes first.
-  int64_t computed = 0, decode_tokens = 0;
+  int64_t computed = 0, decode_tokens = 0, paused = 0;
   bool started = false, done = false;
   for (size_t i = 0; i < steps.size() && !done; ++i) {
     const StepRecord& r = steps[i];
     const int64_t decoding = r.tokens - r.prompt_tokens;
+    // (The running request's own prompt is computed before any of the long one's.)
+    const bool long_prompts = computed >= int64_t(running_prompt.size());
     computed += r.prompt_tokens;
+    EXPECT_LE(r.tokens, batch_tokens) << "step " << i;
+    if (decoding == 0 && long_prompts) paused += r.prompt_tokens;
     if (step_prompt_tokens > 0 && decoding > 0) {
-      EXPECT_LE(r.prompt_tokens, step_prompt_tokens) << "step " << i;
+      EXPECT_LE(paused + r.prompt_tokens, step_prompt_tokens) << "step " << i;
+      paused = 0;
     }
     started = started || computed > int64_t(running_prompt.size());
     done = computed >= int64_t(running_prompt.size()) + long_prompt;
@@ -493,6 +500,16 @@ static int64_t decode_tokens_during_long_prefill(int64_t step_prompt_tokens, int
 TEST_F(SchedulerTest, ALongPromptIsChunkedBetweenARunningRequestsTokens) {
   EXPECT_GE(decode_tokens_during_long_prefill(32, 256), 256 / 32);
   EXPECT_EQ(decode_tokens_during_long_prefill(0, 256), 1);
+}
+
+// A budget above one pass (--step-prompt-tokens 256 with 64-token passes): the 600-token prompt
+// is computed in passes of prompt tokens alone, the running stream taking one token after every
+// 256 of them (three gaps), where a budget of one pass gives it a token every 63.
+TEST_F(SchedulerTest, ABudgetAboveOnePassRunsPromptOnlyPassesBetweenTokens) {
+  const int64_t spanning = decode_tokens_during_long_prefill(256, 600, 64);
+  EXPECT_GE(spanning, 2);
+  EXPECT_LE(spanning, 4);
+  EXPECT_GE(decode_tokens_during_long_prefill(64, 600, 64), 600 / 63);
 }
 
 TEST_F(SchedulerTest, APromptLargerThanThePoolIsAnErrorNotAWait) {
