@@ -52,12 +52,12 @@ bool layers_end_on_gpu(const Engine& engine) {
 // --step-prompt-tokens' default. On the CPU a prompt chunk's compute is what running streams
 // wait for: 128 keeps their inter-token gap short. On a GPU a 512-token pass costs a few decode
 // steps, and a burst of new requests is best computed in passes of prompts alone, the running
-// streams waiting once for up to eight of them, not a slow token per pass (H100, 7B Q4_0, 32
-// clients of 100-token prompts: inter-token p99 4.7 ms against 17 with 512, one client's 2.5-2.8;
-// the same tok/s; 64 clients 1.7% fewer).
+// streams waiting once for up to sixteen of them, not a slow token per pass (H100, 7B Q4_0,
+// clients of 100-token prompts against 512: inter-token p99 at 32 clients 4.8-4.9 ms against
+// 17, one client's 2.7-2.8; at 64 clients 7.8-8.0 against 32-36; 1-2% fewer tok/s).
 int64_t serve_step_prompt_tokens(const ServeArgs& a, const Engine& engine) {
   if (a.step_prompt_tokens >= 0) return a.step_prompt_tokens;
-  return layers_end_on_gpu(engine) ? 4096 : 128;
+  return layers_end_on_gpu(engine) ? 8192 : 128;
 }
 
 // The warm-up pass before the first request (SchedulerOptions::warm_up_tokens): on a GPU, a step
@@ -189,7 +189,7 @@ void setup(CLI::App& root) {
                   "prompts are prefilled in chunks of this size, so running streams pause for a "
                   "chunk, not the whole prompt; above --batch-tokens a chunk takes several "
                   "passes, prompts alone first, and the streams wait for them at once (default "
-                  "128 with the layers on the CPU, 4096 on a GPU; 0 = --batch-tokens)")
+                  "128 with the layers on the CPU, 8192 on a GPU; 0 = --batch-tokens)")
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("--no-warmup", a->no_warmup,
                 "GPU: skip the pass run at start (a step as large as the server runs) that takes "
