@@ -40,6 +40,8 @@ class SchedulerTest : public testing::Test {
     return test::scheduler_job(prompt, max_tokens, temperature, seed);
   }
   static std::string finish(Job& j) { return test::finish_job(j); }
+  // Six requests through a pool of 8 blocks (ATinyPoolQueuesAndPreempts...).
+  static void tiny_pool_run(int64_t batch_tokens, int64_t step_prompt_tokens);
 
   static std::vector<int32_t> cold_greedy(const std::vector<int32_t>& prompt, int max_tokens,
                                           int64_t ctx) {
@@ -307,10 +309,22 @@ std::vector<int32_t> numbered_prompt(int n, int salt) {
   return p;
 }
 
+// Also with prompt-only passes (a prompt budget of four 16-token passes), which must not keep a
+// prompt waiting for blocks from holding back the decoding sequences.
 TEST_F(SchedulerTest, ATinyPoolQueuesAndPreemptsYetEveryAnswerEqualsTheColdRun) {
+  for (const auto& [batch_tokens, step_prompt_tokens] :
+       {std::pair<int64_t, int64_t>{512, 128}, {16, 64}})
+    tiny_pool_run(batch_tokens, step_prompt_tokens);
+}
+
+void SchedulerTest::tiny_pool_run(int64_t batch_tokens, int64_t step_prompt_tokens) {
+  SCOPED_TRACE("batch_tokens " + std::to_string(batch_tokens) + ", step_prompt_tokens " +
+               std::to_string(step_prompt_tokens));
   SchedulerOptions o;
   o.parallel = 4;
   o.ctx_size = 256;
+  o.batch_tokens = batch_tokens;
+  o.step_prompt_tokens = step_prompt_tokens;
   o.kv_pool_tokens = pool_of_blocks(o, 8);
   Scheduler sched(engine_, o);
   ASSERT_TRUE(sched.start().is_ok());
