@@ -36,6 +36,16 @@ struct Scheduler::CachedPrefix {
   uint64_t last_used = 0;
 };
 
+// One forward pass's rows, as Scheduler::plan_pass chose them: each segment's slot and
+// whether its last row picks a token, the tokens in segment order.
+struct Scheduler::PassPlan {
+  std::vector<int32_t> tokens;
+  std::vector<BatchSegment> segs;
+  std::vector<Slot*> seg_slot;
+  std::vector<bool> seg_samples;  // does this segment's logits row pick a token?
+  int64_t prompt_tokens = 0;      // of tokens, those of prompt chunks
+};
+
 // What a preempted job's next slot recomputes and continues with (Job::resume_).
 struct Job::Resume {
   std::vector<int32_t> feed;

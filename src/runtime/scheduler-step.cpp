@@ -99,14 +99,51 @@ bool Scheduler::emit_token(Slot& slot, const float* logits, int32_t picked, Fini
   return true;
 }
 
+void Scheduler::plan_pass(const std::vector<Slot*>& order, int64_t decoding, int64_t prompt_budget,
+                          bool only_prompts, PassPlan* plan) {
+  int64_t budget = options_.batch_tokens, decoders = only_prompts ? 0 : decoding;
+  for (Slot* s : order) {
+    if (!s->job || s->leader || budget == 0) continue;
+    const bool decode = s->pending >= 0;
+    if (decode && only_prompts) continue;
+    if (decode) --decoders;
+    const int64_t pos0 = int64_t(s->history.size());
+    int64_t n = decode ? 1
+                       : std::min({budget - decoders, prompt_budget,
+                                   int64_t(s->feed.size() - s->prompt_done)});
+    if (n <= 0) continue;
+    const Room room = make_room(*s, pos0 + n, plan->seg_slot);
+    if (room == Room::kWait && !decode) {  // prefill what its blocks hold; the rest waits
+      n = std::min(n, s->kv.held_blocks() * pool_->block_tokens() - pos0);
+      if (n <= 0) continue;
+    } else if (room == Room::kWait) {
+      // Nothing newer to take a block from: this sequence steps back, or alone in the pool
+      // and still out of room, it has reached what the pool can hold.
+      if (running_slots() > 1)
+        preempt(*s);
+      else
+        finish_slot(*s, "length");
+      continue;
+    }
+    if (decode) {
+      plan->tokens.push_back(s->pending);
+    } else {
+      plan->tokens.insert(plan->tokens.end(), s->feed.begin() + long(s->prompt_done),
+                          s->feed.begin() + long(s->prompt_done) + n);
+      plan->prompt_tokens += n;
+      prompt_budget -= n;
+    }
+    plan->segs.push_back({&s->kv, pos0, n, false});
+    plan->seg_slot.push_back(s);
+    plan->seg_samples.push_back(decode || s->prompt_done + size_t(n) == s->feed.size());
+    budget -= n;
+  }
+}
+
 void Scheduler::step(StepRecord* record) {
   if (step_single_stream(record)) return;
   Timer prepare_timer;
   const Model& model = engine_->model();
-  std::vector<int32_t> tokens;
-  std::vector<BatchSegment> segs;
-  std::vector<Slot*> seg_slot;
-  std::vector<bool> seg_samples;  // does this segment's logits row pick a token?
   // Slots in admission order, oldest first, so the oldest sequences take pool blocks first and
   // may preempt newer ones (make_room): the oldest always progress. Decode tokens keep their
   // place in the budget (a prompt chunk leaves one token for each decoding slot still to come),
@@ -130,59 +167,22 @@ void Scheduler::step(StepRecord* record) {
   const int64_t allowance = spt - paused_prompt_tokens_;
   const int64_t shared = std::clamp<int64_t>(std::min(allowance, batch - decoding), 0, batch);
   const bool prompts_only = decoding > 0 && spt > batch && waiting > shared && allowance >= batch;
-  int64_t prompt_evaluated = 0;
-  // Picks the pass's segments: every decoding slot's token unless prompts_only, then prompt
-  // chunks within the prompt budget.
-  const auto choose = [&](bool only_prompts) {
-    int64_t budget = batch, decoders = only_prompts ? 0 : decoding;
-    int64_t prompt_budget = decoding == 0 || spt <= 0 ? batch
-                            : only_prompts            ? batch
-                            : spt > batch             ? shared
-                                                      : spt;
-    for (Slot* s : order) {
-      if (!s->job || s->leader || budget == 0) continue;
-      const bool decode = s->pending >= 0;
-      if (decode && only_prompts) continue;
-      if (decode) --decoders;
-      const int64_t pos0 = int64_t(s->history.size());
-      int64_t n = decode ? 1
-                         : std::min({budget - decoders, prompt_budget,
-                                     int64_t(s->feed.size() - s->prompt_done)});
-      if (n <= 0) continue;
-      const Room room = make_room(*s, pos0 + n, seg_slot);
-      if (room == Room::kWait && !decode) {  // prefill what its blocks hold; the rest waits
-        n = std::min(n, s->kv.held_blocks() * pool_->block_tokens() - pos0);
-        if (n <= 0) continue;
-      } else if (room == Room::kWait) {
-        // Nothing newer to take a block from: this sequence steps back, or alone in the pool
-        // and still out of room, it has reached what the pool can hold.
-        if (running_slots() > 1)
-          preempt(*s);
-        else
-          finish_slot(*s, "length");
-        continue;
-      }
-      if (decode) {
-        tokens.push_back(s->pending);
-      } else {
-        tokens.insert(tokens.end(), s->feed.begin() + long(s->prompt_done),
-                      s->feed.begin() + long(s->prompt_done) + n);
-        prompt_evaluated += n;
-        prompt_budget -= n;
-      }
-      segs.push_back({&s->kv, pos0, n, false});
-      seg_slot.push_back(s);
-      seg_samples.push_back(decode || s->prompt_done + size_t(n) == s->feed.size());
-      budget -= n;
-    }
-  };
-  choose(prompts_only);
+  const int64_t prompt_budget = decoding == 0 || spt <= 0 || prompts_only ? batch
+                                : spt > batch                             ? shared
+                                                                          : spt;
+  PassPlan plan;
+  plan_pass(order, decoding, prompt_budget, prompts_only, &plan);
   // No prompt could take a block: the decoding slots go on rather than wait behind it.
-  if (prompts_only && segs.empty()) choose(false);
-  if (segs.empty()) return;
+  if (prompts_only && plan.segs.empty()) plan_pass(order, decoding, shared, false, &plan);
+  if (plan.segs.empty()) return;
+  const int64_t prompt_evaluated = plan.prompt_tokens;
   // The running slots took a token (or there were none): their pause starts again.
-  const bool decoded = decoding == 0 || prompt_evaluated < int64_t(tokens.size());
+  const bool decoded = decoding == 0 || prompt_evaluated < int64_t(plan.tokens.size());
   paused_prompt_tokens_ = decoded ? 0 : paused_prompt_tokens_ + prompt_evaluated;
+  const std::vector<int32_t>& tokens = plan.tokens;
+  const std::vector<BatchSegment>& segs = plan.segs;
+  const std::vector<Slot*>& seg_slot = plan.seg_slot;
+  const std::vector<bool>& seg_samples = plan.seg_samples;
 
   // Rows that only pick greedily are picked where the logits are; only the others are read back
   // (with 32 sequences on a GPU that was 4 MB of logits and 32 host picks a step).

@@ -260,6 +260,12 @@ class Scheduler {
     std::string reason, error;
   };
   bool emit_token(Slot& slot, const float* logits, int32_t picked, Finish* finish);
+  // A batched step's pass (scheduler-step.cpp): the slots in `order` (admission order) take
+  // one token each if decoding (none with only_prompts), then prompt chunks of at most
+  // prompt_budget tokens together, all within batch_tokens and the pool (make_room).
+  struct PassPlan;
+  void plan_pass(const std::vector<Slot*>& order, int64_t decoding, int64_t prompt_budget,
+                 bool only_prompts, PassPlan* plan);
   // One sequence alone decoding (nothing queued, no prompt to compute) on a backend that
   // chains: its next tokens from Model::decode_chained, a few steps queued ahead of the host
   // (scheduler-chain.cpp). False when the step is not that case (step() runs it).
