@@ -167,9 +167,9 @@ void Scheduler::step(StepRecord* record) {
   const int64_t allowance = spt - paused_prompt_tokens_;
   const int64_t shared = std::clamp<int64_t>(std::min(allowance, batch - decoding), 0, batch);
   const bool prompts_only = decoding > 0 && spt > batch && waiting > shared && allowance >= batch;
-  const int64_t prompt_budget = decoding == 0 || spt <= 0 || prompts_only ? batch
-                                : spt > batch                             ? shared
-                                                                          : spt;
+  // (shared is the budget whenever the decoding slots share the pass: with step_prompt_tokens
+  // at most one pass, nothing is paused and it is step_prompt_tokens within the pass.)
+  const int64_t prompt_budget = decoding == 0 || spt <= 0 || prompts_only ? batch : shared;
   PassPlan plan;
   plan_pass(order, decoding, prompt_budget, prompts_only, &plan);
   // No prompt could take a block: the decoding slots go on rather than wait behind it.
