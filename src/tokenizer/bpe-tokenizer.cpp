@@ -94,6 +94,9 @@ Status BpeTokenizer::build(const std::string& source) {
   const size_t n = v_.tokens.size();
   if (v_.types.empty()) v_.types.assign(n, TokenType::kNormal);
   HEARTH_TRY((check_vocab_table<BpeVocab, &BpeVocab::tokens>(v_, source)));
+  if (v_.model_unk_id < -1 || v_.model_unk_id >= static_cast<int64_t>(n))
+    return Status::error(source + ": model unk_token id " + std::to_string(v_.model_unk_id) +
+                         " outside the vocabulary of " + std::to_string(n));
   for (int& b : byte_ids_) b = -1;
   for (size_t i = 0; i < n; ++i) {
     const auto id = static_cast<int32_t>(i);
@@ -213,8 +216,8 @@ void BpeTokenizer::encode_piece(std::string_view bytes, std::vector<int32_t>& ou
   for (int i = syms.empty() ? -1 : 0; i >= 0; i = syms[i].next) {
     if (syms[i].id >= 0) {
       out.push_back(syms[i].id);
-    } else if (v_.unk_id >= 0) {
-      out.push_back(v_.unk_id);  // a byte the vocabulary lacks
+    } else if (v_.model_unk_id >= 0) {
+      out.push_back(v_.model_unk_id);  // a byte the vocabulary lacks (else it is dropped)
     }
   }
 }

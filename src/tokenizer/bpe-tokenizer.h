@@ -24,6 +24,11 @@ struct BpeVocab {
   bool ignore_merges = false;     // a whole pre-token found in the vocabulary is one id
   bool nfc = false;               // tokenizer.json normalizer NFC (Qwen2)
   int32_t unk_id = -1, bos_id = -1, eos_id = -1, pad_id = -1;
+  // What encoding emits for a byte the vocabulary has no token for: tokenizer.json's
+  // model.unk_token, as Hugging Face's BPE model does; -1 drops the byte, as llama.cpp does for
+  // every GGUF (whose unknown_token_id is the vocabulary's, often <|endoftext|>, not the
+  // model's: emitting it would end the text inside a prompt).
+  int32_t model_unk_id = -1;
   std::vector<int32_t> extra_eog_ids;
   bool add_bos = false, add_eos = false;
 };

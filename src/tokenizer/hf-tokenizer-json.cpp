@@ -241,6 +241,7 @@ Result<BpeVocab> read_bpe(const json& j, const json& m, const std::string& sourc
   }
   if (m.contains("unk_token") && m["unk_token"].is_string()) {
     v.unk_id = t.find(m["unk_token"].get<std::string>());
+    v.model_unk_id = v.unk_id;
   }
   HEARTH_TRY(read_normalizer(j.value("normalizer", json()), v, source));
   HEARTH_TRY(read_pre(j.value("pre_tokenizer", json()), v, source));

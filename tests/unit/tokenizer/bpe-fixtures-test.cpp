@@ -190,6 +190,51 @@ TEST(BpeFixtures, UnsupportedInputsAreErrors) {
   EXPECT_NE(t2.message().find("merges[0]"), std::string::npos) << t2.message();
 }
 
+// A vocabulary without a token for one byte (0xF1 here: refact's lacks it, so U+40000-U+7FFFF
+// cannot be spelt). A GGUF drops the byte, as llama.cpp does: its unknown_token_id (refact's is
+// <|endoftext|>) must not end the text inside a prompt. A tokenizer.json emits its model's
+// unk_token there, as Hugging Face's BPE model does.
+TEST(BpeFixtures, AByteWithoutATokenIsDroppedOrTheModelsUnk) {
+  auto tokens = fixture_tokens();
+  tokens.resize(256);
+  tokens[0xF1] = "<unk>";  // the byte's token replaced: no token spells 0xF1 any more
+  const std::string text =
+      "a\xF1\x90\x80\x80"
+      "b";
+
+  GgufWriter w;
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", "gpt-2");
+  w.set_string_array("tokenizer.ggml.tokens", tokens);
+  std::vector<int32_t> types(tokens.size(), 1);
+  types[0xF1] = 2;  // unknown
+  w.set_i32_array("tokenizer.ggml.token_type", types);
+  w.set_string_array("tokenizer.ggml.merges", {});
+  w.set_u32("tokenizer.ggml.unknown_token_id", 0xF1);
+  const auto bytes = w.to_bytes();
+  auto g = GgufFile::parse(bytes.data(), bytes.size(), "missing-byte.gguf");
+  ASSERT_TRUE(g.is_ok()) << g.message();
+  auto from_gguf = Tokenizer::from_gguf(g.value());
+  ASSERT_TRUE(from_gguf.is_ok()) << from_gguf.message();
+  EXPECT_EQ((*from_gguf)->encode(text, false), (Ids{'a', 0x90, 0x80, 0x80, 'b'}));
+
+  std::string vocab;
+  for (size_t i = 0; i < tokens.size(); ++i)
+    vocab +=
+        (i ? "," : "") + std::string("\"") + json_escape(tokens[i]) + "\":" + std::to_string(i);
+  const std::string dir = test::temp_dir() + "/missing-byte";
+  test::run_command({"mkdir", "-p", dir});
+  test::write_file(dir + "/tokenizer.json",
+                   R"({"version":"1.0","added_tokens":[],"normalizer":null,
+ "pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true},
+ "decoder":{"type":"ByteLevel","add_prefix_space":true,"trim_offsets":true,"use_regex":true},
+ "model":{"type":"BPE","unk_token":"<unk>","vocab":{)" +
+                       vocab + R"(},"merges":[]}})");
+  auto from_json = Tokenizer::from_hf_dir(dir);
+  ASSERT_TRUE(from_json.is_ok()) << from_json.message();
+  EXPECT_EQ((*from_json)->encode(text, false), (Ids{'a', 0xF1, 0x90, 0x80, 0x80, 'b'}));
+}
+
 // decode(encode(s)) == s on generated strings, invalid UTF-8 included, for the real GPT-2 vocab
 // and both fixture pre-tokenizers.
 TEST(BpeFixtures, RoundTripGeneratedStrings) {
