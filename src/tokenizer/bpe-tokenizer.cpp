@@ -94,9 +94,6 @@ Status BpeTokenizer::build(const std::string& source) {
   const size_t n = v_.tokens.size();
   if (v_.types.empty()) v_.types.assign(n, TokenType::kNormal);
   HEARTH_TRY((check_vocab_table<BpeVocab, &BpeVocab::tokens>(v_, source)));
-  if (v_.model_unk_id < -1 || v_.model_unk_id >= static_cast<int64_t>(n))
-    return Status::error(source + ": model unk_token id " + std::to_string(v_.model_unk_id) +
-                         " outside the vocabulary of " + std::to_string(n));
   for (int& b : byte_ids_) b = -1;
   for (size_t i = 0; i < n; ++i) {
     const auto id = static_cast<int32_t>(i);

@@ -34,6 +34,8 @@ Status check_vocab_table(const Vocab& v, const std::string& source) {
   HEARTH_TRY(check_id(v.bos_id, "bos token id"));
   HEARTH_TRY(check_id(v.eos_id, "eos token id"));
   HEARTH_TRY(check_id(v.pad_id, "padding token id"));
+  if constexpr (requires { v.model_unk_id; })  // (BPE: what a byte with no token becomes)
+    HEARTH_TRY(check_id(v.model_unk_id, "model unk_token id"));
   for (int32_t id : v.extra_eog_ids) HEARTH_TRY(check_id(id, "end-of-generation token id"));
   for (size_t i = 0; i < n; ++i) {
     const auto t = static_cast<int32_t>(v.types[i]);

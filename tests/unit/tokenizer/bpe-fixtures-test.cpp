@@ -65,14 +65,21 @@ std::string json_escape(const std::string& s) {
   return o;
 }
 
-std::unique_ptr<Tokenizer> json_fixture(const std::string& regex, bool pair_merges,
-                                        const std::string& dir_name) {
-  const auto tokens = fixture_tokens();
-  std::string vocab, merges;
-  for (size_t i = 0; i < 264; ++i) {
+// tokenizer.json's model.vocab body for tokens [0, n): "text":id,...
+std::string vocab_json(const std::vector<std::string>& tokens, size_t n) {
+  std::string vocab;
+  for (size_t i = 0; i < n; ++i) {
     vocab +=
         (i ? "," : "") + std::string("\"") + json_escape(tokens[i]) + "\":" + std::to_string(i);
   }
+  return vocab;
+}
+
+std::unique_ptr<Tokenizer> json_fixture(const std::string& regex, bool pair_merges,
+                                        const std::string& dir_name) {
+  const auto tokens = fixture_tokens();
+  const std::string vocab = vocab_json(tokens, 264);
+  std::string merges;
   for (size_t i = 0; i < kMerges.size(); ++i) {
     const size_t sp = kMerges[i].find(' ');
     merges += i ? "," : "";
@@ -218,10 +225,7 @@ TEST(BpeFixtures, AByteWithoutATokenIsDroppedOrTheModelsUnk) {
   ASSERT_TRUE(from_gguf.is_ok()) << from_gguf.message();
   EXPECT_EQ((*from_gguf)->encode(text, false), (Ids{'a', 0x90, 0x80, 0x80, 'b'}));
 
-  std::string vocab;
-  for (size_t i = 0; i < tokens.size(); ++i)
-    vocab +=
-        (i ? "," : "") + std::string("\"") + json_escape(tokens[i]) + "\":" + std::to_string(i);
+  const std::string vocab = vocab_json(tokens, tokens.size());
   const std::string dir = test::temp_dir() + "/missing-byte";
   test::run_command({"mkdir", "-p", dir});
   test::write_file(dir + "/tokenizer.json",
