@@ -42,6 +42,7 @@ constexpr Variant kVariants[] = {
     {"split", 0, 0, false, false},   {"dispatch", 1, 0, false, false},
     {"scalar", 2, 0, false, true},   {"dec/12", 2, 12, false, false},
     {"dec/24", 2, 24, false, false}, {"dec/32", 2, 32, false, false},
+    {"dec/48", 2, 48, false, false}, {"dec/64", 2, 64, false, false},
     {"dec runs", 2, 0, true, false}, {"scalar/16", 2, 16, false, true}};
 constexpr int kNumVariants = int(sizeof(kVariants) / sizeof(kVariants[0]));
 
