@@ -135,6 +135,14 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
   const int c_mine = threadIdx.x % R::kGrans, r_mine = threadIdx.x / R::kGrans;
   const int dst_mine =
       r_mine * R::kStride + (R::kQ8 ? c_mine * R::kGran : f16_chunk(r_mine, c_mine));
+  // The copy loop's cache addresses step by a pass's rows (one 64-bit add a row and cache, not
+  // a multiply): a full tile that does not cross a ring's wrap (nearly every tile) takes the
+  // loop with no per-row tests; the rest (a split's partial last tile, a wrap) the general one.
+  constexpr int kIters = (kT + kPass - 1) / kPass;
+  const int64_t pass_step = int64_t(kPass) * kv_stride;
+  const int64_t ring_step = int64_t(b.ring) * kv_stride;
+  const int64_t mine_off = int64_t(r_mine) * kv_stride + c_mine * R::kGran;
+  const int64_t v_off = vbase - kbase;
   auto issue = [&](int k) {
     if (r_mine >= kPass) return;
     const int64_t p0 = b.pos(k, kT);
@@ -142,18 +150,26 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
     const int rows = left < 0 ? 0 : left < kT ? int(left) : kT;
     uint8_t* sk = stage_mem + (k % kStages) * R::kStageBytes + dst_mine;
     uint8_t* sv = sk + kT * R::kStride;
-    const int64_t src0 = b.row(p0) * kv_stride + c_mine * R::kGran;
     const int wrap = b.wrap_at(p0);
-    const uint8_t* gk = kbase + src0;
-    const uint8_t* gv = vbase + src0;
+    const uint8_t* g = kbase + b.row(p0) * kv_stride + mine_off;
+    if (rows == kT && wrap >= kT) {
 #pragma unroll
-    for (int r = r_mine, i = 0; i < (kT + kPass - 1) / kPass; ++i, r += kPass) {
+      for (int i = 0; i < kIters; ++i, g += pass_step) {
+        if (i == kIters - 1 && r_mine + i * kPass >= kT) break;
+        const int o = i * kPass * R::kStride;
+        cp_async(sk + o, g, R::kGran);
+        cp_async(sv + o, g + v_off, R::kGran);
+      }
+      return;
+    }
+#pragma unroll
+    for (int r = r_mine, i = 0; i < kIters; ++i, r += kPass, g += pass_step) {
       if (r >= kT) break;
       const int o = i * kPass * R::kStride;
       if (r < rows) {
-        const int64_t go = int64_t(r >= wrap ? r - b.ring : r) * kv_stride;
-        cp_async(sk + o, gk + go, R::kGran);
-        cp_async(sv + o, gv + go, R::kGran);
+        const uint8_t* gr = r >= wrap ? g - ring_step : g;
+        cp_async(sk + o, gr, R::kGran);
+        cp_async(sv + o, gr + v_off, R::kGran);
       } else if constexpr (R::kGran == 16) {
         *reinterpret_cast<uint4*>(sk + o) = make_uint4(0, 0, 0, 0);
         *reinterpret_cast<uint4*>(sv + o) = make_uint4(0, 0, 0, 0);
