@@ -142,7 +142,11 @@ __global__ void __launch_bounds__(kWarps * 32, (RowShape<F, HD>::kMinBlocks))
   const int64_t pass_step = int64_t(kPass) * kv_stride;
   const int64_t ring_step = int64_t(b.ring) * kv_stride;
   const int64_t mine_off = int64_t(r_mine) * kv_stride + c_mine * R::kGran;
-  const int64_t v_off = vbase - kbase;
+  // A V row sits at a fixed distance from its K row (both caches share the row layout), so one
+  // stepped address serves both: the distance is taken as integers, the caches being separate
+  // allocations in the device's flat address space.
+  const int64_t v_off =
+      int64_t(reinterpret_cast<uintptr_t>(vbase)) - int64_t(reinterpret_cast<uintptr_t>(kbase));
   auto issue = [&](int k) {
     if (r_mine >= kPass) return;
     const int64_t p0 = b.pos(k, kT);
