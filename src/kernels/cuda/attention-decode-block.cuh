@@ -358,19 +358,17 @@ cudaError_t launch_decode_instance(Kernel kernel, int& per_sm, size_t smem, int 
       per_sm = 2;
   }
   // The last block of a row combines splits x g partial rows (g query heads a block, at most
-  // 8), so a row's splits are capped at 256 / g (32 to 64) over caches of 8,192 rows or more,
-  // the only ones where more than 32 has been measured to win, and at 32 below: with eight heads a
-  // block (Qwen3-MoE's 32 / 4 heads, gpt-oss's 64 / 8) a wave's 64 splits made the combine the
-  // larger cost (H200, hearth-cuda-bench --attention-only --attn-shape 2, f16, us at 64 / 32 / 24
-  // splits: d4096 25.3 / 19.2 / 17.8, d8192 27.7 / 21.8 / 21.4, d32768 41.6 / 39.1 / 45.5; session
-  // 43), while Llama 3's q8_0 blocks of four heads, which fit four an SM, left half the SM slots
-  // empty at 32 splits (H100, --attn-shape 1 --attn-kv q8_0, us at 32 / 64 splits: d8192 24.4
-  // / 21.9, d32768 61.8 / 42.8, tg64 @ d32768 248 -> 289 tok/s; session 66), and over shorter
-  // caches a split's few tiles leave the combine the larger share (Llama 3's f16 at d4096, session
-  // 43).
+  // 8), so a row's splits are capped at 256 / g (32 to 64) over caches of kWideCombineRows or
+  // more, and at 32 below, where more than 32 has not been measured to win. Eight heads
+  // a block (Qwen3-MoE, gpt-oss) at 64 splits made the combine the larger cost (H200, --attn-shape
+  // 2 f16, us at 64 / 32: d8192 27.7 / 21.8; session 43); Llama 3's q8_0 blocks of four heads,
+  // which fit four an SM, left half the SM slots empty at 32 (H100, --attn-shape 1 q8_0, us at
+  // 32 / 64: d8192 24.4 / 21.9, d32768 61.8 / 42.8; session 66); over 4,096 rows Llama 3's f16
+  // took 16.1 us at 64 against 14.6 at 32 (session 43). The tables: docs/history/cuda.md.
+  constexpr int64_t kWideCombineRows = 8192;
   const int64_t g = brows > 0 && n_heads >= brows ? n_heads / brows : 1;
   const int64_t combine_cap =
-      max_ctx >= 8192 ? std::clamp<int64_t>(256 / g, 32, kDecodeMaxSplits) : 32;
+      max_ctx >= kWideCombineRows ? std::clamp<int64_t>(256 / g, 32, kDecodeMaxSplits) : 32;
   const int64_t splits =
       probe.splits > 0 ? (probe.splits < kDecodeMaxSplits ? probe.splits : kDecodeMaxSplits)
                        : std::min(decode_splits(brows * n_segs, per_sm, max_ctx), combine_cap);
