@@ -29,8 +29,10 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
                         const char* batch_list, const char* shape_list) {
   const DType dtypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K};
   const int64_t shapes[][2] = {{4096, 4096}, {11008, 4096}, {4096, 11008}};
-  const int64_t batches[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 256, 512};
-  constexpr int64_t kMaxB = 512;
+  // Up to a prefill pass and beyond (the GEMM columns: how the fp16 GEMM's rate grows with the
+  // pass's tokens; 1024 and 2048 only when listed with --batch-sizes).
+  const int64_t batches[] = {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 160, 256, 512, 1024, 2048};
+  constexpr int64_t kMaxB = 2048;
   std::printf("\n== batched decode matmul: weight GB/s (vs copy %.0f GB/s r+w) and TOPS ==\n",
               copy_gbs);
   std::printf(
@@ -77,7 +79,7 @@ bool batch_matmul_table(cudaStream_t s, cublasHandle_t blas, const char* only, d
       const uint64_t raw = rep.raw;
       const int launches = std::max(replicas, 32);
       for (int64_t B : batches) {
-        if (!listed(batch_list, std::to_string(B))) continue;
+        if (!listed(batch_list, std::to_string(B)) || (!batch_list && B > 512)) continue;
         // The backend's choice per B: the GEMV, the int8 batched matmul, or its fp16 form (x
         // converted once here; the backend converts it once per matmul).
         cuda::QuantizedActs xa;
