@@ -9,7 +9,8 @@
 namespace hearth::bench {
 
 // One run: B caches each holding `depth` + 1 prompt token, then n_gen lockstep steps (token 1
-// fed to every sequence: the figure is the step time, not the text). Returns B * n_gen / seconds.
+// fed to every sequence: the figure is the step time, not the text), each picking its rows'
+// greedy ids where the logits are (a served step's path). Returns B * n_gen / seconds.
 // The caches are made once by the caller (new_batch_caches) and reused across repetitions.
 // new_batch_caches: B caches of `capacity` positions and `types`, each holding a copy of the
 // first `depth` positions of `filled` (a cache of the same capacity and types). Rows left
