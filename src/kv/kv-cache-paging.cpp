@@ -23,8 +23,8 @@ uint64_t KvCache::commit_target(const Layer& l, uint64_t row_bytes, uint64_t res
   if (blocks < 0) return whole;
   if (blocks == 0) return 0;
   // The blocks' rows in whole floats (Backend::copy moves floats: up to 3 bytes past a typed
-  // row run). Not a row of slack as the reservation has: blocks are sized to whole granules
-  // (KvPool::block_tokens_for), and one row more would commit a second granule per buffer.
+  // row run). Not a row of slack as the reservation has: a block's rows fit its granules
+  // (KvPool::block_tokens_for), and one row more could commit another granule per buffer.
   const uint64_t rows = uint64_t(blocks * pool_->block_tokens());
   return std::min(round_up((rows * row_bytes + 3) / 4 * 4, granule), whole);
 }

@@ -15,11 +15,14 @@ std::shared_ptr<KvPool> KvPool::create(int64_t total_tokens, int64_t block_token
 }
 
 int64_t KvPool::block_tokens_for(std::span<const Buffer> buffers) {
-  int64_t tokens = kMinBlockTokens;
-  for (const Buffer& b : buffers)
-    if (b.granularity > 0 && b.row_bytes > 0)
-      tokens = std::max(tokens, int64_t((b.granularity + b.row_bytes - 1) / b.row_bytes));
-  return (tokens + kMinBlockTokens - 1) / kMinBlockTokens * kMinBlockTokens;
+  int64_t tokens = 0;  // none of the buffers pages yet
+  for (const Buffer& b : buffers) {
+    if (b.granularity == 0 || b.row_bytes == 0) continue;
+    const int64_t fit = std::max(
+        int64_t(b.granularity / b.row_bytes) / kMinBlockTokens * kMinBlockTokens, kMinBlockTokens);
+    tokens = tokens == 0 ? fit : std::min(tokens, fit);
+  }
+  return tokens == 0 ? kMinBlockTokens : tokens;
 }
 
 bool KvPool::try_take(int64_t n) {

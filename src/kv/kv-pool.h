@@ -6,11 +6,14 @@
 // commits physical memory behind the positions its blocks cover, so the attention kernels
 // address position p at base + p * row as with an eagerly allocated cache.
 //
-// Block size rule (block_tokens_for): the fewest positions whose rows fill a whole commit
-// granule in every paged layer buffer (CPU: a 4 KiB page; CUDA: the driver's granularity,
-// usually 2 MiB), rounded up to a multiple of 16 and at least 16 tokens. A block then commits
-// whole granules, and the memory a cache holds beyond its blocks is under one granule per
-// buffer. Sliding-window ring layers are bounded by their window: they are committed whole
+// Block size rule (block_tokens_for): the most positions, a multiple of 16, whose rows fit in
+// one commit granule of every paged layer buffer (CPU: a 4 KiB page; CUDA: the driver's
+// granularity, usually 2 MiB), and at least 16. So n blocks commit at most n granules a buffer,
+// exactly n where the rows divide a granule (a 7B f16 cache: 256 positions of 8 KiB rows), and
+// the memory a cache holds beyond its blocks is under one granule per buffer. (Rounding up
+// instead gave q8_0 rows of 4,352 bytes blocks of 496 positions: two 2 MiB granules a buffer
+// for a request's first block, twice an f16 cache's for a short request, and a second granule
+// that mapping ahead, one granule a buffer, does not cover.) Sliding-window ring layers are bounded by their window: they are committed whole
 // when the cache is made and are not counted in blocks (KvCache::ring_bytes()).
 //
 // Thread-safe: the scheduler thread, sessions on other threads and /metrics share one pool.

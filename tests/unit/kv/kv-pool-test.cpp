@@ -67,19 +67,25 @@ TEST(KvPoolTest, ConcurrentTakesNeverOvercommit) {
   EXPECT_EQ(pool->used_blocks(), 1000);
 }
 
-TEST(KvPoolTest, BlockSizeFillsAWholeGranuleInEveryBuffer) {
+TEST(KvPoolTest, BlockRowsFitAGranuleInEveryBuffer) {
   // 4 KiB pages, 512-byte rows: 8 tokens fill a page; the floor is 16.
   const KvPool::Buffer small[] = {{4096, 512}, {4096, 512}};
   EXPECT_EQ(KvPool::block_tokens_for(small), 16);
-  // 2 MiB granules, 8 KiB rows (a 7B f16 cache): 256 tokens.
+  // 2 MiB granules, 8 KiB rows (a 7B f16 cache): 256 tokens fill one exactly.
   const KvPool::Buffer gpu[] = {{2u << 20, 8192}, {2u << 20, 8192}};
   EXPECT_EQ(KvPool::block_tokens_for(gpu), 256);
-  // q8_0 rows of 4352 bytes: 482 tokens fill 2 MiB, rounded up to a multiple of 16.
+  // q8_0 rows of 4352 bytes (a 7B q8_0 cache): 481 fit in 2 MiB, so 480 (496, rounded up,
+  // would be two granules a buffer).
   const KvPool::Buffer q8[] = {{2u << 20, 4352}};
-  EXPECT_EQ(KvPool::block_tokens_for(q8), 496);
+  EXPECT_EQ(KvPool::block_tokens_for(q8), 480);
+  // Mixed rows (f16 K, q8_0 V): the block fits the larger rows' granule.
+  const KvPool::Buffer mixed[] = {{2u << 20, 8192}, {2u << 20, 4352}};
+  EXPECT_EQ(KvPool::block_tokens_for(mixed), 256);
   // A buffer that pages nothing does not set the size.
   const KvPool::Buffer eager[] = {{0, 8}};
   EXPECT_EQ(KvPool::block_tokens_for(eager), 16);
+  const KvPool::Buffer some_eager[] = {{0, 8}, {2u << 20, 8192}};
+  EXPECT_EQ(KvPool::block_tokens_for(some_eager), 256);
 }
 
 class PooledKvCacheTest : public ::testing::Test {
@@ -205,6 +211,29 @@ TEST_F(PooledKvCacheTest, ABlockCommitsItsOwnGranulesOnly) {
   EXPECT_EQ(kv->committed_bytes(), 2 * 4 * page);  // K and V: four pages each
   ASSERT_TRUE(kv->ensure(block + 1).is_ok());
   EXPECT_EQ(kv->committed_bytes(), 2 * 8 * page);
+}
+
+TEST_F(PooledKvCacheTest, AOneBlockQ8CacheCommitsOneGranuleABuffer) {
+  // q8_0 rows that do not divide a page (64 values: 68 bytes): a block is the most multiple of
+  // 16 rows one page holds, so a one-block cache holds one page a buffer, as an f16 one of the
+  // same rows' page would, not two.
+  const uint64_t page = host_page_size();
+  const int64_t dim = 64;
+  const uint64_t row = 68;
+  const int64_t block =
+      KvPool::block_tokens_for(std::vector<KvPool::Buffer>{{page, row}, {page, row}});
+  ASSERT_EQ(block % 16, 0);
+  ASSERT_LE(uint64_t(block) * row, page);
+  ASSERT_GT(uint64_t(block + 16) * row, page);
+  auto pool = KvPool::unbounded(block);
+  const KvCacheTypes q8{DType::Q8_0, DType::Q8_0};
+  auto kv = KvCache::create(layers(1), 4 * block, dim, {}, 0, q8, pool);
+  ASSERT_TRUE(kv.is_ok()) << kv.message();
+  ASSERT_TRUE(kv->ensure(block).is_ok());
+  EXPECT_EQ(kv->held_blocks(), 1);
+  EXPECT_EQ(kv->committed_bytes(), 2 * page);  // K and V: one page each
+  ASSERT_TRUE(kv->ensure(3 * block).is_ok());
+  EXPECT_LE(kv->committed_bytes(), 2 * 3 * page);
 }
 
 TEST_F(PooledKvCacheTest, PooledRowsCopySaveAndRestoreAsEagerOnes) {
