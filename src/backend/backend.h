@@ -66,6 +66,10 @@ class Backend {
   // Gives [offset, offset + bytes) back; its contents are lost. Waits for queued work first.
   virtual void decommit(void* base, uint64_t offset, uint64_t bytes) {}
   virtual void unreserve(void* base, uint64_t bytes) { free(static_cast<float*>(base)); }
+  // A hint that the range's first granule is to be committed soon (a server slot given an idle
+  // cache): a backend whose commits are slow may map it ahead, off the caller's thread. The
+  // default does nothing.
+  virtual void prepare_kv(void* base) {}
   // A backend may keep decommitted memory for the next commit (CPU: parked pages, up to a
   // limit; CUDA: mapped granules, cuda-kv-memory.h). This gives the CPU's back to the kernel;
   // a server calls it when it goes idle. The default keeps nothing.

@@ -103,6 +103,15 @@ void KvCache::release_unused() {
   blocks_ = keep;
 }
 
+void KvCache::prepare_first_block() const {
+  if (!pool_) return;
+  for (const auto& l : layers_) {
+    if (l.ring_rows != 0 || !l.reserved) continue;
+    if (l.k_committed == 0) l.backend->prepare_kv(l.k);
+    if (l.v_committed == 0) l.backend->prepare_kv(l.v);
+  }
+}
+
 uint64_t KvCache::committed_bytes() const {
   if (!pool_) return bytes();
   uint64_t total = 0;

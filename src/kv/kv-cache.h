@@ -91,6 +91,10 @@ class KvCache {
   // ensure only checks capacity; release_unused does nothing.
   Status ensure(int64_t n);
   void release_unused();
+  // A pooled cache about to be used (a server slot's next cache): asks each layer's backend to
+  // prepare the first granule of its K and V ranges where nothing is committed yet
+  // (Backend::prepare_kv; CUDA maps it on a background thread). Nothing for eager caches.
+  void prepare_first_block() const;
   const std::shared_ptr<KvPool>& pool() const { return pool_; }
   int64_t held_blocks() const { return blocks_; }
   // Bytes per position of one layer's K plus V, at the requested types (memory estimates).

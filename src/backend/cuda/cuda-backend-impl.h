@@ -139,6 +139,9 @@ class CudaBackend final : public Backend {
     // and it synchronizes before it unmaps one that queued steps might still use.
     kv_memory_->decommit(base, offset, bytes);
   }
+  void prepare_kv(void* base) override {
+    if (commit_granularity()) kv_memory_->map_ahead(base);
+  }
   void unreserve(void* base, uint64_t bytes) override {
     if (!commit_granularity()) return Backend::unreserve(base, bytes);
     drop_graph();  // as free(): a recorded step may point into the range

@@ -150,6 +150,15 @@ bool CudaKvMemory::map_ahead_one(std::unique_lock<std::mutex>& lock, uintptr_t b
   return true;
 }
 
+void CudaKvMemory::map_ahead(void* base) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ahead_thread_.joinable()) return;
+  auto it = ranges_.find(uintptr_t(base));
+  if (it == ranges_.end() || it->second.handles.empty() || it->second.handles[0] != 0) return;
+  ahead_queue_.push_back(uintptr_t(base));
+  ahead_cv_.notify_all();
+}
+
 void CudaKvMemory::wait_mapped_ahead() {
   std::unique_lock<std::mutex> lock(mu_);
   ahead_cv_.wait(lock, [&] { return ahead_queue_.empty() && !ahead_busy_; });

@@ -47,6 +47,10 @@ class CudaKvMemory {
   bool commit(void* base, uint64_t offset, uint64_t bytes);
   void decommit(void* base, uint64_t offset, uint64_t bytes);
   void unreserve(void* base);
+  // Queues a reservation's first granule for mapping ahead again (when mapping ahead is on and
+  // the granule is not mapped): one that the parked limit left out when it was reserved, now
+  // about to be used.
+  void map_ahead(void* base);
   // Granules mapped now (parked ones included), parked, and kept on the free list (tests).
   uint64_t mapped_granules() const { return mapped_; }
   uint64_t parked_granules() const { return parked_count_; }

@@ -128,6 +128,36 @@ TEST_F(CudaKvMemoryTest, MapAheadParksEachReservationsFirstGranuleWithinTheLimit
   EXPECT_TRUE(backend_->status().is_ok()) << backend_->status().message();
 }
 
+// A reservation the parked limit left out is mapped ahead when asked again (a server slot given
+// an idle spare), once there is room; one mapped already is left as it is.
+TEST_F(CudaKvMemoryTest, MapAheadAgainTakesAReservationTheLimitLeftOut) {
+  const uint64_t g = backend_->commit_granularity();
+  ASSERT_GT(g, 0u);
+  cuda_impl::CudaKvMemory mem(0, g, /*map_ahead=*/true);
+  void* a = mem.reserve(g);
+  void* b = mem.reserve(g);
+  mem.wait_mapped_ahead();
+  EXPECT_EQ(mem.parked_granules(), 1u);  // a's; b's did not fit the limit
+  EXPECT_EQ(mem.mapped_granules(), 1u);
+  ASSERT_TRUE(mem.commit(a, 0, g));  // a's parked granule taken: room again
+  EXPECT_EQ(mem.parked_granules(), 0u);
+  mem.map_ahead(b);
+  mem.wait_mapped_ahead();
+  EXPECT_EQ(mem.parked_granules(), 1u);
+  EXPECT_EQ(mem.mapped_granules(), 2u);
+  mem.map_ahead(b);
+  mem.map_ahead(a);  // committed: nothing to do
+  mem.wait_mapped_ahead();
+  EXPECT_EQ(mem.mapped_granules(), 2u);
+  ASSERT_TRUE(mem.commit(b, 0, g));  // taken as it was mapped
+  EXPECT_EQ(mem.mapped_granules(), 2u);
+  EXPECT_EQ(mem.parked_granules(), 0u);
+  mem.unreserve(a);
+  mem.unreserve(b);
+  EXPECT_EQ(mem.mapped_granules(), 0u);
+  EXPECT_TRUE(backend_->status().is_ok()) << backend_->status().message();
+}
+
 TEST_F(CudaKvMemoryTest, AReservationCostsNoDeviceMemoryUntilCommitted) {
   const uint64_t g = backend_->commit_granularity();
   ASSERT_GT(g, 0u);
