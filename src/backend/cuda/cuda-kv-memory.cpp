@@ -114,12 +114,13 @@ void CudaKvMemory::map_ahead_loop() {
   }
 }
 
+bool CudaKvMemory::first_mapped_or_gone(uintptr_t base) const {
+  auto it = ranges_.find(base);
+  return it == ranges_.end() || it->second.handles.empty() || it->second.handles[0] != 0;
+}
+
 bool CudaKvMemory::map_ahead_one(std::unique_lock<std::mutex>& lock, uintptr_t base) {
-  auto mapped_or_gone = [&] {
-    auto it = ranges_.find(base);
-    return it == ranges_.end() || it->second.handles.empty() || it->second.handles[0] != 0;
-  };
-  if (mapped_or_gone()) return true;
+  if (first_mapped_or_gone(base)) return true;
   if ((parked_count_ + 1) * granularity_ > parked_limit_) return false;
   unsigned long long h = 0;
   if (!free_.empty()) {
@@ -134,7 +135,7 @@ bool CudaKvMemory::map_ahead_one(std::unique_lock<std::mutex>& lock, uintptr_t b
     lock.lock();
     if (!ok) return false;
     h = created;
-    if (mapped_or_gone()) return free_.push_back(h), true;
+    if (first_mapped_or_gone(base)) return free_.push_back(h), true;
   }
   if (api_->map(CUdeviceptr(base), granularity_, 0, CUmemGenericAllocationHandle(h), 0) !=
       CUDA_SUCCESS)
@@ -152,9 +153,7 @@ bool CudaKvMemory::map_ahead_one(std::unique_lock<std::mutex>& lock, uintptr_t b
 
 void CudaKvMemory::map_ahead(void* base) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!ahead_thread_.joinable()) return;
-  auto it = ranges_.find(uintptr_t(base));
-  if (it == ranges_.end() || it->second.handles.empty() || it->second.handles[0] != 0) return;
+  if (!ahead_thread_.joinable() || first_mapped_or_gone(uintptr_t(base))) return;
   ahead_queue_.push_back(uintptr_t(base));
   ahead_cv_.notify_all();
 }

@@ -73,6 +73,8 @@ class CudaKvMemory {
   bool unmap_oldest_parked();                       // false when nothing is parked
   void trim_parked();  // unmaps the oldest parked granules beyond the limit
   void map_ahead_loop();
+  // Whether the range at base is gone or its first granule mapped (lock held).
+  bool first_mapped_or_gone(uintptr_t base) const;
   // Maps granule 0 of the range at base and parks it (lock held on entry and return; let go
   // around cuMemCreate); false when no more should be mapped ahead (the parked limit reached,
   // or the device out of memory).
