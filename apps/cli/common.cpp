@@ -37,17 +37,30 @@ void add_runtime_options(CLI::App* cmd, RuntimeArgs* a) {
                   "CPU: tokens from which a prefill matmul runs on AMX, for every weight type; "
                   "0 = the measured per-type threshold (default 0)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
-  cmd->add_option_function<std::string>(
-         "--cache-verify",
-         [a](const std::string& v) {
-           const std::optional<CacheVerify::Mode> mode = parse_cache_verify(v);
-           if (!mode) fail("--cache-verify: '" + v + "' is not one of lazy, sample, full");
-           a->cpu.cache_verify = *mode;
-         },
-         "how a load checks the prepacked-weight cache: lazy (sampled slices now, the rest in "
-         "the background), sample (sampled slices only) or full (every byte before use) "
-         "(default lazy)")
-      ->type_name("MODE");
+  // A MODE flag: parse(v) or the flag's error naming its choices.
+  auto add_mode = [cmd](const char* flag, const char* choices, auto parse, auto set,
+                        const char* help) {
+    cmd->add_option_function<std::string>(
+           flag,
+           [=](const std::string& v) {
+             const auto mode = parse(v);
+             if (!mode) fail(std::string(flag) + ": '" + v + "' is not one of " + choices);
+             set(*mode);
+           },
+           help)
+        ->type_name("MODE");
+  };
+  add_mode(
+      "--cache-verify", "lazy, sample, full", parse_cache_verify,
+      [a](CacheVerify::Mode m) { a->cpu.cache_verify = m; },
+      "how a load checks the prepacked-weight cache: lazy (sampled slices now, the rest in the "
+      "background), sample (sampled slices only) or full (every byte before use) (default lazy)");
+  add_mode(
+      "--decode-lanes", "auto, on, off", parse_lanes,
+      [a](CpuOptions::Lanes l) { a->cpu.decode_lanes = l; },
+      "CPU: run a decode step of several sequences as lanes, a group of sequences a thread (on), "
+      "as one pass over all of them (off), or time both and keep the faster (auto) (default "
+      "auto)");
   // KV cache element types (kv/kv-cache.h), llama.cpp's flags; main.cpp maps -ctk / -ctv here.
   for (const auto& flag_and_list : {std::pair{"--cache-type-k", &a->cache_types_k},
                                     std::pair{"--cache-type-v", &a->cache_types_v}}) {

@@ -88,9 +88,14 @@ typedef struct hearth_model_params {
   int32_t amx_min_tokens;   /* tokens from which AMX prefill starts; 0: measured per type */
   int32_t no_cuda_graphs;   /* 1: GPU decode steps launch kernels one by one (no graphs) */
   int32_t cuda_chain_depth; /* greedy steps queued on the GPU, 0 (off) to 8; default 3 */
-  int32_t n_cpu_moe; /* MoE layers whose router and experts stay on the CPU: 0 none (default),
-                        N the first N, -1 all (llama.cpp's --n-cpu-moe / --cpu-moe) */
+  int32_t n_cpu_moe;    /* MoE layers whose router and experts stay on the CPU: 0 none (default),
+                           N the first N, -1 all (llama.cpp's --n-cpu-moe / --cpu-moe) */
+  int32_t decode_lanes; /* CPU decode steps of several sequences: HEARTH_DECODE_LANES_* */
 } hearth_model_params;
+
+/* hearth_model_params.decode_lanes (--decode-lanes): a step as lanes, a group of sequences a
+   thread (ON), as one pass over all of them (OFF), or whichever timing finds faster (AUTO). */
+enum { HEARTH_DECODE_LANES_AUTO = 0, HEARTH_DECODE_LANES_ON = 1, HEARTH_DECODE_LANES_OFF = 2 };
 
 /* hearth_model_params.cache_verify */
 enum {

@@ -54,6 +54,7 @@ hearth_model_params default_model_params() {
   p.no_cuda_graphs = 0;
   p.cuda_chain_depth = CudaOptions{}.greedy_chain_depth;
   p.n_cpu_moe = 0;
+  p.decode_lanes = HEARTH_DECODE_LANES_AUTO;
   return p;
 }
 
@@ -158,6 +159,10 @@ hearth_status hearth_model_load(const char* path_or_repo, const hearth_model_par
       return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_model_load: gpu_layers below -2");
     if (p.n_cpu_moe < kCpuMoeAll)
       return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_model_load: n_cpu_moe below -1");
+    if (p.decode_lanes < HEARTH_DECODE_LANES_AUTO || p.decode_lanes > HEARTH_DECODE_LANES_OFF)
+      return fail(HEARTH_ERR_INVALID_ARGUMENT, "hearth_model_load: decode_lanes " +
+                                                   std::to_string(p.decode_lanes) +
+                                                   " is not a HEARTH_DECODE_LANES_* value");
 
     std::string path = path_or_repo;
     if (!file_exists(path) && !is_directory(path)) {
@@ -178,6 +183,9 @@ hearth_status hearth_model_load(const char* path_or_repo, const hearth_model_par
                               : CacheVerify::Mode::kLazy;
     lo.cpu.amx.enabled = p.no_amx == 0;
     lo.cpu.amx.min_tokens = p.amx_min_tokens;
+    lo.cpu.decode_lanes = p.decode_lanes == HEARTH_DECODE_LANES_ON    ? CpuOptions::Lanes::kOn
+                          : p.decode_lanes == HEARTH_DECODE_LANES_OFF ? CpuOptions::Lanes::kOff
+                                                                      : CpuOptions::Lanes::kAuto;
     lo.cuda.graphs = p.no_cuda_graphs == 0;
     lo.cuda.greedy_chain_depth = p.cuda_chain_depth;
     if (std::string bad = cpu_options_error(lo.cpu); !bad.empty())

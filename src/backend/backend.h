@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <memory>
@@ -265,6 +266,20 @@ class Backend {
   // many sequences; the prefill GEMMs' split forms), never from a row count.
   enum class Phase { kDecode, kDecodeBatch, kPrefill };
   virtual void begin_pass(Phase phase, int64_t n_tokens) {}
+
+  // Lanes: a decode step of `rows` sequences cut into decode_lanes(rows) groups, each group's
+  // whole forward pass run by one of the backend's threads, its ops inline on that thread (CPU:
+  // a step of kjv-13m's size makes ~40 hand-offs to the pool, each a join that waits for the
+  // slower thread; lanes join once a step). 1 (the default): one pass over every row. A backend
+  // may choose by timing: the forward pass reports each such step's seconds to
+  // decode_step_took, whichever form it took.
+  virtual int decode_lanes(int64_t rows) { return 1; }
+  virtual void decode_step_took(int64_t rows, int lanes, double seconds) {}
+  // Calls lane(i) for every i in [0, n), lanes on different threads at once, and waits; the ops
+  // lane(i) issues run on its thread alone. The default runs them one after another.
+  virtual void run_lanes(int n, const std::function<void(int)>& lane) {
+    for (int i = 0; i < n; ++i) lane(i);
+  }
 
   // RoPE on q and k (every row), then for each segment (consecutive rows of one sequence) the
   // K/V append into its cache and attention of its rows over that cache. q, k are rotated in

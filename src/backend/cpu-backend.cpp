@@ -1,4 +1,5 @@
-// The CPU backend: host memory, ops forwarded to kernels/ with one persistent thread pool, and
+// The CPU backend: host memory, ops forwarded to kernels/ with one persistent thread pool (or,
+// inside a decode step run as lanes, on the lane's thread alone), and
 // weights repacked into the kernels' layouts (cached on disk by backend/weight-cache.h).
 #include <sys/mman.h>
 
@@ -13,6 +14,7 @@
 #include "backend/backend.h"
 #include "backend/cpu-backend.h"
 #include "backend/cpu-kv-memory.h"
+#include "backend/decode-lane-choice.h"
 #include "backend/weight-cache.h"
 #include "base/half.h"
 #include "base/log.h"
@@ -57,6 +59,37 @@ class CpuBackend final : public Backend {
     return static_cast<float*>(p);
   }
   void free(float* p) override { std::free(p); }
+
+  // Lanes (Backend::decode_lanes): one a thread, once every thread has at least two rows; in
+  // auto mode where the timing of both forms says so (backend/decode-lane-choice.h), for
+  // weights that some core's caches could hold (each lane reads them all: a 7B's 3.8 GB over 16
+  // lanes would make every step a trial of ~60 GB).
+  static constexpr uint64_t kMaxLaneWeightBytes = uint64_t(512) << 20;
+  int decode_lanes(int64_t rows) override {
+    const int threads = pool_.size();
+    if (threads < 2 || rows < 2 * threads) return 1;
+    switch (opt_.cpu.decode_lanes) {
+      case CpuOptions::Lanes::kOn:
+        return threads;
+      case CpuOptions::Lanes::kOff:
+        return 1;
+      case CpuOptions::Lanes::kAuto:
+        break;
+    }
+    return weight_bytes_ > kMaxLaneWeightBytes ? 1 : lane_choice_.choose(rows);
+  }
+  void decode_step_took(int64_t rows, int lanes, double seconds) override {
+    if (opt_.cpu.decode_lanes == CpuOptions::Lanes::kAuto && pool_.size() >= 2 &&
+        rows >= 2 * pool_.size() && weight_bytes_ <= kMaxLaneWeightBytes)
+      lane_choice_.took(rows, lanes, seconds);
+  }
+  void run_lanes(int n, const std::function<void(int)>& lane) override {
+    pool_.run([&](int t, int threads) {
+      in_lane_ = true;
+      for (int i = t; i < n; i += threads) lane(i);
+      in_lane_ = false;
+    });
+  }
   void upload(float* dst, const float* src, int64_t n) override {
     std::memcpy(dst, src, size_t(n) * 4);
   }
@@ -110,6 +143,7 @@ class CpuBackend final : public Backend {
     const int64_t d = w.host.rows(), n = w.host.cols();
     const auto bytes = kernels::packed_size(w.host.dtype, d, n);
     if (!bytes) return Status::ok();
+    weight_bytes_ += *bytes;
     if (WeightCache* cache = open_cache()) {
       if (const uint8_t* hit = cache->find(w.host.name, *bytes, &pool_)) {
         w.backend_data = std::make_shared<Packed>(Packed{hit, nullptr, cache_});
@@ -150,11 +184,11 @@ class CpuBackend final : public Backend {
   void matmul(const Weight& w, const float* x, int64_t T, float* y) override {
     if (w.backend_data) {
       const auto* p = static_cast<const Packed*>(w.backend_data.get());
-      kernels::matmul_packed(w.host.dtype, p->data, w.host.rows(), w.host.cols(), x, T, y, pool_,
+      kernels::matmul_packed(w.host.dtype, p->data, w.host.rows(), w.host.cols(), x, T, y, pool(),
                              opt_.cpu.amx);
       return;
     }
-    kernels::matmul(w.host, x, T, y, pool_, opt_.cpu.amx);
+    kernels::matmul(w.host, x, T, y, pool(), opt_.cpu.amx);
   }
   void matmul_shared(const float* x, int64_t T, std::span<const MatmulOut> outs) override {
     // All packed (the usual case): one pass over every matrix. Otherwise one call each.
@@ -168,22 +202,22 @@ class CpuBackend final : public Backend {
                    w.host.rows(), outs[i].y};
     }
     if (!all_packed) return Backend::matmul_shared(x, T, outs);
-    kernels::matmul_packed_shared({mats.data(), outs.size()}, outs[0].w->host.cols(), x, T, pool_,
+    kernels::matmul_packed_shared({mats.data(), outs.size()}, outs[0].w->host.cols(), x, T, pool(),
                                   opt_.cpu.amx);
   }
   void rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t n,
                float eps) override {
-    kernels::rmsnorm(x, w, y, rows, n, eps, pool_);
+    kernels::rmsnorm(x, w, y, rows, n, eps, pool());
   }
   void rope(float* x, int64_t T, int64_t n_heads, int64_t head_dim, const int32_t* pos,
             const float* inv_freq, kernels::RopeStyle style) override {
-    kernels::rope(x, T, n_heads, head_dim, pos, inv_freq, style, pool_);
+    kernels::rope(x, T, n_heads, head_dim, pos, inv_freq, style, pool());
   }
   void attention(const float* q, const kernels::KvRows& k, const kernels::KvRows& v, float* out,
                  int64_t T, int64_t pos0, int64_t n_heads, int64_t n_kv, int64_t hd,
                  float scale) override {
     kernels::attention(q, k, v, out, T, pos0, n_heads, n_kv, hd, scale, kernels::AttentionMask{},
-                       pool_);
+                       pool());
   }
   bool supports_kv_type(DType t) const override {
     return kernels::is_kv_type(t);
@@ -200,7 +234,7 @@ class CpuBackend final : public Backend {
       kernels::store_kv_rows(type, src + first * row_floats, rows, n_tokens - first, row_floats);
   }
   void swiglu(const float* gate, const float* up, float* out, int64_t n) override {
-    kernels::swiglu(gate, up, out, n, pool_);
+    kernels::swiglu(gate, up, out, n, pool());
   }
 
   // Routed on the host (this is the host); the selected experts run as two grouped matmuls on
@@ -238,7 +272,7 @@ class CpuBackend final : public Backend {
         return list.empty() ? nullptr : list[size_t(e)];
       };
     ex.act = m.act, ex.swiglu_alpha = m.swiglu_alpha, ex.swiglu_limit = m.swiglu_limit;
-    kernels::moe_experts(ex, m.x, T, ids.data(), weights.data(), m.out, m.accumulate, pool_,
+    kernels::moe_experts(ex, m.x, T, ids.data(), weights.data(), m.out, m.accumulate, pool(),
                          opt_.cpu.amx);
   }
 
@@ -247,7 +281,7 @@ class CpuBackend final : public Backend {
            kAttentionSinks | kClampedSwiglu;
   }
   void rmsnorm_heads(float* x, const float* w, int64_t rows, int64_t head_dim, float eps) override {
-    kernels::rmsnorm(x, w, x, rows, head_dim, eps, pool_);  // element-wise: in place is safe
+    kernels::rmsnorm(x, w, x, rows, head_dim, eps, pool());  // element-wise: in place is safe
   }
   // A decode step of several sequences (one token each): every K/V row stored first, then all
   // their attention in one kernels::attention_segments call (one parallel pass: one join a layer
@@ -266,24 +300,24 @@ class CpuBackend final : public Backend {
                       s.pos0, s.ring_rows});
     const kernels::AttentionMask mask{a.window, a.softcap, 0, a.sinks};
     kernels::attention_segments(a.q, segs, a.out, a.n_heads, a.n_kv_heads, a.head_dim, a.scale,
-                                mask, pool_);
+                                mask, pool());
   }
   void attention_masked(const float* q, const kernels::KvRows& k, const kernels::KvRows& v,
                         float* out, int64_t T, int64_t pos0, int64_t n_heads, int64_t n_kv,
                         int64_t hd, float scale, const kernels::AttentionMask& mask) override {
-    kernels::attention(q, k, v, out, T, pos0, n_heads, n_kv, hd, scale, mask, pool_);
+    kernels::attention(q, k, v, out, T, pos0, n_heads, n_kv, hd, scale, mask, pool());
   }
   void rope_partial(float* x, int64_t T, int64_t n_heads, int64_t head_dim, int64_t n_rot,
                     const int32_t* pos, const float* inv_freq, kernels::RopeStyle style,
                     float mscale) override {
-    kernels::rope_partial(x, T, n_heads, head_dim, n_rot, pos, inv_freq, style, mscale, pool_);
+    kernels::rope_partial(x, T, n_heads, head_dim, n_rot, pos, inv_freq, style, mscale, pool());
   }
   void gelu_tanh_gated(const float* gate, const float* up, float* out, int64_t n) override {
-    kernels::gelu_tanh_gated(gate, up, out, n, pool_);
+    kernels::gelu_tanh_gated(gate, up, out, n, pool());
   }
   void swiglu_clamped(const float* gate, const float* up, float* out, int64_t n, float alpha,
                       float limit) override {
-    kernels::swiglu_clamped(gate, up, out, n, alpha, limit, pool_);
+    kernels::swiglu_clamped(gate, up, out, n, alpha, limit, pool());
   }
   void softcap(float* x, int64_t n, float cap) override {
     kernels::softcap(x, n, cap);
@@ -292,7 +326,7 @@ class CpuBackend final : public Backend {
     kernels::scale(x, n, s);
   }
   void add_inplace(float* y, const float* x, int64_t n) override {
-    kernels::add_inplace(y, x, n, pool_);
+    kernels::add_inplace(y, x, n, pool());
   }
   void add_bias(float* y, const float* b, int64_t rows, int64_t n) override {
     kernels::add_bias(y, b, rows, n);
@@ -341,9 +375,18 @@ class CpuBackend final : public Backend {
   std::shared_ptr<WeightCache> cache_;
   ThreadPool pool_;
   ThreadPool solo_{1};  // runs on the caller: no workers, no hand-off
+  // Set on a thread while it runs a lane: its ops then run on it alone.
+  static thread_local bool in_lane_;
+  ThreadPool& pool() {
+    return in_lane_ ? solo_ : pool_;
+  }
+  DecodeLaneChoice lane_choice_{pool_.size()};
+  uint64_t weight_bytes_ = 0;  // the packed matrices' (decode_lanes)
   std::vector<float*> vectors_;
   CpuKvMemory kv_memory_;
 };
+
+thread_local bool CpuBackend::in_lane_ = false;
 
 }  // namespace
 

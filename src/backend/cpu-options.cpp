@@ -2,6 +2,7 @@
 // checks before a CPU backend is made.
 #include "backend/cpu-options.h"
 
+#include <cstddef>
 #include <utility>
 
 namespace hearth {
@@ -14,18 +15,39 @@ constexpr std::pair<CacheVerify::Mode, const char*> kCacheVerifyNames[] = {
     {CacheVerify::Mode::kFull, "full"},
 };
 
-}  // namespace
+constexpr std::pair<CpuOptions::Lanes, const char*> kLanesNames[] = {
+    {CpuOptions::Lanes::kAuto, "auto"},
+    {CpuOptions::Lanes::kOn, "on"},
+    {CpuOptions::Lanes::kOff, "off"},
+};
 
-const char* cache_verify_name(CacheVerify::Mode mode) {
-  for (const auto& [m, name] : kCacheVerifyNames)
-    if (m == mode) return name;
+template <typename E, size_t N>
+const char* name_in(const std::pair<E, const char*> (&names)[N], E value) {
+  for (const auto& [v, name] : names)
+    if (v == value) return name;
   return "?";
 }
 
-std::optional<CacheVerify::Mode> parse_cache_verify(std::string_view name) {
-  for (const auto& [m, n] : kCacheVerifyNames)
-    if (name == n) return m;
+template <typename E, size_t N>
+std::optional<E> value_in(const std::pair<E, const char*> (&names)[N], std::string_view name) {
+  for (const auto& [v, n] : names)
+    if (name == n) return v;
   return std::nullopt;
+}
+
+}  // namespace
+
+const char* cache_verify_name(CacheVerify::Mode mode) {
+  return name_in(kCacheVerifyNames, mode);
+}
+std::optional<CacheVerify::Mode> parse_cache_verify(std::string_view name) {
+  return value_in(kCacheVerifyNames, name);
+}
+const char* lanes_name(CpuOptions::Lanes lanes) {
+  return name_in(kLanesNames, lanes);
+}
+std::optional<CpuOptions::Lanes> parse_lanes(std::string_view name) {
+  return value_in(kLanesNames, name);
 }
 
 std::string cpu_options_error(const CpuOptions& o) {
@@ -35,6 +57,9 @@ std::string cpu_options_error(const CpuOptions& o) {
   if (!parse_cache_verify(cache_verify_name(o.cache_verify)))
     return "cache verify mode " + std::to_string(int(o.cache_verify)) +
            " is not one of lazy|sample|full";
+  if (!parse_lanes(lanes_name(o.decode_lanes)))
+    return "decode lanes mode " + std::to_string(int(o.decode_lanes)) +
+           " is not one of auto|on|off";
   return "";
 }
 

@@ -6,6 +6,7 @@
 // Written against the Backend interface; a block a family does not use costs one branch per
 // layer, never an op. Layer groups on different backends exchange activations once per group.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "model/model.h"
@@ -131,6 +132,30 @@ Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSeg
                            std::to_string(hp_.n_vocab) + " tokens)");
   // Pooled caches commit the blocks this pass writes now, before any op is queued or recorded.
   for (const auto& s : segs) HEARTH_TRY(s.kv->ensure(s.pos0 + s.n_tokens));
+  int64_t n_out = 0;
+  for (const auto& s : segs) n_out += s.all_logits ? s.n_tokens : 1;
+  if (picks && int64_t(picks->want_logits.size()) != n_out)
+    return Status::error("forward: " + std::to_string(picks->want_logits.size()) +
+                         " logits flags for " + std::to_string(n_out) + " output rows");
+  // A decode step of several sequences with every layer on one backend: the backend may run it
+  // as lanes, and hears what each such step cost (Backend::decode_lanes).
+  if (groups_.size() == 1 && !hidden && !debug_tap && T == int64_t(segs.size()) && T > 1) {
+    Backend* be = groups_[0].backend;
+    const int lanes = be->decode_lanes(T);
+    const auto start = std::chrono::steady_clock::now();
+    const Status st = lanes > 1 ? run_lanes(lanes, tokens, segs, scratch, out, picks)
+                                : run_pass(tokens, segs, scratch, out, hidden, picks);
+    be->decode_step_took(
+        T, lanes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return st;
+  }
+  return run_pass(tokens, segs, scratch, out, hidden, picks);
+}
+
+Status Model::run_pass(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segs,
+                       ForwardScratch& scratch, std::vector<float>* out, bool hidden,
+                       const RowPicks* picks) const {
+  const int64_t T = int64_t(tokens.size());
   HEARTH_TRY(prepare_scratch(scratch, T));
 
   Pass pass{tokens, segs, {}, T, 0, hidden};
@@ -141,9 +166,6 @@ Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSeg
       for (int64_t i = 0; i < s.n_tokens; ++i) pass.pos[t++] = int32_t(s.pos0 + i);
   }
   for (const auto& s : segs) pass.n_out += s.all_logits ? s.n_tokens : 1;
-  if (picks && int64_t(picks->want_logits.size()) != pass.n_out)
-    return Status::error("forward: " + std::to_string(picks->want_logits.size()) +
-                         " logits flags for " + std::to_string(pass.n_out) + " output rows");
 
   // A lone decode step may be captured and replayed by the backend (CUDA graphs): same buffers,
   // new token and position. Debug taps read back mid-step, so they force eager execution.

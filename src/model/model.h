@@ -191,6 +191,8 @@ class ForwardScratch {
   // --cpu-moe: the expert backend's MoE buffers (xn, router, gate, up, moe_in, moe_out) for
   // layers whose experts run off their group's backend.
   Buffers experts;
+  // A decode step run as lanes (Backend::decode_lanes): each lane's own scratch.
+  std::vector<std::unique_ptr<ForwardScratch>> lanes;
 };
 
 class Model {
@@ -301,6 +303,14 @@ class Model {
   Status run(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segments,
              ForwardScratch& scratch, std::vector<float>* out, bool hidden,
              const RowPicks* picks = nullptr) const;
+  // run() once the batch is checked: one pass over every row.
+  Status run_pass(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segments,
+                  ForwardScratch& scratch, std::vector<float>* out, bool hidden,
+                  const RowPicks* picks) const;
+  // run() for a decode step whose backend cuts it into `lanes` (Backend::decode_lanes).
+  Status run_lanes(int lanes, const std::vector<int32_t>& tokens,
+                   const std::vector<BatchSegment>& segments, ForwardScratch& scratch,
+                   std::vector<float>* out, const RowPicks* picks) const;
   // One forward pass in flight: what run_group needs besides the weights.
   struct Pass {
     const std::vector<int32_t>& tokens;

@@ -29,6 +29,9 @@ struct BatchCase {
   // f32 rows by default (both sides round nothing); f16 where the GPU's batch op has forms only
   // for 16-bit and q8_0 rows (the masked layers' decode kernels).
   KvCacheTypes cache = test::kF32Cache;
+  // The CPU's decode step form (CpuOptions::decode_lanes): kOn runs every step of 4+ sequences
+  // (2 threads) as lanes, kOff as one pass; the default suite leaves it to the timing.
+  CpuOptions::Lanes lanes = CpuOptions::Lanes::kAuto;
 };
 
 const KvCacheTypes kF16Cache{DType::F16, DType::F16};
@@ -36,6 +39,8 @@ const KvCacheTypes kF16Cache{DType::F16, DType::F16};
 std::string batch_case_name(const testing::TestParamInfo<BatchCase>& info) {
   std::string n = (info.param.file.empty() ? info.param.dir : info.param.file) + "_B" +
                   std::to_string(info.param.batch);
+  if (info.param.lanes != CpuOptions::Lanes::kAuto)
+    n += std::string("_lanes_") + lanes_name(info.param.lanes);
   for (char& c : n)
     if (!isalnum(static_cast<unsigned char>(c))) c = '_';
   return n;
@@ -55,6 +60,7 @@ class BatchDecodeGoldenTest : public testing::TestWithParam<BatchCase> {
     LoadOptions opt;
     opt.n_threads = 2;
     opt.gpu_layers = golden_gpu_layers();
+    opt.cpu.decode_lanes = c.lanes;
     auto loaded = Engine::load(c.file.empty() ? dir : dir + "/" + c.file, opt);
     ASSERT_TRUE(loaded.is_ok()) << loaded.message();
     engine_ = std::move(loaded).value();
@@ -109,6 +115,8 @@ TEST_P(BatchDecodeGoldenTest, StepOfManySequencesMatchesEachAlone) {
   std::vector<KvCache>& batched = batched_;
   std::vector<int32_t>& next = next_;
   const double bound = batch_bound(c, B);
+  if (golden_gpu_layers() == 0 && c.lanes != CpuOptions::Lanes::kAuto)  // the option reached it
+    EXPECT_EQ(m.head_backend()->decode_lanes(B) > 1, c.lanes == CpuOptions::Lanes::kOn);
   for (int step = 0; step < kSteps; ++step) {
     std::vector<BatchSegment> segs;
     for (int i = 0; i < B; ++i) segs.push_back({&batched[size_t(i)], batched[size_t(i)].used(), 1});
@@ -189,6 +197,22 @@ INSTANTIATE_TEST_SUITE_P(KjvQuantized, BatchDecodeGoldenTest,
                                          BatchCase{"gemma2-tiny", "", 6, kF16Cache},
                                          BatchCase{"gpt-oss-tiny", "", 9, kF16Cache}),
                          batch_case_name);
+
+// The CPU's lanes (a group of sequences a thread, forward-lanes.cpp) against each sequence alone,
+// forced on and off: lanes of uneven size (5 and 9 over 2 threads), lanes of 2 and 3 rows, and
+// the masked and normed attention forms inside a lane. (On the GPU the option changes nothing:
+// these repeat cases above.)
+constexpr auto kOn = CpuOptions::Lanes::kOn;
+constexpr auto kOff = CpuOptions::Lanes::kOff;
+INSTANTIATE_TEST_SUITE_P(
+    Lanes, BatchDecodeGoldenTest,
+    testing::Values(BatchCase{"kjv-13m", "kjv-13m-q8_0.gguf", 8, test::kF32Cache, kOn},
+                    BatchCase{"kjv-13m", "kjv-13m-q8_0.gguf", 8, test::kF32Cache, kOff},
+                    BatchCase{"kjv-13m", "kjv-13m-q4_k_m.gguf", 9, kF16Cache, kOn},
+                    BatchCase{"qwen3-tiny", "", 5, test::kF32Cache, kOn},
+                    BatchCase{"gemma2-tiny", "", 6, kF16Cache, kOn},
+                    BatchCase{"gpt-oss-tiny", "", 9, kF16Cache, kOn}),
+    batch_case_name);
 
 }  // namespace
 }  // namespace hearth

@@ -1,8 +1,8 @@
 // The scheduler on the golden model, on the CPU or (golden_test --gpu-layers=all) the GPU, where
 // a stream alone runs chained steps (scheduler-chain.cpp): its answer against the plain loop of
 // decode + host argmax on a fresh cache, when a second request joins mid-stream (the chain stops
-// and the next steps batch both), and when a stop string ends it inside a chain; and a scheduler
-// that ran its warm-up pass first.
+// and the next steps batch both), and when a stop string ends it inside a chain; a scheduler
+// that ran its warm-up pass first; and eight requests whose CPU steps run as lanes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -140,6 +140,58 @@ TEST_F(SchedulerGoldenTest, AWarmedUpSchedulerHoldsNoBlocksAndAnswersAsThePlainL
   sched.stop();
   EXPECT_EQ(a->output_tokens(), plain_loop(pa, 60));
   EXPECT_EQ(b->output_tokens(), plain_loop(pb, 60));
+}
+
+// The CPU's decode lanes (--decode-lanes, model/forward-lanes.cpp) under the scheduler: eight
+// requests at once on two threads, their steps as two lanes of four or as one pass of eight,
+// give the same answers token for token (each row's matmuls and attention are its own in both
+// forms). On the CPU whatever golden_test's --gpu-layers says: the lanes are a CPU form.
+TEST(SchedulerLanes, EightRequestsAsLanesAnswerAsOnePass) {
+  auto load = [](CpuOptions::Lanes lanes) {
+    LoadOptions opt;
+    opt.n_threads = 2;
+    opt.cpu.decode_lanes = lanes;
+    auto e = Engine::load(test::shared_path("goldens/kjv-13m/kjv-13m-q4_0.gguf"), opt);
+    EXPECT_TRUE(e.is_ok()) << e.message();
+    return e.is_ok() ? e.value() : nullptr;
+  };
+  const auto on = load(CpuOptions::Lanes::kOn), off = load(CpuOptions::Lanes::kOff);
+  ASSERT_TRUE(on && off);
+  ASSERT_GT(on->model().head_backend()->decode_lanes(8), 1);
+  ASSERT_EQ(off->model().head_backend()->decode_lanes(8), 1);
+  const char* texts[] = {"In the beginning God created the heaven and the earth.",
+                         "And the LORD spake unto Moses, saying,",
+                         "Blessed are the poor in spirit:",
+                         "And God said, Let there be light:",
+                         "The LORD is my shepherd;",
+                         "And it came to pass in those days,",
+                         "Honour thy father and thy mother:",
+                         "Now the serpent was more subtil"};
+  auto serve = [&](const std::shared_ptr<Engine>& engine) {
+    SchedulerOptions o;
+    o.parallel = 8;
+    o.ctx_size = 256;
+    Scheduler sched(engine, o);
+    EXPECT_TRUE(sched.start().is_ok());
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (const char* t : texts) {
+      jobs.push_back(test::scheduler_job(engine->tokenizer().encode(t, true), 48));
+      EXPECT_EQ(sched.submit(jobs.back()), Scheduler::Submit::kOk);
+    }
+    std::vector<std::vector<int32_t>> out;
+    for (auto& j : jobs) {
+      test::finish_job(*j);
+      out.push_back(j->output_tokens());
+    }
+    sched.stop();
+    return out;
+  };
+  const auto lanes = serve(on), pass = serve(off);
+  ASSERT_EQ(lanes.size(), pass.size());
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    EXPECT_EQ(lanes[i].size(), 48u) << texts[i];
+    EXPECT_EQ(lanes[i], pass[i]) << texts[i];
+  }
 }
 
 }  // namespace

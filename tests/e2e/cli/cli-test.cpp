@@ -188,7 +188,7 @@ TEST(CliRun, CpuOptionFlagsAreAcceptedAndChecked) {
   };
   auto plain = with({});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  auto flagged = with({"--no-amx", "--cache-verify", "full"});
+  auto flagged = with({"--no-amx", "--cache-verify", "full", "--decode-lanes", "on"});
   ASSERT_EQ(flagged.exit_code, 0) << flagged.err;
   EXPECT_EQ(nlohmann::json::parse(flagged.out)["tokens"],
             nlohmann::json::parse(plain.out)["tokens"]);
@@ -197,7 +197,8 @@ TEST(CliRun, CpuOptionFlagsAreAcceptedAndChecked) {
   const size_t n_forced = nlohmann::json::parse(forced.out)["tokens"].size();
   EXPECT_TRUE(n_forced >= 1 && n_forced <= 4) << forced.out;
   for (const auto& [flag, value] : {std::pair<std::string, std::string>{"--cache-verify", "never"},
-                                    {"--amx-min-tokens", "-1"}}) {
+                                    {"--amx-min-tokens", "-1"},
+                                    {"--decode-lanes", "sometimes"}}) {
     auto bad = with({flag, value});
     EXPECT_NE(bad.exit_code, 0) << flag << " " << value;
     EXPECT_NE(bad.err.find(flag), std::string::npos) << bad.err;

@@ -166,6 +166,7 @@ TEST(ApiBadArgs, OlderModelParamsAndBackendChoices) {
   ASSERT_EQ(hearth_model_params_init(&mp, sizeof mp), HEARTH_OK);
   EXPECT_EQ(mp.cache_verify, HEARTH_CACHE_VERIFY_LAZY);
   EXPECT_EQ(mp.cuda_chain_depth, 3);
+  const int32_t default_decode_lanes = mp.decode_lanes;
   mp.no_weight_cache = 1;
   mp.cache_verify = HEARTH_CACHE_VERIFY_FULL;
   mp.no_amx = 1;
@@ -184,6 +185,14 @@ TEST(ApiBadArgs, OlderModelParamsAndBackendChoices) {
   mp.amx_min_tokens = -1;
   EXPECT_FAILS(hearth_model_load(tiny_gguf().c_str(), &mp, &m), HEARTH_ERR_INVALID_ARGUMENT,
                "amx min tokens");
+  mp.amx_min_tokens = 0;
+  EXPECT_EQ(default_decode_lanes, HEARTH_DECODE_LANES_AUTO);
+  mp.decode_lanes = HEARTH_DECODE_LANES_ON;
+  ASSERT_EQ(hearth_model_load(tiny_gguf().c_str(), &mp, &m), HEARTH_OK) << hearth_last_error();
+  hearth_model_free(m);
+  mp.decode_lanes = 3;
+  EXPECT_FAILS(hearth_model_load(tiny_gguf().c_str(), &mp, &m), HEARTH_ERR_INVALID_ARGUMENT,
+               "decode_lanes");
 }
 
 // The KV cache types: defaults f16 (also for a v1-size struct, which ends at `sampling`), the

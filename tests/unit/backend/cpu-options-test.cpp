@@ -1,6 +1,6 @@
-// CpuOptions (backend/cpu-options.h): every cache-verify mode round-trips through its name,
-// unknown names and negative AMX thresholds are refused, and a load with bad options fails
-// with a line naming the field instead of running.
+// CpuOptions (backend/cpu-options.h): every cache-verify and decode-lanes mode round-trips
+// through its name, unknown names and negative AMX thresholds are refused, and a load with bad
+// options fails with a line naming the field instead of running.
 #include <gtest/gtest.h>
 
 #include "backend/cpu-options.h"
@@ -20,8 +20,21 @@ TEST(CpuOptions, CacheVerifyNamesRoundTrip) {
     EXPECT_FALSE(parse_cache_verify(bad).has_value()) << "'" << bad << "'";
 }
 
+TEST(CpuOptions, DecodeLanesNamesRoundTrip) {
+  for (auto l : {CpuOptions::Lanes::kAuto, CpuOptions::Lanes::kOn, CpuOptions::Lanes::kOff})
+    EXPECT_EQ(parse_lanes(lanes_name(l)), l) << lanes_name(l);
+  EXPECT_STREQ(lanes_name(CpuOptions::Lanes::kAuto), "auto");
+  for (const char* bad : {"", "On", "yes", "1", "auto "})
+    EXPECT_FALSE(parse_lanes(bad).has_value()) << "'" << bad << "'";
+  CpuOptions o;
+  o.decode_lanes = static_cast<CpuOptions::Lanes>(7);
+  EXPECT_NE(cpu_options_error(o).find("decode lanes mode 7"), std::string::npos)
+      << cpu_options_error(o);
+}
+
 TEST(CpuOptions, DefaultsAreTheMeasuredBehaviour) {
   const CpuOptions o;
+  EXPECT_EQ(o.decode_lanes, CpuOptions::Lanes::kAuto);
   EXPECT_TRUE(o.amx.enabled);
   EXPECT_EQ(o.amx.min_tokens, 0);
   EXPECT_EQ(o.cache_verify, CacheVerify::Mode::kLazy);

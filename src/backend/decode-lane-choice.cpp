@@ -1,0 +1,44 @@
+#include "backend/decode-lane-choice.h"
+
+#include <algorithm>
+
+namespace hearth {
+
+double DecodeLaneChoice::median(Form& f) {
+  std::sort(f.seconds.begin(), f.seconds.begin() + f.n);
+  return f.n % 2 ? f.seconds[size_t(f.n / 2)]
+                 : (f.seconds[size_t(f.n / 2 - 1)] + f.seconds[size_t(f.n / 2)]) / 2;
+}
+
+int DecodeLaneChoice::choose(int64_t rows) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Rows& r = at(rows);
+  ++r.steps;
+  if (!r.in_trial && r.steps >= r.next_trial) {
+    r.in_trial = true;
+    r.form[0].n = r.form[1].n = 0;
+  }
+  if (!r.in_trial) return r.best ? lanes_ : 1;
+  // Alternate: the form with fewer samples (a first step ever is not one: that form goes again).
+  return r.form[1].n < r.form[0].n ? lanes_ : 1;
+}
+
+void DecodeLaneChoice::took(int64_t rows, int lanes, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Rows& r = at(rows);
+  Form& f = r.form[lanes > 1 ? 1 : 0];
+  if (!f.warmed) {
+    f.warmed = true;
+    return;
+  }
+  if (!r.in_trial || f.n >= kTrialSteps) return;
+  f.seconds[size_t(f.n++)] = seconds;
+  if (r.form[0].n < kTrialSteps || r.form[1].n < kTrialSteps) return;
+  const int best = median(r.form[1]) < median(r.form[0]) ? 1 : 0;
+  r.recheck = best == r.best ? std::min(r.recheck * 2, kMaxRecheck) : kFirstRecheck;
+  r.best = best;
+  r.in_trial = false;
+  r.next_trial = r.steps + r.recheck;
+}
+
+}  // namespace hearth
