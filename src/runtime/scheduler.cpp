@@ -18,6 +18,8 @@
 namespace hearth {
 
 using Clock = std::chrono::steady_clock;
+// How long the scheduler stays idle before it trims the heap and the parked KV pages.
+constexpr std::chrono::milliseconds kTrimAfterIdle{1000};
 
 bool Job::wait_text(std::chrono::milliseconds timeout, std::string* text) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -490,9 +492,14 @@ void Scheduler::loop() {
       if (stop_now) {
         // fall through: what was taken gets its slots, then every slot's job is cancelled
       } else if (!busy && worked_since_trim) {
-        // Going idle after a burst: what the burst freed goes back to the kernel, so RSS
-        // between bursts is what the server holds, not what it once needed (the heap, and the
-        // KV pages the backends kept parked for the next request).
+        // Idle after a burst: once nothing has come for kTrimAfterIdle, what the burst freed
+        // goes back to the kernel, so RSS between bursts is what the server holds, not what it
+        // once needed (the heap, and the KV pages the backends kept parked for the next
+        // request). Not at once: a client's next request often comes within milliseconds (a
+        // load's next round, an agent's next call), and each then regrew the heap and faulted
+        // its KV pages in again.
+        if (cv_.wait_for(lock, kTrimAfterIdle, [&] { return stopping_ || !queue_.empty(); }))
+          continue;
         lock.unlock();
         release_free_heap_memory();
         for (const LayerGroup& g : engine_->model().groups()) g.backend->release_parked_kv();
