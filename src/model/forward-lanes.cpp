@@ -33,12 +33,8 @@ Status Model::run_lanes(int lanes, const std::vector<int32_t>& tokens,
   HEARTH_TRY(be->status());
   for (const auto& s : segs) s.kv->set_used(std::max(s.kv->used(), s.pos0 + 1));
 
-  if (picks) {
+  if (picks) {  // (run() checked the draws' rows)
     picks->ids->resize(size_t(n));
-    for (const Backend::RowDraw& d : picks->draws)
-      if (d.row < 0 || d.row >= n)
-        return Status::error("forward: a draw for row " + std::to_string(d.row) + " of " +
-                             std::to_string(n));
     out->resize(size_t(n * V));  // (rows not wanted keep what they held)
   } else if (out) {
     out->resize(out->size() + size_t(n * V));

@@ -137,6 +137,11 @@ Status Model::run(const std::vector<int32_t>& tokens, const std::vector<BatchSeg
   if (picks && int64_t(picks->want_logits.size()) != n_out)
     return Status::error("forward: " + std::to_string(picks->want_logits.size()) +
                          " logits flags for " + std::to_string(n_out) + " output rows");
+  if (picks)
+    for (const Backend::RowDraw& d : picks->draws)
+      if (d.row < 0 || d.row >= n_out)
+        return Status::error("forward: a draw for row " + std::to_string(d.row) + " of " +
+                             std::to_string(n_out));
   // A decode step of several sequences with every layer on one backend: the backend may run it
   // as lanes, and hears what each such step cost (Backend::decode_lanes).
   if (groups_.size() == 1 && !hidden && !debug_tap && T == int64_t(segs.size()) && T > 1) {
@@ -194,10 +199,6 @@ Status Model::run_pass(const std::vector<int32_t>& tokens, const std::vector<Bat
     const float* rows = scratch.per_backend.back().logits;
     const int64_t V = hp_.n_vocab;
     picks->ids->resize(size_t(pass.n_out));
-    for (const Backend::RowDraw& d : picks->draws)
-      if (d.row < 0 || d.row >= pass.n_out)
-        return Status::error("forward: a draw for row " + std::to_string(d.row) + " of " +
-                             std::to_string(pass.n_out));
     last->pick_rows(rows, pass.n_out, V, picks->draws, picks->ids->data());
     out->resize(size_t(pass.n_out * V));    // (rows not wanted keep what they held)
     for (int64_t r = 0; r < pass.n_out;) {  // runs of wanted rows, one download each
