@@ -1,3 +1,4 @@
+// DecodeLaneChoice (backend/decode-lane-choice.h): each row count's trials and the form they chose.
 #include "backend/decode-lane-choice.h"
 
 #include <algorithm>
