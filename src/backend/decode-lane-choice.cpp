@@ -35,11 +35,17 @@ void DecodeLaneChoice::took(int64_t rows, int lanes, double seconds) {
   if (!r.in_trial || f.n >= kTrialSteps) return;
   f.seconds[size_t(f.n++)] = seconds;
   if (r.form[0].n < kTrialSteps || r.form[1].n < kTrialSteps) return;
-  const int best = median(r.form[1]) < median(r.form[0]) ? 1 : 0;
+  const double pass = median(r.form[0]), lanes_s = median(r.form[1]);
+  const int best = lanes_s < pass ? 1 : 0;
   r.recheck = best == r.best ? std::min(r.recheck * 2, kMaxRecheck) : kFirstRecheck;
   r.best = best;
   r.in_trial = false;
-  r.next_trial = r.steps + r.recheck;
+  // A trial's steps of the slower form cost kTrialSteps x (slower / faster - 1) steps of the
+  // faster: the next comes late enough that they stay a small share of the time (lanes over 16
+  // threads of a model that streams its weights: ~16x slower steps, a trial every ~6,000 steps).
+  const double slower = std::max(pass, lanes_s) / std::max(std::min(pass, lanes_s), 1e-12);
+  const auto spaced = int64_t(kStepsPerTrialCost * kTrialSteps * (slower - 1));
+  r.next_trial = r.steps + std::max(r.recheck, spaced);
 }
 
 }  // namespace hearth

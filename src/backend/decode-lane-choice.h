@@ -26,11 +26,13 @@ class DecodeLaneChoice {
   // step was shorter: alternating, so both see the same host (a shared host's speed moves by
   // tens of percent within seconds), and medians, so a step the host preempted does not decide.
   // The first trial starts at once; the next after kFirstRecheck steps, then twice as many each
-  // time the choice stands (at most kMaxRecheck): where lanes lose, one slow step in a few
-  // hundred, and a host whose load changes is followed.
+  // time the choice stands (at most kMaxRecheck, or later where the slower form is much slower):
+  // a host whose load changes is followed, at a few percent of the time at most.
   static constexpr int kTrialSteps = 8;
   static constexpr int64_t kFirstRecheck = 32;
   static constexpr int64_t kMaxRecheck = 2048;
+  // And never sooner than this many steps per step of extra cost a trial adds (~2% of the time).
+  static constexpr int64_t kStepsPerTrialCost = 50;
   static constexpr int64_t kMaxRows = 64;  // row counts above share one record
 
  private:

@@ -32,10 +32,11 @@ TEST(DecodeLaneChoice, TriesBothFormsThenKeepsTheFaster) {
   Choice c(2);
   const auto lanes_faster = [](int lanes) { return lanes > 1 ? 0.8e-3 : 1.0e-3; };
   EXPECT_EQ(run_steps(c, 8, kFirstTrial, lanes_faster), kFirstTrial / 2);
-  // Then lanes, but for the rechecks' steps of one pass (trials at doubling intervals).
+  // Then lanes, but for the rechecks' steps of one pass (trials at doubling intervals, and at
+  // least 50 x 8 x 0.25 = 100 steps apart).
   const int steps = 1000;
   const int lanes = run_steps(c, 8, steps, lanes_faster);
-  EXPECT_GT(lanes, steps - 6 * Choice::kTrialSteps);
+  EXPECT_GT(lanes, steps - 5 * Choice::kTrialSteps);
   EXPECT_LT(lanes, steps);  // the slower form is still rechecked now and then
 }
 
@@ -43,7 +44,7 @@ TEST(DecodeLaneChoice, KeepsOnePassWhereLanesLose) {
   Choice c(2);
   const auto lanes_slower = [](int lanes) { return lanes > 1 ? 2.0e-3 : 1.0e-3; };
   run_steps(c, 8, kFirstTrial, lanes_slower);
-  // Rechecks back off (64, 128, ... steps apart): a few trials' lane steps in 2,000.
+  // Rechecks at least 50 x 8 x (2 - 1) = 400 steps apart: a few trials' lane steps in 2,000.
   const int lanes = run_steps(c, 8, 2000, lanes_slower);
   EXPECT_GE(lanes, Choice::kTrialSteps);
   EXPECT_LE(lanes, 6 * Choice::kTrialSteps);
@@ -66,9 +67,24 @@ TEST(DecodeLaneChoice, FollowsAHostWhoseCostsChange) {
   const auto cost = [&](int lanes) { return (lanes > 1) == lanes_win ? 0.5e-3 : 1.0e-3; };
   run_steps(c, 8, 3000, cost);  // one pass wins; the rechecks back off to their longest
   lanes_win = true;
-  // Within one recheck interval and a trial, lanes are found and kept.
+  // Within one recheck interval and a trial, lanes are found and kept (a later trial may fall
+  // in the last 30 steps: at most kTrialSteps of them one pass).
   run_steps(c, 8, int(Choice::kMaxRecheck) + kFirstTrial, cost);
-  EXPECT_GE(run_steps(c, 8, 30, cost), 30);
+  EXPECT_GE(run_steps(c, 8, 30, cost), 30 - Choice::kTrialSteps);
+}
+
+TEST(DecodeLaneChoice, AMuchSlowerFormIsTriedRarely) {
+  Choice c(16);
+  // Sixteen lanes of a model whose weights stream from memory: each lane step 16x slower.
+  const auto cost = [](int lanes) { return lanes > 1 ? 16.0e-3 : 1.0e-3; };
+  int with_lanes = 0;
+  for (int i = 0; i < kFirstTrial + 10000; ++i) {
+    const int lanes = c.choose(8);
+    with_lanes += lanes > 1;
+    c.took(8, lanes, cost(lanes));
+  }
+  // The first trial's 9, then trials >= 50 x 8 x 15 = 6,000 steps apart: one more at most.
+  EXPECT_LE(with_lanes, kFirstTrial / 2 + Choice::kTrialSteps);
 }
 
 TEST(DecodeLaneChoice, TheFirstStepOfAFormIsNotCounted) {
