@@ -66,22 +66,19 @@ class CpuBackend final : public Backend {
   // lanes would make every step a trial of ~60 GB).
   static constexpr uint64_t kMaxLaneWeightBytes = uint64_t(512) << 20;
   int decode_lanes(int64_t rows) override {
-    const int threads = pool_.size();
-    if (threads < 2 || rows < 2 * threads) return 1;
+    if (!lanes_fit(rows)) return 1;
     switch (opt_.cpu.decode_lanes) {
       case CpuOptions::Lanes::kOn:
-        return threads;
+        return pool_.size();
       case CpuOptions::Lanes::kOff:
         return 1;
       case CpuOptions::Lanes::kAuto:
         break;
     }
-    return weight_bytes_ > kMaxLaneWeightBytes ? 1 : lane_choice_.choose(rows);
+    return lanes_timed() ? lane_choice_.choose(rows) : 1;
   }
   void decode_step_took(int64_t rows, int lanes, double seconds) override {
-    if (opt_.cpu.decode_lanes == CpuOptions::Lanes::kAuto && pool_.size() >= 2 &&
-        rows >= 2 * pool_.size() && weight_bytes_ <= kMaxLaneWeightBytes)
-      lane_choice_.took(rows, lanes, seconds);
+    if (lanes_fit(rows) && lanes_timed()) lane_choice_.took(rows, lanes, seconds);
   }
   void run_lanes(int n, const std::function<void(int)>& lane) override {
     pool_.run([&](int t, int threads) {
@@ -382,6 +379,16 @@ class CpuBackend final : public Backend {
   }
   DecodeLaneChoice lane_choice_{pool_.size()};
   uint64_t weight_bytes_ = 0;  // the packed matrices' (decode_lanes)
+  // A step of `rows` can take lanes: two rows a thread at least (a lane of one row runs the
+  // one-thread GEMV, slower than the pool's).
+  bool lanes_fit(int64_t rows) const {
+    return pool_.size() >= 2 && rows >= 2 * pool_.size();
+  }
+  // Auto mode, and weights whose trials cost little (kMaxLaneWeightBytes).
+  bool lanes_timed() const {
+    return opt_.cpu.decode_lanes == CpuOptions::Lanes::kAuto &&
+           weight_bytes_ <= kMaxLaneWeightBytes;
+  }
   std::vector<float*> vectors_;
   CpuKvMemory kv_memory_;
 };

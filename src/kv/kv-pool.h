@@ -13,9 +13,9 @@
 // the memory a cache holds beyond its blocks is under one granule per buffer. (Rounding up
 // instead gave q8_0 rows of 4,352 bytes blocks of 496 positions: two 2 MiB granules a buffer
 // for a request's first block, twice an f16 cache's for a short request, and a second granule
-// that mapping ahead, one granule a buffer, does not cover.) Sliding-window ring layers are bounded
-// by their window: they are committed whole when the cache is made and are not counted in blocks
-// (KvCache::ring_bytes()).
+// that mapping ahead, one granule a buffer, does not cover.) Sliding-window ring layers are
+// bounded by their window: they are committed whole when the cache is made and are not counted
+// in blocks (KvCache::ring_bytes()).
 //
 // Thread-safe: the scheduler thread, sessions on other threads and /metrics share one pool.
 #pragma once

@@ -40,23 +40,13 @@ Status Model::run_lanes(int lanes, const std::vector<int32_t>& tokens,
     out->resize(out->size() + size_t(n * V));
   }
   float* dst = out ? out->data() + (out->size() - size_t(n * V)) : nullptr;
-  std::vector<Backend::RowDraw> draws;
   for (int i = 0; i < lanes; ++i) {
     const int64_t r0 = first(i), rows = first(i + 1) - r0;
     const float* logits = scratch.lanes[size_t(i)]->per_backend[0].logits;
-    if (!picks) {
-      if (dst) be->download(dst + r0 * V, logits, rows * V);
-      continue;
-    }
-    draws.clear();
-    for (Backend::RowDraw d : picks->draws)
-      if (d.row >= r0 && d.row < r0 + rows) {
-        d.row -= r0;
-        draws.push_back(d);
-      }
-    be->pick_rows(logits, rows, V, draws, picks->ids->data() + r0);
-    for (int64_t r = 0; r < rows; ++r)
-      if (picks->want_logits[size_t(r0 + r)]) be->download(dst + (r0 + r) * V, logits + r * V, V);
+    if (picks)
+      pick_rows_of(be, logits, r0, rows, *picks, dst);
+    else if (dst)
+      be->download(dst + r0 * V, logits, rows * V);
   }
   return be->status();
 }

@@ -196,21 +196,9 @@ Status Model::run_pass(const std::vector<int32_t>& tokens, const std::vector<Bat
   for (const auto& s : segs) s.kv->set_used(std::max(s.kv->used(), s.pos0 + s.n_tokens));
   if (picks) {
     Backend* last = groups_.back().backend;
-    const float* rows = scratch.per_backend.back().logits;
-    const int64_t V = hp_.n_vocab;
     picks->ids->resize(size_t(pass.n_out));
-    last->pick_rows(rows, pass.n_out, V, picks->draws, picks->ids->data());
-    out->resize(size_t(pass.n_out * V));    // (rows not wanted keep what they held)
-    for (int64_t r = 0; r < pass.n_out;) {  // runs of wanted rows, one download each
-      if (!picks->want_logits[size_t(r)]) {
-        ++r;
-        continue;
-      }
-      int64_t end = r + 1;
-      while (end < pass.n_out && picks->want_logits[size_t(end)]) ++end;
-      last->download(out->data() + r * V, rows + r * V, (end - r) * V);
-      r = end;
-    }
+    out->resize(size_t(pass.n_out * hp_.n_vocab));  // (rows not wanted keep what they held)
+    pick_rows_of(last, scratch.per_backend.back().logits, 0, pass.n_out, *picks, out->data());
     return last->status();
   }
   if (out) {
@@ -222,6 +210,29 @@ Status Model::run_pass(const std::vector<int32_t>& tokens, const std::vector<Bat
     last->download(out->data() + old, hidden ? b.xn : b.logits, pass.n_out * width);
   }
   return Status::ok();
+}
+
+void Model::pick_rows_of(Backend* be, const float* rows, int64_t r0, int64_t n,
+                         const RowPicks& picks, float* logits) const {
+  const int64_t V = hp_.n_vocab;
+  thread_local std::vector<Backend::RowDraw> draws;  // the draws of these rows, from row 0
+  draws.clear();
+  for (Backend::RowDraw d : picks.draws)
+    if (d.row >= r0 && d.row < r0 + n) {
+      d.row -= r0;
+      draws.push_back(d);
+    }
+  be->pick_rows(rows, n, V, draws, picks.ids->data() + r0);
+  for (int64_t r = 0; r < n;) {  // runs of wanted rows, one download each
+    if (!picks.want_logits[size_t(r0 + r)]) {
+      ++r;
+      continue;
+    }
+    int64_t end = r + 1;
+    while (end < n && picks.want_logits[size_t(r0 + end)]) ++end;
+    be->download(logits + (r0 + r) * V, rows + r * V, (end - r) * V);
+    r = end;
+  }
 }
 
 DecodeStepKey Model::step_key(size_t g, const ForwardScratch& scratch, KvCache& kv) const {

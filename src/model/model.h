@@ -307,6 +307,11 @@ class Model {
   Status run_pass(const std::vector<int32_t>& tokens, const std::vector<BatchSegment>& segments,
                   ForwardScratch& scratch, std::vector<float>* out, bool hidden,
                   const RowPicks* picks) const;
+  // The picks of output rows [r0, r0 + n), held at `rows` on `be` (row r0 first): their ids into
+  // picks.ids from r0, the draws among them by their rows, and the wanted rows' logits into
+  // `logits` (all output rows' room, row 0 first).
+  void pick_rows_of(Backend* be, const float* rows, int64_t r0, int64_t n, const RowPicks& picks,
+                    float* logits) const;
   // run() for a decode step whose backend cuts it into `lanes` (Backend::decode_lanes).
   Status run_lanes(int lanes, const std::vector<int32_t>& tokens,
                    const std::vector<BatchSegment>& segments, ForwardScratch& scratch,
